@@ -1,0 +1,23 @@
+# cmake --install: the shared library, public headers, the ccgraph tool, a
+# CMake package (find_package(ccgraph) -> ccgraph::ccgraph) and a pkg-config
+# file.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS ccgraph EXPORT ccgraphTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ccgraph_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/ccgraph DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(CCG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ccgraph)
+install(EXPORT ccgraphTargets NAMESPACE ccgraph:: DESTINATION ${CCG_CMAKE_DIR})
+configure_package_config_file(cmake/ccgraphConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfig.cmake INSTALL_DESTINATION ${CCG_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfigVersion.cmake DESTINATION ${CCG_CMAKE_DIR})
+
+configure_file(cmake/ccgraph.pc.in ${CMAKE_CURRENT_BINARY_DIR}/ccgraph.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ccgraph.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,9 @@
+/* ccgraph: parallel model graphs with explicit collectives. One header for
+ * the whole public API. */
+#ifndef CCGRAPH_CCGRAPH_H
+#define CCGRAPH_CCGRAPH_H
+
+#include "ccgraph/core.h"
+#include "ccgraph/graph.h"
+
+#endif

@@ -1,0 +1,29 @@
+/* Private: allocation through a ccg_allocator, overflow-checked sizes. */
+#ifndef CCG_CORE_ALLOC_H
+#define CCG_CORE_ALLOC_H
+
+#include <stdbool.h>
+#include "ccgraph/core.h"
+
+/* The libc allocator; `a` may be NULL or have NULL fields (= libc). */
+void *ccg__alloc(const ccg_allocator *a, size_t size);
+void *ccg__calloc(const ccg_allocator *a, size_t n, size_t size);
+void *ccg__realloc(const ccg_allocator *a, void *p, size_t old_size,
+                   size_t new_size);
+void ccg__free(const ccg_allocator *a, void *p, size_t size);
+
+/* a * b into *out; false on overflow of size_t. */
+static inline bool ccg__mul_size(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+/* a * b into *out; false on overflow of int64_t. */
+static inline bool ccg__mul_i64(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Grows a vector of `elem` bytes each to hold at least `need` elements.
+ * *cap is updated; returns false (vector untouched) on OOM or overflow. */
+bool ccg__vec_reserve(const ccg_allocator *a, void **items, size_t *cap,
+                      size_t need, size_t elem);
+
+#endif

@@ -1,0 +1,127 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/arena.h"
+
+/* Allocators promise only malloc's alignment, so each chunk carries up to 63
+ * spare bytes and `data` is the first 64-byte boundary after the header. */
+struct ccg__arena_chunk {
+  ccg__arena_chunk *next;
+  size_t size; /* usable bytes at data */
+  size_t used;
+  unsigned char *data;
+};
+
+#define CHUNK_SLACK 63u
+
+static size_t chunk_bytes(size_t size) {
+  return sizeof(ccg__arena_chunk) + CHUNK_SLACK + size;
+}
+
+#define ARENA_DEFAULT_CHUNK (64u * 1024u)
+
+void ccg__arena_init(ccg_arena *arena, const ccg_allocator *a,
+                     size_t chunk_size) {
+  memset(arena, 0, sizeof *arena);
+  if (a)
+    arena->alloc = *a;
+  arena->chunk_size = chunk_size ? chunk_size : ARENA_DEFAULT_CHUNK;
+}
+
+void ccg__arena_free(ccg_arena *arena) {
+  ccg__arena_chunk *c = arena->head;
+  while (c) {
+    ccg__arena_chunk *next = c->next;
+    ccg__free(&arena->alloc, c, chunk_bytes(c->size));
+    c = next;
+  }
+  arena->head = NULL;
+  arena->used = 0;
+  arena->reserved = 0;
+}
+
+void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align) {
+  if (align == 0)
+    align = 1;
+  if (align > 64 || (align & (align - 1)) != 0)
+    return NULL;
+  ccg__arena_chunk *c = arena->head;
+  if (c) {
+    size_t off = (c->used + align - 1) & ~(align - 1);
+    if (off <= c->size && size <= c->size - off) {
+      c->used = off + size;
+      arena->used += size;
+      return c->data + off;
+    }
+  }
+  /* A new chunk, big enough for this request; large requests get a chunk of
+   * their own so that the default chunk size stays the common case. */
+  size_t want = arena->chunk_size;
+  if (size > want)
+    want = size;
+  if (want > SIZE_MAX - sizeof *c - CHUNK_SLACK)
+    return NULL;
+  c = ccg__alloc(&arena->alloc, chunk_bytes(want));
+  if (!c)
+    return NULL;
+  c->data = (unsigned char *)(((uintptr_t)(c + 1) + CHUNK_SLACK) &
+                              ~(uintptr_t)CHUNK_SLACK);
+  c->size = want;
+  c->used = size;
+  arena->reserved += want;
+  arena->used += size;
+  /* Keep the chunk with the most room at the head. */
+  if (arena->head && want == size) {
+    c->next = arena->head->next;
+    arena->head->next = c;
+  } else {
+    c->next = arena->head;
+    arena->head = c;
+  }
+  return c->data;
+}
+
+void *ccg__arena_calloc(ccg_arena *arena, size_t n, size_t size) {
+  size_t bytes;
+  if (!ccg__mul_size(n, size, &bytes))
+    return NULL;
+  void *p = ccg__arena_alloc(arena, bytes, 16);
+  if (p)
+    memset(p, 0, bytes);
+  return p;
+}
+
+char *ccg__arena_strndup(ccg_arena *arena, const char *s, size_t n) {
+  char *p = ccg__arena_alloc(arena, n + 1, 1);
+  if (!p)
+    return NULL;
+  memcpy(p, s, n);
+  p[n] = '\0';
+  return p;
+}
+
+char *ccg__arena_strdup(ccg_arena *arena, const char *s) {
+  return ccg__arena_strndup(arena, s, strlen(s));
+}
+
+void *ccg__arena_memdup(ccg_arena *arena, const void *p, size_t n,
+                        size_t align) {
+  void *q = ccg__arena_alloc(arena, n, align);
+  if (q && n)
+    memcpy(q, p, n);
+  return q;
+}
+
+char *ccg__arena_printf(ccg_arena *arena, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *p = NULL;
+  if (n >= 0 && (p = ccg__arena_alloc(arena, (size_t)n + 1, 1)) != NULL)
+    vsnprintf(p, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return p;
+}

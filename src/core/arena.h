@@ -1,0 +1,38 @@
+/* Private: bump allocator. Everything a graph owns lives in one arena and is
+ * freed at once with it. Not thread-safe. */
+#ifndef CCG_CORE_ARENA_H
+#define CCG_CORE_ARENA_H
+
+#include "ccgraph/core.h"
+
+typedef struct ccg__arena_chunk ccg__arena_chunk;
+
+typedef struct ccg_arena {
+  ccg_allocator alloc;
+  ccg__arena_chunk *head;
+  size_t chunk_size; /* default size of a new chunk */
+  size_t used;       /* bytes handed out, for reports */
+  size_t reserved;   /* bytes obtained from the allocator */
+} ccg_arena;
+
+/* `a` may be NULL (libc). chunk_size 0 picks the default (64 KiB). */
+void ccg__arena_init(ccg_arena *arena, const ccg_allocator *a,
+                     size_t chunk_size);
+/* Frees every chunk; the arena can be reused after ccg__arena_init. */
+void ccg__arena_free(ccg_arena *arena);
+
+/* `size` bytes aligned to `align` (a power of two, at most 64); NULL on OOM
+ * or overflow. Zero-size requests return a valid unique pointer. */
+void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align);
+/* Zeroed n * size bytes; NULL on OOM or overflow. */
+void *ccg__arena_calloc(ccg_arena *arena, size_t n, size_t size);
+/* Copies of strings and blobs into the arena; NULL on OOM. */
+char *ccg__arena_strdup(ccg_arena *arena, const char *s);
+char *ccg__arena_strndup(ccg_arena *arena, const char *s, size_t n);
+void *ccg__arena_memdup(ccg_arena *arena, const void *p, size_t n,
+                        size_t align);
+/* printf into the arena; NULL on OOM. */
+char *ccg__arena_printf(ccg_arena *arena, const char *fmt, ...)
+    CCG_PRINTF(2, 3);
+
+#endif

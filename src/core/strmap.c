@@ -1,0 +1,116 @@
+#include <string.h>
+
+#include "core/alloc.h"
+#include "core/strmap.h"
+
+uint32_t ccg__strhash(const char *s) {
+  uint32_t h = 2166136261u;
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    h ^= *p;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a) {
+  memset(m, 0, sizeof *m);
+  if (a)
+    m->alloc = *a;
+}
+
+void ccg__strmap_free(ccg_strmap *m) {
+  ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+  m->slots = NULL;
+  m->cap = m->count = 0;
+}
+
+static ccg__strmap_slot *find(ccg__strmap_slot *slots, size_t cap,
+                              const char *key, uint32_t h) {
+  size_t mask = cap - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    ccg__strmap_slot *s = &slots[i];
+    if (!s->key || (s->hash == h && strcmp(s->key, key) == 0))
+      return s;
+  }
+}
+
+bool ccg__strmap_get(const ccg_strmap *m, const char *key, uint32_t *id) {
+  if (m->cap == 0)
+    return false;
+  ccg__strmap_slot *s = find(m->slots, m->cap, key, ccg__strhash(key));
+  if (!s->key)
+    return false;
+  if (id)
+    *id = s->id;
+  return true;
+}
+
+const char *ccg__strmap_key(const ccg_strmap *m, const char *key) {
+  if (m->cap == 0)
+    return NULL;
+  return find(m->slots, m->cap, key, ccg__strhash(key))->key;
+}
+
+static ccg_status grow(ccg_strmap *m) {
+  size_t ncap = m->cap ? m->cap * 2 : 16;
+  ccg__strmap_slot *ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);
+  if (!ns)
+    return CCG_STATUS_OOM;
+  for (size_t i = 0; i < m->cap; i++) {
+    ccg__strmap_slot *s = &m->slots[i];
+    if (s->key)
+      *find(ns, ncap, s->key, s->hash) = *s;
+  }
+  ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+  m->slots = ns;
+  m->cap = ncap;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__strmap_reserve(ccg_strmap *m, size_t count) {
+  /* Keep the load factor at or below 0.7 so probes stay short. */
+  while (count * 10 > m->cap * 7) {
+    ccg_status st = grow(m);
+    if (st != CCG_STATUS_OK)
+      return st;
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__strmap_put(ccg_strmap *m, const char *key, uint32_t id) {
+  ccg_status st = ccg__strmap_reserve(m, m->count + 1);
+  if (st != CCG_STATUS_OK)
+    return st;
+  uint32_t h = ccg__strhash(key);
+  ccg__strmap_slot *s = find(m->slots, m->cap, key, h);
+  if (s->key)
+    return CCG_STATUS_INVALID_ARG;
+  s->key = key;
+  s->hash = h;
+  s->id = id;
+  m->count++;
+  return CCG_STATUS_OK;
+}
+
+bool ccg__strmap_remove(ccg_strmap *m, const char *key) {
+  if (m->cap == 0)
+    return false;
+  size_t mask = m->cap - 1;
+  ccg__strmap_slot *s = find(m->slots, m->cap, key, ccg__strhash(key));
+  if (!s->key)
+    return false;
+  /* Backward-shift deletion keeps every probe chain unbroken. */
+  size_t i = (size_t)(s - m->slots);
+  for (size_t j = (i + 1) & mask; m->slots[j].key; j = (j + 1) & mask) {
+    size_t home = m->slots[j].hash & mask;
+    /* Move j into the hole at i if its home is not in (i, j]. */
+    bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!in_range) {
+      m->slots[i] = m->slots[j];
+      i = j;
+    }
+  }
+  m->slots[i].key = NULL;
+  m->count--;
+  return true;
+}

@@ -1,0 +1,1108 @@
+/* Graphs: values, nodes, attributes, tags, placements, scopes. Node creation
+ * goes through one path (add_node) that validates everything, runs the op's
+ * shape rule, and commits only when nothing can fail any more. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/internal.h"
+
+#define KNOWN_MAX CCG_MAX_RANK
+
+static ccg_status oom(ccg_graph *g, const char *what) {
+  return ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory while %s", what);
+}
+
+ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  if (!out)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ccg_graph_new: out is NULL");
+  *out = NULL;
+  if (opts) {
+    if (opts->size < sizeof o)
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "ccg_graph_options.size is %zu, expected at least %zu "
+                        "(use CCG_GRAPH_OPTIONS_INIT)",
+                        opts->size, sizeof o);
+    o = *opts;
+  }
+  ccg_allocator a = {0};
+  if (o.allocator)
+    a = *o.allocator;
+  ccg_graph *g = ccg__calloc(&a, 1, sizeof *g);
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_OOM, "cannot allocate a graph");
+  ccg__ctx_init(&g->ctx);
+  g->alloc = a;
+  ccg__arena_init(&g->arena, &a, 0);
+  ccg__strmap_init(&g->value_names, &a);
+  ccg__strmap_init(&g->node_names, &a);
+  ccg__strmap_init(&g->symbols, &a);
+  g->name = ccg__arena_strdup(&g->arena, o.name ? o.name : "graph");
+  g->scope = ccg__arena_strdup(&g->arena, "");
+  if (!g->name || !g->scope) {
+    ccg_graph_free(g);
+    return ccg__error(NULL, CCG_STATUS_OOM, "cannot allocate a graph");
+  }
+  *out = g;
+  return CCG_STATUS_OK;
+}
+
+void ccg_graph_free(ccg_graph *g) {
+  if (!g)
+    return;
+  ccg_allocator a = g->alloc;
+  ccg__free(&a, g->values, g->cap_values * sizeof *g->values);
+  ccg__free(&a, g->nodes, g->cap_nodes * sizeof *g->nodes);
+  ccg__free(&a, g->inputs, g->cap_inputs * sizeof *g->inputs);
+  ccg__free(&a, g->outputs, g->cap_outputs * sizeof *g->outputs);
+  ccg__free(&a, g->inits, g->cap_inits * sizeof *g->inits);
+  ccg__strmap_free(&g->value_names);
+  ccg__strmap_free(&g->node_names);
+  ccg__strmap_free(&g->symbols);
+  ccg__arena_free(&g->arena);
+  g->ctx.magic = 0;
+  ccg__free(&a, g, sizeof *g);
+}
+
+const char *ccg_graph_name(const ccg_graph *g) { return g->name; }
+
+const char *ccg__intern(ccg_graph *g, const char *s) {
+  const char *k = ccg__strmap_key(&g->symbols, s);
+  if (k)
+    return k;
+  char *copy = ccg__arena_strdup(&g->arena, s);
+  if (!copy || ccg__strmap_put(&g->symbols, copy, 0) != CCG_STATUS_OK)
+    return NULL;
+  return copy;
+}
+
+ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
+                             ccg_shape *out) {
+  if (in->rank < 0 || in->rank > CCG_MAX_RANK)
+    return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                      "rank %d is outside 0..%d", in->rank, CCG_MAX_RANK);
+  ccg_shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = in->rank;
+  for (int i = 0; i < in->rank; i++) {
+    ccg_dim d = in->dims[i];
+    if (d.size >= 0) {
+      s.dims[i] = ccg_dim_num(d.size);
+      continue;
+    }
+    if (d.size != CCG_DIM_SYMBOLIC || !d.sym || !*d.sym)
+      return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                        "dim %d is %lld: a dim is a size >= 0 or a named "
+                        "symbol",
+                        i, (long long)d.size);
+    char canon[256];
+    if (!ccg__sym_canonical(d.sym, canon, sizeof canon))
+      return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                        "dim %d: symbol '%.64s...' is too long", i, d.sym);
+    /* "4" or "2*3" are numbers, not symbols. */
+    char *end;
+    long long v = strtoll(canon, &end, 10);
+    if (*end == '\0' && canon[0] != '-') {
+      s.dims[i] = ccg_dim_num(v);
+      continue;
+    }
+    const char *sym = ccg__intern(g, canon);
+    if (!sym)
+      return oom(g, "interning a symbol");
+    s.dims[i] = ccg_dim_sym(sym);
+  }
+  *out = s;
+  return CCG_STATUS_OK;
+}
+
+/* ---- mesh --------------------------------------------------------------- */
+
+ccg_status ccg_graph_set_mesh(ccg_graph *g, const ccg_mesh *mesh) {
+  if (!mesh || mesh->ndims < 1 || mesh->ndims > CCG_MAX_MESH_AXES)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "a mesh needs 1 to %d axes", CCG_MAX_MESH_AXES);
+  ccg_mesh m;
+  memset(&m, 0, sizeof m);
+  m.ndims = mesh->ndims;
+  int64_t world = 1;
+  for (int i = 0; i < mesh->ndims; i++) {
+    size_t len = strnlen(mesh->names[i], CCG_MESH_NAME_MAX);
+    if (len == 0 || len == CCG_MESH_NAME_MAX)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "mesh axis %d has an empty or unterminated name", i);
+    memcpy(m.names[i], mesh->names[i], len);
+    if (ccg_mesh_axis(&m, m.names[i]) != i)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "mesh axis '%s' appears twice", m.names[i]);
+    if (mesh->sizes[i] < 1 || mesh->sizes[i] > INT32_MAX / world)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "mesh axis '%s' has size %lld (must be >= 1, and the "
+                        "mesh at most %d ranks)",
+                        m.names[i], (long long)mesh->sizes[i], INT32_MAX);
+    m.sizes[i] = mesh->sizes[i];
+    world *= m.sizes[i];
+  }
+  if (g->has_mesh && memcmp(&m, &g->mesh, sizeof m) != 0) {
+    for (size_t n = 0; n < g->n_nodes; n++) {
+      if (ccg_op_is_collective(g->nodes[n].op)) {
+        char a[128], b[128];
+        ccg_mesh_format(&g->mesh, a, sizeof a);
+        ccg_mesh_format(&m, b, sizeof b);
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "graph '%s' already has collectives on mesh [%s]; "
+                          "cannot change it to [%s]",
+                          g->name, a, b);
+      }
+    }
+  }
+  g->mesh = m;
+  g->has_mesh = true;
+  return CCG_STATUS_OK;
+}
+
+const ccg_mesh *ccg_graph_mesh(const ccg_graph *g) {
+  return g->has_mesh ? &g->mesh : NULL;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+static ccg_status check_new_name(ccg_graph *g, const char *name,
+                                 const char *what) {
+  if (!name || !*name)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "%s has no name", what);
+  if (ccg__strmap_get(&g->value_names, name, NULL))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "%s '%s': a value of that name already exists (values "
+                      "are assigned once)",
+                      what, name);
+  return CCG_STATUS_OK;
+}
+
+/* Appends a value; the name must be arena-owned and already checked. */
+static ccg_status push_value(ccg_graph *g, const char *name, ccg_dtype dt,
+                             const ccg_shape *shape, ccg_value_kind kind,
+                             ccg_value_id *out) {
+  if (g->n_values >= CCG_NONE - 1)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "too many values");
+  if (!ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
+                        g->n_values + 1, sizeof *g->values))
+    return oom(g, "adding a value");
+  ccg_value_id id = (ccg_value_id)g->n_values;
+  if (ccg__strmap_put(&g->value_names, name, id) != CCG_STATUS_OK)
+    return oom(g, "indexing a value name");
+  ccg__value *v = &g->values[g->n_values++];
+  memset(v, 0, sizeof *v);
+  v->name = name;
+  v->dtype = dt;
+  v->shape = *shape;
+  v->kind = kind;
+  v->producer = CCG_NONE;
+  v->n_known = -1;
+  *out = id;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status push_id(ccg_graph *g, ccg_value_id **vec, size_t *n,
+                          size_t *cap, ccg_value_id id) {
+  if (!ccg__vec_reserve(&g->alloc, (void **)vec, cap, *n + 1, sizeof **vec))
+    return oom(g, "adding a graph input or output");
+  (*vec)[(*n)++] = id;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status check_dtype(ccg_graph *g, ccg_dtype dt, const char *what,
+                              const char *name) {
+  if ((unsigned)dt >= CCG_DTYPE_COUNT || dt == CCG_DTYPE_UNDEFINED)
+    return ccg__error(&g->ctx, CCG_STATUS_DTYPE,
+                      "%s '%s' has no valid dtype (%d)", what, name, (int)dt);
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
+                               const ccg_shape *shape, ccg_value_id *out) {
+  CCG_CHECK(check_new_name(g, name, "graph input"));
+  CCG_CHECK(check_dtype(g, dtype, "graph input", name));
+  if (!shape)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph input '%s' has no shape", name);
+  ccg_shape s;
+  if (ccg__shape_import(g, shape, &s) != CCG_STATUS_OK)
+    return ccg__error_prefix(&g->ctx, "graph input '%s'", name);
+  const char *nm = ccg__arena_strdup(&g->arena, name);
+  if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inputs, &g->cap_inputs,
+                               g->n_inputs + 1, sizeof *g->inputs))
+    return oom(g, "adding a graph input");
+  ccg_value_id id;
+  CCG_CHECK(push_value(g, nm, dtype, &s, CCG_VALUE_INPUT, &id));
+  g->inputs[g->n_inputs++] = id;
+  if (out)
+    *out = id;
+  return CCG_STATUS_OK;
+}
+
+/* Small integer vectors and scalars get known contents (for shape math). */
+static void set_known_from_data(ccg_graph *g, ccg__value *v) {
+  const ccg_tensor *t = v->data;
+  if (!t || (t->dtype != CCG_DTYPE_I64 && t->dtype != CCG_DTYPE_I32) ||
+      t->rank > 1)
+    return;
+  int64_t n = t->rank == 0 ? 1 : t->dims[0];
+  if (n > KNOWN_MAX)
+    return;
+  ccg_dim *k = ccg__arena_calloc(&g->arena, KNOWN_MAX, sizeof *k);
+  if (!k)
+    return; /* contents stay unknown: shapes that need them become symbols */
+  for (int64_t i = 0; i < n; i++)
+    k[i] = ccg_dim_num(t->dtype == CCG_DTYPE_I64
+                           ? ((const int64_t *)t->data)[i]
+                           : ((const int32_t *)t->data)[i]);
+  v->known = k;
+  v->n_known = (int)n;
+}
+
+/* Copies a tensor (and its data) into the graph's arena. */
+static ccg_tensor *copy_tensor(ccg_graph *g, const ccg_tensor *t,
+                               ccg_status *st, const char *what,
+                               const char *name) {
+  size_t nbytes;
+  if (ccg_tensor_nbytes(t, &nbytes) != CCG_STATUS_OK) {
+    ccg__error_copy(&g->ctx, NULL);
+    *st = ccg__error_prefix(&g->ctx, "%s '%s'", what, name);
+    return NULL;
+  }
+  if (nbytes && !t->data) {
+    *st = ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                     "%s '%s' has %zu bytes of shape but no data", what, name,
+                     nbytes);
+    return NULL;
+  }
+  ccg_tensor *c = ccg__arena_alloc(&g->arena, sizeof *c, 16);
+  void *data = c ? ccg__arena_memdup(&g->arena, t->data, nbytes, 64) : NULL;
+  if (!c || !data) {
+    *st = oom(g, "copying tensor data");
+    return NULL;
+  }
+  *c = *t;
+  c->data = data;
+  return c;
+}
+
+ccg_status ccg_graph_add_initializer(ccg_graph *g, const char *name,
+                                     const ccg_tensor *data,
+                                     ccg_value_id *out) {
+  CCG_CHECK(check_new_name(g, name, "initializer"));
+  if (!data)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "initializer '%s' has no tensor", name);
+  CCG_CHECK(check_dtype(g, data->dtype, "initializer", name));
+  ccg_status st = CCG_STATUS_OK;
+  ccg_tensor *t = copy_tensor(g, data, &st, "initializer", name);
+  if (!t)
+    return st;
+  ccg_shape s = ccg_shape_make(t->rank, t->dims);
+  const char *nm = ccg__arena_strdup(&g->arena, name);
+  if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
+                               g->n_inits + 1, sizeof *g->inits))
+    return oom(g, "adding an initializer");
+  ccg_value_id id;
+  CCG_CHECK(push_value(g, nm, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
+  g->values[id].data = t;
+  set_known_from_data(g, &g->values[id]);
+  g->inits[g->n_inits++] = id;
+  if (out)
+    *out = id;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_add_output(ccg_graph *g, ccg_value_id v) {
+  if (!ccg__value_ok(g, v))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph output: value id %u does not exist", v);
+  for (size_t i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == v)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "value '%s' is already a graph output",
+                        g->values[v].name);
+  return push_id(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v);
+}
+
+ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
+  if (!name || !*name || strchr(name, '/'))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "scope name '%s' must be non-empty and contain no '/'",
+                      name ? name : "(null)");
+  char *s = ccg__arena_printf(&g->arena, "%s/%s", g->scope, name);
+  if (!s)
+    return oom(g, "pushing a scope");
+  g->scope = s;
+  g->scope_len = strlen(s);
+  return CCG_STATUS_OK;
+}
+
+void ccg_graph_pop_scope(ccg_graph *g) {
+  char *slash = strrchr(g->scope, '/');
+  if (!slash)
+    return;
+  /* The popped string is a fresh copy: earlier node names keep theirs. */
+  char *s = ccg__arena_strndup(&g->arena, g->scope, (size_t)(slash - g->scope));
+  if (s) {
+    g->scope = s;
+    g->scope_len = strlen(s);
+  }
+}
+
+size_t ccg_graph_num_values(const ccg_graph *g) { return g->n_values; }
+size_t ccg_graph_num_nodes(const ccg_graph *g) { return g->n_nodes; }
+size_t ccg_graph_num_inputs(const ccg_graph *g) { return g->n_inputs; }
+size_t ccg_graph_num_outputs(const ccg_graph *g) { return g->n_outputs; }
+size_t ccg_graph_num_initializers(const ccg_graph *g) { return g->n_inits; }
+ccg_value_id ccg_graph_input(const ccg_graph *g, size_t i) {
+  return i < g->n_inputs ? g->inputs[i] : CCG_NONE;
+}
+ccg_value_id ccg_graph_output(const ccg_graph *g, size_t i) {
+  return i < g->n_outputs ? g->outputs[i] : CCG_NONE;
+}
+ccg_value_id ccg_graph_initializer(const ccg_graph *g, size_t i) {
+  return i < g->n_inits ? g->inits[i] : CCG_NONE;
+}
+
+ccg_status ccg_graph_find_value(ccg_graph *g, const char *name,
+                                ccg_value_id *out) {
+  uint32_t id;
+  if (!name || !ccg__strmap_get(&g->value_names, name, &id))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has no value named '%s'", g->name,
+                      name ? name : "(null)");
+  *out = id;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_find_node(ccg_graph *g, const char *name,
+                               ccg_node_id *out) {
+  uint32_t id;
+  if (!name || !ccg__strmap_get(&g->node_names, name, &id))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has no node named '%s'", g->name,
+                      name ? name : "(null)");
+  *out = id;
+  return CCG_STATUS_OK;
+}
+
+const char *ccg_value_name(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].name : NULL;
+}
+ccg_dtype ccg_value_dtype(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].dtype : CCG_DTYPE_UNDEFINED;
+}
+const ccg_shape *ccg_value_shape(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? &g->values[v].shape : NULL;
+}
+ccg_value_kind ccg_value_kind_of(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].kind : CCG_VALUE_KIND_COUNT;
+}
+ccg_node_id ccg_value_producer(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].producer : CCG_NONE;
+}
+const ccg_tensor *ccg_value_data(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].data : NULL;
+}
+
+int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
+  if (!ccg__value_ok(g, v) || g->values[v].n_known < 0)
+    return -1;
+  const ccg__value *x = &g->values[v];
+  if (elems)
+    memcpy(elems, x->known, (size_t)x->n_known * sizeof *elems);
+  return x->n_known;
+}
+
+ccg_status ccg_value_set_placements(ccg_graph *g, ccg_value_id v,
+                                    const ccg_placement *p, int n) {
+  ccg_placement norm[CCG_MAX_MESH_AXES];
+  CCG_CHECK(ccg__check_placements(g, v, p, n, norm));
+  ccg__value *x = &g->values[v];
+  memcpy(x->placements, norm, (size_t)n * sizeof *norm);
+  x->n_placements = n;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
+                                 const ccg_placement *p, int n,
+                                 ccg_placement *norm) {
+  if (!ccg__value_ok(g, v))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "placements: value id %u does not exist", v);
+  const ccg__value *x = &g->values[v];
+  if (!g->has_mesh)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s': placements need a mesh on graph '%s'",
+                      x->name, g->name);
+  if (n != g->mesh.ndims)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s': %d placements given, the mesh has %d axes",
+                      x->name, n, g->mesh.ndims);
+  for (int i = 0; i < n; i++) {
+    norm[i] = p[i];
+    switch (p[i].kind) {
+    case CCG_PLACEMENT_REPLICATE:
+      norm[i].dim = 0;
+      norm[i].reduce = CCG_REDUCE_SUM;
+      break;
+    case CCG_PLACEMENT_SHARD: {
+      int d = p[i].dim < 0 ? p[i].dim + x->shape.rank : p[i].dim;
+      if (d < 0 || d >= x->shape.rank)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "value '%s': Shard(%d) on mesh axis '%s' is outside "
+                          "its rank %d",
+                          x->name, p[i].dim, g->mesh.names[i], x->shape.rank);
+      norm[i].dim = d;
+      norm[i].reduce = CCG_REDUCE_SUM;
+      break;
+    }
+    case CCG_PLACEMENT_PARTIAL:
+      if ((unsigned)p[i].reduce >= CCG_REDUCE_OP_COUNT)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "value '%s': Partial on mesh axis '%s' has no valid "
+                          "reduce op",
+                          x->name, g->mesh.names[i]);
+      norm[i].dim = 0;
+      break;
+    default:
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "value '%s': placement kind %d on mesh axis '%s' is "
+                        "not Replicate, Shard or Partial",
+                        x->name, (int)p[i].kind, g->mesh.names[i]);
+    }
+  }
+  return CCG_STATUS_OK;
+}
+
+int ccg_value_placements(const ccg_graph *g, ccg_value_id v,
+                         ccg_placement *p) {
+  if (!ccg__value_ok(g, v))
+    return 0;
+  const ccg__value *x = &g->values[v];
+  memcpy(p, x->placements, (size_t)x->n_placements * sizeof *p);
+  return x->n_placements;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+static const ccg__attr_spec *attr_spec(ccg_op op, const char *name) {
+  const ccg__op_def *d = ccg__op_info_of(op)->def;
+  for (size_t i = 0; i < d->n_attrs; i++)
+    if (strcmp(d->attrs[i].name, name) == 0)
+      return &d->attrs[i];
+  return NULL;
+}
+
+/* Checks attributes against the op's spec; errors name node, op, attr. */
+static ccg_status check_attrs(ccg_graph *g, ccg_op op, const char *node,
+                              const ccg_attr *attrs, size_t n) {
+  const char *opn = ccg_op_name(op);
+  for (size_t i = 0; i < n; i++) {
+    const ccg_attr *a = &attrs[i];
+    if (!a->name || !*a->name)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): attribute %zu has no name", node, opn,
+                        i);
+    const ccg__attr_spec *s = attr_spec(op, a->name);
+    if (!s)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): unknown attribute '%s'", node, opn,
+                        a->name);
+    if (a->type != s->type)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): attribute '%s' is %s, expected %s",
+                        node, opn, a->name, ccg_attr_type_name(a->type),
+                        ccg_attr_type_name(s->type));
+    if ((a->type == CCG_ATTR_STRING && !a->s) ||
+        (a->type == CCG_ATTR_TENSOR && !a->t) ||
+        (a->type == CCG_ATTR_INTS && a->n && !a->ints) ||
+        (a->type == CCG_ATTR_FLOATS && a->n && !a->floats) ||
+        (a->type == CCG_ATTR_STRINGS && a->n && !a->strings))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): attribute '%s' has no value", node,
+                        opn, a->name);
+    for (size_t j = 0; a->type == CCG_ATTR_STRINGS && j < a->n; j++)
+      if (!a->strings[j])
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "node '%s' (%s): attribute '%s' string %zu is NULL",
+                          node, opn, a->name, j);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(attrs[j].name, a->name) == 0)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "node '%s' (%s): attribute '%s' given twice", node,
+                          opn, a->name);
+  }
+  const ccg__op_def *d = ccg__op_info_of(op)->def;
+  for (size_t k = 0; k < d->n_attrs; k++) {
+    if (!d->attrs[k].required)
+      continue;
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++)
+      found = strcmp(attrs[i].name, d->attrs[k].name) == 0;
+    if (!found)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): required attribute '%s' is missing",
+                        node, opn, d->attrs[k].name);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Deep copy of attributes into the arena; NULL on OOM. */
+static ccg_attr *copy_attrs(ccg_graph *g, const ccg_attr *attrs, size_t n,
+                            ccg_status *st, const char *node) {
+  ccg_attr *c = ccg__arena_calloc(&g->arena, n ? n : 1, sizeof *c);
+  if (!c)
+    goto fail;
+  for (size_t i = 0; i < n; i++) {
+    const ccg_attr *a = &attrs[i];
+    ccg_attr *b = &c[i];
+    b->name = ccg__arena_strdup(&g->arena, a->name);
+    b->type = a->type;
+    if (!b->name)
+      goto fail;
+    switch (a->type) {
+    case CCG_ATTR_INT:
+      b->i = a->i;
+      break;
+    case CCG_ATTR_FLOAT:
+      b->f = a->f;
+      break;
+    case CCG_ATTR_STRING:
+      if (!(b->s = ccg__arena_strdup(&g->arena, a->s)))
+        goto fail;
+      break;
+    case CCG_ATTR_INTS:
+      b->n = a->n;
+      if (!(b->ints = ccg__arena_memdup(&g->arena, a->ints,
+                                        a->n * sizeof *a->ints, 8)))
+        goto fail;
+      break;
+    case CCG_ATTR_FLOATS:
+      b->n = a->n;
+      if (!(b->floats = ccg__arena_memdup(&g->arena, a->floats,
+                                          a->n * sizeof *a->floats, 4)))
+        goto fail;
+      break;
+    case CCG_ATTR_STRINGS: {
+      const char **s = ccg__arena_calloc(&g->arena, a->n ? a->n : 1, sizeof *s);
+      if (!s)
+        goto fail;
+      for (size_t j = 0; j < a->n; j++)
+        if (!(s[j] = ccg__arena_strdup(&g->arena, a->strings[j])))
+          goto fail;
+      b->strings = s;
+      b->n = a->n;
+      break;
+    }
+    case CCG_ATTR_TENSOR:
+      if (!(b->t = copy_tensor(g, a->t, st, "tensor attribute", a->name)))
+        return NULL;
+      break;
+    default:
+      break;
+    }
+  }
+  return c;
+fail:
+  *st = ccg__error(&g->ctx, CCG_STATUS_OOM,
+                   "node '%s': out of memory copying attributes", node);
+  return NULL;
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+static const char *make_node_name(ccg_graph *g, ccg_op op) {
+  for (size_t k = g->n_nodes;; k++) {
+    char *n = ccg__arena_printf(&g->arena, "%s%s%s_%zu", g->scope,
+                                *g->scope ? "/" : "", ccg_op_name(op), k);
+    if (!n || !ccg__strmap_get(&g->node_names, n, NULL))
+      return n;
+  }
+}
+
+static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
+                           const ccg_value_id *in, size_t n_in,
+                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
+                           const char *const *out_names, ccg_node_id *out_node,
+                           ccg_value_id *outs) {
+  const ccg__op_info *info = ccg__op_info_of(op);
+  ccg_status st = CCG_STATUS_OK;
+  if (!info)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "op id %d is invalid",
+                      (int)op);
+  if (name && !*name)
+    name = NULL;
+  if (name && ccg__strmap_get(&g->node_names, name, NULL))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): a node of that name already exists",
+                      name, info->name);
+  const char *nm = name ? ccg__arena_strdup(&g->arena, name)
+                        : make_node_name(g, op);
+  if (!nm)
+    return oom(g, "naming a node");
+
+  if ((int)n_in < info->min_in || (info->max_in >= 0 && (int)n_in > info->max_in))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): %zu inputs given, expected %d to %d",
+                      nm, info->name, n_in, info->min_in,
+                      info->max_in >= 0 ? info->max_in : 1 << 30);
+  if ((int)n_out < info->min_out ||
+      (info->max_out >= 0 && (int)n_out > info->max_out))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): %zu outputs asked for, expected %d to %d",
+                      nm, info->name, n_out, info->min_out,
+                      info->max_out >= 0 ? info->max_out : 1 << 30);
+  if (n_in && !in)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): inputs array is NULL", nm, info->name);
+  for (size_t i = 0; i < n_in; i++) {
+    if (in[i] == CCG_NONE) {
+      if ((int)i < info->min_in || info->max_in < 0)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "node '%s' (%s): required input %zu is missing", nm,
+                          info->name, i);
+      continue;
+    }
+    if (!ccg__value_ok(g, in[i]))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): input %zu is value id %u, which does "
+                        "not exist in graph '%s'",
+                        nm, info->name, i, in[i], g->name);
+  }
+  if (n_attrs && !attrs)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): attributes array is NULL", nm,
+                      info->name);
+  CCG_CHECK(check_attrs(g, op, nm, attrs, n_attrs));
+
+  ccg__infer ix = {g, op, nm, in, n_in, attrs, n_attrs, n_out, NULL, NULL,
+                   NULL, NULL};
+  CCG_CHECK(ccg__run_infer(&ix));
+  size_t m = n_out ? n_out : 1;
+
+  /* Names of the outputs: all checked before anything is committed. */
+  const char **onames = ccg__arena_calloc(&g->arena, m, sizeof *onames);
+  if (!onames)
+    return oom(g, "naming outputs");
+  for (size_t i = 0; i < n_out; i++) {
+    const char *want = out_names ? out_names[i] : NULL;
+    onames[i] = want && *want
+                    ? ccg__arena_strdup(&g->arena, want)
+                    : ccg__arena_printf(&g->arena, "%s_output_%zu", nm, i);
+    if (!onames[i])
+      return oom(g, "naming outputs");
+    if (ccg__strmap_get(&g->value_names, onames[i], NULL))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): output %zu '%s': a value of that name "
+                        "already exists (values are assigned once)",
+                        nm, info->name, i, onames[i]);
+    for (size_t j = 0; j < i; j++)
+      if (strcmp(onames[i], onames[j]) == 0)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "node '%s' (%s): outputs %zu and %zu are both named "
+                          "'%s'",
+                          nm, info->name, j, i, onames[i]);
+    ccg_status sst = ccg__shape_import(g, &ix.out_shape[i], &ix.out_shape[i]);
+    if (sst != CCG_STATUS_OK)
+      return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm,
+                               info->name, i);
+  }
+
+  ccg_attr *cattrs = copy_attrs(g, attrs, n_attrs, &st, nm);
+  ccg_value_id *cin = ccg__arena_memdup(&g->arena, in, n_in * sizeof *in, 4);
+  ccg_value_id *cout = ccg__arena_calloc(&g->arena, m, sizeof *cout);
+  if (!cattrs)
+    return st;
+  if (!cin || !cout)
+    return oom(g, "adding a node");
+  ccg_dim **known = ccg__arena_calloc(&g->arena, m, sizeof *known);
+  if (!known)
+    return oom(g, "adding a node");
+  for (size_t i = 0; i < n_out; i++) {
+    if (ix.out_n_known[i] < 0)
+      continue;
+    known[i] = ccg__arena_memdup(&g->arena, ix.out_known[i],
+                                 sizeof ix.out_known[i], 8);
+    if (!known[i])
+      return oom(g, "adding a node");
+  }
+  /* Room for everything, so the commit below cannot fail half-way. */
+  if (g->n_nodes >= CCG_NONE - 1 || g->n_values + n_out >= CCG_NONE - 1 ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
+                        g->n_nodes + 1, sizeof *g->nodes) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
+                        g->n_values + n_out, sizeof *g->values))
+    return oom(g, "adding a node");
+  if (ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->value_names, g->value_names.count + n_out) !=
+          CCG_STATUS_OK)
+    return oom(g, "indexing names");
+  ccg_node_id nid = (ccg_node_id)g->n_nodes;
+  ccg__strmap_put(&g->node_names, nm, nid);
+  for (size_t i = 0; i < n_out; i++) {
+    ccg_value_id vid;
+    st = push_value(g, onames[i], ix.out_dtype[i], &ix.out_shape[i],
+                    CCG_VALUE_NODE_OUTPUT, &vid);
+    if (st != CCG_STATUS_OK)
+      return st; /* cannot happen: room was reserved above */
+    ccg__value *v = &g->values[vid];
+    v->producer = nid;
+    v->producer_slot = (uint32_t)i;
+    if (known[i]) {
+      v->known = known[i];
+      v->n_known = ix.out_n_known[i];
+    }
+    cout[i] = vid;
+  }
+  ccg__node *node = &g->nodes[g->n_nodes++];
+  memset(node, 0, sizeof *node);
+  node->op = op;
+  node->name = nm;
+  node->inputs = cin;
+  node->n_inputs = (uint32_t)n_in;
+  node->outputs = cout;
+  node->n_outputs = (uint32_t)n_out;
+  node->attrs = cattrs;
+  node->n_attrs = (uint32_t)n_attrs;
+  if (out_node)
+    *out_node = nid;
+  if (outs)
+    memcpy(outs, cout, n_out * sizeof *outs);
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_add_node(ccg_graph *g, const ccg_node_desc *d,
+                              ccg_node_id *out) {
+  if (!d || d->size < sizeof(ccg_node_desc))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ccg_node_desc is NULL or its size is wrong (use "
+                      "CCG_NODE_DESC_INIT)");
+  ccg_op op;
+  if (ccg_op_find(d->domain, d->op, &op) != CCG_STATUS_OK) {
+    ccg__error_copy(&g->ctx, NULL);
+    return ccg__error_prefix(&g->ctx, "node '%s'", d->name ? d->name : "?");
+  }
+  return add_node(g, op, d->name, d->inputs, d->n_inputs, d->attrs, d->n_attrs,
+                  d->n_outputs, d->output_names, out, NULL);
+}
+
+ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,
+                      size_t n_in, const ccg_attr *attrs, size_t n_attrs,
+                      size_t n_out, ccg_value_id *outs, ccg_node_id *node) {
+  return add_node(g, op, NULL, in, n_in, attrs, n_attrs, n_out, NULL, node,
+                  outs);
+}
+
+ccg_status ccg__add_const(ccg_graph *g, const ccg_tensor *t, const char *hint,
+                          ccg_value_id *out) {
+  for (size_t k = g->n_values;; k++) {
+    char name[512];
+    snprintf(name, sizeof name, "%s%s%s_%zu", g->scope, *g->scope ? "/" : "",
+             hint, k);
+    if (!ccg__strmap_get(&g->value_names, name, NULL))
+      return ccg_graph_add_initializer(g, name, t, out);
+  }
+}
+
+ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
+                          const char *hint, ccg_value_id *out) {
+  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, v};
+  return ccg__add_const(g, &t, hint, out);
+}
+
+ccg__mark ccg__mark_get(const ccg_graph *g) {
+  return (ccg__mark){g->n_values, g->n_nodes, g->n_inputs, g->n_outputs,
+                     g->n_inits};
+}
+
+void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
+  while (g->n_nodes > m->n_nodes)
+    ccg__strmap_remove(&g->node_names, g->nodes[--g->n_nodes].name);
+  while (g->n_values > m->n_values)
+    ccg__strmap_remove(&g->value_names, g->values[--g->n_values].name);
+  g->n_inputs = m->n_inputs;
+  g->n_outputs = m->n_outputs;
+  g->n_inits = m->n_inits;
+}
+
+ccg_op ccg_node_op(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].op : CCG_OP_COUNT;
+}
+const char *ccg_node_name(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].name : NULL;
+}
+size_t ccg_node_num_inputs(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].n_inputs : 0;
+}
+ccg_value_id ccg_node_input(const ccg_graph *g, ccg_node_id n, size_t i) {
+  return ccg__node_ok(g, n) && i < g->nodes[n].n_inputs ? g->nodes[n].inputs[i]
+                                                        : CCG_NONE;
+}
+size_t ccg_node_num_outputs(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].n_outputs : 0;
+}
+ccg_value_id ccg_node_output(const ccg_graph *g, ccg_node_id n, size_t i) {
+  return ccg__node_ok(g, n) && i < g->nodes[n].n_outputs
+             ? g->nodes[n].outputs[i]
+             : CCG_NONE;
+}
+size_t ccg_node_num_attrs(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].n_attrs : 0;
+}
+const ccg_attr *ccg_node_attr_at(const ccg_graph *g, ccg_node_id n, size_t i) {
+  return ccg__node_ok(g, n) && i < g->nodes[n].n_attrs ? &g->nodes[n].attrs[i]
+                                                       : NULL;
+}
+const ccg_attr *ccg_node_attr(const ccg_graph *g, ccg_node_id n,
+                              const char *name) {
+  if (!ccg__node_ok(g, n) || !name)
+    return NULL;
+  const ccg__node *x = &g->nodes[n];
+  for (uint32_t i = 0; i < x->n_attrs; i++)
+    if (strcmp(x->attrs[i].name, name) == 0)
+      return &x->attrs[i];
+  return NULL;
+}
+
+/* The written attribute or the op's default, checked against `type`. */
+static ccg_status attr_lookup(ccg_graph *g, ccg_node_id n, const char *name,
+                              ccg_attr_type type, ccg_attr *out) {
+  if (!ccg__node_ok(g, n))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node id %u does not exist", n);
+  const ccg__node *x = &g->nodes[n];
+  const ccg__attr_spec *s = name ? attr_spec(x->op, name) : NULL;
+  if (!s || s->type != type)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s) has no %s attribute '%s'", x->name,
+                      ccg_op_name(x->op), ccg_attr_type_name(type),
+                      name ? name : "(null)");
+  const ccg_attr *a = ccg_node_attr(g, n, name);
+  if (a) {
+    *out = *a;
+    return CCG_STATUS_OK;
+  }
+  if (s->required)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): required attribute '%s' is missing",
+                      x->name, ccg_op_name(x->op), name);
+  *out = (ccg_attr){.name = s->name, .type = s->type, .i = s->i, .f = s->f,
+                    .s = s->s};
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_node_attr_int(ccg_graph *g, ccg_node_id n, const char *name,
+                             int64_t *out) {
+  ccg_attr a;
+  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_INT, &a));
+  *out = a.i;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_node_attr_float(ccg_graph *g, ccg_node_id n, const char *name,
+                               float *out) {
+  ccg_attr a;
+  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_FLOAT, &a));
+  *out = a.f;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_node_attr_string(ccg_graph *g, ccg_node_id n, const char *name,
+                                const char **out) {
+  ccg_attr a;
+  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_STRING, &a));
+  *out = a.s;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
+  if (!ccg__node_ok(g, n))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "tag: node id %u does not exist", n);
+  if (!tag || !tag->mapping || !*tag->mapping)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s': a tag needs a mapping name",
+                      g->nodes[n].name);
+  ccg_tag *t = ccg__arena_alloc(&g->arena, sizeof *t, 8);
+  if (!t)
+    return oom(g, "tagging a node");
+  *t = *tag;
+  t->mapping = ccg__arena_strdup(&g->arena, tag->mapping);
+  t->params = tag->params ? ccg__arena_strdup(&g->arena, tag->params) : NULL;
+  if (!t->mapping || (tag->params && !t->params))
+    return oom(g, "tagging a node");
+  g->nodes[n].tag = t;
+  return CCG_STATUS_OK;
+}
+
+const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
+  return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
+}
+
+/* ---- shape-rule helpers ------------------------------------------------- */
+
+ccg_status ccg__run_infer(ccg__infer *ix) {
+  ccg_graph *g = ix->g;
+  size_t m = ix->n_out ? ix->n_out : 1;
+  ix->out_dtype = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_dtype);
+  ix->out_shape = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_shape);
+  ix->out_n_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_n_known);
+  ix->out_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_known);
+  if (!ix->out_dtype || !ix->out_shape || !ix->out_n_known || !ix->out_known)
+    return oom(g, "inferring shapes");
+  for (size_t i = 0; i < ix->n_out; i++)
+    ix->out_n_known[i] = -1;
+  return ccg__op_info_of(ix->op)->def->infer(ix);
+}
+
+ccg_status ccg__fresh_dim(ccg__infer *ix, size_t out, int dim, ccg_dim *d) {
+  char base[512];
+  snprintf(base, sizeof base, "%s_o%zu_d%d", ix->node_name, out, dim);
+  if (!ccg__dim_fresh(ix->g, base[0] == '/' ? base + 1 : base, d))
+    return oom(ix->g, "naming a symbolic dim");
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__fail(ccg__infer *ix, ccg_status st, const char *fmt, ...) {
+  char msg[CCG__ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ccg__error(&ix->g->ctx, st, "node '%s' (%s): %s", ix->node_name,
+                    ccg_op_name(ix->op), msg);
+}
+
+bool ccg__in_has(const ccg__infer *ix, size_t i) {
+  return i < ix->n_in && ix->in[i] != CCG_NONE;
+}
+ccg_dtype ccg__in_dtype(const ccg__infer *ix, size_t i) {
+  return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].dtype
+                            : CCG_DTYPE_UNDEFINED;
+}
+const ccg_shape *ccg__in_shape(const ccg__infer *ix, size_t i) {
+  return ccg__in_has(ix, i) ? &ix->g->values[ix->in[i]].shape : NULL;
+}
+const char *ccg__in_name(const ccg__infer *ix, size_t i) {
+  return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].name : "(none)";
+}
+int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems) {
+  if (!ccg__in_has(ix, i))
+    return -1;
+  const ccg__value *v = &ix->g->values[ix->in[i]];
+  *elems = v->known;
+  return v->n_known;
+}
+
+const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size) {
+  ccg_shape_format(s, buf, size);
+  return buf;
+}
+
+const ccg_attr *ccg__attr(const ccg__infer *ix, const char *name) {
+  for (size_t i = 0; i < ix->n_attrs; i++)
+    if (strcmp(ix->attrs[i].name, name) == 0)
+      return &ix->attrs[i];
+  return NULL;
+}
+
+int64_t ccg__attr_i(const ccg__infer *ix, const char *name) {
+  const ccg_attr *a = ccg__attr(ix, name);
+  if (a)
+    return a->i;
+  const ccg__attr_spec *s = attr_spec(ix->op, name);
+  return s ? s->i : 0;
+}
+
+float ccg__attr_f(const ccg__infer *ix, const char *name) {
+  const ccg_attr *a = ccg__attr(ix, name);
+  if (a)
+    return a->f;
+  const ccg__attr_spec *s = attr_spec(ix->op, name);
+  return s ? s->f : 0.0f;
+}
+
+const char *ccg__attr_s(const ccg__infer *ix, const char *name) {
+  const ccg_attr *a = ccg__attr(ix, name);
+  if (a)
+    return a->s;
+  const ccg__attr_spec *s = attr_spec(ix->op, name);
+  return s && s->s ? s->s : "";
+}
+
+size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
+                      const int64_t **v) {
+  const ccg_attr *a = ccg__attr(ix, name);
+  *v = a ? a->ints : NULL;
+  return a ? a->n : 0;
+}
+
+size_t ccg__attr_strings(const ccg__infer *ix, const char *name,
+                         const char *const **v) {
+  const ccg_attr *a = ccg__attr(ix, name);
+  *v = a ? a->strings : NULL;
+  return a ? a->n : 0;
+}
+
+ccg_status ccg__axis(ccg__infer *ix, int64_t axis, int rank, const char *what,
+                     int *out) {
+  if (axis < -rank || axis >= rank)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "%s %lld is out of range for rank %d (valid: %d..%d)",
+                     what, (long long)axis, rank, -rank, rank - 1);
+  *out = (int)(axis < 0 ? axis + rank : axis);
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
+                          const ccg_shape *b, ccg_shape *out) {
+  ccg_shape r;
+  memset(&r, 0, sizeof r);
+  r.rank = a->rank > b->rank ? a->rank : b->rank;
+  for (int i = 0; i < r.rank; i++) {
+    int ia = a->rank - r.rank + i, ib = b->rank - r.rank + i;
+    ccg_dim da = ia >= 0 ? a->dims[ia] : ccg_dim_num(1);
+    ccg_dim db = ib >= 0 ? b->dims[ib] : ccg_dim_num(1);
+    if (ccg_dim_equal(da, db) || (!ccg_dim_is_sym(db) && db.size == 1))
+      r.dims[i] = da;
+    else if (!ccg_dim_is_sym(da) && da.size == 1)
+      r.dims[i] = db;
+    else {
+      char sa[128], sb[128], xa[64], xb[64];
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "shapes %s and %s do not broadcast (dim %d: %s vs %s)",
+                       ccg__shape_str(a, sa, sizeof sa),
+                       ccg__shape_str(b, sb, sizeof sb), i,
+                       ccg__dim_str(da, xa, sizeof xa),
+                       ccg__dim_str(db, xb, sizeof xb));
+    }
+  }
+  *out = r;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__expect_dtype(ccg__infer *ix, size_t i, unsigned mask,
+                             const char *what) {
+  ccg_dtype dt = ccg__in_dtype(ix, i);
+  if (mask & (1u << dt))
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_DTYPE,
+                   "input %zu '%s' has dtype %s; %s expected", i,
+                   ccg__in_name(ix, i), ccg_dtype_name(dt), what);
+}
+
+ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j) {
+  ccg_dtype a = ccg__in_dtype(ix, i), b = ccg__in_dtype(ix, j);
+  if (a == b)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_DTYPE,
+                   "input %zu '%s' is %s but input %zu '%s' is %s; they must "
+                   "match",
+                   i, ccg__in_name(ix, i), ccg_dtype_name(a), j,
+                   ccg__in_name(ix, j), ccg_dtype_name(b));
+}

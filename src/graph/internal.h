@@ -1,0 +1,234 @@
+/* Private: the graph's data structures and the contract between the graph
+ * core (graph.c, registry.c) and the op family files. */
+#ifndef CCG_GRAPH_INTERNAL_H
+#define CCG_GRAPH_INTERNAL_H
+
+#include "ccgraph/graph.h"
+#include "core/alloc.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/strmap.h"
+
+/* ---- storage ----------------------------------------------------------- */
+
+typedef struct ccg__value {
+  const char *name;
+  ccg_dtype dtype;
+  ccg_shape shape; /* symbols interned in the graph */
+  ccg_value_kind kind;
+  ccg_node_id producer;
+  uint32_t producer_slot;
+  ccg_tensor *data; /* initializers */
+  int n_known;      /* -1 = contents unknown */
+  ccg_dim *known;
+  int n_placements; /* 0 = none */
+  ccg_placement placements[CCG_MAX_MESH_AXES];
+} ccg__value;
+
+typedef struct ccg__node {
+  ccg_op op;
+  const char *name;
+  ccg_value_id *inputs;
+  uint32_t n_inputs;
+  ccg_value_id *outputs;
+  uint32_t n_outputs;
+  ccg_attr *attrs;
+  uint32_t n_attrs;
+  ccg_tag *tag; /* NULL = none */
+} ccg__node;
+
+struct ccg_graph {
+  ccg_ctx ctx; /* first: see ccg_last_error */
+  ccg_allocator alloc;
+  ccg_arena arena;
+  const char *name;
+  bool has_mesh;
+  ccg_mesh mesh;
+
+  ccg__value *values;
+  size_t n_values, cap_values;
+  ccg__node *nodes;
+  size_t n_nodes, cap_nodes;
+  ccg_value_id *inputs, *outputs, *inits;
+  size_t n_inputs, cap_inputs, n_outputs, cap_outputs, n_inits, cap_inits;
+
+  ccg_strmap value_names;
+  ccg_strmap node_names;
+  ccg_strmap symbols; /* interned symbol strings */
+
+  char *scope; /* "/a/b" or "" ; arena */
+  size_t scope_len;
+};
+
+/* Interns a string in the graph (symbols): equal strings, one pointer. */
+const char *ccg__intern(ccg_graph *g, const char *s);
+/* Copies a shape into the graph, interning its symbols (canonicalized). */
+ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
+
+/* Validates placements of v against the mesh and v's rank; writes the
+ * normalized form (Shard dims >= 0) to norm. */
+ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
+                                 const ccg_placement *p, int n,
+                                 ccg_placement *norm);
+
+static inline bool ccg__value_ok(const ccg_graph *g, ccg_value_id v) {
+  return v < g->n_values;
+}
+static inline bool ccg__node_ok(const ccg_graph *g, ccg_node_id n) {
+  return n < g->n_nodes;
+}
+
+/* ---- symbolic dims (symdim.c) ------------------------------------------ */
+
+/* d = a * b, d = a / b (exact; false when not representable or not exact),
+ * d = a + b (numbers, or equal monomials). Results are interned in g. */
+bool ccg__dim_mul(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *d);
+bool ccg__dim_div(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *d);
+bool ccg__dim_add(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *d);
+/* Canonical form of a symbol string, written to buf; false if it does not
+ * fit. Strings outside the grammar are atoms and stay as they are. */
+bool ccg__sym_canonical(const char *sym, char *buf, size_t size);
+/* The symbol for a dim no rule can express, named from `base` (made an
+ * identifier). Callers derive base from the node name and output/dim index,
+ * so re-inference gives the same symbol. False on OOM. */
+bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d);
+/* Formats a dim ("4", "batch") into buf. */
+const char *ccg__dim_str(ccg_dim d, char *buf, size_t size);
+
+/* ---- the op registry and family contract ------------------------------- */
+
+typedef struct ccg__attr_spec {
+  const char *name;
+  ccg_attr_type type;
+  bool required;
+  int64_t i;     /* default for INT */
+  float f;       /* default for FLOAT */
+  const char *s; /* default for STRING */
+} ccg__attr_spec;
+
+typedef struct ccg__infer ccg__infer;
+
+enum {
+  CCG__OP_ELEMENTWISE = 1u << 0, /* same-shape elementwise (in-place able) */
+  CCG__OP_COLLECTIVE = 1u << 1,
+};
+
+/* What a family file gives for one op. */
+typedef struct ccg__op_def {
+  const ccg__attr_spec *attrs;
+  size_t n_attrs;
+  unsigned flags;
+  /* Checks inputs and attributes; sets every output's dtype and shape (and
+   * known contents where it can). Errors through ccg__fail. */
+  ccg_status (*infer)(ccg__infer *ix);
+} ccg__op_def;
+
+typedef struct ccg__op_info {
+  const char *name;
+  const char *domain;
+  int min_in, max_in, min_out, max_out;
+  const ccg__op_def *def;
+} ccg__op_info;
+
+const ccg__op_info *ccg__op_info_of(ccg_op op);
+
+#define CCG__ATTRS(arr) (arr), (sizeof(arr) / sizeof((arr)[0]))
+#define CCG__NO_ATTRS NULL, 0
+
+/* Declarations of every op's definition, ccg__opdef_<ID>. */
+#define CCG__OPDEF_DECL(id, name, domain, imin, imax, omin, omax)              \
+  extern const ccg__op_def ccg__opdef_##id;
+CCG_OP_LIST(CCG__OPDEF_DECL)
+#undef CCG__OPDEF_DECL
+
+/* ---- shape inference context ------------------------------------------- */
+
+struct ccg__infer {
+  ccg_graph *g;
+  ccg_op op;
+  const char *node_name;
+  const ccg_value_id *in;
+  size_t n_in;
+  const ccg_attr *attrs;
+  size_t n_attrs;
+  size_t n_out;
+  ccg_dtype *out_dtype;
+  ccg_shape *out_shape;
+  int *out_n_known; /* -1 unknown */
+  ccg_dim (*out_known)[CCG_MAX_RANK];
+};
+
+/* A fresh dim for output `out`, dim `dim` of the node being inferred. */
+ccg_status ccg__fresh_dim(ccg__infer *ix, size_t out, int dim, ccg_dim *d);
+
+/* Runs the op's shape rule with scratch space from the graph's arena. */
+ccg_status ccg__run_infer(ccg__infer *ix);
+
+/* Records "node 'N' (Op): <message>" on the graph and returns st. */
+ccg_status ccg__fail(ccg__infer *ix, ccg_status st, const char *fmt, ...)
+    CCG_PRINTF(3, 4);
+
+/* Input i present? (optional inputs may be CCG_NONE) */
+bool ccg__in_has(const ccg__infer *ix, size_t i);
+ccg_dtype ccg__in_dtype(const ccg__infer *ix, size_t i);
+const ccg_shape *ccg__in_shape(const ccg__infer *ix, size_t i);
+const char *ccg__in_name(const ccg__infer *ix, size_t i);
+/* Known contents of input i (see ccg_value_known): count or -1. */
+int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems);
+/* Shape formatted into a per-call static-free buffer for messages. */
+const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size);
+
+/* Attribute reads with the op's defaults. */
+const ccg_attr *ccg__attr(const ccg__infer *ix, const char *name);
+int64_t ccg__attr_i(const ccg__infer *ix, const char *name);
+float ccg__attr_f(const ccg__infer *ix, const char *name);
+const char *ccg__attr_s(const ccg__infer *ix, const char *name);
+/* List attribute: count (0 if absent) and pointer. */
+size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
+                      const int64_t **v);
+size_t ccg__attr_strings(const ccg__infer *ix, const char *name,
+                         const char *const **v);
+
+/* Normalizes axis into [0, rank) or fails naming `what`, the axis and the
+ * rank. */
+ccg_status ccg__axis(ccg__infer *ix, int64_t axis, int rank, const char *what,
+                     int *out);
+/* ONNX multidirectional broadcast of two shapes. */
+ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
+                          const ccg_shape *b, ccg_shape *out);
+/* Checks that input i has one of the dtypes in `mask` (bit per ccg_dtype). */
+ccg_status ccg__expect_dtype(ccg__infer *ix, size_t i, unsigned mask,
+                             const char *what);
+/* Checks that inputs i and j have the same dtype. */
+ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j);
+
+#define CCG__DT(x) (1u << CCG_DTYPE_##x)
+#define CCG__FLOAT_TYPES (CCG__DT(F32) | CCG__DT(F16) | CCG__DT(BF16) | CCG__DT(F64))
+#define CCG__INT_TYPES                                                         \
+  (CCG__DT(I64) | CCG__DT(I32) | CCG__DT(I8) | CCG__DT(U8))
+#define CCG__NUM_TYPES (CCG__FLOAT_TYPES | CCG__INT_TYPES)
+#define CCG__ALL_TYPES (CCG__NUM_TYPES | CCG__DT(BOOL))
+
+/* ---- builder helpers for the typed builders ---------------------------- */
+
+/* Adds a node of `op` with inputs and attributes; outputs go to outs (may be
+ * NULL). Used by every typed builder. */
+ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,
+                      size_t n_in, const ccg_attr *attrs, size_t n_attrs,
+                      size_t n_out, ccg_value_id *outs, ccg_node_id *node);
+/* Adds an initializer named "<scope>/<hint>_<k>" (first free k). */
+ccg_status ccg__add_const(ccg_graph *g, const ccg_tensor *t, const char *hint,
+                          ccg_value_id *out);
+/* The same for an i64 vector. */
+ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
+                          const char *hint, ccg_value_id *out);
+
+/* Rollback: builders that add helper values (constants) before their node
+ * undo them if the node is refused, so a failed call changes nothing. */
+typedef struct ccg__mark {
+  size_t n_values, n_nodes, n_inputs, n_outputs, n_inits;
+} ccg__mark;
+ccg__mark ccg__mark_get(const ccg_graph *g);
+void ccg__rollback(ccg_graph *g, const ccg__mark *m);
+
+#endif

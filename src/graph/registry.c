@@ -1,0 +1,99 @@
+/* The op registry: one row per op from CCG_OP_LIST, joined with the
+ * behaviour each family file defines (ccg__opdef_<ID>). */
+#include <pthread.h>
+#include <string.h>
+
+#include "graph/internal.h"
+
+static const ccg__op_info op_table[] = {
+#define X(id, nm, dom, imin, imax, omin, omax)                                 \
+  {nm, dom, imin, imax, omin, omax, &ccg__opdef_##id},
+    CCG_OP_LIST(X)
+#undef X
+};
+_Static_assert(sizeof(op_table) / sizeof(op_table[0]) == CCG_OP_COUNT,
+               "op_table must cover ccg_op");
+
+/* Look-up by "domain\x1fname": filled once, read-only afterwards. */
+static ccg_strmap op_index;
+static char op_keys[CCG_OP_COUNT][64];
+static pthread_once_t op_index_once = PTHREAD_ONCE_INIT;
+static bool op_index_ok;
+
+static void build_index(void) {
+  ccg__strmap_init(&op_index, NULL);
+  op_index_ok = true;
+  for (int i = 0; i < CCG_OP_COUNT; i++) {
+    snprintf(op_keys[i], sizeof op_keys[i], "%s\x1f%s", op_table[i].domain,
+             op_table[i].name);
+    if (ccg__strmap_put(&op_index, op_keys[i], (uint32_t)i) != CCG_STATUS_OK)
+      op_index_ok = false;
+  }
+}
+
+const ccg__op_info *ccg__op_info_of(ccg_op op) {
+  return (unsigned)op < CCG_OP_COUNT ? &op_table[op] : NULL;
+}
+
+ccg_status ccg_op_find(const char *domain, const char *name, ccg_op *out) {
+  if (!domain || strcmp(domain, "ai.onnx") == 0)
+    domain = "";
+  if (!name)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "no op name given");
+  pthread_once(&op_index_once, build_index);
+  if (!op_index_ok)
+    return ccg__error(NULL, CCG_STATUS_OOM, "cannot build the op index");
+  char key[160];
+  int k = snprintf(key, sizeof key, "%s\x1f%s", domain, name);
+  uint32_t id;
+  if (k < 0 || (size_t)k >= sizeof key || !ccg__strmap_get(&op_index, key, &id))
+    return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
+                      "op '%s' of domain '%s' is not in the registry", name,
+                      *domain ? domain : "ai.onnx");
+  *out = (ccg_op)id;
+  return CCG_STATUS_OK;
+}
+
+const char *ccg_op_name(ccg_op op) {
+  return (unsigned)op < CCG_OP_COUNT ? op_table[op].name : "invalid";
+}
+
+const char *ccg_op_domain(ccg_op op) {
+  return (unsigned)op < CCG_OP_COUNT ? op_table[op].domain : "";
+}
+
+bool ccg_op_is_collective(ccg_op op) {
+  return (unsigned)op < CCG_OP_COUNT &&
+         (op_table[op].def->flags & CCG__OP_COLLECTIVE);
+}
+
+void ccg_op_arity(ccg_op op, int *min_in, int *max_in, int *min_out,
+                  int *max_out) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  if (min_in)
+    *min_in = o ? o->min_in : 0;
+  if (max_in)
+    *max_in = o ? o->max_in : 0;
+  if (min_out)
+    *min_out = o ? o->min_out : 0;
+  if (max_out)
+    *max_out = o ? o->max_out : 0;
+}
+
+size_t ccg_op_num_attrs(ccg_op op) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  return o ? o->def->n_attrs : 0;
+}
+
+const char *ccg_op_attr_info(ccg_op op, size_t i, ccg_attr_type *type,
+                             bool *required) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  if (!o || i >= o->def->n_attrs)
+    return NULL;
+  const ccg__attr_spec *a = &o->def->attrs[i];
+  if (type)
+    *type = a->type;
+  if (required)
+    *required = a->required;
+  return a->name;
+}

@@ -1,0 +1,266 @@
+/* src/core: status strings, error contexts, arena, hash map, logging,
+ * allocator hook. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccgraph/core.h"
+#include "core/alloc.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/strmap.h"
+
+static void test_status_strings(void **state) {
+  (void)state;
+  assert_string_equal(ccg_status_name(CCG_STATUS_OK), "OK");
+  assert_string_equal(ccg_status_name(CCG_STATUS_SHAPE), "SHAPE");
+  assert_string_equal(ccg_status_name(CCG_STATUS_TIMEOUT), "TIMEOUT");
+  assert_string_equal(ccg_status_name(CCG_STATUS_INTERNAL), "INTERNAL");
+  assert_string_equal(ccg_status_str(CCG_STATUS_COMM), "communication error");
+  assert_string_equal(ccg_status_name((ccg_status)999), "UNKNOWN");
+  assert_string_equal(ccg_status_name((ccg_status)-1), "UNKNOWN");
+  /* Every status has a distinct name and description. */
+  for (int i = 0; i < CCG_STATUS_COUNT; i++)
+    for (int j = i + 1; j < CCG_STATUS_COUNT; j++) {
+      assert_string_not_equal(ccg_status_name((ccg_status)i),
+                              ccg_status_name((ccg_status)j));
+      assert_string_not_equal(ccg_status_str((ccg_status)i),
+                              ccg_status_str((ccg_status)j));
+    }
+  assert_int_equal(CCG_STATUS_COUNT, 12);
+  assert_string_equal(ccg_version(), CCG_VERSION_STRING);
+}
+
+static void test_error_context(void **state) {
+  (void)state;
+  ccg_ctx *a = ccg_ctx_new();
+  ccg_ctx *b = ccg_ctx_new();
+  assert_non_null(a);
+  assert_string_equal(ccg_last_error(a), "");
+  assert_int_equal(ccg_last_status(a), CCG_STATUS_OK);
+  assert_int_equal(ccg__error(a, CCG_STATUS_SHAPE, "dim %d is %s", 3, "odd"),
+                   CCG_STATUS_SHAPE);
+  assert_string_equal(ccg_last_error(a), "dim 3 is odd");
+  assert_int_equal(ccg_last_status(a), CCG_STATUS_SHAPE);
+  /* Contexts are independent. */
+  assert_string_equal(ccg_last_error(b), "");
+  assert_int_equal(ccg__error_prefix(a, "file '%s'", "m.onnx"),
+                   CCG_STATUS_SHAPE);
+  assert_string_equal(ccg_last_error(a), "file 'm.onnx': dim 3 is odd");
+  assert_int_equal(ccg__error_copy(b, a), CCG_STATUS_SHAPE);
+  assert_string_equal(ccg_last_error(b), "file 'm.onnx': dim 3 is odd");
+  ccg_clear_error(a);
+  assert_string_equal(ccg_last_error(a), "");
+  assert_int_equal(ccg_last_status(a), CCG_STATUS_OK);
+  /* A long message is truncated, never overflows. */
+  char big[5000];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  ccg__error(a, CCG_STATUS_IO, "%s", big);
+  assert_int_equal(strlen(ccg_last_error(a)), CCG__ERRMSG_MAX - 1);
+  /* Without a handle the thread's context is used. */
+  ccg__error(NULL, CCG_STATUS_OOM, "no handle");
+  assert_string_equal(ccg_last_error(NULL), "no handle");
+  assert_int_equal(ccg_last_status(NULL), CCG_STATUS_OOM);
+  ccg_clear_error(NULL);
+  assert_string_equal(ccg_last_error(NULL), "");
+  /* Something that is not a handle is recognized as such. */
+  uint32_t junk[8] = {0};
+  assert_string_equal(ccg_last_error(junk), "not a ccgraph handle");
+  ccg_ctx_free(a);
+  ccg_ctx_free(b);
+}
+
+static void test_check_macros_helper_fail(int *cleaned, ccg_status *out) {
+  ccg_status st = CCG_STATUS_OK;
+  CCG_CHECK_GOTO(CCG_STATUS_PARSE, st, done);
+  st = CCG_STATUS_INTERNAL; /* not reached */
+done:
+  *cleaned = 1;
+  *out = st;
+}
+
+static ccg_status check_passes(ccg_status inner) {
+  CCG_CHECK(inner);
+  return CCG_STATUS_INTERNAL;
+}
+
+static void test_check_macros(void **state) {
+  (void)state;
+  int cleaned = 0;
+  ccg_status st;
+  test_check_macros_helper_fail(&cleaned, &st);
+  assert_int_equal(cleaned, 1);
+  assert_int_equal(st, CCG_STATUS_PARSE);
+  assert_int_equal(check_passes(CCG_STATUS_IO), CCG_STATUS_IO);
+  assert_int_equal(check_passes(CCG_STATUS_OK), CCG_STATUS_INTERNAL);
+}
+
+/* Counting allocator: proves every allocation goes through the hook and
+ * comes back. */
+typedef struct counting {
+  size_t live_bytes, calls;
+  size_t fail_after; /* 0 = never fail */
+} counting;
+
+static void *count_alloc(void *user, size_t size) {
+  counting *c = user;
+  c->calls++;
+  if (c->fail_after && c->calls >= c->fail_after)
+    return NULL;
+  c->live_bytes += size;
+  return malloc(size);
+}
+static void count_free(void *user, void *p, size_t size) {
+  counting *c = user;
+  c->live_bytes -= size;
+  free(p);
+}
+
+static void test_arena(void **state) {
+  (void)state;
+  counting cnt = {0};
+  ccg_allocator a = {count_alloc, NULL, count_free, &cnt};
+  ccg_arena ar;
+  ccg__arena_init(&ar, &a, 256);
+  void *prev = NULL;
+  for (int i = 0; i < 1000; i++) {
+    size_t align = (size_t)1 << (i % 7);
+    unsigned char *p = ccg__arena_alloc(&ar, (size_t)(i % 50) + 1, align);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % align, 0);
+    memset(p, 0xab, (size_t)(i % 50) + 1);
+    assert_ptr_not_equal(p, prev);
+    prev = p;
+  }
+  /* A request larger than a chunk gets its own chunk. */
+  char *big = ccg__arena_alloc(&ar, 10000, 64);
+  assert_non_null(big);
+  memset(big, 1, 10000);
+  /* Bad alignments and overflowing sizes are refused, not wrapped. */
+  assert_null(ccg__arena_alloc(&ar, 8, 3));
+  assert_null(ccg__arena_alloc(&ar, 8, 128));
+  assert_null(ccg__arena_alloc(&ar, SIZE_MAX - 8, 8));
+  assert_null(ccg__arena_calloc(&ar, SIZE_MAX / 2, 4));
+  char *s = ccg__arena_strdup(&ar, "hello");
+  assert_string_equal(s, "hello");
+  char *f = ccg__arena_printf(&ar, "%s-%d", "node", 42);
+  assert_string_equal(f, "node-42");
+  int *z = ccg__arena_calloc(&ar, 10, sizeof(int));
+  for (int i = 0; i < 10; i++)
+    assert_int_equal(z[i], 0);
+  assert_true(ar.used >= 10000);
+  assert_true(cnt.live_bytes > 0);
+  ccg__arena_free(&ar);
+  assert_int_equal(cnt.live_bytes, 0);
+
+  /* Allocation failure gives NULL, no crash. */
+  counting fail = {0, 0, 1};
+  ccg_allocator fa = {count_alloc, NULL, count_free, &fail};
+  ccg__arena_init(&ar, &fa, 0);
+  assert_null(ccg__arena_alloc(&ar, 16, 8));
+  ccg__arena_free(&ar);
+}
+
+static void test_strmap(void **state) {
+  (void)state;
+  ccg_strmap m;
+  ccg__strmap_init(&m, NULL);
+  uint32_t id = 0;
+  assert_false(ccg__strmap_get(&m, "x", &id));
+  assert_null(ccg__strmap_key(&m, "x"));
+  enum { N = 5000 };
+  static char keys[N][16];
+  for (uint32_t i = 0; i < N; i++) {
+    snprintf(keys[i], sizeof keys[i], "v%u", i);
+    assert_int_equal(ccg__strmap_put(&m, keys[i], i), CCG_STATUS_OK);
+  }
+  assert_int_equal(m.count, N);
+  assert_true(m.count * 10 <= m.cap * 7);
+  for (uint32_t i = 0; i < N; i++) {
+    char probe[16];
+    snprintf(probe, sizeof probe, "v%u", i);
+    assert_true(ccg__strmap_get(&m, probe, &id));
+    assert_int_equal(id, i);
+    assert_ptr_equal(ccg__strmap_key(&m, probe), keys[i]);
+  }
+  /* Duplicates are refused and leave the map unchanged. */
+  assert_int_equal(ccg__strmap_put(&m, "v7", 99), CCG_STATUS_INVALID_ARG);
+  assert_true(ccg__strmap_get(&m, "v7", &id));
+  assert_int_equal(id, 7);
+  /* Removal keeps every other key reachable (backward-shift deletion). */
+  for (uint32_t i = 0; i < N; i += 3)
+    assert_true(ccg__strmap_remove(&m, keys[i]));
+  assert_false(ccg__strmap_remove(&m, "v0"));
+  for (uint32_t i = 0; i < N; i++) {
+    bool present = ccg__strmap_get(&m, keys[i], &id);
+    assert_int_equal(present, i % 3 != 0);
+    if (present)
+      assert_int_equal(id, i);
+  }
+  assert_int_equal(ccg__strmap_put(&m, keys[0], 12345), CCG_STATUS_OK);
+  assert_true(ccg__strmap_get(&m, "v0", &id));
+  assert_int_equal(id, 12345);
+  ccg__strmap_free(&m);
+  /* Known FNV-1a values. */
+  assert_int_equal(ccg__strhash(""), 2166136261u);
+  assert_int_equal(ccg__strhash("a"), 0xe40c292cu);
+}
+
+static void test_vec_and_overflow(void **state) {
+  (void)state;
+  size_t out;
+  assert_true(ccg__mul_size(1000, 1000, &out));
+  assert_int_equal(out, 1000000);
+  assert_false(ccg__mul_size(SIZE_MAX / 2 + 1, 2, &out));
+  int64_t o64;
+  assert_false(ccg__mul_i64(INT64_MAX / 3 + 1, 3, &o64));
+  int *items = NULL;
+  size_t cap = 0;
+  assert_true(ccg__vec_reserve(NULL, (void **)&items, &cap, 100, sizeof *items));
+  assert_true(cap >= 100);
+  items[99] = 1;
+  assert_false(ccg__vec_reserve(NULL, (void **)&items, &cap, SIZE_MAX / 2,
+                                sizeof *items));
+  assert_true(cap >= 100 && items[99] == 1);
+  ccg__free(NULL, items, cap * sizeof *items);
+}
+
+static void test_log_levels(void **state) {
+  (void)state;
+  ccg_log_level lv = CCG_LOG_OFF;
+  assert_int_equal(ccg_log_parse_level("debug", &lv), CCG_STATUS_OK);
+  assert_int_equal(lv, CCG_LOG_DEBUG);
+  assert_int_equal(ccg_log_parse_level("WARN", &lv), CCG_STATUS_OK);
+  assert_int_equal(lv, CCG_LOG_WARN);
+  assert_int_equal(ccg_log_parse_level("error", &lv), CCG_STATUS_OK);
+  assert_int_equal(lv, CCG_LOG_ERROR);
+  assert_int_equal(ccg_log_parse_level("off", &lv), CCG_STATUS_OK);
+  assert_int_equal(lv, CCG_LOG_OFF);
+  assert_int_equal(ccg_log_parse_level("loud", &lv), CCG_STATUS_PARSE);
+  assert_int_equal(lv, CCG_LOG_OFF);
+  assert_int_equal(ccg_log_parse_level(NULL, &lv), CCG_STATUS_PARSE);
+  ccg_log_set_level(CCG_LOG_ERROR);
+  assert_int_equal(ccg_log_get_level(), CCG_LOG_ERROR);
+  ccg_log_set_level((ccg_log_level)77); /* ignored */
+  assert_int_equal(ccg_log_get_level(), CCG_LOG_ERROR);
+  ccg_log_printf(CCG_LOG_INFO, "not shown at level error");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_status_strings),
+      cmocka_unit_test(test_error_context),
+      cmocka_unit_test(test_check_macros),
+      cmocka_unit_test(test_arena),
+      cmocka_unit_test(test_strmap),
+      cmocka_unit_test(test_vec_and_overflow),
+      cmocka_unit_test(test_log_levels),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
