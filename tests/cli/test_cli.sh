@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The ccgraph tool's documented behaviour: help, version, exit codes (0 ok,
+# 1 usage, 2 bad input), and the output of its subcommands.
+# usage: test_cli.sh PATH/TO/ccgraph [wrapper...]
+set -u
+tool=$1
+shift
+run=("$@" "$tool")
+failures=0
+passes=0
+
+# expect CODE PATTERN -- ARGS...: exit status CODE, PATTERN in stdout+stderr.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out
+  out=$("${run[@]}" "$@" 2>&1)
+  local got=$?
+  if [ "$got" -ne "$code" ]; then
+    echo "FAIL: ccgraph $* exited $got, expected $code"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: ccgraph $*: output lacks /$pattern/"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect 1 'usage: ccgraph' --
+expect 0 'Exit status: 0 ok, 1 usage error, 2 bad input' -- --help
+expect 0 'Commands:' -- help
+expect 0 '^ccgraph [0-9]+\.[0-9]+\.[0-9]+$' -- --version
+expect 1 "unknown command 'frobnicate'" -- frobnicate
+expect 1 "unknown command 'nope'" -- help nope
+expect 0 'usage: ccgraph ops' -- help ops
+
+expect 0 'usage: ccgraph ops' -- ops --help
+expect 0 '^AllToAll +ccgraph' -- ops
+expect 0 '^MatMul +ai.onnx +2 +1' -- ops
+expect 0 '"op": "LayerNormalization"' -- ops --json
+expect 1 "unexpected argument 'extra'" -- ops extra
+
+expect 0 'usage: ccgraph mesh' -- mesh --help
+expect 0 'mesh dp=2,tp=2: 4 ranks' -- mesh dp=2,tp=2
+expect 0 'groups over tp \(size 2\): \[0 1\] \[2 3\]' -- mesh dp=2,tp=2
+expect 0 'groups over dp \(size 2\): \[0 2\] \[1 3\]' -- mesh dp=2,tp=2
+expect 0 'groups over dp,tp \(size 4\): \[0 1 2 3\]' -- mesh dp=2,tp=2 --axes dp,tp
+expect 0 'rank 5: dp=1 pp=0 tp=1' -- mesh dp=2,pp=2,tp=2
+expect 0 '"world": 8' -- mesh dp=2,pp=2,tp=2 --json
+expect 1 'missing the mesh SPEC' -- mesh
+expect 1 "unknown option '--bogus'" -- mesh tp=2 --bogus
+expect 1 '--axes needs a value' -- mesh tp=2 --axes
+expect 2 "size of axis 'tp' must be a positive integer, got '0'" -- mesh tp=0
+expect 2 "axis 'tp' appears twice" -- mesh tp=2,tp=2
+expect 2 "'tp4' is not NAME=SIZE" -- mesh tp4
+expect 2 "mesh axis 'ep' is not in the mesh \[dp=2,tp=2\]" -- mesh dp=2,tp=2 --axes ep
+
+total=$((passes + failures))
+echo "cli: ${passes} passed, ${failures} failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,457 @@
+/* The graph API: values, initializers, outputs, scopes, generic nodes,
+ * attributes, tags, placements, validation, order, rollback, lifetime and
+ * allocation failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+#include "graph/internal.h"
+
+static void test_values(void **state) {
+  (void)state;
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  o.name = "mlp";
+  ccg_graph *g = NULL;
+  assert_int_equal(ccg_graph_new(&o, &g), CCG_STATUS_OK);
+  assert_string_equal(ccg_graph_name(g), "mlp");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,16]");
+  assert_int_equal(ccg_value_kind_of(g, x), CCG_VALUE_INPUT);
+  assert_int_equal(ccg_value_producer(g, x), CCG_NONE);
+  assert_null(ccg_value_data(g, x));
+  ccg_value_id y;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_graph_add_input(g, "x", CCG_DTYPE_F32,
+                                   ccg_value_shape(g, x), &y),
+               "'x'", "already exists");
+  assert_fails(g, CCG_STATUS_DTYPE,
+               ccg_graph_add_input(g, "q", CCG_DTYPE_UNDEFINED,
+                                   ccg_value_shape(g, x), &y),
+               "'q'", "no valid dtype");
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_graph_add_input(g, "", CCG_DTYPE_F32, ccg_value_shape(g, x),
+                                   &y),
+               "no name");
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_graph_add_input(g, "n", CCG_DTYPE_F32, NULL, &y),
+               "no shape");
+
+  /* Initializer data is copied: changing the source changes nothing. */
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  ccg_tensor t = {CCG_DTYPE_F32, 2, {2, 3}, w};
+  ccg_value_id wv;
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &t, &wv));
+  w[0] = 100;
+  const ccg_tensor *d = ccg_value_data(g, wv);
+  assert_non_null(d);
+  assert_float_equal(((const float *)d->data)[0], 1.0f, 0);
+  assert_int_equal((uintptr_t)d->data % 64, 0);
+  assert_string_equal(ccg_test_shape(g, wv), "[2,3]");
+  assert_int_equal(ccg_value_known(g, wv, NULL), -1); /* floats: no */
+  int64_t sh[2] = {4, -1};
+  ccg_tensor ts = {CCG_DTYPE_I64, 1, {2}, sh};
+  ccg_value_id sv;
+  assert_ok(g, ccg_graph_add_initializer(g, "shape", &ts, &sv));
+  ccg_dim k[CCG_MAX_RANK];
+  assert_int_equal(ccg_value_known(g, sv, k), 2);
+  assert_int_equal(k[0].size, 4);
+  assert_int_equal(k[1].size, -1);
+  ccg_tensor nodata = {CCG_DTYPE_F32, 1, {4}, NULL};
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_graph_add_initializer(g, "nd", &nodata, &y), "'nd'",
+               "no data");
+  ccg_tensor huge = {CCG_DTYPE_F32, 3, {INT64_MAX / 2, 4, 4}, w};
+  assert_fails(g, CCG_STATUS_SHAPE,
+               ccg_graph_add_initializer(g, "huge", &huge, &y), "'huge'",
+               "overflows");
+  ccg_tensor neg = {CCG_DTYPE_F32, 1, {-3}, w};
+  assert_fails(g, CCG_STATUS_SHAPE,
+               ccg_graph_add_initializer(g, "neg", &neg, &y), "'neg'", "-3");
+  assert_int_equal(ccg_graph_num_initializers(g), 2);
+  assert_int_equal(ccg_graph_initializer(g, 1), sv);
+  assert_int_equal(ccg_graph_initializer(g, 2), CCG_NONE);
+
+  /* Outputs. */
+  assert_ok(g, ccg_graph_add_output(g, wv));
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, wv),
+               "already a graph output");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, 999),
+               "999");
+  assert_int_equal(ccg_graph_num_outputs(g), 1);
+  assert_int_equal(ccg_graph_output(g, 0), wv);
+
+  /* Look-ups. */
+  ccg_value_id found;
+  assert_ok(g, ccg_graph_find_value(g, "w", &found));
+  assert_int_equal(found, wv);
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_find_value(g, "zz", &found),
+               "graph 'mlp' has no value named 'zz'");
+  assert_null(ccg_value_name(g, 12345));
+  assert_null(ccg_value_shape(g, 12345));
+  assert_int_equal(ccg_value_dtype(g, 12345), CCG_DTYPE_UNDEFINED);
+  ccg_graph_free(g);
+
+  ccg_graph_options bad = CCG_GRAPH_OPTIONS_INIT;
+  bad.size = 4;
+  assert_int_equal(ccg_graph_new(&bad, &g), CCG_STATUS_INVALID_ARG);
+  assert_non_null(strstr(ccg_last_error(NULL), "CCG_GRAPH_OPTIONS_INIT"));
+}
+
+static void test_generic_nodes_and_attrs(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,8]");
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Gelu";
+  d.name = "act";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  const char *names[] = {"h"};
+  d.output_names = names;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_string_equal(ccg_node_name(g, n), "act");
+  assert_int_equal(ccg_node_op(g, n), CCG_OP_GELU);
+  assert_string_equal(ccg_value_name(g, ccg_node_output(g, n, 0)), "h");
+  assert_int_equal(ccg_value_producer(g, ccg_node_output(g, n, 0)), n);
+  /* Defaults come from the op's attribute spec. */
+  const char *ap;
+  assert_ok(g, ccg_node_attr_string(g, n, "approximate", &ap));
+  assert_string_equal(ap, "none");
+  assert_null(ccg_node_attr(g, n, "approximate"));
+  int64_t iv;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_node_attr_int(g, n, "axis", &iv),
+               "node 'act' (Gelu) has no int attribute 'axis'");
+  ccg_node_id found;
+  assert_ok(g, ccg_graph_find_node(g, "act", &found));
+  assert_int_equal(found, n);
+
+  /* The things a generic node can get wrong, each named. */
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "node 'act' (Gelu)", "already exists");
+  d.name = "act2";
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "node 'act2' (Gelu): output 0 'h'", "already exists");
+  d.output_names = NULL;
+  d.op = "Frobnicate";
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_graph_add_node(g, &d, &n),
+               "node 'act2'", "'Frobnicate'", "ai.onnx");
+  d.op = "AllReduce";
+  d.domain = "com.example";
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_graph_add_node(g, &d, &n),
+               "'AllReduce'", "'com.example'");
+  d.domain = NULL;
+  d.op = "Add";
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "node 'act2' (Add): 1 inputs given, expected 2 to 2");
+  d.op = "Tanh";
+  d.n_outputs = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "2 outputs asked for");
+  d.n_outputs = 1;
+  ccg_attr a[2] = {CCG_ATTR_I("axis", 1), CCG_ATTR_S("approximate", "tanh")};
+  d.op = "Gelu";
+  d.attrs = a;
+  d.n_attrs = 1;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "(Gelu): unknown attribute 'axis'");
+  a[0] = CCG_ATTR_I("approximate", 1);
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "attribute 'approximate' is int, expected string");
+  a[0] = CCG_ATTR_S("approximate", "tanh");
+  d.n_attrs = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "attribute 'approximate' given twice");
+  d.n_attrs = 1;
+  ccg_value_id none = CCG_NONE;
+  d.inputs = &none;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "required input 0 is missing");
+  d.inputs = &x;
+  ccg_node_desc small = d;
+  small.size = 8;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &small, &n),
+               "CCG_NODE_DESC_INIT");
+  assert_int_equal(ccg_graph_num_nodes(g), 1);
+  assert_int_equal(ccg_graph_num_values(g), 2);
+  /* Attributes are copied. */
+  char buf[8] = "tanh";
+  a[0] = CCG_ATTR_S("approximate", buf);
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  buf[0] = 'X';
+  assert_string_equal(ccg_node_attr(g, n, "approximate")->s, "tanh");
+  assert_int_equal(ccg_node_num_attrs(g, n), 1);
+  assert_string_equal(ccg_node_attr_at(g, n, 0)->name, "approximate");
+  assert_null(ccg_node_attr_at(g, n, 1));
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
+static void test_scopes_and_tags(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id y;
+  assert_ok(g, ccg_graph_push_scope(g, "layers.0"));
+  assert_ok(g, ccg_graph_push_scope(g, "mlp"));
+  assert_ok(g, ccg_relu(g, x, &y));
+  ccg_node_id n = ccg_value_producer(g, y);
+  assert_string_equal(ccg_node_name(g, n), "/layers.0/mlp/Relu_0");
+  assert_string_equal(ccg_value_name(g, y), "/layers.0/mlp/Relu_0_output_0");
+  ccg_graph_pop_scope(g);
+  assert_ok(g, ccg_relu(g, y, &y));
+  assert_string_equal(ccg_node_name(g, ccg_value_producer(g, y)),
+                      "/layers.0/Relu_1");
+  ccg_graph_pop_scope(g);
+  ccg_graph_pop_scope(g); /* popping the root is harmless */
+  assert_ok(g, ccg_relu(g, y, &y));
+  assert_string_equal(ccg_node_name(g, ccg_value_producer(g, y)), "Relu_2");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_push_scope(g, "a/b"),
+               "'a/b'");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_push_scope(g, ""),
+               "non-empty");
+  /* The first node keeps its name after the scopes are gone. */
+  assert_string_equal(ccg_node_name(g, n), "/layers.0/mlp/Relu_0");
+
+  assert_null(ccg_node_tag(g, n));
+  char params[] = "{\"group\": \"tp\"}";
+  ccg_tag t = {"megatron.copy_to_tensor_model_parallel_region", 3, params,
+               true};
+  assert_ok(g, ccg_node_set_tag(g, n, &t));
+  params[0] = 'X';
+  const ccg_tag *got = ccg_node_tag(g, n);
+  assert_string_equal(got->mapping,
+                      "megatron.copy_to_tensor_model_parallel_region");
+  assert_int_equal(got->instance, 3);
+  assert_string_equal(got->params, "{\"group\": \"tp\"}");
+  assert_true(got->backward);
+  ccg_tag empty = {"", 0, NULL, false};
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_node_set_tag(g, n, &empty),
+               "needs a mapping name");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_node_set_tag(g, 77, &t), "77");
+  ccg_graph_free(g);
+}
+
+static void test_placements(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[seq,64]");
+  ccg_placement p[2] = {{CCG_PLACEMENT_REPLICATE, 0, 0},
+                        {CCG_PLACEMENT_SHARD, -1, 0}};
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_value_set_placements(g, x, p, 2),
+               "'x'", "need a mesh");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph("dp=2,tp=4");
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[seq,64]");
+  assert_ok(g, ccg_value_set_placements(g, x, p, 2));
+  ccg_placement out[CCG_MAX_MESH_AXES];
+  assert_int_equal(ccg_value_placements(g, x, out), 2);
+  assert_int_equal(out[0].kind, CCG_PLACEMENT_REPLICATE);
+  assert_int_equal(out[1].kind, CCG_PLACEMENT_SHARD);
+  assert_int_equal(out[1].dim, 1); /* normalized */
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_value_set_placements(g, x, p, 1),
+               "1 placements given, the mesh has 2 axes");
+  p[1].dim = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_value_set_placements(g, x, p, 2),
+               "Shard(2) on mesh axis 'tp' is outside its rank 2");
+  p[1] = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_OP_COUNT};
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_value_set_placements(g, x, p, 2),
+               "Partial on mesh axis 'tp'");
+  p[1].reduce = CCG_REDUCE_MAX;
+  assert_ok(g, ccg_value_set_placements(g, x, p, 2));
+  assert_int_equal(ccg_value_placements(g, x, out), 2);
+  assert_int_equal(out[1].reduce, CCG_REDUCE_MAX);
+  p[0].kind = (ccg_placement_kind)9;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_value_set_placements(g, x, p, 2),
+               "kind 9");
+  assert_ok(g, ccg_graph_validate(g));
+
+  /* The mesh may be replaced while no collective uses it. */
+  ccg_mesh m;
+  assert_int_equal(ccg_mesh_parse("tp=8", &m), CCG_STATUS_OK);
+  assert_ok(g, ccg_graph_set_mesh(g, &m));
+  assert_int_equal(ccg_graph_mesh(g)->sizes[0], 8);
+  ccg_mesh bad = m;
+  bad.sizes[0] = 0;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_set_mesh(g, &bad),
+               "axis 'tp' has size 0");
+  bad = m;
+  bad.ndims = 0;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_set_mesh(g, &bad),
+               "1 to 4 axes");
+  assert_int_equal(ccg_graph_mesh(g)->sizes[0], 8);
+  /* Placements made for the old 2-axis mesh no longer fit: validate says. */
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_validate(g), "'x'",
+               "the mesh has 1 axes");
+  ccg_graph_free(g);
+}
+
+static void test_validate_and_order(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id a, b, c;
+  assert_ok(g, ccg_relu(g, x, &a)); /* node 0 */
+  assert_ok(g, ccg_tanh(g, x, &b)); /* node 1 */
+  assert_ok(g, ccg_add(g, a, b, &c)); /* node 2 */
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_node_id order[3];
+  assert_ok(g, ccg_graph_topo_order(g, order));
+  assert_int_equal(order[0], 0);
+  assert_int_equal(order[1], 1);
+  assert_int_equal(order[2], 2);
+
+  /* Rewire node 1 to read node 2's output: the order puts it after, and a
+   * loop through node 2 back to node 1 is a cycle. */
+  ccg__node *n1 = &g->nodes[1];
+  n1->inputs[0] = c;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_topo_order(g, order),
+               "cycle", "'Tanh_1'");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_validate(g), "cycle");
+  n1->inputs[0] = x;
+  assert_ok(g, ccg_graph_validate(g));
+
+  /* A stored shape that disagrees with the op's rule is caught. */
+  g->values[c].shape.dims[0] = ccg_dim_num(5);
+  assert_fails(g, CCG_STATUS_SHAPE, ccg_graph_validate(g), "node 'Add_2' (Add)",
+               "f32[5]", "rule gives f32[4]");
+  g->values[c].shape.dims[0] = ccg_dim_num(4);
+  g->values[c].dtype = CCG_DTYPE_F16;
+  assert_fails(g, CCG_STATUS_SHAPE, ccg_graph_validate(g), "f16[4]");
+  g->values[c].dtype = CCG_DTYPE_F32;
+  /* An input id that does not exist. */
+  n1->inputs[0] = 4242;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_validate(g), "4242",
+               "not defined");
+  n1->inputs[0] = x;
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
+static void test_rollback(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg__mark m = ccg__mark_get(g);
+  ccg_value_id c, y;
+  int64_t v[2] = {1, 2};
+  assert_ok(g, ccg__const_i64(g, v, 2, "k", &c));
+  assert_ok(g, ccg_relu(g, x, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  assert_int_equal(ccg_graph_num_values(g), 3);
+  ccg__rollback(g, &m);
+  assert_int_equal(ccg_graph_num_values(g), 1);
+  assert_int_equal(ccg_graph_num_nodes(g), 0);
+  assert_int_equal(ccg_graph_num_initializers(g), 0);
+  assert_int_equal(ccg_graph_num_outputs(g), 0);
+  /* The names are free again. */
+  ccg_value_id f;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_find_value(g, "k_1", &f),
+               "no value named");
+  assert_ok(g, ccg__const_i64(g, v, 2, "k", &c));
+  assert_string_equal(ccg_value_name(g, c), "k_1");
+  assert_ok(g, ccg_relu(g, x, &y));
+  assert_string_equal(ccg_node_name(g, ccg_value_producer(g, y)), "Relu_0");
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
+/* Counting allocator that can fail the n-th call. */
+typedef struct counting {
+  long live, calls, fail_at;
+} counting;
+static void *c_alloc(void *u, size_t n) {
+  counting *c = u;
+  if (++c->calls == c->fail_at)
+    return NULL;
+  c->live++;
+  return malloc(n);
+}
+static void *c_realloc(void *u, void *p, size_t o, size_t n) {
+  (void)o;
+  counting *c = u;
+  if (++c->calls == c->fail_at)
+    return NULL;
+  if (!p)
+    c->live++;
+  return realloc(p, n);
+}
+static void c_free(void *u, void *p, size_t n) {
+  (void)n;
+  counting *c = u;
+  if (p)
+    c->live--;
+  free(p);
+}
+
+/* A little of everything, stopping at the first failure. */
+static ccg_status build_some(ccg_graph *g) {
+  ccg_shape s = {2, {ccg_dim_sym("batch"), ccg_dim_num(16)}};
+  ccg_value_id x, y, w;
+  float data[16] = {0};
+  ccg_tensor t = {CCG_DTYPE_F32, 1, {16}, data};
+  CCG_CHECK(ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &x));
+  CCG_CHECK(ccg_graph_add_initializer(g, "w", &t, &w));
+  CCG_CHECK(ccg_graph_push_scope(g, "block"));
+  for (int i = 0; i < 40; i++) {
+    CCG_CHECK(ccg_mul(g, x, w, &y));
+    CCG_CHECK(ccg_gelu(g, y, "tanh", &x));
+  }
+  CCG_CHECK(ccg_dropout(g, x, 0.25f, &y));
+  ccg_tag tag = {"test.mapping", 1, "{}", false};
+  CCG_CHECK(ccg_node_set_tag(g, ccg_value_producer(g, y), &tag));
+  CCG_CHECK(ccg_graph_add_output(g, y));
+  return ccg_graph_validate(g);
+}
+
+static void test_lifetime_and_oom(void **state) {
+  (void)state;
+  /* Everything allocated through the hook comes back. */
+  counting c = {0, 0, 0};
+  ccg_allocator a = {c_alloc, c_realloc, c_free, &c};
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  o.allocator = &a;
+  ccg_graph *g = NULL;
+  assert_int_equal(ccg_graph_new(&o, &g), CCG_STATUS_OK);
+  assert_ok(g, build_some(g));
+  assert_true(c.live > 0);
+  ccg_graph_free(g);
+  assert_int_equal(c.live, 0);
+  long total = c.calls;
+
+  /* Failing each allocation in turn gives OOM (or success once the failing
+   * call is past the work), never a crash, and never a leak. */
+  for (long k = 1; k <= total + 1; k++) {
+    counting f = {0, 0, k};
+    ccg_allocator fa = {c_alloc, c_realloc, c_free, &f};
+    o.allocator = &fa;
+    g = NULL;
+    ccg_status st = ccg_graph_new(&o, &g);
+    if (st == CCG_STATUS_OK) {
+      st = build_some(g);
+      if (st != CCG_STATUS_OK && st != CCG_STATUS_OOM)
+        fail_msg("allocation %ld failing gave %s: %s", k, ccg_status_name(st),
+                 ccg_last_error(g));
+      ccg_graph_free(g);
+    } else {
+      assert_int_equal(st, CCG_STATUS_OOM);
+    }
+    assert_int_equal(f.live, 0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_values),
+      cmocka_unit_test(test_generic_nodes_and_attrs),
+      cmocka_unit_test(test_scopes_and_tags),
+      cmocka_unit_test(test_placements),
+      cmocka_unit_test(test_validate_and_order),
+      cmocka_unit_test(test_rollback),
+      cmocka_unit_test(test_lifetime_and_oom),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
