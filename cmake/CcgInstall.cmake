@@ -19,5 +19,6 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfigVersio
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/ccgraphConfigVersion.cmake DESTINATION ${CCG_CMAKE_DIR})
 
+file(RELATIVE_PATH CCG_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(cmake/ccgraph.pc.in ${CMAKE_CURRENT_BINARY_DIR}/ccgraph.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ccgraph.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -23,6 +23,14 @@ static bool fold_sub(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *out) {
   return true;
 }
 static bool fold_mul(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *out) {
+  /* Plain integers may be negative (-1 in reshape targets); dims may not. */
+  if (!ccg_dim_is_sym(a) && !ccg_dim_is_sym(b)) {
+    int64_t p;
+    if (__builtin_mul_overflow(a.size, b.size, &p))
+      return false;
+    *out = ccg_dim_num(p);
+    return true;
+  }
   return ccg__dim_mul(g, a, b, out);
 }
 static bool fold_div(ccg_graph *g, ccg_dim a, ccg_dim b, ccg_dim *out) {

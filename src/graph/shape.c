@@ -1,15 +1,989 @@
-/* (being written) */
+/* Shape ops: Reshape, Transpose, Concat, Split, Slice, Gather, Unsqueeze,
+ * Squeeze, Expand, Shape, Constant, ConstantOfShape. Small integer vectors
+ * keep their known contents through these ops: torch.onnx.export with
+ * dynamic axes computes reshape targets as Shape -> Gather -> Unsqueeze ->
+ * Concat, and the target dims stay known only if every step carries them. */
+#include <stdio.h>
+#include <string.h>
+
 #include "graph/internal.h"
-static ccg_status infer_todo(ccg__infer *ix) { return ccg__fail(ix, CCG_STATUS_UNSUPPORTED, "no shape rule yet"); }
-const ccg__op_def ccg__opdef_RESHAPE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_CONCAT = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SPLIT = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_GATHER = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SQUEEZE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SHAPE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_CONSTANT = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {CCG__NO_ATTRS, 0, infer_todo};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+#define BUF 192
+
+static const char *ints_str(const int64_t *v, size_t n, char *buf,
+                            size_t size) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (size_t i = 0; i < n && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? "," : "",
+                             (long long)v[i]);
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+/* Known contents printed like a shape: "[batch,-1,64]". */
+static const char *elems_str(const ccg_dim *k, int n, char *buf, size_t size) {
+  ccg_shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = n;
+  memcpy(s.dims, k, (size_t)n * sizeof *k);
+  return ccg__shape_str(&s, buf, size);
+}
+
+static const char *in_str(const ccg__infer *ix, size_t i, char *buf,
+                          size_t size) {
+  return ccg__shape_str(ccg__in_shape(ix, i), buf, size);
+}
+
+static bool is_num(ccg_dim d, int64_t v) {
+  return !ccg_dim_is_sym(d) && d.size == v;
+}
+
+static void set_known(ccg__infer *ix, size_t out, const ccg_dim *k, int n) {
+  memcpy(ix->out_known[out], k, (size_t)n * sizeof *k);
+  ix->out_n_known[out] = n;
+}
+
+/* Ops that only regroup elements keep the known contents of input 0, as
+ * long as the result is still a static scalar or vector. */
+static void pass_known(ccg__infer *ix) {
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  if (n >= 0 && ix->out_shape[0].rank <= 1 &&
+      ccg_shape_is_static(&ix->out_shape[0]))
+    set_known(ix, 0, k, n);
+}
+
+/* Input i must be a 1-D vector of one of `types`. */
+static ccg_status expect_vector(ccg__infer *ix, size_t i, unsigned types,
+                                const char *what) {
+  CCG_CHECK(ccg__expect_dtype(ix, i, types, what));
+  if (ccg__in_shape(ix, i)->rank == 1)
+    return CCG_STATUS_OK;
+  char b[BUF];
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "input %zu '%s' has shape %s; %s expected", i,
+                   ccg__in_name(ix, i), in_str(ix, i, b, BUF), what);
+}
+
+/* The length of vector input i when it must give an output rank. */
+static ccg_status vector_len(ccg__infer *ix, size_t i, int *n) {
+  ccg_dim d = ccg__in_shape(ix, i)->dims[0];
+  if (ccg_dim_is_sym(d) || d.size > CCG_MAX_RANK) {
+    char b[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input %zu '%s' has shape %s and unknown contents; its "
+                     "length gives the output rank, which must be a number "
+                     "<= %d",
+                     i, ccg__in_name(ix, i), in_str(ix, i, b, BUF),
+                     CCG_MAX_RANK);
+  }
+  *n = (int)d.size;
+  return CCG_STATUS_OK;
+}
+
+/* Contents of shape input i unknown: rank from its length, every dim a
+ * fresh symbol. */
+static ccg_status fresh_shape(ccg__infer *ix, size_t i) {
+  ccg_shape *out = &ix->out_shape[0];
+  int n;
+  CCG_CHECK(vector_len(ix, i, &n));
+  out->rank = n;
+  for (int d = 0; d < n; d++)
+    CCG_CHECK(ccg__fresh_dim(ix, 0, d, &out->dims[d]));
+  return CCG_STATUS_OK;
+}
+
+/* A shape from the known contents of shape input i (sizes >= 0 or
+ * symbols). */
+static ccg_status shape_from_known(ccg__infer *ix, size_t i, const ccg_dim *k,
+                                   int n, ccg_shape *out) {
+  memset(out, 0, sizeof *out);
+  out->rank = n;
+  for (int d = 0; d < n; d++) {
+    if (!ccg_dim_is_sym(k[d]) && k[d].size < 0) {
+      char b[BUF];
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "shape input '%s' holds %s: %lld at position %d is "
+                       "negative",
+                       ccg__in_name(ix, i), elems_str(k, n, b, BUF),
+                       (long long)k[d].size, d);
+    }
+    out->dims[d] = k[d];
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Product of all dims; false when not representable (overflow, too many
+ * symbol atoms). */
+static bool dims_product(ccg_graph *g, const ccg_shape *s, ccg_dim *p) {
+  *p = ccg_dim_num(1);
+  for (int i = 0; i < s->rank; i++)
+    if (!ccg__dim_mul(g, *p, s->dims[i], p))
+      return false;
+  return true;
+}
+
+/* ---- Reshape ------------------------------------------------------------ */
+
+static const ccg__attr_spec reshape_attrs[] = {
+    {"allowzero", CCG_ATTR_INT, false, 0, 0, NULL},
+};
+
+/* The target with 0 resolved (unless allowzero) and a placeholder 1 at the
+ * -1, whose position goes to *at (-1 if none). */
+static ccg_status reshape_target(ccg__infer *ix, const ccg_dim *k, int n,
+                                 ccg_shape *t, int *at) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  bool allowzero = ccg__attr_i(ix, "allowzero") != 0;
+  char kb[BUF], ib[BUF];
+  *at = -1;
+  t->rank = n;
+  for (int i = 0; i < n; i++) {
+    ccg_dim d = k[i];
+    if (ccg_dim_is_sym(d) || d.size > 0 || (d.size == 0 && allowzero)) {
+      t->dims[i] = d;
+    } else if (d.size == 0) {
+      if (i >= in->rank)
+        return ccg__fail(ix, CCG_STATUS_SHAPE,
+                         "shape %s: the 0 at position %d copies input dim "
+                         "%d, but the input %s has rank %d",
+                         elems_str(k, n, kb, BUF), i, i,
+                         ccg__shape_str(in, ib, BUF), in->rank);
+      t->dims[i] = in->dims[i];
+    } else if (d.size != -1) {
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "shape %s: %lld at position %d is invalid (a size "
+                       ">= 0, 0 to copy or -1 to infer expected)",
+                       elems_str(k, n, kb, BUF), (long long)d.size, i);
+    } else if (*at >= 0) {
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "shape %s has more than one -1 (positions %d and %d)",
+                       elems_str(k, n, kb, BUF), *at, i);
+    } else {
+      *at = i;
+      t->dims[i] = ccg_dim_num(1);
+    }
+  }
+  return CCG_STATUS_OK;
+}
+
+/* The -1 dim: input elements over the other target dims. Symbolic sizes
+ * that no monomial expresses get a fresh symbol; static ones must divide. */
+static ccg_status reshape_infer(ccg__infer *ix, const ccg_dim *k, int n,
+                                ccg_shape *t, int at) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  ccg_dim total, rest;
+  char kb[BUF], ib[BUF];
+  bool ok = dims_product(ix->g, in, &total) && dims_product(ix->g, t, &rest);
+  if (ok && is_num(rest, 0))
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "shape %s: cannot infer the -1 when another target dim "
+                     "is 0 (input %s)",
+                     elems_str(k, n, kb, BUF), ccg__shape_str(in, ib, BUF));
+  if (ok && ccg__dim_div(ix->g, total, rest, &t->dims[at]))
+    return CCG_STATUS_OK;
+  if (ok && !ccg_dim_is_sym(total) && !ccg_dim_is_sym(rest))
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "cannot reshape %s (%lld elements) to %s: %lld is not "
+                     "divisible by %lld",
+                     ccg__shape_str(in, ib, BUF), (long long)total.size,
+                     elems_str(k, n, kb, BUF), (long long)total.size,
+                     (long long)rest.size);
+  if (!ok && ccg_shape_is_static(in) && ccg_shape_is_static(t))
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "reshape of %s to %s: the element count overflows",
+                     ccg__shape_str(in, ib, BUF), elems_str(k, n, kb, BUF));
+  return ccg__fresh_dim(ix, 0, at, &t->dims[at]);
+}
+
+/* With every dim a number, the element counts must agree. */
+static ccg_status reshape_count(ccg__infer *ix, const ccg_dim *k, int n,
+                                const ccg_shape *t) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  if (!ccg_shape_is_static(in) || !ccg_shape_is_static(t))
+    return CCG_STATUS_OK;
+  ccg_dim a, b;
+  char kb[BUF], ib[BUF], tb[BUF];
+  if (!dims_product(ix->g, in, &a) || !dims_product(ix->g, t, &b))
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "reshape of %s to %s: the element count overflows",
+                     ccg__shape_str(in, ib, BUF), elems_str(k, n, kb, BUF));
+  if (a.size == b.size)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "shape %s: cannot reshape %s (%lld elements) to %s (%lld "
+                   "elements)",
+                   elems_str(k, n, kb, BUF), ccg__shape_str(in, ib, BUF),
+                   (long long)a.size, ccg__shape_str(t, tb, BUF),
+                   (long long)b.size);
+}
+
+static ccg_status infer_reshape(ccg__infer *ix) {
+  CCG_CHECK(expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 1, &k);
+  if (n < 0)
+    return fresh_shape(ix, 1);
+  ccg_shape *t = &ix->out_shape[0];
+  int at;
+  CCG_CHECK(reshape_target(ix, k, n, t, &at));
+  if (at >= 0)
+    CCG_CHECK(reshape_infer(ix, k, n, t, at));
+  CCG_CHECK(reshape_count(ix, k, n, t));
+  pass_known(ix);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs), 0,
+                                        infer_reshape};
+
+/* ---- Transpose ---------------------------------------------------------- */
+
+static const ccg__attr_spec transpose_attrs[] = {
+    {"perm", CCG_ATTR_INTS, false, 0, 0, NULL},
+};
+
+static ccg_status infer_transpose(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  const int64_t *perm;
+  size_t n = ccg__attr_ints(ix, "perm", &perm);
+  bool given = ccg__attr(ix, "perm") != NULL;
+  bool seen[CCG_MAX_RANK] = {false};
+  ccg_shape *out = &ix->out_shape[0];
+  out->rank = in->rank;
+  for (int i = 0; i < in->rank || (given && (size_t)i < n); i++) {
+    /* A perm of the wrong length is never valid. */
+    int64_t p = !given                  ? in->rank - 1 - i
+                : n != (size_t)in->rank ? -1
+                                        : perm[i];
+    if (p < 0 || p >= in->rank || seen[p]) {
+      char pb[BUF], ib[BUF];
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "perm %s is not a permutation of 0..%d (input %s)",
+                       ints_str(perm, n, pb, BUF), in->rank - 1,
+                       ccg__shape_str(in, ib, BUF));
+    }
+    seen[p] = true;
+    out->dims[i] = in->dims[p];
+  }
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs), 0,
+                                          infer_transpose};
+
+/* ---- Concat ------------------------------------------------------------- */
+
+static const ccg__attr_spec concat_attrs[] = {
+    {"axis", CCG_ATTR_INT, true, 0, 0, NULL},
+};
+
+/* Input i against input 0: same rank, equal dims off the axis. */
+static ccg_status concat_compatible(ccg__infer *ix, size_t i, int ax) {
+  const ccg_shape *a = ccg__in_shape(ix, 0), *b = ccg__in_shape(ix, i);
+  char sa[BUF], sb[BUF];
+  if (a->rank != b->rank)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input 0 '%s' %s and input %zu '%s' %s differ in rank",
+                     ccg__in_name(ix, 0), ccg__shape_str(a, sa, BUF), i,
+                     ccg__in_name(ix, i), ccg__shape_str(b, sb, BUF));
+  for (int d = 0; d < a->rank; d++)
+    if (d != ax && !ccg_dim_equal(a->dims[d], b->dims[d]))
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "input 0 '%s' %s and input %zu '%s' %s differ in dim "
+                       "%d (only the axis %d may differ)",
+                       ccg__in_name(ix, 0), ccg__shape_str(a, sa, BUF), i,
+                       ccg__in_name(ix, i), ccg__shape_str(b, sb, BUF), d, ax);
+  return CCG_STATUS_OK;
+}
+
+/* Shape vectors concatenate their contents when all are known. */
+static void concat_known(ccg__infer *ix) {
+  if (ix->out_shape[0].rank != 1)
+    return;
+  int total = 0;
+  for (size_t i = 0; i < ix->n_in; i++) {
+    const ccg_dim *k;
+    int n = ccg__in_known(ix, i, &k);
+    if (n < 0 || n > CCG_MAX_RANK - total)
+      return;
+    memcpy(&ix->out_known[0][total], k, (size_t)n * sizeof *k);
+    total += n;
+  }
+  ix->out_n_known[0] = total;
+}
+
+static ccg_status infer_concat(ccg__infer *ix) {
+  const ccg_shape *s0 = ccg__in_shape(ix, 0);
+  if (s0->rank == 0)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input 0 '%s' is a scalar; Concat needs rank >= 1",
+                     ccg__in_name(ix, 0));
+  int ax;
+  CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), s0->rank, "axis", &ax));
+  ccg_shape *out = &ix->out_shape[0];
+  *out = *s0;
+  for (size_t i = 1; i < ix->n_in; i++) {
+    CCG_CHECK(ccg__same_dtype(ix, 0, i));
+    CCG_CHECK(concat_compatible(ix, i, ax));
+    ccg_dim a = out->dims[ax], b = ccg__in_shape(ix, i)->dims[ax];
+    if (ccg__dim_add(ix->g, a, b, &out->dims[ax]))
+      continue;
+    if (!ccg_dim_is_sym(a) && !ccg_dim_is_sym(b))
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "the concatenated dim %d overflows (%lld + %lld)", ax,
+                       (long long)a.size, (long long)b.size);
+    CCG_CHECK(ccg__fresh_dim(ix, 0, ax, &out->dims[ax]));
+  }
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  concat_known(ix);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs), 0,
+                                       infer_concat};
+
+/* ---- Split -------------------------------------------------------------- */
+
+static const ccg__attr_spec split_attrs[] = {
+    {"axis", CCG_ATTR_INT, false, 0, 0, NULL},
+    {"split", CCG_ATTR_INTS, false, 0, 0, NULL},
+};
+
+/* Equal parts: a static dim must divide; a symbolic one is divided as a
+ * monomial ("seq/2"). */
+static ccg_status split_even(ccg__infer *ix, int ax, ccg_dim *part) {
+  ccg_dim d = ccg__in_shape(ix, 0)->dims[ax];
+  ccg_dim parts = ccg_dim_num((int64_t)ix->n_out);
+  if (!ccg_dim_is_sym(d) && d.size % parts.size != 0) {
+    char b[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "dim %d of input %s (%lld) does not divide into %zu "
+                     "equal parts",
+                     ax, in_str(ix, 0, b, BUF), (long long)d.size, ix->n_out);
+  }
+  if (ccg__dim_div(ix->g, d, parts, part))
+    return CCG_STATUS_OK;
+  return ccg__fresh_dim(ix, 0, ax, part);
+}
+
+/* Explicit sizes: one per output, >= 0, summing to a static dim. */
+static ccg_status split_check(ccg__infer *ix, int ax, const int64_t *sz,
+                              size_t n) {
+  ccg_dim d = ccg__in_shape(ix, 0)->dims[ax];
+  char sb[BUF], ib[BUF];
+  if (n != ix->n_out)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "split %s has %zu sizes for %zu outputs",
+                     ints_str(sz, n, sb, BUF), n, ix->n_out);
+  int64_t sum = 0;
+  for (size_t i = 0; i < n; i++)
+    if (sz[i] < 0 || __builtin_add_overflow(sum, sz[i], &sum))
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "split %s: size %zu is negative or the sum overflows",
+                       ints_str(sz, n, sb, BUF), i);
+  if (ccg_dim_is_sym(d) || d.size == sum)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "split %s sums to %lld but dim %d of input %s is %lld",
+                   ints_str(sz, n, sb, BUF), (long long)sum, ax,
+                   in_str(ix, 0, ib, BUF), (long long)d.size);
+}
+
+/* A known vector splits into known pieces. */
+static void split_known(ccg__infer *ix) {
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k), off = 0;
+  if (n < 0 || ccg__in_shape(ix, 0)->rank != 1)
+    return;
+  for (size_t o = 0; o < ix->n_out; o++) {
+    ccg_dim d = ix->out_shape[o].dims[0];
+    if (ccg_dim_is_sym(d) || d.size > n - off)
+      return;
+    int len = (int)d.size;
+    set_known(ix, o, k + off, len);
+    off += len;
+  }
+}
+
+static ccg_status infer_split(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  int ax;
+  CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), in->rank, "axis", &ax));
+  const int64_t *sz;
+  size_t n = ccg__attr_ints(ix, "split", &sz);
+  bool given = ccg__attr(ix, "split") != NULL;
+  ccg_dim part = ccg_dim_num(0);
+  if (given)
+    CCG_CHECK(split_check(ix, ax, sz, n));
+  else
+    CCG_CHECK(split_even(ix, ax, &part));
+  for (size_t o = 0; o < ix->n_out; o++) {
+    ix->out_dtype[o] = ccg__in_dtype(ix, 0);
+    ix->out_shape[o] = *in;
+    ix->out_shape[o].dims[ax] = given ? ccg_dim_num(sz[o]) : part;
+  }
+  split_known(ix);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split};
+
+/* ---- Slice -------------------------------------------------------------- */
+
+static const char *const slice_names[] = {"data", "starts", "ends", "axes",
+                                          "steps"};
+
+/* starts, ends, axes, steps: i32/i64 vectors of one length. */
+static ccg_status slice_check_inputs(ccg__infer *ix) {
+  ccg_dim len = ccg__in_shape(ix, 1)->dims[0];
+  for (size_t i = 1; i < 5; i++) {
+    if (!ccg__in_has(ix, i))
+      continue;
+    CCG_CHECK(expect_vector(ix, i, CCG__DT(I64) | CCG__DT(I32),
+                            "a 1-D i32 or i64 vector"));
+    ccg_dim d = ccg__in_shape(ix, i)->dims[0];
+    if (!ccg_dim_is_sym(d) && !ccg_dim_is_sym(len) && d.size != len.size)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "starts has %lld elements but %s has %lld",
+                       (long long)len.size, slice_names[i], (long long)d.size);
+  }
+  if (ccg__in_shape(ix, 0)->rank == 0)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input 0 '%s' is a scalar; Slice needs rank >= 1",
+                     ccg__in_name(ix, 0));
+  return CCG_STATUS_OK;
+}
+
+/* Known numeric contents of slice input i, or -1. Absent inputs read as
+ * "not given" (count -2). */
+static int slice_param(const ccg__infer *ix, size_t i, const ccg_dim **k) {
+  if (!ccg__in_has(ix, i))
+    return -2;
+  int n = ccg__in_known(ix, i, k);
+  for (int j = 0; j < n; j++)
+    if (ccg_dim_is_sym((*k)[j]))
+      return -1;
+  return n;
+}
+
+/* Bounds not known: the sliced axes (all, if even those are unknown) get
+ * fresh symbols; the rank stays. */
+static ccg_status slice_unknown(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  bool hit[CCG_MAX_RANK] = {false};
+  const ccg_dim *ax;
+  int na = slice_param(ix, 3, &ax);
+  ccg_dim len = ccg__in_shape(ix, 1)->dims[0];
+  for (int i = 0; i < in->rank; i++)
+    hit[i] = na == -1 || (na == -2 && (ccg_dim_is_sym(len) || i < len.size));
+  for (int i = 0; i < na; i++) {
+    int a;
+    CCG_CHECK(ccg__axis(ix, ax[i].size, in->rank, "axis", &a));
+    hit[a] = true;
+  }
+  for (int i = 0; i < in->rank; i++)
+    if (hit[i])
+      CCG_CHECK(ccg__fresh_dim(ix, 0, i, &ix->out_shape[0].dims[i]));
+  return CCG_STATUS_OK;
+}
+
+/* ONNX Slice-13 on an axis of size n: the first index taken and the count.
+ * Unsigned arithmetic because |step| may be 2^63. */
+static int64_t slice_count(int64_t n, int64_t start, int64_t end, int64_t step,
+                           int64_t *first) {
+  *first = 0;
+  if (n == 0)
+    return 0;
+  start = start < 0 ? start + n : start;
+  end = end < 0 ? end + n : end;
+  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? n : n - 1;
+  start = start < 0 ? 0 : start > hi ? hi : start;
+  end = end < lo ? lo : end > hi ? hi : end;
+  *first = start;
+  uint64_t diff, ustep;
+  if (step > 0) {
+    diff = end > start ? (uint64_t)(end - start) : 0;
+    ustep = (uint64_t)step;
+  } else {
+    diff = start > end ? (uint64_t)(start - end) : 0;
+    ustep = (uint64_t)0 - (uint64_t)step;
+  }
+  return (int64_t)(diff / ustep + (diff % ustep != 0));
+}
+
+/* A symbolic dim survives only the trivially full slices. */
+static bool slice_full(int64_t start, int64_t end, int64_t step) {
+  return (step == 1 && start == 0 && end == INT64_MAX) ||
+         (step == -1 && start == -1 && end <= -INT64_MAX);
+}
+
+/* A known vector slices through (only axis 0 exists). */
+static void slice_known(ccg__infer *ix, int64_t first, int64_t step) {
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  const ccg_shape *out = &ix->out_shape[0];
+  if (out->rank != 1 || ccg_dim_is_sym(out->dims[0]) ||
+      !is_num(ccg__in_shape(ix, 0)->dims[0], n))
+    return;
+  for (int64_t j = 0; j < out->dims[0].size; j++)
+    ix->out_known[0][j] = k[first + j * step];
+  ix->out_n_known[0] = (int)out->dims[0].size;
+}
+
+static ccg_status slice_axis(ccg__infer *ix, const ccg_dim *k[4], int i,
+                             bool *seen, int64_t *first, int64_t *step) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  int a;
+  CCG_CHECK(ccg__axis(ix, k[2] ? k[2][i].size : i, in->rank, "axis", &a));
+  if (seen[a])
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "axis %d appears twice in axes", a);
+  seen[a] = true;
+  int64_t s = k[0][i].size, e = k[1][i].size;
+  *step = k[3] ? k[3][i].size : 1;
+  if (*step == 0)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "steps[%d] (axis %d) is 0", i,
+                     a);
+  ccg_dim d = in->dims[a], *o = &ix->out_shape[0].dims[a];
+  if (!ccg_dim_is_sym(d))
+    *o = ccg_dim_num(slice_count(d.size, s, e, *step, first));
+  else if (!slice_full(s, e, *step))
+    CCG_CHECK(ccg__fresh_dim(ix, 0, a, o));
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_slice(ccg__infer *ix) {
+  CCG_CHECK(slice_check_inputs(ix));
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = *ccg__in_shape(ix, 0);
+  const ccg_dim *k[4] = {NULL, NULL, NULL, NULL};
+  int n = slice_param(ix, 1, &k[0]);
+  for (size_t i = 2; i < 5; i++) {
+    int m = slice_param(ix, i, &k[i - 1]);
+    if (m == -2)
+      k[i - 1] = NULL;
+    else if (m != n)
+      n = -1;
+  }
+  if (n < 0)
+    return slice_unknown(ix);
+  bool seen[CCG_MAX_RANK] = {false};
+  int64_t first = 0, step = 1;
+  for (int i = 0; i < n; i++)
+    CCG_CHECK(slice_axis(ix, k, i, seen, &first, &step));
+  slice_known(ix, first, step);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice};
+
+/* ---- Gather ------------------------------------------------------------- */
+
+static const ccg__attr_spec gather_attrs[] = {
+    {"axis", CCG_ATTR_INT, false, 0, 0, NULL},
+};
+
+/* Known indices are range-checked against a static dim; with known data
+ * (a shape vector) the result is known too: Shape -> Gather. */
+static ccg_status gather_known(ccg__infer *ix, int ax) {
+  const ccg_dim *idx, *k;
+  int ni = ccg__in_known(ix, 1, &idx);
+  ccg_dim d = ccg__in_shape(ix, 0)->dims[ax];
+  if (ni < 0 || ccg_dim_is_sym(d))
+    return CCG_STATUS_OK;
+  int64_t norm[CCG_MAX_RANK];
+  for (int j = 0; j < ni; j++) {
+    if (ccg_dim_is_sym(idx[j]))
+      return CCG_STATUS_OK;
+    int64_t v = idx[j].size;
+    if (v < -d.size || v >= d.size)
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "index %lld (element %d of '%s') is out of range for "
+                       "dim %d of size %lld",
+                       (long long)v, j, ccg__in_name(ix, 1), ax,
+                       (long long)d.size);
+    norm[j] = v < 0 ? v + d.size : v;
+  }
+  int nk = ccg__in_known(ix, 0, &k);
+  if (nk != d.size || ccg__in_shape(ix, 0)->rank != 1 ||
+      ix->out_shape[0].rank > 1)
+    return CCG_STATUS_OK;
+  for (int j = 0; j < ni; j++)
+    ix->out_known[0][j] = k[norm[j]];
+  ix->out_n_known[0] = ni;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_gather(ccg__infer *ix) {
+  CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64) | CCG__DT(I32),
+                              "i32 or i64 indices"));
+  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
+  int ax;
+  CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), d->rank, "axis", &ax));
+  if (d->rank + q->rank - 1 > CCG_MAX_RANK) {
+    char db[BUF], qb[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "data %s with indices %s gives rank %d; at most %d",
+                     ccg__shape_str(d, db, BUF), ccg__shape_str(q, qb, BUF),
+                     d->rank + q->rank - 1, CCG_MAX_RANK);
+  }
+  ccg_shape *out = &ix->out_shape[0];
+  out->rank = 0;
+  for (int i = 0; i < ax; i++)
+    out->dims[out->rank++] = d->dims[i];
+  for (int i = 0; i < q->rank; i++)
+    out->dims[out->rank++] = q->dims[i];
+  for (int i = ax + 1; i < d->rank; i++)
+    out->dims[out->rank++] = d->dims[i];
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  return gather_known(ix, ax);
+}
+
+const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
+                                       infer_gather};
+
+/* ---- Unsqueeze, Squeeze ------------------------------------------------- */
+
+static const ccg__attr_spec unsqueeze_attrs[] = {
+    {"axes", CCG_ATTR_INTS, true, 0, 0, NULL},
+};
+static const ccg__attr_spec squeeze_attrs[] = {
+    {"axes", CCG_ATTR_INTS, false, 0, 0, NULL},
+};
+
+/* Normalizes axes against `rank` into a mask; repeats are errors. */
+static ccg_status axes_mask(ccg__infer *ix, const int64_t *axes, size_t n,
+                            int rank, bool *mask) {
+  for (size_t i = 0; i < n; i++) {
+    int a;
+    CCG_CHECK(ccg__axis(ix, axes[i], rank, "axis", &a));
+    if (mask[a]) {
+      char b[BUF];
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "axes %s name dim %d twice",
+                       ints_str(axes, n, b, BUF), a);
+    }
+    mask[a] = true;
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_unsqueeze(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  const int64_t *axes;
+  size_t n = ccg__attr_ints(ix, "axes", &axes);
+  char b[BUF];
+  if (n == 0)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "axes is empty");
+  if (n > (size_t)(CCG_MAX_RANK - in->rank))
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input %s with %zu new axes would pass rank %d",
+                     in_str(ix, 0, b, BUF), n, CCG_MAX_RANK);
+  ccg_shape *out = &ix->out_shape[0];
+  bool add[CCG_MAX_RANK] = {false};
+  out->rank = in->rank + (int)n;
+  CCG_CHECK(axes_mask(ix, axes, n, out->rank, add));
+  for (int d = 0, j = 0; d < out->rank; d++)
+    out->dims[d] = add[d] ? ccg_dim_num(1) : in->dims[j++];
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  pass_known(ix);
+  return CCG_STATUS_OK;
+}
+
+/* Without axes every dim that is the number 1 goes; listed dims must be 1
+ * or symbolic (then assumed 1). */
+static ccg_status infer_squeeze(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  const int64_t *axes;
+  size_t n = ccg__attr_ints(ix, "axes", &axes);
+  bool drop[CCG_MAX_RANK] = {false};
+  CCG_CHECK(axes_mask(ix, axes, n, in->rank, drop));
+  ccg_shape *out = &ix->out_shape[0];
+  out->rank = 0;
+  for (int d = 0; d < in->rank; d++) {
+    ccg_dim x = in->dims[d];
+    if (n == 0)
+      drop[d] = is_num(x, 1);
+    else if (drop[d] && !ccg_dim_is_sym(x) && x.size != 1) {
+      char b[BUF];
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "dim %d of input %s is %lld, not 1", d,
+                       in_str(ix, 0, b, BUF), (long long)x.size);
+    }
+    if (!drop[d])
+      out->dims[out->rank++] = x;
+  }
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  pass_known(ix);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs), 0,
+                                          infer_unsqueeze};
+const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs), 0,
+                                        infer_squeeze};
+
+/* ---- Expand ------------------------------------------------------------- */
+
+/* Target unknown: a dim other than 1 stays (the target must be 1 or equal
+ * there); dims that are 1 or new take whatever the target holds. */
+static ccg_status expand_unknown(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  ccg_shape *out = &ix->out_shape[0];
+  int n;
+  CCG_CHECK(vector_len(ix, 1, &n));
+  out->rank = n > in->rank ? n : in->rank;
+  for (int i = 0; i < out->rank; i++) {
+    int j = i - (out->rank - in->rank);
+    if (j >= 0 && !is_num(in->dims[j], 1))
+      out->dims[i] = in->dims[j];
+    else
+      CCG_CHECK(ccg__fresh_dim(ix, 0, i, &out->dims[i]));
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_expand(ccg__infer *ix) {
+  CCG_CHECK(expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 1, &k);
+  if (n < 0)
+    return expand_unknown(ix);
+  ccg_shape t;
+  CCG_CHECK(shape_from_known(ix, 1, k, n, &t));
+  return ccg__broadcast(ix, ccg__in_shape(ix, 0), &t, &ix->out_shape[0]);
+}
+
+const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_expand};
+
+/* ---- Shape -------------------------------------------------------------- */
+
+/* INT attributes need a default: INT64_MAX stands for "the rank". */
+static const ccg__attr_spec shape_attrs[] = {
+    {"start", CCG_ATTR_INT, false, 0, 0, NULL},
+    {"end", CCG_ATTR_INT, false, INT64_MAX, 0, NULL},
+};
+
+static int clamp_index(int64_t v, int rank) {
+  if (v < 0)
+    v += rank;
+  return v < 0 ? 0 : v > rank ? rank : (int)v;
+}
+
+static ccg_status infer_shape(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  int start = clamp_index(ccg__attr_i(ix, "start"), in->rank);
+  int end = clamp_index(ccg__attr_i(ix, "end"), in->rank);
+  int n = end > start ? end - start : 0;
+  ix->out_dtype[0] = CCG_DTYPE_I64;
+  ix->out_shape[0] = ccg_shape_make(1, (const int64_t[]){n});
+  set_known(ix, 0, in->dims + start, n);
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs), 0, infer_shape};
+
+/* ---- Constant, ConstantOfShape ------------------------------------------ */
+
+static const ccg__attr_spec constant_attrs[] = {
+    {"value", CCG_ATTR_TENSOR, true, 0, 0, NULL},
+};
+
+/* Attribute tensors are checked here, before the graph copies them, so the
+ * message names the node. */
+static ccg_status check_tensor(ccg__infer *ix, const ccg_tensor *t,
+                               int64_t *numel) {
+  if ((unsigned)t->dtype >= CCG_DTYPE_COUNT || t->dtype == CCG_DTYPE_UNDEFINED)
+    return ccg__fail(ix, CCG_STATUS_DTYPE, "value has no valid dtype (%d)",
+                     (int)t->dtype);
+  if (t->rank < 0 || t->rank > CCG_MAX_RANK)
+    return ccg__fail(ix, CCG_STATUS_SHAPE, "value has rank %d; 0..%d expected",
+                     t->rank, CCG_MAX_RANK);
+  *numel = 1;
+  bool bad = false;
+  for (int i = 0; i < t->rank; i++)
+    bad = bad || t->dims[i] < 0 ||
+          __builtin_mul_overflow(*numel, t->dims[i], numel);
+  size_t nbytes;
+  if (bad || ccg_tensor_nbytes(t, &nbytes) != CCG_STATUS_OK) {
+    char b[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "value has dims %s: negative or too large",
+                     ints_str(t->dims, (size_t)t->rank, b, BUF));
+  }
+  if (*numel > 0 && !t->data)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "value has no data");
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_constant(ccg__infer *ix) {
+  const ccg_tensor *t = ccg__attr(ix, "value")->t;
+  int64_t n;
+  CCG_CHECK(check_tensor(ix, t, &n));
+  ix->out_dtype[0] = t->dtype;
+  ix->out_shape[0] = ccg_shape_make(t->rank, t->dims);
+  /* The same rule as for initializers: small integer vectors are known. */
+  bool i64 = t->dtype == CCG_DTYPE_I64;
+  if ((!i64 && t->dtype != CCG_DTYPE_I32) || t->rank > 1 || n > CCG_MAX_RANK)
+    return CCG_STATUS_OK;
+  for (int64_t i = 0; i < n; i++)
+    ix->out_known[0][i] = ccg_dim_num(i64 ? ((const int64_t *)t->data)[i]
+                                          : ((const int32_t *)t->data)[i]);
+  ix->out_n_known[0] = (int)n;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_CONSTANT = {CCG__ATTRS(constant_attrs), 0,
+                                         infer_constant};
+
+static const ccg__attr_spec constant_of_shape_attrs[] = {
+    {"value", CCG_ATTR_TENSOR, false, 0, 0, NULL},
+};
+
+static ccg_status infer_constant_of_shape(ccg__infer *ix) {
+  CCG_CHECK(expect_vector(ix, 0, CCG__DT(I64), "a 1-D i64 shape"));
+  const ccg_attr *a = ccg__attr(ix, "value");
+  ix->out_dtype[0] = CCG_DTYPE_F32;
+  if (a) {
+    int64_t n;
+    CCG_CHECK(check_tensor(ix, a->t, &n));
+    if (n != 1) {
+      char b[BUF];
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "value has dims %s; one element expected",
+                       ints_str(a->t->dims, (size_t)a->t->rank, b, BUF));
+    }
+    ix->out_dtype[0] = a->t->dtype;
+  }
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  if (n < 0)
+    return fresh_shape(ix, 0);
+  return shape_from_known(ix, 0, k, n, &ix->out_shape[0]);
+}
+
+const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {
+    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape};
+
+/* ---- builders ----------------------------------------------------------- */
+
+ccg_status ccg_reshape(ccg_graph *g, ccg_value_id x, ccg_value_id shape,
+                       ccg_value_id *out) {
+  ccg_value_id in[2] = {x, shape};
+  return ccg__build(g, CCG_OP_RESHAPE, in, 2, NULL, 0, 1, out, NULL);
+}
+
+ccg_status ccg_reshape_to(ccg_graph *g, ccg_value_id x, const int64_t *dims,
+                          size_t n, ccg_value_id *out) {
+  if (n && !dims)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "Reshape: %zu dims given but the array is NULL", n);
+  ccg__mark mark = ccg__mark_get(g);
+  ccg_value_id shape;
+  CCG_CHECK(ccg__const_i64(g, dims, n, "shape", &shape));
+  ccg_status st = ccg_reshape(g, x, shape, out);
+  if (st != CCG_STATUS_OK)
+    ccg__rollback(g, &mark);
+  return st;
+}
+
+ccg_status ccg_transpose(ccg_graph *g, ccg_value_id x, const int64_t *perm,
+                         size_t n, ccg_value_id *out) {
+  ccg_attr a = CCG_ATTR_IS("perm", perm, n);
+  return ccg__build(g, CCG_OP_TRANSPOSE, &x, 1, &a, perm ? 1 : 0, 1, out, NULL);
+}
+
+ccg_status ccg_concat(ccg_graph *g, const ccg_value_id *xs, size_t n,
+                      int64_t axis, ccg_value_id *out) {
+  ccg_attr a = CCG_ATTR_I("axis", axis);
+  return ccg__build(g, CCG_OP_CONCAT, xs, n, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_split(ccg_graph *g, ccg_value_id x, int64_t axis,
+                     const int64_t *sizes, size_t n_outputs,
+                     ccg_value_id *outs) {
+  ccg_attr a[2] = {CCG_ATTR_I("axis", axis),
+                   CCG_ATTR_IS("split", sizes, n_outputs)};
+  return ccg__build(g, CCG_OP_SPLIT, &x, 1, a, sizes ? 2 : 1, n_outputs, outs,
+                    NULL);
+}
+
+ccg_status ccg_slice(ccg_graph *g, ccg_value_id x, const int64_t *starts,
+                     const int64_t *ends, const int64_t *axes,
+                     const int64_t *steps, size_t n, ccg_value_id *out) {
+  if (n && (!starts || !ends))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "Slice: %zu bounds given but starts or ends is NULL", n);
+  const int64_t *lists[4] = {starts, ends, axes, steps};
+  ccg_value_id in[5] = {x, CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE};
+  size_t n_in = steps ? 5 : axes ? 4 : 3;
+  ccg__mark mark = ccg__mark_get(g);
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t i = 0; i < 4 && st == CCG_STATUS_OK; i++)
+    if (i < 2 || lists[i])
+      st = ccg__const_i64(g, lists[i], n, slice_names[i + 1], &in[i + 1]);
+  if (st == CCG_STATUS_OK)
+    st = ccg__build(g, CCG_OP_SLICE, in, n_in, NULL, 0, 1, out, NULL);
+  if (st != CCG_STATUS_OK)
+    ccg__rollback(g, &mark);
+  return st;
+}
+
+ccg_status ccg_gather(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
+                      int64_t axis, ccg_value_id *out) {
+  ccg_value_id in[2] = {data, indices};
+  ccg_attr a = CCG_ATTR_I("axis", axis);
+  return ccg__build(g, CCG_OP_GATHER, in, 2, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_unsqueeze(ccg_graph *g, ccg_value_id x, const int64_t *axes,
+                         size_t n, ccg_value_id *out) {
+  ccg_attr a = CCG_ATTR_IS("axes", axes, n);
+  return ccg__build(g, CCG_OP_UNSQUEEZE, &x, 1, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_squeeze(ccg_graph *g, ccg_value_id x, const int64_t *axes,
+                       size_t n, ccg_value_id *out) {
+  ccg_attr a = CCG_ATTR_IS("axes", axes, n);
+  return ccg__build(g, CCG_OP_SQUEEZE, &x, 1, &a, axes && n ? 1 : 0, 1, out,
+                    NULL);
+}
+
+ccg_status ccg_expand(ccg_graph *g, ccg_value_id x, ccg_value_id shape,
+                      ccg_value_id *out) {
+  ccg_value_id in[2] = {x, shape};
+  return ccg__build(g, CCG_OP_EXPAND, in, 2, NULL, 0, 1, out, NULL);
+}
+
+ccg_status ccg_shape_of(ccg_graph *g, ccg_value_id x, int64_t start,
+                        int64_t end, ccg_value_id *out) {
+  ccg_attr a[2];
+  size_t n = 0;
+  if (start != 0)
+    a[n++] = CCG_ATTR_I("start", start);
+  if (end != INT64_MAX)
+    a[n++] = CCG_ATTR_I("end", end);
+  return ccg__build(g, CCG_OP_SHAPE, &x, 1, a, n, 1, out, NULL);
+}
+
+ccg_status ccg_constant(ccg_graph *g, const ccg_tensor *value,
+                        ccg_value_id *out) {
+  if (!value)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "Constant: value is NULL");
+  ccg_attr a = CCG_ATTR_T("value", value);
+  return ccg__build(g, CCG_OP_CONSTANT, NULL, 0, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_constant_of_shape(ccg_graph *g, ccg_value_id shape,
+                                 const ccg_tensor *value, ccg_value_id *out) {
+  ccg_attr a = CCG_ATTR_T("value", value);
+  return ccg__build(g, CCG_OP_CONSTANT_OF_SHAPE, &shape, 1, &a, value ? 1 : 0,
+                    1, out, NULL);
+}

@@ -140,6 +140,13 @@ static void test_known_folding(void **state) {
   assert_ok(g, ccg_add(g, y, b, &y));
   assert_int_equal(ccg_value_known(g, y, k), 3);
   assert_int_equal(k[2].size, 64);
+  int64_t m1 = -1;
+  ccg_tensor tm = {CCG_DTYPE_I64, 1, {1}, &m1};
+  ccg_value_id neg;
+  assert_ok(g, ccg_graph_add_initializer(g, "minus_one", &tm, &neg));
+  assert_ok(g, ccg_mul(g, neg, b, &y));
+  assert_int_equal(ccg_value_known(g, y, k), 1);
+  assert_int_equal(k[0].size, -2);
   /* Float values are never folded. */
   ccg_value_id f = ccg_test_input(g, "f", CCG_DTYPE_F32, "[3]");
   assert_ok(g, ccg_add(g, f, f, &y));
