@@ -264,14 +264,15 @@ typedef struct ccg_attr {
   X(TRANSPOSE, "Transpose", "", 1, 1, 1, 1)                                    \
   X(CONCAT, "Concat", "", 1, -1, 1, 1)                                         \
   X(SPLIT, "Split", "", 1, 1, 1, -1)                                           \
-  X(SLICE, "Slice", "", 3, 5, 1, 1)                                            \
-  X(GATHER, "Gather", "", 2, 2, 1, 1)                                          \
   X(UNSQUEEZE, "Unsqueeze", "", 1, 1, 1, 1)                                    \
   X(SQUEEZE, "Squeeze", "", 1, 1, 1, 1)                                        \
   X(EXPAND, "Expand", "", 2, 2, 1, 1)                                          \
   X(SHAPE, "Shape", "", 1, 1, 1, 1)                                            \
   X(CONSTANT, "Constant", "", 0, 0, 1, 1)                                      \
   X(CONSTANT_OF_SHAPE, "ConstantOfShape", "", 1, 1, 1, 1)                      \
+  /* index.c */                                                                \
+  X(SLICE, "Slice", "", 3, 5, 1, 1)                                            \
+  X(GATHER, "Gather", "", 2, 2, 1, 1)                                          \
   /* collective.c */                                                           \
   X(ALL_REDUCE, "AllReduce", "ccgraph", 1, 1, 1, 1)                            \
   X(ALL_GATHER, "AllGather", "ccgraph", 1, 1, 1, 1)                            \

@@ -262,7 +262,7 @@ static void set_known_from_data(ccg_graph *g, ccg__value *v) {
 }
 
 /* Copies a tensor (and its data) into the graph's arena. */
-static ccg_tensor *copy_tensor(ccg_graph *g, const ccg_tensor *t,
+ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t,
                                ccg_status *st, const char *what,
                                const char *name) {
   size_t nbytes;
@@ -297,7 +297,7 @@ ccg_status ccg_graph_add_initializer(ccg_graph *g, const char *name,
                       "initializer '%s' has no tensor", name);
   CCG_CHECK(check_dtype(g, data->dtype, "initializer", name));
   ccg_status st = CCG_STATUS_OK;
-  ccg_tensor *t = copy_tensor(g, data, &st, "initializer", name);
+  ccg_tensor *t = ccg__copy_tensor(g, data, &st, "initializer", name);
   if (!t)
     return st;
   ccg_shape s = ccg_shape_make(t->rank, t->dims);
@@ -417,202 +417,6 @@ int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
   return x->n_known;
 }
 
-ccg_status ccg_value_set_placements(ccg_graph *g, ccg_value_id v,
-                                    const ccg_placement *p, int n) {
-  ccg_placement norm[CCG_MAX_MESH_AXES];
-  CCG_CHECK(ccg__check_placements(g, v, p, n, norm));
-  ccg__value *x = &g->values[v];
-  memcpy(x->placements, norm, (size_t)n * sizeof *norm);
-  x->n_placements = n;
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
-                                 const ccg_placement *p, int n,
-                                 ccg_placement *norm) {
-  if (!ccg__value_ok(g, v))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "placements: value id %u does not exist", v);
-  const ccg__value *x = &g->values[v];
-  if (!g->has_mesh)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "value '%s': placements need a mesh on graph '%s'",
-                      x->name, g->name);
-  if (n != g->mesh.ndims)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "value '%s': %d placements given, the mesh has %d axes",
-                      x->name, n, g->mesh.ndims);
-  for (int i = 0; i < n; i++) {
-    norm[i] = p[i];
-    switch (p[i].kind) {
-    case CCG_PLACEMENT_REPLICATE:
-      norm[i].dim = 0;
-      norm[i].reduce = CCG_REDUCE_SUM;
-      break;
-    case CCG_PLACEMENT_SHARD: {
-      int d = p[i].dim < 0 ? p[i].dim + x->shape.rank : p[i].dim;
-      if (d < 0 || d >= x->shape.rank)
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "value '%s': Shard(%d) on mesh axis '%s' is outside "
-                          "its rank %d",
-                          x->name, p[i].dim, g->mesh.names[i], x->shape.rank);
-      norm[i].dim = d;
-      norm[i].reduce = CCG_REDUCE_SUM;
-      break;
-    }
-    case CCG_PLACEMENT_PARTIAL:
-      if ((unsigned)p[i].reduce >= CCG_REDUCE_OP_COUNT)
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "value '%s': Partial on mesh axis '%s' has no valid "
-                          "reduce op",
-                          x->name, g->mesh.names[i]);
-      norm[i].dim = 0;
-      break;
-    default:
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "value '%s': placement kind %d on mesh axis '%s' is "
-                        "not Replicate, Shard or Partial",
-                        x->name, (int)p[i].kind, g->mesh.names[i]);
-    }
-  }
-  return CCG_STATUS_OK;
-}
-
-int ccg_value_placements(const ccg_graph *g, ccg_value_id v,
-                         ccg_placement *p) {
-  if (!ccg__value_ok(g, v))
-    return 0;
-  const ccg__value *x = &g->values[v];
-  memcpy(p, x->placements, (size_t)x->n_placements * sizeof *p);
-  return x->n_placements;
-}
-
-/* ---- attributes --------------------------------------------------------- */
-
-static const ccg__attr_spec *attr_spec(ccg_op op, const char *name) {
-  const ccg__op_def *d = ccg__op_info_of(op)->def;
-  for (size_t i = 0; i < d->n_attrs; i++)
-    if (strcmp(d->attrs[i].name, name) == 0)
-      return &d->attrs[i];
-  return NULL;
-}
-
-/* Checks attributes against the op's spec; errors name node, op, attr. */
-static ccg_status check_attrs(ccg_graph *g, ccg_op op, const char *node,
-                              const ccg_attr *attrs, size_t n) {
-  const char *opn = ccg_op_name(op);
-  for (size_t i = 0; i < n; i++) {
-    const ccg_attr *a = &attrs[i];
-    if (!a->name || !*a->name)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): attribute %zu has no name", node, opn,
-                        i);
-    const ccg__attr_spec *s = attr_spec(op, a->name);
-    if (!s)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): unknown attribute '%s'", node, opn,
-                        a->name);
-    if (a->type != s->type)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): attribute '%s' is %s, expected %s",
-                        node, opn, a->name, ccg_attr_type_name(a->type),
-                        ccg_attr_type_name(s->type));
-    if ((a->type == CCG_ATTR_STRING && !a->s) ||
-        (a->type == CCG_ATTR_TENSOR && !a->t) ||
-        (a->type == CCG_ATTR_INTS && a->n && !a->ints) ||
-        (a->type == CCG_ATTR_FLOATS && a->n && !a->floats) ||
-        (a->type == CCG_ATTR_STRINGS && a->n && !a->strings))
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): attribute '%s' has no value", node,
-                        opn, a->name);
-    for (size_t j = 0; a->type == CCG_ATTR_STRINGS && j < a->n; j++)
-      if (!a->strings[j])
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "node '%s' (%s): attribute '%s' string %zu is NULL",
-                          node, opn, a->name, j);
-    for (size_t j = 0; j < i; j++)
-      if (strcmp(attrs[j].name, a->name) == 0)
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "node '%s' (%s): attribute '%s' given twice", node,
-                          opn, a->name);
-  }
-  const ccg__op_def *d = ccg__op_info_of(op)->def;
-  for (size_t k = 0; k < d->n_attrs; k++) {
-    if (!d->attrs[k].required)
-      continue;
-    bool found = false;
-    for (size_t i = 0; i < n && !found; i++)
-      found = strcmp(attrs[i].name, d->attrs[k].name) == 0;
-    if (!found)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): required attribute '%s' is missing",
-                        node, opn, d->attrs[k].name);
-  }
-  return CCG_STATUS_OK;
-}
-
-/* Deep copy of attributes into the arena; NULL on OOM. */
-static ccg_attr *copy_attrs(ccg_graph *g, const ccg_attr *attrs, size_t n,
-                            ccg_status *st, const char *node) {
-  ccg_attr *c = ccg__arena_calloc(&g->arena, n ? n : 1, sizeof *c);
-  if (!c)
-    goto fail;
-  for (size_t i = 0; i < n; i++) {
-    const ccg_attr *a = &attrs[i];
-    ccg_attr *b = &c[i];
-    b->name = ccg__arena_strdup(&g->arena, a->name);
-    b->type = a->type;
-    if (!b->name)
-      goto fail;
-    switch (a->type) {
-    case CCG_ATTR_INT:
-      b->i = a->i;
-      break;
-    case CCG_ATTR_FLOAT:
-      b->f = a->f;
-      break;
-    case CCG_ATTR_STRING:
-      if (!(b->s = ccg__arena_strdup(&g->arena, a->s)))
-        goto fail;
-      break;
-    case CCG_ATTR_INTS:
-      b->n = a->n;
-      if (!(b->ints = ccg__arena_memdup(&g->arena, a->ints,
-                                        a->n * sizeof *a->ints, 8)))
-        goto fail;
-      break;
-    case CCG_ATTR_FLOATS:
-      b->n = a->n;
-      if (!(b->floats = ccg__arena_memdup(&g->arena, a->floats,
-                                          a->n * sizeof *a->floats, 4)))
-        goto fail;
-      break;
-    case CCG_ATTR_STRINGS: {
-      const char **s = ccg__arena_calloc(&g->arena, a->n ? a->n : 1, sizeof *s);
-      if (!s)
-        goto fail;
-      for (size_t j = 0; j < a->n; j++)
-        if (!(s[j] = ccg__arena_strdup(&g->arena, a->strings[j])))
-          goto fail;
-      b->strings = s;
-      b->n = a->n;
-      break;
-    }
-    case CCG_ATTR_TENSOR:
-      if (!(b->t = copy_tensor(g, a->t, st, "tensor attribute", a->name)))
-        return NULL;
-      break;
-    default:
-      break;
-    }
-  }
-  return c;
-fail:
-  *st = ccg__error(&g->ctx, CCG_STATUS_OOM,
-                   "node '%s': out of memory copying attributes", node);
-  return NULL;
-}
-
 /* ---- nodes -------------------------------------------------------------- */
 
 static const char *make_node_name(ccg_graph *g, ccg_op op) {
@@ -677,7 +481,7 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): attributes array is NULL", nm,
                       info->name);
-  CCG_CHECK(check_attrs(g, op, nm, attrs, n_attrs));
+  CCG_CHECK(ccg__check_attrs(g, op, nm, attrs, n_attrs));
 
   ccg__infer ix = {g, op, nm, in, n_in, attrs, n_attrs, n_out, NULL, NULL,
                    NULL, NULL};
@@ -712,7 +516,7 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
                                info->name, i);
   }
 
-  ccg_attr *cattrs = copy_attrs(g, attrs, n_attrs, &st, nm);
+  ccg_attr *cattrs = ccg__copy_attrs(g, attrs, n_attrs, &st, nm);
   ccg_value_id *cin = ccg__arena_memdup(&g->arena, in, n_in * sizeof *in, 4);
   ccg_value_id *cout = ccg__arena_calloc(&g->arena, m, sizeof *cout);
   if (!cattrs)
@@ -854,72 +658,6 @@ ccg_value_id ccg_node_output(const ccg_graph *g, ccg_node_id n, size_t i) {
 size_t ccg_node_num_attrs(const ccg_graph *g, ccg_node_id n) {
   return ccg__node_ok(g, n) ? g->nodes[n].n_attrs : 0;
 }
-const ccg_attr *ccg_node_attr_at(const ccg_graph *g, ccg_node_id n, size_t i) {
-  return ccg__node_ok(g, n) && i < g->nodes[n].n_attrs ? &g->nodes[n].attrs[i]
-                                                       : NULL;
-}
-const ccg_attr *ccg_node_attr(const ccg_graph *g, ccg_node_id n,
-                              const char *name) {
-  if (!ccg__node_ok(g, n) || !name)
-    return NULL;
-  const ccg__node *x = &g->nodes[n];
-  for (uint32_t i = 0; i < x->n_attrs; i++)
-    if (strcmp(x->attrs[i].name, name) == 0)
-      return &x->attrs[i];
-  return NULL;
-}
-
-/* The written attribute or the op's default, checked against `type`. */
-static ccg_status attr_lookup(ccg_graph *g, ccg_node_id n, const char *name,
-                              ccg_attr_type type, ccg_attr *out) {
-  if (!ccg__node_ok(g, n))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node id %u does not exist", n);
-  const ccg__node *x = &g->nodes[n];
-  const ccg__attr_spec *s = name ? attr_spec(x->op, name) : NULL;
-  if (!s || s->type != type)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s) has no %s attribute '%s'", x->name,
-                      ccg_op_name(x->op), ccg_attr_type_name(type),
-                      name ? name : "(null)");
-  const ccg_attr *a = ccg_node_attr(g, n, name);
-  if (a) {
-    *out = *a;
-    return CCG_STATUS_OK;
-  }
-  if (s->required)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): required attribute '%s' is missing",
-                      x->name, ccg_op_name(x->op), name);
-  *out = (ccg_attr){.name = s->name, .type = s->type, .i = s->i, .f = s->f,
-                    .s = s->s};
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_node_attr_int(ccg_graph *g, ccg_node_id n, const char *name,
-                             int64_t *out) {
-  ccg_attr a;
-  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_INT, &a));
-  *out = a.i;
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_node_attr_float(ccg_graph *g, ccg_node_id n, const char *name,
-                               float *out) {
-  ccg_attr a;
-  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_FLOAT, &a));
-  *out = a.f;
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_node_attr_string(ccg_graph *g, ccg_node_id n, const char *name,
-                                const char **out) {
-  ccg_attr a;
-  CCG_CHECK(attr_lookup(g, n, name, CCG_ATTR_STRING, &a));
-  *out = a.s;
-  return CCG_STATUS_OK;
-}
-
 ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
   if (!ccg__node_ok(g, n))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
@@ -942,167 +680,4 @@ ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
 
 const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
   return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
-}
-
-/* ---- shape-rule helpers ------------------------------------------------- */
-
-ccg_status ccg__run_infer(ccg__infer *ix) {
-  ccg_graph *g = ix->g;
-  size_t m = ix->n_out ? ix->n_out : 1;
-  ix->out_dtype = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_dtype);
-  ix->out_shape = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_shape);
-  ix->out_n_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_n_known);
-  ix->out_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_known);
-  if (!ix->out_dtype || !ix->out_shape || !ix->out_n_known || !ix->out_known)
-    return oom(g, "inferring shapes");
-  for (size_t i = 0; i < ix->n_out; i++)
-    ix->out_n_known[i] = -1;
-  return ccg__op_info_of(ix->op)->def->infer(ix);
-}
-
-ccg_status ccg__fresh_dim(ccg__infer *ix, size_t out, int dim, ccg_dim *d) {
-  char base[512];
-  snprintf(base, sizeof base, "%s_o%zu_d%d", ix->node_name, out, dim);
-  if (!ccg__dim_fresh(ix->g, base[0] == '/' ? base + 1 : base, d))
-    return oom(ix->g, "naming a symbolic dim");
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg__fail(ccg__infer *ix, ccg_status st, const char *fmt, ...) {
-  char msg[CCG__ERRMSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  return ccg__error(&ix->g->ctx, st, "node '%s' (%s): %s", ix->node_name,
-                    ccg_op_name(ix->op), msg);
-}
-
-bool ccg__in_has(const ccg__infer *ix, size_t i) {
-  return i < ix->n_in && ix->in[i] != CCG_NONE;
-}
-ccg_dtype ccg__in_dtype(const ccg__infer *ix, size_t i) {
-  return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].dtype
-                            : CCG_DTYPE_UNDEFINED;
-}
-const ccg_shape *ccg__in_shape(const ccg__infer *ix, size_t i) {
-  return ccg__in_has(ix, i) ? &ix->g->values[ix->in[i]].shape : NULL;
-}
-const char *ccg__in_name(const ccg__infer *ix, size_t i) {
-  return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].name : "(none)";
-}
-int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems) {
-  if (!ccg__in_has(ix, i))
-    return -1;
-  const ccg__value *v = &ix->g->values[ix->in[i]];
-  *elems = v->known;
-  return v->n_known;
-}
-
-const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size) {
-  ccg_shape_format(s, buf, size);
-  return buf;
-}
-
-const ccg_attr *ccg__attr(const ccg__infer *ix, const char *name) {
-  for (size_t i = 0; i < ix->n_attrs; i++)
-    if (strcmp(ix->attrs[i].name, name) == 0)
-      return &ix->attrs[i];
-  return NULL;
-}
-
-int64_t ccg__attr_i(const ccg__infer *ix, const char *name) {
-  const ccg_attr *a = ccg__attr(ix, name);
-  if (a)
-    return a->i;
-  const ccg__attr_spec *s = attr_spec(ix->op, name);
-  return s ? s->i : 0;
-}
-
-float ccg__attr_f(const ccg__infer *ix, const char *name) {
-  const ccg_attr *a = ccg__attr(ix, name);
-  if (a)
-    return a->f;
-  const ccg__attr_spec *s = attr_spec(ix->op, name);
-  return s ? s->f : 0.0f;
-}
-
-const char *ccg__attr_s(const ccg__infer *ix, const char *name) {
-  const ccg_attr *a = ccg__attr(ix, name);
-  if (a)
-    return a->s;
-  const ccg__attr_spec *s = attr_spec(ix->op, name);
-  return s && s->s ? s->s : "";
-}
-
-size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
-                      const int64_t **v) {
-  const ccg_attr *a = ccg__attr(ix, name);
-  *v = a ? a->ints : NULL;
-  return a ? a->n : 0;
-}
-
-size_t ccg__attr_strings(const ccg__infer *ix, const char *name,
-                         const char *const **v) {
-  const ccg_attr *a = ccg__attr(ix, name);
-  *v = a ? a->strings : NULL;
-  return a ? a->n : 0;
-}
-
-ccg_status ccg__axis(ccg__infer *ix, int64_t axis, int rank, const char *what,
-                     int *out) {
-  if (axis < -rank || axis >= rank)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "%s %lld is out of range for rank %d (valid: %d..%d)",
-                     what, (long long)axis, rank, -rank, rank - 1);
-  *out = (int)(axis < 0 ? axis + rank : axis);
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
-                          const ccg_shape *b, ccg_shape *out) {
-  ccg_shape r;
-  memset(&r, 0, sizeof r);
-  r.rank = a->rank > b->rank ? a->rank : b->rank;
-  for (int i = 0; i < r.rank; i++) {
-    int ia = a->rank - r.rank + i, ib = b->rank - r.rank + i;
-    ccg_dim da = ia >= 0 ? a->dims[ia] : ccg_dim_num(1);
-    ccg_dim db = ib >= 0 ? b->dims[ib] : ccg_dim_num(1);
-    if (ccg_dim_equal(da, db) || (!ccg_dim_is_sym(db) && db.size == 1))
-      r.dims[i] = da;
-    else if (!ccg_dim_is_sym(da) && da.size == 1)
-      r.dims[i] = db;
-    else {
-      char sa[128], sb[128], xa[64], xb[64];
-      return ccg__fail(ix, CCG_STATUS_SHAPE,
-                       "shapes %s and %s do not broadcast (dim %d: %s vs %s)",
-                       ccg__shape_str(a, sa, sizeof sa),
-                       ccg__shape_str(b, sb, sizeof sb), i,
-                       ccg__dim_str(da, xa, sizeof xa),
-                       ccg__dim_str(db, xb, sizeof xb));
-    }
-  }
-  *out = r;
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg__expect_dtype(ccg__infer *ix, size_t i, unsigned mask,
-                             const char *what) {
-  ccg_dtype dt = ccg__in_dtype(ix, i);
-  if (mask & (1u << dt))
-    return CCG_STATUS_OK;
-  return ccg__fail(ix, CCG_STATUS_DTYPE,
-                   "input %zu '%s' has dtype %s; %s expected", i,
-                   ccg__in_name(ix, i), ccg_dtype_name(dt), what);
-}
-
-ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j) {
-  ccg_dtype a = ccg__in_dtype(ix, i), b = ccg__in_dtype(ix, j);
-  if (a == b)
-    return CCG_STATUS_OK;
-  return ccg__fail(ix, CCG_STATUS_DTYPE,
-                   "input %zu '%s' is %s but input %zu '%s' is %s; they must "
-                   "match",
-                   i, ccg__in_name(ix, i), ccg_dtype_name(a), j,
-                   ccg__in_name(ix, j), ccg_dtype_name(b));
 }

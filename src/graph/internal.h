@@ -65,6 +65,17 @@ const char *ccg__intern(ccg_graph *g, const char *s);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
 
+/* Copies a tensor and its data into the graph's arena; NULL (with the error
+ * recorded, naming `what` and `name`) on bad shapes or OOM. */
+ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t, ccg_status *st,
+                             const char *what, const char *name);
+/* Checks a node's attributes against its op's spec (names node, op, attr). */
+ccg_status ccg__check_attrs(ccg_graph *g, ccg_op op, const char *node,
+                            const ccg_attr *attrs, size_t n);
+/* Deep copy of attributes into the arena; NULL with *st set on failure. */
+ccg_attr *ccg__copy_attrs(ccg_graph *g, const ccg_attr *attrs, size_t n,
+                          ccg_status *st, const char *node);
+
 /* Validates placements of v against the mesh and v's rank; writes the
  * normalized form (Shard dims >= 0) to norm. */
 ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
@@ -131,6 +142,8 @@ typedef struct ccg__op_info {
 } ccg__op_info;
 
 const ccg__op_info *ccg__op_info_of(ccg_op op);
+/* The spec of attribute `name` of a valid op, or NULL. */
+const ccg__attr_spec *ccg__attr_spec_of(ccg_op op, const char *name);
 
 #define CCG__ATTRS(arr) (arr), (sizeof(arr) / sizeof((arr)[0]))
 #define CCG__NO_ATTRS NULL, 0
@@ -199,6 +212,12 @@ ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
 /* Checks that input i has one of the dtypes in `mask` (bit per ccg_dtype). */
 ccg_status ccg__expect_dtype(ccg__infer *ix, size_t i, unsigned mask,
                              const char *what);
+/* Input i must be a 1-D vector of one of the dtypes in `types`. */
+ccg_status ccg__expect_vector(ccg__infer *ix, size_t i, unsigned types,
+                              const char *what);
+static inline bool ccg__is_num(ccg_dim d, int64_t v) {
+  return !ccg_dim_is_sym(d) && d.size == v;
+}
 /* Checks that inputs i and j have the same dtype. */
 ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j);
 

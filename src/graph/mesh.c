@@ -1,4 +1,5 @@
-/* Device meshes: named axes, row-major ranks, groups over sets of axes. */
+/* Device meshes (named axes, row-major ranks, groups over sets of axes) and
+ * the per-axis placements of values on them. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,4 +202,76 @@ ccg_status ccg_mesh_group_ranks(const ccg_mesh *m, int64_t rank, unsigned mask,
     ranks[k] = r;
   }
   return CCG_STATUS_OK;
+}
+
+/* ---- placements ---------------------------------------------------------- */
+
+ccg_status ccg_value_set_placements(ccg_graph *g, ccg_value_id v,
+                                    const ccg_placement *p, int n) {
+  ccg_placement norm[CCG_MAX_MESH_AXES];
+  CCG_CHECK(ccg__check_placements(g, v, p, n, norm));
+  ccg__value *x = &g->values[v];
+  memcpy(x->placements, norm, (size_t)n * sizeof *norm);
+  x->n_placements = n;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
+                                 const ccg_placement *p, int n,
+                                 ccg_placement *norm) {
+  if (!ccg__value_ok(g, v))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "placements: value id %u does not exist", v);
+  const ccg__value *x = &g->values[v];
+  if (!g->has_mesh)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s': placements need a mesh on graph '%s'",
+                      x->name, g->name);
+  if (n != g->mesh.ndims)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s': %d placements given, the mesh has %d axes",
+                      x->name, n, g->mesh.ndims);
+  for (int i = 0; i < n; i++) {
+    norm[i] = p[i];
+    switch (p[i].kind) {
+    case CCG_PLACEMENT_REPLICATE:
+      norm[i].dim = 0;
+      norm[i].reduce = CCG_REDUCE_SUM;
+      break;
+    case CCG_PLACEMENT_SHARD: {
+      int d = p[i].dim < 0 ? p[i].dim + x->shape.rank : p[i].dim;
+      if (d < 0 || d >= x->shape.rank)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "value '%s': Shard(%d) on mesh axis '%s' is outside "
+                          "its rank %d",
+                          x->name, p[i].dim, g->mesh.names[i], x->shape.rank);
+      norm[i].dim = d;
+      norm[i].reduce = CCG_REDUCE_SUM;
+      break;
+    }
+    case CCG_PLACEMENT_PARTIAL:
+      if ((unsigned)p[i].reduce >= CCG_REDUCE_OP_COUNT)
+        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                          "value '%s': Partial on mesh axis '%s' has no valid "
+                          "reduce op",
+                          x->name, g->mesh.names[i]);
+      norm[i].dim = 0;
+      break;
+    default:
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "value '%s': placement kind %d on mesh axis '%s' is "
+                        "not Replicate, Shard or Partial",
+                        x->name, (int)p[i].kind, g->mesh.names[i]);
+    }
+  }
+  return CCG_STATUS_OK;
+}
+
+int ccg_value_placements(const ccg_graph *g, ccg_value_id v,
+                         ccg_placement *p) {
+  if (!ccg__value_ok(g, v))
+    return 0;
+  const ccg__value *x = &g->values[v];
+  memcpy(p, x->placements, (size_t)x->n_placements * sizeof *p);
+  return x->n_placements;
 }

@@ -1,6 +1,7 @@
 /* The op registry: one row per op from CCG_OP_LIST, joined with the
  * behaviour each family file defines (ccg__opdef_<ID>). */
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/internal.h"
@@ -29,6 +30,14 @@ static void build_index(void) {
     if (ccg__strmap_put(&op_index, op_keys[i], (uint32_t)i) != CCG_STATUS_OK)
       op_index_ok = false;
   }
+}
+
+const ccg__attr_spec *ccg__attr_spec_of(ccg_op op, const char *name) {
+  const ccg__op_def *d = op_table[op].def;
+  for (size_t i = 0; i < d->n_attrs; i++)
+    if (strcmp(d->attrs[i].name, name) == 0)
+      return &d->attrs[i];
+  return NULL;
 }
 
 const ccg__op_info *ccg__op_info_of(ccg_op op) {

@@ -1,5 +1,5 @@
-/* Shape ops: Reshape, Transpose, Concat, Split, Slice, Gather, Unsqueeze,
- * Squeeze, Expand, Shape, Constant, ConstantOfShape. Small integer vectors
+/* Shape ops: Reshape, Transpose, Concat, Split, Unsqueeze, Squeeze, Expand,
+ * Shape, Constant, ConstantOfShape (Slice and Gather are in index.c). Small integer vectors
  * keep their known contents through these ops: torch.onnx.export with
  * dynamic axes computes reshape targets as Shape -> Gather -> Unsqueeze ->
  * Concat, and the target dims stay known only if every step carries them. */
@@ -37,10 +37,6 @@ static const char *in_str(const ccg__infer *ix, size_t i, char *buf,
   return ccg__shape_str(ccg__in_shape(ix, i), buf, size);
 }
 
-static bool is_num(ccg_dim d, int64_t v) {
-  return !ccg_dim_is_sym(d) && d.size == v;
-}
-
 static void set_known(ccg__infer *ix, size_t out, const ccg_dim *k, int n) {
   memcpy(ix->out_known[out], k, (size_t)n * sizeof *k);
   ix->out_n_known[out] = n;
@@ -54,18 +50,6 @@ static void pass_known(ccg__infer *ix) {
   if (n >= 0 && ix->out_shape[0].rank <= 1 &&
       ccg_shape_is_static(&ix->out_shape[0]))
     set_known(ix, 0, k, n);
-}
-
-/* Input i must be a 1-D vector of one of `types`. */
-static ccg_status expect_vector(ccg__infer *ix, size_t i, unsigned types,
-                                const char *what) {
-  CCG_CHECK(ccg__expect_dtype(ix, i, types, what));
-  if (ccg__in_shape(ix, i)->rank == 1)
-    return CCG_STATUS_OK;
-  char b[BUF];
-  return ccg__fail(ix, CCG_STATUS_SHAPE,
-                   "input %zu '%s' has shape %s; %s expected", i,
-                   ccg__in_name(ix, i), in_str(ix, i, b, BUF), what);
 }
 
 /* The length of vector input i when it must give an output rank. */
@@ -178,7 +162,7 @@ static ccg_status reshape_infer(ccg__infer *ix, const ccg_dim *k, int n,
   ccg_dim total, rest;
   char kb[BUF], ib[BUF];
   bool ok = dims_product(ix->g, in, &total) && dims_product(ix->g, t, &rest);
-  if (ok && is_num(rest, 0))
+  if (ok && ccg__is_num(rest, 0))
     return ccg__fail(ix, CCG_STATUS_SHAPE,
                      "shape %s: cannot infer the -1 when another target dim "
                      "is 0 (input %s)",
@@ -222,7 +206,7 @@ static ccg_status reshape_count(ccg__infer *ix, const ccg_dim *k, int n,
 }
 
 static ccg_status infer_reshape(ccg__infer *ix) {
-  CCG_CHECK(expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
+  CCG_CHECK(ccg__expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
   ix->out_dtype[0] = ccg__in_dtype(ix, 0);
   const ccg_dim *k;
   int n = ccg__in_known(ix, 1, &k);
@@ -434,220 +418,6 @@ static ccg_status infer_split(ccg__infer *ix) {
 
 const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split};
 
-/* ---- Slice -------------------------------------------------------------- */
-
-static const char *const slice_names[] = {"data", "starts", "ends", "axes",
-                                          "steps"};
-
-/* starts, ends, axes, steps: i32/i64 vectors of one length. */
-static ccg_status slice_check_inputs(ccg__infer *ix) {
-  ccg_dim len = ccg__in_shape(ix, 1)->dims[0];
-  for (size_t i = 1; i < 5; i++) {
-    if (!ccg__in_has(ix, i))
-      continue;
-    CCG_CHECK(expect_vector(ix, i, CCG__DT(I64) | CCG__DT(I32),
-                            "a 1-D i32 or i64 vector"));
-    ccg_dim d = ccg__in_shape(ix, i)->dims[0];
-    if (!ccg_dim_is_sym(d) && !ccg_dim_is_sym(len) && d.size != len.size)
-      return ccg__fail(ix, CCG_STATUS_SHAPE,
-                       "starts has %lld elements but %s has %lld",
-                       (long long)len.size, slice_names[i], (long long)d.size);
-  }
-  if (ccg__in_shape(ix, 0)->rank == 0)
-    return ccg__fail(ix, CCG_STATUS_SHAPE,
-                     "input 0 '%s' is a scalar; Slice needs rank >= 1",
-                     ccg__in_name(ix, 0));
-  return CCG_STATUS_OK;
-}
-
-/* Known numeric contents of slice input i, or -1. Absent inputs read as
- * "not given" (count -2). */
-static int slice_param(const ccg__infer *ix, size_t i, const ccg_dim **k) {
-  if (!ccg__in_has(ix, i))
-    return -2;
-  int n = ccg__in_known(ix, i, k);
-  for (int j = 0; j < n; j++)
-    if (ccg_dim_is_sym((*k)[j]))
-      return -1;
-  return n;
-}
-
-/* Bounds not known: the sliced axes (all, if even those are unknown) get
- * fresh symbols; the rank stays. */
-static ccg_status slice_unknown(ccg__infer *ix) {
-  const ccg_shape *in = ccg__in_shape(ix, 0);
-  bool hit[CCG_MAX_RANK] = {false};
-  const ccg_dim *ax;
-  int na = slice_param(ix, 3, &ax);
-  ccg_dim len = ccg__in_shape(ix, 1)->dims[0];
-  for (int i = 0; i < in->rank; i++)
-    hit[i] = na == -1 || (na == -2 && (ccg_dim_is_sym(len) || i < len.size));
-  for (int i = 0; i < na; i++) {
-    int a;
-    CCG_CHECK(ccg__axis(ix, ax[i].size, in->rank, "axis", &a));
-    hit[a] = true;
-  }
-  for (int i = 0; i < in->rank; i++)
-    if (hit[i])
-      CCG_CHECK(ccg__fresh_dim(ix, 0, i, &ix->out_shape[0].dims[i]));
-  return CCG_STATUS_OK;
-}
-
-/* ONNX Slice-13 on an axis of size n: the first index taken and the count.
- * Unsigned arithmetic because |step| may be 2^63. */
-static int64_t slice_count(int64_t n, int64_t start, int64_t end, int64_t step,
-                           int64_t *first) {
-  *first = 0;
-  if (n == 0)
-    return 0;
-  start = start < 0 ? start + n : start;
-  end = end < 0 ? end + n : end;
-  int64_t lo = step > 0 ? 0 : -1, hi = step > 0 ? n : n - 1;
-  start = start < 0 ? 0 : start > hi ? hi : start;
-  end = end < lo ? lo : end > hi ? hi : end;
-  *first = start;
-  uint64_t diff, ustep;
-  if (step > 0) {
-    diff = end > start ? (uint64_t)(end - start) : 0;
-    ustep = (uint64_t)step;
-  } else {
-    diff = start > end ? (uint64_t)(start - end) : 0;
-    ustep = (uint64_t)0 - (uint64_t)step;
-  }
-  return (int64_t)(diff / ustep + (diff % ustep != 0));
-}
-
-/* A symbolic dim survives only the trivially full slices. */
-static bool slice_full(int64_t start, int64_t end, int64_t step) {
-  return (step == 1 && start == 0 && end == INT64_MAX) ||
-         (step == -1 && start == -1 && end <= -INT64_MAX);
-}
-
-/* A known vector slices through (only axis 0 exists). */
-static void slice_known(ccg__infer *ix, int64_t first, int64_t step) {
-  const ccg_dim *k;
-  int n = ccg__in_known(ix, 0, &k);
-  const ccg_shape *out = &ix->out_shape[0];
-  if (out->rank != 1 || ccg_dim_is_sym(out->dims[0]) ||
-      !is_num(ccg__in_shape(ix, 0)->dims[0], n))
-    return;
-  for (int64_t j = 0; j < out->dims[0].size; j++)
-    ix->out_known[0][j] = k[first + j * step];
-  ix->out_n_known[0] = (int)out->dims[0].size;
-}
-
-static ccg_status slice_axis(ccg__infer *ix, const ccg_dim *k[4], int i,
-                             bool *seen, int64_t *first, int64_t *step) {
-  const ccg_shape *in = ccg__in_shape(ix, 0);
-  int a;
-  CCG_CHECK(ccg__axis(ix, k[2] ? k[2][i].size : i, in->rank, "axis", &a));
-  if (seen[a])
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "axis %d appears twice in axes", a);
-  seen[a] = true;
-  int64_t s = k[0][i].size, e = k[1][i].size;
-  *step = k[3] ? k[3][i].size : 1;
-  if (*step == 0)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "steps[%d] (axis %d) is 0", i,
-                     a);
-  ccg_dim d = in->dims[a], *o = &ix->out_shape[0].dims[a];
-  if (!ccg_dim_is_sym(d))
-    *o = ccg_dim_num(slice_count(d.size, s, e, *step, first));
-  else if (!slice_full(s, e, *step))
-    CCG_CHECK(ccg__fresh_dim(ix, 0, a, o));
-  return CCG_STATUS_OK;
-}
-
-static ccg_status infer_slice(ccg__infer *ix) {
-  CCG_CHECK(slice_check_inputs(ix));
-  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
-  ix->out_shape[0] = *ccg__in_shape(ix, 0);
-  const ccg_dim *k[4] = {NULL, NULL, NULL, NULL};
-  int n = slice_param(ix, 1, &k[0]);
-  for (size_t i = 2; i < 5; i++) {
-    int m = slice_param(ix, i, &k[i - 1]);
-    if (m == -2)
-      k[i - 1] = NULL;
-    else if (m != n)
-      n = -1;
-  }
-  if (n < 0)
-    return slice_unknown(ix);
-  bool seen[CCG_MAX_RANK] = {false};
-  int64_t first = 0, step = 1;
-  for (int i = 0; i < n; i++)
-    CCG_CHECK(slice_axis(ix, k, i, seen, &first, &step));
-  slice_known(ix, first, step);
-  return CCG_STATUS_OK;
-}
-
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice};
-
-/* ---- Gather ------------------------------------------------------------- */
-
-static const ccg__attr_spec gather_attrs[] = {
-    {"axis", CCG_ATTR_INT, false, 0, 0, NULL},
-};
-
-/* Known indices are range-checked against a static dim; with known data
- * (a shape vector) the result is known too: Shape -> Gather. */
-static ccg_status gather_known(ccg__infer *ix, int ax) {
-  const ccg_dim *idx, *k;
-  int ni = ccg__in_known(ix, 1, &idx);
-  ccg_dim d = ccg__in_shape(ix, 0)->dims[ax];
-  if (ni < 0 || ccg_dim_is_sym(d))
-    return CCG_STATUS_OK;
-  int64_t norm[CCG_MAX_RANK];
-  for (int j = 0; j < ni; j++) {
-    if (ccg_dim_is_sym(idx[j]))
-      return CCG_STATUS_OK;
-    int64_t v = idx[j].size;
-    if (v < -d.size || v >= d.size)
-      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                       "index %lld (element %d of '%s') is out of range for "
-                       "dim %d of size %lld",
-                       (long long)v, j, ccg__in_name(ix, 1), ax,
-                       (long long)d.size);
-    norm[j] = v < 0 ? v + d.size : v;
-  }
-  int nk = ccg__in_known(ix, 0, &k);
-  if (nk != d.size || ccg__in_shape(ix, 0)->rank != 1 ||
-      ix->out_shape[0].rank > 1)
-    return CCG_STATUS_OK;
-  for (int j = 0; j < ni; j++)
-    ix->out_known[0][j] = k[norm[j]];
-  ix->out_n_known[0] = ni;
-  return CCG_STATUS_OK;
-}
-
-static ccg_status infer_gather(ccg__infer *ix) {
-  CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64) | CCG__DT(I32),
-                              "i32 or i64 indices"));
-  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
-  int ax;
-  CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), d->rank, "axis", &ax));
-  if (d->rank + q->rank - 1 > CCG_MAX_RANK) {
-    char db[BUF], qb[BUF];
-    return ccg__fail(ix, CCG_STATUS_SHAPE,
-                     "data %s with indices %s gives rank %d; at most %d",
-                     ccg__shape_str(d, db, BUF), ccg__shape_str(q, qb, BUF),
-                     d->rank + q->rank - 1, CCG_MAX_RANK);
-  }
-  ccg_shape *out = &ix->out_shape[0];
-  out->rank = 0;
-  for (int i = 0; i < ax; i++)
-    out->dims[out->rank++] = d->dims[i];
-  for (int i = 0; i < q->rank; i++)
-    out->dims[out->rank++] = q->dims[i];
-  for (int i = ax + 1; i < d->rank; i++)
-    out->dims[out->rank++] = d->dims[i];
-  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
-  return gather_known(ix, ax);
-}
-
-const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
-                                       infer_gather};
-
 /* ---- Unsqueeze, Squeeze ------------------------------------------------- */
 
 static const ccg__attr_spec unsqueeze_attrs[] = {
@@ -708,7 +478,7 @@ static ccg_status infer_squeeze(ccg__infer *ix) {
   for (int d = 0; d < in->rank; d++) {
     ccg_dim x = in->dims[d];
     if (n == 0)
-      drop[d] = is_num(x, 1);
+      drop[d] = ccg__is_num(x, 1);
     else if (drop[d] && !ccg_dim_is_sym(x) && x.size != 1) {
       char b[BUF];
       return ccg__fail(ix, CCG_STATUS_SHAPE,
@@ -740,7 +510,7 @@ static ccg_status expand_unknown(ccg__infer *ix) {
   out->rank = n > in->rank ? n : in->rank;
   for (int i = 0; i < out->rank; i++) {
     int j = i - (out->rank - in->rank);
-    if (j >= 0 && !is_num(in->dims[j], 1))
+    if (j >= 0 && !ccg__is_num(in->dims[j], 1))
       out->dims[i] = in->dims[j];
     else
       CCG_CHECK(ccg__fresh_dim(ix, 0, i, &out->dims[i]));
@@ -749,7 +519,7 @@ static ccg_status expand_unknown(ccg__infer *ix) {
 }
 
 static ccg_status infer_expand(ccg__infer *ix) {
-  CCG_CHECK(expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
+  CCG_CHECK(ccg__expect_vector(ix, 1, CCG__DT(I64), "a 1-D i64 shape"));
   ix->out_dtype[0] = ccg__in_dtype(ix, 0);
   const ccg_dim *k;
   int n = ccg__in_known(ix, 1, &k);
@@ -847,7 +617,7 @@ static const ccg__attr_spec constant_of_shape_attrs[] = {
 };
 
 static ccg_status infer_constant_of_shape(ccg__infer *ix) {
-  CCG_CHECK(expect_vector(ix, 0, CCG__DT(I64), "a 1-D i64 shape"));
+  CCG_CHECK(ccg__expect_vector(ix, 0, CCG__DT(I64), "a 1-D i64 shape"));
   const ccg_attr *a = ccg__attr(ix, "value");
   ix->out_dtype[0] = CCG_DTYPE_F32;
   if (a) {
@@ -912,34 +682,6 @@ ccg_status ccg_split(ccg_graph *g, ccg_value_id x, int64_t axis,
                    CCG_ATTR_IS("split", sizes, n_outputs)};
   return ccg__build(g, CCG_OP_SPLIT, &x, 1, a, sizes ? 2 : 1, n_outputs, outs,
                     NULL);
-}
-
-ccg_status ccg_slice(ccg_graph *g, ccg_value_id x, const int64_t *starts,
-                     const int64_t *ends, const int64_t *axes,
-                     const int64_t *steps, size_t n, ccg_value_id *out) {
-  if (n && (!starts || !ends))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "Slice: %zu bounds given but starts or ends is NULL", n);
-  const int64_t *lists[4] = {starts, ends, axes, steps};
-  ccg_value_id in[5] = {x, CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE};
-  size_t n_in = steps ? 5 : axes ? 4 : 3;
-  ccg__mark mark = ccg__mark_get(g);
-  ccg_status st = CCG_STATUS_OK;
-  for (size_t i = 0; i < 4 && st == CCG_STATUS_OK; i++)
-    if (i < 2 || lists[i])
-      st = ccg__const_i64(g, lists[i], n, slice_names[i + 1], &in[i + 1]);
-  if (st == CCG_STATUS_OK)
-    st = ccg__build(g, CCG_OP_SLICE, in, n_in, NULL, 0, 1, out, NULL);
-  if (st != CCG_STATUS_OK)
-    ccg__rollback(g, &mark);
-  return st;
-}
-
-ccg_status ccg_gather(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
-                      int64_t axis, ccg_value_id *out) {
-  ccg_value_id in[2] = {data, indices};
-  ccg_attr a = CCG_ATTR_I("axis", axis);
-  return ccg__build(g, CCG_OP_GATHER, in, 2, &a, 1, 1, out, NULL);
 }
 
 ccg_status ccg_unsqueeze(ccg_graph *g, ccg_value_id x, const int64_t *axes,
