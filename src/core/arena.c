@@ -41,6 +41,22 @@ void ccg__arena_free(ccg_arena *arena) {
   arena->reserved = 0;
 }
 
+void ccg__arena_reset(ccg_arena *arena) {
+  ccg__arena_chunk *keep = arena->head;
+  if (!keep)
+    return;
+  ccg__arena_chunk *c = keep->next;
+  while (c) {
+    ccg__arena_chunk *next = c->next;
+    arena->reserved -= c->size;
+    ccg__free(&arena->alloc, c, chunk_bytes(c->size));
+    c = next;
+  }
+  keep->next = NULL;
+  keep->used = 0;
+  arena->used = 0;
+}
+
 void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align) {
   if (align == 0)
     align = 1;

@@ -21,6 +21,9 @@ void ccg__arena_init(ccg_arena *arena, const ccg_allocator *a,
 /* Frees every chunk; the arena can be reused after ccg__arena_init. */
 void ccg__arena_free(ccg_arena *arena);
 
+/* Forgets every allocation but keeps the first chunk for reuse. */
+void ccg__arena_reset(ccg_arena *arena);
+
 /* `size` bytes aligned to `align` (a power of two, at most 64); NULL on OOM
  * or overflow. Zero-size requests return a valid unique pointer. */
 void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align);

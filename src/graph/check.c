@@ -131,6 +131,7 @@ out:
 /* Re-runs the node's shape rule and compares with what the graph holds. */
 static ccg_status check_node(ccg_graph *g, ccg_node_id id) {
   const ccg__node *x = &g->nodes[id];
+  ccg__arena_reset(&g->scratch); /* validation must not grow the graph */
   const char *opn = ccg_op_name(x->op);
   for (uint32_t k = 0; k < x->n_inputs; k++) {
     ccg_value_id v = x->inputs[k];

@@ -1,13 +1,753 @@
-/* (being written) */
+/* Collectives (domain "ccgraph"): the only nodes whose behaviour depends on
+ * the rank. Shapes are per-rank; a group is every rank that shares the other
+ * mesh coordinates, W ranks in all. Every attribute is written by the
+ * builders and checked against the graph's mesh here, so a graph read back
+ * from a file is held to the same rules as one built in memory. */
+#include <stdio.h>
+#include <string.h>
+
 #include "graph/internal.h"
-static ccg_status infer_todo(ccg__infer *ix) { return ccg__fail(ix, CCG_STATUS_UNSUPPORTED, "no shape rule yet"); }
-const ccg__op_def ccg__opdef_ALL_REDUCE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_ALL_GATHER = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_REDUCE_SCATTER = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_ALL_TO_ALL = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SHARD_SLICE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_BROADCAST = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_REDUCE = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_SEND = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_RECV = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_COLLECTIVE_PERMUTE = {CCG__NO_ATTRS, 0, infer_todo};
+
+/* Longest symbol text the graph keeps (canonicalization buffers). */
+#define SYM_TEXT_MAX 256
+/* Axis names a builder accepts in one list ("dp,tp"). */
+#define MAX_AXIS_NAMES 8
+
+/* Attribute specs: required (always written) and optional. */
+#define REQ(nm, t)                                                             \
+  { nm, CCG_ATTR_##t, true, 0, 0, NULL }
+#define OPT(nm, t)                                                             \
+  { nm, CCG_ATTR_##t, false, 0, 0, NULL }
+#define MESH_AXES REQ("mesh_axes", STRINGS)
+#define GROUP_SIZE REQ("group_size", INT)
+
+/* The group of a collective node, read from its attributes. */
+typedef struct group {
+  int64_t size;   /* W */
+  char list[64];  /* "dp,tp": for messages */
+  char label[64]; /* "dp.tp": names rank-dependent symbols */
+} group;
+
+/* A split-size list; v == NULL when absent (even split). */
+typedef struct splits {
+  const char *name;
+  const int64_t *v;
+  size_t n;
+  int64_t sum;
+  bool equal;
+} splits;
+
+/* ---- the group ---------------------------------------------------------- */
+
+static ccg_status need_mesh(ccg__infer *ix, const ccg_mesh **m) {
+  *m = ccg_graph_mesh(ix->g);
+  if (*m)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                   "graph '%s' has no device mesh; collectives need one "
+                   "(ccg_graph_set_mesh)",
+                   ccg_graph_name(ix->g));
+}
+
+static const char *mesh_str(const ccg_mesh *m, char *buf, size_t size) {
+  ccg_mesh_format(m, buf, size);
+  return buf;
+}
+
+static ccg_status unknown_axis(ccg__infer *ix, const ccg_mesh *m,
+                               const char *name) {
+  char mb[128];
+  return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                   "mesh axis '%s' is not in the mesh [%s]", name,
+                   mesh_str(m, mb, sizeof mb));
+}
+
+/* Appends name to both texts; unique axes (at most 4 names of at most 15
+ * characters) always fit. */
+static void add_axis_name(group *gr, size_t i, const char *name) {
+  size_t nl = strlen(gr->list), nb = strlen(gr->label);
+  snprintf(gr->list + nl, sizeof gr->list - nl, "%s%s", i ? "," : "", name);
+  snprintf(gr->label + nb, sizeof gr->label - nb, "%s%s", i ? "." : "", name);
+}
+
+static ccg_status read_group(ccg__infer *ix, group *gr) {
+  const ccg_mesh *m;
+  CCG_CHECK(need_mesh(ix, &m));
+  memset(gr, 0, sizeof *gr);
+  const char *const *names;
+  size_t n = ccg__attr_strings(ix, "mesh_axes", &names);
+  if (n == 0)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "mesh_axes is empty; name at least one mesh axis");
+  unsigned mask = 0;
+  for (size_t i = 0; i < n; i++) {
+    int a = ccg_mesh_axis(m, names[i]);
+    if (a < 0)
+      return unknown_axis(ix, m, names[i]);
+    if (mask & (1u << a))
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "mesh axis '%s' is named twice in mesh_axes", names[i]);
+    mask |= 1u << a;
+    add_axis_name(gr, i, names[i]);
+  }
+  gr->size = ccg_mesh_group_size(m, mask);
+  int64_t want = ccg__attr_i(ix, "group_size");
+  if (want != gr->size) {
+    char mb[128];
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "group_size is %lld but mesh axes [%s] of mesh [%s] "
+                     "hold %lld ranks",
+                     (long long)want, gr->list, mesh_str(m, mb, sizeof mb),
+                     (long long)gr->size);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Point-to-point ops name one axis; *size is its length. */
+static ccg_status read_p2p_axis(ccg__infer *ix, int64_t *size,
+                                const char **name) {
+  const ccg_mesh *m;
+  CCG_CHECK(need_mesh(ix, &m));
+  *name = ccg__attr_s(ix, "mesh_axis");
+  if (strchr(*name, ','))
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "mesh_axis '%s' names more than one axis; %s works "
+                     "along exactly one",
+                     *name, ccg_op_name(ix->op));
+  int a = ccg_mesh_axis(m, *name);
+  if (a < 0)
+    return unknown_axis(ix, m, *name);
+  *size = m->sizes[a];
+  return CCG_STATUS_OK;
+}
+
+/* A step along a ring of `size` ranks: |off| < size, and 0 (talking to
+ * oneself) only where the axis has one rank. */
+static ccg_status check_offset(ccg__infer *ix, const char *attr,
+                               const char *axis, int64_t size) {
+  int64_t off = ccg__attr_i(ix, attr);
+  if (off > -size && off < size && (off != 0 || size == 1))
+    return CCG_STATUS_OK;
+  if (size == 1)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "%s is %lld; mesh axis '%s' has 1 rank, so it must be 0",
+                     attr, (long long)off, axis);
+  return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                   "%s is %lld; on mesh axis '%s' of size %lld it must be in "
+                   "%lld..%lld and not 0",
+                   attr, (long long)off, axis, (long long)size,
+                   (long long)(1 - size), (long long)(size - 1));
+}
+
+static ccg_status check_p2p(ccg__infer *ix) {
+  int64_t size;
+  const char *axis;
+  CCG_CHECK(read_p2p_axis(ix, &size, &axis));
+  CCG_CHECK(check_offset(ix, "peer_offset", axis, size));
+  int64_t tag = ccg__attr_i(ix, "tag");
+  if (tag < 0 || tag > INT32_MAX) /* MPI tags are non-negative ints */
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "tag is %lld; expected 0..%d",
+                     (long long)tag, INT32_MAX);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status check_root(ccg__infer *ix, const group *gr) {
+  int64_t root = ccg__attr_i(ix, "root");
+  if (root >= 0 && root < gr->size)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                   "root is %lld; the group over [%s] has %lld ranks "
+                   "(valid: 0..%lld)",
+                   (long long)root, gr->list, (long long)gr->size,
+                   (long long)(gr->size - 1));
+}
+
+static ccg_status check_reduce_op(ccg__infer *ix) {
+  const char *s = ccg__attr_s(ix, "reduce_op");
+  ccg_reduce_op op;
+  if (ccg_reduce_op_parse(s, &op) != CCG_STATUS_OK)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "reduce_op is '%s'; expected sum, prod, min, max or avg",
+                     s);
+  ccg_dtype dt = ccg__in_dtype(ix, 0);
+  /* NCCL and MPI average only floating-point data. */
+  if (op == CCG_REDUCE_AVG && !ccg_dtype_is_float(dt))
+    return ccg__fail(ix, CCG_STATUS_DTYPE,
+                     "reduce_op avg needs a float type; input 0 '%s' is %s",
+                     ccg__in_name(ix, 0), ccg_dtype_name(dt));
+  return CCG_STATUS_OK;
+}
+
+/* ---- dims --------------------------------------------------------------- */
+
+static ccg_status read_splits(ccg__infer *ix, const group *gr, const char *name,
+                              splits *s) {
+  memset(s, 0, sizeof *s);
+  s->name = name;
+  s->equal = true;
+  if (!ccg__attr(ix, name))
+    return CCG_STATUS_OK;
+  s->n = ccg__attr_ints(ix, name, &s->v);
+  if ((int64_t)s->n != gr->size)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "%s has %zu entries; the group over [%s] has %lld ranks",
+                     name, s->n, gr->list, (long long)gr->size);
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i] < 0)
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "%s[%zu] is %lld; split sizes must be >= 0", name, i,
+                       (long long)s->v[i]);
+    if (__builtin_add_overflow(s->sum, s->v[i], &s->sum))
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "%s: the sizes overflow int64 when summed", name);
+    s->equal = s->equal && s->v[i] == s->v[0];
+  }
+  return CCG_STATUS_OK;
+}
+
+/* The dim that is s->v[r] on group rank r: the number when all are equal,
+ * else the rank-dependent symbol "tp{3,5,4,4}" (interned in the graph). */
+static ccg_status per_rank_dim(ccg__infer *ix, const group *gr, const splits *s,
+                               ccg_dim *d) {
+  if (s->equal) {
+    *d = ccg_dim_num(s->v[0]);
+    return CCG_STATUS_OK;
+  }
+  char buf[SYM_TEXT_MAX];
+  size_t used = (size_t)snprintf(buf, sizeof buf, "%s{", gr->label);
+  for (size_t i = 0; i < s->n && used < sizeof buf; i++)
+    used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%lld",
+                             i ? "," : "", (long long)s->v[i]);
+  if (used < sizeof buf)
+    used += (size_t)snprintf(buf + used, sizeof buf - used, "}");
+  if (used >= sizeof buf)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "%s of %zu entries is too long for a rank-dependent "
+                     "symbol (at most %d characters)",
+                     s->name, s->n, SYM_TEXT_MAX - 1);
+  const char *sym = ccg__intern(ix->g, buf);
+  if (!sym)
+    return ccg__fail(ix, CCG_STATUS_OOM, "out of memory naming %s", buf);
+  *d = ccg_dim_sym(sym);
+  return CCG_STATUS_OK;
+}
+
+/* Split sizes must add up to the dim they split. */
+static ccg_status check_sum(ccg__infer *ix, const splits *s, int axis) {
+  ccg_dim d = ccg__in_shape(ix, 0)->dims[axis];
+  if (!ccg_dim_is_sym(d) && d.size == s->sum)
+    return CCG_STATUS_OK;
+  char xd[64];
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "%s sum to %lld but dim %d of input '%s' is %s", s->name,
+                   (long long)s->sum, axis, ccg__in_name(ix, 0),
+                   ccg__dim_str(d, xd, sizeof xd));
+}
+
+/* A gathered dim: each rank holds its own entry of the list. */
+static ccg_status check_shard(ccg__infer *ix, const group *gr, const splits *s,
+                              int axis) {
+  ccg_dim d = ccg__in_shape(ix, 0)->dims[axis], want;
+  CCG_CHECK(per_rank_dim(ix, gr, s, &want));
+  if (ccg_dim_equal(d, want))
+    return CCG_STATUS_OK;
+  char xd[64], xw[SYM_TEXT_MAX];
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "dim %d of input '%s' is %s but %s gives this rank %s", axis,
+                   ccg__in_name(ix, 0), ccg__dim_str(d, xd, sizeof xd), s->name,
+                   ccg__dim_str(want, xw, sizeof xw));
+}
+
+/* d / W, exact for numbers; a symbol no rule divides gets a fresh name. */
+static ccg_status div_dim(ccg__infer *ix, const group *gr, int axis,
+                          ccg_dim *d) {
+  ccg_dim in = *d;
+  if (!ccg_dim_is_sym(in)) {
+    if (in.size % gr->size == 0) {
+      *d = ccg_dim_num(in.size / gr->size);
+      return CCG_STATUS_OK;
+    }
+    char sb[128];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input '%s' %s: dim %d of size %lld is not divisible by "
+                     "group size %lld",
+                     ccg__in_name(ix, 0),
+                     ccg__shape_str(ccg__in_shape(ix, 0), sb, sizeof sb), axis,
+                     (long long)in.size, (long long)gr->size);
+  }
+  if (ccg__dim_div(ix->g, in, ccg_dim_num(gr->size), d))
+    return CCG_STATUS_OK;
+  return ccg__fresh_dim(ix, 0, axis, d);
+}
+
+/* d * W; numbers must not overflow. */
+static ccg_status mul_dim(ccg__infer *ix, const group *gr, int axis,
+                          ccg_dim *d) {
+  ccg_dim in = *d;
+  if (ccg__dim_mul(ix->g, in, ccg_dim_num(gr->size), d))
+    return CCG_STATUS_OK;
+  if (ccg_dim_is_sym(in))
+    return ccg__fresh_dim(ix, 0, axis, d);
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "dim %d of size %lld times group size %lld overflows int64",
+                   axis, (long long)in.size, (long long)gr->size);
+}
+
+static ccg_status read_axis(ccg__infer *ix, const char *attr, int *axis) {
+  return ccg__axis(ix, ccg__attr_i(ix, attr), ccg__in_shape(ix, 0)->rank, attr,
+                   axis);
+}
+
+static void set_output(ccg__infer *ix, const ccg_shape *s) {
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = *s;
+}
+
+/* ---- shape-keeping collectives ------------------------------------------ */
+
+static const ccg__attr_spec all_reduce_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("reduce_op", STRING),
+};
+
+static ccg_status infer_all_reduce(ccg__infer *ix) {
+  group gr;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__NUM_TYPES, "a numeric type"));
+  CCG_CHECK(check_reduce_op(ix));
+  set_output(ix, ccg__in_shape(ix, 0));
+  return CCG_STATUS_OK;
+}
+
+static const ccg__attr_spec broadcast_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("root", INT),
+};
+
+static ccg_status infer_broadcast(ccg__infer *ix) {
+  group gr;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(check_root(ix, &gr));
+  set_output(ix, ccg__in_shape(ix, 0));
+  return CCG_STATUS_OK;
+}
+
+static const ccg__attr_spec reduce_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("root", INT),
+    REQ("reduce_op", STRING),
+};
+
+static ccg_status infer_reduce(ccg__infer *ix) {
+  group gr;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__NUM_TYPES, "a numeric type"));
+  CCG_CHECK(check_reduce_op(ix));
+  CCG_CHECK(check_root(ix, &gr));
+  set_output(ix, ccg__in_shape(ix, 0));
+  return CCG_STATUS_OK;
+}
+
+/* ---- gather, scatter, slice --------------------------------------------- */
+
+static const ccg__attr_spec all_gather_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("axis", INT),
+    OPT("split_sizes", INTS),
+};
+
+static ccg_status infer_all_gather(ccg__infer *ix) {
+  group gr;
+  int axis;
+  splits s;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(read_axis(ix, "axis", &axis));
+  CCG_CHECK(read_splits(ix, &gr, "split_sizes", &s));
+  ccg_shape out = *ccg__in_shape(ix, 0);
+  if (s.v) {
+    CCG_CHECK(check_shard(ix, &gr, &s, axis));
+    out.dims[axis] = ccg_dim_num(s.sum);
+  } else {
+    CCG_CHECK(mul_dim(ix, &gr, axis, &out.dims[axis]));
+  }
+  set_output(ix, &out);
+  return CCG_STATUS_OK;
+}
+
+/* ReduceScatter and ShardSlice keep this rank's chunk along `axis`. */
+static ccg_status infer_scatter(ccg__infer *ix, const group *gr) {
+  int axis;
+  splits s;
+  CCG_CHECK(read_axis(ix, "axis", &axis));
+  CCG_CHECK(read_splits(ix, gr, "split_sizes", &s));
+  ccg_shape out = *ccg__in_shape(ix, 0);
+  if (s.v) {
+    CCG_CHECK(check_sum(ix, &s, axis));
+    CCG_CHECK(per_rank_dim(ix, gr, &s, &out.dims[axis]));
+  } else {
+    CCG_CHECK(div_dim(ix, gr, axis, &out.dims[axis]));
+  }
+  set_output(ix, &out);
+  return CCG_STATUS_OK;
+}
+
+static const ccg__attr_spec reduce_scatter_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("axis", INT),
+    REQ("reduce_op", STRING),
+    OPT("split_sizes", INTS),
+};
+
+static ccg_status infer_reduce_scatter(ccg__infer *ix) {
+  group gr;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__NUM_TYPES, "a numeric type"));
+  CCG_CHECK(check_reduce_op(ix));
+  return infer_scatter(ix, &gr);
+}
+
+static const ccg__attr_spec shard_slice_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("axis", INT),
+    OPT("split_sizes", INTS),
+};
+
+static ccg_status infer_shard_slice(ccg__infer *ix) {
+  group gr;
+  CCG_CHECK(read_group(ix, &gr));
+  return infer_scatter(ix, &gr);
+}
+
+/* ---- AllToAll ----------------------------------------------------------- */
+
+static const ccg__attr_spec all_to_all_attrs[] = {
+    MESH_AXES,
+    GROUP_SIZE,
+    REQ("split_axis", INT),
+    REQ("concat_axis", INT),
+    OPT("in_splits", INTS),
+    OPT("out_splits", INTS),
+};
+
+/* One axis: chunks leave and arrive along it. The dim becomes the sum of
+ * what arrives; an even side (no list) needs the dim to divide by W. */
+static ccg_status a2a_same_axis(ccg__infer *ix, const group *gr, int axis,
+                                const splits *in, const splits *out,
+                                ccg_shape *y) {
+  if (!in->v || !out->v) {
+    ccg_dim chunk = y->dims[axis];
+    CCG_CHECK(div_dim(ix, gr, axis, &chunk));
+  }
+  if (out->v)
+    y->dims[axis] = ccg_dim_num(out->sum);
+  return CCG_STATUS_OK;
+}
+
+/* Two axes: a scatter along split_axis and a gather along concat_axis, so
+ * the swapped op (the backward) gives the input shape back. */
+static ccg_status a2a_two_axes(ccg__infer *ix, const group *gr, int sa, int ca,
+                               const splits *in, const splits *out,
+                               ccg_shape *y) {
+  if (in->v)
+    CCG_CHECK(per_rank_dim(ix, gr, in, &y->dims[sa]));
+  else
+    CCG_CHECK(div_dim(ix, gr, sa, &y->dims[sa]));
+  if (!out->v)
+    return mul_dim(ix, gr, ca, &y->dims[ca]);
+  CCG_CHECK(check_shard(ix, gr, out, ca));
+  y->dims[ca] = ccg_dim_num(out->sum);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_all_to_all(ccg__infer *ix) {
+  group gr;
+  int sa, ca;
+  splits in, out;
+  CCG_CHECK(read_group(ix, &gr));
+  CCG_CHECK(read_axis(ix, "split_axis", &sa));
+  CCG_CHECK(read_axis(ix, "concat_axis", &ca));
+  CCG_CHECK(read_splits(ix, &gr, "in_splits", &in));
+  CCG_CHECK(read_splits(ix, &gr, "out_splits", &out));
+  if (in.v)
+    CCG_CHECK(check_sum(ix, &in, sa));
+  ccg_shape y = *ccg__in_shape(ix, 0);
+  if (sa == ca)
+    CCG_CHECK(a2a_same_axis(ix, &gr, sa, &in, &out, &y));
+  else
+    CCG_CHECK(a2a_two_axes(ix, &gr, sa, ca, &in, &out, &y));
+  set_output(ix, &y);
+  return CCG_STATUS_OK;
+}
+
+/* ---- point-to-point ----------------------------------------------------- */
+
+static const ccg__attr_spec send_attrs[] = {
+    REQ("mesh_axis", STRING),
+    REQ("peer_offset", INT),
+    REQ("tag", INT),
+};
+
+static ccg_status infer_send(ccg__infer *ix) { return check_p2p(ix); }
+
+static const ccg__attr_spec recv_attrs[] = {
+    REQ("mesh_axis", STRING), REQ("peer_offset", INT), REQ("tag", INT),
+    REQ("dtype", STRING),     REQ("shape", INTS),
+};
+
+static ccg_status infer_recv(ccg__infer *ix) {
+  CCG_CHECK(check_p2p(ix));
+  const char *dts = ccg__attr_s(ix, "dtype");
+  ccg_dtype dt;
+  if (ccg_dtype_parse(dts, &dt) != CCG_STATUS_OK)
+    return ccg__fail(ix, CCG_STATUS_DTYPE,
+                     "dtype is '%s', not a dtype (f32, f16, bf16, f64, i64, "
+                     "i32, i8, u8, bool)",
+                     dts);
+  const int64_t *dims;
+  size_t n = ccg__attr_ints(ix, "shape", &dims);
+  if (n > CCG_MAX_RANK)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "shape has %zu dims; at most %d are allowed", n,
+                     CCG_MAX_RANK);
+  for (size_t i = 0; i < n; i++)
+    if (dims[i] < 0)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "shape dim %zu is %lld; Recv needs static dims >= 0", i,
+                       (long long)dims[i]);
+  ix->out_dtype[0] = dt;
+  ix->out_shape[0] = ccg_shape_make((int)n, dims);
+  return CCG_STATUS_OK;
+}
+
+static const ccg__attr_spec permute_attrs[] = {
+    REQ("mesh_axis", STRING),
+    REQ("shift", INT),
+    REQ("rotate", INT),
+};
+
+static ccg_status infer_permute(ccg__infer *ix) {
+  int64_t size;
+  const char *axis;
+  CCG_CHECK(read_p2p_axis(ix, &size, &axis));
+  CCG_CHECK(check_offset(ix, "shift", axis, size));
+  int64_t rotate = ccg__attr_i(ix, "rotate");
+  if (rotate != 0 && rotate != 1)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "rotate is %lld; expected 0 or 1", (long long)rotate);
+  set_output(ix, ccg__in_shape(ix, 0));
+  return CCG_STATUS_OK;
+}
+
+#define COLLECTIVE(attrs, fn)                                                  \
+  { CCG__ATTRS(attrs), CCG__OP_COLLECTIVE, fn }
+
+const ccg__op_def ccg__opdef_ALL_REDUCE =
+    COLLECTIVE(all_reduce_attrs, infer_all_reduce);
+const ccg__op_def ccg__opdef_ALL_GATHER =
+    COLLECTIVE(all_gather_attrs, infer_all_gather);
+const ccg__op_def ccg__opdef_REDUCE_SCATTER =
+    COLLECTIVE(reduce_scatter_attrs, infer_reduce_scatter);
+const ccg__op_def ccg__opdef_ALL_TO_ALL =
+    COLLECTIVE(all_to_all_attrs, infer_all_to_all);
+const ccg__op_def ccg__opdef_SHARD_SLICE =
+    COLLECTIVE(shard_slice_attrs, infer_shard_slice);
+const ccg__op_def ccg__opdef_BROADCAST =
+    COLLECTIVE(broadcast_attrs, infer_broadcast);
+const ccg__op_def ccg__opdef_REDUCE = COLLECTIVE(reduce_attrs, infer_reduce);
+const ccg__op_def ccg__opdef_SEND = COLLECTIVE(send_attrs, infer_send);
+const ccg__op_def ccg__opdef_RECV = COLLECTIVE(recv_attrs, infer_recv);
+const ccg__op_def ccg__opdef_COLLECTIVE_PERMUTE =
+    COLLECTIVE(permute_attrs, infer_permute);
+
+/* ---- builders ----------------------------------------------------------- */
+
+/* mesh_axes and group_size from "dp,tp". Names are only split here: the
+ * shape rule reports an unknown or repeated axis naming node, op and mesh,
+ * so group_size counts the known axes once each. */
+typedef struct group_attrs {
+  char buf[128];
+  const char *names[MAX_AXIS_NAMES];
+  size_t n;
+  int64_t size;
+} group_attrs;
+
+static ccg_status split_axes(ccg_graph *g, ccg_op op, const char *axes,
+                             group_attrs *ga) {
+  memset(ga, 0, sizeof *ga);
+  size_t len = axes ? strlen(axes) : 0;
+  if (len >= sizeof ga->buf)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "%s: mesh axes '%.40s...' are too long (%zu characters)",
+                      ccg_op_name(op), axes, len);
+  if (len)
+    memcpy(ga->buf, axes, len + 1);
+  for (char *p = len ? ga->buf : NULL; p;) {
+    if (ga->n == MAX_AXIS_NAMES)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "%s: '%s' names more than %d mesh axes",
+                        ccg_op_name(op), axes, MAX_AXIS_NAMES);
+    ga->names[ga->n++] = p;
+    char *comma = strchr(p, ',');
+    if (comma)
+      *comma++ = '\0';
+    p = comma;
+  }
+  const ccg_mesh *m = ccg_graph_mesh(g);
+  unsigned mask = 0;
+  for (size_t i = 0; m && i < ga->n; i++) {
+    int a = ccg_mesh_axis(m, ga->names[i]);
+    if (a >= 0)
+      mask |= 1u << a;
+  }
+  ga->size = m ? ccg_mesh_group_size(m, mask) : 0;
+  return CCG_STATUS_OK;
+}
+
+/* The lists hold one entry per rank of the group (NULL = even). */
+static size_t list_len(const group_attrs *ga, const int64_t *v) {
+  return v && ga->size > 0 ? (size_t)ga->size : 0;
+}
+
+#define MAX_EXTRA 4
+
+static ccg_status build_grouped(ccg_graph *g, ccg_op op, ccg_value_id x,
+                                const group_attrs *ga, const ccg_attr *extra,
+                                size_t n_extra, ccg_value_id *out) {
+  ccg_attr attrs[2 + MAX_EXTRA];
+  attrs[0] = CCG_ATTR_SS("mesh_axes", ga->names, ga->n);
+  attrs[1] = CCG_ATTR_I("group_size", ga->size);
+  memcpy(attrs + 2, extra, n_extra * sizeof *extra);
+  return ccg__build(g, op, &x, 1, attrs, 2 + n_extra, 1, out, NULL);
+}
+
+ccg_status ccg_all_reduce(ccg_graph *g, ccg_value_id x, const char *axes,
+                          ccg_reduce_op op, ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_ALL_REDUCE, axes, &ga));
+  ccg_attr a = CCG_ATTR_S("reduce_op", ccg_reduce_op_name(op));
+  return build_grouped(g, CCG_OP_ALL_REDUCE, x, &ga, &a, 1, out);
+}
+
+ccg_status ccg_all_gather(ccg_graph *g, ccg_value_id x, const char *axes,
+                          int64_t axis, const int64_t *split_sizes,
+                          ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_ALL_GATHER, axes, &ga));
+  ccg_attr a[2] = {
+      CCG_ATTR_I("axis", axis),
+      CCG_ATTR_IS("split_sizes", split_sizes, list_len(&ga, split_sizes))};
+  return build_grouped(g, CCG_OP_ALL_GATHER, x, &ga, a, split_sizes ? 2 : 1,
+                       out);
+}
+
+ccg_status ccg_reduce_scatter(ccg_graph *g, ccg_value_id x, const char *axes,
+                              int64_t axis, ccg_reduce_op op,
+                              const int64_t *split_sizes, ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_REDUCE_SCATTER, axes, &ga));
+  ccg_attr a[3] = {
+      CCG_ATTR_I("axis", axis), CCG_ATTR_S("reduce_op", ccg_reduce_op_name(op)),
+      CCG_ATTR_IS("split_sizes", split_sizes, list_len(&ga, split_sizes))};
+  return build_grouped(g, CCG_OP_REDUCE_SCATTER, x, &ga, a, split_sizes ? 3 : 2,
+                       out);
+}
+
+ccg_status ccg_all_to_all(ccg_graph *g, ccg_value_id x, const char *axes,
+                          int64_t split_axis, int64_t concat_axis,
+                          const int64_t *in_splits, const int64_t *out_splits,
+                          ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_ALL_TO_ALL, axes, &ga));
+  ccg_attr a[4] = {CCG_ATTR_I("split_axis", split_axis),
+                   CCG_ATTR_I("concat_axis", concat_axis)};
+  size_t n = 2;
+  if (in_splits)
+    a[n++] = CCG_ATTR_IS("in_splits", in_splits, list_len(&ga, in_splits));
+  if (out_splits)
+    a[n++] = CCG_ATTR_IS("out_splits", out_splits, list_len(&ga, out_splits));
+  return build_grouped(g, CCG_OP_ALL_TO_ALL, x, &ga, a, n, out);
+}
+
+ccg_status ccg_shard_slice(ccg_graph *g, ccg_value_id x, const char *axes,
+                           int64_t axis, const int64_t *split_sizes,
+                           ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_SHARD_SLICE, axes, &ga));
+  ccg_attr a[2] = {
+      CCG_ATTR_I("axis", axis),
+      CCG_ATTR_IS("split_sizes", split_sizes, list_len(&ga, split_sizes))};
+  return build_grouped(g, CCG_OP_SHARD_SLICE, x, &ga, a, split_sizes ? 2 : 1,
+                       out);
+}
+
+ccg_status ccg_broadcast(ccg_graph *g, ccg_value_id x, const char *axes,
+                         int64_t root, ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_BROADCAST, axes, &ga));
+  ccg_attr a = CCG_ATTR_I("root", root);
+  return build_grouped(g, CCG_OP_BROADCAST, x, &ga, &a, 1, out);
+}
+
+ccg_status ccg_reduce(ccg_graph *g, ccg_value_id x, const char *axes,
+                      int64_t root, ccg_reduce_op op, ccg_value_id *out) {
+  group_attrs ga;
+  CCG_CHECK(split_axes(g, CCG_OP_REDUCE, axes, &ga));
+  ccg_attr a[2] = {CCG_ATTR_I("root", root),
+                   CCG_ATTR_S("reduce_op", ccg_reduce_op_name(op))};
+  return build_grouped(g, CCG_OP_REDUCE, x, &ga, a, 2, out);
+}
+
+ccg_status ccg_send(ccg_graph *g, ccg_value_id x, const char *axis,
+                    int64_t peer_offset, int64_t tag, ccg_node_id *out_node) {
+  ccg_attr a[3] = {CCG_ATTR_S("mesh_axis", axis ? axis : ""),
+                   CCG_ATTR_I("peer_offset", peer_offset),
+                   CCG_ATTR_I("tag", tag)};
+  return ccg__build(g, CCG_OP_SEND, &x, 1, a, 3, 0, NULL, out_node);
+}
+
+/* The receiver allocates before any data arrives, so the shape is static. */
+static ccg_status static_dims(ccg_graph *g, const ccg_shape *s, int64_t *dims) {
+  if (!s || s->rank < 0 || s->rank > CCG_MAX_RANK)
+    return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                      "Recv: the shape is NULL or its rank is outside 0..%d",
+                      CCG_MAX_RANK);
+  for (int i = 0; i < s->rank; i++) {
+    if (s->dims[i].size < 0) {
+      char d[64];
+      return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                        "Recv: dim %d is %s; Recv needs a static shape "
+                        "(dims >= 0)",
+                        i, ccg__dim_str(s->dims[i], d, sizeof d));
+    }
+    dims[i] = s->dims[i].size;
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_recv(ccg_graph *g, const char *axis, int64_t peer_offset,
+                    int64_t tag, ccg_dtype dtype, const ccg_shape *shape,
+                    ccg_value_id *out) {
+  int64_t dims[CCG_MAX_RANK];
+  CCG_CHECK(static_dims(g, shape, dims));
+  ccg_attr a[5] = {CCG_ATTR_S("mesh_axis", axis ? axis : ""),
+                   CCG_ATTR_I("peer_offset", peer_offset),
+                   CCG_ATTR_I("tag", tag),
+                   CCG_ATTR_S("dtype", ccg_dtype_name(dtype)),
+                   CCG_ATTR_IS("shape", dims, (size_t)shape->rank)};
+  return ccg__build(g, CCG_OP_RECV, NULL, 0, a, 5, 1, out, NULL);
+}
+
+ccg_status ccg_collective_permute(ccg_graph *g, ccg_value_id x,
+                                  const char *axis, int64_t shift, bool rotate,
+                                  ccg_value_id *out) {
+  ccg_attr a[3] = {CCG_ATTR_S("mesh_axis", axis ? axis : ""),
+                   CCG_ATTR_I("shift", shift),
+                   CCG_ATTR_I("rotate", rotate ? 1 : 0)};
+  return ccg__build(g, CCG_OP_COLLECTIVE_PERMUTE, &x, 1, a, 3, 1, out, NULL);
+}

@@ -35,6 +35,7 @@ ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   ccg__ctx_init(&g->ctx);
   g->alloc = a;
   ccg__arena_init(&g->arena, &a, 0);
+  ccg__arena_init(&g->scratch, &a, 16 * 1024);
   ccg__strmap_init(&g->value_names, &a);
   ccg__strmap_init(&g->node_names, &a);
   ccg__strmap_init(&g->symbols, &a);
@@ -61,6 +62,7 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
   ccg__arena_free(&g->arena);
+  ccg__arena_free(&g->scratch);
   g->ctx.magic = 0;
   ccg__free(&a, g, sizeof *g);
 }
@@ -419,37 +421,24 @@ int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
 
 /* ---- nodes -------------------------------------------------------------- */
 
+/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. */
 static const char *make_node_name(ccg_graph *g, ccg_op op) {
   for (size_t k = g->n_nodes;; k++) {
-    char *n = ccg__arena_printf(&g->arena, "%s%s%s_%zu", g->scope,
+    char *n = ccg__arena_printf(&g->scratch, "%s%s%s_%zu", g->scope,
                                 *g->scope ? "/" : "", ccg_op_name(op), k);
     if (!n || !ccg__strmap_get(&g->node_names, n, NULL))
       return n;
   }
 }
 
-static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
-                           const ccg_value_id *in, size_t n_in,
-                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
-                           const char *const *out_names, ccg_node_id *out_node,
-                           ccg_value_id *outs) {
-  const ccg__op_info *info = ccg__op_info_of(op);
-  ccg_status st = CCG_STATUS_OK;
-  if (!info)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "op id %d is invalid",
-                      (int)op);
-  if (name && !*name)
-    name = NULL;
-  if (name && ccg__strmap_get(&g->node_names, name, NULL))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): a node of that name already exists",
-                      name, info->name);
-  const char *nm = name ? ccg__arena_strdup(&g->arena, name)
-                        : make_node_name(g, op);
-  if (!nm)
-    return oom(g, "naming a node");
-
-  if ((int)n_in < info->min_in || (info->max_in >= 0 && (int)n_in > info->max_in))
+/* Arity, inputs and attributes of a node about to be added. */
+static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
+                                  ccg_op op, const char *nm,
+                                  const ccg_value_id *in, size_t n_in,
+                                  const ccg_attr *attrs, size_t n_attrs,
+                                  size_t n_out) {
+  if ((int)n_in < info->min_in ||
+      (info->max_in >= 0 && (int)n_in > info->max_in))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): %zu inputs given, expected %d to %d",
                       nm, info->name, n_in, info->min_in,
@@ -481,102 +470,158 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): attributes array is NULL", nm,
                       info->name);
-  CCG_CHECK(ccg__check_attrs(g, op, nm, attrs, n_attrs));
+  return ccg__check_attrs(g, op, nm, attrs, n_attrs);
+}
 
-  ccg__infer ix = {g, op, nm, in, n_in, attrs, n_attrs, n_out, NULL, NULL,
-                   NULL, NULL};
-  CCG_CHECK(ccg__run_infer(&ix));
-  size_t m = n_out ? n_out : 1;
-
-  /* Names of the outputs: all checked before anything is committed. */
-  const char **onames = ccg__arena_calloc(&g->arena, m, sizeof *onames);
-  if (!onames)
+/* Output names (given or generated), checked for uniqueness, and output
+ * shapes interned; everything in the scratch arena. */
+static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
+                               const char *const *out_names,
+                               const char ***onames) {
+  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
+  const char **names =
+      ccg__arena_calloc(&g->scratch, ix->n_out ? ix->n_out : 1, sizeof *names);
+  if (!names)
     return oom(g, "naming outputs");
-  for (size_t i = 0; i < n_out; i++) {
+  for (size_t i = 0; i < ix->n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
-    onames[i] = want && *want
-                    ? ccg__arena_strdup(&g->arena, want)
-                    : ccg__arena_printf(&g->arena, "%s_output_%zu", nm, i);
-    if (!onames[i])
+    names[i] = want && *want
+                   ? want
+                   : ccg__arena_printf(&g->scratch, "%s_output_%zu", nm, i);
+    if (!names[i])
       return oom(g, "naming outputs");
-    if (ccg__strmap_get(&g->value_names, onames[i], NULL))
+    if (ccg__strmap_get(&g->value_names, names[i], NULL))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "node '%s' (%s): output %zu '%s': a value of that name "
                         "already exists (values are assigned once)",
-                        nm, info->name, i, onames[i]);
+                        nm, opn, i, names[i]);
     for (size_t j = 0; j < i; j++)
-      if (strcmp(onames[i], onames[j]) == 0)
+      if (strcmp(names[i], names[j]) == 0)
         return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                           "node '%s' (%s): outputs %zu and %zu are both named "
                           "'%s'",
-                          nm, info->name, j, i, onames[i]);
-    ccg_status sst = ccg__shape_import(g, &ix.out_shape[i], &ix.out_shape[i]);
-    if (sst != CCG_STATUS_OK)
-      return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm,
-                               info->name, i);
+                          nm, opn, j, i, names[i]);
+    if (ccg__shape_import(g, &ix->out_shape[i], &ix->out_shape[i]) !=
+        CCG_STATUS_OK)
+      return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
+                               i);
   }
+  *onames = names;
+  return CCG_STATUS_OK;
+}
 
-  ccg_attr *cattrs = ccg__copy_attrs(g, attrs, n_attrs, &st, nm);
-  ccg_value_id *cin = ccg__arena_memdup(&g->arena, in, n_in * sizeof *in, 4);
-  ccg_value_id *cout = ccg__arena_calloc(&g->arena, m, sizeof *cout);
-  if (!cattrs)
+/* Everything the node keeps, copied into the graph's arena, and room in
+ * every table, so that the commit after it cannot fail half-way. */
+typedef struct node_copy {
+  const char *name;
+  const char **onames;
+  ccg_attr *attrs;
+  ccg_value_id *in, *out;
+  ccg_dim **known;
+} node_copy;
+
+static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
+                            const char *const *onames, node_copy *c) {
+  size_t m = ix->n_out ? ix->n_out : 1;
+  ccg_status st = CCG_STATUS_OK;
+  c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
+  if (!c->attrs)
     return st;
-  if (!cin || !cout)
+  c->name = ccg__arena_strdup(&g->arena, ix->node_name);
+  c->in = ccg__arena_memdup(&g->arena, ix->in, ix->n_in * sizeof *ix->in, 4);
+  c->out = ccg__arena_calloc(&g->arena, m, sizeof *c->out);
+  c->onames = ccg__arena_calloc(&g->arena, m, sizeof *c->onames);
+  c->known = ccg__arena_calloc(&g->arena, m, sizeof *c->known);
+  if (!c->name || !c->in || !c->out || !c->onames || !c->known)
     return oom(g, "adding a node");
-  ccg_dim **known = ccg__arena_calloc(&g->arena, m, sizeof *known);
-  if (!known)
-    return oom(g, "adding a node");
-  for (size_t i = 0; i < n_out; i++) {
-    if (ix.out_n_known[i] < 0)
-      continue;
-    known[i] = ccg__arena_memdup(&g->arena, ix.out_known[i],
-                                 sizeof ix.out_known[i], 8);
-    if (!known[i])
+  for (size_t i = 0; i < ix->n_out; i++) {
+    if (!(c->onames[i] = ccg__arena_strdup(&g->arena, onames[i])))
+      return oom(g, "adding a node");
+    if (ix->out_n_known[i] >= 0 &&
+        !(c->known[i] = ccg__arena_memdup(&g->arena, ix->out_known[i],
+                                          sizeof ix->out_known[i], 8)))
       return oom(g, "adding a node");
   }
-  /* Room for everything, so the commit below cannot fail half-way. */
-  if (g->n_nodes >= CCG_NONE - 1 || g->n_values + n_out >= CCG_NONE - 1 ||
+  if (g->n_nodes >= CCG_NONE - 1 || g->n_values + ix->n_out >= CCG_NONE - 1 ||
       !ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
                         g->n_nodes + 1, sizeof *g->nodes) ||
       !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
-                        g->n_values + n_out, sizeof *g->values))
-    return oom(g, "adding a node");
-  if (ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
+                        g->n_values + ix->n_out, sizeof *g->values) ||
+      ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
           CCG_STATUS_OK ||
-      ccg__strmap_reserve(&g->value_names, g->value_names.count + n_out) !=
-          CCG_STATUS_OK)
-    return oom(g, "indexing names");
+      ccg__strmap_reserve(&g->value_names,
+                          g->value_names.count + ix->n_out) != CCG_STATUS_OK)
+    return oom(g, "adding a node");
+  return CCG_STATUS_OK;
+}
+
+/* Cannot fail: copy_node made room for everything. */
+static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
+                               const node_copy *c) {
   ccg_node_id nid = (ccg_node_id)g->n_nodes;
-  ccg__strmap_put(&g->node_names, nm, nid);
-  for (size_t i = 0; i < n_out; i++) {
+  ccg__strmap_put(&g->node_names, c->name, nid);
+  for (size_t i = 0; i < ix->n_out; i++) {
     ccg_value_id vid;
-    st = push_value(g, onames[i], ix.out_dtype[i], &ix.out_shape[i],
-                    CCG_VALUE_NODE_OUTPUT, &vid);
-    if (st != CCG_STATUS_OK)
-      return st; /* cannot happen: room was reserved above */
+    (void)push_value(g, c->onames[i], ix->out_dtype[i], &ix->out_shape[i],
+               CCG_VALUE_NODE_OUTPUT, &vid);
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
-    if (known[i]) {
-      v->known = known[i];
-      v->n_known = ix.out_n_known[i];
+    if (c->known[i]) {
+      v->known = c->known[i];
+      v->n_known = ix->out_n_known[i];
     }
-    cout[i] = vid;
+    c->out[i] = vid;
   }
   ccg__node *node = &g->nodes[g->n_nodes++];
   memset(node, 0, sizeof *node);
-  node->op = op;
-  node->name = nm;
-  node->inputs = cin;
-  node->n_inputs = (uint32_t)n_in;
-  node->outputs = cout;
-  node->n_outputs = (uint32_t)n_out;
-  node->attrs = cattrs;
-  node->n_attrs = (uint32_t)n_attrs;
+  node->op = ix->op;
+  node->name = c->name;
+  node->inputs = c->in;
+  node->n_inputs = (uint32_t)ix->n_in;
+  node->outputs = c->out;
+  node->n_outputs = (uint32_t)ix->n_out;
+  node->attrs = c->attrs;
+  node->n_attrs = (uint32_t)ix->n_attrs;
+  return nid;
+}
+
+/* The one way nodes enter a graph. Work that a refused node may leave
+ * behind goes to the scratch arena, which is reset on every call, so
+ * refused calls do not grow the graph. */
+static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
+                           const ccg_value_id *in, size_t n_in,
+                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
+                           const char *const *out_names, ccg_node_id *out_node,
+                           ccg_value_id *outs) {
+  const ccg__op_info *info = ccg__op_info_of(op);
+  if (!info)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "op id %d is invalid",
+                      (int)op);
+  ccg__arena_reset(&g->scratch);
+  if (name && !*name)
+    name = NULL;
+  if (name && ccg__strmap_get(&g->node_names, name, NULL))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): a node of that name already exists",
+                      name, info->name);
+  const char *nm = name ? name : make_node_name(g, op);
+  if (!nm)
+    return oom(g, "naming a node");
+  CCG_CHECK(
+      check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
+  ccg__infer ix = {g, op, nm, in, n_in, attrs, n_attrs, n_out, NULL, NULL,
+                   NULL, NULL};
+  CCG_CHECK(ccg__run_infer(&ix));
+  const char **onames = NULL;
+  CCG_CHECK(name_outputs(g, &ix, out_names, &onames));
+  node_copy c = {0};
+  CCG_CHECK(copy_node(g, &ix, onames, &c));
+  ccg_node_id nid = commit_node(g, &ix, &c);
   if (out_node)
     *out_node = nid;
   if (outs)
-    memcpy(outs, cout, n_out * sizeof *outs);
+    memcpy(outs, c.out, n_out * sizeof *outs);
   return CCG_STATUS_OK;
 }
 

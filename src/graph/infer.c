@@ -11,10 +11,10 @@
 ccg_status ccg__run_infer(ccg__infer *ix) {
   ccg_graph *g = ix->g;
   size_t m = ix->n_out ? ix->n_out : 1;
-  ix->out_dtype = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_dtype);
-  ix->out_shape = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_shape);
-  ix->out_n_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_n_known);
-  ix->out_known = ccg__arena_calloc(&g->arena, m, sizeof *ix->out_known);
+  ix->out_dtype = ccg__arena_calloc(&g->scratch, m, sizeof *ix->out_dtype);
+  ix->out_shape = ccg__arena_calloc(&g->scratch, m, sizeof *ix->out_shape);
+  ix->out_n_known = ccg__arena_calloc(&g->scratch, m, sizeof *ix->out_n_known);
+  ix->out_known = ccg__arena_calloc(&g->scratch, m, sizeof *ix->out_known);
   if (!ix->out_dtype || !ix->out_shape || !ix->out_n_known || !ix->out_known)
     return ccg__error(&g->ctx, CCG_STATUS_OOM,
                       "out of memory while inferring shapes");

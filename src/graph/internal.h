@@ -40,7 +40,8 @@ typedef struct ccg__node {
 struct ccg_graph {
   ccg_ctx ctx; /* first: see ccg_last_error */
   ccg_allocator alloc;
-  ccg_arena arena;
+  ccg_arena arena;   /* everything the graph keeps */
+  ccg_arena scratch; /* shape-rule work, reset per node; see add_node */
   const char *name;
   bool has_mesh;
   ccg_mesh mesh;

@@ -1,5 +1,167 @@
-/* (being written) */
+/* Matrix products: MatMul (numpy semantics: batched, broadcast batch dims,
+ * 1-D operands promoted and the added dim removed) and Gemm (2-D, optional
+ * transposes, C broadcast to [M,N]). Inner dims compare as canonical text,
+ * so symbolic K works as long as both sides name the same size. */
+#include <string.h>
+
 #include "graph/internal.h"
-static ccg_status infer_todo(ccg__infer *ix) { return ccg__fail(ix, CCG_STATUS_UNSUPPORTED, "no shape rule yet"); }
-const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS, 0, infer_todo};
-const ccg__op_def ccg__opdef_GEMM = {CCG__NO_ATTRS, 0, infer_todo};
+
+/* Integer products are allowed as ONNX allows them (quantized paths). */
+#define MATMUL_TYPES (CCG__FLOAT_TYPES | CCG__DT(I32) | CCG__DT(I64))
+#define MATMUL_WHAT "a float, i32 or i64 type"
+
+static ccg_status k_mismatch(ccg__infer *ix, ccg_dim ka, ccg_dim kb) {
+  char sa[128], sb[128], xa[64], xb[64];
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "inner dims do not match: '%s' %s has K=%s but '%s' %s "
+                   "has K=%s",
+                   ccg__in_name(ix, 0),
+                   ccg__shape_str(ccg__in_shape(ix, 0), sa, sizeof sa),
+                   ccg__dim_str(ka, xa, sizeof xa), ccg__in_name(ix, 1),
+                   ccg__shape_str(ccg__in_shape(ix, 1), sb, sizeof sb),
+                   ccg__dim_str(kb, xb, sizeof xb));
+}
+
+/* ---- MatMul ------------------------------------------------------------- */
+
+/* The leading dims of s (all but the last two), as a shape of their own. */
+static ccg_shape batch_part(const ccg_shape *s) {
+  ccg_shape b;
+  memset(&b, 0, sizeof b);
+  b.rank = s->rank - 2;
+  memcpy(b.dims, s->dims, (size_t)b.rank * sizeof *b.dims);
+  return b;
+}
+
+/* numpy promotion: [K] as the left operand is [1,K], as the right one
+ * [K,1]; the added dim is dropped from the result again. */
+static ccg_shape promote(const ccg_shape *s, bool left) {
+  if (s->rank != 1)
+    return *s;
+  ccg_shape p;
+  memset(&p, 0, sizeof p);
+  p.rank = 2;
+  p.dims[left ? 0 : 1] = ccg_dim_num(1);
+  p.dims[left ? 1 : 0] = s->dims[0];
+  return p;
+}
+
+static ccg_status infer_matmul(ccg__infer *ix) {
+  CCG_CHECK(ccg__expect_dtype(ix, 0, MATMUL_TYPES, MATMUL_WHAT));
+  CCG_CHECK(ccg__same_dtype(ix, 0, 1));
+  const ccg_shape *a0 = ccg__in_shape(ix, 0), *b0 = ccg__in_shape(ix, 1);
+  for (size_t i = 0; i < 2; i++)
+    if (ccg__in_shape(ix, i)->rank < 1)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "input %zu '%s' is a scalar; MatMul operands need "
+                       "rank >= 1",
+                       i, ccg__in_name(ix, i));
+  ccg_shape a = promote(a0, true), b = promote(b0, false);
+  ccg_dim ka = a.dims[a.rank - 1], kb = b.dims[b.rank - 2];
+  if (!ccg_dim_equal(ka, kb))
+    return k_mismatch(ix, ka, kb);
+  ccg_shape ba = batch_part(&a), bb = batch_part(&b), out;
+  CCG_CHECK(ccg__broadcast(ix, &ba, &bb, &out));
+  if (a0->rank > 1)
+    out.dims[out.rank++] = a.dims[a.rank - 2];
+  if (b0->rank > 1)
+    out.dims[out.rank++] = b.dims[b.rank - 1];
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = out;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS, 0, infer_matmul};
+
+/* ---- Gemm --------------------------------------------------------------- */
+
+static const ccg__attr_spec gemm_attrs[] = {
+    {"alpha", CCG_ATTR_FLOAT, false, 0, 1.0f, NULL},
+    {"beta", CCG_ATTR_FLOAT, false, 0, 1.0f, NULL},
+    {"transA", CCG_ATTR_INT, false, 0, 0, NULL},
+    {"transB", CCG_ATTR_INT, false, 0, 0, NULL},
+};
+
+static ccg_status read_flag(ccg__infer *ix, const char *name, bool *out) {
+  int64_t v = ccg__attr_i(ix, name);
+  if (v != 0 && v != 1)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "%s is %lld; expected 0 or 1",
+                     name, (long long)v);
+  *out = v == 1;
+  return CCG_STATUS_OK;
+}
+
+/* C must broadcast one way to [M,N]: each of its dims (from the right)
+ * equals the target's or is the number 1. */
+static ccg_status check_gemm_c(ccg__infer *ix, const ccg_shape *mn) {
+  const ccg_shape *c = ccg__in_shape(ix, 2);
+  bool ok = c->rank <= 2;
+  for (int i = 0; ok && i < c->rank; i++) {
+    ccg_dim d = c->dims[c->rank - 1 - i], t = mn->dims[1 - i];
+    ok = ccg_dim_equal(d, t) || (!ccg_dim_is_sym(d) && d.size == 1);
+  }
+  if (ok)
+    return CCG_STATUS_OK;
+  char sc[128], st[128];
+  return ccg__fail(ix, CCG_STATUS_SHAPE,
+                   "C '%s' %s does not broadcast to the output shape %s",
+                   ccg__in_name(ix, 2), ccg__shape_str(c, sc, sizeof sc),
+                   ccg__shape_str(mn, st, sizeof st));
+}
+
+static ccg_status infer_gemm(ccg__infer *ix) {
+  bool ta = false, tb = false;
+  CCG_CHECK(read_flag(ix, "transA", &ta));
+  CCG_CHECK(read_flag(ix, "transB", &tb));
+  CCG_CHECK(ccg__expect_dtype(ix, 0, MATMUL_TYPES, MATMUL_WHAT));
+  CCG_CHECK(ccg__same_dtype(ix, 0, 1));
+  if (ccg__in_has(ix, 2))
+    CCG_CHECK(ccg__same_dtype(ix, 0, 2));
+  for (size_t i = 0; i < 2; i++) {
+    char s[128];
+    const ccg_shape *x = ccg__in_shape(ix, i);
+    if (x->rank != 2)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "input %zu '%s' is %s; Gemm needs rank 2", i,
+                       ccg__in_name(ix, i), ccg__shape_str(x, s, sizeof s));
+  }
+  const ccg_shape *a = ccg__in_shape(ix, 0), *b = ccg__in_shape(ix, 1);
+  ccg_dim ka = a->dims[ta ? 0 : 1], kb = b->dims[tb ? 1 : 0];
+  if (!ccg_dim_equal(ka, kb))
+    return k_mismatch(ix, ka, kb);
+  ccg_shape mn;
+  memset(&mn, 0, sizeof mn);
+  mn.rank = 2;
+  mn.dims[0] = a->dims[ta ? 1 : 0];
+  mn.dims[1] = b->dims[tb ? 0 : 1];
+  if (ccg__in_has(ix, 2))
+    CCG_CHECK(check_gemm_c(ix, &mn));
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = mn;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_GEMM = {CCG__ATTRS(gemm_attrs), 0, infer_gemm};
+
+/* ---- builders ----------------------------------------------------------- */
+
+ccg_status ccg_matmul(ccg_graph *g, ccg_value_id a, ccg_value_id b,
+                      ccg_value_id *out) {
+  ccg_value_id in[2] = {a, b};
+  return ccg__build(g, CCG_OP_MATMUL, in, 2, NULL, 0, 1, out, NULL);
+}
+
+ccg_status ccg_gemm(ccg_graph *g, ccg_value_id a, ccg_value_id b,
+                    ccg_value_id c, float alpha, float beta, bool trans_a,
+                    bool trans_b, ccg_value_id *out) {
+  ccg_value_id in[3] = {a, b, c};
+  /* All four written: exporters and readers never depend on defaults. */
+  ccg_attr attrs[4] = {
+      CCG_ATTR_F("alpha", alpha),
+      CCG_ATTR_F("beta", beta),
+      CCG_ATTR_I("transA", trans_a ? 1 : 0),
+      CCG_ATTR_I("transB", trans_b ? 1 : 0),
+  };
+  return ccg__build(g, CCG_OP_GEMM, in, c == CCG_NONE ? 2 : 3, attrs, 4, 1, out,
+                    NULL);
+}

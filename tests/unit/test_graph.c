@@ -298,6 +298,15 @@ static void test_validate_and_order(void **state) {
   assert_ok(g, ccg_tanh(g, x, &b)); /* node 1 */
   assert_ok(g, ccg_add(g, a, b, &c)); /* node 2 */
   assert_ok(g, ccg_graph_validate(g));
+  /* Neither validation nor refused nodes grow the graph's memory. */
+  ccg_value_id other = ccg_test_input(g, "other", CCG_DTYPE_F32, "[3]");
+  size_t used = g->arena.used;
+  for (int i = 0; i < 200; i++) {
+    assert_ok(g, ccg_graph_validate(g));
+    ccg_value_id bad;
+    assert_fails(g, CCG_STATUS_SHAPE, ccg_add(g, a, other, &bad), "broadcast");
+  }
+  assert_int_equal(g->arena.used, used);
   ccg_node_id order[3];
   assert_ok(g, ccg_graph_topo_order(g, order));
   assert_int_equal(order[0], 0);

@@ -52,20 +52,20 @@ static inline ccg_graph *ccg_test_graph(const char *mesh) {
 }
 
 /* Adds an f32 (or other dtype) input from a shape string such as
- * "[batch,4,16]" ("[]" = scalar). Numbers become numeric dims, anything else
- * a symbol. */
+ * "[batch,4,16]" or "[tp{3,5},8]" ("[]" = scalar). Numbers become numeric
+ * dims, anything else a symbol (at most 63 characters). */
 static inline ccg_value_id ccg_test_input(ccg_graph *g, const char *name,
                                           ccg_dtype dt, const char *shape) {
   ccg_shape s;
   memset(&s, 0, sizeof s);
-  static char syms[64][32];
+  static char syms[64][64];
   static int next_sym;
   const char *p = shape + 1;
   while (*p && *p != ']') {
     const char *e = p;
     while (*e && *e != ',' && *e != ']')
-      e++;
-    char tok[32];
+      e = *e == '{' && strchr(e, '}') ? strchr(e, '}') + 1 : e + 1;
+    char tok[64];
     snprintf(tok, sizeof tok, "%.*s", (int)(e - p), p);
     char *end;
     long long v = strtoll(tok, &end, 10);
@@ -73,7 +73,7 @@ static inline ccg_value_id ccg_test_input(ccg_graph *g, const char *name,
       s.dims[s.rank++] = ccg_dim_num(v);
     } else {
       char *slot = syms[next_sym++ % 64];
-      snprintf(slot, 32, "%s", tok);
+      snprintf(slot, 64, "%s", tok);
       s.dims[s.rank++] = ccg_dim_sym(slot);
     }
     p = *e == ',' ? e + 1 : e;
