@@ -58,6 +58,15 @@ expect 2 "axis 'tp' appears twice" -- mesh tp=2,tp=2
 expect 2 "'tp4' is not NAME=SIZE" -- mesh tp4
 expect 2 "mesh axis 'ep' is not in the mesh \[dp=2,tp=2\]" -- mesh dp=2,tp=2 --axes ep
 
+# CCG_LOG sets the log level; a bad value is reported, not fatal.
+export CCG_LOG=debug
+expect 2 '\[debug\] PARSE: mesh .tp=0.' -- mesh tp=0
+export CCG_LOG=loud
+expect 2 'CCG_LOG=loud is not one of debug, info, warn, error, off' -- mesh tp=0
+export CCG_LOG=off
+expect 2 '^ccgraph mesh: mesh .tp=0.: size' -- mesh tp=0
+unset CCG_LOG
+
 total=$((passes + failures))
 echo "cli: ${passes} passed, ${failures} failed"
 [ "$failures" -eq 0 ]

@@ -15,6 +15,12 @@
 #include "core/error.h"
 #include "core/strmap.h"
 
+/* main() sets CCG_LOG=info before anything logs. */
+static void test_log_level_from_env(void **state) {
+  (void)state;
+  assert_int_equal(ccg_log_get_level(), CCG_LOG_INFO);
+}
+
 static void test_status_strings(void **state) {
   (void)state;
   assert_string_equal(ccg_status_name(CCG_STATUS_OK), "OK");
@@ -253,7 +259,9 @@ static void test_log_levels(void **state) {
 }
 
 int main(void) {
+  setenv("CCG_LOG", "info", 1);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_log_level_from_env),
       cmocka_unit_test(test_status_strings),
       cmocka_unit_test(test_error_context),
       cmocka_unit_test(test_check_macros),
