@@ -44,7 +44,8 @@ int main(int argc, char **argv) {
         return 1;
       }
     } else {
-      fprintf(stderr, "usage: megatron_mlp [--tp N] [--format text|json|dot]\n");
+      fprintf(stderr,
+              "usage: megatron_mlp [--tp N] [--format text|json|dot]\n");
       return 1;
     }
   }
@@ -103,8 +104,8 @@ int main(int argc, char **argv) {
 
   ccg_tag copy_to = {"megatron.copy_to_tensor_model_parallel_region", 0,
                      "{\"group\":\"tp\"}", false};
-  ccg_tag reduce_from = {"megatron.reduce_from_tensor_model_parallel_region",
-                         1, "{\"group\":\"tp\"}", false};
+  ccg_tag reduce_from = {"megatron.reduce_from_tensor_model_parallel_region", 1,
+                         "{\"group\":\"tp\"}", false};
   CHECK(g, ccg_graph_push_scope(g, "mlp"));
   CHECK(g, ccg_identity(g, x, &h));
   CHECK(g, ccg_node_set_tag(g, ccg_value_producer(g, h), &copy_to));

@@ -12,7 +12,7 @@ packages=(
   libopenblas-dev
   python3 python3-onnx python3-jsonschema libonnx-testdata
   graphviz valgrind
-  clang libclang-rt-14-dev
+  clang clang-format libclang-rt-14-dev
 )
 
 missing=()

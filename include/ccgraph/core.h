@@ -45,12 +45,14 @@ extern "C" {
   X(TIMEOUT, "timeout")                                                        \
   X(INTERNAL, "internal error")
 
+/* clang-format off */
 typedef enum ccg_status {
 #define CCG__STATUS_ENUM(name, desc) CCG_STATUS_##name,
   CCG_STATUS_LIST(CCG__STATUS_ENUM)
 #undef CCG__STATUS_ENUM
   CCG_STATUS_COUNT
 } ccg_status;
+/* clang-format on */
 
 /* Upper-case name of a status ("SHAPE"); "UNKNOWN" for out-of-range values.
  * Returns a static string. Thread-safe. */

@@ -29,12 +29,14 @@ extern "C" {
   X(U8, "u8", 1)                                                               \
   X(BOOL, "bool", 1)
 
+/* clang-format off */
 typedef enum ccg_dtype {
 #define CCG__DTYPE_ENUM(name, str, size) CCG_DTYPE_##name,
   CCG_DTYPE_LIST(CCG__DTYPE_ENUM)
 #undef CCG__DTYPE_ENUM
   CCG_DTYPE_COUNT
 } ccg_dtype;
+/* clang-format on */
 
 /* "f32", ...; "invalid" out of range. Static string. */
 CCG_API const char *ccg_dtype_name(ccg_dtype dt);
@@ -70,9 +72,9 @@ typedef struct ccg_shape {
 /* A shape of `rank` numeric dims (rank is clamped to 0..CCG_MAX_RANK). */
 CCG_API ccg_shape ccg_shape_make(int rank, const int64_t *dims);
 #define CCG_SHAPE(...)                                                         \
-  ccg_shape_make((int)(sizeof((const int64_t[]){__VA_ARGS__}) /                \
-                       sizeof(int64_t)),                                       \
-                 (const int64_t[]){__VA_ARGS__})
+  ccg_shape_make(                                                              \
+      (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),         \
+      (const int64_t[]){__VA_ARGS__})
 #define CCG_SCALAR_SHAPE ccg_shape_make(0, NULL)
 /* Dim constructors. ccg_dim_sym keeps the pointer (copied on entry into a
  * graph). */
@@ -125,8 +127,9 @@ CCG_API int ccg_mesh_format(const ccg_mesh *m, char *buf, size_t size);
 CCG_API int64_t ccg_mesh_world_size(const ccg_mesh *m);
 /* Index of the axis called `name`, or -1. */
 CCG_API int ccg_mesh_axis(const ccg_mesh *m, const char *name);
-/* Mask of a comma-separated list of axis names ("dp,tp"); CCG_STATUS_INVALID_ARG
- * (thread context) naming an unknown or repeated axis. */
+/* Mask of a comma-separated list of axis names ("dp,tp");
+ * CCG_STATUS_INVALID_ARG (thread context) naming an unknown or repeated axis.
+ */
 CCG_API ccg_status ccg_mesh_axes_mask(const ccg_mesh *m, const char *axes,
                                       unsigned *mask);
 /* Ranks in the group over `mask` (the product of those axes' sizes). */
@@ -184,12 +187,14 @@ typedef struct ccg_placement {
   X(STRINGS, "strings")                                                        \
   X(TENSOR, "tensor")
 
+/* clang-format off */
 typedef enum ccg_attr_type {
 #define CCG__ATTR_ENUM(name, str) CCG_ATTR_##name,
   CCG_ATTR_TYPE_LIST(CCG__ATTR_ENUM)
 #undef CCG__ATTR_ENUM
   CCG_ATTR_TYPE_COUNT
 } ccg_attr_type;
+/* clang-format on */
 
 CCG_API const char *ccg_attr_type_name(ccg_attr_type t);
 
@@ -208,7 +213,8 @@ typedef struct ccg_attr {
   const ccg_tensor *t;
 } ccg_attr;
 
-#define CCG_ATTR_I(nm, v) ((ccg_attr){.name = (nm), .type = CCG_ATTR_INT, .i = (v)})
+#define CCG_ATTR_I(nm, v)                                                      \
+  ((ccg_attr){.name = (nm), .type = CCG_ATTR_INT, .i = (v)})
 #define CCG_ATTR_F(nm, v)                                                      \
   ((ccg_attr){.name = (nm), .type = CCG_ATTR_FLOAT, .f = (v)})
 #define CCG_ATTR_S(nm, v)                                                      \
@@ -285,12 +291,14 @@ typedef struct ccg_attr {
   X(RECV, "Recv", "ccgraph", 0, 0, 1, 1)                                       \
   X(COLLECTIVE_PERMUTE, "CollectivePermute", "ccgraph", 1, 1, 1, 1)
 
+/* clang-format off */
 typedef enum ccg_op {
 #define CCG__OP_ENUM(id, name, domain, imin, imax, omin, omax) CCG_OP_##id,
   CCG_OP_LIST(CCG__OP_ENUM)
 #undef CCG__OP_ENUM
   CCG_OP_COUNT
 } ccg_op;
+/* clang-format on */
 
 #define CCG_DOMAIN_ONNX ""
 #define CCG_DOMAIN_CCGRAPH "ccgraph"
@@ -327,9 +335,9 @@ typedef enum ccg_value_kind {
 } ccg_value_kind;
 
 typedef struct ccg_graph_options {
-  size_t size; /* sizeof(ccg_graph_options) */
-  const char *name;                /* default "graph" */
-  const ccg_allocator *allocator;  /* default libc; copied */
+  size_t size;                    /* sizeof(ccg_graph_options) */
+  const char *name;               /* default "graph" */
+  const ccg_allocator *allocator; /* default libc; copied */
 } ccg_graph_options;
 #define CCG_GRAPH_OPTIONS_INIT                                                 \
   { sizeof(ccg_graph_options), NULL, NULL }
@@ -390,8 +398,7 @@ CCG_API const ccg_tensor *ccg_value_data(const ccg_graph *g, ccg_value_id v);
 /* Known contents of a small integer value (a shape computed from Shape,
  * Gather, Concat, ... or a constant): up to CCG_MAX_RANK elements, each a
  * number or a symbol. Returns the element count, or -1 if not known. */
-CCG_API int ccg_value_known(const ccg_graph *g, ccg_value_id v,
-                            ccg_dim *elems);
+CCG_API int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems);
 
 /* Placements: one per mesh axis (n == the mesh's ndims). Shard dims are
  * checked against the value's rank and normalized. */
@@ -493,8 +500,7 @@ CCG_API ccg_status ccg_dump_format_parse(const char *name,
 /* Writes the graph: text (one line per node), JSON (stable: same graph, same
  * bytes; for golden tests) or Graphviz DOT (collectives drawn distinctly,
  * edges labelled with shapes). */
-CCG_API ccg_status ccg_graph_dump(ccg_graph *g, ccg_dump_format fmt,
-                                  FILE *out);
+CCG_API ccg_status ccg_graph_dump(ccg_graph *g, ccg_dump_format fmt, FILE *out);
 /* The same into a string. "new": free with free(). */
 CCG_API ccg_status ccg_graph_dump_string(ccg_graph *g, ccg_dump_format fmt,
                                          char **out);
@@ -507,7 +513,8 @@ CCG_API ccg_status ccg_graph_dump_string(ccg_graph *g, ccg_dump_format fmt,
  * (counted from the end). */
 
 /* elementwise.c: ONNX broadcasting for the binary ops and Where. */
-CCG_API ccg_status ccg_identity(ccg_graph *g, ccg_value_id x, ccg_value_id *out);
+CCG_API ccg_status ccg_identity(ccg_graph *g, ccg_value_id x,
+                                ccg_value_id *out);
 CCG_API ccg_status ccg_add(ccg_graph *g, ccg_value_id a, ccg_value_id b,
                            ccg_value_id *out);
 CCG_API ccg_status ccg_sub(ccg_graph *g, ccg_value_id a, ccg_value_id b,
@@ -636,16 +643,14 @@ CCG_API ccg_status ccg_reduce_scatter(ccg_graph *g, ccg_value_id x,
  * sizes, or even). The lists are this rank's, as in Megatron's all_to_all. */
 CCG_API ccg_status ccg_all_to_all(ccg_graph *g, ccg_value_id x,
                                   const char *axes, int64_t split_axis,
-                                  int64_t concat_axis,
-                                  const int64_t *in_splits,
+                                  int64_t concat_axis, const int64_t *in_splits,
                                   const int64_t *out_splits, ccg_value_id *out);
 CCG_API ccg_status ccg_shard_slice(ccg_graph *g, ccg_value_id x,
                                    const char *axes, int64_t axis,
                                    const int64_t *split_sizes,
                                    ccg_value_id *out);
-CCG_API ccg_status ccg_broadcast(ccg_graph *g, ccg_value_id x,
-                                 const char *axes, int64_t root,
-                                 ccg_value_id *out);
+CCG_API ccg_status ccg_broadcast(ccg_graph *g, ccg_value_id x, const char *axes,
+                                 int64_t root, ccg_value_id *out);
 /* Every rank gets an output of x's shape; only root's holds the reduction
  * (the others' content is unspecified). */
 CCG_API ccg_status ccg_reduce(ccg_graph *g, ccg_value_id x, const char *axes,
@@ -657,8 +662,8 @@ CCG_API ccg_status ccg_send(ccg_graph *g, ccg_value_id x, const char *axis,
                             int64_t peer_offset, int64_t tag,
                             ccg_node_id *out_node);
 CCG_API ccg_status ccg_recv(ccg_graph *g, const char *axis, int64_t peer_offset,
-                            int64_t tag, ccg_dtype dtype, const ccg_shape *shape,
-                            ccg_value_id *out);
+                            int64_t tag, ccg_dtype dtype,
+                            const ccg_shape *shape, ccg_value_id *out);
 /* Sends to coordinate own + shift and receives from own - shift along one
  * axis; rotate = 1 wraps around the ends (a ring), 0 leaves the edge ranks'
  * missing input zero. */

@@ -104,12 +104,18 @@ static int cmd_ops(int argc, char **argv) {
   for (int op = 0; op < CCG_OP_COUNT; op++) {
     int imin, imax, omin, omax;
     ccg_op_arity((ccg_op)op, &imin, &imax, &omin, &omax);
-    const char *dom = *ccg_op_domain((ccg_op)op) ? ccg_op_domain((ccg_op)op)
-                                                  : "ai.onnx";
+    const char *dom =
+        *ccg_op_domain((ccg_op)op) ? ccg_op_domain((ccg_op)op) : "ai.onnx";
     char in[16], out[16], attrs[512] = "";
-    snprintf(in, sizeof in, imax < 0 ? "%d+" : imin == imax ? "%d" : "%d-%d",
+    snprintf(in, sizeof in,
+             imax < 0       ? "%d+"
+             : imin == imax ? "%d"
+                            : "%d-%d",
              imin, imax);
-    snprintf(out, sizeof out, omax < 0 ? "%d+" : omin == omax ? "%d" : "%d-%d",
+    snprintf(out, sizeof out,
+             omax < 0       ? "%d+"
+             : omin == omax ? "%d"
+                            : "%d-%d",
              omin, omax);
     json_t *jattrs = json ? json_array() : NULL;
     size_t used = 0;
@@ -118,29 +124,29 @@ static int cmd_ops(int argc, char **argv) {
       bool req;
       const char *name = ccg_op_attr_info((ccg_op)op, a, &t, &req);
       if (json)
-        json_array_append_new(jattrs,
-                              json_pack("{s:s,s:s,s:b}", "name", name, "type",
-                                        ccg_attr_type_name(t), "required",
-                                        req));
+        json_array_append_new(jattrs, json_pack("{s:s,s:s,s:b}", "name", name,
+                                                "type", ccg_attr_type_name(t),
+                                                "required", req));
       else if (used < sizeof attrs)
-        used += (size_t)snprintf(attrs + used, sizeof attrs - used,
-                                 "%s%s:%s%s", a ? " " : "", name,
-                                 ccg_attr_type_name(t), req ? "!" : "");
+        used += (size_t)snprintf(attrs + used, sizeof attrs - used, "%s%s:%s%s",
+                                 a ? " " : "", name, ccg_attr_type_name(t),
+                                 req ? "!" : "");
     }
     if (json)
       json_array_append_new(
-          arr, json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:o}", "op",
-                         ccg_op_name((ccg_op)op), "domain", dom, "min_inputs",
-                         imin, "max_inputs", imax, "min_outputs", omin,
-                         "max_outputs", omax, "collective",
-                         ccg_op_is_collective((ccg_op)op), "attributes",
-                         jattrs));
+          arr,
+          json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:o}", "op",
+                    ccg_op_name((ccg_op)op), "domain", dom, "min_inputs", imin,
+                    "max_inputs", imax, "min_outputs", omin, "max_outputs",
+                    omax, "collective", ccg_op_is_collective((ccg_op)op),
+                    "attributes", jattrs));
     else
-      printf("%-20s %-8s %-7s %-7s %s\n", ccg_op_name((ccg_op)op), dom, in,
-             out, attrs);
+      printf("%-20s %-8s %-7s %-7s %s\n", ccg_op_name((ccg_op)op), dom, in, out,
+             attrs);
   }
   if (json)
-    return print_json(json_pack("{s:i,s:o}", "count", CCG_OP_COUNT, "ops", arr));
+    return print_json(
+        json_pack("{s:i,s:o}", "count", CCG_OP_COUNT, "ops", arr));
   printf("\n%d ops ('!' = required attribute; -1 max = unbounded)\n",
          CCG_OP_COUNT);
   return EXIT_OK;
@@ -220,10 +226,11 @@ static int cmd_mesh(int argc, char **argv) {
   }
   int64_t world = ccg_mesh_world_size(&m);
   if (json) {
-    json_t *jaxes = json_array(), *coords = json_array(), *groups = json_object();
+    json_t *jaxes = json_array(), *coords = json_array(),
+           *groups = json_object();
     for (int i = 0; i < m.ndims; i++)
       json_array_append_new(jaxes, json_pack("{s:s,s:I}", "name", m.names[i],
-                                              "size", (json_int_t)m.sizes[i]));
+                                             "size", (json_int_t)m.sizes[i]));
     for (int64_t r = 0; r < world; r++) {
       int64_t c[CCG_MAX_MESH_AXES];
       ccg_mesh_coords(&m, r, c);

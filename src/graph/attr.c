@@ -6,7 +6,7 @@
 
 /* Checks attributes against the op's spec; errors name node, op, attr. */
 ccg_status ccg__check_attrs(ccg_graph *g, ccg_op op, const char *node,
-                              const ccg_attr *attrs, size_t n) {
+                            const ccg_attr *attrs, size_t n) {
   const char *opn = ccg_op_name(op);
   for (size_t i = 0; i < n; i++) {
     const ccg_attr *a = &attrs[i];
@@ -60,7 +60,7 @@ ccg_status ccg__check_attrs(ccg_graph *g, ccg_op op, const char *node,
 
 /* Deep copy of attributes into the arena; NULL on OOM. */
 ccg_attr *ccg__copy_attrs(ccg_graph *g, const ccg_attr *attrs, size_t n,
-                            ccg_status *st, const char *node) {
+                          ccg_status *st, const char *node) {
   ccg_attr *c = ccg__arena_calloc(&g->arena, n ? n : 1, sizeof *c);
   if (!c)
     goto fail;
@@ -159,8 +159,8 @@ static ccg_status attr_lookup(ccg_graph *g, ccg_node_id n, const char *name,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): required attribute '%s' is missing",
                       x->name, ccg_op_name(x->op), name);
-  *out = (ccg_attr){.name = s->name, .type = s->type, .i = s->i, .f = s->f,
-                    .s = s->s};
+  *out = (ccg_attr){
+      .name = s->name, .type = s->type, .i = s->i, .f = s->f, .s = s->s};
   return CCG_STATUS_OK;
 }
 

@@ -58,8 +58,8 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   ccg_node_id *adj = ccg__calloc(&g->alloc, n_edges ? n_edges : 1, sizeof *adj);
   ccg_node_id *heap_buf = ccg__calloc(&g->alloc, n, sizeof *heap_buf);
   if (!indeg || !start || !adj || !heap_buf) {
-    st = ccg__error(&g->ctx, CCG_STATUS_OOM,
-                    "out of memory ordering %zu nodes", n);
+    st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory ordering %zu nodes",
+                    n);
     goto out;
   }
   for (size_t i = 0; i < n; i++) {
@@ -114,8 +114,7 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
       if (indeg[i]) {
         st = ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "graph '%s' has a cycle through node '%s' (%s)",
-                        g->name, g->nodes[i].name,
-                        ccg_op_name(g->nodes[i].op));
+                        g->name, g->nodes[i].name, ccg_op_name(g->nodes[i].op));
         break;
       }
     }
@@ -150,9 +149,9 @@ static ccg_status check_node(ccg_graph *g, ccg_node_id id) {
                         "alone",
                         x->name, opn, k);
   }
-  ccg__infer ix = {g,          x->op,      x->name,      x->inputs,
-                   x->n_inputs, x->attrs,  x->n_attrs,   x->n_outputs,
-                   NULL,       NULL,       NULL,         NULL};
+  ccg__infer ix = {g,           x->op,    x->name,    x->inputs,
+                   x->n_inputs, x->attrs, x->n_attrs, x->n_outputs,
+                   NULL,        NULL,     NULL,       NULL};
   CCG_CHECK(ccg__run_infer(&ix));
   for (uint32_t k = 0; k < x->n_outputs; k++) {
     const ccg__value *v = &g->values[x->outputs[k]];

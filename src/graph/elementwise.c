@@ -72,14 +72,22 @@ static ccg_status infer_binary(ccg__infer *ix, dim_fold f) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status infer_add(ccg__infer *ix) { return infer_binary(ix, fold_add); }
-static ccg_status infer_sub(ccg__infer *ix) { return infer_binary(ix, fold_sub); }
-static ccg_status infer_mul(ccg__infer *ix) { return infer_binary(ix, fold_mul); }
-static ccg_status infer_div(ccg__infer *ix) { return infer_binary(ix, fold_div); }
+static ccg_status infer_add(ccg__infer *ix) {
+  return infer_binary(ix, fold_add);
+}
+static ccg_status infer_sub(ccg__infer *ix) {
+  return infer_binary(ix, fold_sub);
+}
+static ccg_status infer_mul(ccg__infer *ix) {
+  return infer_binary(ix, fold_mul);
+}
+static ccg_status infer_div(ccg__infer *ix) {
+  return infer_binary(ix, fold_div);
+}
 
 static ccg_status infer_pow(ccg__infer *ix) {
-  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__FLOAT_TYPES | CCG__DT(I64) |
-                                         CCG__DT(I32),
+  CCG_CHECK(ccg__expect_dtype(ix, 0,
+                              CCG__FLOAT_TYPES | CCG__DT(I64) | CCG__DT(I32),
                               "a float, i64 or i32 base"));
   CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__NUM_TYPES, "a numeric exponent"));
   CCG_CHECK(ccg__broadcast(ix, ccg__in_shape(ix, 0), ccg__in_shape(ix, 1),
@@ -163,7 +171,8 @@ static ccg_status infer_where(ccg__infer *ix) {
   CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__DT(BOOL), "bool (the condition)"));
   CCG_CHECK(ccg__same_dtype(ix, 1, 2));
   ccg_shape xy;
-  CCG_CHECK(ccg__broadcast(ix, ccg__in_shape(ix, 1), ccg__in_shape(ix, 2), &xy));
+  CCG_CHECK(
+      ccg__broadcast(ix, ccg__in_shape(ix, 1), ccg__in_shape(ix, 2), &xy));
   CCG_CHECK(ccg__broadcast(ix, ccg__in_shape(ix, 0), &xy, &ix->out_shape[0]));
   ix->out_dtype[0] = ccg__in_dtype(ix, 1);
   return CCG_STATUS_OK;

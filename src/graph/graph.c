@@ -16,7 +16,8 @@ static ccg_status oom(ccg_graph *g, const char *what) {
 ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
   if (!out)
-    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ccg_graph_new: out is NULL");
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_graph_new: out is NULL");
   *out = NULL;
   if (opts) {
     if (opts->size < sizeof o)
@@ -82,8 +83,8 @@ const char *ccg__intern(ccg_graph *g, const char *s) {
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
                              ccg_shape *out) {
   if (in->rank < 0 || in->rank > CCG_MAX_RANK)
-    return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
-                      "rank %d is outside 0..%d", in->rank, CCG_MAX_RANK);
+    return ccg__error(&g->ctx, CCG_STATUS_SHAPE, "rank %d is outside 0..%d",
+                      in->rank, CCG_MAX_RANK);
   ccg_shape s;
   memset(&s, 0, sizeof s);
   s.rank = in->rank;
@@ -256,17 +257,16 @@ static void set_known_from_data(ccg_graph *g, ccg__value *v) {
   if (!k)
     return; /* contents stay unknown: shapes that need them become symbols */
   for (int64_t i = 0; i < n; i++)
-    k[i] = ccg_dim_num(t->dtype == CCG_DTYPE_I64
-                           ? ((const int64_t *)t->data)[i]
-                           : ((const int32_t *)t->data)[i]);
+    k[i] =
+        ccg_dim_num(t->dtype == CCG_DTYPE_I64 ? ((const int64_t *)t->data)[i]
+                                              : ((const int32_t *)t->data)[i]);
   v->known = k;
   v->n_known = (int)n;
 }
 
 /* Copies a tensor (and its data) into the graph's arena. */
-ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t,
-                               ccg_status *st, const char *what,
-                               const char *name) {
+ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t, ccg_status *st,
+                             const char *what, const char *name) {
   size_t nbytes;
   if (ccg_tensor_nbytes(t, &nbytes) != CCG_STATUS_OK) {
     ccg__error_copy(&g->ctx, NULL);
@@ -440,15 +440,16 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   if ((int)n_in < info->min_in ||
       (info->max_in >= 0 && (int)n_in > info->max_in))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): %zu inputs given, expected %d to %d",
-                      nm, info->name, n_in, info->min_in,
+                      "node '%s' (%s): %zu inputs given, expected %d to %d", nm,
+                      info->name, n_in, info->min_in,
                       info->max_in >= 0 ? info->max_in : 1 << 30);
   if ((int)n_out < info->min_out ||
       (info->max_out >= 0 && (int)n_out > info->max_out))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): %zu outputs asked for, expected %d to %d",
-                      nm, info->name, n_out, info->min_out,
-                      info->max_out >= 0 ? info->max_out : 1 << 30);
+    return ccg__error(
+        &g->ctx, CCG_STATUS_INVALID_ARG,
+        "node '%s' (%s): %zu outputs asked for, expected %d to %d", nm,
+        info->name, n_out, info->min_out,
+        info->max_out >= 0 ? info->max_out : 1 << 30);
   if (n_in && !in)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): inputs array is NULL", nm, info->name);
@@ -549,8 +550,8 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
                         g->n_values + ix->n_out, sizeof *g->values) ||
       ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
           CCG_STATUS_OK ||
-      ccg__strmap_reserve(&g->value_names,
-                          g->value_names.count + ix->n_out) != CCG_STATUS_OK)
+      ccg__strmap_reserve(&g->value_names, g->value_names.count + ix->n_out) !=
+          CCG_STATUS_OK)
     return oom(g, "adding a node");
   return CCG_STATUS_OK;
 }
@@ -563,7 +564,7 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
   for (size_t i = 0; i < ix->n_out; i++) {
     ccg_value_id vid;
     (void)push_value(g, c->onames[i], ix->out_dtype[i], &ix->out_shape[i],
-               CCG_VALUE_NODE_OUTPUT, &vid);
+                     CCG_VALUE_NODE_OUTPUT, &vid);
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
@@ -608,10 +609,9 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   const char *nm = name ? name : make_node_name(g, op);
   if (!nm)
     return oom(g, "naming a node");
-  CCG_CHECK(
-      check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
-  ccg__infer ix = {g, op, nm, in, n_in, attrs, n_attrs, n_out, NULL, NULL,
-                   NULL, NULL};
+  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
+  ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
+                   n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
   const char **onames = NULL;
   CCG_CHECK(name_outputs(g, &ix, out_names, &onames));

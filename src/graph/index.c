@@ -20,7 +20,7 @@ static ccg_status slice_check_inputs(ccg__infer *ix) {
     if (!ccg__in_has(ix, i))
       continue;
     CCG_CHECK(ccg__expect_vector(ix, i, CCG__DT(I64) | CCG__DT(I32),
-                            "a 1-D i32 or i64 vector"));
+                                 "a 1-D i32 or i64 vector"));
     ccg_dim d = ccg__in_shape(ix, i)->dims[0];
     if (!ccg_dim_is_sym(d) && !ccg_dim_is_sym(len) && d.size != len.size)
       return ccg__fail(ix, CCG_STATUS_SHAPE,

@@ -138,12 +138,11 @@ ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
       r.dims[i] = db;
     else {
       char sa[128], sb[128], xa[64], xb[64];
-      return ccg__fail(ix, CCG_STATUS_SHAPE,
-                       "shapes %s and %s do not broadcast (dim %d: %s vs %s)",
-                       ccg__shape_str(a, sa, sizeof sa),
-                       ccg__shape_str(b, sb, sizeof sb), i,
-                       ccg__dim_str(da, xa, sizeof xa),
-                       ccg__dim_str(db, xb, sizeof xb));
+      return ccg__fail(
+          ix, CCG_STATUS_SHAPE,
+          "shapes %s and %s do not broadcast (dim %d: %s vs %s)",
+          ccg__shape_str(a, sa, sizeof sa), ccg__shape_str(b, sb, sizeof sb), i,
+          ccg__dim_str(da, xa, sizeof xa), ccg__dim_str(db, xb, sizeof xb));
     }
   }
   *out = r;
@@ -173,12 +172,13 @@ ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j) {
 
 /* Input i must be a 1-D vector of one of `types`. */
 ccg_status ccg__expect_vector(ccg__infer *ix, size_t i, unsigned types,
-                                const char *what) {
+                              const char *what) {
   CCG_CHECK(ccg__expect_dtype(ix, i, types, what));
   if (ccg__in_shape(ix, i)->rank == 1)
     return CCG_STATUS_OK;
   char b[192];
   return ccg__fail(ix, CCG_STATUS_SHAPE,
                    "input %zu '%s' has shape %s; %s expected", i,
-                   ccg__in_name(ix, i), ccg__shape_str(ccg__in_shape(ix, i), b, sizeof b), what);
+                   ccg__in_name(ix, i),
+                   ccg__shape_str(ccg__in_shape(ix, i), b, sizeof b), what);
 }

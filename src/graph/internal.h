@@ -223,9 +223,9 @@ static inline bool ccg__is_num(ccg_dim d, int64_t v) {
 ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j);
 
 #define CCG__DT(x) (1u << CCG_DTYPE_##x)
-#define CCG__FLOAT_TYPES (CCG__DT(F32) | CCG__DT(F16) | CCG__DT(BF16) | CCG__DT(F64))
-#define CCG__INT_TYPES                                                         \
-  (CCG__DT(I64) | CCG__DT(I32) | CCG__DT(I8) | CCG__DT(U8))
+#define CCG__FLOAT_TYPES                                                       \
+  (CCG__DT(F32) | CCG__DT(F16) | CCG__DT(BF16) | CCG__DT(F64))
+#define CCG__INT_TYPES (CCG__DT(I64) | CCG__DT(I32) | CCG__DT(I8) | CCG__DT(U8))
 #define CCG__NUM_TYPES (CCG__FLOAT_TYPES | CCG__INT_TYPES)
 #define CCG__ALL_TYPES (CCG__NUM_TYPES | CCG__DT(BOOL))
 

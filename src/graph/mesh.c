@@ -54,9 +54,8 @@ ccg_status ccg_mesh_parse(const char *spec, ccg_mesh *out) {
                         "[A-Za-z_][A-Za-z0-9_]* and have at most %d characters",
                         spec, (int)nlen, p, CCG_MESH_NAME_MAX - 1);
     if (m.ndims == CCG_MAX_MESH_AXES)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "mesh '%s': more than %d axes", spec,
-                        CCG_MAX_MESH_AXES);
+      return ccg__error(NULL, CCG_STATUS_PARSE, "mesh '%s': more than %d axes",
+                        spec, CCG_MAX_MESH_AXES);
     char name[CCG_MESH_NAME_MAX];
     memcpy(name, p, nlen);
     name[nlen] = '\0';
@@ -88,8 +87,8 @@ ccg_status ccg_mesh_parse(const char *spec, ccg_mesh *out) {
       break;
     p = end + 1;
     if (!*p)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "mesh '%s': trailing comma", spec);
+      return ccg__error(NULL, CCG_STATUS_PARSE, "mesh '%s': trailing comma",
+                        spec);
   }
   *out = m;
   return CCG_STATUS_OK;
@@ -133,8 +132,8 @@ ccg_status ccg_mesh_axes_mask(const ccg_mesh *m, const char *axes,
       char mbuf[128];
       ccg_mesh_format(m, mbuf, sizeof mbuf);
       return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
-                        "mesh axis '%.*s' is not in the mesh [%s]", (int)len,
-                        p, mbuf);
+                        "mesh axis '%.*s' is not in the mesh [%s]", (int)len, p,
+                        mbuf);
     }
     if (out & (1u << axis))
       return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
@@ -169,8 +168,7 @@ ccg_status ccg_mesh_coords(const ccg_mesh *m, int64_t rank,
   return CCG_STATUS_OK;
 }
 
-int64_t ccg_mesh_rank_in_group(const ccg_mesh *m, int64_t rank,
-                               unsigned mask) {
+int64_t ccg_mesh_rank_in_group(const ccg_mesh *m, int64_t rank, unsigned mask) {
   int64_t c[CCG_MAX_MESH_AXES];
   if (rank < 0 || rank >= ccg_mesh_world_size(m))
     return -1;
@@ -267,8 +265,7 @@ ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
   return CCG_STATUS_OK;
 }
 
-int ccg_value_placements(const ccg_graph *g, ccg_value_id v,
-                         ccg_placement *p) {
+int ccg_value_placements(const ccg_graph *g, ccg_value_id v, ccg_placement *p) {
   if (!ccg__value_ok(g, v))
     return 0;
   const ccg__value *x = &g->values[v];

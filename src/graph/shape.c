@@ -1,8 +1,9 @@
 /* Shape ops: Reshape, Transpose, Concat, Split, Unsqueeze, Squeeze, Expand,
- * Shape, Constant, ConstantOfShape (Slice and Gather are in index.c). Small integer vectors
- * keep their known contents through these ops: torch.onnx.export with
- * dynamic axes computes reshape targets as Shape -> Gather -> Unsqueeze ->
- * Concat, and the target dims stay known only if every step carries them. */
+ * Shape, Constant, ConstantOfShape (Slice and Gather are in index.c). Small
+ * integer vectors keep their known contents through these ops:
+ * torch.onnx.export with dynamic axes computes reshape targets as Shape ->
+ * Gather -> Unsqueeze -> Concat, and the target dims stay known only if every
+ * step carries them. */
 #include <stdio.h>
 #include <string.h>
 

@@ -74,7 +74,9 @@ static bool mono_add_atom(mono *m, atom t) {
   return true;
 }
 
-static bool is_ident_start(char c) { return isalpha((unsigned char)c) || c == '_'; }
+static bool is_ident_start(char c) {
+  return isalpha((unsigned char)c) || c == '_';
+}
 static bool is_ident_char(char c) {
   return isalnum((unsigned char)c) || c == '_' || c == '.';
 }

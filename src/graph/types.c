@@ -135,9 +135,8 @@ ccg_status ccg_tensor_nbytes(const ccg_tensor *t, size_t *out) {
       t->dtype == CCG_DTYPE_UNDEFINED)
     return ccg__error(NULL, CCG_STATUS_DTYPE, "tensor has no valid dtype");
   if (t->rank < 0 || t->rank > CCG_MAX_RANK)
-    return ccg__error(NULL, CCG_STATUS_SHAPE,
-                      "tensor rank %d is outside 0..%d", t->rank,
-                      CCG_MAX_RANK);
+    return ccg__error(NULL, CCG_STATUS_SHAPE, "tensor rank %d is outside 0..%d",
+                      t->rank, CCG_MAX_RANK);
   size_t n = ccg_dtype_size(t->dtype);
   for (int i = 0; i < t->rank; i++) {
     if (t->dims[i] < 0 || (uint64_t)t->dims[i] > SIZE_MAX ||

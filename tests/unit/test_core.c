@@ -228,7 +228,8 @@ static void test_vec_and_overflow(void **state) {
   assert_false(ccg__mul_i64(INT64_MAX / 3 + 1, 3, &o64));
   int *items = NULL;
   size_t cap = 0;
-  assert_true(ccg__vec_reserve(NULL, (void **)&items, &cap, 100, sizeof *items));
+  assert_true(
+      ccg__vec_reserve(NULL, (void **)&items, &cap, 100, sizeof *items));
   assert_true(cap >= 100);
   items[99] = 1;
   assert_false(ccg__vec_reserve(NULL, (void **)&items, &cap, SIZE_MAX / 2,

@@ -33,8 +33,8 @@ static void test_binary_broadcast(void **state) {
   ccg_value_id s = ccg_test_input(g, "s", CCG_DTYPE_F32, "[seq,1,16]");
   assert_fails(g, CCG_STATUS_SHAPE, ccg_add(g, a, s, &y), "batch", "seq");
   ccg_value_id h = ccg_test_input(g, "h", CCG_DTYPE_F16, "[4,1]");
-  assert_fails(g, CCG_STATUS_DTYPE, ccg_mul(g, b, h, &y), "(Mul)", "'b'",
-               "f32", "'h'", "f16");
+  assert_fails(g, CCG_STATUS_DTYPE, ccg_mul(g, b, h, &y), "(Mul)", "'b'", "f32",
+               "'h'", "f16");
   ccg_value_id m = ccg_test_input(g, "m", CCG_DTYPE_BOOL, "[4,1]");
   assert_fails(g, CCG_STATUS_DTYPE, ccg_add(g, m, m, &y), "'m'", "bool");
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_add(g, a, 9999, &y), "9999",
@@ -64,8 +64,8 @@ static void test_unary(void **state) {
   assert_int_equal(ccg_value_dtype(g, y), CCG_DTYPE_I64);
   assert_ok(g, ccg_gelu(g, x, "tanh", &y));
   assert_ok(g, ccg_gelu(g, x, NULL, &y));
-  assert_string_equal(ccg_node_attr(g, ccg_value_producer(g, y), "approximate")->s,
-                      "none");
+  assert_string_equal(
+      ccg_node_attr(g, ccg_value_producer(g, y), "approximate")->s, "none");
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_gelu(g, x, "fast", &y), "(Gelu)",
                "'fast'");
   ccg_value_id u = ccg_test_input(g, "u", CCG_DTYPE_U8, "[8]");

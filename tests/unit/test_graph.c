@@ -22,18 +22,18 @@ static void test_values(void **state) {
   assert_int_equal(ccg_value_producer(g, x), CCG_NONE);
   assert_null(ccg_value_data(g, x));
   ccg_value_id y;
-  assert_fails(g, CCG_STATUS_INVALID_ARG,
-               ccg_graph_add_input(g, "x", CCG_DTYPE_F32,
-                                   ccg_value_shape(g, x), &y),
-               "'x'", "already exists");
+  assert_fails(
+      g, CCG_STATUS_INVALID_ARG,
+      ccg_graph_add_input(g, "x", CCG_DTYPE_F32, ccg_value_shape(g, x), &y),
+      "'x'", "already exists");
   assert_fails(g, CCG_STATUS_DTYPE,
                ccg_graph_add_input(g, "q", CCG_DTYPE_UNDEFINED,
                                    ccg_value_shape(g, x), &y),
                "'q'", "no valid dtype");
-  assert_fails(g, CCG_STATUS_INVALID_ARG,
-               ccg_graph_add_input(g, "", CCG_DTYPE_F32, ccg_value_shape(g, x),
-                                   &y),
-               "no name");
+  assert_fails(
+      g, CCG_STATUS_INVALID_ARG,
+      ccg_graph_add_input(g, "", CCG_DTYPE_F32, ccg_value_shape(g, x), &y),
+      "no name");
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_graph_add_input(g, "n", CCG_DTYPE_F32, NULL, &y),
                "no shape");
@@ -77,8 +77,7 @@ static void test_values(void **state) {
   assert_ok(g, ccg_graph_add_output(g, wv));
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, wv),
                "already a graph output");
-  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, 999),
-               "999");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, 999), "999");
   assert_int_equal(ccg_graph_num_outputs(g), 1);
   assert_int_equal(ccg_graph_output(g, 0), wv);
 
@@ -294,8 +293,8 @@ static void test_validate_and_order(void **state) {
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
   ccg_value_id a, b, c;
-  assert_ok(g, ccg_relu(g, x, &a)); /* node 0 */
-  assert_ok(g, ccg_tanh(g, x, &b)); /* node 1 */
+  assert_ok(g, ccg_relu(g, x, &a));   /* node 0 */
+  assert_ok(g, ccg_tanh(g, x, &b));   /* node 1 */
   assert_ok(g, ccg_add(g, a, b, &c)); /* node 2 */
   assert_ok(g, ccg_graph_validate(g));
   /* Neither validation nor refused nodes grow the graph's memory. */

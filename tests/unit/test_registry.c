@@ -27,8 +27,8 @@ static void test_table(void **state) {
     /* Domain "ccgraph" holds exactly the collectives. */
     bool ours = strcmp(o->domain, CCG_DOMAIN_CCGRAPH) == 0;
     if (ours != ccg_op_is_collective((ccg_op)i))
-      fail_msg("op %s: domain '%s' but collective flag %d", o->name,
-               o->domain, ccg_op_is_collective((ccg_op)i));
+      fail_msg("op %s: domain '%s' but collective flag %d", o->name, o->domain,
+               ccg_op_is_collective((ccg_op)i));
     for (size_t a = 0; a < o->def->n_attrs; a++) {
       const ccg__attr_spec *s = &o->def->attrs[a];
       assert_non_null(s->name);
@@ -98,9 +98,9 @@ static void test_enum_names(void **state) {
   assert_false(ccg_dtype_is_int(CCG_DTYPE_BOOL));
   for (int i = 0; i < CCG_REDUCE_OP_COUNT; i++) {
     ccg_reduce_op r;
-    assert_int_equal(ccg_reduce_op_parse(ccg_reduce_op_name((ccg_reduce_op)i),
-                                         &r),
-                     CCG_STATUS_OK);
+    assert_int_equal(
+        ccg_reduce_op_parse(ccg_reduce_op_name((ccg_reduce_op)i), &r),
+        CCG_STATUS_OK);
     assert_int_equal(r, i);
   }
   ccg_reduce_op r;

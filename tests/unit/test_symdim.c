@@ -98,8 +98,8 @@ static void test_arithmetic(void **state) {
 static void test_shapes_canonicalized_on_entry(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
-  ccg_shape s = {3, {ccg_dim_sym("seq*batch"), ccg_dim_sym("2*3"),
-                     ccg_dim_num(5)}};
+  ccg_shape s = {
+      3, {ccg_dim_sym("seq*batch"), ccg_dim_sym("2*3"), ccg_dim_num(5)}};
   ccg_value_id v;
   assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &v));
   assert_string_equal(ccg_test_shape(g, v), "[batch*seq,6,5]");

@@ -33,8 +33,8 @@ static inline void ccg_test_assert_fails(const void *g, ccg_status want,
              ccg_status_name(got), ccg_status_name(want), msg);
   for (const char *const *f = frags; *f; f++)
     if (!strstr(msg, *f))
-      fail_msg("%s:%d: %s: message \"%s\" lacks \"%s\"", file, line, expr,
-               msg, *f);
+      fail_msg("%s:%d: %s: message \"%s\" lacks \"%s\"", file, line, expr, msg,
+               *f);
 }
 
 /* A graph with an optional mesh ("tp=4", "dp=2,tp=2" or NULL). */
