@@ -70,6 +70,48 @@ static bool is_help(const char *a) {
   return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
+/* One option of a subcommand: "--name VALUE" when `value` is set, a flag
+ * "--name" when `flag` is set. */
+typedef struct option {
+  const char *name;
+  const char **value;
+  bool *flag;
+} option;
+
+/* Parses a subcommand's arguments (argv[0] is its name) into options and up
+ * to max_pos positional arguments. Returns -1 to go on, or the exit status:
+ * 0 after --help, EXIT_USAGE on a usage error. */
+static int parse_args(const command *self, int argc, char **argv,
+                      const option *opts, size_t n_opts, const char **pos,
+                      size_t max_pos) {
+  size_t n_pos = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (is_help(a)) {
+      fputs(self->usage, stdout);
+      return EXIT_OK;
+    }
+    const option *o = NULL;
+    for (size_t k = 0; a[0] == '-' && k < n_opts; k++)
+      if (strcmp(a, opts[k].name) == 0)
+        o = &opts[k];
+    if (o && o->flag) {
+      *o->flag = true;
+    } else if (o) {
+      if (++i == argc)
+        return usage_error(self, "%s needs a value", a);
+      *o->value = argv[i];
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return usage_error(self, "unknown option '%s'", a);
+    } else if (n_pos < max_pos) {
+      pos[n_pos++] = a;
+    } else {
+      return usage_error(self, "unexpected argument '%s'", a);
+    }
+  }
+  return -1;
+}
+
 /* Prints a JSON document to stdout; runtime failure if it cannot. */
 static int print_json(json_t *doc) {
   if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
@@ -85,18 +127,11 @@ static int print_json(json_t *doc) {
 /* ---- ops ----------------------------------------------------------------- */
 
 static int cmd_ops(int argc, char **argv) {
-  const command *self = &commands[0];
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (is_help(argv[i])) {
-      fputs(self->usage, stdout);
-      return EXIT_OK;
-    }
-    if (strcmp(argv[i], "--json") == 0)
-      json = true;
-    else
-      return usage_error(self, "unexpected argument '%s'", argv[i]);
-  }
+  const option opts[] = {{"--json", NULL, &json}};
+  int rc = parse_args(&commands[0], argc, argv, opts, 1, NULL, 0);
+  if (rc >= 0)
+    return rc;
   json_t *arr = json ? json_array() : NULL;
   if (!json)
     printf("%-20s %-8s %-7s %-7s %s\n", "op", "domain", "inputs", "outputs",
@@ -194,24 +229,10 @@ static int cmd_mesh(int argc, char **argv) {
   const command *self = &commands[1];
   const char *spec = NULL, *axes = NULL;
   bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (is_help(argv[i])) {
-      fputs(self->usage, stdout);
-      return EXIT_OK;
-    }
-    if (strcmp(argv[i], "--json") == 0)
-      json = true;
-    else if (strcmp(argv[i], "--axes") == 0) {
-      if (++i == argc)
-        return usage_error(self, "%s needs a value", "--axes");
-      axes = argv[i];
-    } else if (argv[i][0] == '-')
-      return usage_error(self, "unknown option '%s'", argv[i]);
-    else if (!spec)
-      spec = argv[i];
-    else
-      return usage_error(self, "unexpected argument '%s'", argv[i]);
-  }
+  const option opts[] = {{"--json", NULL, &json}, {"--axes", &axes, NULL}};
+  int rc = parse_args(self, argc, argv, opts, 2, &spec, 1);
+  if (rc >= 0)
+    return rc;
   if (!spec)
     return usage_error(self, "%s", "missing the mesh SPEC");
   ccg_mesh m;

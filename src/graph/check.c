@@ -44,6 +44,29 @@ static ccg_node_id heap_pop(heap *h) {
   return top;
 }
 
+/* Every producer -> consumer edge: counted into start[p + 1] and indeg
+ * (adj NULL), or written into the CSR rows adj[start[p]...]. */
+static void walk_edges(const ccg_graph *g, size_t *start, uint32_t *indeg,
+                       ccg_node_id *adj, size_t *fill) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const ccg__node *x = &g->nodes[i];
+    for (uint32_t k = 0; k < x->n_inputs; k++) {
+      ccg_value_id v = x->inputs[k];
+      if (v == CCG_NONE || !ccg__value_ok(g, v))
+        continue;
+      ccg_node_id p = g->values[v].producer;
+      if (p == CCG_NONE)
+        continue;
+      if (adj) {
+        adj[start[p] + fill[p]++] = (ccg_node_id)i;
+      } else {
+        start[p + 1]++;
+        indeg[i]++;
+      }
+    }
+  }
+}
+
 ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   size_t n = g->n_nodes;
   if (n == 0)
@@ -62,41 +85,17 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
                     n);
     goto out;
   }
-  for (size_t i = 0; i < n; i++) {
-    const ccg__node *x = &g->nodes[i];
-    for (uint32_t k = 0; k < x->n_inputs; k++) {
-      ccg_value_id v = x->inputs[k];
-      if (v == CCG_NONE || !ccg__value_ok(g, v))
-        continue;
-      ccg_node_id p = g->values[v].producer;
-      if (p != CCG_NONE) {
-        start[p + 1]++;
-        indeg[i]++;
-      }
-    }
-  }
+  walk_edges(g, start, indeg, NULL, NULL);
   for (size_t i = 0; i < n; i++)
     start[i + 1] += start[i];
-  {
-    size_t *fill = ccg__calloc(&g->alloc, n, sizeof *fill);
-    if (!fill) {
-      st = ccg__error(&g->ctx, CCG_STATUS_OOM,
-                      "out of memory ordering %zu nodes", n);
-      goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-      const ccg__node *x = &g->nodes[i];
-      for (uint32_t k = 0; k < x->n_inputs; k++) {
-        ccg_value_id v = x->inputs[k];
-        if (v == CCG_NONE || !ccg__value_ok(g, v))
-          continue;
-        ccg_node_id p = g->values[v].producer;
-        if (p != CCG_NONE)
-          adj[start[p] + fill[p]++] = (ccg_node_id)i;
-      }
-    }
-    ccg__free(&g->alloc, fill, n * sizeof *fill);
+  size_t *fill = ccg__calloc(&g->alloc, n, sizeof *fill);
+  if (!fill) {
+    st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory ordering %zu nodes",
+                    n);
+    goto out;
   }
+  walk_edges(g, start, NULL, adj, fill);
+  ccg__free(&g->alloc, fill, n * sizeof *fill);
   heap h = {heap_buf, 0};
   for (size_t i = 0; i < n; i++)
     if (indeg[i] == 0)

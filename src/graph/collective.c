@@ -536,10 +536,8 @@ static ccg_status infer_permute(ccg__infer *ix) {
   const char *axis;
   CCG_CHECK(read_p2p_axis(ix, &size, &axis));
   CCG_CHECK(check_offset(ix, "shift", axis, size));
-  int64_t rotate = ccg__attr_i(ix, "rotate");
-  if (rotate != 0 && rotate != 1)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "rotate is %lld; expected 0 or 1", (long long)rotate);
+  bool rotate;
+  CCG_CHECK(ccg__attr_flag(ix, "rotate", &rotate));
   set_output(ix, ccg__in_shape(ix, 0));
   return CCG_STATUS_OK;
 }

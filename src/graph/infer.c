@@ -99,6 +99,15 @@ const char *ccg__attr_s(const ccg__infer *ix, const char *name) {
   return s && s->s ? s->s : "";
 }
 
+ccg_status ccg__attr_flag(ccg__infer *ix, const char *name, bool *out) {
+  int64_t v = ccg__attr_i(ix, name);
+  if (v != 0 && v != 1)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "%s is %lld; expected 0 or 1",
+                     name, (long long)v);
+  *out = v == 1;
+  return CCG_STATUS_OK;
+}
+
 size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
                       const int64_t **v) {
   const ccg_attr *a = ccg__attr(ix, name);

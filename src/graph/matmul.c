@@ -82,15 +82,6 @@ static const ccg__attr_spec gemm_attrs[] = {
     {"transB", CCG_ATTR_INT, false, 0, 0, NULL},
 };
 
-static ccg_status read_flag(ccg__infer *ix, const char *name, bool *out) {
-  int64_t v = ccg__attr_i(ix, name);
-  if (v != 0 && v != 1)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "%s is %lld; expected 0 or 1",
-                     name, (long long)v);
-  *out = v == 1;
-  return CCG_STATUS_OK;
-}
-
 /* C must broadcast one way to [M,N]: each of its dims (from the right)
  * equals the target's or is the number 1. */
 static ccg_status check_gemm_c(ccg__infer *ix, const ccg_shape *mn) {
@@ -111,8 +102,8 @@ static ccg_status check_gemm_c(ccg__infer *ix, const ccg_shape *mn) {
 
 static ccg_status infer_gemm(ccg__infer *ix) {
   bool ta = false, tb = false;
-  CCG_CHECK(read_flag(ix, "transA", &ta));
-  CCG_CHECK(read_flag(ix, "transB", &tb));
+  CCG_CHECK(ccg__attr_flag(ix, "transA", &ta));
+  CCG_CHECK(ccg__attr_flag(ix, "transB", &tb));
   CCG_CHECK(ccg__expect_dtype(ix, 0, MATMUL_TYPES, MATMUL_WHAT));
   CCG_CHECK(ccg__same_dtype(ix, 0, 1));
   if (ccg__in_has(ix, 2))

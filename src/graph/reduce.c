@@ -12,15 +12,6 @@ static const ccg__attr_spec reduce_attrs[] = {
     {"noop_with_empty_axes", CCG_ATTR_INT, false, 0, 0, NULL},
 };
 
-static ccg_status read_flag(ccg__infer *ix, const char *name, bool *out) {
-  int64_t v = ccg__attr_i(ix, name);
-  if (v != 0 && v != 1)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "%s is %lld; expected 0 or 1",
-                     name, (long long)v);
-  *out = v == 1;
-  return CCG_STATUS_OK;
-}
-
 /* Marks the reduced dims; a dim named twice (e.g. 1 and -2 on rank 3) is an
  * error since ONNX leaves it undefined. */
 static ccg_status reduced_dims(ccg__infer *ix, int rank,
@@ -30,7 +21,7 @@ static ccg_status reduced_dims(ccg__infer *ix, int rank,
   memset(reduced, 0, CCG_MAX_RANK * sizeof *reduced);
   if (n == 0) {
     bool noop = false;
-    CCG_CHECK(read_flag(ix, "noop_with_empty_axes", &noop));
+    CCG_CHECK(ccg__attr_flag(ix, "noop_with_empty_axes", &noop));
     for (int k = 0; k < rank; k++)
       reduced[k] = !noop;
     return CCG_STATUS_OK;
@@ -50,7 +41,7 @@ static ccg_status reduced_dims(ccg__infer *ix, int rank,
 static ccg_status infer_reduce(ccg__infer *ix) {
   CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__NUM_TYPES, "a numeric type"));
   bool keep = true, reduced[CCG_MAX_RANK];
-  CCG_CHECK(read_flag(ix, "keepdims", &keep));
+  CCG_CHECK(ccg__attr_flag(ix, "keepdims", &keep));
   const ccg_shape *x = ccg__in_shape(ix, 0);
   CCG_CHECK(reduced_dims(ix, x->rank, reduced));
   ccg_shape out;

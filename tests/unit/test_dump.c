@@ -20,21 +20,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static ccg_graph *named_graph(const char *name, const char *mesh) {
-  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
-  o.name = name;
-  ccg_graph *g = NULL;
-  if (ccg_graph_new(&o, &g) != CCG_STATUS_OK)
-    fail_msg("ccg_graph_new: %s", ccg_last_error(NULL));
-  if (mesh) {
-    ccg_mesh m;
-    if (ccg_mesh_parse(mesh, &m) != CCG_STATUS_OK ||
-        ccg_graph_set_mesh(g, &m) != CCG_STATUS_OK)
-      fail_msg("mesh %s: %s", mesh, ccg_last_error(NULL));
-  }
-  return g;
-}
-
 static char *dump(ccg_graph *g, ccg_dump_format fmt) {
   char *s = NULL;
   assert_ok(g, ccg_graph_dump_string(g, fmt, &s));
@@ -168,7 +153,7 @@ static void add_init(ccg_graph *g, const char *name, ccg_dtype dt, int rank,
 
 /* Every dtype of initializer, scopes, a tag and elementwise ops. */
 static ccg_graph *build_elementwise(void) {
-  ccg_graph *g = named_graph("elementwise", NULL);
+  ccg_graph *g = ccg_test_graph_named("elementwise", NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,16]");
   ccg_value_id mask = ccg_test_input(g, "mask", CCG_DTYPE_BOOL, "[batch,16]");
   float w[16];
@@ -211,7 +196,7 @@ static ccg_graph *build_elementwise(void) {
 /* A 2-D mesh with placements, a tag whose params are not JSON, and names
  * that need quoting in every format. */
 static ccg_graph *build_placed(void) {
-  ccg_graph *g = named_graph("placed \"2d\"", "dp=2,tp=2");
+  ccg_graph *g = ccg_test_graph_named("placed \"2d\"", "dp=2,tp=2");
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,seq,64]");
   float b[64];
   for (int i = 0; i < 64; i++)
@@ -270,7 +255,7 @@ static const ccg_attr all_attrs[] = {
 };
 
 static ccg_graph *build_rewired(void) {
-  ccg_graph *g = named_graph("rewired", "tp=4");
+  ccg_graph *g = ccg_test_graph_named("rewired", "tp=4");
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,16]");
   ccg_value_id a, r;
   assert_ok(g, ccg_relu(g, x, &a));
@@ -315,7 +300,7 @@ static void test_golden_placed(void **state) {
 
 static void test_golden_megatron_mlp(void **state) {
   (void)state;
-  ccg_graph *g = named_graph("megatron_mlp", "tp=4");
+  ccg_graph *g = ccg_test_graph_named("megatron_mlp", "tp=4");
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,16]");
   static float w1[16 * 32], w2[32 * 16];
   for (int i = 0; i < 512; i++) {
@@ -580,7 +565,7 @@ static void test_dot_collective(void **state) {
  * passes through unchanged. */
 static void test_odd_bytes(void **state) {
   (void)state;
-  ccg_graph *g = named_graph("bytes", NULL);
+  ccg_graph *g = ccg_test_graph_named("bytes", NULL);
   ccg_value_id a = ccg_test_input(g, "bad\xff\xfe", CCG_DTYPE_F32, "[2]");
   ccg_value_id b = ccg_test_input(g,
                                   "gr\xc3\xbc\xc3\x9f"
@@ -665,7 +650,7 @@ static void test_dump_to_file(void **state) {
 
 static void test_cycle(void **state) {
   (void)state;
-  ccg_graph *g = named_graph("loop", NULL);
+  ccg_graph *g = ccg_test_graph_named("loop", NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
   ccg_value_id a, b, c;
   assert_ok(g, ccg_relu(g, x, &a));
@@ -706,7 +691,7 @@ static void test_bad_args(void **state) {
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_graph_dump(g, CCG_DUMP_TEXT, NULL), "out is NULL");
   /* An empty graph dumps fine in every format. */
-  ccg_graph *e = named_graph("empty", NULL);
+  ccg_graph *e = ccg_test_graph_named("empty", NULL);
   char *t = dump(e, CCG_DUMP_TEXT);
   assert_string_equal(t, "graph empty mesh none\noutputs\n");
   free(t);

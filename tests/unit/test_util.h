@@ -37,10 +37,14 @@ static inline void ccg_test_assert_fails(const void *g, ccg_status want,
                *f);
 }
 
-/* A graph with an optional mesh ("tp=4", "dp=2,tp=2" or NULL). */
-static inline ccg_graph *ccg_test_graph(const char *mesh) {
+/* A graph called `name` (NULL: the default) with an optional mesh ("tp=4",
+ * "dp=2,tp=2" or NULL). */
+static inline ccg_graph *ccg_test_graph_named(const char *name,
+                                              const char *mesh) {
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  o.name = name;
   ccg_graph *g = NULL;
-  if (ccg_graph_new(NULL, &g) != CCG_STATUS_OK)
+  if (ccg_graph_new(&o, &g) != CCG_STATUS_OK)
     fail_msg("ccg_graph_new: %s", ccg_last_error(NULL));
   if (mesh) {
     ccg_mesh m;
@@ -49,6 +53,10 @@ static inline ccg_graph *ccg_test_graph(const char *mesh) {
       fail_msg("mesh %s: %s", mesh, ccg_last_error(NULL));
   }
   return g;
+}
+
+static inline ccg_graph *ccg_test_graph(const char *mesh) {
+  return ccg_test_graph_named(NULL, mesh);
 }
 
 /* Adds an f32 (or other dtype) input from a shape string such as
