@@ -386,7 +386,10 @@ CCG_API ccg_status ccg_graph_find_value(ccg_graph *g, const char *name,
 CCG_API ccg_status ccg_graph_find_node(ccg_graph *g, const char *name,
                                        ccg_node_id *out);
 
-/* Value accessors. Out-of-range ids give NULL / UNDEFINED / CCG_NONE. */
+/* Value accessors. Out-of-range ids give NULL / UNDEFINED / CCG_NONE.
+ * Pointers returned (names, shapes, data) are borrowed: names and data live
+ * as long as the graph, a shape pointer only until the next value is added
+ * (copy the ccg_shape to keep it; its symbols live as long as the graph). */
 CCG_API const char *ccg_value_name(const ccg_graph *g, ccg_value_id v);
 CCG_API ccg_dtype ccg_value_dtype(const ccg_graph *g, ccg_value_id v);
 CCG_API const ccg_shape *ccg_value_shape(const ccg_graph *g, ccg_value_id v);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <pthread.h>
 
 #include "test_util.h"
 #include "graph/internal.h"
@@ -451,6 +452,43 @@ static void test_lifetime_and_oom(void **state) {
   }
 }
 
+/* Graphs share no mutable state: threads building, checking and dumping
+ * their own graphs at once get the same bytes as one thread alone. */
+typedef struct thread_job {
+  char *json;
+  ccg_status st;
+} thread_job;
+
+static void *build_in_thread(void *arg) {
+  thread_job *job = arg;
+  ccg_graph *g = NULL;
+  job->st = ccg_graph_new(NULL, &g);
+  if (job->st == CCG_STATUS_OK)
+    job->st = build_some(g);
+  if (job->st == CCG_STATUS_OK)
+    job->st = ccg_graph_dump_string(g, CCG_DUMP_JSON, &job->json);
+  ccg_graph_free(g);
+  return NULL;
+}
+
+static void test_threads(void **state) {
+  (void)state;
+  enum { N = 4 };
+  thread_job ref = {0}, jobs[N] = {{0}};
+  build_in_thread(&ref);
+  assert_int_equal(ref.st, CCG_STATUS_OK);
+  pthread_t t[N];
+  for (int i = 0; i < N; i++)
+    assert_int_equal(pthread_create(&t[i], NULL, build_in_thread, &jobs[i]), 0);
+  for (int i = 0; i < N; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(jobs[i].st, CCG_STATUS_OK);
+    assert_string_equal(jobs[i].json, ref.json);
+    free(jobs[i].json);
+  }
+  free(ref.json);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_values),
@@ -460,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_validate_and_order),
       cmocka_unit_test(test_rollback),
       cmocka_unit_test(test_lifetime_and_oom),
+      cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
