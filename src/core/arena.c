@@ -129,14 +129,40 @@ void *ccg__arena_memdup(ccg_arena *arena, const void *p, size_t n,
   return q;
 }
 
+char *ccg__arena_name(ccg_arena *arena, const char *a, const char *b,
+                      uint64_t k) {
+  char digits[24];
+  size_t nd = 0;
+  do {
+    digits[nd++] = (char)('0' + k % 10);
+    k /= 10;
+  } while (k);
+  size_t la = strlen(a), lb = strlen(b);
+  char *p = ccg__arena_alloc(arena, la + lb + 1 + nd + 1, 1);
+  if (!p)
+    return NULL;
+  memcpy(p, a, la);
+  memcpy(p + la, b, lb);
+  char *q = p + la + lb;
+  *q++ = '_';
+  while (nd)
+    *q++ = digits[--nd];
+  *q = '\0';
+  return p;
+}
+
 char *ccg__arena_printf(ccg_arena *arena, const char *fmt, ...) {
+  /* One formatting pass for the common short string, two for long ones. */
+  char small[256];
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
   va_end(ap);
   char *p = NULL;
-  if (n >= 0 && (p = ccg__arena_alloc(arena, (size_t)n + 1, 1)) != NULL)
+  if (n >= 0 && (size_t)n < sizeof small)
+    p = ccg__arena_strndup(arena, small, (size_t)n);
+  else if (n >= 0 && (p = ccg__arena_alloc(arena, (size_t)n + 1, 1)) != NULL)
     vsnprintf(p, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
   return p;

@@ -34,6 +34,10 @@ char *ccg__arena_strdup(ccg_arena *arena, const char *s);
 char *ccg__arena_strndup(ccg_arena *arena, const char *s, size_t n);
 void *ccg__arena_memdup(ccg_arena *arena, const void *p, size_t n,
                         size_t align);
+/* "<a><b>_<k>" into the arena without printf (node and value names are
+ * made for every node); NULL on OOM. */
+char *ccg__arena_name(ccg_arena *arena, const char *a, const char *b,
+                      uint64_t k);
 /* printf into the arena; NULL on OOM. */
 char *ccg__arena_printf(ccg_arena *arena, const char *fmt, ...)
     CCG_PRINTF(2, 3);

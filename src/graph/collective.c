@@ -64,10 +64,19 @@ static ccg_status unknown_axis(ccg__infer *ix, const ccg_mesh *m,
 
 /* Appends name to both texts; unique axes (at most 4 names of at most 15
  * characters) always fit. */
+static void append(char *dst, size_t size, char sep, const char *name) {
+  size_t n = strlen(dst), m = strlen(name);
+  if (sep && n + 1 < size)
+    dst[n++] = sep;
+  if (m > size - 1 - n)
+    m = size - 1 - n;
+  memcpy(dst + n, name, m);
+  dst[n + m] = '\0';
+}
+
 static void add_axis_name(group *gr, size_t i, const char *name) {
-  size_t nl = strlen(gr->list), nb = strlen(gr->label);
-  snprintf(gr->list + nl, sizeof gr->list - nl, "%s%s", i ? "," : "", name);
-  snprintf(gr->label + nb, sizeof gr->label - nb, "%s%s", i ? "." : "", name);
+  append(gr->list, sizeof gr->list, i ? ',' : 0, name);
+  append(gr->label, sizeof gr->label, i ? '.' : 0, name);
 }
 
 static ccg_status read_group(ccg__infer *ix, group *gr) {

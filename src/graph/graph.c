@@ -99,6 +99,13 @@ ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
                         "dim %d is %lld: a dim is a size >= 0 or a named "
                         "symbol",
                         i, (long long)d.size);
+    /* Interned symbols are canonical already: the common case is a shape
+     * that came out of this graph. */
+    const char *known = ccg__strmap_key(&g->symbols, d.sym);
+    if (known) {
+      s.dims[i] = ccg_dim_sym(known);
+      continue;
+    }
     char canon[256];
     if (!ccg__sym_canonical(d.sym, canon, sizeof canon))
       return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
@@ -423,11 +430,17 @@ int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
 
 /* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. */
 static const char *make_node_name(ccg_graph *g, ccg_op op) {
+  /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
+  char base[64];
+  size_t n = strlen(ccg_op_name(op));
+  base[0] = '/';
+  memcpy(base + 1, ccg_op_name(op), n + 1);
+  const char *a = *g->scope ? g->scope : "";
+  const char *b = *g->scope ? base : base + 1;
   for (size_t k = g->n_nodes;; k++) {
-    char *n = ccg__arena_printf(&g->scratch, "%s%s%s_%zu", g->scope,
-                                *g->scope ? "/" : "", ccg_op_name(op), k);
-    if (!n || !ccg__strmap_get(&g->node_names, n, NULL))
-      return n;
+    char *name = ccg__arena_name(&g->scratch, a, b, k);
+    if (!name || !ccg__strmap_get(&g->node_names, name, NULL))
+      return name;
   }
 }
 
@@ -486,9 +499,8 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
     return oom(g, "naming outputs");
   for (size_t i = 0; i < ix->n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
-    names[i] = want && *want
-                   ? want
-                   : ccg__arena_printf(&g->scratch, "%s_output_%zu", nm, i);
+    names[i] =
+        want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
     if (!names[i])
       return oom(g, "naming outputs");
     if (ccg__strmap_get(&g->value_names, names[i], NULL))
@@ -649,10 +661,13 @@ ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,
 
 ccg_status ccg__add_const(ccg_graph *g, const ccg_tensor *t, const char *hint,
                           ccg_value_id *out) {
+  char base[512];
+  snprintf(base, sizeof base, "%s%s%s", g->scope, *g->scope ? "/" : "", hint);
   for (size_t k = g->n_values;; k++) {
-    char name[512];
-    snprintf(name, sizeof name, "%s%s%s_%zu", g->scope, *g->scope ? "/" : "",
-             hint, k);
+    ccg__arena_reset(&g->scratch);
+    const char *name = ccg__arena_name(&g->scratch, base, "", k);
+    if (!name)
+      return oom(g, "naming a constant");
     if (!ccg__strmap_get(&g->value_names, name, NULL))
       return ccg_graph_add_initializer(g, name, t, out);
   }

@@ -61,7 +61,9 @@ struct ccg_graph {
   size_t scope_len;
 };
 
-/* Interns a string in the graph (symbols): equal strings, one pointer. */
+/* Interns a symbol text in the graph: equal strings, one pointer. Only
+ * canonical texts (ccg__sym_canonical) may be interned: shape import relies
+ * on it to skip canonicalizing symbols that are already interned. */
 const char *ccg__intern(ccg_graph *g, const char *s);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
