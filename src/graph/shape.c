@@ -117,7 +117,7 @@ static const ccg__attr_spec reshape_attrs[] = {
     {"allowzero", CCG_ATTR_INT, false, 0, 0, NULL},
 };
 
-/* The target with 0 resolved (unless allowzero) and a placeholder 1 at the
+/* The target with 0 resolved (unless allowzero) and a stand-in 1 at the
  * -1, whose position goes to *at (-1 if none). */
 static ccg_status reshape_target(ccg__infer *ix, const ccg_dim *k, int n,
                                  ccg_shape *t, int *at) {
