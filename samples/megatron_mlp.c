@@ -128,9 +128,12 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < ccg_graph_num_nodes(g); i++)
       n_coll += ccg_op_is_collective(ccg_node_op(g, (ccg_node_id)i));
     printf("\n%zu nodes, %zu collective(s) on mesh %s; per-rank weights "
-           "fc1 [%lld,%lld], fc2 [%lld,%lld]\n",
+           "fc1 [%lld,%lld] and fc2 [%lld,%lld] of [%lld,%lld] and "
+           "[%lld,%lld]\n",
            ccg_graph_num_nodes(g), n_coll, spec, (long long)hidden,
-           (long long)ffn_local, (long long)ffn_local, (long long)hidden);
+           (long long)ffn_local, (long long)ffn_local, (long long)hidden,
+           (long long)hidden, (long long)(4 * hidden), (long long)(4 * hidden),
+           (long long)hidden);
   }
   ccg_graph_free(g);
   return 0;
