@@ -511,13 +511,8 @@ static const ccg__attr_spec recv_attrs[] = {
 
 static ccg_status infer_recv(ccg__infer *ix) {
   CCG_CHECK(check_p2p(ix));
-  const char *dts = ccg__attr_s(ix, "dtype");
   ccg_dtype dt;
-  if (ccg_dtype_parse(dts, &dt) != CCG_STATUS_OK)
-    return ccg__fail(ix, CCG_STATUS_DTYPE,
-                     "dtype is '%s', not a dtype (f32, f16, bf16, f64, i64, "
-                     "i32, i8, u8, bool)",
-                     dts);
+  CCG_CHECK(ccg__attr_dtype(ix, "dtype", &dt));
   const int64_t *dims;
   size_t n = ccg__attr_ints(ix, "shape", &dims);
   if (n > CCG_MAX_RANK)

@@ -185,13 +185,8 @@ static const ccg__attr_spec cast_attrs[] = {
 };
 
 static ccg_status infer_cast(ccg__infer *ix) {
-  const char *to = ccg__attr_s(ix, "to");
   ccg_dtype dt;
-  if (ccg_dtype_parse(to, &dt) != CCG_STATUS_OK)
-    return ccg__fail(ix, CCG_STATUS_DTYPE,
-                     "'to' is '%s', not a dtype (f32, f16, bf16, f64, i64, "
-                     "i32, i8, u8, bool)",
-                     to);
+  CCG_CHECK(ccg__attr_dtype(ix, "to", &dt));
   ix->out_dtype[0] = dt;
   ix->out_shape[0] = *ccg__in_shape(ix, 0);
   /* Integer casts of known shape values keep them known. */

@@ -108,6 +108,16 @@ ccg_status ccg__attr_flag(ccg__infer *ix, const char *name, bool *out) {
   return CCG_STATUS_OK;
 }
 
+ccg_status ccg__attr_dtype(ccg__infer *ix, const char *name, ccg_dtype *out) {
+  const char *s = ccg__attr_s(ix, name);
+  if (ccg_dtype_parse(s, out) == CCG_STATUS_OK)
+    return CCG_STATUS_OK;
+  return ccg__fail(ix, CCG_STATUS_DTYPE,
+                   "%s is '%s', not a dtype (f32, f16, bf16, f64, i64, i32, "
+                   "i8, u8, bool)",
+                   name, s);
+}
+
 size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
                       const int64_t **v) {
   const ccg_attr *a = ccg__attr(ix, name);

@@ -201,6 +201,9 @@ float ccg__attr_f(const ccg__infer *ix, const char *name);
 const char *ccg__attr_s(const ccg__infer *ix, const char *name);
 /* An INT attribute that must be 0 or 1 (error naming it otherwise). */
 ccg_status ccg__attr_flag(ccg__infer *ix, const char *name, bool *out);
+/* A STRING attribute holding a dtype name ("f16"); DTYPE error naming the
+ * attribute and its text otherwise. */
+ccg_status ccg__attr_dtype(ccg__infer *ix, const char *name, ccg_dtype *out);
 /* List attribute: count (0 if absent) and pointer. */
 size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
                       const int64_t **v);
