@@ -95,6 +95,21 @@ CCG_API ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
                                               const ccg_mapping_grad_args *args,
                                               ccg_value_id *grad_inputs);
 
+/* The forward inputs and outputs of application `instance` in g, found
+ * from the tags of its forward nodes (what a backward pass needs to call
+ * ccg_mapping_apply_backward for a tagged node): inputs are the values
+ * those nodes read and none of them produced, in order of first use;
+ * outputs are the values they produced and none of them reads, in order of
+ * creation. `inputs` and `outputs` have room for *n_inputs and *n_outputs
+ * values; on success those hold the counts. CCG_STATUS_INVALID_ARG (on g)
+ * naming the instance when no forward node carries it or the room is too
+ * small. The name of its mapping is in the tags (ccg_node_tag). */
+CCG_API ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
+                                           ccg_value_id *inputs,
+                                           size_t *n_inputs,
+                                           ccg_value_id *outputs,
+                                           size_t *n_outputs);
+
 /* ---- Megatron-LM (core.tensor_parallel.mappings) ----------------------- */
 /* Each is ccg_mapping_apply of "megatron.<function>" with the parameters
  * given; `group` NULL means "tp". Split-size lists hold one entry per rank

@@ -438,3 +438,75 @@ ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
   parsed_free(d, &p);
   return st;
 }
+
+/* ---- instances ----------------------------------------------------------- */
+
+static bool in_instance(const ccg_graph *g, ccg_node_id n, uint32_t instance) {
+  const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(g, n);
+  return t && t->instance == instance && !t->backward;
+}
+
+/* Whether any forward node of the instance reads v. */
+static bool read_by(const ccg_graph *g, uint32_t instance, ccg_value_id v) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    if (!in_instance(g, (ccg_node_id)i, instance))
+      continue;
+    for (size_t k = 0; k < ccg_node_num_inputs(g, (ccg_node_id)i); k++)
+      if (ccg_node_input(g, (ccg_node_id)i, k) == v)
+        return true;
+  }
+  return false;
+}
+
+static bool push_unique(ccg_value_id *v, size_t *n, size_t cap, ccg_value_id x,
+                        bool *full) {
+  for (size_t i = 0; i < *n; i++)
+    if (v[i] == x)
+      return true;
+  if (*n == cap) {
+    *full = true;
+    return false;
+  }
+  v[(*n)++] = x;
+  return true;
+}
+
+ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
+                                   ccg_value_id *inputs, size_t *n_inputs,
+                                   ccg_value_id *outputs, size_t *n_outputs) {
+  if (!g || !n_inputs || !n_outputs || (*n_inputs && !inputs) ||
+      (*n_outputs && !outputs))
+    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
+                      "mapping instance %u: a NULL argument", instance);
+  size_t ni = 0, no = 0, nodes = 0;
+  bool full = false;
+  for (size_t i = 0; i < g->n_nodes && !full; i++) {
+    ccg_node_id n = (ccg_node_id)i;
+    if (!in_instance(g, n, instance))
+      continue;
+    nodes++;
+    for (size_t k = 0; k < ccg_node_num_inputs(g, n) && !full; k++) {
+      ccg_value_id v = ccg_node_input(g, n, k);
+      if (v != CCG_NONE && !in_instance(g, ccg_value_producer(g, v), instance))
+        push_unique(inputs, &ni, *n_inputs, v, &full);
+    }
+    for (size_t k = 0; k < ccg_node_num_outputs(g, n) && !full; k++) {
+      ccg_value_id v = ccg_node_output(g, n, k);
+      if (!read_by(g, instance, v))
+        push_unique(outputs, &no, *n_outputs, v, &full);
+    }
+  }
+  if (nodes == 0)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "no forward node of graph '%s' is tagged with mapping "
+                      "instance %u",
+                      ccg_graph_name(g), instance);
+  if (full)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "mapping instance %u has more inputs or outputs than "
+                      "the room given (%zu, %zu)",
+                      instance, *n_inputs, *n_outputs);
+  *n_inputs = ni;
+  *n_outputs = no;
+  return CCG_STATUS_OK;
+}

@@ -87,6 +87,18 @@ static inline void golden_backward(ccg_graph *g, const golden_case *c,
     assert_ok(g, ccg_graph_add_input(g, name, ccg_value_dtype(g, out[i]), &s,
                                      &gout[i]));
   }
+  /* A backward pass sees only the tags: the instance's inputs and outputs
+   * found from them must be the ones the call took and gave. */
+  if (tag) {
+    ccg_value_id ti[GOLDEN_MAX_IO], to[GOLDEN_MAX_IO];
+    size_t nti = GOLDEN_MAX_IO, nto = GOLDEN_MAX_IO;
+    assert_ok(g, ccg_mapping_instance_io(g, tag->instance, ti, &nti, to, &nto));
+    assert_int_equal(nti, n_in);
+    assert_int_equal(nto, n_out);
+    assert_memory_equal(ti, in, n_in * sizeof *in);
+    assert_memory_equal(to, out, n_out * sizeof *out);
+    assert_string_equal(tag->mapping, c->mapping);
+  }
   ccg_mapping_grad_args a = CCG_MAPPING_GRAD_ARGS_INIT;
   a.params = tag ? tag->params : c->params;
   a.instance = tag ? tag->instance : 0;

@@ -221,6 +221,23 @@ static void test_tags_and_instances(void **state) {
   assert_int_equal(ccg_node_op(g, ccg_value_producer(g, gx)),
                    CCG_OP_ALL_REDUCE);
 
+  /* The instance's inputs and outputs, from the tags alone. */
+  ccg_value_id ins[2], outs[2];
+  size_t ni = 2, no = 2;
+  assert_ok(g, ccg_mapping_instance_io(g, 1, ins, &ni, outs, &no));
+  assert_int_equal(ni, 1);
+  assert_int_equal(ins[0], x);
+  assert_int_equal(no, 1);
+  assert_int_equal(outs[0], y1);
+  ni = 0;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_instance_io(g, 1, ins, &ni, outs, &no),
+               "mapping instance 1 has more inputs or outputs than the room");
+  ni = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_instance_io(g, 3, ins, &ni, outs, &no),
+               "no forward node", "instance 3");
+
   a.size = 0;
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_mapping_apply_backward(
