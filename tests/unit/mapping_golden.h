@@ -167,23 +167,19 @@ static inline void golden_compare(const char *path, const char *want,
            ge ? (int)(ge - g) : (int)strlen(g), g);
 }
 
-static inline void golden_path(const golden_case *c, char *buf, size_t n) {
-  snprintf(buf, n, "%s/golden/mappings/%s/%s.json", CCG_TEST_DATA_DIR,
-           c->system, c->name);
-}
-
-/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) the golden file of case c. */
-static inline void golden_check(const golden_case *c) {
-  char path[1024];
-  golden_path(c, path, sizeof path);
-  char *got = golden_dump(c);
+/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) `got` ("new"; freed here)
+ * against tests/data/golden/mappings/<system>/<name>.json. */
+static inline void golden_check_text(const char *system, const char *name,
+                                     char *got) {
+  char path[1024], dir[1024];
+  snprintf(path, sizeof path, "%s/golden/mappings/%s/%s.json",
+           CCG_TEST_DATA_DIR, system, name);
   const char *upd = getenv("CCG_UPDATE_GOLDEN");
   if (upd && strcmp(upd, "1") == 0) {
-    char dir[1024];
     snprintf(dir, sizeof dir, "%s/golden/mappings", CCG_TEST_DATA_DIR);
     mkdir(dir, 0777);
     snprintf(dir, sizeof dir, "%s/golden/mappings/%s", CCG_TEST_DATA_DIR,
-             c->system);
+             system);
     mkdir(dir, 0777);
     FILE *f = fopen(path, "wb");
     if (!f || fputs(got, f) < 0 || fclose(f) != 0)
@@ -199,6 +195,11 @@ static inline void golden_check(const golden_case *c) {
   golden_compare(path, want, got);
   free(want);
   free(got);
+}
+
+/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) the golden file of case c. */
+static inline void golden_check(const golden_case *c) {
+  golden_check_text(c->system, c->name, golden_dump(c));
 }
 
 /* Case c's forward must fail with `want` and a message holding every
