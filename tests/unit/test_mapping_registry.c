@@ -135,6 +135,8 @@ static void test_bad_params_name_the_key(void **state) {
              "a string");
   bad_params(gsp, "[1, 2]", CCG_STATUS_PARSE, "a JSON object", "");
   bad_params(gsp, "{\"group\": ", CCG_STATUS_PARSE, "a JSON object", "");
+  bad_params(gsp, "{\"group\": \"tp\", \"group\": \"dp\"}", CCG_STATUS_PARSE,
+             "a JSON object", "duplicate");
   bad_params("opensora.all_to_all", "{\"scatter_dim\": 1.5}",
              CCG_STATUS_INVALID_ARG, "'scatter_dim'", "an integer");
   bad_params("opensora.gather_forward_split_backward", "{}",
@@ -167,7 +169,7 @@ static void test_apply_arguments(void **state) {
   ccg_value_id bad = 999;
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_mapping_apply(g, name, NULL, &bad, 1, y, &n),
-               "input 0 (id 999) is not a value");
+               "inputs[0] (id 999) is not a value");
   assert_int_equal(ccg_graph_num_nodes(g), 0);
   ccg_graph_free(g);
 }
