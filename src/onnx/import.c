@@ -108,8 +108,8 @@ static ccg_status read_mesh(im *m) {
       return fail(m, CCG_STATUS_PARSE,
                   "node '%s' (com.microsoft %s): group_size %lld differs from "
                   "%lld of the other collectives",
-                  node_label(np), np->op_type ? np->op_type : "",
-                  (long long)gs, (long long)world);
+                  node_label(np), np->op_type ? np->op_type : "", (long long)gs,
+                  (long long)world);
     world = gs;
   }
   if (!first)
@@ -226,8 +226,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   }
   ccg_tensor t;
   if (!tp)
-    return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor",
-                role);
+    return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
   CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
   if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
     return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
@@ -269,8 +268,7 @@ static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
                 name, ccg__onnx_dtype_code_name(code), (long long)code);
   if (!tt->shape)
     return fail(m, CCG_STATUS_UNSUPPORTED,
-                "graph input '%s' has no shape (its rank must be known)",
-                name);
+                "graph input '%s' has no shape (its rank must be known)", name);
   if (tt->shape->n_dim > CCG_MAX_RANK)
     return fail(m, CCG_STATUS_UNSUPPORTED,
                 "graph input '%s' has rank %zu (at most %d)", name,
@@ -422,8 +420,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
     goto out;
   }
   ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
-  go.name = o.name ? o.name
-                   : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
+  go.name =
+      o.name ? o.name : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   ccg__arena_init(&m.a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
@@ -464,8 +462,8 @@ ccg_status ccg_onnx_import_file(const char *path,
   if (fseek(f, 0, SEEK_END) == 0)
     size = ftell(f);
   if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)",
-                    path, strerror(errno));
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)", path,
+                    strerror(errno));
     goto out;
   }
   if ((size_t)size > o.max_bytes) {

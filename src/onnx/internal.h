@@ -52,10 +52,9 @@ typedef struct ccg__onnx_ext {
 
 /* Builds the ModelProto of g (for `rank`: -1 = common data) in `a`. ext NULL
  * keeps every initializer inline. Errors go to g. */
-ccg_status ccg__onnx_build_model(ccg_graph *g,
-                                 const ccg_onnx_export_options *o,
-                                 int64_t rank, ccg_arena *a,
-                                 ccg__onnx_ext *ext, Onnx__ModelProto **out);
+ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
+                                 int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
+                                 Onnx__ModelProto **out);
 /* Serializes a built model into malloc'd memory. */
 ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
                           size_t *size);
@@ -88,10 +87,9 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
 /* Fills tp (already initialized) with t's dims, type and data: raw_data
  * (borrowed from t) or, when ext is given and the data is larger than
  * `threshold`, appended to the external data file. Errors on g. */
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a,
-                                const ccg_tensor *t, const char *name,
-                                ccg__onnx_ext *ext, size_t threshold,
-                                Onnx__TensorProto *tp);
+ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+                                const char *name, ccg__onnx_ext *ext,
+                                size_t threshold, Onnx__TensorProto *tp);
 
 /* What import needs to decode tensors. */
 typedef struct ccg__onnx_src {

@@ -27,10 +27,10 @@ static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const char *d = domain_of(np);
-  return ccg__error(NULL, st, "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
+  return ccg__error(NULL, st,
+                    "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
                     m->src.what, np->name && *np->name ? np->name : "(unnamed)",
-                    np->op_type ? np->op_type : "",
-                    *d ? d : "ai.onnx",
+                    np->op_type ? np->op_type : "", *d ? d : "ai.onnx",
                     *d ? (strcmp(d, CCG_DOMAIN_CCGRAPH) == 0 ||
                                   strcmp(d, CCG__ONNX_DOMAIN_MS) == 0
                               ? 1LL
@@ -42,8 +42,8 @@ static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
 /* What an ONNX (domain, op_type) is in the IR. */
 typedef enum kind { K_PLAIN, K_GELU_FN, K_MS } kind;
 
-static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op,
-                          kind *k, bool *tanh_form) {
+static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
+                          bool *tanh_form) {
   const char *d = domain_of(np), *t = np->op_type ? np->op_type : "";
   *k = K_PLAIN;
   if (!*d) {
@@ -188,8 +188,7 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
 
 /* Constant's value_float/value_floats/value_int/value_ints as a tensor. */
 static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
-                                 const Onnx__AttributeProto *a,
-                                 ccg_attr *out) {
+                                 const Onnx__AttributeProto *a, ccg_attr *out) {
   const char *name = a->name;
   ccg_tensor *t = ccg__arena_calloc(&m->a, 1, sizeof *t);
   if (!t)
@@ -349,8 +348,7 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
   ccg_value_id *in = ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
   nodebuf nb = {ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
                 0};
-  const char **outs =
-      ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
+  const char **outs = ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
   if (!in || !nb.attrs || !outs)
     return node_fail(m, np, CCG_STATUS_OOM, "reading the node");
   size_t n_in = 0;
@@ -358,8 +356,9 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
   if (k == K_MS) {
     CCG_CHECK(ms_attrs(m, np, op, &nb));
   } else if (k == K_GELU_FN) {
-    if (tanh_form)
-      nb.attrs[nb.n_attrs++] = CCG_ATTR_S("approximate", "tanh");
+    /* Written as ccg_gelu writes it. */
+    nb.attrs[nb.n_attrs++] =
+        CCG_ATTR_S("approximate", tanh_form ? "tanh" : "none");
   } else {
     CCG_CHECK(plain_attrs(m, np, op, n_in ? in[0] : CCG_NONE, &nb));
   }
