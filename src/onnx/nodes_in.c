@@ -19,6 +19,18 @@ static const char *domain_of(const Onnx__NodeProto *np) {
 
 static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
                             const char *fmt, ...) CCG_PRINTF(4, 5);
+/* The version the model imports of a domain (-1 if none). */
+static long long domain_version(const im *m, const char *d) {
+  if (!*d)
+    return (long long)m->opset;
+  for (size_t i = 0; i < m->m->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *os = m->m->opset_import[i];
+    if (os->domain && strcmp(os->domain, d) == 0)
+      return os->has_version ? (long long)os->version : 0;
+  }
+  return -1;
+}
+
 static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
                             const char *fmt, ...) {
   char msg[CCG__ERRMSG_MAX / 2];
@@ -31,12 +43,7 @@ static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
                     "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
                     m->src.what, np->name && *np->name ? np->name : "(unnamed)",
                     np->op_type ? np->op_type : "", *d ? d : "ai.onnx",
-                    *d ? (strcmp(d, CCG_DOMAIN_CCGRAPH) == 0 ||
-                                  strcmp(d, CCG__ONNX_DOMAIN_MS) == 0
-                              ? 1LL
-                              : 0LL)
-                       : (long long)m->opset,
-                    msg);
+                    domain_version(m, d), msg);
 }
 
 /* What an ONNX (domain, op_type) is in the IR. */
