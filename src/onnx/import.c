@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx/import.h"
+#include "onnx/wire.h"
 
 static ccg_status fail(im *m, ccg_status st, const char *fmt, ...)
     CCG_PRINTF(3, 4);
@@ -108,8 +109,8 @@ static ccg_status read_mesh(im *m) {
       return fail(m, CCG_STATUS_PARSE,
                   "node '%s' (com.microsoft %s): group_size %lld differs from "
                   "%lld of the other collectives",
-                  node_label(np), np->op_type ? np->op_type : "",
-                  (long long)gs, (long long)world);
+                  node_label(np), np->op_type ? np->op_type : "", (long long)gs,
+                  (long long)world);
     world = gs;
   }
   if (!first)
@@ -226,8 +227,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   }
   ccg_tensor t;
   if (!tp)
-    return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor",
-                role);
+    return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
   CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
   if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
     return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
@@ -269,8 +269,7 @@ static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
                 name, ccg__onnx_dtype_code_name(code), (long long)code);
   if (!tt->shape)
     return fail(m, CCG_STATUS_UNSUPPORTED,
-                "graph input '%s' has no shape (its rank must be known)",
-                name);
+                "graph input '%s' has no shape (its rank must be known)", name);
   if (tt->shape->n_dim > CCG_MAX_RANK)
     return fail(m, CCG_STATUS_UNSUPPORTED,
                 "graph input '%s' has rank %zu (at most %d)", name,
@@ -378,17 +377,26 @@ static ccg_status import_opts(const ccg_onnx_import_options *in,
   return CCG_STATUS_OK;
 }
 
-/* Unpacks the wire format. Hardening hook: the wire-format depth pre-scan
- * and the byte-capped protobuf-c allocator (src/onnx/wire.h) plug in here. */
+/* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
+ * without a limit), then protobuf-c through an allocator capped at
+ * max_bytes. The model must be freed through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
-                         const ccg_onnx_import_options *o,
+                         const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
                          Onnx__ModelProto **out) {
   if (size > o->max_bytes)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: the model is %zu bytes, over the import's byte "
                       "cap of %zu",
                       what, size, o->max_bytes);
-  *out = onnx__model_proto__unpack(NULL, size, data);
+  if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
+    return ccg__error_prefix(NULL, "%s", what);
+  ccg__onnx_capped_allocator_init(cap, o->max_bytes);
+  *out = onnx__model_proto__unpack(ccg__onnx_capped_allocator(cap), size, data);
+  if (!*out && ccg__onnx_cap_exceeded(cap))
+    return ccg__error(NULL, CCG_STATUS_OOM,
+                      "%s: decoding the model needs more than the import's "
+                      "byte cap of %zu",
+                      what, o->max_bytes);
   if (!*out)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "%s: not an ONNX model (the protobuf wire format does "
@@ -408,7 +416,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   ccg_onnx_import_options o;
   CCG_CHECK(import_opts(opts, &o));
   Onnx__ModelProto *mp = NULL;
-  CCG_CHECK(unpack(what, data, size, &o, &mp));
+  ccg__onnx_cap cap;
+  CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
   im m;
   memset(&m, 0, sizeof m);
   m.o = &o;
@@ -422,8 +431,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
     goto out;
   }
   ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
-  go.name = o.name ? o.name
-                   : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
+  go.name =
+      o.name ? o.name : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   ccg__arena_init(&m.a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
@@ -435,7 +444,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   else
     ccg_graph_free(m.g);
 out:
-  onnx__model_proto__free_unpacked(mp, NULL);
+  onnx__model_proto__free_unpacked(mp, ccg__onnx_capped_allocator(&cap));
   return st;
 }
 
@@ -464,8 +473,8 @@ ccg_status ccg_onnx_import_file(const char *path,
   if (fseek(f, 0, SEEK_END) == 0)
     size = ftell(f);
   if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)",
-                    path, strerror(errno));
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)", path,
+                    strerror(errno));
     goto out;
   }
   if ((size_t)size > o.max_bytes) {
