@@ -130,20 +130,20 @@ def shape_cases():
                              [0.0] * 6)
     del neg.dims[:]
     neg.dims.extend([-2, -3])
-    write_model("negative_dim.onnx", with_initializer(neg), "SHAPE",
+    write_model("negative_dim.onnx", with_initializer(neg), "PARSE",
                 "neg_dim_w", "-2")
     x = helper.make_tensor_value_info("neg_in", TensorProto.FLOAT, [4, -1])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 1])
     g = helper.make_graph([helper.make_node("Relu", ["neg_in"], ["y"])],
                           "g", [x], [y])
-    write_model("negative_input_dim.onnx", model(g), "SHAPE", "neg_in",
+    write_model("negative_input_dim.onnx", model(g), "PARSE", "neg_in",
                 "-1")
     big = TensorProto()
     big.name = "overflow_w"
     big.data_type = TensorProto.FLOAT
     big.dims.extend([1 << 40, 1 << 40])
     big.raw_data = b"\x00" * 16
-    write_model("dim_overflow.onnx", with_initializer(big), "SHAPE",
+    write_model("dim_overflow.onnx", with_initializer(big), "PARSE",
                 "overflow_w", "overflow")
     bad = helper.make_tensor("short_w", TensorProto.FLOAT, [2, 3],
                              b"\x00" * 24, raw=True)
