@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "onnx/import.h"
+#include "onnx/wire.h"
 
 static ccg_status fail(im *m, ccg_status st, const char *fmt, ...)
     CCG_PRINTF(3, 4);
@@ -376,17 +377,26 @@ static ccg_status import_opts(const ccg_onnx_import_options *in,
   return CCG_STATUS_OK;
 }
 
-/* Unpacks the wire format. Hardening hook: the wire-format depth pre-scan
- * and the byte-capped protobuf-c allocator (src/onnx/wire.h) plug in here. */
+/* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
+ * without a limit), then protobuf-c through an allocator capped at
+ * max_bytes. The model must be freed through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
-                         const ccg_onnx_import_options *o,
+                         const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
                          Onnx__ModelProto **out) {
   if (size > o->max_bytes)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: the model is %zu bytes, over the import's byte "
                       "cap of %zu",
                       what, size, o->max_bytes);
-  *out = onnx__model_proto__unpack(NULL, size, data);
+  if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
+    return ccg__error_prefix(NULL, "%s", what);
+  ccg__onnx_capped_allocator_init(cap, o->max_bytes);
+  *out = onnx__model_proto__unpack(ccg__onnx_capped_allocator(cap), size, data);
+  if (!*out && ccg__onnx_cap_exceeded(cap))
+    return ccg__error(NULL, CCG_STATUS_OOM,
+                      "%s: decoding the model needs more than the import's "
+                      "byte cap of %zu",
+                      what, o->max_bytes);
   if (!*out)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "%s: not an ONNX model (the protobuf wire format does "
@@ -406,7 +416,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   ccg_onnx_import_options o;
   CCG_CHECK(import_opts(opts, &o));
   Onnx__ModelProto *mp = NULL;
-  CCG_CHECK(unpack(what, data, size, &o, &mp));
+  ccg__onnx_cap cap;
+  CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
   im m;
   memset(&m, 0, sizeof m);
   m.o = &o;
@@ -433,7 +444,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   else
     ccg_graph_free(m.g);
 out:
-  onnx__model_proto__free_unpacked(mp, NULL);
+  onnx__model_proto__free_unpacked(mp, ccg__onnx_capped_allocator(&cap));
   return st;
 }
 
