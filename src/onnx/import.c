@@ -254,7 +254,9 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
 static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
   const char *name = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+    return fail(m, CCG_STATUS_PARSE, "graph input '%s' has no type", name);
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
     return fail(m, CCG_STATUS_UNSUPPORTED,
                 "graph input '%s' is not a tensor (sequences, maps, optionals "
                 "and sparse tensors are not supported)",

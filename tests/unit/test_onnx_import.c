@@ -380,9 +380,10 @@ static void test_not_onnx(void **state) {
   static const char junk[] = "\xff\xff\xff\xff not a protobuf";
   assert_fails(NULL, CCG_STATUS_PARSE,
                ccg_onnx_import_buffer(junk, sizeof junk, NULL, NULL, &g),
-               "not an ONNX model");
+               "<buffer>", "byte 0");
   assert_fails(NULL, CCG_STATUS_PARSE,
-               ccg_onnx_import_buffer("", 0, NULL, NULL, &g), "no graph");
+               ccg_onnx_import_buffer("", 0, NULL, NULL, &g), "<buffer>",
+               "not an ONNX model");
   assert_fails(NULL, CCG_STATUS_IO,
                ccg_onnx_import_file("/nonexistent/m.onnx", NULL, &g),
                "/nonexistent/m.onnx");
