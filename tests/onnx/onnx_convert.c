@@ -11,8 +11,8 @@
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--list-ops") == 0) {
     for (int op = 0; op < CCG_OP_COUNT; op++)
-      printf("%s %s\n", *ccg_op_domain((ccg_op)op) ? ccg_op_domain((ccg_op)op)
-                                                    : "ai.onnx",
+      printf("%s %s\n",
+             *ccg_op_domain((ccg_op)op) ? ccg_op_domain((ccg_op)op) : "ai.onnx",
              ccg_op_name((ccg_op)op));
     return 0;
   }
