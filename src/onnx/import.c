@@ -228,7 +228,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
-  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
+  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, false, &t));
   if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
     return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
   size_t count = t.rank ? (size_t)t.dims[0] : 1;
@@ -312,7 +312,7 @@ static ccg_status initializers(im *m) {
     char role[256];
     snprintf(role, sizeof role, "initializer '%s'", name);
     ccg_tensor t;
-    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &t));
     if (ccg_graph_add_initializer(m->g, name, &t, NULL) != CCG_STATUS_OK)
       return from_graph(m);
   }

@@ -98,12 +98,13 @@ typedef struct ccg__onnx_src {
   size_t max_bytes;     /* remaining byte budget for external data */
 } ccg__onnx_src;
 
-/* Decodes tp into *t, its data in `a` (or borrowed from tp when it can be).
- * `role` names the tensor in messages ("initializer 'w'"). Errors on the
- * thread context. */
+/* Decodes tp into *t, its data in `a`. With borrow_raw, raw_data is not
+ * copied: t->data points into tp, possibly unaligned, for callers that only
+ * memcpy it (initializers: the graph copies them). `role` names the tensor
+ * in messages ("initializer 'w'"). Errors on the thread context. */
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               ccg_tensor *t);
+                               bool borrow_raw, ccg_tensor *t);
 
 /* ---- hardening hooks ---------------------------------------------------- */
 

@@ -290,7 +290,7 @@ static ccg_status typed_data(const ccg__onnx_src *src, ccg_arena *a,
 
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               ccg_tensor *t) {
+                               bool borrow_raw, ccg_tensor *t) {
   memset(t, 0, sizeof *t);
   if (tp->segment)
     return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
@@ -335,9 +335,11 @@ ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                         "%s: %s has %zu bytes of raw_data, its shape and type "
                         "need %zu",
                         src->what, role, tp->raw_data.len, nbytes);
-    /* Copied to aligned memory: readers may load elements from it. */
-    data = ccg__arena_memdup(a, tp->raw_data.data, nbytes, 64);
-    if (!data)
+    /* Copied to aligned memory unless the caller only copies it on:
+     * readers may load elements from it. */
+    data = borrow_raw ? (void *)tp->raw_data.data
+                      : ccg__arena_memdup(a, tp->raw_data.data, nbytes, 64);
+    if (!data && nbytes)
       return ccg__error(NULL, CCG_STATUS_OOM, "%s: %s", src->what, role);
   } else if (numel > 0) {
     CCG_CHECK(typed_data(src, a, tp, role, t->dtype, (size_t)numel, &data));
