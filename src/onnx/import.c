@@ -332,7 +332,26 @@ static ccg_status graph_outputs(im *m) {
   return CCG_STATUS_OK;
 }
 
+/* Our own metadata must be of a format and convention this reader knows:
+ * a graph read under another backward convention would differentiate
+ * differently. */
+static ccg_status check_format(im *m) {
+  const char *fmt = meta(m, CCG__META_FORMAT);
+  if (fmt && strcmp(fmt, CCG__META_FORMAT_VERSION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; this ccgraph reads version %s",
+                CCG__META_FORMAT, fmt, CCG__META_FORMAT_VERSION);
+  const char *bw = meta(m, CCG__META_BACKWARD);
+  if (bw && strcmp(bw, CCG__BACKWARD_CONVENTION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; ccgraph's backward convention is "
+                "'%s'",
+                CCG__META_BACKWARD, bw, CCG__BACKWARD_CONVENTION);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status build(im *m) {
+  CCG_CHECK(check_format(m));
   CCG_CHECK(read_opsets(m));
   CCG_CHECK(read_mesh(m));
   CCG_CHECK(find_dropped(m));

@@ -505,6 +505,13 @@ static void test_metadata_errors(void **state) {
   mk_output(k, "y");
   mk_meta(k, "ccgraph.tags", "{not json");
   assert_fails(NULL, CCG_STATUS_PARSE, mk_import(k, NULL, &g), "ccgraph.tags");
+  k = mk_new(17);
+  mk_input(k, "x", 2, d23);
+  mk_node(k, "Relu", "r", "x", NULL, "y", NULL);
+  mk_output(k, "y");
+  mk_meta(k, "ccgraph.backward", "sum_of_losses");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "ccgraph.backward", "'sum_of_losses'", "replicated_loss");
 }
 
 int main(void) {
