@@ -398,6 +398,22 @@ CCG_API ccg_value_kind ccg_value_kind_of(const ccg_graph *g, ccg_value_id v);
 CCG_API ccg_node_id ccg_value_producer(const ccg_graph *g, ccg_value_id v);
 /* Initializer data (borrowed); NULL for other values. */
 CCG_API const ccg_tensor *ccg_value_data(const ccg_graph *g, ccg_value_id v);
+/* Per-rank initializer data: the weight shard `rank` (a global rank of the
+ * mesh; 0 without one) holds, for per-rank export. It must have the
+ * initializer's dtype and dims; data is copied into the graph. Ranks without
+ * their own data use the common data. Errors (on g) name the value and rank.
+ */
+CCG_API ccg_status ccg_graph_set_initializer_rank_data(ccg_graph *g,
+                                                       ccg_value_id v,
+                                                       int64_t rank,
+                                                       const ccg_tensor *t);
+/* The data rank `rank` holds (its own, else the common data); borrowed. NULL
+ * for values that are not initializers. */
+CCG_API const ccg_tensor *ccg_value_rank_data(const ccg_graph *g,
+                                              ccg_value_id v, int64_t rank);
+/* True if rank `rank` has data of its own for v. */
+CCG_API bool ccg_value_has_rank_data(const ccg_graph *g, ccg_value_id v,
+                                     int64_t rank);
 /* Known contents of a small integer value (a shape computed from Shape,
  * Gather, Concat, ... or a constant): up to CCG_MAX_RANK elements, each a
  * number or a symbol. Returns the element count, or -1 if not known. */

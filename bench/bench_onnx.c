@@ -1,0 +1,340 @@
+/* ONNX export and import throughput.
+ *
+ * Weights: a chain of MatMuls over f32 [1024,1024] initializers (4 MiB each,
+ * about 1 GiB in all by default), exported and imported three ways: a file
+ * with external data, a file with every weight inline as raw_data, and a
+ * memory buffer. Each is printed in GB/s next to a memcpy of the same bytes
+ * measured in the same run, and as a ratio to it. Imported weights are
+ * compared with the originals (not timed).
+ *
+ * Structure: a transformer-like graph of about 100,000 nodes (MatMul, Add,
+ * Gelu, Reshape, collectives on a dp x tp mesh, symbolic dims), exported and
+ * imported through memory and a file, in nodes/s; the graph layer's own
+ * build rate is printed beside it for reference.
+ *
+ * Files go to --dir (default: a new folder under /tmp, removed at the end).
+ * Prints a table and one JSON line.
+ * usage: bench_onnx [--weights-mb N] [--nodes N] [--dir DIR] */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ccgraph/ccgraph.h"
+
+#define SIDE 1024 /* weights are [SIDE, SIDE] f32 */
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define CHECK(ctx, call)                                                       \
+  do {                                                                         \
+    if ((call) != CCG_STATUS_OK) {                                             \
+      fprintf(stderr, "bench_onnx: %s: %s\n", #call, ccg_last_error(ctx));     \
+      exit(3);                                                                 \
+    }                                                                          \
+  } while (0)
+
+static ccg_graph *new_graph(const char *name) {
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  o.name = name;
+  ccg_graph *g = NULL;
+  CHECK(NULL, ccg_graph_new(&o, &g));
+  return g;
+}
+
+/* ---- weights ----------------------------------------------------------- */
+
+/* x[batch,SIDE] @ w0 @ w1 ... with n weights whose data is `data` (n * SIDE
+ * * SIDE floats). */
+static ccg_graph *weights_graph(int n, const float *data) {
+  ccg_graph *g = new_graph("weights");
+  ccg_shape xs = {2, {ccg_dim_sym("batch"), ccg_dim_num(SIDE)}};
+  ccg_value_id x, w;
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "w%d", i);
+    ccg_tensor t = {
+        CCG_DTYPE_F32, 2, {SIDE, SIDE}, data + (size_t)i * SIDE * SIDE};
+    CHECK(g, ccg_graph_add_initializer(g, name, &t, &w));
+    CHECK(g, ccg_matmul(g, x, w, &x));
+  }
+  CHECK(g, ccg_graph_add_output(g, x));
+  return g;
+}
+
+/* The imported graph has the same weights, bit for bit. */
+static void check_weights(ccg_graph *g, int n, const float *data,
+                          const char *how) {
+  for (int i = 0; i < n; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "w%d", i);
+    ccg_value_id v;
+    CHECK(g, ccg_graph_find_value(g, name, &v));
+    const ccg_tensor *t = ccg_value_data(g, v);
+    if (!t || t->dims[0] != SIDE || t->dims[1] != SIDE ||
+        memcmp(t->data, data + (size_t)i * SIDE * SIDE,
+               (size_t)SIDE * SIDE * sizeof(float))) {
+      fprintf(stderr, "bench_onnx: %s: weight %s differs after import\n", how,
+              name);
+      exit(4);
+    }
+  }
+}
+
+/* memcpy of `bytes` into a buffer touched beforehand (the best case: no page
+ * faults), best of 3. */
+static double memcpy_seconds(const void *src, size_t bytes) {
+  char *dst = malloc(bytes);
+  if (!dst) {
+    fprintf(stderr, "bench_onnx: no memory for the memcpy baseline\n");
+    exit(3);
+  }
+  memset(dst, 1, bytes);
+  double best = 1e30;
+  for (int r = 0; r < 3; r++) {
+    double t0 = now();
+    memcpy(dst, src, bytes);
+    double t = now() - t0;
+    if (t < best)
+      best = t;
+  }
+  /* Keep the copy observable. */
+  volatile char sink = dst[bytes / 2];
+  (void)sink;
+  free(dst);
+  return best;
+}
+
+typedef struct row {
+  const char *what;
+  double seconds;
+} row;
+
+static void print_rate(const row *r, double bytes, double t_memcpy) {
+  double gbs = bytes / r->seconds / 1e9;
+  printf("%-24s %10.3f %10.2f %10.2fx\n", r->what, r->seconds, gbs,
+         t_memcpy / r->seconds);
+}
+
+static void remove_file(const char *dir, const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  unlink(path);
+}
+
+/* ---- structure --------------------------------------------------------- */
+
+/* One block: 8 nodes. */
+static ccg_value_id block(ccg_graph *g, ccg_value_id x, ccg_value_id w,
+                          ccg_value_id b) {
+  static const int64_t shape[3] = {0, 0, 64};
+  ccg_value_id h;
+  CHECK(g, ccg_matmul(g, x, w, &h));
+  CHECK(g, ccg_add(g, h, b, &h));
+  CHECK(g, ccg_gelu(g, h, "tanh", &h));
+  CHECK(g, ccg_reshape_to(g, h, shape, 3, &h));
+  CHECK(g, ccg_relu(g, h, &h));
+  CHECK(g, ccg_all_reduce(g, h, "tp", CCG_REDUCE_SUM, &h));
+  CHECK(g, ccg_all_gather(g, h, "dp", 0, NULL, &h));
+  CHECK(g, ccg_reduce_scatter(g, h, "dp", 0, CCG_REDUCE_SUM, NULL, &h));
+  return h;
+}
+
+static ccg_graph *structure_graph(long target, double *t_build) {
+  ccg_graph *g = new_graph("structure");
+  ccg_mesh m;
+  CHECK(NULL, ccg_mesh_parse("dp=2,tp=4", &m));
+  CHECK(g, ccg_graph_set_mesh(g, &m));
+  ccg_shape xs = {3,
+                  {ccg_dim_sym("batch"), ccg_dim_sym("seq"), ccg_dim_num(64)}};
+  static float wdata[64 * 64], bdata[64];
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {64, 64}, wdata};
+  ccg_tensor bt = {CCG_DTYPE_F32, 1, {64}, bdata};
+  ccg_value_id x, w, b;
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
+  CHECK(g, ccg_graph_add_initializer(g, "w", &wt, &w));
+  CHECK(g, ccg_graph_add_initializer(g, "b", &bt, &b));
+  double t0 = now();
+  for (long k = 0; (long)ccg_graph_num_nodes(g) < target; k++) {
+    char scope[32];
+    snprintf(scope, sizeof scope, "layers.%ld", k);
+    CHECK(g, ccg_graph_push_scope(g, scope));
+    x = block(g, x, w, b);
+    ccg_graph_pop_scope(g);
+  }
+  CHECK(g, ccg_graph_add_output(g, x));
+  *t_build = now() - t0;
+  return g;
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: bench_onnx [--weights-mb N] [--nodes N] "
+                  "[--dir DIR]\n");
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  long weights_mb = 1024, nodes = 100000;
+  const char *dir_arg = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--weights-mb") && i + 1 < argc)
+      weights_mb = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
+      nodes = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+      dir_arg = argv[++i];
+    else
+      usage();
+  }
+  if (weights_mb < 4 || nodes < 8)
+    usage();
+  char dir[4096];
+  if (dir_arg) {
+    snprintf(dir, sizeof dir, "%s", dir_arg);
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+      fprintf(stderr, "bench_onnx: cannot create %s: %s\n", dir,
+              strerror(errno));
+      return 3;
+    }
+  } else {
+    snprintf(dir, sizeof dir, "/tmp/bench_onnx_XXXXXX");
+    if (!mkdtemp(dir)) {
+      fprintf(stderr, "bench_onnx: mkdtemp: %s\n", strerror(errno));
+      return 3;
+    }
+  }
+  char ext_path[4200], inl_path[4200], str_path[4200];
+  snprintf(ext_path, sizeof ext_path, "%s/weights_ext.onnx", dir);
+  snprintf(inl_path, sizeof inl_path, "%s/weights_inline.onnx", dir);
+  snprintf(str_path, sizeof str_path, "%s/structure.onnx", dir);
+
+  /* ---- weights ---- */
+  int n_w = (int)(weights_mb / 4);
+  size_t bytes = (size_t)n_w * SIDE * SIDE * sizeof(float);
+  float *data = malloc(bytes);
+  if (!data) {
+    fprintf(stderr, "bench_onnx: no memory for %zu bytes of weights\n", bytes);
+    return 3;
+  }
+  for (size_t i = 0; i < bytes / sizeof(float); i++)
+    data[i] = (float)(i % 1000003) * 0.5f;
+  double t_memcpy = memcpy_seconds(data, bytes);
+  ccg_graph *wg = weights_graph(n_w, data);
+  ccg_onnx_export_options inline_opts = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  inline_opts.external_threshold = SIZE_MAX;
+  row w_rows[6];
+  int nw = 0;
+  double t0;
+  ccg_graph *back;
+
+  t0 = now();
+  CHECK(wg, ccg_onnx_export_file(wg, ext_path, NULL));
+  w_rows[nw++] = (row){"export file, external", now() - t0};
+  t0 = now();
+  CHECK(NULL, ccg_onnx_import_file(ext_path, NULL, &back));
+  w_rows[nw++] = (row){"import file, external", now() - t0};
+  check_weights(back, n_w, data, "external");
+  ccg_graph_free(back);
+
+  /* An inline file can only hold what protobuf's 2 GiB limit allows. */
+  bool inline_ok = bytes < ((size_t)2 << 30) - ((size_t)1 << 20);
+  if (inline_ok) {
+    t0 = now();
+    CHECK(wg, ccg_onnx_export_file(wg, inl_path, &inline_opts));
+    w_rows[nw++] = (row){"export file, inline", now() - t0};
+    t0 = now();
+    CHECK(NULL, ccg_onnx_import_file(inl_path, NULL, &back));
+    w_rows[nw++] = (row){"import file, inline", now() - t0};
+    check_weights(back, n_w, data, "inline");
+    ccg_graph_free(back);
+    remove_file(dir, "weights_inline.onnx");
+
+    void *buf = NULL;
+    size_t size = 0;
+    t0 = now();
+    CHECK(wg, ccg_onnx_export_buffer(wg, NULL, &buf, &size));
+    w_rows[nw++] = (row){"export buffer", now() - t0};
+    t0 = now();
+    CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
+    w_rows[nw++] = (row){"import buffer", now() - t0};
+    check_weights(back, n_w, data, "buffer");
+    ccg_graph_free(back);
+    free(buf);
+  }
+  ccg_graph_free(wg);
+  free(data);
+  remove_file(dir, "weights_ext.onnx");
+  remove_file(dir, "weights_ext.onnx.data");
+
+  printf("weights: %d x f32 [%d,%d] = %.3f GB\n", n_w, SIDE, SIDE,
+         (double)bytes / 1e9);
+  printf("%-24s %10s %10s %11s\n", "step", "seconds", "GB/s", "x memcpy");
+  printf("%-24s %10.3f %10.2f %10.2fx\n", "memcpy", t_memcpy,
+         (double)bytes / t_memcpy / 1e9, 1.0);
+  for (int i = 0; i < nw; i++)
+    print_rate(&w_rows[i], (double)bytes, t_memcpy);
+
+  /* ---- structure ---- */
+  double t_build;
+  ccg_graph *sg = structure_graph(nodes, &t_build);
+  size_t n = ccg_graph_num_nodes(sg);
+  void *buf = NULL;
+  size_t size = 0;
+  row s_rows[4];
+  t0 = now();
+  CHECK(sg, ccg_onnx_export_buffer(sg, NULL, &buf, &size));
+  s_rows[0] = (row){"export buffer", now() - t0};
+  t0 = now();
+  CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
+  s_rows[1] = (row){"import buffer", now() - t0};
+  if (ccg_graph_num_nodes(back) != n) {
+    fprintf(stderr, "bench_onnx: %zu nodes exported, %zu imported\n", n,
+            ccg_graph_num_nodes(back));
+    return 4;
+  }
+  ccg_graph_free(back);
+  free(buf);
+  t0 = now();
+  CHECK(sg, ccg_onnx_export_file(sg, str_path, NULL));
+  s_rows[2] = (row){"export file", now() - t0};
+  t0 = now();
+  CHECK(NULL, ccg_onnx_import_file(str_path, NULL, &back));
+  s_rows[3] = (row){"import file", now() - t0};
+  ccg_graph_free(back);
+  ccg_graph_free(sg);
+  remove_file(dir, "structure.onnx");
+  if (!dir_arg)
+    rmdir(dir);
+
+  printf("structure: %zu nodes, %zu bytes as ONNX\n", n, size);
+  printf("%-24s %10s %14s\n", "step", "seconds", "nodes/s");
+  printf("%-24s %10.3f %14.0f\n", "graph build (reference)", t_build,
+         (double)n / t_build);
+  for (int i = 0; i < 4; i++)
+    printf("%-24s %10.3f %14.0f\n", s_rows[i].what, s_rows[i].seconds,
+           (double)n / s_rows[i].seconds);
+
+  printf("{\"bench\":\"onnx\",\"weight_bytes\":%zu,\"memcpy_gbs\":%.2f", bytes,
+         (double)bytes / t_memcpy / 1e9);
+  static const char *const keys[] = {"export_ext",    "import_ext",
+                                     "export_inline", "import_inline",
+                                     "export_buffer", "import_buffer"};
+  for (int i = 0; i < nw; i++)
+    printf(",\"%s_x_memcpy\":%.3f", keys[i], t_memcpy / w_rows[i].seconds);
+  printf(",\"nodes\":%zu,\"build_nodes_per_s\":%.0f", n, (double)n / t_build);
+  static const char *const skeys[] = {"export_buffer", "import_buffer",
+                                      "export_file", "import_file"};
+  for (int i = 0; i < 4; i++)
+    printf(",\"%s_nodes_per_s\":%.0f", skeys[i], (double)n / s_rows[i].seconds);
+  printf("}\n");
+  return 0;
+}

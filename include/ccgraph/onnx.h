@@ -1,0 +1,98 @@
+/* ccgraph ONNX layer: graph <-> ONNX ModelProto. Export writes one model (or
+ * one model per rank of the graph's mesh); import reads standard ONNX models,
+ * ONNX Runtime's com.microsoft collectives and ccgraph's own domain. The
+ * encoding (metadata keys, Gelu below opset 20, dialects, external data) is
+ * described in docs/onnx.md. Calls on different graphs may run concurrently. */
+#ifndef CCGRAPH_ONNX_H
+#define CCGRAPH_ONNX_H
+
+#include "ccgraph/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How collective nodes are written. CCGRAPH: domain "ccgraph", every
+ * attribute kept. ORT: ONNX Runtime's com.microsoft AllReduce / AllGather /
+ * AllToAll where the meaning matches exactly; any other collective is an
+ * error naming the node. */
+typedef enum ccg_onnx_dialect {
+  CCG_ONNX_DIALECT_CCGRAPH,
+  CCG_ONNX_DIALECT_ORT,
+  CCG_ONNX_DIALECT_COUNT
+} ccg_onnx_dialect;
+
+/* "ccgraph", "ort"; "invalid" out of range. Static string. */
+CCG_API const char *ccg_onnx_dialect_name(ccg_onnx_dialect d);
+/* Parses "ccgraph" or "ort". CCG_STATUS_PARSE (thread context) otherwise. */
+CCG_API ccg_status ccg_onnx_dialect_parse(const char *name,
+                                          ccg_onnx_dialect *out);
+
+typedef struct ccg_onnx_export_options {
+  size_t size;               /* sizeof(ccg_onnx_export_options) */
+  int64_t opset;             /* ai.onnx opset, 17..21 (default 17) */
+  ccg_onnx_dialect dialect;  /* default CCGRAPH */
+  size_t external_threshold; /* initializers of more bytes than this go to
+                                an external data file (default 1 MiB);
+                                SIZE_MAX keeps everything inline. Only the
+                                file exports use external data. */
+  int rank;                  /* whose per-rank initializer data to write
+                                (-1, the default: the common data) */
+} ccg_onnx_export_options;
+#define CCG_ONNX_EXPORT_OPTIONS_INIT                                           \
+  {                                                                            \
+    sizeof(ccg_onnx_export_options), 17, CCG_ONNX_DIALECT_CCGRAPH,             \
+        (size_t)1 << 20, -1                                                    \
+  }
+
+typedef struct ccg_onnx_import_options {
+  size_t size;      /* sizeof(ccg_onnx_import_options) */
+  size_t max_bytes; /* cap on memory the decoder may allocate (default
+                       4 GiB); external data is counted too */
+  int max_depth;    /* nesting limit of the wire format (default 64) */
+  const char *name; /* name of the new graph (default: the model's) */
+} ccg_onnx_import_options;
+#define CCG_ONNX_IMPORT_OPTIONS_INIT                                           \
+  { sizeof(ccg_onnx_import_options), (size_t)1 << 32, 64, NULL }
+
+/* Writes g as an ONNX model to `path` (through a temporary file renamed at
+ * the end: on failure nothing is left behind). Initializers above the
+ * threshold go to "<model file name>.data" beside it. opts may be NULL.
+ * Errors go to g and name the node, value or file at fault. */
+CCG_API ccg_status ccg_onnx_export_file(ccg_graph *g, const char *path,
+                                        const ccg_onnx_export_options *opts);
+
+/* The same model serialized into memory, every initializer inline. "new":
+ * *data is freed with free(). */
+CCG_API ccg_status ccg_onnx_export_buffer(ccg_graph *g,
+                                          const ccg_onnx_export_options *opts,
+                                          void **data, size_t *size);
+
+/* One model per rank of g's mesh (a graph without a mesh has one rank):
+ * dir/<name>.rank<r>.onnx, each with that rank's initializer data
+ * (ccg_graph_set_initializer_rank_data) or else the common data. All files
+ * are written under temporary names and renamed only when every rank
+ * succeeded; on failure none is left. opts->rank is ignored. */
+CCG_API ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
+                                         const char *name,
+                                         const ccg_onnx_export_options *opts);
+
+/* Reads an ONNX model file; external data is looked up in the file's folder
+ * and must stay inside it. "new": *out is freed with ccg_graph_free. Errors
+ * go to the thread's context (ccg_last_error(NULL)) and name the file, node,
+ * op, domain, opset or tensor at fault. */
+CCG_API ccg_status ccg_onnx_import_file(const char *path,
+                                        const ccg_onnx_import_options *opts,
+                                        ccg_graph **out);
+
+/* The same from memory. base_dir is the folder external data is resolved
+ * against; NULL refuses models with external data. */
+CCG_API ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
+                                          const char *base_dir,
+                                          const ccg_onnx_import_options *opts,
+                                          ccg_graph **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

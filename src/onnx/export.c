@@ -1,0 +1,588 @@
+/* IR -> ModelProto. The IR's normalizations (docs/ir.md) are undone here:
+ * axes and split become constant inputs at the opsets that take them, Cast.to
+ * a type code, Gelu a model-local function below opset 20, and collectives
+ * com.microsoft ops in the ORT dialect. Everything is allocated in one arena
+ * and the model is deterministic: equal graphs give equal bytes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/internal.h"
+
+typedef struct ex {
+  ccg_graph *g;
+  const ccg_onnx_export_options *o;
+  int64_t rank;
+  ccg_arena *a;
+  ccg__onnx_ext *ext;
+  Onnx__GraphProto *gp;
+  size_t cap_init;
+  bool gelu_used[2]; /* [erf form, tanh form] */
+} ex;
+
+#define NEW(x, T, init)                                                        \
+  do {                                                                         \
+    (x) = ccg__arena_alloc(e->a, sizeof(T), 8);                                \
+    if (!(x))                                                                  \
+      return oom(e);                                                           \
+    init(x);                                                                   \
+  } while (0)
+
+static ccg_status oom(ex *e) {
+  return ccg__error(&e->g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
+                    ccg_graph_name(e->g));
+}
+
+ccg_status ccg__onnx_export_opts(ccg_graph *g,
+                                 const ccg_onnx_export_options *in,
+                                 ccg_onnx_export_options *o) {
+  *o = (ccg_onnx_export_options)CCG_ONNX_EXPORT_OPTIONS_INIT;
+  if (in) {
+    size_t n = in->size < sizeof *o ? in->size : sizeof *o;
+    if (n < sizeof(size_t))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "ONNX export options: size field is %zu", in->size);
+    memcpy(o, in, n);
+    o->size = sizeof *o;
+  }
+  if (o->opset < CCG__ONNX_MIN_EXPORT_OPSET || o->opset > CCG__ONNX_MAX_OPSET)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: opset %lld is not supported (%d..%d)",
+                      (long long)o->opset, CCG__ONNX_MIN_EXPORT_OPSET,
+                      CCG__ONNX_MAX_OPSET);
+  if ((unsigned)o->dialect >= CCG_ONNX_DIALECT_COUNT)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: dialect %d is not valid", (int)o->dialect);
+  return CCG_STATUS_OK;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+static ccg_status value_info(ex *e, ccg_value_id v,
+                             Onnx__ValueInfoProto **out) {
+  Onnx__ValueInfoProto *vi;
+  Onnx__TypeProto *tp;
+  Onnx__TypeProto__Tensor *tt;
+  Onnx__TensorShapeProto *sp;
+  NEW(vi, Onnx__ValueInfoProto, onnx__value_info_proto__init);
+  NEW(tp, Onnx__TypeProto, onnx__type_proto__init);
+  NEW(tt, Onnx__TypeProto__Tensor, onnx__type_proto__tensor__init);
+  NEW(sp, Onnx__TensorShapeProto, onnx__tensor_shape_proto__init);
+  const ccg_shape *s = ccg_value_shape(e->g, v);
+  sp->n_dim = (size_t)s->rank;
+  sp->dim = ccg__arena_calloc(e->a, sp->n_dim ? sp->n_dim : 1, sizeof *sp->dim);
+  if (!sp->dim)
+    return oom(e);
+  for (int i = 0; i < s->rank; i++) {
+    Onnx__TensorShapeProto__Dimension *d;
+    NEW(d, Onnx__TensorShapeProto__Dimension,
+        onnx__tensor_shape_proto__dimension__init);
+    if (ccg_dim_is_sym(s->dims[i])) {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
+      d->dim_param = (char *)s->dims[i].sym;
+    } else {
+      d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+      d->dim_value = s->dims[i].size;
+    }
+    sp->dim[i] = d;
+  }
+  tt->has_elem_type = 1;
+  tt->elem_type = ccg__onnx_dtype_code(ccg_value_dtype(e->g, v));
+  tt->shape = sp;
+  tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+  tp->tensor_type = tt;
+  vi->name = (char *)ccg_value_name(e->g, v);
+  vi->type = tp;
+  *out = vi;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status add_initializer(ex *e, const ccg_tensor *t, const char *name,
+                                  bool may_be_external) {
+  Onnx__TensorProto *tp;
+  NEW(tp, Onnx__TensorProto, onnx__tensor_proto__init);
+  CCG_CHECK(ccg__onnx_tensor_out(e->g, e->a, t, name,
+                                 may_be_external ? e->ext : NULL,
+                                 e->o->external_threshold, tp));
+  if (e->gp->n_initializer >= e->cap_init)
+    return ccg__error(&e->g->ctx, CCG_STATUS_INTERNAL,
+                      "ONNX export: initializer table overflow at '%s'", name);
+  e->gp->initializer[e->gp->n_initializer++] = tp;
+  return CCG_STATUS_OK;
+}
+
+/* An i64 vector input made from a normalized attribute ("<node>_axes"),
+ * renamed if the graph already has a value of that name. */
+static ccg_status const_input(ex *e, ccg_node_id n, const char *what,
+                              const int64_t *v, size_t count,
+                              const char **name) {
+  const char *node = ccg_node_name(e->g, n);
+  char *nm = NULL;
+  for (uint64_t k = 0;; k++) {
+    nm = k ? ccg__arena_name(e->a, node, what, k)
+           : ccg__arena_name(e->a, node, what, 0);
+    if (!nm)
+      return oom(e);
+    if (!k) /* the plain name, without the counter */
+      nm[strlen(nm) - 2] = '\0';
+    if (!ccg__strmap_get(&e->g->value_names, nm, NULL))
+      break;
+  }
+  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)count}, NULL};
+  int64_t *data = ccg__arena_memdup(e->a, v, count * sizeof *v, 8);
+  if (!data && count)
+    return oom(e);
+  t.data = data;
+  /* dims must outlive this call: keep the tensor in the arena. */
+  ccg_tensor *tc = ccg__arena_memdup(e->a, &t, sizeof t, 8);
+  if (!tc)
+    return oom(e);
+  *name = nm;
+  return add_initializer(e, tc, nm, false);
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+static ccg_status attr_out(ex *e, const ccg_attr *at,
+                           Onnx__AttributeProto **out) {
+  Onnx__AttributeProto *p;
+  NEW(p, Onnx__AttributeProto, onnx__attribute_proto__init);
+  p->name = (char *)at->name;
+  p->has_type = 1;
+  switch (at->type) {
+  case CCG_ATTR_INT:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    p->has_i = 1;
+    p->i = at->i;
+    break;
+  case CCG_ATTR_FLOAT:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
+    p->has_f = 1;
+    p->f = at->f;
+    break;
+  case CCG_ATTR_STRING:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    p->has_s = 1;
+    p->s.data = (uint8_t *)at->s;
+    p->s.len = strlen(at->s);
+    break;
+  case CCG_ATTR_INTS:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
+    p->n_ints = at->n;
+    p->ints = (int64_t *)at->ints;
+    break;
+  case CCG_ATTR_FLOATS:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS;
+    p->n_floats = at->n;
+    p->floats = (float *)at->floats;
+    break;
+  case CCG_ATTR_STRINGS:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
+    p->n_strings = at->n;
+    p->strings = ccg__arena_calloc(e->a, at->n ? at->n : 1, sizeof *p->strings);
+    if (!p->strings)
+      return oom(e);
+    for (size_t i = 0; i < at->n; i++) {
+      p->strings[i].data = (uint8_t *)at->strings[i];
+      p->strings[i].len = strlen(at->strings[i]);
+    }
+    break;
+  case CCG_ATTR_TENSOR:
+    p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
+    NEW(p->t, Onnx__TensorProto, onnx__tensor_proto__init);
+    CCG_CHECK(ccg__onnx_tensor_out(e->g, e->a, at->t, NULL, NULL, 0, p->t));
+    break;
+  default:
+    return ccg__error(&e->g->ctx, CCG_STATUS_INTERNAL,
+                      "attribute '%s' has type %d", at->name, (int)at->type);
+  }
+  *out = p;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status int_attr(ex *e, const char *name, int64_t v,
+                           Onnx__AttributeProto **out) {
+  ccg_attr at = CCG_ATTR_I(name, v);
+  /* The name must outlive the call: attribute names are literals here. */
+  return attr_out(e, &at, out);
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+typedef struct node_out {
+  const char *op_type, *domain;
+  const char *extra_input; /* input 1 made from an attribute, or NULL */
+  const ccg_attr *skip[2]; /* IR attributes not written as attributes */
+  Onnx__AttributeProto *added[3];
+  size_t n_added;
+} node_out;
+
+static ccg_status fail_node(ex *e, ccg_node_id n, ccg_status st,
+                            const char *why) {
+  return ccg__error(&e->g->ctx, st,
+                    "node '%s' (%s): %s (ONNX opset %lld, %s "
+                    "dialect)",
+                    ccg_node_name(e->g, n), ccg_op_name(ccg_node_op(e->g, n)),
+                    why, (long long)e->o->opset,
+                    ccg_onnx_dialect_name(e->o->dialect));
+}
+
+/* Reduce ops, Split, Squeeze, Unsqueeze: the attribute as input 1. */
+static ccg_status attr_as_input(ex *e, ccg_node_id n, const char *attr,
+                                node_out *no) {
+  const ccg_attr *at = ccg_node_attr(e->g, n, attr);
+  if (!at)
+    return CCG_STATUS_OK;
+  no->skip[0] = at;
+  if (at->n == 0)
+    return CCG_STATUS_OK; /* empty list == absent input */
+  char suffix[16];
+  snprintf(suffix, sizeof suffix, "_%s", attr);
+  return const_input(e, n, suffix, at->ints, at->n, &no->extra_input);
+}
+
+static ccg_status reduce_node(ex *e, ccg_node_id n, node_out *no) {
+  ccg_op op = ccg_node_op(e->g, n);
+  bool axes_input = op == CCG_OP_REDUCE_SUM || e->o->opset >= 18;
+  if (axes_input)
+    CCG_CHECK(attr_as_input(e, n, "axes", no));
+  if (op != CCG_OP_REDUCE_SUM && e->o->opset < 18) {
+    /* noop_with_empty_axes exists for ReduceMean/Max only from opset 18. */
+    const ccg_attr *noop = ccg_node_attr(e->g, n, "noop_with_empty_axes");
+    const ccg_attr *axes = ccg_node_attr(e->g, n, "axes");
+    if (noop && noop->i != 0 && (!axes || axes->n == 0))
+      return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                       "noop_with_empty_axes=1 needs opset 18 for this op");
+    no->skip[1] = noop;
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status cast_node(ex *e, ccg_node_id n, node_out *no) {
+  const ccg_attr *to = ccg_node_attr(e->g, n, "to");
+  ccg_dtype dt;
+  if (!to || ccg_dtype_parse(to->s, &dt) != CCG_STATUS_OK)
+    return fail_node(e, n, CCG_STATUS_DTYPE, "attribute 'to' is not a dtype");
+  no->skip[0] = to;
+  return int_attr(e, "to", ccg__onnx_dtype_code(dt), &no->added[no->n_added++]);
+}
+
+static ccg_status gelu_node(ex *e, ccg_node_id n, node_out *no) {
+  if (e->o->opset >= 20)
+    return CCG_STATUS_OK;
+  const char *approx = NULL;
+  if (ccg_node_attr_string(e->g, n, "approximate", &approx) != CCG_STATUS_OK)
+    return CCG_STATUS_INVALID_ARG;
+  bool tanh_form = strcmp(approx, "tanh") == 0;
+  e->gelu_used[tanh_form] = true;
+  no->op_type = tanh_form ? CCG__FN_GELU_TANH : CCG__FN_GELU;
+  no->domain = CCG_DOMAIN_CCGRAPH;
+  no->skip[0] = ccg_node_attr(e->g, n, "approximate");
+  return CCG_STATUS_OK;
+}
+
+/* ORT's com.microsoft collectives run over every rank of the job. */
+static ccg_status ort_node(ex *e, ccg_node_id n, node_out *no,
+                           Onnx__NodeProto *np) {
+  ccg_graph *g = e->g;
+  ccg_op op = ccg_node_op(g, n);
+  int64_t group = 0, world = 1;
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  if (mesh)
+    world = ccg_mesh_world_size(mesh);
+  if (op == CCG_OP_ALL_REDUCE || op == CCG_OP_ALL_GATHER ||
+      op == CCG_OP_ALL_TO_ALL) {
+    CCG_CHECK(ccg_node_attr_int(g, n, "group_size", &group));
+    if (group != world)
+      return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                       "com.microsoft collectives span every rank, this one "
+                       "a group of a part of the mesh");
+  }
+  int rank = ccg_value_shape(g, ccg_node_input(g, n, 0))->rank;
+  switch (op) {
+  case CCG_OP_ALL_REDUCE: {
+    const char *red = NULL;
+    CCG_CHECK(ccg_node_attr_string(g, n, "reduce_op", &red));
+    if (strcmp(red, "sum") != 0)
+      return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                       "com.microsoft AllReduce only sums");
+    break;
+  }
+  case CCG_OP_ALL_GATHER: {
+    int64_t axis;
+    CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+    if (ccg_node_attr(g, n, "split_sizes"))
+      return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                       "com.microsoft AllGather has no uneven split sizes");
+    CCG_CHECK(int_attr(e, "axis", axis < 0 ? axis + rank : axis,
+                       &no->added[no->n_added++]));
+    CCG_CHECK(int_attr(e, "group_size", group, &no->added[no->n_added++]));
+    break;
+  }
+  case CCG_OP_ALL_TO_ALL: {
+    int64_t sa, ca;
+    CCG_CHECK(ccg_node_attr_int(g, n, "split_axis", &sa));
+    CCG_CHECK(ccg_node_attr_int(g, n, "concat_axis", &ca));
+    if ((sa < 0 ? sa + rank : sa) != 0 || (ca < 0 ? ca + rank : ca) != 0 ||
+        ccg_node_attr(g, n, "in_splits") || ccg_node_attr(g, n, "out_splits"))
+      return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                       "com.microsoft AllToAll exchanges even chunks of dim "
+                       "0 only");
+    CCG_CHECK(int_attr(e, "group_size", group, &no->added[no->n_added++]));
+    break;
+  }
+  default:
+    return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
+                     "com.microsoft has no such collective (only AllReduce, "
+                     "AllGather, AllToAll)");
+  }
+  no->op_type = ccg_op_name(op);
+  no->domain = CCG__ONNX_DOMAIN_MS;
+  np->n_attribute = 0; /* none of the IR's attributes is kept */
+  no->skip[0] = no->skip[1] = NULL;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
+                               Onnx__NodeProto *np) {
+  ccg_op op = ccg_node_op(e->g, n);
+  no->op_type = ccg_op_name(op);
+  no->domain = ccg_op_domain(op);
+  switch (op) {
+  case CCG_OP_REDUCE_SUM:
+  case CCG_OP_REDUCE_MEAN:
+  case CCG_OP_REDUCE_MAX:
+    return reduce_node(e, n, no);
+  case CCG_OP_SQUEEZE:
+  case CCG_OP_UNSQUEEZE:
+    return attr_as_input(e, n, "axes", no);
+  case CCG_OP_SPLIT:
+    CCG_CHECK(attr_as_input(e, n, "split", no));
+    if (!no->extra_input && e->o->opset >= 18)
+      return int_attr(e, "num_outputs", (int64_t)ccg_node_num_outputs(e->g, n),
+                      &no->added[no->n_added++]);
+    return CCG_STATUS_OK;
+  case CCG_OP_CAST:
+    return cast_node(e, n, no);
+  case CCG_OP_GELU:
+    return gelu_node(e, n, no);
+  default:
+    if (ccg_op_is_collective(op) && e->o->dialect == CCG_ONNX_DIALECT_ORT)
+      return ort_node(e, n, no, np);
+    return CCG_STATUS_OK;
+  }
+}
+
+static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
+  ccg_graph *g = e->g;
+  Onnx__NodeProto *np;
+  NEW(np, Onnx__NodeProto, onnx__node_proto__init);
+  node_out no;
+  memset(&no, 0, sizeof no);
+  size_t n_attrs = ccg_node_num_attrs(g, n);
+  np->n_attribute = n_attrs; /* ort_node clears it */
+  CCG_CHECK(convert_node(e, n, &no, np));
+  bool keep_attrs = np->n_attribute != 0;
+
+  size_t n_in = ccg_node_num_inputs(g, n);
+  size_t total_in = no.extra_input ? (n_in > 1 ? n_in : 2) : n_in;
+  np->input = ccg__arena_calloc(e->a, total_in + 1, sizeof *np->input);
+  np->output = ccg__arena_calloc(e->a, ccg_node_num_outputs(g, n) + 1,
+                                 sizeof *np->output);
+  np->attribute =
+      ccg__arena_calloc(e->a, n_attrs + no.n_added + 1, sizeof *np->attribute);
+  if (!np->input || !np->output || !np->attribute)
+    return oom(e);
+  for (size_t i = 0; i < n_in; i++) {
+    ccg_value_id v = ccg_node_input(g, n, i);
+    np->input[i] = v == CCG_NONE ? "" : (char *)ccg_value_name(g, v);
+  }
+  if (no.extra_input)
+    np->input[1] = (char *)no.extra_input;
+  np->n_input = total_in;
+  for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++)
+    np->output[i] = (char *)ccg_value_name(g, ccg_node_output(g, n, i));
+  np->n_output = ccg_node_num_outputs(g, n);
+
+  size_t k = 0;
+  for (size_t i = 0; keep_attrs && i < n_attrs; i++) {
+    const ccg_attr *at = ccg_node_attr_at(g, n, i);
+    if (at == no.skip[0] || at == no.skip[1])
+      continue;
+    CCG_CHECK(attr_out(e, at, &np->attribute[k++]));
+  }
+  for (size_t i = 0; i < no.n_added; i++)
+    np->attribute[k++] = no.added[i];
+  np->n_attribute = k;
+  np->name = (char *)ccg_node_name(g, n);
+  np->op_type = (char *)no.op_type;
+  if (no.domain && *no.domain)
+    np->domain = (char *)no.domain;
+  *out = np;
+  return CCG_STATUS_OK;
+}
+
+/* ---- the model ---------------------------------------------------------- */
+
+static ccg_status graph_proto(ex *e) {
+  ccg_graph *g = e->g;
+  Onnx__GraphProto *gp = e->gp;
+  size_t nn = ccg_graph_num_nodes(g), nv = ccg_graph_num_values(g);
+  gp->name = (char *)ccg_graph_name(g);
+  gp->input =
+      ccg__arena_calloc(e->a, ccg_graph_num_inputs(g) + 1, sizeof *gp->input);
+  gp->output =
+      ccg__arena_calloc(e->a, ccg_graph_num_outputs(g) + 1, sizeof *gp->output);
+  gp->value_info = ccg__arena_calloc(e->a, nv + 1, sizeof *gp->value_info);
+  gp->node = ccg__arena_calloc(e->a, nn + 1, sizeof *gp->node);
+  e->cap_init = ccg_graph_num_initializers(g) + nn;
+  gp->initializer =
+      ccg__arena_calloc(e->a, e->cap_init + 1, sizeof *gp->initializer);
+  if (!gp->input || !gp->output || !gp->value_info || !gp->node ||
+      !gp->initializer)
+    return oom(e);
+  for (size_t i = 0; i < ccg_graph_num_inputs(g); i++)
+    CCG_CHECK(value_info(e, ccg_graph_input(g, i), &gp->input[i]));
+  gp->n_input = ccg_graph_num_inputs(g);
+  for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
+    ccg_value_id v = ccg_graph_initializer(g, i);
+    CCG_CHECK(add_initializer(e, ccg_value_rank_data(g, v, e->rank),
+                              ccg_value_name(g, v), true));
+  }
+  for (ccg_node_id n = 0; n < nn; n++)
+    CCG_CHECK(node_proto(e, n, &gp->node[n]));
+  gp->n_node = nn;
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    CCG_CHECK(value_info(e, ccg_graph_output(g, i), &gp->output[i]));
+  gp->n_output = ccg_graph_num_outputs(g);
+  /* value_info: every node output that is not a graph output. */
+  for (ccg_node_id n = 0; n < nn; n++)
+    for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
+      ccg_value_id v = ccg_node_output(g, n, i);
+      bool is_out = false;
+      for (size_t j = 0; j < gp->n_output && !is_out; j++)
+        is_out = strcmp(gp->output[j]->name, ccg_value_name(g, v)) == 0;
+      if (!is_out)
+        CCG_CHECK(value_info(e, v, &gp->value_info[gp->n_value_info++]));
+    }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
+  static const char *const domains[] = {"", CCG_DOMAIN_CCGRAPH,
+                                        CCG__ONNX_DOMAIN_MS};
+  size_t nd = e->o->dialect == CCG_ONNX_DIALECT_ORT ? 3 : 2;
+  m->opset_import = ccg__arena_calloc(e->a, nd, sizeof *m->opset_import);
+  if (!m->opset_import)
+    return oom(e);
+  for (size_t i = 0; i < nd; i++) {
+    Onnx__OperatorSetIdProto *os;
+    NEW(os, Onnx__OperatorSetIdProto, onnx__operator_set_id_proto__init);
+    os->domain = (char *)domains[i];
+    os->has_version = 1;
+    os->version = i == 0 ? e->o->opset : 1;
+    m->opset_import[i] = os;
+  }
+  m->n_opset_import = nd;
+
+  const char *keys[5], *vals[5];
+  size_t nm = 0;
+  char mesh[128];
+  keys[nm] = CCG__META_FORMAT;
+  vals[nm++] = CCG__META_FORMAT_VERSION;
+  if (ccg_graph_mesh(e->g)) {
+    ccg_mesh_format(ccg_graph_mesh(e->g), mesh, sizeof mesh);
+    keys[nm] = CCG__META_MESH;
+    vals[nm++] = mesh;
+  }
+  keys[nm] = CCG__META_BACKWARD;
+  vals[nm++] = CCG__BACKWARD_CONVENTION;
+  const char *pl = NULL, *tags = NULL;
+  CCG_CHECK(ccg__onnx_meta_placements(e->g, e->a, &pl));
+  CCG_CHECK(ccg__onnx_meta_tags(e->g, e->a, &tags));
+  if (pl) {
+    keys[nm] = CCG__META_PLACEMENTS;
+    vals[nm++] = pl;
+  }
+  if (tags) {
+    keys[nm] = CCG__META_TAGS;
+    vals[nm++] = tags;
+  }
+  m->metadata_props = ccg__arena_calloc(e->a, nm, sizeof *m->metadata_props);
+  if (!m->metadata_props)
+    return oom(e);
+  for (size_t i = 0; i < nm; i++) {
+    Onnx__StringStringEntryProto *kv;
+    NEW(kv, Onnx__StringStringEntryProto,
+        onnx__string_string_entry_proto__init);
+    kv->key = (char *)keys[i];
+    kv->value = ccg__arena_strdup(e->a, vals[i]);
+    if (!kv->value)
+      return oom(e);
+    m->metadata_props[i] = kv;
+  }
+  m->n_metadata_props = nm;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status functions(ex *e, Onnx__ModelProto *m) {
+  size_t nf = (size_t)e->gelu_used[0] + (size_t)e->gelu_used[1];
+  if (!nf)
+    return CCG_STATUS_OK;
+  m->functions = ccg__arena_calloc(e->a, nf, sizeof *m->functions);
+  if (!m->functions)
+    return oom(e);
+  for (int form = 0; form < 2; form++) {
+    if (!e->gelu_used[form])
+      continue;
+    Onnx__FunctionProto *f = ccg__onnx_gelu_function(e->a, form, e->o->opset);
+    if (!f)
+      return oom(e);
+    m->functions[m->n_functions++] = f;
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
+                                 int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
+                                 Onnx__ModelProto **out) {
+  ex ctx = {g, o, rank, a, ext, NULL, 0, {false, false}};
+  ex *e = &ctx;
+  Onnx__ModelProto *m;
+  NEW(m, Onnx__ModelProto, onnx__model_proto__init);
+  NEW(e->gp, Onnx__GraphProto, onnx__graph_proto__init);
+  m->has_ir_version = 1;
+  m->ir_version = ccg__onnx_ir_version(o->opset);
+  m->producer_name = "ccgraph";
+  m->producer_version = CCG_VERSION_STRING;
+  m->graph = e->gp;
+  CCG_CHECK(graph_proto(e));
+  CCG_CHECK(opsets_and_meta(e, m));
+  CCG_CHECK(functions(e, m));
+  *out = m;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
+                          size_t *size) {
+  size_t n = onnx__model_proto__get_packed_size(m);
+  if (n > (size_t)INT32_MAX)
+    return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "graph '%s': the ONNX model would be %zu bytes, over "
+                      "protobuf's 2 GiB limit (lower external_threshold)",
+                      ccg_graph_name(g), n);
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM,
+                      "graph '%s': %zu bytes for the ONNX model",
+                      ccg_graph_name(g), n);
+  size_t w = onnx__model_proto__pack(m, buf);
+  if (w != n) {
+    free(buf);
+    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': packed %zu of %zu bytes", ccg_graph_name(g),
+                      w, n);
+  }
+  *data = buf;
+  *size = n;
+  return CCG_STATUS_OK;
+}

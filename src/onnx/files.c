@@ -1,0 +1,196 @@
+/* The export entry points. Files are written under temporary names beside
+ * their final ones and renamed only once everything succeeded, so a failed
+ * export (of any rank) leaves nothing behind. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "onnx/internal.h"
+
+ccg_status ccg_onnx_export_buffer(ccg_graph *g,
+                                  const ccg_onnx_export_options *opts,
+                                  void **data, size_t *size) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+  if (!data || !size)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: no output buffer");
+  ccg_onnx_export_options o;
+  CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
+  ccg_arena a;
+  ccg__arena_init(&a, &g->alloc, 0);
+  Onnx__ModelProto *m = NULL;
+  ccg_status st = ccg__onnx_build_model(g, &o, o.rank, &a, NULL, &m);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_pack(g, m, data, size);
+  ccg__arena_free(&a);
+  return st;
+}
+
+/* One file being written: model and (maybe) external data. */
+typedef struct pending {
+  char *path, *tmp, *data_path, *data_tmp;
+  bool has_data, renamed, data_renamed;
+} pending;
+
+static char *join(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  char *s = malloc(na + nb + 1);
+  if (s) {
+    memcpy(s, a, na);
+    memcpy(s + na, b, nb + 1);
+  }
+  return s;
+}
+
+static void pending_free(pending *p) {
+  free(p->path);
+  free(p->tmp);
+  free(p->data_path);
+  free(p->data_tmp);
+}
+
+/* Removes whatever p left on disk. */
+static void pending_discard(pending *p) {
+  if (p->tmp)
+    unlink(p->tmp);
+  if (p->data_tmp)
+    unlink(p->data_tmp);
+  if (p->renamed)
+    unlink(p->path);
+  if (p->data_renamed)
+    unlink(p->data_path);
+}
+
+static ccg_status write_all(ccg_graph *g, const char *path, const void *data,
+                            size_t size) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                      strerror(errno));
+  bool ok = fwrite(data, 1, size, f) == size;
+  int err = errno;
+  if (fclose(f) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  return ok ? CCG_STATUS_OK
+            : ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                         strerror(err));
+}
+
+/* Writes the model for `rank` to p->tmp (and its data to p->data_tmp). */
+static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
+                                int64_t rank, pending *p) {
+  char suffix[48];
+  snprintf(suffix, sizeof suffix, ".tmp%ld", (long)getpid());
+  p->data_path = join(p->path, ".data");
+  p->tmp = join(p->path, suffix);
+  p->data_tmp = p->data_path ? join(p->data_path, suffix) : NULL;
+  if (!p->data_path || !p->tmp || !p->data_tmp)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting '%s'", p->path);
+  const char *base = strrchr(p->data_path, '/');
+  ccg__onnx_ext ext = {NULL, p->data_tmp, base ? base + 1 : p->data_path, 0,
+                       false};
+  ccg_arena a;
+  ccg__arena_init(&a, &g->alloc, 0);
+  Onnx__ModelProto *m = NULL;
+  void *buf = NULL;
+  size_t size = 0;
+  ccg_status st = ccg__onnx_build_model(g, o, rank, &a, &ext, &m);
+  if (ext.file && fclose(ext.file) != 0 && st == CCG_STATUS_OK)
+    st = ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", p->data_tmp,
+                    strerror(errno));
+  p->has_data = ext.used;
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_pack(g, m, &buf, &size);
+  ccg__arena_free(&a);
+  if (st == CCG_STATUS_OK)
+    st = write_all(g, p->tmp, buf, size);
+  free(buf);
+  if (st != CCG_STATUS_OK)
+    ccg__error_prefix(&g->ctx, "exporting '%s'", p->path);
+  return st;
+}
+
+static ccg_status commit(ccg_graph *g, pending *p) {
+  if (p->has_data) {
+    if (rename(p->data_tmp, p->data_path) != 0)
+      return ccg__error(&g->ctx, CCG_STATUS_IO, "renaming '%s' to '%s': %s",
+                        p->data_tmp, p->data_path, strerror(errno));
+    p->data_renamed = true;
+  }
+  if (rename(p->tmp, p->path) != 0)
+    return ccg__error(&g->ctx, CCG_STATUS_IO, "renaming '%s' to '%s': %s",
+                      p->tmp, p->path, strerror(errno));
+  p->renamed = true;
+  return CCG_STATUS_OK;
+}
+
+/* Writes every pending file, then renames them all; on any failure removes
+ * everything written, renamed files included. */
+static ccg_status export_all(ccg_graph *g, const ccg_onnx_export_options *o,
+                             pending *ps, size_t n, bool per_rank) {
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
+    st = write_pending(g, o, per_rank ? (int64_t)r : o->rank, &ps[r]);
+  for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
+    st = commit(g, &ps[r]);
+  for (size_t r = 0; r < n; r++) {
+    if (st != CCG_STATUS_OK)
+      pending_discard(&ps[r]);
+    pending_free(&ps[r]);
+  }
+  return st;
+}
+
+ccg_status ccg_onnx_export_file(ccg_graph *g, const char *path,
+                                const ccg_onnx_export_options *opts) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+  if (!path || !*path)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: no file name");
+  ccg_onnx_export_options o;
+  CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
+  pending p = {0};
+  p.path = join(path, "");
+  if (!p.path)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting '%s'", path);
+  return export_all(g, &o, &p, 1, false);
+}
+
+ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
+                                 const char *name,
+                                 const ccg_onnx_export_options *opts) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+  if (!dir || !*dir || !name || !*name || strchr(name, '/'))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: per-rank export needs a folder and a "
+                      "model name without '/' (got '%s')",
+                      name ? name : "(null)");
+  ccg_onnx_export_options o;
+  CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
+  pending *ps = calloc(world, sizeof *ps);
+  if (!ps)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks", world);
+  for (size_t r = 0; r < world; r++) {
+    size_t len = strlen(dir) + strlen(name) + 48;
+    ps[r].path = malloc(len);
+    if (!ps[r].path) {
+      for (size_t k = 0; k < r; k++)
+        pending_free(&ps[k]);
+      free(ps);
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks", world);
+    }
+    snprintf(ps[r].path, len, "%s/%s.rank%zu.onnx", dir, name, r);
+  }
+  ccg_status st = export_all(g, &o, ps, world, true);
+  free(ps);
+  return st;
+}

@@ -1,0 +1,536 @@
+/* ModelProto -> IR. Standard models (opsets 13..21), ONNX Runtime's
+ * com.microsoft collectives and our own domain. Inputs that later opsets
+ * moved out of attributes (axes, split) must be constants and become
+ * attributes again; the constants that only fed them are dropped, which is
+ * what makes export -> import -> export give the same bytes. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/import.h"
+#include "onnx/wire.h"
+
+static ccg_status fail(im *m, ccg_status st, const char *fmt, ...)
+    CCG_PRINTF(3, 4);
+static ccg_status fail(im *m, ccg_status st, const char *fmt, ...) {
+  char msg[CCG__ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ccg__error(NULL, st, "%s: %s", m->src.what, msg);
+}
+
+/* The graph refused something: its message, prefixed with the file. */
+static ccg_status from_graph(im *m) {
+  ccg__error_copy(NULL, &m->g->ctx);
+  return ccg__error_prefix(NULL, "%s", m->src.what);
+}
+
+static const char *node_label(const Onnx__NodeProto *np) {
+  return np->name && *np->name ? np->name : "(unnamed)";
+}
+
+static const char *node_domain(const Onnx__NodeProto *np) {
+  const char *d = np->domain ? np->domain : "";
+  return strcmp(d, "ai.onnx") == 0 ? "" : d;
+}
+
+/* ---- opsets, mesh ------------------------------------------------------- */
+
+static ccg_status read_opsets(im *m) {
+  m->opset = -1;
+  for (size_t i = 0; i < m->m->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *os = m->m->opset_import[i];
+    const char *d = os->domain ? os->domain : "";
+    int64_t v = os->has_version ? os->version : 0;
+    if (!*d || strcmp(d, "ai.onnx") == 0)
+      m->opset = v;
+    else if (strcmp(d, CCG_DOMAIN_CCGRAPH) == 0 && v != 1)
+      return fail(m, CCG_STATUS_UNSUPPORTED,
+                  "domain 'ccgraph' version %lld is not supported (1)",
+                  (long long)v);
+  }
+  if (m->opset < 0)
+    return CCG_STATUS_OK; /* checked when an ai.onnx node shows up */
+  if (m->opset < CCG__ONNX_MIN_OPSET || m->opset > CCG__ONNX_MAX_OPSET)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "ai.onnx opset %lld is not supported (ccgraph reads %d..%d)",
+                (long long)m->opset, CCG__ONNX_MIN_OPSET, CCG__ONNX_MAX_OPSET);
+  return CCG_STATUS_OK;
+}
+
+static const char *meta(const im *m, const char *key) {
+  for (size_t i = 0; i < m->m->n_metadata_props; i++) {
+    const Onnx__StringStringEntryProto *e = m->m->metadata_props[i];
+    if (e->key && strcmp(e->key, key) == 0)
+      return e->value ? e->value : "";
+  }
+  return NULL;
+}
+
+static int64_t attr_int(const Onnx__NodeProto *np, const char *name,
+                        int64_t dflt) {
+  for (size_t i = 0; i < np->n_attribute; i++) {
+    const Onnx__AttributeProto *a = np->attribute[i];
+    if (a->name && strcmp(a->name, name) == 0 && a->has_i)
+      return a->i;
+  }
+  return dflt;
+}
+
+/* The mesh: from our metadata, else a 1-D "world" mesh as large as the
+ * group of ONNX Runtime's collectives (which span every rank). */
+static ccg_status read_mesh(im *m) {
+  const char *spec = meta(m, CCG__META_MESH);
+  if (spec) {
+    ccg_mesh mesh;
+    if (ccg_mesh_parse(spec, &mesh) != CCG_STATUS_OK)
+      return ccg__error_prefix(NULL, "%s: metadata '%s'", m->src.what,
+                               CCG__META_MESH);
+    if (ccg_graph_set_mesh(m->g, &mesh) != CCG_STATUS_OK)
+      return from_graph(m);
+    return CCG_STATUS_OK;
+  }
+  int64_t world = 0;
+  const Onnx__NodeProto *first = NULL;
+  for (size_t i = 0; i < m->gp->n_node; i++) {
+    const Onnx__NodeProto *np = m->gp->node[i];
+    if (strcmp(node_domain(np), CCG__ONNX_DOMAIN_MS) != 0)
+      continue;
+    int64_t gs = attr_int(np, "group_size", 0);
+    if (!first)
+      first = np;
+    if (gs <= 0)
+      continue;
+    if (world && gs != world)
+      return fail(m, CCG_STATUS_PARSE,
+                  "node '%s' (com.microsoft %s): group_size %lld differs from "
+                  "%lld of the other collectives",
+                  node_label(np), np->op_type ? np->op_type : "", (long long)gs,
+                  (long long)world);
+    world = gs;
+  }
+  if (!first)
+    return CCG_STATUS_OK;
+  if (!world)
+    return fail(m, CCG_STATUS_PARSE,
+                "node '%s' (com.microsoft %s): the number of ranks is "
+                "unknown (no '%s' metadata and no group_size attribute)",
+                node_label(first), first->op_type ? first->op_type : "",
+                CCG__META_MESH);
+  ccg_mesh mesh;
+  memset(&mesh, 0, sizeof mesh);
+  mesh.ndims = 1;
+  mesh.sizes[0] = world;
+  strcpy(mesh.names[0], "world");
+  if (ccg_graph_set_mesh(m->g, &mesh) != CCG_STATUS_OK)
+    return from_graph(m);
+  return CCG_STATUS_OK;
+}
+
+/* ---- constants feeding axes/split -------------------------------------- */
+
+int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
+  if (*node_domain(np) || !np->op_type || np->n_input < 2)
+    return -1;
+  const char *op = np->op_type;
+  if (strcmp(op, "ReduceSum") == 0)
+    return m->opset >= 13 ? 1 : -1;
+  if (strcmp(op, "ReduceMean") == 0 || strcmp(op, "ReduceMax") == 0)
+    return m->opset >= 18 ? 1 : -1;
+  if (strcmp(op, "Split") == 0 || strcmp(op, "Squeeze") == 0 ||
+      strcmp(op, "Unsqueeze") == 0)
+    return 1;
+  return -1;
+}
+
+static bool is_constant_node(const Onnx__NodeProto *np) {
+  return !*node_domain(np) && np->op_type &&
+         strcmp(np->op_type, "Constant") == 0 && np->n_output == 1;
+}
+
+/* Counts, per initializer and Constant output, all uses and the uses as an
+ * axes/split input; a constant used only that way is not kept. */
+static ccg_status find_dropped(im *m) {
+  const Onnx__GraphProto *gp = m->gp;
+  size_t nc = gp->n_initializer + gp->n_node;
+  m->uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->uses);
+  m->slot_uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->slot_uses);
+  if (!m->uses || !m->slot_uses ||
+      ccg__strmap_reserve(&m->consts, nc) != CCG_STATUS_OK)
+    return fail(m, CCG_STATUS_OOM, "indexing constants");
+  for (size_t i = 0; i < gp->n_initializer; i++) {
+    const char *nm = gp->initializer[i]->name;
+    if (nm && *nm)
+      ccg__strmap_put(&m->consts, nm, (uint32_t)i);
+  }
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    if (is_constant_node(np) && np->output[0] && *np->output[0])
+      ccg__strmap_put(&m->consts, np->output[0],
+                      (uint32_t)(gp->n_initializer + i));
+  }
+  for (size_t i = 0; i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
+    int slot = ccg__onnx_attr_slot(m, np);
+    for (size_t k = 0; k < np->n_input; k++) {
+      uint32_t c;
+      if (!np->input[k] || !ccg__strmap_get(&m->consts, np->input[k], &c))
+        continue;
+      m->uses[c]++;
+      if ((int)k == slot)
+        m->slot_uses[c]++;
+    }
+  }
+  for (size_t i = 0; i < gp->n_output; i++) {
+    uint32_t c;
+    if (gp->output[i]->name &&
+        ccg__strmap_get(&m->consts, gp->output[i]->name, &c))
+      m->uses[c]++;
+  }
+  return CCG_STATUS_OK;
+}
+
+bool ccg__onnx_dropped(const im *m, uint32_t c) {
+  return m->slot_uses[c] > 0 && m->slot_uses[c] == m->uses[c];
+}
+
+/* The int64 contents of a constant input (axes, split). */
+ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
+                                const char *input, const int64_t **vals,
+                                size_t *n) {
+  uint32_t c;
+  char role[256];
+  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
+           np->op_type, input);
+  if (!ccg__strmap_get(&m->consts, input, &c))
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "%s is computed at run time; ccgraph needs it constant", role);
+  const Onnx__TensorProto *tp = NULL;
+  if (c < m->gp->n_initializer) {
+    tp = m->gp->initializer[c];
+  } else {
+    const Onnx__NodeProto *cn = m->gp->node[c - m->gp->n_initializer];
+    for (size_t i = 0; i < cn->n_attribute; i++) {
+      const Onnx__AttributeProto *a = cn->attribute[i];
+      if (a->name && strcmp(a->name, "value_ints") == 0) {
+        *vals = a->ints;
+        *n = a->n_ints;
+        return CCG_STATUS_OK;
+      }
+      if (a->name && strcmp(a->name, "value") == 0)
+        tp = a->t;
+    }
+  }
+  ccg_tensor t;
+  if (!tp)
+    return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
+  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, false, &t));
+  if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
+    return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
+  size_t count = t.rank ? (size_t)t.dims[0] : 1;
+  int64_t *v = ccg__arena_calloc(&m->a, count + 1, sizeof *v);
+  if (!v)
+    return fail(m, CCG_STATUS_OOM, "%s", role);
+  for (size_t i = 0; i < count; i++) {
+    if (t.dtype == CCG_DTYPE_I64) {
+      memcpy(&v[i], (const uint8_t *)t.data + 8 * i, 8);
+    } else {
+      int32_t x;
+      memcpy(&x, (const uint8_t *)t.data + 4 * i, 4);
+      v[i] = x;
+    }
+  }
+  *vals = v;
+  *n = count;
+  return CCG_STATUS_OK;
+}
+
+/* ---- values ------------------------------------------------------------- */
+
+static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
+  const char *name = vi->name ? vi->name : "";
+  const Onnx__TypeProto *tp = vi->type;
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+    return fail(m, CCG_STATUS_PARSE, "graph input '%s' has no type", name);
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "graph input '%s' is not a tensor (sequences, maps, optionals "
+                "and sparse tensors are not supported)",
+                name);
+  const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+  ccg_dtype dt;
+  int64_t code = tt->has_elem_type ? tt->elem_type : 0;
+  if (!ccg__onnx_dtype_from_code(code, &dt))
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "graph input '%s' has element type %s (%lld), which ccgraph "
+                "does not support",
+                name, ccg__onnx_dtype_code_name(code), (long long)code);
+  if (!tt->shape)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "graph input '%s' has no shape (its rank must be known)", name);
+  if (tt->shape->n_dim > CCG_MAX_RANK)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "graph input '%s' has rank %zu (at most %d)", name,
+                tt->shape->n_dim, CCG_MAX_RANK);
+  ccg_shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = (int)tt->shape->n_dim;
+  for (int i = 0; i < s.rank; i++) {
+    const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+      if (d->dim_value < 0)
+        return fail(m, CCG_STATUS_PARSE, "graph input '%s': dim %d is %lld",
+                    name, i, (long long)d->dim_value);
+      s.dims[i] = ccg_dim_num(d->dim_value);
+    } else if (d->value_case ==
+                   ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
+               d->dim_param && *d->dim_param) {
+      s.dims[i] = ccg_dim_sym(d->dim_param);
+    } else {
+      /* An unnamed dim gets a name of its own. */
+      char *sym = ccg__arena_name(&m->a, name, "_dim", (uint64_t)i);
+      if (!sym)
+        return fail(m, CCG_STATUS_OOM, "graph input '%s'", name);
+      s.dims[i] = ccg_dim_sym(sym);
+    }
+  }
+  if (ccg_graph_add_input(m->g, name, dt, &s, NULL) != CCG_STATUS_OK)
+    return from_graph(m);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status initializers(im *m) {
+  for (size_t i = 0; i < m->gp->n_initializer; i++) {
+    if (ccg__onnx_dropped(m, (uint32_t)i))
+      continue;
+    const Onnx__TensorProto *tp = m->gp->initializer[i];
+    const char *name = tp->name ? tp->name : "";
+    char role[256];
+    snprintf(role, sizeof role, "initializer '%s'", name);
+    ccg_tensor t;
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &t));
+    if (ccg_graph_add_initializer(m->g, name, &t, NULL) != CCG_STATUS_OK)
+      return from_graph(m);
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status graph_outputs(im *m) {
+  for (size_t i = 0; i < m->gp->n_output; i++) {
+    const char *name = m->gp->output[i]->name ? m->gp->output[i]->name : "";
+    uint32_t v;
+    if (!ccg__strmap_get(&m->g->value_names, name, &v))
+      return fail(m, CCG_STATUS_PARSE,
+                  "graph output '%s' is not produced by any node", name);
+    if (ccg_graph_add_output(m->g, v) != CCG_STATUS_OK)
+      return from_graph(m);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Our own metadata must be of a format and convention this reader knows:
+ * a graph read under another backward convention would differentiate
+ * differently. */
+static ccg_status check_format(im *m) {
+  const char *fmt = meta(m, CCG__META_FORMAT);
+  if (fmt && strcmp(fmt, CCG__META_FORMAT_VERSION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; this ccgraph reads version %s",
+                CCG__META_FORMAT, fmt, CCG__META_FORMAT_VERSION);
+  const char *bw = meta(m, CCG__META_BACKWARD);
+  if (bw && strcmp(bw, CCG__BACKWARD_CONVENTION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; ccgraph's backward convention is "
+                "'%s'",
+                CCG__META_BACKWARD, bw, CCG__BACKWARD_CONVENTION);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status build(im *m) {
+  CCG_CHECK(check_format(m));
+  CCG_CHECK(read_opsets(m));
+  CCG_CHECK(read_mesh(m));
+  CCG_CHECK(find_dropped(m));
+  for (size_t i = 0; i < m->gp->n_input; i++) {
+    const char *nm = m->gp->input[i]->name;
+    if (nm && ccg__strmap_get(&m->consts, nm, NULL))
+      continue; /* an initializer listed as input too (IR < 4 style) */
+    CCG_CHECK(graph_input(m, m->gp->input[i]));
+  }
+  CCG_CHECK(initializers(m));
+  for (size_t i = 0; i < m->gp->n_node; i++) {
+    if (is_constant_node(m->gp->node[i]) &&
+        ccg__onnx_dropped(m, (uint32_t)(m->gp->n_initializer + i)))
+      continue;
+    CCG_CHECK(ccg__onnx_node_in(m, m->gp->node[i]));
+  }
+  CCG_CHECK(graph_outputs(m));
+  const char *pl = meta(m, CCG__META_PLACEMENTS);
+  if (pl)
+    CCG_CHECK(ccg__onnx_restore_placements(m->g, pl, m->src.what));
+  const char *tags = meta(m, CCG__META_TAGS);
+  if (tags)
+    CCG_CHECK(ccg__onnx_restore_tags(m->g, tags, m->src.what));
+  return CCG_STATUS_OK;
+}
+
+/* ---- entry points ------------------------------------------------------- */
+
+static ccg_status import_opts(const ccg_onnx_import_options *in,
+                              ccg_onnx_import_options *o) {
+  *o = (ccg_onnx_import_options)CCG_ONNX_IMPORT_OPTIONS_INIT;
+  if (in) {
+    size_t n = in->size < sizeof *o ? in->size : sizeof *o;
+    if (n < sizeof(size_t))
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "ONNX import options: size field is %zu", in->size);
+    memcpy(o, in, n);
+    o->size = sizeof *o;
+  }
+  if (o->max_depth < 1)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ONNX import options: max_depth %d must be >= 1",
+                      o->max_depth);
+  return CCG_STATUS_OK;
+}
+
+/* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
+ * without a limit), then protobuf-c through an allocator capped at
+ * max_bytes. The model must be freed through the same cap. */
+static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
+                         const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
+                         Onnx__ModelProto **out) {
+  if (size > o->max_bytes)
+    return ccg__error(NULL, CCG_STATUS_OOM,
+                      "%s: the model is %zu bytes, over the import's byte "
+                      "cap of %zu",
+                      what, size, o->max_bytes);
+  if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
+    return ccg__error_prefix(NULL, "%s", what);
+  ccg__onnx_capped_allocator_init(cap, o->max_bytes);
+  *out = onnx__model_proto__unpack(ccg__onnx_capped_allocator(cap), size, data);
+  if (!*out && ccg__onnx_cap_exceeded(cap))
+    return ccg__error(NULL, CCG_STATUS_OOM,
+                      "%s: decoding the model needs more than the import's "
+                      "byte cap of %zu",
+                      what, o->max_bytes);
+  if (!*out)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: not an ONNX model (the protobuf wire format does "
+                      "not decode as a ModelProto)",
+                      what);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status import_model(const char *what, const void *data, size_t size,
+                               const char *base_dir,
+                               const ccg_onnx_import_options *opts,
+                               ccg_graph **out) {
+  if (!out || (!data && size))
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ONNX import: no data or no output pointer");
+  *out = NULL;
+  ccg_onnx_import_options o;
+  CCG_CHECK(import_opts(opts, &o));
+  Onnx__ModelProto *mp = NULL;
+  ccg__onnx_cap cap;
+  CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
+  im m;
+  memset(&m, 0, sizeof m);
+  m.o = &o;
+  m.src = (ccg__onnx_src){what, base_dir, o.max_bytes - size};
+  m.m = mp;
+  m.gp = mp->graph;
+  ccg_status st = CCG_STATUS_OK;
+  if (!m.gp) {
+    st = ccg__error(NULL, CCG_STATUS_PARSE, "%s: not an ONNX model: no graph",
+                    what);
+    goto out;
+  }
+  ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
+  go.name =
+      o.name ? o.name : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
+  CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
+  ccg__arena_init(&m.a, NULL, 0);
+  ccg__strmap_init(&m.consts, NULL);
+  st = build(&m);
+  ccg__strmap_free(&m.consts);
+  ccg__arena_free(&m.a);
+  if (st == CCG_STATUS_OK)
+    *out = m.g;
+  else
+    ccg_graph_free(m.g);
+out:
+  onnx__model_proto__free_unpacked(mp, ccg__onnx_capped_allocator(&cap));
+  return st;
+}
+
+ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
+                                  const char *base_dir,
+                                  const ccg_onnx_import_options *opts,
+                                  ccg_graph **out) {
+  return import_model("<buffer>", data, size, base_dir, opts, out);
+}
+
+ccg_status ccg_onnx_import_file(const char *path,
+                                const ccg_onnx_import_options *opts,
+                                ccg_graph **out) {
+  if (!path || !out)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ONNX import: no file name or output pointer");
+  *out = NULL;
+  ccg_onnx_import_options o;
+  CCG_CHECK(import_opts(opts, &o));
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
+  ccg_status st = CCG_STATUS_OK;
+  uint8_t *buf = NULL;
+  long size = -1;
+  if (fseek(f, 0, SEEK_END) == 0)
+    size = ftell(f);
+  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)", path,
+                    strerror(errno));
+    goto out;
+  }
+  if ((size_t)size > o.max_bytes) {
+    st = ccg__error(NULL, CCG_STATUS_OOM,
+                    "%s: %ld bytes, over the import's byte cap of %zu", path,
+                    size, o.max_bytes);
+    goto out;
+  }
+  buf = malloc(size ? (size_t)size : 1);
+  if (!buf) {
+    st = ccg__error(NULL, CCG_STATUS_OOM, "%s: %ld bytes", path, size);
+    goto out;
+  }
+  if (size && fread(buf, 1, (size_t)size, f) != (size_t)size) {
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: short read", path);
+    goto out;
+  }
+  /* External data is resolved against the model's own folder. */
+  char *dir = strdup(path);
+  if (!dir) {
+    st = ccg__error(NULL, CCG_STATUS_OOM, "%s", path);
+    goto out;
+  }
+  char *slash = strrchr(dir, '/');
+  const char *base = ".";
+  if (slash == dir)
+    base = "/";
+  else if (slash) {
+    *slash = '\0';
+    base = dir;
+  }
+  st = import_model(path, buf, (size_t)size, base, &o, out);
+  free(dir);
+out:
+  free(buf);
+  fclose(f);
+  return st;
+}

@@ -1,0 +1,35 @@
+/* Private: state shared by the model reader (import.c) and the node
+ * converter (nodes_in.c). */
+#ifndef CCG_ONNX_IMPORT_H
+#define CCG_ONNX_IMPORT_H
+
+#include "onnx/internal.h"
+
+typedef struct im {
+  const ccg_onnx_import_options *o;
+  ccg__onnx_src src;
+  const Onnx__ModelProto *m;
+  const Onnx__GraphProto *gp;
+  ccg_graph *g;
+  ccg_arena a;   /* decoded tensors and attributes, freed after import */
+  int64_t opset; /* ai.onnx; -1 when the model imports none */
+  /* Initializers (index i) and Constant nodes (n_initializer + node index)
+   * by output name, with their use counts. */
+  ccg_strmap consts;
+  uint32_t *uses, *slot_uses;
+} im;
+
+/* Index of the input that holds a normalized attribute (axes, split) at the
+ * model's opset, or -1. */
+int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np);
+/* True if constant c feeds nothing but such inputs (it is not kept). */
+bool ccg__onnx_dropped(const im *m, uint32_t c);
+/* Contents of the constant named `input` as int64s (in m->a or borrowed). */
+ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
+                                const char *input, const int64_t **vals,
+                                size_t *n);
+/* Adds one node to m->g. Errors on the thread, naming node, op, domain and
+ * opset. */
+ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np);
+
+#endif

@@ -1,0 +1,113 @@
+/* Private: the contract between the files of the ONNX layer. Protobuf-c
+ * structs never leave src/onnx. */
+#ifndef CCG_ONNX_INTERNAL_H
+#define CCG_ONNX_INTERNAL_H
+
+#include "ccgraph/onnx.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/strmap.h"
+#include "graph/internal.h"
+#include "onnx.pb-c.h"
+
+#define CCG__ONNX_MIN_OPSET 13 /* oldest ai.onnx opset import reads */
+#define CCG__ONNX_MAX_OPSET 21
+#define CCG__ONNX_MIN_EXPORT_OPSET 17
+#define CCG__ONNX_DOMAIN_MS "com.microsoft"
+
+/* Model-level metadata_props keys (docs/onnx.md). */
+#define CCG__META_FORMAT "ccgraph.format"
+#define CCG__META_MESH "ccgraph.mesh"
+#define CCG__META_BACKWARD "ccgraph.backward"
+#define CCG__META_PLACEMENTS "ccgraph.placements"
+#define CCG__META_TAGS "ccgraph.tags"
+#define CCG__META_FORMAT_VERSION "1"
+#define CCG__BACKWARD_CONVENTION "replicated_loss"
+
+/* Names of the model-local functions that carry Gelu below opset 20. */
+#define CCG__FN_GELU "Gelu"
+#define CCG__FN_GELU_TANH "GeluTanh"
+
+/* ---- types (types.c) ---------------------------------------------------- */
+
+/* ONNX TensorProto.DataType of an IR dtype (0 for UNDEFINED). */
+int32_t ccg__onnx_dtype_code(ccg_dtype dt);
+/* IR dtype of an ONNX type code; false if the IR has no such dtype. */
+bool ccg__onnx_dtype_from_code(int64_t code, ccg_dtype *out);
+/* ONNX's name of a type code ("UINT16"), for messages. */
+const char *ccg__onnx_dtype_code_name(int64_t code);
+/* The IR version a model of this ai.onnx opset declares. */
+int64_t ccg__onnx_ir_version(int64_t opset);
+
+/* ---- export (export.c, functions.c) ------------------------------------- */
+
+/* Where initializers above the threshold go while a file is written. */
+typedef struct ccg__onnx_ext {
+  FILE *file;           /* open temporary data file, NULL until needed */
+  const char *tmp_path; /* its temporary path (made by the caller) */
+  const char *location; /* the name written in the model (final basename) */
+  uint64_t offset;
+  bool used;
+} ccg__onnx_ext;
+
+/* Builds the ModelProto of g (for `rank`: -1 = common data) in `a`. ext NULL
+ * keeps every initializer inline. Errors go to g. */
+ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
+                                 int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
+                                 Onnx__ModelProto **out);
+/* Serializes a built model into malloc'd memory. */
+ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
+                          size_t *size);
+/* Checks and fills defaults of caller options into *o (errors on g). */
+ccg_status ccg__onnx_export_opts(ccg_graph *g,
+                                 const ccg_onnx_export_options *in,
+                                 ccg_onnx_export_options *o);
+
+/* The model-local function that computes Gelu (tanh form or erf form) from
+ * ai.onnx ops of `opset`, allocated in a. NULL on OOM. */
+Onnx__FunctionProto *ccg__onnx_gelu_function(ccg_arena *a, bool tanh_form,
+                                             int64_t opset);
+
+/* ---- metadata (meta.c) -------------------------------------------------- */
+
+/* JSON texts of the placements and mapping tags of g (NULL when there are
+ * none), in the arena. Errors on g. */
+ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
+                                     const char **out);
+ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out);
+/* Restores them on an imported graph; errors on the thread, naming `what`
+ * (the file). */
+ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
+                                        const char *what);
+ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
+                                  const char *what);
+
+/* ---- tensors (tensor.c) ------------------------------------------------- */
+
+/* Fills tp (already initialized) with t's dims, type and data: raw_data
+ * (borrowed from t) or, when ext is given and the data is larger than
+ * `threshold`, appended to the external data file. Errors on g. */
+ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+                                const char *name, ccg__onnx_ext *ext,
+                                size_t threshold, Onnx__TensorProto *tp);
+
+/* What import needs to decode tensors. */
+typedef struct ccg__onnx_src {
+  const char *what;     /* file name or "<buffer>", for messages */
+  const char *base_dir; /* external data folder; NULL = refuse */
+  size_t max_bytes;     /* remaining byte budget for external data */
+} ccg__onnx_src;
+
+/* Decodes tp into *t, its data in `a`. With borrow_raw, raw_data is not
+ * copied: t->data points into tp, possibly unaligned, for callers that only
+ * memcpy it (initializers: the graph copies them). `role` names the tensor
+ * in messages ("initializer 'w'"). Errors on the thread context. */
+ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
+                               const Onnx__TensorProto *tp, const char *role,
+                               bool borrow_raw, ccg_tensor *t);
+
+/* ---- hardening hooks ---------------------------------------------------- */
+
+/* Import runs these before and while unpacking; see import.c. */
+
+#endif

@@ -1,0 +1,58 @@
+/* Private to src/onnx: defences run before and during protobuf-c unpacking of
+ * an ONNX ModelProto. protobuf-c recurses once per nested message with no
+ * limit and allocates whatever the input asks for, so an import first walks
+ * the wire format with an explicit stack (ccg__onnx_wire_check) and then
+ * unpacks through an allocator that counts bytes (ccg__onnx_cap). */
+#ifndef CCG_ONNX_WIRE_H
+#define CCG_ONNX_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "ccgraph/core.h"
+
+/* Nesting limit used when the caller passes max_depth <= 0. ModelProto is
+ * depth 1; a plain graph's deepest path (Model > Graph > ValueInfo > Type >
+ * Tensor > Shape > Dimension) is 7, and each level of If/Loop subgraph adds
+ * 3 more (Node > Attribute > Graph). */
+#define CCG__ONNX_DEFAULT_MAX_DEPTH 64
+
+/* Checks that data[0..size) is a well-formed protobuf encoding of an ONNX
+ * ModelProto before anything unpacks it: every tag, varint and length is
+ * complete and inside its enclosing message, no group or invalid wire type
+ * appears, each field the ONNX schema knows has the wire type the schema
+ * gives it, and sub-messages nest at most max_depth deep (ModelProto = 1).
+ * Only fields that the schema declares as messages are descended into;
+ * unknown fields are skipped whole. Uses an explicit stack, never recursion.
+ * Also refuses data that cannot be an ONNX model: empty, a first field that
+ * is not a ModelProto field, or no graph. Returns CCG_STATUS_PARSE with the
+ * message on the thread's context naming the byte offset, the message type
+ * and the field number (and field name when known); CCG_STATUS_OOM if the
+ * stack cannot grow. Thread-safe. */
+ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
+                                int max_depth);
+
+/* A protobuf-c allocator that refuses to hand out more than max_bytes in
+ * total (live bytes, headers included); frees give bytes back. Pass
+ * ccg__onnx_capped_allocator(&cap) to protobuf-c's unpack and free_unpacked
+ * of the same message. One cap per unpack; not thread-safe. */
+typedef struct ccg__onnx_cap {
+  ProtobufCAllocator pc; /* what protobuf-c calls; allocator_data = this */
+  size_t max_bytes;      /* 0: no cap */
+  size_t used;           /* bytes live now */
+  size_t peak;           /* most bytes live at once */
+  bool exceeded;         /* an allocation was refused for the cap */
+} ccg__onnx_cap;
+
+/* Sets up `cap` with a limit of max_bytes (0 = unlimited). */
+void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes);
+/* The allocator to hand to protobuf-c ("borrowed": lives as long as cap). */
+ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap);
+/* True once an allocation was refused because of the cap: an unpack that
+ * returned NULL with this set ran out of budget, not into bad data. */
+bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap);
+
+#endif
