@@ -99,6 +99,28 @@ CCG_API ccg_status ccg_dtensor_pairwise_parallel(
     ccg_value_id w2, ccg_value_id b2, const ccg_dtensor_style_options *opt,
     ccg_value_id *y);
 
+/* Backward rules of the styles. `dy` is the gradient of y (placed as y);
+ * grads receives one gradient per input in the forward's order (x, w, b /
+ * x, scale, bias / x, w1, b1, w2, b2), CCG_NONE for an absent bias. The
+ * input's forward redistribution and, for pairwise, the first Linear are
+ * recomputed (the rule sees inputs and output gradients only). */
+CCG_API ccg_status ccg_dtensor_colwise_parallel_backward(
+    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
+    ccg_value_id dy, const ccg_dtensor_style_options *opt,
+    ccg_value_id grads[3]);
+CCG_API ccg_status ccg_dtensor_rowwise_parallel_backward(
+    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
+    ccg_value_id dy, const ccg_dtensor_style_options *opt,
+    ccg_value_id grads[3]);
+CCG_API ccg_status ccg_dtensor_sequence_parallel_backward(
+    ccg_graph *g, ccg_value_id x, ccg_value_id scale, ccg_value_id bias,
+    ccg_value_id dy, const ccg_dtensor_style_options *opt,
+    ccg_value_id grads[3]);
+CCG_API ccg_status ccg_dtensor_pairwise_parallel_backward(
+    ccg_graph *g, ccg_value_id x, ccg_value_id w1, ccg_value_id b1,
+    ccg_value_id w2, ccg_value_id b2, ccg_value_id dy,
+    const ccg_dtensor_style_options *opt, ccg_value_id grads[5]);
+
 /* ---- the old helpers (torch.distributed.tensor.parallel) ----------------- */
 
 /* Which helper; one registry entry each ("dtensor.make_input_shard_1d"). */
@@ -127,6 +149,13 @@ CCG_API ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
                                             ccg_value_id x,
                                             const char *mesh_axis, int64_t dim,
                                             ccg_value_id *y);
+
+/* Backward of a helper applied to x: the gradient goes back to x's layout
+ * (the redistribution's backward); identity where the forward moved
+ * nothing. */
+CCG_API ccg_status ccg_dtensor_helper_backward(
+    ccg_graph *g, ccg_dtensor_helper h, ccg_value_id x, const char *mesh_axis,
+    int64_t dim, ccg_value_id dy, ccg_value_id *dx);
 
 /* ---- parallel plans ------------------------------------------------------ */
 
