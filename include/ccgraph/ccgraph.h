@@ -5,6 +5,7 @@
 
 #include "ccgraph/core.h"
 #include "ccgraph/graph.h"
+#include "ccgraph/symbolic.h"
 #include "ccgraph/dtensor.h"
 
 #endif

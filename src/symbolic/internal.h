@@ -1,0 +1,172 @@
+/* Private: the contract between the mapping registry (registry.c) and the
+ * system files (megatron.c, opensora.c, colossal.c, dtensor.c).
+ *
+ * A system file exports one table of ccg__mapping_def and its length. Each
+ * def declares its parameters as a table of ccg__param_spec (key, kind,
+ * offset into the def's params struct, default as JSON text); the registry
+ * parses the caller's JSON object into a zeroed params struct of
+ * params_size bytes, writes the canonical JSON for the tags, runs the rule,
+ * tags every node the rule added and rolls the graph back if it fails. */
+#ifndef CCG_SYMBOLIC_INTERNAL_H
+#define CCG_SYMBOLIC_INTERNAL_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "ccgraph/symbolic.h"
+#include "core/error.h"
+
+/* ---- parameters -------------------------------------------------------- */
+
+typedef enum ccg__param_kind {
+  CCG__PARAM_INT,    /* int64_t; a JSON integer */
+  CCG__PARAM_BOOL,   /* bool; true or false */
+  CCG__PARAM_NUMBER, /* double; a JSON number, written as a real */
+  CCG__PARAM_STRING, /* const char *, borrowed for the call; a JSON string */
+  CCG__PARAM_INTS,   /* ccg__ints; a list of integers, or null */
+  CCG__PARAM_CUSTOM, /* parsed by the spec's own function */
+  CCG__PARAM_KIND_COUNT
+} ccg__param_kind;
+
+/* An integer list parameter; set == false for null (v NULL, n 0). The
+ * registry owns v and frees it after the call. */
+typedef struct ccg__ints {
+  bool set;
+  int64_t *v;
+  size_t n;
+} ccg__ints;
+
+/* Parses a CUSTOM value into `field`. On failure writes why (completing
+ * "params key 'K' ...", e.g. "must be \"up\", \"down\" or a number") and
+ * returns false. */
+typedef bool (*ccg__param_parse_fn)(const json_t *v, void *field, char *why,
+                                    size_t n);
+/* The canonical JSON of a parsed CUSTOM field (new reference; NULL on OOM);
+ * it replaces the value, so a parse with an emit keeps no pointer into v.
+ * Optional: without it the value is kept as given. */
+typedef json_t *(*ccg__param_emit_fn)(const void *field);
+
+typedef struct ccg__param_spec {
+  const char *key;
+  ccg__param_kind kind;
+  size_t offset;             /* of the field in the def's params struct */
+  const char *dflt;          /* default as JSON text; NULL = required */
+  const char *doc;           /* one line for docs/mappings.md */
+  ccg__param_parse_fn parse; /* CUSTOM only */
+  ccg__param_emit_fn emit;   /* CUSTOM only, optional */
+} ccg__param_spec;
+
+#define CCG__PARAM(st, field, key_, kind_, dflt_, doc_)                        \
+  { key_, CCG__PARAM_##kind_, offsetof(st, field), dflt_, doc_, NULL, NULL }
+#define CCG__PARAM_CUSTOM_SPEC(st, field, key_, parse_, emit_, dflt_, doc_)    \
+  { key_, CCG__PARAM_CUSTOM, offsetof(st, field), dflt_, doc_, parse_, emit_ }
+
+/* ---- a call of a rule -------------------------------------------------- */
+
+typedef struct ccg_mapping ccg__mapping_def;
+
+/* What a rule sees. Rules insert nodes with the graph's builders; the
+ * registry tags them and undoes them on failure, so a rule simply returns
+ * the first failing status. */
+typedef struct ccg__mcall {
+  ccg_graph *g;
+  const ccg__mapping_def *def;
+  const void *params;      /* the def's params struct */
+  const char *params_json; /* canonical text (what the tags hold) */
+  uint32_t instance;
+  bool backward;
+} ccg__mcall;
+
+/* Forward: inputs in[0..n_in) (arity checked by the registry); writes at
+ * most def->max_out outputs and their count. */
+typedef ccg_status (*ccg__mapping_fwd_fn)(ccg__mcall *c, const ccg_value_id *in,
+                                          size_t n_in, ccg_value_id *out,
+                                          size_t *n_out);
+/* Backward: gin[i] = gradient of in[i] (CCG_NONE for none) from the output
+ * gradients gout (CCG_NONE where an output has none; the registry calls the
+ * rule only when at least one is given). */
+typedef ccg_status (*ccg__mapping_bwd_fn)(ccg__mcall *c, const ccg_value_id *in,
+                                          size_t n_in, const ccg_value_id *out,
+                                          const ccg_value_id *gout,
+                                          size_t n_out, ccg_value_id *gin);
+
+struct ccg_mapping {
+  const char *name;        /* "megatron.copy_to_tensor_model_parallel_region" */
+  const char *forward_doc; /* one line */
+  const char *backward_doc; /* one line */
+  const ccg__param_spec *params;
+  size_t n_params;
+  size_t params_size; /* sizeof the params struct */
+  int min_in, max_in; /* max_in -1 = unbounded */
+  int max_out;
+  ccg__mapping_fwd_fn forward;
+  ccg__mapping_bwd_fn backward;
+  const void *data; /* the system file's per-entry data */
+};
+
+#define CCG__PARAMS(arr) (arr), (sizeof(arr) / sizeof((arr)[0]))
+
+/* ---- helpers for rules (registry.c) ------------------------------------ */
+
+/* Records "<mapping>: <message>" on the graph and returns st. */
+ccg_status ccg__mfail(ccg__mcall *c, ccg_status st, const char *fmt, ...)
+    CCG_PRINTF(3, 4);
+
+/* Size W of the group over mesh axes `axes` ("tp", "dp,tp") of the graph's
+ * mesh; fails naming the mapping and the group when there is no mesh or an
+ * axis is unknown or repeated. */
+ccg_status ccg__mgroup(ccg__mcall *c, const char *axes, int64_t *w);
+
+/* Normalizes a (possibly negative) dim of value x, failing with the mapping,
+ * the key, the value and its rank when out of range. */
+ccg_status ccg__mdim(ccg__mcall *c, ccg_value_id x, int64_t dim,
+                     const char *what, int *out);
+
+/* Dim `dim` of x must split into W equal parts: a number divisible by W (a
+ * symbol is left to the shape rules). Fails naming mapping, value, dim,
+ * size and W. */
+ccg_status ccg__mdivisible(ccg__mcall *c, ccg_value_id x, int dim, int64_t w,
+                           const char *group);
+
+/* A split-size list `key` must have W entries >= 0; when `dim` >= 0 they
+ * must also sum to dim `dim` of x (a number). */
+ccg_status ccg__msplits(ccg__mcall *c, const ccg__ints *s, const char *key,
+                        int64_t w, ccg_value_id x, int dim);
+
+/* Formats value x as "'name' [shape]" for messages. */
+const char *ccg__mvalue_str(ccg__mcall *c, ccg_value_id x, char *buf,
+                            size_t size);
+
+/* Reshapes x to exactly `to` with constant dims (a symbolic dim stays in
+ * place or is the one inferred); fails naming the mapping otherwise. */
+ccg_status ccg__mreshape(ccg__mcall *c, ccg_value_id x, const ccg_shape *to,
+                         ccg_value_id *out);
+
+/* Open-Sora's all-to-all with W > 1: dim `scatter` of x splits into W chunks
+ * (must divide), chunk j goes to group rank j, and what arrives is
+ * concatenated rank-major along dim `gather`. Built so that the exchange
+ * is on dim 0 (ONNX Runtime's AllToAll, NCCL's flat buffers): reshape the
+ * scatter dim to [W, S/W], transpose W to the front, AllToAll(0, 0),
+ * transpose W to just before the gather dim, reshape it into that dim. Dims
+ * already at 0 skip their transpose. */
+ccg_status ccg__mall_to_all(ccg__mcall *c, ccg_value_id x, const char *group,
+                            int64_t w, int scatter, int gather,
+                            ccg_value_id *out);
+
+/* For the typed C functions: {"group": group} ({} for NULL), an integer
+ * list (null for NULL) — new references, NULL on OOM — and apply of a
+ * one-input one-output mapping with params (stolen; NULL = OOM). */
+json_t *ccg__mparams_group(const char *group);
+json_t *ccg__mjson_ints(const int64_t *v, size_t n);
+ccg_status ccg__mapply1(ccg_graph *g, const char *name, json_t *params,
+                        ccg_value_id x, ccg_value_id *out);
+
+/* ---- the system tables ------------------------------------------------- */
+
+extern const ccg__mapping_def ccg__megatron_mappings[];
+extern const size_t ccg__megatron_mappings_count;
+extern const ccg__mapping_def ccg__opensora_mappings[];
+extern const size_t ccg__opensora_mappings_count;
+
+#endif
