@@ -35,20 +35,21 @@ CCG_API int ccg_placement_format(const ccg_placement *p, char *buf,
  * axis and value. A dim that W does not divide is split as torch.chunk does
  * (ceil-sized chunks, the last ones smaller); its local size is then the
  * rank-dependent symbol "tp{3,3,3,1}", which later steps read back. W = 1 or
- * from == to inserts an Identity. The result carries `to`. */
+ * from == to inserts an Identity. The result carries `to`. The registry
+ * entry "dtensor.redistribute" takes {"from", "to", "grad"}: its backward
+ * sends the gradient (placed as "grad", default "to") back to "from" with
+ * Partial read as Replicate. */
 CCG_API ccg_status ccg_dtensor_redistribute(ccg_graph *g, ccg_value_id x,
                                             const ccg_placement *from,
                                             const ccg_placement *to,
                                             ccg_value_id *out);
-/* Its backward: the gradient `dy` (placements `grad_from`, NULL = `to`) goes
- * back to the source placements `from` with Partial read as Replicate;
- * x is the forward input (its shape gives uneven split sizes back). */
-CCG_API ccg_status ccg_dtensor_redistribute_backward(
-    ccg_graph *g, ccg_value_id x, const ccg_placement *from,
-    const ccg_placement *to, ccg_value_id dy, const ccg_placement *grad_from,
-    ccg_value_id *dx);
-
 /* ---- styles -------------------------------------------------------------- */
+/* Each is ccg_mapping_apply of "dtensor.<style>" with the options as params
+ * ({"mesh_axis", "input_layouts", "output_layouts", "use_local_output"};
+ * sequence_parallel {"mesh_axis", "sequence_dim", "epsilon",
+ * "use_local_output"}). Their backward rules (ccg_mapping_apply_backward)
+ * recompute the input's redistribution (and pairwise's first Linear): a rule
+ * sees inputs and output gradients only. */
 
 /* Options of the Linear styles, on one mesh axis (placements of the other
  * axes are left as they are; a value without placements is Replicate
@@ -99,28 +100,6 @@ CCG_API ccg_status ccg_dtensor_pairwise_parallel(
     ccg_value_id w2, ccg_value_id b2, const ccg_dtensor_style_options *opt,
     ccg_value_id *y);
 
-/* Backward rules of the styles. `dy` is the gradient of y (placed as y);
- * grads receives one gradient per input in the forward's order (x, w, b /
- * x, scale, bias / x, w1, b1, w2, b2), CCG_NONE for an absent bias. The
- * input's forward redistribution and, for pairwise, the first Linear are
- * recomputed (the rule sees inputs and output gradients only). */
-CCG_API ccg_status ccg_dtensor_colwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]);
-CCG_API ccg_status ccg_dtensor_rowwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]);
-CCG_API ccg_status ccg_dtensor_sequence_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id scale, ccg_value_id bias,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]);
-CCG_API ccg_status ccg_dtensor_pairwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w1, ccg_value_id b1,
-    ccg_value_id w2, ccg_value_id b2, ccg_value_id dy,
-    const ccg_dtensor_style_options *opt, ccg_value_id grads[5]);
-
 /* ---- the old helpers (torch.distributed.tensor.parallel) ----------------- */
 
 /* Which helper; one registry entry each ("dtensor.make_input_shard_1d"). */
@@ -149,13 +128,6 @@ CCG_API ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
                                             ccg_value_id x,
                                             const char *mesh_axis, int64_t dim,
                                             ccg_value_id *y);
-
-/* Backward of a helper applied to x: the gradient goes back to x's layout
- * (the redistribution's backward); identity where the forward moved
- * nothing. */
-CCG_API ccg_status ccg_dtensor_helper_backward(
-    ccg_graph *g, ccg_dtensor_helper h, ccg_value_id x, const char *mesh_axis,
-    int64_t dim, ccg_value_id dy, ccg_value_id *dx);
 
 /* ---- parallel plans ------------------------------------------------------ */
 

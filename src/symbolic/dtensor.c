@@ -1,7 +1,7 @@
 /* DTensor placements: redistribute(from, to) one mesh axis at a time, its
  * backward (the gradient goes back to the source placement, Partial read as
- * Replicate), and the old make_input_* / make_output_* helpers built on it.
- * The transition table is MAPPINGS.md's. */
+ * Replicate), the old make_input_* / make_output_* helpers built on it, and
+ * the dtensor.* registry table. The transition table is MAPPINGS.md's. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,109 +10,17 @@
 
 #define MAX_W 1024 /* group sizes that carry split-size lists */
 
-/* ---- applications: tags and rollback ------------------------------------ */
-
-void ccg__app_begin(ccg__app *a, ccg_graph *g, const char *mapping,
-                    bool backward) {
-  memset(a, 0, sizeof *a);
-  a->g = g;
-  a->mark = ccg__mark_get(g);
-  a->mapping = mapping;
-  a->backward = backward;
-  a->params[0] = '{';
-}
-
-void ccg__app_param(ccg__app *a, const char *key, const char *json_value) {
-  size_t n = strlen(a->params);
-  snprintf(a->params + n, sizeof a->params - n, "%s\"%s\":%s", n > 1 ? "," : "",
-           key, json_value);
-}
-
-void ccg__app_param_int(ccg__app *a, const char *key, int64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "%lld", (long long)v);
-  ccg__app_param(a, key, b);
-}
-
-void ccg__app_param_str(ccg__app *a, const char *key, const char *v) {
-  char b[128];
-  snprintf(b, sizeof b, "\"%s\"", v);
-  ccg__app_param(a, key, b);
-}
-
-void ccg__app_param_placements(ccg__app *a, const char *key,
-                               const ccg_placement *p, int n) {
-  char b[256] = "[";
-  for (int i = 0; i < n; i++) {
-    char one[32];
-    ccg_placement_format(&p[i], one, sizeof one);
-    size_t len = strlen(b);
-    snprintf(b + len, sizeof b - len, "%s\"%s\"", i ? "," : "", one);
-  }
-  strncat(b, "]", sizeof b - strlen(b) - 1);
-  ccg__app_param(a, key, b);
-}
-
-/* One more than the largest instance on the graph: instances are unique per
- * graph, in creation order. */
-static uint32_t next_instance(const ccg_graph *g) {
-  uint32_t next = 0;
-  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
-    const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)i);
-    if (t && t->instance >= next)
-      next = t->instance + 1;
-  }
-  return next;
-}
-
-ccg_status ccg__app_end(ccg__app *a, ccg_status st, ccg_value_id *out) {
-  ccg_graph *g = a->g;
-  if (st == CCG_STATUS_OK && ccg_graph_num_nodes(g) == a->mark.n_nodes && out) {
-    ccg_placement p[CCG_MAX_MESH_AXES];
-    int np = ccg_value_placements(g, *out, p);
-    st = ccg_identity(g, *out, out);
-    if (st == CCG_STATUS_OK && np)
-      st = ccg_value_set_placements(g, *out, p, np);
-  }
-  size_t n = strlen(a->params);
-  snprintf(a->params + n, sizeof a->params - n, "}");
-  ccg_tag tag = {a->mapping, next_instance(g), a->params, a->backward};
-  for (size_t i = a->mark.n_nodes;
-       st == CCG_STATUS_OK && i < ccg_graph_num_nodes(g); i++)
-    st = ccg_node_set_tag(g, (ccg_node_id)i, &tag);
-  if (st != CCG_STATUS_OK) {
-    ccg__rollback(g, &a->mark);
-    const char *msg = ccg_last_error(g);
-    if (strncmp(msg, a->mapping, strlen(a->mapping)) != 0)
-      return ccg__error_prefix(&g->ctx, "%s", a->mapping);
-    return st;
-  }
-  return CCG_STATUS_OK;
-}
+static const ccg_placement REPLICATE = {CCG_PLACEMENT_REPLICATE, 0,
+                                        CCG_REDUCE_SUM};
 
 /* ---- placements --------------------------------------------------------- */
 
 ccg_status ccg_placement_parse(const char *text, ccg_placement *out) {
-  char json[96];
-  ccg_plan *plan = NULL;
-  if (!text || !out || strlen(text) > 40 || strchr(text, '"') ||
-      strchr(text, '\\'))
+  if (!text || !out || !ccg__layout_parse(text, out))
     return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "placement '%.40s' is not Replicate, Shard(d) or "
-                      "Partial(op)",
+                      "placement '%.40s' is not Replicate, Shard(d) (d in "
+                      "-8..7) or Partial(sum|avg|max|min|prod)",
                       text ? text : "(null)");
-  /* One grammar for plans and placements: the plan's layout rule. */
-  snprintf(json, sizeof json,
-           "{\"p\":{\"style\":\"colwise\",\"input_layouts\":"
-           "\"%s\"}}",
-           text);
-  if (ccg_plan_parse(json, &plan) != CCG_STATUS_OK)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "placement '%s' is not Replicate, Shard(d) (d in -8..7) "
-                      "or Partial(sum|avg|max|min|prod)",
-                      text);
-  *out = ccg_plan_entry_at(plan, 0)->input_layouts.p[0];
-  ccg_plan_free(plan);
   return CCG_STATUS_OK;
 }
 
@@ -137,27 +45,69 @@ static bool same_placement(ccg_placement a, ccg_placement b) {
                                         : a.reduce == b.reduce);
 }
 
-ccg_status ccg__mesh_axis_of(ccg_graph *g, const char *mapping,
-                             const char *name, int *axis) {
-  const ccg_mesh *m = ccg_graph_mesh(g);
-  if (!m)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: graph '%s' has no device mesh", mapping,
-                      ccg_graph_name(g));
-  *axis = ccg_mesh_axis(m, name);
-  if (*axis >= 0)
-    return CCG_STATUS_OK;
-  char mb[128];
-  ccg_mesh_format(m, mb, sizeof mb);
-  return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                    "%s: mesh axis '%s' is not in the mesh [%s]", mapping,
-                    name ? name : "(null)", mb);
+/* ---- placement params --------------------------------------------------- */
+
+static bool one_layout(const json_t *v, ccg_placement *p, char *why, size_t n) {
+  if (json_is_string(v) && ccg__layout_parse(json_string_value(v), p))
+    return true;
+  snprintf(why, n, "must be Replicate, Shard(d) (d in -8..7) or Partial(op)%s",
+           json_is_string(v) ? "" : " (a string)");
+  return false;
 }
 
-void ccg__placements_or_replicate(const ccg_graph *g, ccg_value_id x,
-                                  ccg_placement *p, bool *had) {
-  memset(p, 0, CCG_MAX_MESH_AXES * sizeof *p);
-  *had = ccg_value_placements(g, x, p) > 0;
+bool ccg__parse_placements(const json_t *v, void *field, char *why, size_t n) {
+  ccg__placements *p = field;
+  memset(p, 0, sizeof *p);
+  if (json_is_null(v))
+    return true;
+  if (!json_is_array(v)) {
+    p->set = true;
+    p->n = 1;
+    return one_layout(v, &p->p[0], why, n);
+  }
+  size_t len = json_array_size(v);
+  if (len == 0 || len > CCG_MAX_MESH_AXES) {
+    snprintf(why, n, "must list 1 to %d placements, one per mesh axis",
+             CCG_MAX_MESH_AXES);
+    return false;
+  }
+  p->set = true;
+  p->n = (int)len;
+  for (size_t i = 0; i < len; i++)
+    if (!one_layout(json_array_get(v, i), &p->p[i], why, n))
+      return false;
+  return true;
+}
+
+static json_t *layout_json(const ccg_placement *p) {
+  char b[40];
+  ccg_placement_format(p, b, sizeof b);
+  return json_string(b);
+}
+
+json_t *ccg__emit_placements(const void *field) {
+  const ccg__placements *p = field;
+  if (!p->set)
+    return json_null();
+  json_t *a = json_array();
+  for (int i = 0; a && i < p->n; i++)
+    if (json_array_append_new(a, layout_json(&p->p[i])) != 0) {
+      json_decref(a);
+      return NULL;
+    }
+  return a;
+}
+
+bool ccg__parse_layout(const json_t *v, void *field, char *why, size_t n) {
+  ccg__placements *p = field;
+  memset(p, 0, sizeof *p);
+  p->set = true;
+  p->n = 1;
+  return one_layout(v, &p->p[0], why, n);
+}
+
+json_t *ccg__emit_layout(const void *field) {
+  return layout_json(&((const ccg__placements *)field)->p[0]);
 }
 
 /* ---- split sizes -------------------------------------------------------- */
@@ -189,7 +139,7 @@ bool ccg__chunk_sizes(int64_t n, int64_t w, int64_t *sizes) {
   return true;
 }
 
-/* Split sizes for cutting dim d of x into W parts: the hint's rank-dependent
+/* Split sizes for cutting dim d into W parts: the hint's rank-dependent
  * sizes when they add up to the dim, else torch.chunk's; NULL = even. */
 static const int64_t *cut_sizes(const ccg_shape *s, int d,
                                 const ccg_shape *hint, const char *axis,
@@ -209,10 +159,8 @@ static const int64_t *cut_sizes(const ccg_shape *s, int d,
 /* ---- one step ----------------------------------------------------------- */
 
 typedef struct step {
-  ccg_graph *g;
-  const char *mapping;
+  ccg__mcall *c;
   const ccg_shape *hint;
-  int axis;
   const char *name; /* the mesh axis */
   int64_t w;
 } step;
@@ -222,36 +170,39 @@ static ccg_status invalid(const step *s, ccg_value_id x, ccg_placement f,
   char fb[32], tb[32];
   ccg_placement_format(&f, fb, sizeof fb);
   ccg_placement_format(&t, tb, sizeof tb);
-  return ccg__error(&s->g->ctx, CCG_STATUS_INVALID_ARG,
-                    "%s: %s -> %s on mesh axis '%s' of value '%s' %s",
-                    s->mapping, fb, tb, s->name, ccg_value_name(s->g, x), why);
+  return ccg__mfail(s->c, CCG_STATUS_INVALID_ARG,
+                    "%s -> %s on mesh axis '%s' of value '%s' %s", fb, tb,
+                    s->name, ccg_value_name(s->c->g, x), why);
 }
 
 /* Replicate -> Partial(op): each rank holds a share whose reduction is x. */
 static ccg_status to_partial(const step *s, ccg_value_id x, ccg_placement f,
                              ccg_placement t, ccg_value_id *y) {
+  ccg_graph *g = s->c->g;
   if (t.reduce == CCG_REDUCE_PROD)
     return invalid(s, x, f, t,
-                   "is not supported (no local share of a product)");
+                   "is not supported (no local share of a "
+                   "product)");
   if (t.reduce != CCG_REDUCE_SUM) {
     *y = x; /* avg, max, min of W equal copies is the copy */
     return CCG_STATUS_OK;
   }
-  ccg_dtype dt = ccg_value_dtype(s->g, x);
+  ccg_dtype dt = ccg_value_dtype(g, x);
   if (!ccg_dtype_is_float(dt))
     return invalid(s, x, f, t, "needs a float dtype to divide by W");
   float wf = (float)s->w;
-  ccg_tensor c = {CCG_DTYPE_F32, 0, {0}, &wf};
-  ccg_value_id k;
-  CCG_CHECK(ccg_constant(s->g, &c, &k));
+  ccg_tensor k = {CCG_DTYPE_F32, 0, {0}, &wf};
+  ccg_value_id kv;
+  CCG_CHECK(ccg_constant(g, &k, &kv));
   if (dt != CCG_DTYPE_F32)
-    CCG_CHECK(ccg_cast(s->g, k, dt, &k));
-  return ccg_div(s->g, x, k, y);
+    CCG_CHECK(ccg_cast(g, kv, dt, &kv));
+  return ccg_div(g, x, kv, y);
 }
 
 static ccg_status one_step(const step *s, ccg_value_id x, ccg_placement f,
                            ccg_placement t, ccg_value_id *y) {
-  ccg_shape sh = *ccg_value_shape(s->g, x);
+  ccg_graph *g = s->c->g;
+  ccg_shape sh = *ccg_value_shape(g, x);
   int64_t in[MAX_W], out[MAX_W];
   const int64_t *ins = NULL, *outs = NULL;
   bool fs = f.kind == CCG_PLACEMENT_SHARD, ts = t.kind == CCG_PLACEMENT_SHARD;
@@ -262,70 +213,79 @@ static ccg_status one_step(const step *s, ccg_value_id x, ccg_placement f,
     ins = cut_sizes(&sh, t.dim, s->hint, s->name, s->w, in);
   switch (f.kind * 3 + t.kind) {
   case CCG_PLACEMENT_SHARD * 3 + CCG_PLACEMENT_REPLICATE:
-    return ccg_all_gather(s->g, x, s->name, f.dim, outs, y);
+    return ccg_all_gather(g, x, s->name, f.dim, outs, y);
   case CCG_PLACEMENT_REPLICATE * 3 + CCG_PLACEMENT_SHARD:
-    return ccg_shard_slice(s->g, x, s->name, t.dim, ins, y);
+    return ccg_shard_slice(g, x, s->name, t.dim, ins, y);
   case CCG_PLACEMENT_PARTIAL * 3 + CCG_PLACEMENT_REPLICATE:
-    return ccg_all_reduce(s->g, x, s->name, f.reduce, y);
+    return ccg_all_reduce(g, x, s->name, f.reduce, y);
   case CCG_PLACEMENT_PARTIAL * 3 + CCG_PLACEMENT_SHARD:
-    return ccg_reduce_scatter(s->g, x, s->name, t.dim, f.reduce, ins, y);
+    return ccg_reduce_scatter(g, x, s->name, t.dim, f.reduce, ins, y);
   case CCG_PLACEMENT_SHARD * 3 + CCG_PLACEMENT_SHARD:
-    return ccg_all_to_all(s->g, x, s->name, t.dim, f.dim, ins, outs, y);
+    return ccg_all_to_all(g, x, s->name, t.dim, f.dim, ins, outs, y);
   case CCG_PLACEMENT_REPLICATE * 3 + CCG_PLACEMENT_PARTIAL:
     return to_partial(s, x, f, t, y);
-  case CCG_PLACEMENT_SHARD * 3 + CCG_PLACEMENT_PARTIAL:
-    return invalid(s, x, f, t,
-                   "is not a redistribution: a shard cannot become partial");
-  default:
-    return invalid(s, x, f, t, "mixes two reduce ops");
+  default: /* refused by the caller */
+    return invalid(s, x, f, t, "is not a redistribution");
   }
 }
 
-/* Normalizes Shard dims against the rank; INVALID_ARG naming the axis. */
-static ccg_status normalize(ccg_graph *g, const char *mapping, ccg_value_id x,
-                            const char *what, const ccg_placement *in,
-                            ccg_placement *out) {
-  const ccg_mesh *m = ccg_graph_mesh(g);
-  int rank = ccg_value_shape(g, x)->rank;
+/* Normalizes Shard dims against x's rank; fails naming the mesh axis. */
+static ccg_status normalize(ccg__mcall *c, ccg_value_id x, const char *what,
+                            const ccg_placement *in, ccg_placement *out) {
+  const ccg_mesh *m = ccg_graph_mesh(c->g);
+  int rank = ccg_value_shape(c->g, x)->rank;
   for (int i = 0; i < m->ndims; i++) {
     out[i] = in[i];
     if ((unsigned)in[i].kind >= CCG_PLACEMENT_KIND_COUNT ||
         (in[i].kind == CCG_PLACEMENT_PARTIAL &&
          (unsigned)in[i].reduce >= CCG_REDUCE_OP_COUNT))
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "%s: %s placement on mesh axis '%s' is invalid",
-                        mapping, what, m->names[i]);
+      return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                        "%s placement on mesh axis '%s' is invalid", what,
+                        m->names[i]);
     if (in[i].kind != CCG_PLACEMENT_SHARD)
       continue;
     int d = in[i].dim < 0 ? in[i].dim + rank : in[i].dim;
     if (d < 0 || d >= rank)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "%s: %s Shard(%d) on mesh axis '%s' is outside the "
-                        "rank %d of value '%s'",
-                        mapping, what, in[i].dim, m->names[i], rank,
-                        ccg_value_name(g, x));
+      return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                        "%s Shard(%d) on mesh axis '%s' is outside the rank "
+                        "%d of value '%s'",
+                        what, in[i].dim, m->names[i], rank,
+                        ccg_value_name(c->g, x));
     out[i].dim = d;
   }
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__redistribute(ccg_graph *g, const char *mapping, ccg_value_id x,
+/* Shard -> Partial and Partial(a) -> Partial(b) have no collective. */
+static ccg_status check_pair(const step *s, ccg_value_id x, ccg_placement f,
+                             ccg_placement t) {
+  if (f.kind == CCG_PLACEMENT_SHARD && t.kind == CCG_PLACEMENT_PARTIAL)
+    return invalid(s, x, f, t,
+                   "is not a redistribution: a shard cannot become partial");
+  if (f.kind == CCG_PLACEMENT_PARTIAL && t.kind == CCG_PLACEMENT_PARTIAL &&
+      f.reduce != t.reduce)
+    return invalid(s, x, f, t, "would change the reduce op");
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__redistribute(ccg__mcall *c, ccg_value_id x,
                              const ccg_placement *from, const ccg_placement *to,
                              const ccg_shape *hint, ccg_value_id *out) {
+  ccg_graph *g = c->g;
   const ccg_mesh *m = ccg_graph_mesh(g);
   if (!m)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: graph '%s' has no device mesh", mapping,
-                      ccg_graph_name(g));
-  if (!ccg_value_shape(g, x))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: value id %u does not exist", mapping, x);
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has no device mesh", ccg_graph_name(g));
   ccg_placement cur[CCG_MAX_MESH_AXES], dst[CCG_MAX_MESH_AXES];
-  CCG_CHECK(normalize(g, mapping, x, "source", from, cur));
-  CCG_CHECK(normalize(g, mapping, x, "target", to, dst));
-  /* Sources that are shards or partial first, innermost axis first; then
-   * replicated sources, outermost first: nested shards stay nested. */
-  int order[2 * CCG_MAX_MESH_AXES], n = 0;
+  CCG_CHECK(normalize(c, x, "source", from, cur));
+  CCG_CHECK(normalize(c, x, "target", to, dst));
+  for (int i = 0; i < m->ndims; i++) {
+    step s = {c, hint, m->names[i], m->sizes[i]};
+    CCG_CHECK(check_pair(&s, x, cur[i], dst[i]));
+  }
+  /* Shard and Partial sources first, innermost axis first; then Replicate
+   * sources, outermost first: nested shards stay nested. */
+  int order[CCG_MAX_MESH_AXES], n = 0;
   for (int i = m->ndims - 1; i >= 0; i--)
     if (cur[i].kind != CCG_PLACEMENT_REPLICATE)
       order[n++] = i;
@@ -337,20 +297,12 @@ ccg_status ccg__redistribute(ccg_graph *g, const char *mapping, ccg_value_id x,
     int a = order[k];
     if (same_placement(cur[a], dst[a]))
       continue;
-    step s = {g, mapping, hint, a, m->names[a], m->sizes[a]};
-    if (cur[a].kind == CCG_PLACEMENT_SHARD &&
-        dst[a].kind == CCG_PLACEMENT_PARTIAL)
-      return invalid(&s, v, cur[a], dst[a],
-                     "is not a redistribution: a shard cannot become "
-                     "partial");
-    if (cur[a].kind == CCG_PLACEMENT_PARTIAL &&
-        dst[a].kind == CCG_PLACEMENT_PARTIAL)
-      return invalid(&s, v, cur[a], dst[a], "mixes two reduce ops");
+    step s = {c, hint, m->names[a], m->sizes[a]};
     ccg_value_id y = v;
     if (s.w > 1)
       CCG_CHECK(one_step(&s, v, cur[a], dst[a], &y));
     cur[a] = dst[a];
-    if (y != v && y != x)
+    if (y != v)
       CCG_CHECK(ccg_value_set_placements(g, y, cur, m->ndims));
     v = y;
   }
@@ -358,95 +310,384 @@ ccg_status ccg__redistribute(ccg_graph *g, const char *mapping, ccg_value_id x,
   return CCG_STATUS_OK;
 }
 
-/* ---- public: redistribute ------------------------------------------------ */
-
-static ccg_status source_placements(ccg_graph *g, const char *mapping,
-                                    ccg_value_id x, const ccg_placement *from,
-                                    ccg_placement *buf,
-                                    const ccg_placement **src) {
-  if (from) {
-    *src = from;
+ccg_status ccg__dt_ensure_node(ccg__mcall *c, size_t mark, ccg_value_id *v) {
+  if (ccg_graph_num_nodes(c->g) > mark)
     return CCG_STATUS_OK;
-  }
-  if (ccg_value_placements(g, x, buf) == 0)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: value '%s' has no placements; give the source "
-                      "placements",
-                      mapping,
-                      ccg_value_name(g, x) ? ccg_value_name(g, x) : "(none)");
-  *src = buf;
+  ccg_placement p[CCG_MAX_MESH_AXES];
+  int np = ccg_value_placements(c->g, *v, p);
+  CCG_CHECK(ccg_identity(c->g, *v, v));
+  return np ? ccg_value_set_placements(c->g, *v, p, np) : CCG_STATUS_OK;
+}
+
+/* ---- dtensor.redistribute ----------------------------------------------- */
+
+/* A placement list from params: one per mesh axis. */
+static ccg_status full_list(ccg__mcall *c, const ccg__placements *p,
+                            const char *key, ccg_placement *out) {
+  const ccg_mesh *m = ccg_graph_mesh(c->g);
+  if (!m)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has no device mesh", ccg_graph_name(c->g));
+  if (p->n != m->ndims)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "params key '%s' has %d placements; the mesh has %d "
+                      "axes",
+                      key, p->n, m->ndims);
+  memcpy(out, p->p, (size_t)p->n * sizeof *out);
   return CCG_STATUS_OK;
+}
+
+/* The forward's source: params "from", else x's own placements. */
+static ccg_status source_of(ccg__mcall *c, ccg_value_id x, ccg_placement *src) {
+  const ccg__dt_params *p = c->params;
+  if (p->from.set)
+    return full_list(c, &p->from, "from", src);
+  if (ccg_value_placements(c->g, x, src) > 0)
+    return CCG_STATUS_OK;
+  return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                    "value '%s' has no placements and params key 'from' is "
+                    "null",
+                    ccg_value_name(c->g, x));
+}
+
+static ccg_status redist_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                             ccg_value_id *out, size_t *n_out) {
+  (void)n_in;
+  const ccg__dt_params *p = c->params;
+  ccg_placement src[CCG_MAX_MESH_AXES], dst[CCG_MAX_MESH_AXES];
+  CCG_CHECK(source_of(c, in[0], src));
+  CCG_CHECK(full_list(c, &p->to, "to", dst));
+  size_t mark = ccg_graph_num_nodes(c->g);
+  int nd = ccg_graph_mesh(c->g)->ndims;
+  ccg_value_id y;
+  CCG_CHECK(ccg__redistribute(c, in[0], src, dst, NULL, &y));
+  CCG_CHECK(ccg__dt_ensure_node(c, mark, &y));
+  CCG_CHECK(ccg_value_set_placements(c->g, y, dst, nd));
+  ccg_placement own[CCG_MAX_MESH_AXES];
+  if (ccg_value_placements(c->g, in[0], own) == 0)
+    CCG_CHECK(ccg_value_set_placements(c->g, in[0], src, nd));
+  out[0] = y;
+  *n_out = 1;
+  return CCG_STATUS_OK;
+}
+
+/* The source placements with Partial read as Replicate. */
+static void grad_target(const ccg_placement *from, int n, ccg_placement *t) {
+  for (int i = 0; i < n; i++)
+    t[i] = from[i].kind == CCG_PLACEMENT_PARTIAL ? REPLICATE : from[i];
+}
+
+/* The gradient of a redistribution: from `gsrc` back to `src`. */
+static ccg_status grad_back(ccg__mcall *c, ccg_value_id x, ccg_value_id dy,
+                            const ccg_placement *gsrc, const ccg_placement *src,
+                            ccg_value_id *dx) {
+  int nd = ccg_graph_mesh(c->g)->ndims;
+  ccg_placement t[CCG_MAX_MESH_AXES];
+  grad_target(src, nd, t);
+  ccg_shape hint = *ccg_value_shape(c->g, x);
+  size_t mark = ccg_graph_num_nodes(c->g);
+  CCG_CHECK(ccg__redistribute(c, dy, gsrc, t, &hint, dx));
+  CCG_CHECK(ccg__dt_ensure_node(c, mark, dx));
+  return ccg_value_set_placements(c->g, *dx, t, nd);
+}
+
+static ccg_status redist_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                             const ccg_value_id *out, const ccg_value_id *gout,
+                             size_t n_out, ccg_value_id *gin) {
+  (void)n_in, (void)out, (void)n_out;
+  const ccg__dt_params *p = c->params;
+  ccg_placement src[CCG_MAX_MESH_AXES], gsrc[CCG_MAX_MESH_AXES];
+  CCG_CHECK(source_of(c, in[0], src));
+  CCG_CHECK(p->grad.set ? full_list(c, &p->grad, "grad", gsrc)
+                        : full_list(c, &p->to, "to", gsrc));
+  return grad_back(c, in[0], gout[0], gsrc, src, &gin[0]);
+}
+
+/* ---- the old helpers ---------------------------------------------------- */
+
+typedef struct helper_def {
+  ccg_dtensor_helper h;
+  bool output;            /* make_output_*: takes a DTensor */
+  bool moves;             /* false: local view only, no redistribution */
+  ccg_placement target;   /* on the axis; Shard dim -1 / 0 or from "dim" */
+  bool target_from_dim;   /* Shard(params.dim) */
+  ccg_placement local_as; /* an input without placements is taken as this */
+} helper_def;
+
+/* Source and target placements of a helper on x. */
+static ccg_status helper_plan(ccg__mcall *c, ccg_value_id x,
+                              ccg_placement *from, ccg_placement *to) {
+  const ccg__dt_params *p = c->params;
+  const helper_def *h = c->def->data;
+  int axis;
+  int64_t w;
+  CCG_CHECK(ccg__mgroup(c, p->mesh_axis, &w));
+  axis = ccg_mesh_axis(ccg_graph_mesh(c->g), p->mesh_axis);
+  if (axis < 0)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "mesh_axis '%s' must be one mesh axis", p->mesh_axis);
+  int nd = ccg_graph_mesh(c->g)->ndims;
+  memset(from, 0, (size_t)nd * sizeof *from);
+  bool had = ccg_value_placements(c->g, x, from) > 0;
+  if (h->output && !had)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "value '%s' has no placements; output helpers take a "
+                      "DTensor",
+                      ccg_value_name(c->g, x));
+  ccg_placement target = h->target;
+  if (h->target_from_dim) {
+    int d;
+    CCG_CHECK(ccg__mdim(c, x, p->dim, "params key 'dim'", &d));
+    target.dim = (int)p->dim;
+  }
+  if (!had)
+    from[axis] =
+        h->h == CCG_DTENSOR_MAKE_INPUT_RESHARD_REPLICATE ? h->local_as : target;
+  memcpy(to, from, (size_t)nd * sizeof *to);
+  if (h->moves)
+    to[axis] = target;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status helper_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                             ccg_value_id *out, size_t *n_out) {
+  (void)n_in;
+  ccg_placement from[CCG_MAX_MESH_AXES], to[CCG_MAX_MESH_AXES];
+  CCG_CHECK(helper_plan(c, in[0], from, to));
+  int nd = ccg_graph_mesh(c->g)->ndims;
+  size_t mark = ccg_graph_num_nodes(c->g);
+  ccg_value_id y;
+  CCG_CHECK(ccg__redistribute(c, in[0], from, to, NULL, &y));
+  CCG_CHECK(ccg__dt_ensure_node(c, mark, &y));
+  CCG_CHECK(ccg_value_set_placements(c->g, y, to, nd));
+  ccg_placement own[CCG_MAX_MESH_AXES];
+  if (ccg_value_placements(c->g, in[0], own) == 0)
+    CCG_CHECK(ccg_value_set_placements(c->g, in[0], from, nd));
+  out[0] = y;
+  *n_out = 1;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status helper_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                             const ccg_value_id *out, const ccg_value_id *gout,
+                             size_t n_out, ccg_value_id *gin) {
+  (void)n_in, (void)out, (void)n_out;
+  ccg_placement from[CCG_MAX_MESH_AXES], to[CCG_MAX_MESH_AXES];
+  CCG_CHECK(helper_plan(c, in[0], from, to));
+  return grad_back(c, in[0], gout[0], to, from, &gin[0]);
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define MESH_AXIS                                                              \
+  CCG__PARAM(ccg__dt_params, mesh_axis, "mesh_axis", STRING, "\"tp\"",         \
+             "the mesh axis of the 1-D DTensor mesh")
+#define PLACEMENTS(field, key, dflt, doc)                                      \
+  CCG__PARAM_CUSTOM_SPEC(ccg__dt_params, field, key, ccg__parse_placements,    \
+                         ccg__emit_placements, dflt, doc)
+#define LAYOUT(field, key, dflt, doc)                                          \
+  CCG__PARAM_CUSTOM_SPEC(ccg__dt_params, field, key, ccg__parse_layout,        \
+                         ccg__emit_layout, dflt, doc)
+#define LOCAL(dflt)                                                            \
+  CCG__PARAM(ccg__dt_params, use_local_output, "use_local_output", BOOL, dflt, \
+             "recorded; local tensors and DTensors are the same values here")
+
+static const ccg__param_spec p_redistribute[] = {
+    PLACEMENTS(from, "from", "null",
+               "source placements, one per mesh axis; null = the input's"),
+    PLACEMENTS(to, "to", NULL, "target placements, one per mesh axis"),
+    PLACEMENTS(grad, "grad", "null",
+               "placements of the output gradient; null = \"to\""),
+};
+static const ccg__param_spec p_colwise[] = {
+    MESH_AXIS,
+    LAYOUT(input_layout, "input_layouts", "\"Replicate\"",
+           "layout of the input (Replicate, or Shard(seq) gathered first)"),
+    LAYOUT(output_layout, "output_layouts", "\"Shard(-1)\"",
+           "layout of the output"),
+    LOCAL("true"),
+};
+static const ccg__param_spec p_rowwise[] = {
+    MESH_AXIS,
+    LAYOUT(input_layout, "input_layouts", "\"Shard(-1)\"",
+           "layout of the input"),
+    LAYOUT(output_layout, "output_layouts", "\"Replicate\"",
+           "layout of the output (Replicate: AllReduce; Shard(seq): "
+           "ReduceScatter)"),
+    LOCAL("true"),
+};
+static const ccg__param_spec p_sequence[] = {
+    MESH_AXIS,
+    CCG__PARAM(ccg__dt_params, sequence_dim, "sequence_dim", INT, "1",
+               "the sharded sequence dim"),
+    CCG__PARAM(ccg__dt_params, epsilon, "epsilon", NUMBER, "1e-05",
+               "the LayerNorm's epsilon"),
+    LOCAL("false"),
+};
+static const ccg__param_spec p_pairwise[] = {MESH_AXIS};
+static const ccg__param_spec p_helper[] = {MESH_AXIS};
+static const ccg__param_spec p_helper_dim[] = {
+    MESH_AXIS,
+    CCG__PARAM(ccg__dt_params, dim, "dim", INT, "0", "the dim to shard"),
+};
+
+#define SHARD(d)                                                               \
+  { CCG_PLACEMENT_SHARD, d, CCG_REDUCE_SUM }
+#define REPL                                                                   \
+  { CCG_PLACEMENT_REPLICATE, 0, CCG_REDUCE_SUM }
+
+#define HELPER(nm, ps, fdoc, bdoc, ...)                                        \
+  {                                                                            \
+    "dtensor." nm, fdoc, bdoc, CCG__PARAMS(ps), sizeof(ccg__dt_params), 1, 1,  \
+        1, helper_fwd, helper_bwd, &(const helper_def) {                       \
+      __VA_ARGS__                                                              \
+    }                                                                          \
+  }
+
+const ccg__mapping_def ccg__dtensor_mappings[] = {
+    {"dtensor.redistribute",
+     "from -> to one mesh axis at a time: S->R AllGather, R->S keep chunk, "
+     "P->R AllReduce, P->S ReduceScatter, S(a)->S(b) AllToAll, R->P divide "
+     "by W; S->P is an error",
+     "the gradient (placed as grad) back to from, Partial read as Replicate",
+     CCG__PARAMS(p_redistribute), sizeof(ccg__dt_params), 1, 1, 1, redist_fwd,
+     redist_bwd, NULL},
+    {"dtensor.colwise_parallel",
+     "input to Replicate (S(seq): AllGather); x @ w[in,out/W] + b[out/W] is "
+     "Shard(-1); then to output_layouts",
+     "grad to Shard(-1); dx = dy w^T is Partial: AllReduce (R input) or "
+     "ReduceScatter (S(seq) input); dw, db local",
+     CCG__PARAMS(p_colwise), sizeof(ccg__dt_params), 2, 3, 1,
+     ccg__dt_colwise_fwd, ccg__dt_colwise_bwd, NULL},
+    {"dtensor.rowwise_parallel",
+     "input to Shard(-1); x @ w[in/W,out] is Partial: AllReduce (-> R) or "
+     "ReduceScatter (-> S(seq)); + b once, after the reduction",
+     "db = sum dy (AllReduce when the output is sharded); grad to Replicate "
+     "(S(seq): AllGather); dx = dy w^T Shard(-1) back to the input layout",
+     CCG__PARAMS(p_rowwise), sizeof(ccg__dt_params), 2, 3, 1,
+     ccg__dt_rowwise_fwd, ccg__dt_rowwise_bwd, NULL},
+    {"dtensor.sequence_parallel",
+     "LayerNorm (last dim) on the Shard(sequence_dim) input; scale, bias "
+     "Replicate",
+     "LayerNorm backward on the shard; dscale, dbias AllReduce (sum) over "
+     "the mesh axis",
+     CCG__PARAMS(p_sequence), sizeof(ccg__dt_params), 2, 3, 1, ccg__dt_seq_fwd,
+     ccg__dt_seq_bwd, NULL},
+    {"dtensor.pairwise_parallel",
+     "colwise (x R, w1, b1) then rowwise (w2, b2): one AllReduce; inputs x, "
+     "w1, [b1,] w2[, b2]",
+     "rowwise then colwise backward (first Linear recomputed): AllReduce of "
+     "dx",
+     CCG__PARAMS(p_pairwise), sizeof(ccg__dt_params), 3, 5, 1,
+     ccg__dt_pairwise_fwd, ccg__dt_pairwise_bwd, NULL},
+    HELPER("make_input_shard_1d", p_helper_dim,
+           "-> Shard(dim) (a local input is taken as already sharded)",
+           "gradient back to the input's layout",
+           CCG_DTENSOR_MAKE_INPUT_SHARD_1D, false, true, SHARD(0), true, REPL),
+    HELPER("make_input_shard_1d_last_dim", p_helper,
+           "-> Shard(-1) (a local input is taken as already sharded)",
+           "gradient back to the input's layout",
+           CCG_DTENSOR_MAKE_INPUT_SHARD_1D_LAST_DIM, false, true, SHARD(-1),
+           false, REPL),
+    HELPER("make_input_replicate_1d", p_helper,
+           "-> Replicate (a local input is taken as replicated)",
+           "gradient back to the input's layout",
+           CCG_DTENSOR_MAKE_INPUT_REPLICATE_1D, false, true, REPL, false, REPL),
+    HELPER("make_input_reshard_replicate", p_helper,
+           "Shard(0) -> Replicate: AllGather dim 0 (a local input is Shard(0))",
+           "gradient back to Shard(0): keep chunk r",
+           CCG_DTENSOR_MAKE_INPUT_RESHARD_REPLICATE, false, true, REPL, false,
+           SHARD(0)),
+    HELPER("make_output_shard_1d", p_helper_dim, "DTensor -> Shard(dim)",
+           "gradient back to the output's layout",
+           CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D, true, true, SHARD(0), true, REPL),
+    HELPER("make_output_replicate_1d", p_helper, "DTensor -> Replicate",
+           "gradient back to the output's layout",
+           CCG_DTENSOR_MAKE_OUTPUT_REPLICATE_1D, true, true, REPL, false, REPL),
+    HELPER("make_output_tensor", p_helper, "DTensor -> Replicate, local",
+           "gradient back to the output's layout",
+           CCG_DTENSOR_MAKE_OUTPUT_TENSOR, true, true, REPL, false, REPL),
+    HELPER("make_sharded_output_tensor", p_helper,
+           "DTensor -> its local shard (identity, no communication)",
+           "identity", CCG_DTENSOR_MAKE_SHARDED_OUTPUT_TENSOR, true, false,
+           REPL, false, REPL),
+    HELPER("make_output_reshard_tensor", p_helper,
+           "DTensor -> Shard(0) (Partial: ReduceScatter), local",
+           "gradient back to the output's layout",
+           CCG_DTENSOR_MAKE_OUTPUT_RESHARD_TENSOR, true, true, SHARD(0), false,
+           REPL),
+};
+
+const size_t ccg__dtensor_mappings_count =
+    sizeof ccg__dtensor_mappings / sizeof ccg__dtensor_mappings[0];
+
+/* ---- typed entry points: ccg_mapping_apply with the same parameters ----- */
+
+static json_t *placements_json(const ccg_placement *p, int n) {
+  ccg__placements pl = {true, n, {{0}}};
+  memcpy(pl.p, p, (size_t)n * sizeof *p);
+  return ccg__emit_placements(&pl);
+}
+
+static ccg_status apply_json(ccg_graph *g, const char *name, json_t *params,
+                             const ccg_value_id *in, size_t n_in,
+                             ccg_value_id *out) {
+  char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
+  json_decref(params);
+  if (!text)
+    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_OOM,
+                      "%s: out of memory writing its parameters", name);
+  ccg_value_id y = CCG_NONE;
+  size_t n = 1;
+  ccg_status st = ccg_mapping_apply(g, name, text, in, n_in, &y, &n);
+  free(text);
+  if (st == CCG_STATUS_OK)
+    *out = y;
+  return st;
 }
 
 ccg_status ccg_dtensor_redistribute(ccg_graph *g, ccg_value_id x,
                                     const ccg_placement *from,
                                     const ccg_placement *to,
                                     ccg_value_id *out) {
-  static const char name[] = "dtensor.redistribute";
-  if (!g || !to || !out)
+  const ccg_mesh *m = g ? ccg_graph_mesh(g) : NULL;
+  if (!m || !to)
     return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
-                      "%s: graph, target placements and out are required",
-                      name);
-  ccg_placement buf[CCG_MAX_MESH_AXES];
-  const ccg_placement *src = NULL;
-  CCG_CHECK(source_placements(g, name, x, from, buf, &src));
-  int nd = ccg_graph_mesh(g) ? ccg_graph_mesh(g)->ndims : 0;
-  ccg__app a;
-  ccg__app_begin(&a, g, name, false);
-  ccg__app_param_placements(&a, "from", src, nd);
-  ccg__app_param_placements(&a, "to", to, nd);
-  ccg_value_id y = x;
-  ccg_status st = ccg__redistribute(g, name, x, src, to, NULL, &y);
-  CCG_CHECK(ccg__app_end(&a, st, &y));
-  if (ccg_value_placements(g, x, buf) == 0)
-    CCG_CHECK(ccg_value_set_placements(g, x, src, nd));
-  CCG_CHECK(ccg_value_set_placements(g, y, to, nd));
-  *out = y;
-  return CCG_STATUS_OK;
-}
-
-/* The source placements with Partial read as Replicate. */
-static void grad_target(const ccg_placement *from, int n, ccg_placement *t) {
-  for (int i = 0; i < n; i++) {
-    t[i] = from[i];
-    if (t[i].kind == CCG_PLACEMENT_PARTIAL)
-      t[i] = (ccg_placement){CCG_PLACEMENT_REPLICATE, 0, CCG_REDUCE_SUM};
+                      "dtensor.redistribute: a graph with a mesh and target "
+                      "placements are required");
+  json_t *p = json_object();
+  if (p && (json_object_set_new(p, "to", placements_json(to, m->ndims)) ||
+            (from && json_object_set_new(p, "from",
+                                         placements_json(from, m->ndims))))) {
+    json_decref(p);
+    p = NULL;
   }
+  return apply_json(g, "dtensor.redistribute", p, &x, 1, out);
 }
 
-ccg_status ccg_dtensor_redistribute_backward(ccg_graph *g, ccg_value_id x,
-                                             const ccg_placement *from,
-                                             const ccg_placement *to,
-                                             ccg_value_id dy,
-                                             const ccg_placement *grad_from,
-                                             ccg_value_id *dx) {
-  static const char name[] = "dtensor.redistribute";
-  if (!g || !to || !dx || !ccg_graph_mesh(g) || !ccg_value_shape(g, x))
+ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
+                                    ccg_value_id x, const char *mesh_axis,
+                                    int64_t dim, ccg_value_id *y) {
+  if ((unsigned)h >= CCG_DTENSOR_HELPER_COUNT)
     return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
-                      "%s backward: graph with a mesh, forward input, target "
-                      "placements and dx are required",
-                      name);
-  ccg_placement buf[CCG_MAX_MESH_AXES], tgt[CCG_MAX_MESH_AXES];
-  const ccg_placement *src = NULL;
-  CCG_CHECK(source_placements(g, name, x, from, buf, &src));
-  int nd = ccg_graph_mesh(g)->ndims;
-  const ccg_placement *gsrc = grad_from ? grad_from : to;
-  grad_target(src, nd, tgt);
-  ccg_shape hint = *ccg_value_shape(g, x);
-  ccg__app a;
-  ccg__app_begin(&a, g, name, true);
-  ccg__app_param_placements(&a, "from", src, nd);
-  ccg__app_param_placements(&a, "to", to, nd);
-  ccg__app_param_placements(&a, "grad", gsrc, nd);
-  ccg_value_id y = dy;
-  ccg_status st = ccg__redistribute(g, name, dy, gsrc, tgt, &hint, &y);
-  CCG_CHECK(ccg__app_end(&a, st, &y));
-  CCG_CHECK(ccg_value_set_placements(g, y, tgt, nd));
-  *dx = y;
-  return CCG_STATUS_OK;
+                      "dtensor helper %d does not exist", (int)h);
+  char name[64];
+  snprintf(name, sizeof name, "dtensor.%s", ccg_dtensor_helper_name(h));
+  json_t *p = json_object();
+  if (p && json_object_set_new(p, "mesh_axis",
+                               json_string(mesh_axis ? mesh_axis : "tp"))) {
+    json_decref(p);
+    p = NULL;
+  }
+  if (p &&
+      (h == CCG_DTENSOR_MAKE_INPUT_SHARD_1D ||
+       h == CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D) &&
+      json_object_set_new(p, "dim", json_integer(dim))) {
+    json_decref(p);
+    p = NULL;
+  }
+  return apply_json(g, name, p, &x, 1, y);
 }
-
-/* ---- the old helpers ---------------------------------------------------- */
 
 static const char *const helper_names[] = {
     "make_input_shard_1d",        "make_input_shard_1d_last_dim",
@@ -463,100 +704,91 @@ const char *ccg_dtensor_helper_name(ccg_dtensor_helper h) {
   return (unsigned)h < CCG_DTENSOR_HELPER_COUNT ? helper_names[h] : NULL;
 }
 
-/* What a helper does on its axis: the source (for a local tensor, the
- * layout it is taken to be in) and the target placement. */
-typedef struct helper_plan {
-  char mapping[64];
-  int axis, nd;
-  ccg_placement from[CCG_MAX_MESH_AXES], to[CCG_MAX_MESH_AXES];
-} helper_plan;
+/* The styles' options as params. */
+static json_t *style_json(const ccg_dtensor_style_options *o, bool seq) {
+  ccg_dtensor_style_options d = CCG_DTENSOR_STYLE_OPTIONS_INIT;
+  if (o && o->size > sizeof(size_t))
+    memcpy(&d, o, o->size < sizeof d ? o->size : sizeof d);
+  json_t *p = json_object();
+  bool bad = !p;
+  bad =
+      bad || json_object_set_new(p, "mesh_axis",
+                                 json_string(d.mesh_axis ? d.mesh_axis : "tp"));
+  if (seq) {
+    bad = bad ||
+          json_object_set_new(p, "sequence_dim", json_integer(d.sequence_dim));
+    bad = bad || json_object_set_new(p, "epsilon", json_real(d.epsilon));
+  }
+  if (!seq && d.has_input_layout)
+    bad = bad ||
+          json_object_set_new(p, "input_layouts", layout_json(&d.input_layout));
+  if (!seq && d.has_output_layout)
+    bad = bad || json_object_set_new(p, "output_layouts",
+                                     layout_json(&d.output_layout));
+  if (o)
+    bad = bad || json_object_set_new(p, "use_local_output",
+                                     json_boolean(d.use_local_output));
+  if (bad) {
+    json_decref(p);
+    return NULL;
+  }
+  return p;
+}
 
-static ccg_status plan_helper(ccg_graph *g, ccg_dtensor_helper h,
-                              ccg_value_id x, const char *mesh_axis,
-                              int64_t dim, helper_plan *hp) {
-  if ((unsigned)h >= CCG_DTENSOR_HELPER_COUNT)
+/* Inputs without the absent (CCG_NONE) optional ones. */
+static size_t pack(const ccg_value_id *v, size_t n, ccg_value_id *out) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != CCG_NONE)
+      out[k++] = v[i];
+  return k;
+}
+
+ccg_status ccg_dtensor_colwise_parallel(ccg_graph *g, ccg_value_id x,
+                                        ccg_value_id w, ccg_value_id b,
+                                        const ccg_dtensor_style_options *opt,
+                                        ccg_value_id *y) {
+  ccg_value_id in[3];
+  size_t n = pack((ccg_value_id[]){x, w, b}, 3, in);
+  return apply_json(g, "dtensor.colwise_parallel", style_json(opt, false), in,
+                    n, y);
+}
+
+ccg_status ccg_dtensor_rowwise_parallel(ccg_graph *g, ccg_value_id x,
+                                        ccg_value_id w, ccg_value_id b,
+                                        const ccg_dtensor_style_options *opt,
+                                        ccg_value_id *y) {
+  ccg_value_id in[3];
+  size_t n = pack((ccg_value_id[]){x, w, b}, 3, in);
+  return apply_json(g, "dtensor.rowwise_parallel", style_json(opt, false), in,
+                    n, y);
+}
+
+ccg_status ccg_dtensor_sequence_parallel(ccg_graph *g, ccg_value_id x,
+                                         ccg_value_id scale, ccg_value_id bias,
+                                         const ccg_dtensor_style_options *opt,
+                                         ccg_value_id *y) {
+  ccg_value_id in[3];
+  size_t n = pack((ccg_value_id[]){x, scale, bias}, 3, in);
+  return apply_json(g, "dtensor.sequence_parallel", style_json(opt, true), in,
+                    n, y);
+}
+
+ccg_status ccg_dtensor_pairwise_parallel(ccg_graph *g, ccg_value_id x,
+                                         ccg_value_id w1, ccg_value_id b1,
+                                         ccg_value_id w2, ccg_value_id b2,
+                                         const ccg_dtensor_style_options *opt,
+                                         ccg_value_id *y) {
+  if ((b1 == CCG_NONE) != (b2 == CCG_NONE))
     return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
-                      "dtensor helper %d does not exist", (int)h);
-  snprintf(hp->mapping, sizeof hp->mapping, "dtensor.%s", helper_names[h]);
-  if (!g || !ccg_value_shape(g, x))
-    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
-                      "%s: no such value %u", hp->mapping, x);
-  CCG_CHECK(ccg__mesh_axis_of(g, hp->mapping, mesh_axis ? mesh_axis : "tp",
-                              &hp->axis));
-  hp->nd = ccg_graph_mesh(g)->ndims;
-  if (dim < -CCG_MAX_RANK || dim >= CCG_MAX_RANK)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: dim %lld is out of range", hp->mapping,
-                      (long long)dim);
-  ccg_placement S = {CCG_PLACEMENT_SHARD, (int)dim, CCG_REDUCE_SUM};
-  ccg_placement S0 = {CCG_PLACEMENT_SHARD, 0, CCG_REDUCE_SUM};
-  ccg_placement SL = {CCG_PLACEMENT_SHARD, -1, CCG_REDUCE_SUM};
-  ccg_placement Rp = {CCG_PLACEMENT_REPLICATE, 0, CCG_REDUCE_SUM};
-  ccg_placement target[] = {S, SL, Rp, Rp, S, Rp, Rp, Rp, S0};
-  bool had;
-  ccg__placements_or_replicate(g, x, hp->from, &had);
-  bool output = h >= CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D;
-  if (output && !had)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: value '%s' has no placements; output helpers take "
-                      "a DTensor",
-                      hp->mapping, ccg_value_name(g, x));
-  if (!had)
-    hp->from[hp->axis] =
-        h == CCG_DTENSOR_MAKE_INPUT_RESHARD_REPLICATE ? S0 : target[h];
-  memcpy(hp->to, hp->from, sizeof hp->to);
-  if (h != CCG_DTENSOR_MAKE_SHARDED_OUTPUT_TENSOR)
-    hp->to[hp->axis] = target[h];
-  return CCG_STATUS_OK;
-}
-
-static void helper_params(ccg__app *a, const helper_plan *hp,
-                          const char *mesh_axis, int64_t dim,
-                          ccg_dtensor_helper h) {
-  ccg__app_param_str(a, "mesh_axis", mesh_axis ? mesh_axis : "tp");
-  if (h == CCG_DTENSOR_MAKE_INPUT_SHARD_1D ||
-      h == CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D)
-    ccg__app_param_int(a, "dim", dim);
-  ccg__app_param_placements(a, "from", hp->from, hp->nd);
-  ccg__app_param_placements(a, "to", hp->to, hp->nd);
-}
-
-ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
-                                    ccg_value_id x, const char *mesh_axis,
-                                    int64_t dim, ccg_value_id *y) {
-  helper_plan hp;
-  CCG_CHECK(plan_helper(g, h, x, mesh_axis, dim, &hp));
-  ccg__app a;
-  ccg__app_begin(&a, g, hp.mapping, false);
-  helper_params(&a, &hp, mesh_axis, dim, h);
-  ccg_value_id out = x;
-  ccg_status st =
-      ccg__redistribute(g, hp.mapping, x, hp.from, hp.to, NULL, &out);
-  CCG_CHECK(ccg__app_end(&a, st, &out));
-  ccg_placement own[CCG_MAX_MESH_AXES];
-  if (ccg_value_placements(g, x, own) == 0)
-    CCG_CHECK(ccg_value_set_placements(g, x, hp.from, hp.nd));
-  CCG_CHECK(ccg_value_set_placements(g, out, hp.to, hp.nd));
-  *y = out;
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_dtensor_helper_backward(ccg_graph *g, ccg_dtensor_helper h,
-                                       ccg_value_id x, const char *mesh_axis,
-                                       int64_t dim, ccg_value_id dy,
-                                       ccg_value_id *dx) {
-  helper_plan hp;
-  CCG_CHECK(plan_helper(g, h, x, mesh_axis, dim, &hp));
-  ccg_placement t[CCG_MAX_MESH_AXES];
-  grad_target(hp.from, hp.nd, t);
-  ccg__app a;
-  ccg__app_begin(&a, g, hp.mapping, true);
-  helper_params(&a, &hp, mesh_axis, dim, h);
-  ccg_shape hint = *ccg_value_shape(g, x);
-  ccg_value_id out = dy;
-  ccg_status st = ccg__redistribute(g, hp.mapping, dy, hp.to, t, &hint, &out);
-  CCG_CHECK(ccg__app_end(&a, st, &out));
-  CCG_CHECK(ccg_value_set_placements(g, out, t, hp.nd));
-  *dx = out;
-  return CCG_STATUS_OK;
+                      "dtensor.pairwise_parallel: give both biases or none");
+  ccg_value_id in[5];
+  size_t n = pack((ccg_value_id[]){x, w1, b1, w2, b2}, 5, in);
+  json_t *p = json_object();
+  const char *axis = opt && opt->mesh_axis ? opt->mesh_axis : "tp";
+  if (p && json_object_set_new(p, "mesh_axis", json_string(axis))) {
+    json_decref(p);
+    p = NULL;
+  }
+  return apply_json(g, "dtensor.pairwise_parallel", p, in, n, y);
 }

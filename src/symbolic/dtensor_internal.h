@@ -1,55 +1,86 @@
-/* Private: what dtensor.c, dtensor_styles.c and colossal.c share: one
- * application of a mapping (its nodes tagged, or rolled back on failure),
- * placement helpers and split sizes. */
+/* Private: what dtensor.c and dtensor_styles.c share: the params of every
+ * dtensor.* entry, placement parameters, split sizes, and the one-axis-at-
+ * a-time redistribution all of them build on. */
 #ifndef CCG_SYMBOLIC_DTENSOR_INTERNAL_H
 #define CCG_SYMBOLIC_DTENSOR_INTERNAL_H
 
 #include "ccgraph/dtensor.h"
 #include "graph/internal.h"
+#include "symbolic/internal.h"
 
-/* One application of a mapping: nodes added between begin and end get the
- * tag {mapping, instance, params, backward}; a failure removes them. */
-typedef struct ccg__app {
-  ccg_graph *g;
-  ccg__mark mark;
-  const char *mapping;
-  char params[512];
-  bool backward;
-} ccg__app;
+/* Placements given as params: one per mesh axis ("Shard(0)" or a list);
+ * set == false for null. */
+typedef struct ccg__placements {
+  bool set;
+  int n;
+  ccg_placement p[CCG_MAX_MESH_AXES];
+} ccg__placements;
 
-void ccg__app_begin(ccg__app *a, ccg_graph *g, const char *mapping,
-                    bool backward);
-/* Finishes: on success tags the new nodes (adding an Identity of *out when
- * the mapping inserted none, so that W = 1 stays visible and tagged) and
- * returns OK; on failure rolls back and returns st. */
-ccg_status ccg__app_end(ccg__app *a, ccg_status st, ccg_value_id *out);
-/* Appends `"key":value` to the params JSON text (value already JSON). */
-void ccg__app_param(ccg__app *a, const char *key, const char *json_value);
-void ccg__app_param_int(ccg__app *a, const char *key, int64_t v);
-void ccg__app_param_str(ccg__app *a, const char *key, const char *v);
-void ccg__app_param_placements(ccg__app *a, const char *key,
-                               const ccg_placement *p, int n);
+/* One params struct for every dtensor.* entry; each entry's spec table
+ * picks its keys. */
+typedef struct ccg__dt_params {
+  const char *mesh_axis;
+  ccg__placements from, to, grad;              /* redistribute */
+  ccg__placements input_layout, output_layout; /* styles: one placement */
+  bool use_local_output;
+  int64_t sequence_dim;
+  double epsilon;
+  int64_t dim; /* make_*_shard_1d */
+} ccg__dt_params;
 
-/* The mesh axis index of `name` on g's mesh, or INVALID_ARG naming the
- * mapping, the axis and the mesh. */
-ccg_status ccg__mesh_axis_of(ccg_graph *g, const char *mapping,
-                             const char *name, int *axis);
-/* x's placements, or all Replicate when it has none (*had = false). */
-void ccg__placements_or_replicate(const ccg_graph *g, ccg_value_id x,
-                                  ccg_placement *p, bool *had);
+/* DTensor's notation, as plans write it: "Replicate", "Shard(-1)" (dims
+ * -8..7), "Partial" or "Partial(avg)". False if the text is not one. */
+bool ccg__layout_parse(const char *s, ccg_placement *p);
 
-/* Rank-dependent split sizes of dim `d` over mesh axis `axis` (W ranks):
- * from a symbol "axis{..}" (true, sizes written), else false. */
+/* CUSTOM parameter kinds: a placement list (string, list of strings, or
+ * null) and a single layout (a string). */
+bool ccg__parse_placements(const json_t *v, void *field, char *why, size_t n);
+json_t *ccg__emit_placements(const void *field);
+bool ccg__parse_layout(const json_t *v, void *field, char *why, size_t n);
+json_t *ccg__emit_layout(const void *field);
+
+/* Rank-dependent split sizes of dim d over mesh axis `axis` (w ranks), read
+ * from a symbol "axis{..}": true with sizes written, else false. */
 bool ccg__rank_sizes(ccg_dim d, const char *axis, int64_t w, int64_t *sizes);
-/* torch.chunk sizes of `n` over w ranks; false (nothing written) when w
+/* torch.chunk sizes of n over w ranks; false (nothing written) when w
  * divides n (an even split needs no list). */
 bool ccg__chunk_sizes(int64_t n, int64_t w, int64_t *sizes);
 
-/* Redistribution on one mesh axis of the graph (the core of
- * ccg_dtensor_redistribute). hint: a shape whose dim, if rank-dependent over
- * that axis, gives split sizes when sharding (NULL = torch.chunk). */
-ccg_status ccg__redistribute(ccg_graph *g, const char *mapping, ccg_value_id x,
+/* Redistributes x from `from` to `to` (mesh ndims entries each, Shard dims
+ * may be negative), one mesh axis at a time; intermediate and final values
+ * are placed. hint: a shape whose rank-dependent dims give the split sizes
+ * when cutting (NULL = torch.chunk). *out == x when nothing moves. */
+ccg_status ccg__redistribute(ccg__mcall *c, ccg_value_id x,
                              const ccg_placement *from, const ccg_placement *to,
                              const ccg_shape *hint, ccg_value_id *out);
+
+/* W = 1 and no-op redistributions still leave a tagged node: an Identity of
+ * *v (keeping its placements) when the rule added no node since `mark`. */
+ccg_status ccg__dt_ensure_node(ccg__mcall *c, size_t mark, ccg_value_id *v);
+
+/* The styles' rules (dtensor_styles.c). */
+ccg_status ccg__dt_colwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, ccg_value_id *out, size_t *n_out);
+ccg_status ccg__dt_colwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, const ccg_value_id *out,
+                               const ccg_value_id *gout, size_t n_out,
+                               ccg_value_id *gin);
+ccg_status ccg__dt_rowwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, ccg_value_id *out, size_t *n_out);
+ccg_status ccg__dt_rowwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, const ccg_value_id *out,
+                               const ccg_value_id *gout, size_t n_out,
+                               ccg_value_id *gin);
+ccg_status ccg__dt_seq_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                           ccg_value_id *out, size_t *n_out);
+ccg_status ccg__dt_seq_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                           const ccg_value_id *out, const ccg_value_id *gout,
+                           size_t n_out, ccg_value_id *gin);
+ccg_status ccg__dt_pairwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, ccg_value_id *out, size_t *n_out);
+ccg_status ccg__dt_pairwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, const ccg_value_id *out,
+                                const ccg_value_id *gout, size_t n_out,
+                                ccg_value_id *gin);
 
 #endif

@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ccgraph/dtensor.h"
-#include "core/alloc.h"
-#include "core/error.h"
+#include "symbolic/dtensor_internal.h"
 
 #define PATTERN_MAX 255
 #define MAX_SEGMENTS 64
@@ -158,7 +156,7 @@ static ccg_status parse_style_name(const char *key, json_t *v,
 }
 
 /* The schema's layout pattern: Replicate | Shard(-?[0-7]) | Partial(op)?. */
-static bool parse_layout(const char *s, ccg_placement *p) {
+bool ccg__layout_parse(const char *s, ccg_placement *p) {
   memset(p, 0, sizeof *p);
   if (strcmp(s, "Replicate") == 0)
     return true;
@@ -204,7 +202,7 @@ static ccg_status parse_layouts(const char *key, const char *opt, json_t *v,
   if (json_is_string(v)) {
     out->n = 1;
     out->present[0] = true;
-    if (!parse_layout(json_string_value(v), &out->p[0]))
+    if (!ccg__layout_parse(json_string_value(v), &out->p[0]))
       return layout_error(key, opt, json_string_value(v));
     return CCG_STATUS_OK;
   }
@@ -222,7 +220,7 @@ static ccg_status parse_layouts(const char *key, const char *opt, json_t *v,
     if (!json_is_string(e))
       return fail(key, "%s: every entry is a layout string or null", opt);
     out->present[i] = true;
-    if (!parse_layout(json_string_value(e), &out->p[i]))
+    if (!ccg__layout_parse(json_string_value(e), &out->p[i]))
       return layout_error(key, opt, json_string_value(e));
   }
   return CCG_STATUS_OK;

@@ -15,63 +15,43 @@ static ccg_placement shard(int dim) {
   return (ccg_placement){CCG_PLACEMENT_SHARD, dim, CCG_REDUCE_SUM};
 }
 
-/* The state of one style application. */
+/* The state of one style rule. */
 typedef struct style {
+  ccg__mcall *c;
   ccg_graph *g;
-  const char *mapping;
-  ccg_dtensor_style_options o;
+  const ccg__dt_params *p;
+  const char *axis_name;
+  ccg_placement in_layout, out_layout;
   int axis; /* mesh axis index */
   int nd;   /* mesh ndims */
-  ccg__app app;
+  size_t mark;
 } style;
 
-static ccg_status style_begin(style *s, ccg_graph *g, const char *mapping,
-                              const ccg_dtensor_style_options *opt,
-                              ccg_placement in_default,
-                              ccg_placement out_default, bool backward) {
+static ccg_status style_begin(style *s, ccg__mcall *c) {
   memset(s, 0, sizeof *s);
-  s->g = g;
-  s->mapping = mapping;
-  ccg_dtensor_style_options d = CCG_DTENSOR_STYLE_OPTIONS_INIT;
-  s->o = d;
-  if (opt && opt->size > sizeof(size_t))
-    memcpy(&s->o, opt, opt->size < sizeof s->o ? opt->size : sizeof s->o);
-  s->o.size = sizeof s->o;
-  if (!s->o.mesh_axis)
-    s->o.mesh_axis = "tp";
-  if (!s->o.has_input_layout)
-    s->o.input_layout = in_default;
-  if (!s->o.has_output_layout)
-    s->o.output_layout = out_default;
-  CCG_CHECK(ccg__mesh_axis_of(g, mapping, s->o.mesh_axis, &s->axis));
-  s->nd = ccg_graph_mesh(g)->ndims;
-  ccg__app_begin(&s->app, g, mapping, backward);
-  ccg__app_param_str(&s->app, "mesh_axis", s->o.mesh_axis);
+  s->c = c;
+  s->g = c->g;
+  s->p = c->params;
+  s->axis_name = s->p->mesh_axis;
+  s->in_layout = s->p->input_layout.p[0];
+  s->out_layout = s->p->output_layout.p[0];
+  int64_t w;
+  CCG_CHECK(ccg__mgroup(c, s->axis_name, &w));
+  s->axis = ccg_mesh_axis(ccg_graph_mesh(c->g), s->axis_name);
+  if (s->axis < 0)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "mesh_axis '%s' must be one mesh axis", s->axis_name);
+  s->nd = ccg_graph_mesh(c->g)->ndims;
+  s->mark = ccg_graph_num_nodes(c->g);
   return CCG_STATUS_OK;
-}
-
-static void param_layout(style *s, const char *key, ccg_placement p) {
-  char b[40];
-  ccg_placement_format(&p, b + 1, sizeof b - 2);
-  b[0] = '"';
-  strncat(b, "\"", sizeof b - strlen(b) - 1);
-  ccg__app_param(&s->app, key, b);
-}
-
-static void param_layouts(style *s) {
-  param_layout(s, "input_layouts", s->o.input_layout);
-  param_layout(s, "output_layouts", s->o.output_layout);
-  ccg__app_param(&s->app, "use_local_output",
-                 s->o.use_local_output ? "true" : "false");
 }
 
 /* A value's placements: its own, else Replicate with `on_axis` on the
  * style's axis (a local tensor in the declared layout). */
 static void placements_of(const style *s, ccg_value_id v, ccg_placement on_axis,
                           ccg_placement *p) {
-  bool had;
-  ccg__placements_or_replicate(s->g, v, p, &had);
-  if (!had)
+  memset(p, 0, CCG_MAX_MESH_AXES * sizeof *p);
+  if (ccg_value_placements(s->g, v, p) == 0)
     p[s->axis] = on_axis;
 }
 
@@ -81,16 +61,13 @@ static void with_axis(const style *s, const ccg_placement *in,
   out[s->axis] = on_axis;
 }
 
-/* Redistributes v on the style's axis only; the result is placed. */
+/* Redistributes v on the style's axis only. */
 static ccg_status move(style *s, ccg_value_id v, const ccg_placement *from,
                        ccg_placement to_axis, const ccg_shape *hint,
                        ccg_value_id *out) {
   ccg_placement to[CCG_MAX_MESH_AXES];
   with_axis(s, from, to_axis, to);
-  CCG_CHECK(ccg__redistribute(s->g, s->mapping, v, from, to, hint, out));
-  if (*out != v)
-    CCG_CHECK(ccg_value_set_placements(s->g, *out, to, s->nd));
-  return CCG_STATUS_OK;
+  return ccg__redistribute(s->c, v, from, to, hint, out);
 }
 
 /* Redistribution target of a gradient: the source with Partial as
@@ -106,7 +83,7 @@ static ccg_status place(style *s, ccg_value_id v, const ccg_placement *p) {
                        : ccg_value_set_placements(s->g, v, p, s->nd);
 }
 
-/* Marks a parameter of the style (if it has no placements yet). */
+/* Marks an input of the style (if it has no placements yet). */
 static ccg_status place_param(style *s, ccg_value_id v, ccg_placement on_axis) {
   ccg_placement p[CCG_MAX_MESH_AXES];
   if (v == CCG_NONE || ccg_value_placements(s->g, v, p) > 0)
@@ -115,8 +92,18 @@ static ccg_status place_param(style *s, ccg_value_id v, ccg_placement on_axis) {
   return place(s, v, p);
 }
 
-static ccg_status style_end(style *s, ccg_status st, ccg_value_id *out) {
-  return ccg__app_end(&s->app, st, out);
+/* The gradient of a style's input: from `gp` back to the input's source
+ * placements `xp` (Partial as Replicate), uneven sizes from x. */
+static ccg_status input_grad(style *s, ccg_value_id x, ccg_value_id g,
+                             const ccg_placement *gp, const ccg_placement *xp,
+                             ccg_value_id *dx) {
+  ccg_placement t[CCG_MAX_MESH_AXES];
+  grad_of(s, xp, t);
+  ccg_shape hint = *ccg_value_shape(s->g, x);
+  CCG_CHECK(place(s, g, gp));
+  CCG_CHECK(ccg__redistribute(s->c, g, gp, t, &hint, dx));
+  CCG_CHECK(ccg__dt_ensure_node(s->c, s->mark, dx));
+  return place(s, *dx, t);
 }
 
 /* ---- Linear pieces ------------------------------------------------------ */
@@ -173,72 +160,58 @@ static ccg_status linear_backward(ccg_graph *g, ccg_value_id x, ccg_value_id w,
 /* ---- colwise --------------------------------------------------------------
  */
 
-/* x in its layout -> Replicate on the axis. */
+/* Inputs x, w, [b]; x in its layout goes to Replicate on the axis. */
 static ccg_status col_input(style *s, ccg_value_id x, ccg_placement *xp,
                             ccg_value_id *xr) {
-  placements_of(s, x, s->o.input_layout, xp);
+  placements_of(s, x, s->in_layout, xp);
   return move(s, x, xp, R, NULL, xr);
 }
 
-ccg_status ccg_dtensor_colwise_parallel(ccg_graph *g, ccg_value_id x,
-                                        ccg_value_id w, ccg_value_id b,
-                                        const ccg_dtensor_style_options *opt,
-                                        ccg_value_id *y) {
+static ccg_value_id opt_in(const ccg_value_id *in, size_t n, size_t i) {
+  return i < n ? in[i] : CCG_NONE;
+}
+
+ccg_status ccg__dt_colwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, ccg_value_id *out, size_t *n_out) {
   style s;
-  CCG_CHECK(
-      style_begin(&s, g, "dtensor.colwise_parallel", opt, R, shard(-1), false));
-  param_layouts(&s);
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2);
   ccg_placement xp[CCG_MAX_MESH_AXES], yp[CCG_MAX_MESH_AXES];
-  ccg_value_id xr = x, h = CCG_NONE, out = CCG_NONE;
-  ccg_status st = col_input(&s, x, xp, &xr);
-  if (st == CCG_STATUS_OK)
-    st = linear(g, xr, w, b, &h);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, shard(ccg_value_shape(g, h)->rank - 1), yp);
-    st = place(&s, h, yp);
-  }
-  if (st == CCG_STATUS_OK)
-    st = move(&s, h, yp, s.o.output_layout, NULL, &out);
-  CCG_CHECK(style_end(&s, st, &out));
-  CCG_CHECK(place_param(&s, x, s.o.input_layout));
+  ccg_value_id xr, h, y;
+  CCG_CHECK(col_input(&s, x, xp, &xr));
+  CCG_CHECK(linear(s.g, xr, w, b, &h));
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, h)->rank - 1), yp);
+  CCG_CHECK(place(&s, h, yp));
+  CCG_CHECK(move(&s, h, yp, s.out_layout, NULL, &y));
+  CCG_CHECK(place_param(&s, x, s.in_layout));
   CCG_CHECK(place_param(&s, w, shard(1)));
   CCG_CHECK(place_param(&s, b, shard(0)));
-  *y = out;
+  out[0] = y;
+  *n_out = 1;
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg_dtensor_colwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]) {
+ccg_status ccg__dt_colwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, const ccg_value_id *out,
+                               const ccg_value_id *gout, size_t n_out,
+                               ccg_value_id *gin) {
+  (void)out, (void)n_out;
   style s;
-  CCG_CHECK(
-      style_begin(&s, g, "dtensor.colwise_parallel", opt, R, shard(-1), true));
-  param_layouts(&s);
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2), dy = gout[0];
   ccg_placement xp[CCG_MAX_MESH_AXES], yp[CCG_MAX_MESH_AXES],
-      t[CCG_MAX_MESH_AXES];
-  ccg_value_id xr = x, dys = dy, dxp = CCG_NONE, dx = CCG_NONE;
-  ccg_value_id dw = CCG_NONE, db = CCG_NONE;
-  ccg_status st = col_input(&s, x, xp, &xr);
-  ccg_placement dyp[CCG_MAX_MESH_AXES];
-  with_axis(&s, xp, s.o.output_layout, dyp);
-  with_axis(&s, xp, shard(ccg_value_shape(g, dy)->rank - 1), yp);
-  if (st == CCG_STATUS_OK)
-    st = ccg__redistribute(g, s.mapping, dy, dyp, yp, NULL, &dys);
-  if (st == CCG_STATUS_OK)
-    st = linear_backward(g, xr, w, b != CCG_NONE, dys, &dxp, &dw, &db);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, PSUM, t);
-    grad_of(&s, xp, yp);
-    ccg_shape hint = *ccg_value_shape(g, x);
-    st = ccg__redistribute(g, s.mapping, dxp, t, yp, &hint, &dx);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, dx, yp);
-  }
-  CCG_CHECK(style_end(&s, st, &dx));
-  grads[0] = dx;
-  grads[1] = dw;
-  grads[2] = db;
+      dyp[CCG_MAX_MESH_AXES], pp[CCG_MAX_MESH_AXES];
+  ccg_value_id xr, dys, dxp, db;
+  CCG_CHECK(col_input(&s, x, xp, &xr)); /* recomputed */
+  with_axis(&s, xp, s.out_layout, dyp);
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, dy)->rank - 1), yp);
+  CCG_CHECK(ccg__redistribute(c, dy, dyp, yp, NULL, &dys));
+  CCG_CHECK(
+      linear_backward(s.g, xr, w, b != CCG_NONE, dys, &dxp, &gin[1], &db));
+  with_axis(&s, xp, PSUM, pp);
+  CCG_CHECK(input_grad(&s, x, dxp, pp, xp, &gin[0]));
+  if (n_in > 2)
+    gin[2] = db;
   return CCG_STATUS_OK;
 }
 
@@ -247,151 +220,104 @@ ccg_status ccg_dtensor_colwise_parallel_backward(
 
 static ccg_status row_input(style *s, ccg_value_id x, ccg_placement *xp,
                             ccg_value_id *xs) {
-  placements_of(s, x, s->o.input_layout, xp);
+  placements_of(s, x, s->in_layout, xp);
   int last = ccg_value_shape(s->g, x)->rank - 1;
   return move(s, x, xp, shard(last), NULL, xs);
 }
 
-ccg_status ccg_dtensor_rowwise_parallel(ccg_graph *g, ccg_value_id x,
-                                        ccg_value_id w, ccg_value_id b,
-                                        const ccg_dtensor_style_options *opt,
-                                        ccg_value_id *y) {
+/* y + b with y's placements kept. */
+static ccg_status add_bias(style *s, ccg_value_id y, ccg_value_id b,
+                           ccg_value_id *out) {
+  ccg_placement p[CCG_MAX_MESH_AXES];
+  int np = ccg_value_placements(s->g, y, p);
+  CCG_CHECK(ccg_add(s->g, y, b, out));
+  return np ? place(s, *out, p) : CCG_STATUS_OK;
+}
+
+ccg_status ccg__dt_rowwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, ccg_value_id *out, size_t *n_out) {
   style s;
-  CCG_CHECK(
-      style_begin(&s, g, "dtensor.rowwise_parallel", opt, shard(-1), R, false));
-  param_layouts(&s);
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2);
   ccg_placement xp[CCG_MAX_MESH_AXES], pp[CCG_MAX_MESH_AXES];
-  ccg_value_id xs = x, part = CCG_NONE, out = CCG_NONE;
-  ccg_status st = row_input(&s, x, xp, &xs);
-  if (st == CCG_STATUS_OK)
-    st = ccg_matmul(g, xs, w, &part);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, PSUM, pp);
-    st = place(&s, part, pp);
-  }
-  if (st == CCG_STATUS_OK)
-    st = move(&s, part, pp, s.o.output_layout, NULL, &out);
-  /* The bias is added once, after the reduction. */
-  if (st == CCG_STATUS_OK && b != CCG_NONE) {
-    ccg_placement op[CCG_MAX_MESH_AXES];
-    ccg_value_placements(g, out, op);
-    st = ccg_add(g, out, b, &out);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, out, op);
-  }
-  CCG_CHECK(style_end(&s, st, &out));
-  CCG_CHECK(place_param(&s, x, s.o.input_layout));
+  ccg_value_id xs, part, y;
+  CCG_CHECK(row_input(&s, x, xp, &xs));
+  CCG_CHECK(ccg_matmul(s.g, xs, w, &part));
+  with_axis(&s, xp, PSUM, pp);
+  CCG_CHECK(place(&s, part, pp));
+  CCG_CHECK(move(&s, part, pp, s.out_layout, NULL, &y));
+  if (b != CCG_NONE) /* once, after the reduction */
+    CCG_CHECK(add_bias(&s, y, b, &y));
+  CCG_CHECK(place_param(&s, x, s.in_layout));
   CCG_CHECK(place_param(&s, w, shard(0)));
   CCG_CHECK(place_param(&s, b, R));
-  *y = out;
+  out[0] = y;
+  *n_out = 1;
   return CCG_STATUS_OK;
 }
 
-/* The bias gradient of a sharded output is partial over the axis. */
+/* The bias gradient: sum over the leading dims; a sharded output makes it
+ * partial over the axis. */
 static ccg_status row_bias_grad(style *s, ccg_value_id dy, ccg_value_id *db) {
   CCG_CHECK(sum_leading(s->g, dy, db));
-  if (s->o.output_layout.kind != CCG_PLACEMENT_SHARD ||
+  if (s->out_layout.kind != CCG_PLACEMENT_SHARD ||
       ccg_graph_mesh(s->g)->sizes[s->axis] == 1)
     return CCG_STATUS_OK;
-  return ccg_all_reduce(s->g, *db, s->o.mesh_axis, CCG_REDUCE_SUM, db);
+  return ccg_all_reduce(s->g, *db, s->axis_name, CCG_REDUCE_SUM, db);
 }
 
-ccg_status ccg_dtensor_rowwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w, ccg_value_id b,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]) {
+ccg_status ccg__dt_rowwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, const ccg_value_id *out,
+                               const ccg_value_id *gout, size_t n_out,
+                               ccg_value_id *gin) {
+  (void)out, (void)n_out;
   style s;
-  CCG_CHECK(
-      style_begin(&s, g, "dtensor.rowwise_parallel", opt, shard(-1), R, true));
-  param_layouts(&s);
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2), dy = gout[0];
   ccg_placement xp[CCG_MAX_MESH_AXES], dyp[CCG_MAX_MESH_AXES],
-      rp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES], t[CCG_MAX_MESH_AXES];
-  ccg_value_id xs = x, dyr = dy, dxs = CCG_NONE, dx = CCG_NONE;
-  ccg_value_id dw = CCG_NONE, db = CCG_NONE, unused;
-  ccg_status st = row_input(&s, x, xp, &xs);
-  with_axis(&s, xp, s.o.output_layout, dyp);
+      rp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES];
+  ccg_value_id xs, dyr, dxs, unused;
+  CCG_CHECK(row_input(&s, x, xp, &xs)); /* recomputed */
+  if (b != CCG_NONE)
+    CCG_CHECK(row_bias_grad(&s, dy, &gin[2]));
+  with_axis(&s, xp, s.out_layout, dyp);
   with_axis(&s, xp, R, rp);
-  if (st == CCG_STATUS_OK && b != CCG_NONE)
-    st = row_bias_grad(&s, dy, &db);
-  if (st == CCG_STATUS_OK)
-    st = ccg__redistribute(g, s.mapping, dy, dyp, rp, NULL, &dyr);
-  if (st == CCG_STATUS_OK)
-    st = linear_backward(g, xs, w, false, dyr, &dxs, &dw, &unused);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, shard(ccg_value_shape(g, x)->rank - 1), sp);
-    grad_of(&s, xp, t);
-    ccg_shape hint = *ccg_value_shape(g, x);
-    st = place(&s, dxs, sp);
-    if (st == CCG_STATUS_OK)
-      st = ccg__redistribute(g, s.mapping, dxs, sp, t, &hint, &dx);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, dx, t);
-  }
-  CCG_CHECK(style_end(&s, st, &dx));
-  grads[0] = dx;
-  grads[1] = dw;
-  grads[2] = db;
-  return CCG_STATUS_OK;
+  CCG_CHECK(ccg__redistribute(c, dy, dyp, rp, NULL, &dyr));
+  CCG_CHECK(linear_backward(s.g, xs, w, false, dyr, &dxs, &gin[1], &unused));
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, x)->rank - 1), sp);
+  return input_grad(&s, x, dxs, sp, xp, &gin[0]);
 }
 
 /* ---- sequence parallel ----------------------------------------------------
  */
 
+/* x goes to Shard(sequence_dim) on the axis (a local x is taken as that). */
 static ccg_status seq_input(style *s, ccg_value_id x, ccg_placement *xp,
                             ccg_value_id *xs) {
-  int rank = ccg_value_shape(s->g, x)->rank;
-  int64_t d =
-      s->o.sequence_dim < 0 ? s->o.sequence_dim + rank : s->o.sequence_dim;
-  if (d < 0 || d >= rank)
-    return ccg__error(&s->g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: sequence_dim %lld is outside the rank %d of value "
-                      "'%s'",
-                      s->mapping, (long long)s->o.sequence_dim, rank,
-                      ccg_value_name(s->g, x));
-  s->o.input_layout = shard((int)d);
-  placements_of(s, x, s->o.input_layout, xp);
-  return move(s, x, xp, s->o.input_layout, NULL, xs);
+  int d;
+  CCG_CHECK(
+      ccg__mdim(s->c, x, s->p->sequence_dim, "params key 'sequence_dim'", &d));
+  s->in_layout = shard(d);
+  placements_of(s, x, s->in_layout, xp);
+  return move(s, x, xp, s->in_layout, NULL, xs);
 }
 
-static ccg_status seq_begin(style *s, ccg_graph *g,
-                            const ccg_dtensor_style_options *opt,
-                            bool backward) {
-  ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
-  if (opt && opt->size > sizeof(size_t))
-    memcpy(&o, opt, opt->size < sizeof o ? opt->size : sizeof o);
-  /* DTensor's SequenceParallel returns a DTensor unless told otherwise. */
-  if (!opt)
-    o.use_local_output = false;
-  CCG_CHECK(style_begin(s, g, "dtensor.sequence_parallel", &o, R, R, backward));
-  ccg__app_param_int(&s->app, "sequence_dim", s->o.sequence_dim);
-  char eps[32];
-  snprintf(eps, sizeof eps, "%.9g", (double)s->o.epsilon);
-  ccg__app_param(&s->app, "epsilon", eps);
-  ccg__app_param(&s->app, "use_local_output",
-                 s->o.use_local_output ? "true" : "false");
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_dtensor_sequence_parallel(ccg_graph *g, ccg_value_id x,
-                                         ccg_value_id scale, ccg_value_id bias,
-                                         const ccg_dtensor_style_options *opt,
-                                         ccg_value_id *y) {
+ccg_status ccg__dt_seq_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                           ccg_value_id *out, size_t *n_out) {
   style s;
-  CCG_CHECK(seq_begin(&s, g, opt, false));
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], scale = in[1], bias = opt_in(in, n_in, 2);
   ccg_placement xp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES];
-  ccg_value_id xs = x, out = CCG_NONE;
-  ccg_status st = seq_input(&s, x, xp, &xs);
-  if (st == CCG_STATUS_OK)
-    st = ccg_layer_norm(g, xs, scale, bias, -1, s.o.epsilon, &out);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, s.o.input_layout, sp);
-    st = place(&s, out, sp);
-  }
-  CCG_CHECK(style_end(&s, st, &out));
-  CCG_CHECK(place_param(&s, x, s.o.input_layout));
+  ccg_value_id xs, y;
+  CCG_CHECK(seq_input(&s, x, xp, &xs));
+  CCG_CHECK(ccg_layer_norm(s.g, xs, scale, bias, -1, (float)s.p->epsilon, &y));
+  with_axis(&s, xp, s.in_layout, sp);
+  CCG_CHECK(place(&s, y, sp));
+  CCG_CHECK(place_param(&s, x, s.in_layout));
   CCG_CHECK(place_param(&s, scale, R));
   CCG_CHECK(place_param(&s, bias, R));
-  *y = out;
+  out[0] = y;
+  *n_out = 1;
   return CCG_STATUS_OK;
 }
 
@@ -437,122 +363,112 @@ static ccg_status layer_norm_backward(ccg_graph *g, ccg_value_id x,
   return dbias ? sum_leading(g, dy, dbias) : CCG_STATUS_OK;
 }
 
-ccg_status ccg_dtensor_sequence_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id scale, ccg_value_id bias,
-    ccg_value_id dy, const ccg_dtensor_style_options *opt,
-    ccg_value_id grads[3]) {
+ccg_status ccg__dt_seq_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
+                           const ccg_value_id *out, const ccg_value_id *gout,
+                           size_t n_out, ccg_value_id *gin) {
+  (void)out, (void)n_out;
   style s;
-  CCG_CHECK(seq_begin(&s, g, opt, true));
-  ccg_placement xp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES],
-      t[CCG_MAX_MESH_AXES];
-  ccg_value_id xs = x, dxs = CCG_NONE, dx = CCG_NONE, ds = CCG_NONE,
-               dbias = CCG_NONE;
-  ccg_status st = seq_input(&s, x, xp, &xs);
-  if (st == CCG_STATUS_OK)
-    st = layer_norm_backward(g, xs, scale, dy, s.o.epsilon, &dxs, &ds,
-                             bias != CCG_NONE ? &dbias : NULL);
+  CCG_CHECK(style_begin(&s, c));
+  ccg_value_id x = in[0], scale = in[1], bias = opt_in(in, n_in, 2);
+  ccg_placement xp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES];
+  ccg_value_id xs, dxs, ds, dbias = CCG_NONE;
+  CCG_CHECK(seq_input(&s, x, xp, &xs));
+  CCG_CHECK(layer_norm_backward(s.g, xs, scale, gout[0], (float)s.p->epsilon,
+                                &dxs, &ds, bias != CCG_NONE ? &dbias : NULL));
   /* Replicated parameters saw only this rank's tokens: sum over the axis. */
-  bool comm = ccg_graph_mesh(g)->sizes[s.axis] > 1;
-  if (st == CCG_STATUS_OK && comm)
-    st = ccg_all_reduce(g, ds, s.o.mesh_axis, CCG_REDUCE_SUM, &ds);
-  if (st == CCG_STATUS_OK && comm && dbias != CCG_NONE)
-    st = ccg_all_reduce(g, dbias, s.o.mesh_axis, CCG_REDUCE_SUM, &dbias);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, s.o.input_layout, sp);
-    grad_of(&s, xp, t);
-    ccg_shape hint = *ccg_value_shape(g, x);
-    st = place(&s, dxs, sp);
-    if (st == CCG_STATUS_OK)
-      st = ccg__redistribute(g, s.mapping, dxs, sp, t, &hint, &dx);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, dx, t);
+  if (ccg_graph_mesh(s.g)->sizes[s.axis] > 1) {
+    CCG_CHECK(ccg_all_reduce(s.g, ds, s.axis_name, CCG_REDUCE_SUM, &ds));
+    if (dbias != CCG_NONE)
+      CCG_CHECK(
+          ccg_all_reduce(s.g, dbias, s.axis_name, CCG_REDUCE_SUM, &dbias));
   }
-  CCG_CHECK(style_end(&s, st, &dx));
-  grads[0] = dx;
-  grads[1] = ds;
-  grads[2] = dbias;
+  with_axis(&s, xp, s.in_layout, sp);
+  CCG_CHECK(input_grad(&s, x, dxs, sp, xp, &gin[0]));
+  gin[1] = ds;
+  if (n_in > 2)
+    gin[2] = dbias;
   return CCG_STATUS_OK;
 }
 
 /* ---- pairwise -------------------------------------------------------------
  */
 
-ccg_status ccg_dtensor_pairwise_parallel(ccg_graph *g, ccg_value_id x,
-                                         ccg_value_id w1, ccg_value_id b1,
-                                         ccg_value_id w2, ccg_value_id b2,
-                                         const ccg_dtensor_style_options *opt,
-                                         ccg_value_id *y) {
-  style s;
-  CCG_CHECK(style_begin(&s, g, "dtensor.pairwise_parallel", opt, R, R, false));
-  ccg_placement xp[CCG_MAX_MESH_AXES], hp[CCG_MAX_MESH_AXES],
-      pp[CCG_MAX_MESH_AXES];
-  ccg_value_id xr = x, h = CCG_NONE, part = CCG_NONE, out = CCG_NONE;
-  ccg_status st = col_input(&s, x, xp, &xr);
-  if (st == CCG_STATUS_OK)
-    st = linear(g, xr, w1, b1, &h);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, shard(ccg_value_shape(g, h)->rank - 1), hp);
-    st = place(&s, h, hp);
-  }
-  if (st == CCG_STATUS_OK)
-    st = ccg_matmul(g, h, w2, &part);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, PSUM, pp);
-    st = place(&s, part, pp);
-  }
-  if (st == CCG_STATUS_OK)
-    st = move(&s, part, pp, s.o.output_layout, NULL, &out);
-  if (st == CCG_STATUS_OK && b2 != CCG_NONE) {
-    ccg_placement op[CCG_MAX_MESH_AXES];
-    ccg_value_placements(g, out, op);
-    st = ccg_add(g, out, b2, &out);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, out, op);
-  }
-  CCG_CHECK(style_end(&s, st, &out));
-  CCG_CHECK(place_param(&s, x, s.o.input_layout));
-  CCG_CHECK(place_param(&s, w1, shard(1)));
-  CCG_CHECK(place_param(&s, b1, shard(0)));
-  CCG_CHECK(place_param(&s, w2, shard(0)));
-  CCG_CHECK(place_param(&s, b2, R));
-  *y = out;
+/* Inputs x, w1, w2 or x, w1, b1, w2, b2. */
+static ccg_status pair_inputs(ccg__mcall *c, const ccg_value_id *in,
+                              size_t n_in, ccg_value_id v[5]) {
+  if (n_in != 3 && n_in != 5)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "takes x, w1, w2 or x, w1, b1, w2, b2; %zu inputs "
+                      "given",
+                      n_in);
+  bool b = n_in == 5;
+  ccg_value_id t[5] = {in[0], in[1], b ? in[2] : CCG_NONE, in[b ? 3 : 2],
+                       b ? in[4] : CCG_NONE};
+  memcpy(v, t, sizeof t);
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg_dtensor_pairwise_parallel_backward(
-    ccg_graph *g, ccg_value_id x, ccg_value_id w1, ccg_value_id b1,
-    ccg_value_id w2, ccg_value_id b2, ccg_value_id dy,
-    const ccg_dtensor_style_options *opt, ccg_value_id grads[5]) {
+ccg_status ccg__dt_pairwise_fwd(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, ccg_value_id *out, size_t *n_out) {
   style s;
-  CCG_CHECK(style_begin(&s, g, "dtensor.pairwise_parallel", opt, R, R, true));
-  ccg_placement xp[CCG_MAX_MESH_AXES], t[CCG_MAX_MESH_AXES],
-      pp[CCG_MAX_MESH_AXES], rp[CCG_MAX_MESH_AXES];
-  ccg_value_id xr = x, h = CCG_NONE, dyr = dy, dh = CCG_NONE, dxp = CCG_NONE;
-  ccg_value_id dx = CCG_NONE, dw1 = CCG_NONE, db1 = CCG_NONE, dw2 = CCG_NONE,
-               db2 = CCG_NONE, unused;
-  ccg_status st = col_input(&s, x, xp, &xr);
-  with_axis(&s, xp, s.o.output_layout, t);
-  with_axis(&s, xp, R, rp);
-  if (st == CCG_STATUS_OK)
-    st = linear(g, xr, w1, b1, &h); /* recomputed: the rule sees no h */
-  if (st == CCG_STATUS_OK && b2 != CCG_NONE)
-    st = sum_leading(g, dy, &db2);
-  if (st == CCG_STATUS_OK)
-    st = ccg__redistribute(g, s.mapping, dy, t, rp, NULL, &dyr);
-  if (st == CCG_STATUS_OK)
-    st = linear_backward(g, h, w2, false, dyr, &dh, &dw2, &unused);
-  if (st == CCG_STATUS_OK)
-    st = linear_backward(g, xr, w1, b1 != CCG_NONE, dh, &dxp, &dw1, &db1);
-  if (st == CCG_STATUS_OK) {
-    with_axis(&s, xp, PSUM, pp);
-    grad_of(&s, xp, t);
-    ccg_shape hint = *ccg_value_shape(g, x);
-    st = ccg__redistribute(g, s.mapping, dxp, pp, t, &hint, &dx);
-    if (st == CCG_STATUS_OK)
-      st = place(&s, dx, t);
+  ccg_value_id v[5];
+  CCG_CHECK(pair_inputs(c, in, n_in, v));
+  CCG_CHECK(style_begin(&s, c));
+  s.in_layout = s.out_layout = R;
+  ccg_placement xp[CCG_MAX_MESH_AXES], hp[CCG_MAX_MESH_AXES],
+      pp[CCG_MAX_MESH_AXES];
+  ccg_value_id xr, h, part, y;
+  CCG_CHECK(col_input(&s, v[0], xp, &xr));
+  CCG_CHECK(linear(s.g, xr, v[1], v[2], &h));
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, h)->rank - 1), hp);
+  CCG_CHECK(place(&s, h, hp));
+  CCG_CHECK(ccg_matmul(s.g, h, v[3], &part));
+  with_axis(&s, xp, PSUM, pp);
+  CCG_CHECK(place(&s, part, pp));
+  CCG_CHECK(move(&s, part, pp, R, NULL, &y));
+  if (v[4] != CCG_NONE)
+    CCG_CHECK(add_bias(&s, y, v[4], &y));
+  CCG_CHECK(place_param(&s, v[0], R));
+  CCG_CHECK(place_param(&s, v[1], shard(1)));
+  CCG_CHECK(place_param(&s, v[2], shard(0)));
+  CCG_CHECK(place_param(&s, v[3], shard(0)));
+  CCG_CHECK(place_param(&s, v[4], R));
+  out[0] = y;
+  *n_out = 1;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__dt_pairwise_bwd(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, const ccg_value_id *out,
+                                const ccg_value_id *gout, size_t n_out,
+                                ccg_value_id *gin) {
+  (void)out, (void)n_out;
+  style s;
+  ccg_value_id v[5];
+  CCG_CHECK(pair_inputs(c, in, n_in, v));
+  CCG_CHECK(style_begin(&s, c));
+  s.in_layout = s.out_layout = R;
+  ccg_placement xp[CCG_MAX_MESH_AXES], pp[CCG_MAX_MESH_AXES];
+  ccg_value_id xr, h, dh, dxp,
+      g[5] = {CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE};
+  ccg_value_id dy = gout[0], unused;
+  CCG_CHECK(col_input(&s, v[0], xp, &xr));
+  CCG_CHECK(linear(s.g, xr, v[1], v[2], &h)); /* recomputed */
+  if (v[4] != CCG_NONE)
+    CCG_CHECK(sum_leading(s.g, dy, &g[4]));
+  CCG_CHECK(linear_backward(s.g, h, v[3], false, dy, &dh, &g[3], &unused));
+  CCG_CHECK(
+      linear_backward(s.g, xr, v[1], v[2] != CCG_NONE, dh, &dxp, &g[1], &g[2]));
+  with_axis(&s, xp, PSUM, pp);
+  CCG_CHECK(input_grad(&s, v[0], dxp, pp, xp, &g[0]));
+  gin[0] = g[0];
+  gin[1] = g[1];
+  if (n_in == 5) {
+    gin[2] = g[2];
+    gin[3] = g[3];
+    gin[4] = g[4];
+  } else {
+    gin[2] = g[3];
   }
-  CCG_CHECK(style_end(&s, st, &dx));
-  ccg_value_id out[5] = {dx, dw1, db1, dw2, db2};
-  memcpy(grads, out, sizeof out);
   return CCG_STATUS_OK;
 }

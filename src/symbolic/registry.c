@@ -8,6 +8,12 @@
 #include "graph/internal.h"
 #include "symbolic/internal.h"
 
+/* The tables of colossal.c and dtensor.c. */
+extern const ccg__mapping_def ccg__colossal_mappings[];
+extern const size_t ccg__colossal_mappings_count;
+extern const ccg__mapping_def ccg__dtensor_mappings[];
+extern const size_t ccg__dtensor_mappings_count;
+
 /* One row per system; a new system adds its table here. */
 typedef struct system_table {
   const ccg__mapping_def *defs;
@@ -17,6 +23,7 @@ typedef struct system_table {
 static const system_table systems[] = {
     {ccg__megatron_mappings, &ccg__megatron_mappings_count},
     {ccg__opensora_mappings, &ccg__opensora_mappings_count},
+    {ccg__dtensor_mappings, &ccg__dtensor_mappings_count},
 };
 
 #define N_SYSTEMS (sizeof systems / sizeof systems[0])
