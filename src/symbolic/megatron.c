@@ -194,7 +194,7 @@ static ccg_status step(ccg__mcall *c, const entry *e, prim op, ccg_value_id x,
     return scatter(c, op, x, dim, w, s, s ? key_of(e->sizes) : NULL, y);
   case P_ALL_GATHER:
     if (s && s->set)
-      CCG_CHECK(ccg__msplits(c, s, key_of(e->sizes), w, x, -1));
+      CCG_CHECK(ccg__msplits(c, s, key_of(e->sizes), w, x, w == 1 ? dim : -1));
     if (w == 1)
       return ccg_identity(c->g, x, y);
     return ccg_all_gather(c->g, x, p->group, dim, s && s->set ? s->v : NULL, y);
