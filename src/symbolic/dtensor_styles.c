@@ -92,6 +92,17 @@ static ccg_status place_param(style *s, ccg_value_id v, ccg_placement on_axis) {
   return place(s, v, p);
 }
 
+/* A parameter's gradient is placed as the parameter (its own placements,
+ * else `on_axis` on the style's axis). */
+static ccg_status place_grad(style *s, ccg_value_id param, ccg_value_id g,
+                             ccg_placement on_axis) {
+  if (g == CCG_NONE)
+    return CCG_STATUS_OK;
+  ccg_placement p[CCG_MAX_MESH_AXES];
+  placements_of(s, param, on_axis, p);
+  return place(s, g, p);
+}
+
 /* The gradient of a style's input: from `gp` back to the input's source
  * placements `xp` (Partial as Replicate), uneven sizes from x. */
 static ccg_status input_grad(style *s, ccg_value_id x, ccg_value_id g,
@@ -210,8 +221,11 @@ ccg_status ccg__dt_colwise_bwd(ccg__mcall *c, const ccg_value_id *in,
       linear_backward(s.g, xr, w, b != CCG_NONE, dys, &dxp, &gin[1], &db));
   with_axis(&s, xp, PSUM, pp);
   CCG_CHECK(input_grad(&s, x, dxp, pp, xp, &gin[0]));
-  if (n_in > 2)
+  CCG_CHECK(place_grad(&s, w, gin[1], shard(1)));
+  if (n_in > 2) {
     gin[2] = db;
+    CCG_CHECK(place_grad(&s, b, db, shard(0)));
+  }
   return CCG_STATUS_OK;
 }
 
@@ -285,6 +299,9 @@ ccg_status ccg__dt_rowwise_bwd(ccg__mcall *c, const ccg_value_id *in,
   CCG_CHECK(ccg__redistribute(c, dy, dyp, rp, NULL, &dyr));
   CCG_CHECK(linear_backward(s.g, xs, w, false, dyr, &dxs, &gin[1], &unused));
   with_axis(&s, xp, shard(ccg_value_shape(s.g, x)->rank - 1), sp);
+  CCG_CHECK(place_grad(&s, w, gin[1], shard(0)));
+  if (b != CCG_NONE)
+    CCG_CHECK(place_grad(&s, b, gin[2], R));
   return input_grad(&s, x, dxs, sp, xp, &gin[0]);
 }
 
@@ -385,8 +402,11 @@ ccg_status ccg__dt_seq_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
   with_axis(&s, xp, s.in_layout, sp);
   CCG_CHECK(input_grad(&s, x, dxs, sp, xp, &gin[0]));
   gin[1] = ds;
-  if (n_in > 2)
+  CCG_CHECK(place_grad(&s, scale, ds, R));
+  if (n_in > 2) {
     gin[2] = dbias;
+    CCG_CHECK(place_grad(&s, bias, dbias, R));
+  }
   return CCG_STATUS_OK;
 }
 
@@ -461,6 +481,9 @@ ccg_status ccg__dt_pairwise_bwd(ccg__mcall *c, const ccg_value_id *in,
       linear_backward(s.g, xr, v[1], v[2] != CCG_NONE, dh, &dxp, &g[1], &g[2]));
   with_axis(&s, xp, PSUM, pp);
   CCG_CHECK(input_grad(&s, v[0], dxp, pp, xp, &g[0]));
+  ccg_placement on[5] = {R, shard(1), shard(0), shard(0), R};
+  for (int i = 1; i < 5; i++)
+    CCG_CHECK(place_grad(&s, v[i], g[i], on[i]));
   gin[0] = g[0];
   gin[1] = g[1];
   if (n_in == 5) {
