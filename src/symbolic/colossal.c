@@ -383,6 +383,9 @@ static ccg_status p2p_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
 
 /* ---- tensor meta -------------------------------------------------------- */
 
+/* Tensors one meta exchange announces (ColossalAI: a tensor or a pair). */
+#define MAX_META 2
+
 /* ONNX TensorProto data-type codes: a standard encoding for the receiver. */
 static int64_t onnx_type(ccg_dtype dt) {
   static const int64_t codes[CCG_DTYPE_COUNT] = {
@@ -433,10 +436,11 @@ static ccg_status meta_recv_fwd(ccg__mcall *c, const ccg_value_id *in,
   stage_info s;
   CCG_CHECK(stage_of(c, &s));
   *n_out = 0;
-  if (!p->ndims.set || p->ndims.n == 0 || p->ndims.n > 8)
+  if (!p->ndims.set || p->ndims.n == 0 || p->ndims.n > MAX_META)
     return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
                       "params key 'ndims' lists the rank of each tensor (1 "
-                      "to 8 tensors)");
+                      "to %d tensors)",
+                      MAX_META);
   for (size_t i = 0; i < p->ndims.n; i++)
     if (p->ndims.v[i] < 0 || p->ndims.v[i] > CCG_MAX_RANK)
       return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
@@ -595,13 +599,13 @@ const ccg__mapping_def ccg__colossal_mappings[] = {
     {"colossal.send_tensor_meta",
      "to the next stage (last: no-op): Send count, then per tensor ndims, "
      "dims (Shape), dtype (ONNX code), i64",
-     "none", CCG__PARAMS(p_meta_send), sizeof(params), 1, 8, 0, meta_send_fwd,
-     no_grad, NULL},
+     "none", CCG__PARAMS(p_meta_send), sizeof(params), 1, MAX_META, 0,
+     meta_send_fwd, no_grad, NULL},
     {"colossal.recv_tensor_meta",
      "from the previous stage (first: nothing): Recv count, then per tensor "
      "ndims, dims [ndims], dtype; outputs in that order",
-     "none", CCG__PARAMS(p_meta_recv), sizeof(params), 0, 0, 25, meta_recv_fwd,
-     no_grad, NULL},
+     "none", CCG__PARAMS(p_meta_recv), sizeof(params), 0, 0, 1 + 3 * MAX_META,
+     meta_recv_fwd, no_grad, NULL},
 };
 
 const size_t ccg__colossal_mappings_count =
