@@ -6,6 +6,7 @@
 #include "ccgraph/core.h"
 #include "ccgraph/graph.h"
 #include "ccgraph/symbolic.h"
+#include "ccgraph/colossal.h"
 #include "ccgraph/dtensor.h"
 
 #endif

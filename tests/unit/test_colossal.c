@@ -222,8 +222,110 @@ static void test_batch_shares_instance(void **state) {
   ccg_graph_free(g);
 }
 
+/* ---- typed functions = by name ------------------------------------------ */
+
+static char *finish(ccg_graph *g, const ccg_value_id *outs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (outs[i] != CCG_NONE)
+      assert_ok(g, ccg_graph_add_output(g, outs[i]));
+  char *t = NULL;
+  assert_ok(g, ccg_graph_validate(g));
+  assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &t));
+  ccg_graph_free(g);
+  return t;
+}
+
+static char *by_name(const char *mesh, const char *map, const char *params,
+                     const char *const *shapes, size_t n_in) {
+  ccg_graph *g = ccg_test_graph_named("typed", mesh);
+  ccg_value_id in[4], out[8];
+  for (size_t i = 0; i < n_in; i++) {
+    char nm[8];
+    snprintf(nm, sizeof nm, "x%zu", i);
+    in[i] = ccg_test_input(g, nm, CCG_DTYPE_F32, shapes[i]);
+  }
+  size_t n = 8;
+  assert_ok(g, ccg_mapping_apply(g, map, params, in, n_in, out, &n));
+  return finish(g, out, n);
+}
+
+static void same(char *a, char *b, const char *what) {
+  if (strcmp(a, b) != 0)
+    fail_msg("%s: typed call differs from the by-name call:\n%s\n---\n%s", what,
+             a, b);
+  free(a);
+  free(b);
+}
+
+static void test_typed_equals_by_name(void **state) {
+  (void)state;
+  const char *x2[] = {"[2,8]", "[2,8]"};
+  ccg_graph *g = ccg_test_graph_named("typed", TP4);
+  ccg_value_id x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]"), y[2];
+  assert_ok(g, ccg_colossal_reduce_scatter(g, x, "tp", 1, CCG_REDUCE_MAX, y));
+  same(finish(g, y, 1),
+       by_name(TP4, CA("reduce_scatter"), "{\"dim\": 1, \"op\": \"max\"}", x2,
+               1),
+       "reduce_scatter");
+  g = ccg_test_graph_named("typed", TP4);
+  x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]");
+  assert_ok(g, ccg_colossal_broadcast(g, x, NULL, 3, y));
+  same(finish(g, y, 1), by_name(TP4, CA("broadcast"), "{\"src\": 3}", x2, 1),
+       "broadcast");
+  /* The quad on a middle stage, with both shapes. */
+  ccg_shape sh = CCG_SHAPE(2, 8);
+  ccg_colossal_stage st = CCG_COLOSSAL_STAGE_INIT;
+  st.stage = 1;
+  st.input_tensor_shape = &sh;
+  st.output_grad_shape = &sh;
+  g = ccg_test_graph_named("typed", "pp=4");
+  x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]");
+  ccg_value_id dx = ccg_test_input(g, "x1", CCG_DTYPE_F32, "[2,8]");
+  assert_ok(g, ccg_colossal_send_forward_backward_recv_forward_backward(
+                   g, x, dx, &st, &y[0], &y[1]));
+  assert_int_not_equal(y[0], CCG_NONE);
+  assert_int_not_equal(y[1], CCG_NONE);
+  same(finish(g, y, 2),
+       by_name("pp=4", CA("send_forward_backward_recv_forward_backward"),
+               PP(1, ""), x2, 2),
+       "send_forward_backward_recv_forward_backward");
+  /* Last stage: nothing from a next stage. */
+  st.stage = 3;
+  g = ccg_test_graph_named("typed", "pp=4");
+  x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]");
+  assert_ok(g, ccg_colossal_send_forward_recv_backward(g, x, &st, &y[0]));
+  assert_int_equal(y[0], CCG_NONE);
+  assert_int_equal(ccg_graph_num_nodes(g), 0);
+  ccg_graph_free(g);
+  /* First stage of send_backward_recv_forward: nothing from before. */
+  st.stage = 0;
+  g = ccg_test_graph_named("typed", "pp=4");
+  x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]");
+  assert_ok(g, ccg_colossal_send_backward_recv_forward(g, x, &st, &y[0]));
+  assert_int_equal(y[0], CCG_NONE);
+  ccg_graph_free(g);
+  /* Tensor meta. */
+  g = ccg_test_graph_named("typed", "pp=2");
+  st.stage = 1;
+  int64_t nd[2] = {2, 3};
+  ccg_value_id outs[8];
+  size_t n = 0;
+  assert_ok(g, ccg_colossal_recv_tensor_meta(g, nd, 2, &st, outs, &n));
+  assert_int_equal(n, 7);
+  same(finish(g, outs, n),
+       by_name("pp=2", CA("recv_tensor_meta"),
+               "{\"stage\": 1, \"ndims\": [2, 3]}", x2, 0),
+       "recv_tensor_meta");
+  ccg_shape sym = {1, {ccg_dim_sym("seq")}};
+  st.input_tensor_shape = &sym;
+  g = ccg_test_graph_named("typed", "pp=2");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_colossal_recv_forward(g, &st, y),
+               "input_tensor_shape must be static");
+  ccg_graph_free(g);
+}
+
 int main(void) {
-  struct CMUnitTest tests[N_CASES + 3];
+  struct CMUnitTest tests[N_CASES + 4];
   for (size_t i = 0; i < N_CASES; i++)
     tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
                                    (void *)&cases[i]};
@@ -232,5 +334,7 @@ int main(void) {
       (struct CMUnitTest)cmocka_unit_test(test_neighbours_pair_up);
   tests[N_CASES + 2] =
       (struct CMUnitTest)cmocka_unit_test(test_batch_shares_instance);
+  tests[N_CASES + 3] =
+      (struct CMUnitTest)cmocka_unit_test(test_typed_equals_by_name);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
