@@ -10,7 +10,7 @@ packages=(
   libjansson-dev libcmocka-dev
   libopenmpi-dev openmpi-bin
   libopenblas-dev
-  python3 python3-onnx python3-jsonschema libonnx-testdata
+  python3 python3-numpy python3-onnx python3-jsonschema libonnx-testdata
   graphviz valgrind
   clang clang-format libclang-rt-14-dev
 )

@@ -95,6 +95,21 @@ CCG_API ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
                                               const ccg_mapping_grad_args *args,
                                               ccg_value_id *grad_inputs);
 
+/* The forward inputs and outputs of application `instance` in g, found
+ * from the tags of its forward nodes (what a backward pass needs to call
+ * ccg_mapping_apply_backward for a tagged node): inputs are the values
+ * those nodes read and none of them produced, in order of first use;
+ * outputs are the values they produced and none of them reads, in order of
+ * creation. `inputs` and `outputs` have room for *n_inputs and *n_outputs
+ * values; on success those hold the counts. CCG_STATUS_INVALID_ARG (on g)
+ * naming the instance when no forward node carries it or the room is too
+ * small. The name of its mapping is in the tags (ccg_node_tag). */
+CCG_API ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
+                                           ccg_value_id *inputs,
+                                           size_t *n_inputs,
+                                           ccg_value_id *outputs,
+                                           size_t *n_outputs);
+
 /* ---- Megatron-LM (core.tensor_parallel.mappings) ----------------------- */
 /* Each is ccg_mapping_apply of "megatron.<function>" with the parameters
  * given; `group` NULL means "tp". Split-size lists hold one entry per rank
@@ -168,6 +183,43 @@ CCG_API ccg_status ccg_mark_sequence_parallel_param(ccg_graph *g,
                                                     ccg_value_id param,
                                                     const char *group,
                                                     ccg_value_id *out);
+
+/* Megatron's tensor-parallel linear layers, built from the mappings above
+ * and a MatMul with this rank's weight shard (weights are MatMul's right
+ * operand, [in, out]). Mapping nodes are tagged; the MatMul and bias Add are
+ * plain ops. A failure leaves the graph unchanged. */
+typedef struct ccg_megatron_linear_options {
+  size_t size;            /* sizeof(ccg_megatron_linear_options) */
+  const char *group;      /* tensor-parallel mesh axes; NULL = "tp" */
+  bool sequence_parallel; /* activations sharded on the first dim */
+  bool gather_output;     /* column: all-gather the output's last dim */
+  bool input_is_parallel; /* row: x is already split on its last dim */
+} ccg_megatron_linear_options;
+#define CCG_MEGATRON_LINEAR_OPTIONS_INIT                                       \
+  { sizeof(ccg_megatron_linear_options), NULL, false, false, true }
+
+/* ColumnParallelLinear: x [.., in] (under sequence_parallel [S/W, .., in]),
+ * weight [in, out/W], bias [out/W] or CCG_NONE. The input goes through
+ * copy_to_tensor_model_parallel_region, or under sequence_parallel
+ * gather_from_sequence_parallel_region; the output [.., out/W] (with
+ * gather_output: gather_from_tensor_model_parallel_region to [.., out]).
+ * gather_output with sequence_parallel is INVALID_ARG, as in Megatron. */
+CCG_API ccg_status ccg_megatron_column_parallel_linear(
+    ccg_graph *g, ccg_value_id x, ccg_value_id weight, ccg_value_id bias,
+    const ccg_megatron_linear_options *opts, ccg_value_id *out);
+
+/* RowParallelLinear: x [.., in/W] (input_is_parallel) or [.., in]
+ * (scatter_to_tensor_model_parallel_region first), weight [in/W, out],
+ * bias [out] or CCG_NONE. The partial product is all-reduced
+ * (reduce_from_tensor_model_parallel_region) or under sequence_parallel
+ * reduce-scattered on the first dim (reduce_scatter_to_sequence_parallel_
+ * region); the bias is added after the reduction, and under
+ * sequence_parallel it is marked with ccg_mark_sequence_parallel_param so
+ * that its gradient is all-reduced. sequence_parallel without
+ * input_is_parallel is INVALID_ARG, as in Megatron. */
+CCG_API ccg_status ccg_megatron_row_parallel_linear(
+    ccg_graph *g, ccg_value_id x, ccg_value_id weight, ccg_value_id bias,
+    const ccg_megatron_linear_options *opts, ccg_value_id *out);
 
 /* ---- Open-Sora (acceleration.communications) --------------------------- */
 /* `group` NULL means "sp". */

@@ -78,8 +78,13 @@ typedef struct ccg__mcall {
   bool backward;
 } ccg__mcall;
 
-/* Forward: inputs in[0..n_in) (arity checked by the registry); writes at
- * most def->max_out outputs and their count. */
+/* Forward: inputs in[0..n_in) (arity checked by the registry); *n_out is
+ * the room in `out` on entry (at least def->max_out when that is bounded;
+ * an unbounded rule checks it) and the count written on return. So that
+ * ccg_mapping_instance_io can find an application's inputs and outputs
+ * from its tags alone, a forward rule reads its inputs in order, creates
+ * values only as outputs of nodes (ccg_constant, not initializers), and
+ * does not read its own outputs. */
 typedef ccg_status (*ccg__mapping_fwd_fn)(ccg__mcall *c, const ccg_value_id *in,
                                           size_t n_in, ccg_value_id *out,
                                           size_t *n_out);

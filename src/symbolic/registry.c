@@ -28,8 +28,6 @@ static const system_table systems[] = {
 };
 
 #define N_SYSTEMS (sizeof systems / sizeof systems[0])
-/* Outputs a rule may give when its def sets no bound (max_out -1). */
-#define MAX_OUTPUTS 64
 
 size_t ccg_mapping_count(void) {
   size_t n = 0;
@@ -229,7 +227,7 @@ static ccg_status load_object(ccg_ctx *ctx, const ccg__mapping_def *d,
                 : ccg__error(ctx, CCG_STATUS_OOM, "%s: out of memory", d->name);
   }
   json_error_t err;
-  json_t *o = json_loads(text, 0, &err);
+  json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &err);
   if (!o || !json_is_object(o)) {
     json_decref(o);
     return ccg__error(ctx, CCG_STATUS_PARSE,
@@ -339,8 +337,9 @@ static uint32_t next_instance(const ccg_graph *g) {
 }
 
 /* Finds the def and checks the graph and the values passed. */
-static ccg_status begin(ccg_graph *g, const char *name, const ccg_value_id *v,
-                        size_t n, const ccg__mapping_def **d) {
+static ccg_status begin(ccg_graph *g, const char *name, const char *what,
+                        const ccg_value_id *v, size_t n,
+                        const ccg__mapping_def **d) {
   if (!g)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "mapping '%s': the graph is NULL", name ? name : "?");
@@ -351,12 +350,12 @@ static ccg_status begin(ccg_graph *g, const char *name, const ccg_value_id *v,
   }
   if (n && !v)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: the inputs array is NULL", name);
+                      "%s: the %s array is NULL", name, what);
   for (size_t i = 0; i < n; i++)
     if (v[i] >= ccg_graph_num_values(g))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "%s: input %zu (id %u) is not a value of graph '%s'",
-                        name, i, v[i], ccg_graph_name(g));
+                        "%s: %s[%zu] (id %u) is not a value of graph '%s'",
+                        name, what, i, v[i], ccg_graph_name(g));
   return CCG_STATUS_OK;
 }
 
@@ -375,23 +374,27 @@ ccg_status ccg_mapping_apply(ccg_graph *g, const char *name, const char *params,
                              const ccg_value_id *inputs, size_t n_inputs,
                              ccg_value_id *outputs, size_t *n_outputs) {
   const ccg__mapping_def *d;
-  CCG_CHECK(begin(g, name, inputs, n_inputs, &d));
+  CCG_CHECK(begin(g, name, "inputs", inputs, n_inputs, &d));
   if ((int64_t)n_inputs < d->min_in ||
-      (d->max_in >= 0 && (int64_t)n_inputs > d->max_in))
+      (d->max_in >= 0 && (int64_t)n_inputs > d->max_in)) {
+    char most[32] = "any number";
+    if (d->max_in >= 0)
+      snprintf(most, sizeof most, "%d", d->max_in);
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "%s: %zu inputs given, expected %d to %d", name, n_inputs,
-                      d->min_in, d->max_in);
-  size_t cap = d->max_out >= 0 ? (size_t)d->max_out : MAX_OUTPUTS;
-  if (!n_outputs || (!outputs && cap) || *n_outputs < cap)
+                      "%s: %zu inputs given, expected %d to %s", name, n_inputs,
+                      d->min_in, most);
+  }
+  size_t need = d->max_out >= 0 ? (size_t)d->max_out : 0;
+  if (!n_outputs || (!outputs && *n_outputs) || *n_outputs < need)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "%s: room for %zu outputs given, the mapping may give "
                       "%zu",
-                      name, n_outputs ? *n_outputs : 0, cap);
+                      name, n_outputs ? *n_outputs : 0, need);
   parsed p;
   CCG_CHECK(parse_params(&g->ctx, d, params, &p));
   ccg__mcall c = {g, d, p.params, p.text, next_instance(g), false};
   ccg__mark m = ccg__mark_get(g);
-  size_t n = 0;
+  size_t n = *n_outputs;
   ccg_status st = d->forward(&c, inputs, n_inputs, outputs, &n);
   st = finish(&c, &m, st);
   if (st == CCG_STATUS_OK)
@@ -409,8 +412,8 @@ ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
                       "(use CCG_MAPPING_GRAD_ARGS_INIT)",
                       name ? name : "?");
   const ccg__mapping_def *d;
-  CCG_CHECK(begin(g, name, a->inputs, a->n_inputs, &d));
-  CCG_CHECK(begin(g, name, a->outputs, a->n_outputs, &d));
+  CCG_CHECK(begin(g, name, "inputs", a->inputs, a->n_inputs, &d));
+  CCG_CHECK(begin(g, name, "outputs", a->outputs, a->n_outputs, &d));
   if (a->n_outputs && !a->grad_outputs)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "%s: grad_outputs is NULL", name);
@@ -447,4 +450,76 @@ ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
       grad_inputs[i] = CCG_NONE;
   parsed_free(d, &p);
   return st;
+}
+
+/* ---- instances ----------------------------------------------------------- */
+
+static bool in_instance(const ccg_graph *g, ccg_node_id n, uint32_t instance) {
+  const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(g, n);
+  return t && t->instance == instance && !t->backward;
+}
+
+/* Whether any forward node of the instance reads v. */
+static bool read_by(const ccg_graph *g, uint32_t instance, ccg_value_id v) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    if (!in_instance(g, (ccg_node_id)i, instance))
+      continue;
+    for (size_t k = 0; k < ccg_node_num_inputs(g, (ccg_node_id)i); k++)
+      if (ccg_node_input(g, (ccg_node_id)i, k) == v)
+        return true;
+  }
+  return false;
+}
+
+static bool push_unique(ccg_value_id *v, size_t *n, size_t cap, ccg_value_id x,
+                        bool *full) {
+  for (size_t i = 0; i < *n; i++)
+    if (v[i] == x)
+      return true;
+  if (*n == cap) {
+    *full = true;
+    return false;
+  }
+  v[(*n)++] = x;
+  return true;
+}
+
+ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
+                                   ccg_value_id *inputs, size_t *n_inputs,
+                                   ccg_value_id *outputs, size_t *n_outputs) {
+  if (!g || !n_inputs || !n_outputs || (*n_inputs && !inputs) ||
+      (*n_outputs && !outputs))
+    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
+                      "mapping instance %u: a NULL argument", instance);
+  size_t ni = 0, no = 0, nodes = 0;
+  bool full = false;
+  for (size_t i = 0; i < g->n_nodes && !full; i++) {
+    ccg_node_id n = (ccg_node_id)i;
+    if (!in_instance(g, n, instance))
+      continue;
+    nodes++;
+    for (size_t k = 0; k < ccg_node_num_inputs(g, n) && !full; k++) {
+      ccg_value_id v = ccg_node_input(g, n, k);
+      if (v != CCG_NONE && !in_instance(g, ccg_value_producer(g, v), instance))
+        push_unique(inputs, &ni, *n_inputs, v, &full);
+    }
+    for (size_t k = 0; k < ccg_node_num_outputs(g, n) && !full; k++) {
+      ccg_value_id v = ccg_node_output(g, n, k);
+      if (!read_by(g, instance, v))
+        push_unique(outputs, &no, *n_outputs, v, &full);
+    }
+  }
+  if (nodes == 0)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "no forward node of graph '%s' is tagged with mapping "
+                      "instance %u",
+                      ccg_graph_name(g), instance);
+  if (full)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "mapping instance %u has more inputs or outputs than "
+                      "the room given (%zu, %zu)",
+                      instance, *n_inputs, *n_outputs);
+  *n_inputs = ni;
+  *n_outputs = no;
+  return CCG_STATUS_OK;
 }

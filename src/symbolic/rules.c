@@ -138,7 +138,13 @@ ccg_status ccg__mreshape(ccg__mcall *c, ccg_value_id x, const ccg_shape *to,
                         shape_str(to, tb, sizeof tb));
     }
   }
-  CCG_CHECK(ccg_reshape_to(c->g, x, t, (size_t)to->rank, out));
+  /* A Constant node, not an initializer: every value an application
+   * creates is then the output of one of its tagged nodes, which is what
+   * ccg_mapping_instance_io relies on. */
+  ccg_tensor shape = {CCG_DTYPE_I64, 1, {to->rank}, t};
+  ccg_value_id sv;
+  CCG_CHECK(ccg_constant(c->g, &shape, &sv));
+  CCG_CHECK(ccg_reshape(c->g, x, sv, out));
   const ccg_shape *got = ccg_value_shape(c->g, *out);
   if (ccg_shape_equal(got, to))
     return CCG_STATUS_OK;

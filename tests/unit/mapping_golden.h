@@ -87,6 +87,18 @@ static inline void golden_backward(ccg_graph *g, const golden_case *c,
     assert_ok(g, ccg_graph_add_input(g, name, ccg_value_dtype(g, out[i]), &s,
                                      &gout[i]));
   }
+  /* A backward pass sees only the tags: the instance's inputs and outputs
+   * found from them must be the ones the call took and gave. */
+  if (tag) {
+    ccg_value_id ti[GOLDEN_MAX_IO], to[GOLDEN_MAX_IO];
+    size_t nti = GOLDEN_MAX_IO, nto = GOLDEN_MAX_IO;
+    assert_ok(g, ccg_mapping_instance_io(g, tag->instance, ti, &nti, to, &nto));
+    assert_int_equal(nti, n_in);
+    assert_int_equal(nto, n_out);
+    assert_memory_equal(ti, in, n_in * sizeof *in);
+    assert_memory_equal(to, out, n_out * sizeof *out);
+    assert_string_equal(tag->mapping, c->mapping);
+  }
   ccg_mapping_grad_args a = CCG_MAPPING_GRAD_ARGS_INIT;
   a.params = tag ? tag->params : c->params;
   a.instance = tag ? tag->instance : 0;
@@ -155,23 +167,19 @@ static inline void golden_compare(const char *path, const char *want,
            ge ? (int)(ge - g) : (int)strlen(g), g);
 }
 
-static inline void golden_path(const golden_case *c, char *buf, size_t n) {
-  snprintf(buf, n, "%s/golden/mappings/%s/%s.json", CCG_TEST_DATA_DIR,
-           c->system, c->name);
-}
-
-/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) the golden file of case c. */
-static inline void golden_check(const golden_case *c) {
-  char path[1024];
-  golden_path(c, path, sizeof path);
-  char *got = golden_dump(c);
+/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) `got` ("new"; freed here)
+ * against tests/data/golden/mappings/<system>/<name>.json. */
+static inline void golden_check_text(const char *system, const char *name,
+                                     char *got) {
+  char path[1024], dir[1024];
+  snprintf(path, sizeof path, "%s/golden/mappings/%s/%s.json",
+           CCG_TEST_DATA_DIR, system, name);
   const char *upd = getenv("CCG_UPDATE_GOLDEN");
   if (upd && strcmp(upd, "1") == 0) {
-    char dir[1024];
     snprintf(dir, sizeof dir, "%s/golden/mappings", CCG_TEST_DATA_DIR);
     mkdir(dir, 0777);
     snprintf(dir, sizeof dir, "%s/golden/mappings/%s", CCG_TEST_DATA_DIR,
-             c->system);
+             system);
     mkdir(dir, 0777);
     FILE *f = fopen(path, "wb");
     if (!f || fputs(got, f) < 0 || fclose(f) != 0)
@@ -187,6 +195,11 @@ static inline void golden_check(const golden_case *c) {
   golden_compare(path, want, got);
   free(want);
   free(got);
+}
+
+/* Checks (or with CCG_UPDATE_GOLDEN=1 writes) the golden file of case c. */
+static inline void golden_check(const golden_case *c) {
+  golden_check_text(c->system, c->name, golden_dump(c));
 }
 
 /* Case c's forward must fail with `want` and a message holding every

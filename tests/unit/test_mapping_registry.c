@@ -135,6 +135,8 @@ static void test_bad_params_name_the_key(void **state) {
              "a string");
   bad_params(gsp, "[1, 2]", CCG_STATUS_PARSE, "a JSON object", "");
   bad_params(gsp, "{\"group\": ", CCG_STATUS_PARSE, "a JSON object", "");
+  bad_params(gsp, "{\"group\": \"tp\", \"group\": \"dp\"}", CCG_STATUS_PARSE,
+             "a JSON object", "duplicate");
   bad_params("opensora.all_to_all", "{\"scatter_dim\": 1.5}",
              CCG_STATUS_INVALID_ARG, "'scatter_dim'", "an integer");
   bad_params("opensora.gather_forward_split_backward", "{}",
@@ -167,7 +169,7 @@ static void test_apply_arguments(void **state) {
   ccg_value_id bad = 999;
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_mapping_apply(g, name, NULL, &bad, 1, y, &n),
-               "input 0 (id 999) is not a value");
+               "inputs[0] (id 999) is not a value");
   assert_int_equal(ccg_graph_num_nodes(g), 0);
   ccg_graph_free(g);
 }
@@ -220,6 +222,23 @@ static void test_tags_and_instances(void **state) {
   assert_int_equal(tb->instance, 3);
   assert_int_equal(ccg_node_op(g, ccg_value_producer(g, gx)),
                    CCG_OP_ALL_REDUCE);
+
+  /* The instance's inputs and outputs, from the tags alone. */
+  ccg_value_id ins[2], outs[2];
+  size_t ni = 2, no = 2;
+  assert_ok(g, ccg_mapping_instance_io(g, 1, ins, &ni, outs, &no));
+  assert_int_equal(ni, 1);
+  assert_int_equal(ins[0], x);
+  assert_int_equal(no, 1);
+  assert_int_equal(outs[0], y1);
+  ni = 0;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_instance_io(g, 1, ins, &ni, outs, &no),
+               "mapping instance 1 has more inputs or outputs than the room");
+  ni = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_instance_io(g, 3, ins, &ni, outs, &no),
+               "no forward node", "instance 3");
 
   a.size = 0;
   assert_fails(g, CCG_STATUS_INVALID_ARG,

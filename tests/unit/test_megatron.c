@@ -328,6 +328,98 @@ static void test_typed_errors(void **state) {
   ccg_graph_free(g);
 }
 
+/* ---- layers ----------------------------------------------------------------
+ */
+
+/* A weight or bias as a graph input (shapes only matter here). */
+static ccg_value_id param(ccg_graph *g, const char *name, const char *shape) {
+  return ccg_test_input(g, name, CCG_DTYPE_F32, shape);
+}
+
+typedef struct layer_case {
+  const char *name, *mesh, *x, *w, *b;
+  bool row, sequence_parallel, gather_output, input_is_parallel;
+} layer_case;
+
+static const layer_case layer_cases[] = {
+    {"column_parallel_linear_tp4", TP4, "[8,16]", "[16,8]", "[8]", false, false,
+     false, true},
+    {"column_parallel_linear_gather_output_tp4", TP4, "[8,16]", "[16,8]", NULL,
+     false, false, true, true},
+    {"column_parallel_linear_sequence_parallel_dp2tp2", DP2TP2, "[4,2,16]",
+     "[16,16]", "[16]", false, true, false, true},
+    {"row_parallel_linear_tp4", TP4, "[8,8]", "[8,16]", "[16]", true, false,
+     false, true},
+    {"row_parallel_linear_scatter_input_tp4", TP4, "[8,32]", "[8,16]", NULL,
+     true, false, false, false},
+    {"row_parallel_linear_sequence_parallel_tp4", TP4, "[8,2,8]", "[8,16]",
+     "[16]", true, true, false, true},
+    {"row_parallel_linear_sequence_parallel_tp1", TP1, "[8,2,32]", "[32,16]",
+     "[16]", true, true, false, true},
+};
+
+static ccg_status build_layer(ccg_graph *g, const layer_case *c,
+                              ccg_value_id *y) {
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, c->x);
+  ccg_value_id w = param(g, "w", c->w);
+  ccg_value_id b = c->b ? param(g, "b", c->b) : CCG_NONE;
+  ccg_megatron_linear_options o = CCG_MEGATRON_LINEAR_OPTIONS_INIT;
+  o.sequence_parallel = c->sequence_parallel;
+  o.gather_output = c->gather_output;
+  o.input_is_parallel = c->input_is_parallel;
+  return c->row ? ccg_megatron_row_parallel_linear(g, x, w, b, &o, y)
+                : ccg_megatron_column_parallel_linear(g, x, w, b, &o, y);
+}
+
+/* The forward graph of each layer, golden. */
+static void test_layers(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof layer_cases / sizeof layer_cases[0]; i++) {
+    const layer_case *c = &layer_cases[i];
+    ccg_graph *g = ccg_test_graph_named(c->name, c->mesh);
+    ccg_value_id y;
+    assert_ok(g, build_layer(g, c, &y));
+    assert_ok(g, ccg_graph_add_output(g, y));
+    assert_ok(g, ccg_graph_validate(g));
+    char *text = NULL;
+    assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &text));
+    golden_check_text("megatron", c->name, text);
+    ccg_graph_free(g);
+  }
+}
+
+static void layer_fails(const layer_case *c, ccg_status want, const char *f1,
+                        const char *f2) {
+  ccg_graph *g = ccg_test_graph_named(c->name, c->mesh);
+  ccg_value_id y;
+  ccg_status st = build_layer(g, c, &y);
+  ccg_test_assert_fails(g, want, st, c->name, __FILE__, __LINE__,
+                        (const char *[]){f1, f2, NULL});
+  assert_int_equal(ccg_graph_num_nodes(g), 0);
+  ccg_graph_free(g);
+}
+
+static void test_layer_errors(void **state) {
+  (void)state;
+  layer_case c = {"e",   TP4,  "[8,2,16]", "[16,8]", NULL,
+                  false, true, true,       true};
+  layer_fails(&c, CCG_STATUS_INVALID_ARG, "megatron ColumnParallelLinear",
+              "gather_output cannot be combined with sequence_parallel");
+  c = (layer_case){"e",  TP4,  "[8,2,32]", "[8,16]", NULL,
+                   true, true, false,      false};
+  layer_fails(&c, CCG_STATUS_INVALID_ARG, "megatron RowParallelLinear",
+              "sequence_parallel needs input_is_parallel");
+  /* A failure after the first mapping undoes it: the MatMul refuses. */
+  c = (layer_case){"e",   TP4,   "[8,16]", "[12,8]", NULL,
+                   false, false, false,    true};
+  layer_fails(&c, CCG_STATUS_SHAPE, "megatron ColumnParallelLinear", "MatMul");
+  /* Sequence-parallel reduce-scatter of 6 rows over 4 ranks. */
+  c = (layer_case){"e",  TP4,  "[6,2,8]", "[8,16]", NULL,
+                   true, true, false,     true};
+  layer_fails(&c, CCG_STATUS_SHAPE, "reduce_scatter_to_sequence_parallel",
+              "size 6");
+}
+
 int main(void) {
   struct CMUnitTest tests[N_CASES + 8];
   size_t n = 0;
@@ -341,6 +433,8 @@ int main(void) {
       cmocka_unit_test(test_sp2hp_symbolic_leading),
       cmocka_unit_test(test_typed_equals_by_name),
       cmocka_unit_test(test_typed_errors),
+      cmocka_unit_test(test_layers),
+      cmocka_unit_test(test_layer_errors),
   };
   for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
     tests[n++] = more[i];
