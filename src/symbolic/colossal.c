@@ -6,8 +6,9 @@
  * A pipeline program is one SPMD graph per stage, joined by Send/Recv along
  * the mesh axis of `group` ("pp"); `stage` says which graph this is. Every
  * application issues its point-to-point ops in one fixed order on every
- * rank (Megatron's batched order: send to previous, receive from previous,
- * send to next, receive from next), and its nodes share one tag instance,
+ * rank (send to next, receive from previous, send to previous, receive
+ * from next: the inputs, activation then gradient, are used in the order
+ * they are passed), and its nodes share one tag instance,
  * which is the batch an executor posts together. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +203,18 @@ static ccg_status stage_of(ccg__mcall *c, stage_info *s) {
 
 /* ---- point-to-point with scatter_gather_tensors ------------------------- */
 
+/* Reshape to constant dims given by a Constant node (not an initializer):
+ * every value an application creates is then the output of one of its
+ * tagged nodes (ccg_mapping_instance_io). */
+static ccg_status reshape_const(ccg_graph *g, ccg_value_id x,
+                                const int64_t *dims, size_t n,
+                                ccg_value_id *out) {
+  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, dims};
+  ccg_value_id sv;
+  CCG_CHECK(ccg_constant(g, &t, &sv));
+  return ccg_reshape(g, x, sv, out);
+}
+
 /* The tp group size when scatter_gather_tensors applies to numel, else 1. */
 static ccg_status sg_width(ccg__mcall *c, int64_t numel, int64_t *w) {
   const params *p = c->params;
@@ -224,7 +237,7 @@ static ccg_status send_to(ccg__mcall *c, const stage_info *s, ccg_value_id x,
   ccg_value_id v = x;
   if (w > 1) {
     int64_t flat = -1;
-    CCG_CHECK(ccg_reshape_to(c->g, x, &flat, 1, &v));
+    CCG_CHECK(reshape_const(c->g, x, &flat, 1, &v));
     CCG_CHECK(ccg_shard_slice(c->g, v, p->tp_group, 0, NULL, &v));
   }
   ccg_node_id n;
@@ -247,13 +260,14 @@ static ccg_status recv_from(ccg__mcall *c, const stage_info *s,
   int64_t dims[CCG_MAX_RANK];
   for (int i = 0; i < shape->rank; i++)
     dims[i] = shape->dims[i].size;
-  return ccg_reshape_to(c->g, *y, dims, (size_t)shape->rank, y);
+  return reshape_const(c->g, *y, dims, (size_t)shape->rank, y);
 }
 
 /* ---- the p2p entries ---------------------------------------------------- */
 
-/* The four kinds, in the fixed order every rank issues them. */
-typedef enum p2p_kind { SEND_PREV, RECV_PREV, SEND_NEXT, RECV_NEXT } p2p_kind;
+/* The four kinds, in the fixed order every rank issues them: the inputs
+ * (activation, then gradient) are used in the order they are passed. */
+typedef enum p2p_kind { SEND_NEXT, RECV_PREV, SEND_PREV, RECV_NEXT } p2p_kind;
 
 /* An entry: which kinds it does; inputs are the sends (SEND_NEXT's tensor
  * before SEND_PREV's), outputs the receives (RECV_PREV's before
@@ -321,7 +335,7 @@ static ccg_status p2p_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
   ccg_dtype dt;
   CCG_CHECK(dtype_of(c, &dt));
   *n_out = 0;
-  for (p2p_kind k = SEND_PREV; k <= RECV_NEXT; k++) {
+  for (p2p_kind k = SEND_NEXT; k <= RECV_NEXT; k++) {
     if (!d->does[k] || !active(&s, k))
       continue;
     if (k == SEND_PREV || k == SEND_NEXT) {
@@ -355,10 +369,10 @@ static ccg_status p2p_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
   CCG_CHECK(stage_of(c, &s));
   /* The forward's outputs are the active receives, in order. */
   int slot[4] = {-1, -1, -1, -1}, n = 0;
-  for (p2p_kind k = SEND_PREV; k <= RECV_NEXT; k++)
+  for (p2p_kind k = SEND_NEXT; k <= RECV_NEXT; k++)
     if (d->does[k] && (k == RECV_PREV || k == RECV_NEXT) && active(&s, k))
       slot[k] = n++;
-  for (p2p_kind m = SEND_PREV; m <= RECV_NEXT; m++) {
+  for (p2p_kind m = SEND_NEXT; m <= RECV_NEXT; m++) {
     p2p_kind k = mirror(m); /* the forward op that m mirrors */
     if (!d->does[k] || !active(&s, k))
       continue;
@@ -542,7 +556,9 @@ static const ccg__param_spec p_meta_recv[] = {
   {                                                                            \
     "colossal." nm, fdoc, bdoc, CCG__PARAMS(p_p2p), sizeof(params), nin, nin,  \
         nout, p2p_fwd, p2p_bwd, &(const p2p_def) {                             \
-      { sp, rp, sn, rn }                                                       \
+      {                                                                        \
+        [SEND_PREV] = sp, [RECV_PREV] = rp, [SEND_NEXT] = sn, [RECV_NEXT] = rn \
+      }                                                                        \
     }                                                                          \
   }
 
@@ -578,24 +594,26 @@ const ccg__mapping_def ccg__colossal_mappings[] = {
         "Send to the next stage", 0, 1, false, false, false, true),
     P2P("send_forward_recv_backward",
         "Send to next, Recv output_grad_shape from next (one batch)",
-        "Recv from next, Send to next (mirror)", 1, 1, false, false, true,
-        true),
+        "Send the output's gradient to next, Recv the input's from next", 1, 1,
+        false, false, true, true),
     P2P("send_backward_recv_forward",
-        "Send to previous, Recv input_tensor_shape from previous (one batch)",
-        "Send to previous, Recv from previous (mirror)", 1, 1, true, true,
-        false, false),
+        "Recv input_tensor_shape from previous, Send to previous (one batch)",
+        "Recv the input's gradient from previous, Send the output's to "
+        "previous",
+        1, 1, true, true, false, false),
     P2P("send_forward_recv_forward",
-        "Recv input_tensor_shape from previous, Send to next (one batch)",
-        "Send to previous, Recv from next (mirror)", 1, 1, false, true, true,
-        false),
+        "Send to next, Recv input_tensor_shape from previous (one batch)",
+        "Send the output's gradient to previous, Recv the input's from next", 1,
+        1, false, true, true, false),
     P2P("send_backward_recv_backward",
         "Send to previous, Recv output_grad_shape from next (one batch)",
-        "Recv from previous, Send to next (mirror)", 1, 1, true, false, false,
-        true),
+        "Send the output's gradient to next, Recv the input's from previous", 1,
+        1, true, false, false, true),
     P2P("send_forward_backward_recv_forward_backward",
-        "inputs (x, dx), outputs (y, dy): Send dx to previous, Recv y from "
-        "previous, Send x to next, Recv dy from next (one batch)",
-        "the mirror of each op, same order", 2, 2, true, true, true, true),
+        "inputs (x, dx), outputs (y, dy): Send x to next, Recv y from "
+        "previous, Send dx to previous, Recv dy from next (one batch)",
+        "the mirror of each op, in the same fixed order", 2, 2, true, true,
+        true, true),
     {"colossal.send_tensor_meta",
      "to the next stage (last: no-op): Send count, then per tensor ndims, "
      "dims (Shape), dtype (ONNX code), i64",

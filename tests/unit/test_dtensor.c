@@ -209,28 +209,7 @@ static char *dt_dump(const dt_case *t) {
 
 static void run_case(void **state) {
   const dt_case *t = *state;
-  char path[1024];
-  golden_path(&t->c, path, sizeof path);
-  char *got = dt_dump(t);
-  const char *upd = getenv("CCG_UPDATE_GOLDEN");
-  if (upd && strcmp(upd, "1") == 0) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/golden/mappings/dtensor", CCG_TEST_DATA_DIR);
-    mkdir(dir, 0777);
-    FILE *f = fopen(path, "wb");
-    if (!f || fputs(got, f) < 0 || fclose(f) != 0)
-      fail_msg("cannot write %s", path);
-    free(got);
-    return;
-  }
-  char *want = golden_read(path);
-  if (!want) {
-    free(got);
-    fail_msg("golden file %s is missing (CCG_UPDATE_GOLDEN=1 writes it)", path);
-  }
-  golden_compare(path, want, got);
-  free(want);
-  free(got);
+  golden_check_text(t->c.system, t->c.name, dt_dump(t));
 }
 
 #define E(map, mesh, params, ...)                                              \
