@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "symbolic/internal.h"
+#include "symbolic/named.h"
 
 /* Send/Recv tags: activations go forward, gradients backward; a backward
  * rule's mirror op keeps the tag of the op it mirrors, so both stages of a
@@ -545,17 +546,25 @@ static const ccg__param_spec p_meta_recv[] = {
     CCG__PARAM(params, ndims, "ndims", INTS, NULL,
                "the rank of each tensor announced")};
 
+/* The table's rules, their failures naming the mapping. */
+CCG__NAMED_FWD(coll_fwd)
+CCG__NAMED_FWD(p2p_fwd)
+CCG__NAMED_FWD(meta_send_fwd)
+CCG__NAMED_FWD(meta_recv_fwd)
+CCG__NAMED_BWD(coll_bwd)
+CCG__NAMED_BWD(p2p_bwd)
+
 #define COLL(nm, ps, fdoc, bdoc, k)                                            \
   {                                                                            \
     "colossal." nm, fdoc, bdoc, CCG__PARAMS(ps), sizeof(params), 1, 1, 1,      \
-        coll_fwd, coll_bwd, &(const coll) {                                    \
+        coll_fwd_named, coll_bwd_named, &(const coll) {                        \
       k                                                                        \
     }                                                                          \
   }
 #define P2P(nm, fdoc, bdoc, nin, nout, sp, rp, sn, rn)                         \
   {                                                                            \
     "colossal." nm, fdoc, bdoc, CCG__PARAMS(p_p2p), sizeof(params), nin, nin,  \
-        nout, p2p_fwd, p2p_bwd, &(const p2p_def) {                             \
+        nout, p2p_fwd_named, p2p_bwd_named, &(const p2p_def) {                 \
       {                                                                        \
         [SEND_PREV] = sp, [RECV_PREV] = rp, [SEND_NEXT] = sn, [RECV_NEXT] = rn \
       }                                                                        \
@@ -618,12 +627,12 @@ const ccg__mapping_def ccg__colossal_mappings[] = {
      "to the next stage (last: no-op): Send count, then per tensor ndims, "
      "dims (Shape), dtype (ONNX code), i64",
      "none", CCG__PARAMS(p_meta_send), sizeof(params), 1, MAX_META, 0,
-     meta_send_fwd, no_grad, NULL},
+     meta_send_fwd_named, no_grad, NULL},
     {"colossal.recv_tensor_meta",
      "from the previous stage (first: nothing): Recv count, then per tensor "
      "ndims, dims [ndims], dtype; outputs in that order",
      "none", CCG__PARAMS(p_meta_recv), sizeof(params), 0, 0, 1 + 3 * MAX_META,
-     meta_recv_fwd, no_grad, NULL},
+     meta_recv_fwd_named, no_grad, NULL},
 };
 
 const size_t ccg__colossal_mappings_count =

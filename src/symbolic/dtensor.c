@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "symbolic/dtensor_internal.h"
+#include "symbolic/named.h"
 
 #define MAX_W 1024 /* group sizes that carry split-size lists */
 
@@ -539,10 +540,24 @@ static const ccg__param_spec p_helper_dim[] = {
 #define HELPER(nm, ps, fdoc, bdoc, ...)                                        \
   {                                                                            \
     "dtensor." nm, fdoc, bdoc, CCG__PARAMS(ps), sizeof(ccg__dt_params), 1, 1,  \
-        1, helper_fwd, helper_bwd, &(const helper_def) {                       \
+        1, helper_fwd_named, helper_bwd_named, &(const helper_def) {           \
       __VA_ARGS__                                                              \
     }                                                                          \
   }
+
+/* The table's rules, their failures naming the mapping. */
+CCG__NAMED_FWD(redist_fwd)
+CCG__NAMED_FWD(ccg__dt_colwise_fwd)
+CCG__NAMED_FWD(ccg__dt_rowwise_fwd)
+CCG__NAMED_FWD(ccg__dt_seq_fwd)
+CCG__NAMED_FWD(ccg__dt_pairwise_fwd)
+CCG__NAMED_FWD(helper_fwd)
+CCG__NAMED_BWD(redist_bwd)
+CCG__NAMED_BWD(ccg__dt_colwise_bwd)
+CCG__NAMED_BWD(ccg__dt_rowwise_bwd)
+CCG__NAMED_BWD(ccg__dt_seq_bwd)
+CCG__NAMED_BWD(ccg__dt_pairwise_bwd)
+CCG__NAMED_BWD(helper_bwd)
 
 const ccg__mapping_def ccg__dtensor_mappings[] = {
     {"dtensor.redistribute",
@@ -550,36 +565,36 @@ const ccg__mapping_def ccg__dtensor_mappings[] = {
      "P->R AllReduce, P->S ReduceScatter, S(a)->S(b) AllToAll, R->P divide "
      "by W; S->P is an error",
      "the gradient (placed as grad) back to from, Partial read as Replicate",
-     CCG__PARAMS(p_redistribute), sizeof(ccg__dt_params), 1, 1, 1, redist_fwd,
-     redist_bwd, NULL},
+     CCG__PARAMS(p_redistribute), sizeof(ccg__dt_params), 1, 1, 1,
+     redist_fwd_named, redist_bwd_named, NULL},
     {"dtensor.colwise_parallel",
      "input to Replicate (S(seq): AllGather); x @ w[in,out/W] + b[out/W] is "
      "Shard(-1); then to output_layouts",
      "grad to Shard(-1); dx = dy w^T is Partial: AllReduce (R input) or "
      "ReduceScatter (S(seq) input); dw, db local",
      CCG__PARAMS(p_colwise), sizeof(ccg__dt_params), 2, 3, 1,
-     ccg__dt_colwise_fwd, ccg__dt_colwise_bwd, NULL},
+     ccg__dt_colwise_fwd_named, ccg__dt_colwise_bwd_named, NULL},
     {"dtensor.rowwise_parallel",
      "input to Shard(-1); x @ w[in/W,out] is Partial: AllReduce (-> R) or "
      "ReduceScatter (-> S(seq)); + b once, after the reduction",
      "db = sum dy (AllReduce when the output is sharded); grad to Replicate "
      "(S(seq): AllGather); dx = dy w^T Shard(-1) back to the input layout",
      CCG__PARAMS(p_rowwise), sizeof(ccg__dt_params), 2, 3, 1,
-     ccg__dt_rowwise_fwd, ccg__dt_rowwise_bwd, NULL},
+     ccg__dt_rowwise_fwd_named, ccg__dt_rowwise_bwd_named, NULL},
     {"dtensor.sequence_parallel",
      "LayerNorm (last dim) on the Shard(sequence_dim) input; scale, bias "
      "Replicate",
      "LayerNorm backward on the shard; dscale, dbias AllReduce (sum) over "
      "the mesh axis",
-     CCG__PARAMS(p_sequence), sizeof(ccg__dt_params), 2, 3, 1, ccg__dt_seq_fwd,
-     ccg__dt_seq_bwd, NULL},
+     CCG__PARAMS(p_sequence), sizeof(ccg__dt_params), 2, 3, 1,
+     ccg__dt_seq_fwd_named, ccg__dt_seq_bwd_named, NULL},
     {"dtensor.pairwise_parallel",
      "colwise (x R, w1, b1) then rowwise (w2, b2): one AllReduce; inputs x, "
      "w1, [b1,] w2[, b2]",
      "rowwise then colwise backward (first Linear recomputed): AllReduce of "
      "dx",
      CCG__PARAMS(p_pairwise), sizeof(ccg__dt_params), 3, 5, 1,
-     ccg__dt_pairwise_fwd, ccg__dt_pairwise_bwd, NULL},
+     ccg__dt_pairwise_fwd_named, ccg__dt_pairwise_bwd_named, NULL},
     HELPER("make_input_shard_1d", p_helper_dim,
            "-> Shard(dim) (a local input is taken as already sharded)",
            "gradient back to the input's layout",

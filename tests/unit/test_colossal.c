@@ -293,7 +293,7 @@ static char *by_name(const char *mesh, const char *map, const char *params,
   ccg_graph *g = ccg_test_graph_named("typed", mesh);
   ccg_value_id in[4], out[8];
   for (size_t i = 0; i < n_in; i++) {
-    char nm[8];
+    char nm[32];
     snprintf(nm, sizeof nm, "x%zu", i);
     in[i] = ccg_test_input(g, nm, CCG_DTYPE_F32, shapes[i]);
   }
