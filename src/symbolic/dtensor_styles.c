@@ -119,10 +119,17 @@ static ccg_status input_grad(style *s, ccg_value_id x, ccg_value_id g,
 
 /* ---- Linear pieces ------------------------------------------------------ */
 
+/* y = x @ w (+ b); with placements p (NULL = none) on both values. */
 static ccg_status linear(ccg_graph *g, ccg_value_id x, ccg_value_id w,
-                         ccg_value_id b, ccg_value_id *y) {
+                         ccg_value_id b, const ccg_placement *p, int np,
+                         ccg_value_id *y) {
   CCG_CHECK(ccg_matmul(g, x, w, y));
-  return b == CCG_NONE ? CCG_STATUS_OK : ccg_add(g, *y, b, y);
+  if (p)
+    CCG_CHECK(ccg_value_set_placements(g, *y, p, np));
+  if (b == CCG_NONE)
+    return CCG_STATUS_OK;
+  CCG_CHECK(ccg_add(g, *y, b, y));
+  return p ? ccg_value_set_placements(g, *y, p, np) : CCG_STATUS_OK;
 }
 
 /* Sum over every dim but the last ([.., n] -> [n]). */
@@ -202,9 +209,8 @@ ccg_status ccg__dt_colwise_fwd(ccg__mcall *c, const ccg_value_id *in,
   ccg_placement xp[CCG_MAX_MESH_AXES], yp[CCG_MAX_MESH_AXES];
   ccg_value_id xr, h, y;
   CCG_CHECK(col_input(&s, x, xp, &xr));
-  CCG_CHECK(linear(s.g, xr, w, b, &h));
-  with_axis(&s, xp, shard(ccg_value_shape(s.g, h)->rank - 1), yp);
-  CCG_CHECK(place(&s, h, yp));
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, xr)->rank - 1), yp);
+  CCG_CHECK(linear(s.g, xr, w, b, yp, s.nd, &h));
   CCG_CHECK(move(&s, h, yp, s.out_layout, NULL, &y));
   CCG_CHECK(place_param(&s, x, s.in_layout));
   CCG_CHECK(place_param(&s, w, shard(1)));
@@ -451,9 +457,8 @@ ccg_status ccg__dt_pairwise_fwd(ccg__mcall *c, const ccg_value_id *in,
       pp[CCG_MAX_MESH_AXES];
   ccg_value_id xr, h, part, y;
   CCG_CHECK(col_input(&s, v[0], xp, &xr));
-  CCG_CHECK(linear(s.g, xr, v[1], v[2], &h));
-  with_axis(&s, xp, shard(ccg_value_shape(s.g, h)->rank - 1), hp);
-  CCG_CHECK(place(&s, h, hp));
+  with_axis(&s, xp, shard(ccg_value_shape(s.g, xr)->rank - 1), hp);
+  CCG_CHECK(linear(s.g, xr, v[1], v[2], hp, s.nd, &h));
   CCG_CHECK(ccg_matmul(s.g, h, v[3], &part));
   with_axis(&s, xp, PSUM, pp);
   CCG_CHECK(place(&s, part, pp));
@@ -485,7 +490,7 @@ ccg_status ccg__dt_pairwise_bwd(ccg__mcall *c, const ccg_value_id *in,
       g[5] = {CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE, CCG_NONE};
   ccg_value_id dy = gout[0], unused;
   CCG_CHECK(col_input(&s, v[0], xp, &xr));
-  CCG_CHECK(linear(s.g, xr, v[1], v[2], &h)); /* recomputed */
+  CCG_CHECK(linear(s.g, xr, v[1], v[2], NULL, 0, &h)); /* recomputed */
   if (v[4] != CCG_NONE)
     CCG_CHECK(sum_leading(s.g, dy, &g[4]));
   CCG_CHECK(linear_backward(s.g, h, v[3], false, dy, &dh, &g[3], &unused));

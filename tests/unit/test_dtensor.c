@@ -136,6 +136,15 @@ static const dt_case cases[] = {
       "[16]", "[16]"),
     C("sequence_parallel_dim0_no_bias_tp4", TP4, "sequence_parallel",
       "{\"sequence_dim\": 0}", NULL, "[4,2,16]", "[16]"),
+    C("sequence_parallel_replicated_input_tp4", TP4, "sequence_parallel", NULL,
+      "Replicate", "[2,8,16]", "[16]", "[16]"),
+    /* 3-D: the style acts on tp only; dp and pp placements are kept. */
+    C("colwise_dp2pp2tp2", "dp=2,pp=2,tp=2", "colwise_parallel",
+      "{\"input_layouts\": \"Shard(1)\"}", NULL, "[2,2,16]", "[16,8]", "[8]"),
+    C("redistribute_dp2pp2tp2", "dp=2,pp=2,tp=2", "redistribute",
+      "{\"from\": [\"Shard(0)\", \"Replicate\", \"Partial\"], \"to\": "
+      "[\"Shard(0)\", \"Replicate\", \"Shard(1)\"]}",
+      NULL, "[2,8]"),
     C("pairwise_tp4", TP4, "pairwise_parallel", NULL, NULL, LIN, "[16,8]",
       "[8]", "[8,16]", "[16]"),
     C("pairwise_dp2tp2", DP2TP2, "pairwise_parallel", NULL, NULL, LIN, "[16,8]",
