@@ -7,5 +7,7 @@
 #include "ccgraph/graph.h"
 #include "ccgraph/onnx.h"
 #include "ccgraph/symbolic.h"
+#include "ccgraph/colossal.h"
+#include "ccgraph/dtensor.h"
 
 #endif

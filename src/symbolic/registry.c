@@ -8,6 +8,12 @@
 #include "graph/internal.h"
 #include "symbolic/internal.h"
 
+/* The tables of colossal.c and dtensor.c. */
+extern const ccg__mapping_def ccg__colossal_mappings[];
+extern const size_t ccg__colossal_mappings_count;
+extern const ccg__mapping_def ccg__dtensor_mappings[];
+extern const size_t ccg__dtensor_mappings_count;
+
 /* One row per system; a new system adds its table here. */
 typedef struct system_table {
   const ccg__mapping_def *defs;
@@ -17,6 +23,8 @@ typedef struct system_table {
 static const system_table systems[] = {
     {ccg__megatron_mappings, &ccg__megatron_mappings_count},
     {ccg__opensora_mappings, &ccg__opensora_mappings_count},
+    {ccg__colossal_mappings, &ccg__colossal_mappings_count},
+    {ccg__dtensor_mappings, &ccg__dtensor_mappings_count},
 };
 
 #define N_SYSTEMS (sizeof systems / sizeof systems[0])
@@ -424,7 +432,9 @@ ccg_status ccg_mapping_apply_backward(ccg_graph *g, const char *name,
   }
   for (size_t i = 0; i < a->n_inputs; i++)
     grad_inputs[i] = CCG_NONE;
-  if (!any)
+  /* A mapping with no outputs (a Send) still has a backward: its gradient
+   * arrives from the peer. */
+  if (!any && a->n_outputs > 0)
     return CCG_STATUS_OK;
   parsed p;
   CCG_CHECK(parse_params(&g->ctx, d, a->params, &p));
