@@ -5,5 +5,6 @@
 
 #include "ccgraph/core.h"
 #include "ccgraph/graph.h"
+#include "ccgraph/exec.h"
 
 #endif
