@@ -393,14 +393,3 @@ ccg_status ccg_comm_local_new(int nranks, ccg_comm **out) {
   *out = &L->base;
   return CCG_STATUS_OK;
 }
-
-void ccg_comm_free(ccg_comm *comm) {
-  if (comm)
-    comm->vt->destroy(comm);
-}
-
-const char *ccg_comm_name(const ccg_comm *comm) {
-  return comm ? comm->vt->name : "none";
-}
-
-int ccg_comm_size(const ccg_comm *comm) { return comm ? comm->nranks : 0; }
