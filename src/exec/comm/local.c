@@ -20,6 +20,9 @@
 
 typedef struct slot {
   _Alignas(64) _Atomic uint64_t phase[KEYS];
+  /* set while this rank reads peers' buffers: a failing rank waits for it
+   * to clear before its buffers go away (see local_abort) */
+  _Atomic int busy;
   uint64_t mine[KEYS]; /* owner's count of barriers per key */
   /* published before arriving at a barrier */
   const void *in;
@@ -67,15 +70,24 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Marks the communicator failed, then waits until no other rank is still
+ * reading this rank's buffers. A reader sets its busy flag and then checks
+ * the failure flag; this side sets the failure flag and then checks busy
+ * flags (both sequentially consistent), so either the reader backs off or
+ * this side sees it and waits for its copy to end. */
 static void local_abort(ccg_comm *c, int rank, const char *text) {
   local_comm *L = (local_comm *)c;
   pthread_mutex_lock(&L->abort_lock);
-  if (!atomic_load_explicit(&L->aborted, memory_order_relaxed)) {
+  if (!atomic_load(&L->aborted)) {
     L->abort_rank = rank;
     snprintf(L->abort_msg, sizeof L->abort_msg, "%s", text);
-    atomic_store_explicit(&L->aborted, 1, memory_order_release);
+    atomic_store(&L->aborted, 1);
   }
   pthread_mutex_unlock(&L->abort_lock);
+  atomic_store(&L->slots[rank].busy, 0);
+  for (int r = 0; r < c->nranks; r++)
+    while (r != rank && atomic_load(&L->slots[r].busy))
+      sched_yield();
 }
 
 static ccg_status aborted_error(local_comm *L, const ccg__coll *k) {
@@ -95,7 +107,7 @@ static ccg_status wait_ge(local_comm *L, const ccg__coll *k,
   for (unsigned spins = 0;; spins++) {
     if (atomic_load_explicit(ctr, memory_order_acquire) >= want)
       return CCG_STATUS_OK;
-    if (atomic_load_explicit(&L->aborted, memory_order_acquire))
+    if (atomic_load(&L->aborted))
       return aborted_error(L, k);
     if (spins < SPINS) {
       cpu_pause();
@@ -116,8 +128,11 @@ static ccg_status wait_ge(local_comm *L, const ccg__coll *k,
   }
 }
 
-static ccg_status barrier(local_comm *L, const ccg__coll *k) {
+/* Stops reading, meets the group, and with `then_read` announces reads of
+ * the peers' buffers (refused once any rank has failed). */
+static ccg_status barrier(local_comm *L, const ccg__coll *k, bool then_read) {
   slot *me = &L->slots[k->rank];
+  atomic_store(&me->busy, 0);
   uint64_t ph = ++me->mine[k->key];
   atomic_store_explicit(&me->phase[k->key], ph, memory_order_release);
   for (int i = 0; i < k->gsize; i++) {
@@ -126,6 +141,13 @@ static ccg_status barrier(local_comm *L, const ccg__coll *k) {
       continue;
     CCG_CHECK(wait_ge(L, k, &L->slots[p].phase[k->key], ph, p,
                       "reach the same collective"));
+  }
+  if (!then_read)
+    return CCG_STATUS_OK;
+  atomic_store(&me->busy, 1);
+  if (atomic_load(&L->aborted)) {
+    atomic_store(&me->busy, 0);
+    return aborted_error(L, k);
   }
   return CCG_STATUS_OK;
 }
@@ -142,7 +164,7 @@ static ccg_status meet(local_comm *L, const ccg__coll *k, const void *in,
   me->op = k->op;
   me->node = k->node;
   me->dtype = k->dtype;
-  CCG_CHECK(barrier(L, k));
+  CCG_CHECK(barrier(L, k, true));
   for (int i = 0; i < k->gsize; i++) {
     const slot *p = &L->slots[k->group[i]];
     if (strcmp(p->op, k->op) == 0 && p->sig == sig && p->dtype == k->dtype)
@@ -178,7 +200,7 @@ static ccg_status local_all_reduce(ccg_comm *c, const ccg__coll *k,
     ins[r] = L->slots[k->group[r]].in;
   ccg__reduce_ordered(k->dtype, k->rop, ins, n, lo, hi - lo,
                       (char *)out + lo * es);
-  CCG_CHECK(barrier(L, k));
+  CCG_CHECK(barrier(L, k, true));
   for (int r = 0; r < n; r++) {
     size_t a = per * (size_t)r < count ? per * (size_t)r : count;
     size_t b = a + per < count ? a + per : count;
@@ -186,7 +208,7 @@ static ccg_status local_all_reduce(ccg_comm *c, const ccg__coll *k,
       memcpy((char *)out + a * es,
              (const char *)L->slots[k->group[r]].out + a * es, (b - a) * es);
   }
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static size_t sum_counts(const size_t *counts, int n) {
@@ -207,7 +229,7 @@ static ccg_status local_all_gatherv(ccg_comm *c, const ccg__coll *k,
       memcpy((char *)out + at * es, L->slots[k->group[r]].in, counts[r] * es);
     at += counts[r];
   }
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_reduce_scatterv(ccg_comm *c, const ccg__coll *k,
@@ -224,7 +246,7 @@ static ccg_status local_reduce_scatterv(ccg_comm *c, const ccg__coll *k,
   }
   ccg__reduce_ordered(k->dtype, k->rop, ins, k->gsize, at, counts[k->gidx],
                       out);
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_all_to_allv(ccg_comm *c, const ccg__coll *k,
@@ -253,7 +275,7 @@ static ccg_status local_all_to_allv(ccg_comm *c, const ccg__coll *k,
              recv_counts[r] * es);
     at += recv_counts[r];
   }
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_broadcast(ccg_comm *c, const ccg__coll *k,
@@ -264,7 +286,7 @@ static ccg_status local_broadcast(ccg_comm *c, const ccg__coll *k,
   const void *src = L->slots[k->group[root]].in;
   if (out != src && count)
     memcpy(out, src, count * esize(k));
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_reduce(ccg_comm *c, const ccg__coll *k, const void *in,
@@ -279,7 +301,7 @@ static ccg_status local_reduce(ccg_comm *c, const ccg__coll *k, const void *in,
   } else if (out != in && count) {
     memcpy(out, in, count * esize(k));
   }
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_shift(ccg_comm *c, const ccg__coll *k, const void *in,
@@ -289,7 +311,7 @@ static ccg_status local_shift(ccg_comm *c, const ccg__coll *k, const void *in,
   CCG_CHECK(meet(L, k, in, out, NULL, count));
   if (src >= 0 && count)
     memcpy(out, L->slots[k->group[src]].in, count * esize(k));
-  return barrier(L, k);
+  return barrier(L, k, false);
 }
 
 static ccg_status local_send(ccg_comm *c, const ccg__coll *k, const void *in,
@@ -311,6 +333,11 @@ static ccg_status local_recv(ccg_comm *c, const ccg__coll *k, void *out,
   chan *ch = &L->chans[(size_t)peer * (size_t)c->nranks + (size_t)k->rank];
   uint64_t seq = atomic_load_explicit(&ch->taken, memory_order_relaxed);
   CCG_CHECK(wait_ge(L, k, &ch->posted, seq + 1, peer, "send"));
+  atomic_store(&L->slots[k->rank].busy, 1);
+  if (atomic_load(&L->aborted)) {
+    atomic_store(&L->slots[k->rank].busy, 0);
+    return aborted_error(L, k);
+  }
   const msg *m = &ch->ring[seq % RING];
   size_t bytes = count * esize(k);
   if (m->tag != tag || m->bytes != bytes) {
@@ -325,6 +352,7 @@ static ccg_status local_recv(ccg_comm *c, const ccg__coll *k, void *out,
   }
   if (bytes)
     memcpy(out, m->buf, bytes);
+  atomic_store(&L->slots[k->rank].busy, 0);
   atomic_store_explicit(&ch->taken, seq + 1, memory_order_release);
   return CCG_STATUS_OK;
 }
