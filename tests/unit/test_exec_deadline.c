@@ -122,13 +122,16 @@ static void test_skipped_collective_times_out(void **state) {
  * told so at once instead of waiting again. */
 static void test_late_rank(void **state) {
   (void)state;
-  const char *node;
-  ccg_graph *g = with_all_reduce(&node);
-  job jobs[2] = {{.g = g}, {.g = g, .delay_s = DEADLINE + 0.3}};
+  const char *node, *node1;
+  /* one graph per thread: compiling reads and checks the graph, which is
+   * not thread-safe */
+  ccg_graph *g = with_all_reduce(&node), *g1 = with_all_reduce(&node1);
+  job jobs[2] = {{.g = g}, {.g = g1, .delay_s = DEADLINE + 0.3}};
   run_jobs(jobs, 2);
   expect(&jobs[0], CCG_STATUS_TIMEOUT, "AllReduce", node);
   expect(&jobs[1], CCG_STATUS_COMM, "AllReduce", "rank 0 failed");
   ccg_graph_free(g);
+  ccg_graph_free(g1);
 }
 
 /* Different collectives meet: both sides refuse, naming both nodes. */
