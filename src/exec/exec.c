@@ -236,16 +236,33 @@ void ccg_exec_free(ccg_exec *x) {
 
 /* ---- run ---------------------------------------------------------------- */
 
+static bool name_is(const ccg_exec *x, ccg_value_id v, const char *name) {
+  const char *vn = ccg_value_name(x->g, v);
+  return vn && strcmp(vn, name) == 0;
+}
+
+/* A value by name: the graph's inputs, outputs and initializers first (what
+ * runs name), then every value. */
 static ccg__xval *find_named(ccg_exec *x, const char *name, ccg_value_id *id) {
   if (!name)
     return NULL;
-  for (size_t i = 0; i < x->n_vals; i++) {
-    const char *vn = ccg_value_name(x->g, (ccg_value_id)i);
-    if (vn && strcmp(vn, name) == 0) {
+  ccg_graph *g = x->g;
+  size_t ni = ccg_graph_num_inputs(g), no = ccg_graph_num_outputs(g);
+  size_t nz = ccg_graph_num_initializers(g);
+  for (size_t i = 0; i < ni + no + nz; i++) {
+    ccg_value_id v = i < ni        ? ccg_graph_input(g, i)
+                     : i < ni + no ? ccg_graph_output(g, i - ni)
+                                   : ccg_graph_initializer(g, i - ni - no);
+    if (name_is(x, v, name)) {
+      *id = v;
+      return &x->vals[v];
+    }
+  }
+  for (size_t i = 0; i < x->n_vals; i++)
+    if (name_is(x, (ccg_value_id)i, name)) {
       *id = (ccg_value_id)i;
       return &x->vals[i];
     }
-  }
   return NULL;
 }
 

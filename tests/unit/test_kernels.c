@@ -321,6 +321,37 @@ static void test_cast(void **state) {
   ccg_graph_free(g);
 }
 
+/* Identity copies; inference Dropout copies and keeps every element. */
+static void test_identity_dropout(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_BF16, "[5]"), i, d;
+  assert_ok(g, ccg_identity(g, x, &i));
+  ccg_node_desc nd = CCG_NODE_DESC_INIT;
+  nd.op = "Dropout";
+  nd.inputs = &i;
+  nd.n_inputs = 1;
+  nd.n_outputs = 2;
+  nd.output_names = (const char *[]){"y", "mask"};
+  ccg_node_id node;
+  assert_ok(g, ccg_graph_add_node(g, &nd, &node));
+  assert_ok(g, ccg_graph_find_value(g, "y", &d));
+  assert_ok(g, ccg_graph_add_output(g, d));
+  ccg_value_id mv;
+  assert_ok(g, ccg_graph_find_value(g, "mask", &mv));
+  assert_ok(g, ccg_graph_add_output(g, mv));
+  uint16_t in[5] = {0x3f80, 0xbf80, 0x4000, 0, 0x7fc0}, out[5];
+  uint8_t mask[5];
+  ccg_exec_tensor t = xt_in("x", CCG_DTYPE_BF16, in, 1, (const int64_t[]){5});
+  ccg_exec_tensor o[2] = {xt_out("y", out, sizeof out),
+                          xt_out("mask", mask, sizeof mask)};
+  assert_ok(g, xt_run1(g, &t, 1, o, 2));
+  assert_memory_equal(out, in, sizeof in);
+  for (int k = 0; k < 5; k++)
+    assert_int_equal(mask[k], 1);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_f32),
@@ -330,6 +361,7 @@ int main(void) {
       cmocka_unit_test(test_half_kernels),
       cmocka_unit_test(test_where_broadcast),
       cmocka_unit_test(test_cast),
+      cmocka_unit_test(test_identity_dropout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
