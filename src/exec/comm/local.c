@@ -17,6 +17,7 @@
 #define KEYS (1u << CCG_MAX_MESH_AXES) /* one barrier per mesh-axis mask */
 #define RING 16                        /* sends in flight per channel */
 #define SPINS 2048                     /* pauses before yielding */
+#define SMALL_BYTES 16384 /* all-reduce: whole on every rank up to this */
 
 typedef struct slot {
   _Alignas(64) _Atomic uint64_t phase[KEYS];
@@ -189,15 +190,21 @@ static ccg_status local_all_reduce(ccg_comm *c, const ccg__coll *k,
   local_comm *L = (local_comm *)c;
   size_t es = esize(k);
   CCG_CHECK(meet(L, k, in, out, NULL, count));
-  /* Each rank reduces its share into its own output, then copies the
-   * others' shares: every element is reduced once, in rank order. */
   const void *ins[64];
   int n = k->gsize;
+  for (int r = 0; r < n; r++)
+    ins[r] = L->slots[k->group[r]].in;
+  if (count * es <= SMALL_BYTES && in != out) {
+    /* small: every rank reduces everything (same order, same bits), one
+     * barrier fewer */
+    ccg__reduce_ordered(k->dtype, k->rop, ins, n, 0, count, out);
+    return barrier(L, k, false);
+  }
+  /* Each rank reduces its share into its own output, then copies the
+   * others' shares: every element is reduced once, in rank order. */
   size_t per = (count + (size_t)n - 1) / (size_t)n;
   size_t lo = per * (size_t)k->gidx < count ? per * (size_t)k->gidx : count;
   size_t hi = lo + per < count ? lo + per : count;
-  for (int r = 0; r < n; r++)
-    ins[r] = L->slots[k->group[r]].in;
   ccg__reduce_ordered(k->dtype, k->rop, ins, n, lo, hi - lo,
                       (char *)out + lo * es);
   CCG_CHECK(barrier(L, k, true));
