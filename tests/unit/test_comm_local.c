@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "exec/kernels_math.h"
 
 #define MAXR 4
 #define MAXN 64
@@ -122,6 +123,60 @@ static void test_all_reduce(void **state) {
   check_all_reduce("dp=2,tp=2", "tp");
   check_all_reduce("dp=2,tp=2", "dp");
   check_all_reduce("dp=2,tp=2", "dp,tp");
+}
+
+/* Above the small-message size each rank reduces one share and copies the
+ * others': the same bits as the reduction in group order. */
+static void check_all_reduce_large(const char *mesh, ccg_reduce_op op) {
+  enum { COUNT = 5003 };
+  ccg_graph *g = ccg_test_graph(mesh);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[5003]"), y;
+  assert_ok(g, ccg_all_reduce(g, x, "tp", op, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  float *in = malloc(4 * COUNT * sizeof(float));
+  float *out = malloc(4 * COUNT * sizeof(float));
+  assert_non_null(in);
+  assert_non_null(out);
+  ccg_exec_tensor tin[4], tout[4];
+  const ccg_exec_tensor *pin[4];
+  ccg_exec_tensor *pout[4];
+  for (int r = 0; r < 4; r++) {
+    xt_fill(in + r * COUNT, COUNT, (uint32_t)r + 70);
+    tin[r] =
+        xt_in("x", CCG_DTYPE_F32, in + r * COUNT, 1, (const int64_t[]){COUNT});
+    tout[r] =
+        xt_out(ccg_value_name(g, y), out + r * COUNT, COUNT * sizeof(float));
+    pin[r] = &tin[r];
+    pout[r] = &tout[r];
+  }
+  assert_ok(g, ccg_exec_run_local(g, 4, NULL, pin, 1, pout, 1, NULL));
+  for (int r = 0; r < 4; r++) {
+    int64_t grp[MAXR];
+    int gs, gi;
+    group_of(g, "tp", r, grp, &gs, &gi);
+    for (int i = 0; i < COUNT; i++) {
+      float acc = in[grp[0] * COUNT + i];
+      for (int k = 1; k < gs; k++)
+        acc = red(op, acc, in[grp[k] * COUNT + i]);
+      if (op == CCG_REDUCE_AVG)
+        acc *= 1.0f / (float)gs;
+      if (memcmp(&acc, &out[r * COUNT + i], sizeof acc) != 0)
+        fail_msg("%s large %s: rank %d element %d", mesh,
+                 ccg_reduce_op_name(op), r, i);
+    }
+  }
+  free(in);
+  free(out);
+  ccg_graph_free(g);
+}
+
+static void test_all_reduce_large(void **state) {
+  (void)state;
+  check_all_reduce_large("tp=4", CCG_REDUCE_SUM);
+  check_all_reduce_large("tp=4", CCG_REDUCE_AVG);
+  check_all_reduce_large("tp=4", CCG_REDUCE_MAX);
+  check_all_reduce_large("dp=2,tp=2", CCG_REDUCE_SUM);
+  check_all_reduce_large("dp=2,tp=2", CCG_REDUCE_PROD);
 }
 
 /* Same inputs, same bits, every run. */
@@ -448,7 +503,7 @@ static void test_collective_permute(void **state) {
   check_permute("tp=2", 1, true);
 }
 
-/* Reductions in other dtypes: i64 exactly, f16 rounded once per step. */
+/* Reductions in other dtypes: i64 exactly, bf16 rounded once. */
 static void test_all_reduce_dtypes(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph("tp=4");
@@ -472,11 +527,36 @@ static void test_all_reduce_dtypes(void **state) {
     for (int i = 0; i < 3; i++)
       assert_int_equal(out[r][i], 10000000000000LL + 4 * i);
   ccg_graph_free(g);
+
+  /* bf16: summed in f32 in group order, rounded once */
+  g = ccg_test_graph("tp=4");
+  x = ccg_test_input(g, "h", CCG_DTYPE_BF16, "[5]");
+  assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  uint16_t hin[4][5], hout[4][5];
+  float f[20];
+  xt_fill(f, 20, 90);
+  for (int r = 0; r < 4; r++) {
+    for (int i = 0; i < 5; i++)
+      hin[r][i] = ccg__f32_to_bf16(f[r * 5 + i] * 3.0f);
+    tin[r] = xt_in("h", CCG_DTYPE_BF16, hin[r], 1, (const int64_t[]){5});
+    tout[r] = xt_out(ccg_value_name(g, y), hout[r], sizeof hout[r]);
+  }
+  assert_ok(g, ccg_exec_run_local(g, 4, NULL, pin, 1, pout, 1, NULL));
+  for (int i = 0; i < 5; i++) {
+    float acc = ccg__bf16_to_f32(hin[0][i]);
+    for (int r = 1; r < 4; r++)
+      acc += ccg__bf16_to_f32(hin[r][i]);
+    for (int r = 0; r < 4; r++)
+      assert_int_equal(hout[r][i], ccg__f32_to_bf16(acc));
+  }
+  ccg_graph_free(g);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_all_reduce_large),
       cmocka_unit_test(test_all_reduce_deterministic),
       cmocka_unit_test(test_all_reduce_dtypes),
       cmocka_unit_test(test_all_gather),

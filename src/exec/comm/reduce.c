@@ -82,7 +82,8 @@ void ccg__reduce_ordered(ccg_dtype dt, ccg_reduce_op op, const void *const *ins,
       double acc = ccg__ld_f64(dt, ins[0], off + i);
       for (int r = 1; r < n; r++) {
         double v = ccg__ld_f64(dt, ins[r], off + i);
-        /* f16/bf16 accumulate as f32 would: round after each step */
+        /* f16/bf16 accumulate in f32, as the f32 path does, and are
+         * rounded to their storage type once at the end */
         acc = dt == CCG_DTYPE_F64 ? red_f64(op, acc, v)
                                   : (double)red_f32(op, (float)acc, (float)v);
       }
