@@ -415,17 +415,18 @@ static void test_all_to_all_even(void **state) {
 
 static void test_broadcast_reduce(void **state) {
   (void)state;
-  const char *meshes[2] = {"tp=4", "dp=2,tp=2"};
-  for (int m = 0; m < 2; m++) {
+  const char *meshes[3] = {"tp=2", "tp=4", "dp=2,tp=2"};
+  for (int m = 0; m < 3; m++) {
     ccg_graph *g = ccg_test_graph(meshes[m]);
+    int n = (int)ccg_mesh_world_size(ccg_graph_mesh(g));
     ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[5]"), b, rd, s;
     assert_ok(g, ccg_broadcast(g, x, "tp", 1, &b));
     assert_ok(g, ccg_reduce(g, x, "tp", 0, CCG_REDUCE_SUM, &rd));
     assert_ok(g, ccg_concat(g, (const ccg_value_id[]){b, rd}, 2, 0, &s));
     ranks R;
-    fill_inputs(&R, 4, 1, (const int64_t[]){5});
+    fill_inputs(&R, n, 1, (const int64_t[]){5});
     run_ranks(g, &R, s);
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < n; r++) {
       int64_t grp[MAXR];
       int gs, gi;
       group_of(g, "tp", r, grp, &gs, &gi);
@@ -443,29 +444,42 @@ static void test_broadcast_reduce(void **state) {
   }
 }
 
-/* A ring over pp=4: every rank sends two tensors forward and receives two
- * from behind, matched by tag. */
-static void test_send_recv(void **state) {
-  (void)state;
-  ccg_graph *g = ccg_test_graph("pp=4");
+/* A ring along one mesh axis: every rank sends two tensors forward and
+ * receives two from behind, matched by tag. */
+static void check_send_recv(const char *mesh, const char *axis) {
+  ccg_graph *g = ccg_test_graph(mesh);
+  int n = (int)ccg_mesh_world_size(ccg_graph_mesh(g));
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[6]"), d, a, b, s;
   ccg_node_id n1, n2;
   assert_ok(g, ccg_neg(g, x, &d));
-  assert_ok(g, ccg_send(g, x, "pp", 1, 7, &n1));
-  assert_ok(g, ccg_send(g, d, "pp", 1, 8, &n2));
+  assert_ok(g, ccg_send(g, x, axis, 1, 7, &n1));
+  assert_ok(g, ccg_send(g, d, axis, 1, 8, &n2));
   ccg_shape sh = CCG_SHAPE(6);
-  assert_ok(g, ccg_recv(g, "pp", -1, 7, CCG_DTYPE_F32, &sh, &a));
-  assert_ok(g, ccg_recv(g, "pp", -1, 8, CCG_DTYPE_F32, &sh, &b));
+  assert_ok(g, ccg_recv(g, axis, -1, 7, CCG_DTYPE_F32, &sh, &a));
+  assert_ok(g, ccg_recv(g, axis, -1, 8, CCG_DTYPE_F32, &sh, &b));
   assert_ok(g, ccg_concat(g, (const ccg_value_id[]){a, b}, 2, 0, &s));
   ranks R;
-  fill_inputs(&R, 4, 1, (const int64_t[]){6});
+  fill_inputs(&R, n, 1, (const int64_t[]){6});
   run_ranks(g, &R, s);
-  for (int r = 0; r < 4; r++)
+  for (int r = 0; r < n; r++) {
+    int64_t grp[MAXR];
+    int gs, gi;
+    group_of(g, axis, r, grp, &gs, &gi);
+    int64_t from = grp[(gi + gs - 1) % gs];
     for (int i = 0; i < 6; i++) {
-      assert_true(R.out[r][i] == R.in[(r + 3) % 4][i]);
-      assert_true(R.out[r][6 + i] == -R.in[(r + 3) % 4][i]);
+      assert_true(R.out[r][i] == R.in[from][i]);
+      assert_true(R.out[r][6 + i] == -R.in[from][i]);
     }
+  }
   ccg_graph_free(g);
+}
+
+static void test_send_recv(void **state) {
+  (void)state;
+  check_send_recv("pp=2", "pp");
+  check_send_recv("pp=4", "pp");
+  check_send_recv("dp=2,tp=2", "tp");
+  check_send_recv("dp=2,tp=2", "dp");
 }
 
 static void check_permute(const char *mesh, int64_t shift, bool rotate) {
