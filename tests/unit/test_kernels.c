@@ -174,6 +174,23 @@ static void test_int64_arithmetic(void **state) {
                  (long long)out[i], (long long)want[op][i]);
     ccg_graph_free(g);
   }
+  /* an integer base to a float power (ONNX Pow allows mixed types) */
+  {
+    ccg_graph *gp = ccg_test_graph(NULL);
+    ccg_value_id base = ccg_test_input(gp, "base", CCG_DTYPE_I64, "[3]");
+    ccg_value_id ex = ccg_test_input(gp, "e", CCG_DTYPE_F32, "[3]"), pw;
+    assert_ok(gp, ccg_pow(gp, base, ex, &pw));
+    int64_t bv[3] = {4, 2, 10}, po[3];
+    float ev[3] = {0.5f, 3.0f, -1.0f};
+    ccg_exec_tensor pin[2] = {
+        xt_in("base", CCG_DTYPE_I64, bv, 1, (const int64_t[]){3}),
+        xt_in("e", CCG_DTYPE_F32, ev, 1, (const int64_t[]){3})};
+    run_into(gp, pin, 2, pw, po, sizeof po);
+    assert_int_equal(po[0], 2);
+    assert_int_equal(po[1], 8);
+    assert_int_equal(po[2], 0);
+    ccg_graph_free(gp);
+  }
   /* integer division by zero is an error naming the node, not a crash */
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "a", CCG_DTYPE_I64, "[2,2]");

@@ -198,6 +198,17 @@ static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
       continue;
     }
     int64_t r;
+    if (op == CCG_OP_POW && ccg_dtype_is_float(c->db)) {
+      /* an integer base to a float power: computed in double, truncated */
+      double v =
+          pow(ccg__ld_f64(c->da, c->a, ia), ccg__ld_f64(c->db, c->bb, ib));
+      ccg__st_i64(c->dout, c->o, oo + i,
+                  v != v                        ? 0
+                  : v >= 9.2233720368547758e18  ? INT64_MAX
+                  : v <= -9.2233720368547758e18 ? INT64_MIN
+                                                : (int64_t)v);
+      continue;
+    }
     if (!bin_i64(op, ccg__ld_i64(c->da, c->a, ia),
                  ccg__ld_i64(c->db, c->bb, ib), &r))
       return ccg__xfail(c->x, c->n, CCG_STATUS_INVALID_ARG,
