@@ -403,6 +403,61 @@ static void test_run_local_all_reduce(void **state) {
   ccg_graph_free(g);
 }
 
+/* A Megatron-style MLP: W1 split by columns, W2 by rows, AllReduce after
+ * the second product. Two ranks give the one-rank result. */
+static ccg_graph *mlp(int tp, ccg_value_id *out) {
+  char mesh[16];
+  snprintf(mesh, sizeof mesh, "tp=%d", tp);
+  ccg_graph *g = ccg_test_graph(mesh);
+  char w1s[32], w2s[32];
+  snprintf(w1s, sizeof w1s, "[8,%d]", 32 / tp);
+  snprintf(w2s, sizeof w2s, "[%d,8]", 32 / tp);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[tokens,8]");
+  ccg_value_id w1 = ccg_test_input(g, "w1", CCG_DTYPE_F32, w1s);
+  ccg_value_id w2 = ccg_test_input(g, "w2", CCG_DTYPE_F32, w2s), h;
+  assert_ok(g, ccg_matmul(g, x, w1, &h));
+  assert_ok(g, ccg_gelu(g, h, "none", &h));
+  assert_ok(g, ccg_matmul(g, h, w2, &h));
+  assert_ok(g, ccg_all_reduce(g, h, "tp", CCG_REDUCE_SUM, &h));
+  assert_ok(g, ccg_add(g, h, x, &h));
+  assert_ok(g, ccg_graph_add_output(g, h));
+  *out = h;
+  return g;
+}
+
+static void test_tensor_parallel_mlp(void **state) {
+  (void)state;
+  float x[5 * 8], w1[8 * 32], w2[32 * 8], one[40], two[2][40];
+  xt_fill(x, 40, 20);
+  xt_fill(w1, 256, 21);
+  xt_fill(w2, 256, 22);
+  ccg_value_id y1, y2;
+  ccg_graph *g1 = mlp(1, &y1), *g2 = mlp(2, &y2);
+  ccg_exec_tensor in1[3] = {XT_F32("x", x, 5, 8), XT_F32("w1", w1, 8, 32),
+                            XT_F32("w2", w2, 32, 8)};
+  ccg_exec_tensor o1 = xt_out(ccg_value_name(g1, y1), one, sizeof one);
+  assert_ok(g1, xt_run1(g1, in1, 3, &o1, 1));
+  float w1s[2][8 * 16];
+  ccg_exec_tensor in2[2][3], o2[2];
+  const ccg_exec_tensor *pin[2];
+  ccg_exec_tensor *pout[2];
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 8; i++)
+      memcpy(w1s[r] + i * 16, w1 + i * 32 + r * 16, 16 * sizeof(float));
+    in2[r][0] = XT_F32("x", x, 5, 8);
+    in2[r][1] = XT_F32("w1", w1s[r], 8, 16);
+    in2[r][2] = XT_F32("w2", w2 + r * 16 * 8, 16, 8);
+    o2[r] = xt_out(ccg_value_name(g2, y2), two[r], sizeof two[r]);
+    pin[r] = in2[r];
+    pout[r] = &o2[r];
+  }
+  assert_ok(g2, ccg_exec_run_local(g2, 2, NULL, pin, 3, pout, 1, NULL));
+  xt_close(two[0], one, 40, 1e-5, 1e-5, "tp=2 rank 0 vs tp=1");
+  assert_memory_equal(two[0], two[1], sizeof two[0]);
+  ccg_graph_free(g1);
+  ccg_graph_free(g2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chain_inplace),
@@ -415,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_collective_needs_comm),
       cmocka_unit_test(test_run_allocates_nothing),
       cmocka_unit_test(test_run_local_all_reduce),
+      cmocka_unit_test(test_tensor_parallel_mlp),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
