@@ -5,6 +5,7 @@
 
 #include "ccgraph/core.h"
 #include "ccgraph/graph.h"
+#include "ccgraph/exec.h"
 #include "ccgraph/onnx.h"
 #include "ccgraph/symbolic.h"
 #include "ccgraph/colossal.h"

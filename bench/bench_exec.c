@@ -1,0 +1,273 @@
+/* Executor throughput on a transformer-style MLP block forward
+ * (LayerNorm -> MatMul + bias -> Gelu -> MatMul -> AllReduce over tp -> bias
+ * -> residual), tensor-parallel: on 1 rank (whole weights) and on 4 local
+ * ranks (tp=4, weight shards). Prints the memory plan (peak against the
+ * naive sum and max-live), the step time, the largest difference between
+ * the two runs' outputs, a table and one JSON line.
+ * usage: bench_exec [--tokens N] [--hidden H] [--iters K] */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ccgraph/ccgraph.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define CHECK(h, call)                                                         \
+  do {                                                                         \
+    if ((call) != CCG_STATUS_OK) {                                             \
+      fprintf(stderr, "bench_exec: %s\n", ccg_last_error(h));                  \
+      exit(3);                                                                 \
+    }                                                                          \
+  } while (0)
+
+typedef struct sizes {
+  int64_t tokens, hidden, ffn; /* ffn: this rank's share of 4*hidden */
+} sizes;
+
+/* The block for a tp group of `tp` ranks; returns the output value. */
+static ccg_graph *build(int tp, const sizes *s, ccg_value_id *out) {
+  ccg_graph *g;
+  ccg_mesh m;
+  char spec[32];
+  snprintf(spec, sizeof spec, "tp=%d", tp);
+  CHECK(NULL, ccg_graph_new(NULL, &g));
+  CHECK(NULL, ccg_mesh_parse(spec, &m));
+  CHECK(g, ccg_graph_set_mesh(g, &m));
+  int64_t f = s->ffn;
+  ccg_value_id x, ln_s, ln_b, w1, b1, w2, b2, h;
+  ccg_shape xs = {2, {{s->tokens, NULL}, {s->hidden, NULL}}};
+  ccg_shape hs = CCG_SHAPE(s->hidden);
+  ccg_shape w1s = {2, {{s->hidden, NULL}, {f, NULL}}};
+  ccg_shape b1s = {1, {{f, NULL}}};
+  ccg_shape w2s = {2, {{f, NULL}, {s->hidden, NULL}}};
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
+  CHECK(g, ccg_graph_add_input(g, "ln_scale", CCG_DTYPE_F32, &hs, &ln_s));
+  CHECK(g, ccg_graph_add_input(g, "ln_bias", CCG_DTYPE_F32, &hs, &ln_b));
+  CHECK(g, ccg_graph_add_input(g, "w1", CCG_DTYPE_F32, &w1s, &w1));
+  CHECK(g, ccg_graph_add_input(g, "b1", CCG_DTYPE_F32, &b1s, &b1));
+  CHECK(g, ccg_graph_add_input(g, "w2", CCG_DTYPE_F32, &w2s, &w2));
+  CHECK(g, ccg_graph_add_input(g, "b2", CCG_DTYPE_F32, &hs, &b2));
+  CHECK(g, ccg_layer_norm(g, x, ln_s, ln_b, -1, 1e-5f, &h));
+  CHECK(g, ccg_matmul(g, h, w1, &h));
+  CHECK(g, ccg_add(g, h, b1, &h));
+  CHECK(g, ccg_gelu(g, h, "tanh", &h));
+  CHECK(g, ccg_matmul(g, h, w2, &h));
+  CHECK(g, ccg_all_reduce(g, h, "tp", CCG_REDUCE_SUM, &h));
+  CHECK(g, ccg_add(g, h, b2, &h));
+  CHECK(g, ccg_add(g, h, x, &h));
+  CHECK(g, ccg_graph_add_output(g, h));
+  *out = h;
+  return g;
+}
+
+static void fill(float *v, size_t n, uint32_t seed, float scale) {
+  uint32_t s = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    v[i] = ((float)((s >> 8) & 0xffffff) / 8388608.0f - 1.0f) * scale;
+  }
+}
+
+/* Whole weights, and the shards of rank r of tp (columns of w1 and b1,
+ * rows of w2). */
+typedef struct weights {
+  float *x, *ln_s, *ln_b, *w1, *b1, *w2, *b2;
+} weights;
+
+static void shard(const weights *full, const sizes *s, int tp, int r,
+                  weights *out) {
+  int64_t H = s->hidden, F = 4 * H, f = F / tp;
+  *out = *full;
+  out->w1 = malloc((size_t)(H * f) * sizeof(float));
+  out->b1 = malloc((size_t)f * sizeof(float));
+  out->w2 = malloc((size_t)(f * H) * sizeof(float));
+  if (!out->w1 || !out->b1 || !out->w2)
+    exit(3);
+  for (int64_t i = 0; i < H; i++)
+    memcpy(out->w1 + i * f, full->w1 + i * F + r * f,
+           (size_t)f * sizeof(float));
+  memcpy(out->b1, full->b1 + r * f, (size_t)f * sizeof(float));
+  memcpy(out->w2, full->w2 + r * f * H, (size_t)(f * H) * sizeof(float));
+}
+
+static void inputs(const weights *w, const sizes *s, ccg_exec_tensor *t) {
+  int64_t H = s->hidden, f = s->ffn;
+  const struct {
+    const char *name;
+    const float *data;
+    int rank;
+    int64_t d0, d1;
+  } spec[7] = {{"x", w->x, 2, s->tokens, H},  {"ln_scale", w->ln_s, 1, H, 0},
+               {"ln_bias", w->ln_b, 1, H, 0}, {"w1", w->w1, 2, H, f},
+               {"b1", w->b1, 1, f, 0},        {"w2", w->w2, 2, f, H},
+               {"b2", w->b2, 1, H, 0}};
+  for (int i = 0; i < 7; i++) {
+    memset(&t[i], 0, sizeof t[i]);
+    t[i].name = spec[i].name;
+    t[i].tensor.dtype = CCG_DTYPE_F32;
+    t[i].tensor.rank = spec[i].rank;
+    t[i].tensor.dims[0] = spec[i].d0;
+    t[i].tensor.dims[1] = spec[i].d1;
+    t[i].tensor.data = spec[i].data;
+  }
+}
+
+typedef struct rank_job {
+  ccg_graph *g;
+  ccg_value_id out;
+  ccg_comm *comm;
+  int rank, iters;
+  const sizes *s;
+  weights w;
+  float *result;
+  double step_s;
+  ccg_exec_memory mem;
+} rank_job;
+
+static void *rank_main(void *arg) {
+  rank_job *j = arg;
+  ccg_exec_tensor in[7];
+  inputs(&j->w, j->s, in);
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.rank = j->rank;
+  o.comm = j->comm;
+  ccg_exec *x;
+  CHECK(j->g, ccg_exec_create(j->g, &o, &x));
+  CHECK(x, ccg_exec_memory_info(x, &j->mem));
+  size_t bytes = (size_t)(j->s->tokens * j->s->hidden) * sizeof(float);
+  ccg_exec_tensor out = {ccg_value_name(j->g, j->out), {0}, j->result, bytes};
+  CHECK(x, ccg_exec_run(x, in, 7, &out, 1)); /* warm-up */
+  double t0 = now();
+  for (int i = 0; i < j->iters; i++)
+    CHECK(x, ccg_exec_run(x, in, 7, NULL, 0));
+  j->step_s = (now() - t0) / j->iters;
+  ccg_exec_free(x);
+  return NULL;
+}
+
+/* Runs the block on tp ranks as threads; rank 0's output into result. */
+static rank_job run(int tp, const sizes *full_sizes, const weights *w,
+                    int iters, float *result) {
+  sizes s = *full_sizes;
+  s.ffn = 4 * s.hidden / tp;
+  ccg_value_id out;
+  ccg_graph *g = build(tp, &s, &out);
+  ccg_comm *comm = NULL;
+  if (tp > 1)
+    CHECK(NULL, ccg_comm_local_new(tp, &comm));
+  rank_job jobs[8];
+  pthread_t th[8];
+  size_t bytes = (size_t)(s.tokens * s.hidden) * sizeof(float);
+  for (int r = 0; r < tp; r++) {
+    jobs[r] = (rank_job){g, out, comm, r, iters, &s, *w, NULL, 0, {0}};
+    if (tp > 1)
+      shard(w, full_sizes, tp, r, &jobs[r].w);
+    jobs[r].result = r == 0 ? result : malloc(bytes);
+    if (!jobs[r].result || pthread_create(&th[r], NULL, rank_main, &jobs[r]))
+      exit(3);
+  }
+  for (int r = 0; r < tp; r++)
+    pthread_join(th[r], NULL);
+  rank_job worst = jobs[0];
+  for (int r = 0; r < tp; r++) {
+    if (jobs[r].step_s > worst.step_s)
+      worst.step_s = jobs[r].step_s;
+    if (r)
+      free(jobs[r].result);
+    if (tp > 1) {
+      free(jobs[r].w.w1);
+      free(jobs[r].w.b1);
+      free(jobs[r].w.w2);
+    }
+  }
+  ccg_comm_free(comm);
+  ccg_graph_free(g);
+  worst.s = full_sizes;
+  return worst;
+}
+
+int main(int argc, char **argv) {
+  sizes s = {256, 256, 0};
+  int iters = 20;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--tokens") == 0 && i + 1 < argc)
+      s.tokens = atol(argv[++i]);
+    else if (strcmp(argv[i], "--hidden") == 0 && i + 1 < argc)
+      s.hidden = atol(argv[++i]);
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+      iters = atoi(argv[++i]);
+    else {
+      fprintf(stderr,
+              "usage: bench_exec [--tokens N] [--hidden H] [--iters K]\n");
+      return 1;
+    }
+  }
+  if (s.tokens < 1 || s.hidden < 4 || s.hidden % 4 || iters < 1) {
+    fprintf(stderr, "bench_exec: tokens >= 1, hidden a multiple of 4, "
+                    "iters >= 1\n");
+    return 1;
+  }
+  int64_t H = s.hidden, F = 4 * H, T = s.tokens;
+  weights w = {malloc((size_t)(T * H) * 4), malloc((size_t)H * 4),
+               malloc((size_t)H * 4),       malloc((size_t)(H * F) * 4),
+               malloc((size_t)F * 4),       malloc((size_t)(F * H) * 4),
+               malloc((size_t)H * 4)};
+  float *r1 = malloc((size_t)(T * H) * 4), *r4 = malloc((size_t)(T * H) * 4);
+  if (!w.x || !w.ln_s || !w.ln_b || !w.w1 || !w.b1 || !w.w2 || !w.b2 || !r1 ||
+      !r4)
+    return 3;
+  fill(w.x, (size_t)(T * H), 1, 1.0f);
+  fill(w.ln_s, (size_t)H, 2, 1.0f);
+  fill(w.ln_b, (size_t)H, 3, 0.1f);
+  fill(w.w1, (size_t)(H * F), 4, 0.05f);
+  fill(w.b1, (size_t)F, 5, 0.1f);
+  fill(w.w2, (size_t)(F * H), 6, 0.05f);
+  fill(w.b2, (size_t)H, 7, 0.1f);
+  rank_job one = run(1, &s, &w, iters, r1);
+  rank_job four = run(4, &s, &w, iters, r4);
+  double diff = 0;
+  for (int64_t i = 0; i < T * H; i++) {
+    double d = r1[i] > r4[i] ? r1[i] - r4[i] : r4[i] - r1[i];
+    diff = d > diff ? d : diff;
+  }
+  double flops = 2.0 * 2.0 * (double)T * (double)H * (double)F;
+  printf("MLP block forward: tokens %lld, hidden %lld, ffn %lld, %d iters\n",
+         (long long)T, (long long)H, (long long)F, iters);
+  printf("%-8s %12s %12s %12s %6s %10s %10s\n", "ranks", "peak B", "naive B",
+         "max-live B", "peak/naive", "step ms", "GFLOP/s");
+  const rank_job *rows[2] = {&one, &four};
+  for (int k = 0; k < 2; k++) {
+    const rank_job *j = rows[k];
+    printf("%-8d %12zu %12zu %12zu %6.2f %10.3f %10.2f\n", k ? 4 : 1,
+           j->mem.peak_bytes, j->mem.naive_bytes, j->mem.max_live_bytes,
+           (double)j->mem.peak_bytes / (double)j->mem.naive_bytes,
+           j->step_s * 1e3, flops / j->step_s * 1e-9);
+  }
+  printf("max |out(1 rank) - out(4 ranks)| = %.3g\n", diff);
+  printf("{\"bench\":\"exec\",\"tokens\":%lld,\"hidden\":%lld,\"iters\":%d,"
+         "\"rank1\":{\"peak_bytes\":%zu,\"naive_bytes\":%zu,"
+         "\"max_live_bytes\":%zu,\"step_ms\":%.4f},"
+         "\"rank4\":{\"peak_bytes\":%zu,\"naive_bytes\":%zu,"
+         "\"max_live_bytes\":%zu,\"step_ms\":%.4f},\"max_abs_diff\":%.3g}\n",
+         (long long)T, (long long)H, iters, one.mem.peak_bytes,
+         one.mem.naive_bytes, one.mem.max_live_bytes, one.step_s * 1e3,
+         four.mem.peak_bytes, four.mem.naive_bytes, four.mem.max_live_bytes,
+         four.step_s * 1e3, diff);
+  free(w.x);
+  free(w.ln_s);
+  free(w.ln_b);
+  free(w.w1);
+  free(w.b1);
+  free(w.w2);
+  free(w.b2);
+  free(r1);
+  free(r4);
+  return diff < 1e-3 ? 0 : 2;
+}

@@ -1,0 +1,262 @@
+/* Executor micro-benchmarks: per-node overhead on a chain of tiny ops
+ * against a direct loop doing the same arithmetic, one MatMul node against
+ * a direct cblas_sgemm call, and the local communicator's all-reduce (bus
+ * bandwidth by the nccl-tests formula, against memcpy bandwidth in the same
+ * run, and the latency of an 8-byte all-reduce). Prints a table and one
+ * JSON line.
+ * usage: bench_exec_micro [--chain N] [--mm M] [--ar-mb MB] [--ranks R]
+ *                         [--iters K] */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ccgraph/ccgraph.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define CHECK(h, call)                                                         \
+  do {                                                                         \
+    if ((call) != CCG_STATUS_OK) {                                             \
+      fprintf(stderr, "bench_exec_micro: %s\n", ccg_last_error(h));            \
+      exit(3);                                                                 \
+    }                                                                          \
+  } while (0)
+
+static ccg_exec *compile(ccg_graph *g, int rank, ccg_comm *comm) {
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.rank = rank;
+  o.comm = comm;
+  ccg_exec *x;
+  CHECK(g, ccg_exec_create(g, &o, &x));
+  return x;
+}
+
+static ccg_exec_tensor input(const char *name, const float *data, int rank,
+                             int64_t d0, int64_t d1) {
+  ccg_exec_tensor t;
+  memset(&t, 0, sizeof t);
+  t.name = name;
+  t.tensor.dtype = CCG_DTYPE_F32;
+  t.tensor.rank = rank;
+  t.tensor.dims[0] = d0;
+  t.tensor.dims[1] = d1;
+  t.tensor.data = data;
+  return t;
+}
+
+/* ---- per-node overhead ----------------------------------------------------
+ */
+
+/* Relu, Neg, Relu, Neg, ... on 4 floats: every node but the first runs in
+ * place, so the time is the executor's dispatch plus 4 elements of work. */
+static void chain(int n, int iters, double *node_ns, double *direct_ns) {
+  ccg_graph *g;
+  CHECK(NULL, ccg_graph_new(NULL, &g));
+  ccg_shape s = CCG_SHAPE(4);
+  ccg_value_id v;
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &v));
+  for (int i = 0; i < n; i++)
+    CHECK(g, i % 2 ? ccg_neg(g, v, &v) : ccg_relu(g, v, &v));
+  CHECK(g, ccg_graph_add_output(g, v));
+  ccg_exec *x = compile(g, 0, NULL);
+  float in[4] = {1, -2, 3, -4};
+  ccg_exec_tensor t = input("x", in, 1, 4, 0);
+  CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
+  double t0 = now();
+  for (int k = 0; k < iters; k++)
+    CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
+  *node_ns = (now() - t0) / iters / n * 1e9;
+  volatile float sink = 0;
+  float buf[4];
+  t0 = now();
+  for (int k = 0; k < iters; k++) {
+    memcpy(buf, in, sizeof buf);
+    for (int i = 0; i < n; i++)
+      for (int e = 0; e < 4; e++)
+        buf[e] = i % 2 ? -buf[e] : (buf[e] > 0 ? buf[e] : 0);
+    sink += buf[0];
+  }
+  *direct_ns = (now() - t0) / iters / n * 1e9;
+  (void)sink;
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
+/* ---- MatMul against sgemm
+ * ---------------------------------------------------- */
+
+static void matmul(int m, int iters, double *node_ms, double *direct_ms) {
+  ccg_graph *g;
+  CHECK(NULL, ccg_graph_new(NULL, &g));
+  ccg_shape s = CCG_SHAPE(m, m);
+  ccg_value_id a, b, c;
+  CHECK(g, ccg_graph_add_input(g, "a", CCG_DTYPE_F32, &s, &a));
+  CHECK(g, ccg_graph_add_input(g, "b", CCG_DTYPE_F32, &s, &b));
+  CHECK(g, ccg_matmul(g, a, b, &c));
+  CHECK(g, ccg_graph_add_output(g, c));
+  ccg_exec *x = compile(g, 0, NULL);
+  size_t n = (size_t)m * (size_t)m;
+  float *av = malloc(n * 4), *bv = malloc(n * 4), *cv = malloc(n * 4);
+  if (!av || !bv || !cv)
+    exit(3);
+  for (size_t i = 0; i < n; i++) {
+    av[i] = (float)(i % 7) * 0.1f;
+    bv[i] = (float)(i % 5) * 0.2f;
+  }
+  ccg_exec_tensor t[2] = {input("a", av, 2, m, m), input("b", bv, 2, m, m)};
+  CHECK(x, ccg_exec_run(x, t, 2, NULL, 0));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, av, m,
+              bv, m, 0.0f, cv, m);
+  /* interleaved, best of each: the machine is shared */
+  *node_ms = *direct_ms = 1e30;
+  for (int k = 0; k < iters; k++) {
+    double t0 = now();
+    CHECK(x, ccg_exec_run(x, t, 2, NULL, 0));
+    double t1 = now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, av, m,
+                bv, m, 0.0f, cv, m);
+    double t2 = now();
+    *node_ms = (t1 - t0) * 1e3 < *node_ms ? (t1 - t0) * 1e3 : *node_ms;
+    *direct_ms = (t2 - t1) * 1e3 < *direct_ms ? (t2 - t1) * 1e3 : *direct_ms;
+  }
+  free(av);
+  free(bv);
+  free(cv);
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
+/* ---- local all-reduce ---------------------------------------------------- */
+
+typedef struct ar_job {
+  ccg_exec *x;
+  int iters;
+  int64_t count;
+  double per_op_s;
+} ar_job;
+
+static void *ar_main(void *arg) {
+  ar_job *j = arg;
+  ccg_exec *x = j->x;
+  float *in = calloc((size_t)j->count, sizeof(float));
+  if (!in)
+    exit(3);
+  ccg_exec_tensor t = input("x", in, 1, j->count, 0);
+  CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
+  double t0 = now();
+  for (int k = 0; k < j->iters; k++)
+    CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
+  j->per_op_s = (now() - t0) / j->iters;
+  free(in);
+  return NULL;
+}
+
+/* Seconds per all-reduce of `count` floats over `ranks` local ranks (the
+ * slowest rank's mean). */
+static double all_reduce(int ranks, int64_t count, int iters) {
+  ccg_graph *g;
+  ccg_mesh m;
+  char spec[32];
+  snprintf(spec, sizeof spec, "tp=%d", ranks);
+  CHECK(NULL, ccg_graph_new(NULL, &g));
+  CHECK(NULL, ccg_mesh_parse(spec, &m));
+  CHECK(g, ccg_graph_set_mesh(g, &m));
+  ccg_shape s = CCG_SHAPE(count);
+  ccg_value_id x, y;
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &x));
+  CHECK(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  CHECK(g, ccg_graph_add_output(g, y));
+  ccg_comm *comm;
+  CHECK(NULL, ccg_comm_local_new(ranks, &comm));
+  ar_job jobs[16];
+  pthread_t th[16];
+  /* compiled here, one rank after the other: graphs are not thread-safe */
+  for (int r = 0; r < ranks; r++)
+    jobs[r] = (ar_job){compile(g, r, comm), iters, count, 0};
+  for (int r = 0; r < ranks; r++)
+    if (pthread_create(&th[r], NULL, ar_main, &jobs[r]))
+      exit(3);
+  double worst = 0;
+  for (int r = 0; r < ranks; r++) {
+    pthread_join(th[r], NULL);
+    worst = jobs[r].per_op_s > worst ? jobs[r].per_op_s : worst;
+    ccg_exec_free(jobs[r].x);
+  }
+  ccg_comm_free(comm);
+  ccg_graph_free(g);
+  return worst;
+}
+
+static double memcpy_gbs(size_t bytes, int iters) {
+  char *a = malloc(bytes), *b = malloc(bytes);
+  if (!a || !b)
+    exit(3);
+  memset(a, 1, bytes);
+  memset(b, 2, bytes);
+  double t0 = now();
+  for (int k = 0; k < iters; k++)
+    memcpy(k % 2 ? a : b, k % 2 ? b : a, bytes);
+  double s = (now() - t0) / iters;
+  free(a);
+  free(b);
+  return (double)bytes / s * 1e-9;
+}
+
+int main(int argc, char **argv) {
+  int n_chain = 10000, mm = 512, ranks = 4, iters = 20;
+  double ar_mb = 16;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--chain") == 0 && i + 1 < argc)
+      n_chain = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--mm") == 0 && i + 1 < argc)
+      mm = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--ar-mb") == 0 && i + 1 < argc)
+      ar_mb = atof(argv[++i]);
+    else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc)
+      ranks = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
+      iters = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_exec_micro [--chain N] [--mm M] "
+                      "[--ar-mb MB] [--ranks R] [--iters K]\n");
+      return 1;
+    }
+  }
+  if (n_chain < 1 || mm < 1 || ranks < 2 || ranks > 16 || iters < 1 ||
+      !(ar_mb > 0)) {
+    fprintf(stderr, "bench_exec_micro: sizes and iters must be positive, "
+                    "2..16 ranks\n");
+    return 1;
+  }
+  double node_ns, direct_ns, mm_node, mm_direct;
+  chain(n_chain, iters, &node_ns, &direct_ns);
+  matmul(mm, iters, &mm_node, &mm_direct);
+  int64_t count = (int64_t)(ar_mb * 1048576.0 / 4.0);
+  size_t bytes = (size_t)count * 4;
+  double ar_s = all_reduce(ranks, count, iters);
+  double bus = (double)bytes / ar_s * 2.0 * (ranks - 1) / ranks * 1e-9;
+  double cpy = memcpy_gbs(bytes, iters);
+  double lat_s = all_reduce(ranks, 2, iters * 50);
+  printf("%-34s %14s %14s %8s\n", "measure", "executor", "direct", "ratio");
+  printf("%-34s %11.1f ns %11.1f ns %8.2f\n", "per node, chain of tiny ops",
+         node_ns, direct_ns, node_ns / direct_ns);
+  printf("%-34s %11.3f ms %11.3f ms %8.3f\n", "MatMul node vs cblas_sgemm",
+         mm_node, mm_direct, mm_node / mm_direct);
+  printf("%-34s %10.2f GB/s %10.2f GB/s %8.2f\n",
+         "all-reduce bus bw vs memcpy bw", bus, cpy, bus / cpy);
+  printf("%-34s %11.2f us\n", "all-reduce latency (8 bytes)", lat_s * 1e6);
+  printf("{\"bench\":\"exec_micro\",\"chain\":%d,\"node_ns\":%.2f,"
+         "\"direct_ns\":%.2f,\"mm\":%d,\"mm_node_ms\":%.4f,"
+         "\"mm_sgemm_ms\":%.4f,\"ranks\":%d,\"ar_bytes\":%zu,"
+         "\"ar_bus_gbs\":%.3f,\"memcpy_gbs\":%.3f,\"ar_8b_us\":%.3f}\n",
+         n_chain, node_ns, direct_ns, mm, mm_node, mm_direct, ranks, bytes, bus,
+         cpy, lat_s * 1e6);
+  return 0;
+}

@@ -1,0 +1,115 @@
+/* ccgraph executor: compiles a graph once for one rank (schedule, bound
+ * shapes, memory plan, kernels) and runs it many times with no allocation.
+ * Ranks talk through a communicator; `local` runs every rank of a mesh as a
+ * thread of one process. An executor is used by one thread at a time; two
+ * executors never interfere. */
+#ifndef CCGRAPH_EXEC_H
+#define CCGRAPH_EXEC_H
+
+#include "ccgraph/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ccg_exec ccg_exec;
+typedef struct ccg_comm ccg_comm;
+
+/* A communicator for `nranks` ranks that are threads of this process: each
+ * rank's executor gets the same handle and its own rank. Waits spin, then
+ * yield; every wait has a deadline. After a failure (a rank erred or timed
+ * out) the communicator stays failed: make a new one. "new": free with
+ * ccg_comm_free once every executor using it is freed. Errors go to the
+ * thread's context. */
+CCG_API ccg_status ccg_comm_local_new(int nranks, ccg_comm **out);
+CCG_API void ccg_comm_free(ccg_comm *comm);
+/* "local", ... Static string. */
+CCG_API const char *ccg_comm_name(const ccg_comm *comm);
+CCG_API int ccg_comm_size(const ccg_comm *comm);
+
+/* A value of the graph by name. Inputs: `tensor` holds dtype, dims and data
+ * (borrowed for the call). Outputs: run fills `tensor` (data borrowed from
+ * the executor, valid until its next run or free) and, when `dst` is set,
+ * copies the data there (`dst_bytes` must be large enough). */
+typedef struct ccg_exec_tensor {
+  const char *name;
+  ccg_tensor tensor;
+  void *dst;
+  size_t dst_bytes;
+} ccg_exec_tensor;
+
+/* A binding of a named dim ("batch" = 8). */
+typedef struct ccg_exec_dim {
+  const char *name;
+  int64_t value;
+} ccg_exec_dim;
+
+typedef struct ccg_exec_options {
+  size_t size;    /* sizeof(ccg_exec_options) */
+  int rank;       /* global rank of this executor in the mesh (default 0) */
+  ccg_comm *comm; /* borrowed; NULL: one rank, groups of size 1 only */
+  /* Symbolic dims are bound at create time from these input shapes (only
+   * dtype and dims are read) and these named dims. */
+  const ccg_exec_tensor *input_shapes;
+  size_t n_input_shapes;
+  const ccg_exec_dim *dims;
+  size_t n_dims;
+  double deadline_s;              /* every blocking wait; default 300 s */
+  const ccg_allocator *allocator; /* default libc; copied */
+} ccg_exec_options;
+#define CCG_EXEC_OPTIONS_INIT                                                  \
+  { sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL }
+
+/* Compiles `g` for one rank: the schedule (the same on every rank), every
+ * shape bound to numbers (an unbound symbol is an error naming it and the
+ * value), the memory plan and the kernels. The graph is borrowed and must
+ * outlive the executor unchanged; like any use of a graph, creation is not
+ * safe from several threads at once (ccg_exec_run_local takes care of it).
+ * "new": free with ccg_exec_free. Errors go to g. */
+CCG_API ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
+                                   ccg_exec **out);
+CCG_API void ccg_exec_free(ccg_exec *x);
+
+/* Runs one step. `inputs` name graph inputs (every one must be given, with
+ * the bound dtype and dims) or initializers (replacing their data for this
+ * call, for per-rank weights). `outputs` name any values; they are filled as
+ * ccg_exec_tensor says. Allocates nothing. A failure is recorded on x,
+ * names the node and op, and makes the other ranks of the communicator fail
+ * instead of waiting. */
+CCG_API ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
+                                size_t n_inputs, ccg_exec_tensor *outputs,
+                                size_t n_outputs);
+
+/* The memory plan: `peak_bytes` is the arena of planned intermediates;
+ * `naive_bytes` the sum of every intermediate's size (no reuse);
+ * `max_live_bytes` the largest sum of sizes alive at one step (a lower bound
+ * for any plan of this schedule). */
+typedef struct ccg_exec_memory {
+  size_t peak_bytes;
+  size_t naive_bytes;
+  size_t max_live_bytes;
+  size_t n_inplace; /* outputs written over a dying input */
+} ccg_exec_memory;
+CCG_API ccg_status ccg_exec_memory_info(const ccg_exec *x,
+                                        ccg_exec_memory *out);
+
+/* The schedule: node ids in the order they run (ccg_graph_num_nodes of g
+ * entries). Borrowed. */
+CCG_API const ccg_node_id *ccg_exec_schedule(const ccg_exec *x, size_t *n);
+
+/* Runs `nranks` ranks of `g` (its mesh's world size) as threads on a fresh
+ * local communicator, one step each. inputs[r] holds n_inputs tensors of
+ * rank r (also used to bind its symbolic dims); outputs[r] holds n_outputs
+ * tensors, each with `dst` set. opts (may be NULL) gives the deadline, dims
+ * and allocator; rank and comm are ignored. rank_status (may be NULL) gets
+ * each rank's status. On failure the message on g lists every failed rank.
+ * Every thread is joined before return. */
+CCG_API ccg_status ccg_exec_run_local(
+    ccg_graph *g, int nranks, const ccg_exec_options *opts,
+    const ccg_exec_tensor *const *inputs, size_t n_inputs,
+    ccg_exec_tensor *const *outputs, size_t n_outputs, ccg_status *rank_status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,75 @@
+/* Private: the communicator interface. The executor packs every collective
+ * into flat buffers (rank-major chunks), so an implementation moves and
+ * reduces contiguous elements only: `local` (threads), later `mpi` and
+ * `nccl` map these one-to-one onto their own calls. */
+#ifndef CCG_EXEC_COMM_H
+#define CCG_EXEC_COMM_H
+
+#include "ccgraph/exec.h"
+#include "core/alloc.h"
+#include "core/error.h"
+
+/* One call: who takes part and what to name in messages. Counts are in
+ * elements of `dtype`; per-rank lists have gsize entries in group order. */
+typedef struct ccg__coll {
+  const char *op;   /* "AllReduce", ... */
+  const char *node; /* the node's name */
+  int rank;         /* this rank (global) */
+  const int64_t *group;
+  int gsize, gidx;
+  unsigned key; /* the group's mesh-axis mask: one group per key per rank */
+  ccg_dtype dtype;
+  ccg_reduce_op rop;
+  double deadline_s;
+  ccg_ctx *err; /* failures are recorded here */
+} ccg__coll;
+
+typedef struct ccg__comm_vt {
+  const char *name;
+  ccg_status (*all_reduce)(ccg_comm *c, const ccg__coll *k, const void *in,
+                           void *out, size_t count);
+  /* out = the ranks' inputs concatenated in group order. */
+  ccg_status (*all_gatherv)(ccg_comm *c, const ccg__coll *k, const void *in,
+                            void *out, const size_t *counts);
+  /* in = gsize chunks of counts[r]; out = the reduction of chunk gidx. */
+  ccg_status (*reduce_scatterv)(ccg_comm *c, const ccg__coll *k, const void *in,
+                                void *out, const size_t *counts);
+  /* chunk r of in (send_counts[r]) goes to group rank r; out receives
+   * recv_counts[r] from each r, in group order. */
+  ccg_status (*all_to_allv)(ccg_comm *c, const ccg__coll *k, const void *in,
+                            const size_t *send_counts, void *out,
+                            const size_t *recv_counts);
+  ccg_status (*broadcast)(ccg_comm *c, const ccg__coll *k, const void *in,
+                          void *out, size_t count, int root);
+  /* Root's out gets the reduction; the others' out a copy of their in. */
+  ccg_status (*reduce)(ccg_comm *c, const ccg__coll *k, const void *in,
+                       void *out, size_t count, int root);
+  /* Every group rank sends `in` to group rank dst (or none, -1) and
+   * receives into out from group rank src (or none, -1: out untouched). */
+  ccg_status (*shift)(ccg_comm *c, const ccg__coll *k, const void *in, int dst,
+                      void *out, int src, size_t count);
+  /* Point-to-point with a global peer. A send may return before the
+   * receiver has copied; `in` must stay valid until flush returns. */
+  ccg_status (*send)(ccg_comm *c, const ccg__coll *k, const void *in,
+                     size_t count, int peer, int64_t tag);
+  ccg_status (*recv)(ccg_comm *c, const ccg__coll *k, void *out, size_t count,
+                     int peer, int64_t tag);
+  /* Waits until every send of this rank has been received. */
+  ccg_status (*flush)(ccg_comm *c, const ccg__coll *k);
+  /* Tells every rank that `rank` failed (message kept for theirs). */
+  void (*abort)(ccg_comm *c, int rank, const char *msg);
+  void (*destroy)(ccg_comm *c);
+} ccg__comm_vt;
+
+struct ccg_comm {
+  ccg_ctx ctx;
+  const ccg__comm_vt *vt;
+  int nranks;
+};
+
+/* Reduces n inputs (pointers, in group order) elementwise into out, always
+ * in that order: deterministic, the same on every rank. */
+void ccg__reduce_ordered(ccg_dtype dt, ccg_reduce_op op, const void *const *ins,
+                         int n, size_t off, size_t count, void *out);
+
+#endif

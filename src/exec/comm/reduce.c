@@ -1,0 +1,102 @@
+/* Elementwise reduction of several ranks' buffers in a fixed order. */
+#include "exec/comm/comm.h"
+#include "exec/cpu/cpu.h"
+
+#define RBLOCK 256
+
+static float red_f32(ccg_reduce_op op, float a, float b) {
+  switch (op) {
+  case CCG_REDUCE_PROD:
+    return a * b;
+  case CCG_REDUCE_MIN:
+    return b < a ? b : a;
+  case CCG_REDUCE_MAX:
+    return b > a ? b : a;
+  default: /* SUM, AVG */
+    return a + b;
+  }
+}
+
+static double red_f64(ccg_reduce_op op, double a, double b) {
+  switch (op) {
+  case CCG_REDUCE_PROD:
+    return a * b;
+  case CCG_REDUCE_MIN:
+    return b < a ? b : a;
+  case CCG_REDUCE_MAX:
+    return b > a ? b : a;
+  default:
+    return a + b;
+  }
+}
+
+static int64_t red_i64(ccg_reduce_op op, int64_t a, int64_t b) {
+  switch (op) {
+  case CCG_REDUCE_PROD:
+    return (int64_t)((uint64_t)a * (uint64_t)b);
+  case CCG_REDUCE_MIN:
+    return b < a ? b : a;
+  case CCG_REDUCE_MAX:
+    return b > a ? b : a;
+  default:
+    return (int64_t)((uint64_t)a + (uint64_t)b);
+  }
+}
+
+/* Sum of f32 inputs: blocks of accumulators so the loop vectorizes; out may
+ * alias an input (each block is read before it is written). */
+static void reduce_f32(ccg_reduce_op op, const float *const *ins, int n,
+                       size_t off, size_t count, float *out) {
+  float acc[RBLOCK];
+  float scale = op == CCG_REDUCE_AVG ? 1.0f / (float)n : 1.0f;
+  for (size_t i = 0; i < count; i += RBLOCK) {
+    size_t k = count - i < RBLOCK ? count - i : RBLOCK;
+    for (size_t j = 0; j < k; j++)
+      acc[j] = ins[0][off + i + j];
+    for (int r = 1; r < n; r++) {
+      const float *s = ins[r] + off + i;
+      if (op == CCG_REDUCE_SUM || op == CCG_REDUCE_AVG)
+        for (size_t j = 0; j < k; j++)
+          acc[j] += s[j];
+      else
+        for (size_t j = 0; j < k; j++)
+          acc[j] = red_f32(op, acc[j], s[j]);
+    }
+    if (op == CCG_REDUCE_AVG)
+      for (size_t j = 0; j < k; j++)
+        acc[j] *= scale;
+    for (size_t j = 0; j < k; j++)
+      out[i + j] = acc[j];
+  }
+}
+
+void ccg__reduce_ordered(ccg_dtype dt, ccg_reduce_op op, const void *const *ins,
+                         int n, size_t off, size_t count, void *out) {
+  if (dt == CCG_DTYPE_F32) {
+    reduce_f32(op, (const float *const *)ins, n, off, count, out);
+    return;
+  }
+  bool is_float = ccg_dtype_is_float(dt);
+  for (size_t i = 0; i < count; i++) {
+    if (is_float) {
+      double acc = ccg__ld_f64(dt, ins[0], off + i);
+      for (int r = 1; r < n; r++) {
+        double v = ccg__ld_f64(dt, ins[r], off + i);
+        /* f16/bf16 accumulate in f32, as the f32 path does, and are
+         * rounded to their storage type once at the end */
+        acc = dt == CCG_DTYPE_F64 ? red_f64(op, acc, v)
+                                  : (double)red_f32(op, (float)acc, (float)v);
+      }
+      if (op == CCG_REDUCE_AVG)
+        acc /= n;
+      ccg__st_f64(dt, out, i, acc);
+    } else {
+      int64_t acc = ccg__ld_i64(dt, ins[0], off + i);
+      for (int r = 1; r < n; r++)
+        acc = red_i64(op, acc, ccg__ld_i64(dt, ins[r], off + i));
+      if (op == CCG_REDUCE_AVG)
+        acc /= n;
+      ccg__st_i64(dt, out, i, acc);
+    }
+  }
+}

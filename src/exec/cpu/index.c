@@ -1,0 +1,108 @@
+/* Slice (bounds read at run time, ONNX clamping, any steps) and Gather
+ * (negative indices, bounds checked). Any dtype. */
+#include <string.h>
+
+#include "exec/cpu/cpu.h"
+
+static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  const ccg__xval *sv = ccg__in(x, n, 1), *ev = ccg__in(x, n, 2);
+  const ccg__xval *av = n->n_in > 3 ? ccg__in(x, n, 3) : NULL;
+  const ccg__xval *pv = n->n_in > 4 ? ccg__in(x, n, 4) : NULL;
+  int r = a->rank;
+  int64_t start[CCG_MAX_RANK] = {0}, step[CCG_MAX_RANK], ist[CCG_MAX_RANK];
+  for (int d = 0; d < r; d++)
+    step[d] = 1;
+  for (size_t i = 0; i < sv->numel; i++) {
+    int64_t ax = av ? ccg__ld_i64(av->dtype, av->ptr, i) : (int64_t)i;
+    ax = ax < 0 ? ax + r : ax;
+    if (ax < 0 || ax >= r)
+      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                        "axes entry %zu is out of range for rank %d", i, r);
+    int64_t dim = a->dims[ax];
+    int64_t s = ccg__ld_i64(sv->dtype, sv->ptr, i);
+    int64_t e = ccg__ld_i64(ev->dtype, ev->ptr, i);
+    int64_t p = pv ? ccg__ld_i64(pv->dtype, pv->ptr, i) : 1;
+    if (p == 0)
+      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG, "steps entry %zu is 0",
+                        i);
+    s = s < 0 ? s + dim : s;
+    e = e < 0 ? e + dim : e;
+    int64_t count;
+    if (p > 0) {
+      s = s < 0 ? 0 : s > dim ? dim : s;
+      e = e < 0 ? 0 : e > dim ? dim : e;
+      count = e > s ? (e - s + p - 1) / p : 0;
+    } else {
+      s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+      e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+      count = s > e ? (s - e - p - 1) / -p : 0;
+    }
+    if (count != o->dims[ax])
+      return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                        "bounds give %lld elements on axis %lld but the bound "
+                        "output shape has %lld",
+                        (long long)count, (long long)ax,
+                        (long long)o->dims[ax]);
+    start[ax] = s;
+    step[ax] = p;
+  }
+  ccg__strides(r, a->dims, ist);
+  int64_t base = 0, st[CCG_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    base += start[d] * ist[d];
+    st[d] = step[d] * ist[d];
+  }
+  if (o->numel)
+    ccg__strided_copy(o->ptr, a->ptr, ccg_dtype_size(o->dtype), r, o->dims, st,
+                      base);
+  return CCG_STATUS_OK;
+}
+
+/* axis; i0 = outer, i1 = inner elements. */
+static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
+  const ccg__xval *o = ccg__out(x, n, 0);
+  size_t es = ccg_dtype_size(a->dtype), row = (size_t)n->p.i1 * es;
+  int64_t dim = a->dims[n->p.axis];
+  size_t ni = iv->numel, outer = (size_t)n->p.i0;
+  for (size_t j = 0; j < ni; j++) {
+    int64_t k = ccg__ld_i64(iv->dtype, iv->ptr, j);
+    if (k < -dim || k >= dim)
+      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                        "index %lld (element %zu of '%s') is out of range for "
+                        "dim %d of size %lld",
+                        (long long)k, j, ccg_value_name(x->g, n->in[1]),
+                        n->p.axis, (long long)dim);
+  }
+  for (size_t oi = 0; oi < outer; oi++)
+    for (size_t j = 0; j < ni; j++) {
+      int64_t k = ccg__ld_i64(iv->dtype, iv->ptr, j);
+      k = k < 0 ? k + dim : k;
+      memcpy((char *)o->ptr + (oi * ni + j) * row,
+             (const char *)a->ptr + (oi * (size_t)dim + (size_t)k) * row, row);
+    }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__prep_index(ccg_exec *x, ccg__xnode *n) {
+  if (n->op == CCG_OP_SLICE) {
+    n->run = run_slice;
+    return CCG_STATUS_OK;
+  }
+  const ccg__xval *a = ccg__in(x, n, 0);
+  int64_t axis;
+  int ax;
+  CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
+  CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &ax));
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < ax; d++)
+    outer *= a->dims[d];
+  for (int d = ax + 1; d < a->rank; d++)
+    inner *= a->dims[d];
+  n->p.axis = ax;
+  n->p.i0 = outer;
+  n->p.i1 = inner;
+  n->run = run_gather;
+  return CCG_STATUS_OK;
+}

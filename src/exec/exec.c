@@ -1,0 +1,381 @@
+/* The executor: create (schedule, bound shapes, kernels, memory plan), run
+ * (no allocation), free, and the plan's figures. */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/comm/comm.h"
+#include "exec/exec_create.h"
+
+ccg_status ccg__xfail(ccg_exec *x, const ccg__xnode *n, ccg_status st,
+                      const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (x->comm)
+    return ccg__error(&x->ctx, st, "rank %d: node '%s' (%s): %s", x->rank,
+                      n->name, ccg_op_name(n->op), msg);
+  return ccg__error(&x->ctx, st, "node '%s' (%s): %s", n->name,
+                    ccg_op_name(n->op), msg);
+}
+
+/* ---- create ------------------------------------------------------------- */
+
+static ccg_status init_values(ccg_exec *x) {
+  ccg_graph *g = x->g;
+  x->n_vals = ccg_graph_num_values(g);
+  x->vals = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof(ccg__xval));
+  if (!x->vals)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  for (size_t i = 0; i < x->n_vals; i++) {
+    ccg__xval *v = &x->vals[i];
+    ccg_value_id id = (ccg_value_id)i;
+    v->dtype = ccg_value_dtype(g, id);
+    v->buffer = -1;
+    v->first = v->last = -1;
+    switch (ccg_value_kind_of(g, id)) {
+    case CCG_VALUE_INPUT:
+      v->kind = CCG__V_INPUT;
+      break;
+    case CCG_VALUE_INITIALIZER:
+      v->kind = CCG__V_STATIC;
+      v->init = ccg_value_data(g, id)->data;
+      break;
+    default:
+      v->kind = CCG__V_ARENA;
+      break;
+    }
+    ccg_shape s = *ccg_value_shape(g, id);
+    v->rank = s.rank;
+    size_t numel = 1;
+    for (int d = 0; d < s.rank; d++) {
+      char missing[256];
+      if (!ccg__eval_dim(x, s.dims[d], &v->dims[d], missing, sizeof missing))
+        return ccg__error(
+            &x->ctx, CCG_STATUS_SHAPE,
+            "value '%s' dim %d: symbol '%s' is not bound on rank %d; give "
+            "the shape of an input that has it (ccg_exec_options."
+            "input_shapes) or a ccg_exec_dim",
+            ccg_value_name(g, id), d, missing, x->rank);
+      if (v->dims[d] < 0 || !ccg__mul_size(numel, (size_t)v->dims[d], &numel))
+        return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
+                          "value '%s' dim %d: size %lld is negative or "
+                          "overflows",
+                          ccg_value_name(g, id), d, (long long)v->dims[d]);
+    }
+    v->numel = numel;
+    if (!ccg__mul_size(numel, ccg_dtype_size(v->dtype), &v->nbytes))
+      return ccg__error(&x->ctx, CCG_STATUS_SHAPE, "value '%s' is too large",
+                        ccg_value_name(g, id));
+  }
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    x->vals[ccg_graph_output(g, i)].is_output = true;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status init_steps(ccg_exec *x) {
+  ccg_graph *g = x->g;
+  x->n_steps = ccg_graph_num_nodes(g);
+  x->schedule =
+      ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof(ccg_node_id));
+  x->steps = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof(ccg__xnode));
+  if (!x->schedule || !x->steps)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  if (ccg_graph_topo_order(g, x->schedule) != CCG_STATUS_OK)
+    return ccg__error(&x->ctx, ccg_last_status(g), "%s", ccg_last_error(g));
+  for (size_t s = 0; s < x->n_steps; s++) {
+    ccg__xnode *n = &x->steps[s];
+    ccg_node_id id = x->schedule[s];
+    n->id = id;
+    n->op = ccg_node_op(g, id);
+    n->name = ccg_node_name(g, id);
+    n->n_in = (uint32_t)ccg_node_num_inputs(g, id);
+    n->n_out = (uint32_t)ccg_node_num_outputs(g, id);
+    n->in = ccg__arena_calloc(&x->arena, n->n_in + 1, sizeof(ccg_value_id));
+    n->out = ccg__arena_calloc(&x->arena, n->n_out + 1, sizeof(ccg_value_id));
+    if (!n->in || !n->out)
+      return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+    for (uint32_t i = 0; i < n->n_in; i++)
+      n->in[i] = ccg_node_input(g, id, i);
+    for (uint32_t i = 0; i < n->n_out; i++) {
+      n->out[i] = ccg_node_output(g, id, i);
+      if (n->out[i] != CCG_NONE)
+        x->vals[n->out[i]].first = (int)s;
+    }
+    if (n->op == CCG_OP_CONSTANT) {
+      /* the output is the attribute's data: nothing to run or plan */
+      const ccg_attr *a = ccg_node_attr(g, id, "value");
+      ccg__xval *o = &x->vals[n->out[0]];
+      if (!a || a->type != CCG_ATTR_TENSOR || a->t->dtype != o->dtype)
+        return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                          "value must be a tensor of the output's dtype");
+      o->kind = CCG__V_STATIC;
+      o->init = a->t->data;
+    }
+    CCG_CHECK(ccg__prepare_node(x, n));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Aligned blocks from the allocator: the raw pointer is kept just below. */
+static void *alloc_aligned(ccg_exec *x, size_t size) {
+  size_t total;
+  if (__builtin_add_overflow(
+          size, (size_t)CCG__ALIGN + sizeof(void *) + sizeof(size_t), &total))
+    return NULL;
+  char *raw = ccg__alloc(&x->alloc, total);
+  if (!raw)
+    return NULL;
+  uintptr_t p = (uintptr_t)(raw + sizeof(void *) + sizeof(size_t));
+  p = (p + CCG__ALIGN - 1) & ~(uintptr_t)(CCG__ALIGN - 1);
+  memcpy((char *)p - sizeof(void *), &raw, sizeof raw);
+  memcpy((char *)p - sizeof(void *) - sizeof(size_t), &total, sizeof total);
+  return (void *)p;
+}
+
+static void free_aligned(ccg_exec *x, void *p) {
+  if (!p)
+    return;
+  char *raw;
+  size_t total;
+  memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
+  memcpy(&total, (char *)p - sizeof(void *) - sizeof(size_t), sizeof total);
+  ccg__free(&x->alloc, raw, total);
+}
+
+static ccg_status init_memory(ccg_exec *x) {
+  CCG_CHECK(ccg__plan_memory(x));
+  size_t scratch = 0;
+  for (size_t s = 0; s < x->n_steps; s++)
+    scratch = x->steps[s].scratch > scratch ? x->steps[s].scratch : scratch;
+  x->data_bytes = x->mem.peak_bytes;
+  x->scratch_bytes = scratch;
+  x->data = alloc_aligned(x, x->data_bytes ? x->data_bytes : 1);
+  x->scratch = alloc_aligned(x, scratch ? scratch : 1);
+  if (!x->data || !x->scratch)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM,
+                      "out of memory for an arena of %zu bytes and %zu of "
+                      "scratch",
+                      x->data_bytes, scratch);
+  for (size_t i = 0; i < x->n_vals; i++) {
+    ccg__xval *v = &x->vals[i];
+    if (v->kind == CCG__V_ARENA)
+      v->ptr = (char *)x->data + v->offset;
+    else if (v->kind == CCG__V_STATIC)
+      v->ptr = (void *)(uintptr_t)v->init;
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
+                            bool validate, ccg_ctx *err, ccg_exec **out) {
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  if (opts)
+    memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+  if (!out || !g)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "ccg_exec_create: graph or out is NULL");
+  *out = NULL;
+  if (validate && ccg_graph_validate(g) != CCG_STATUS_OK)
+    return ccg__error(err, ccg_last_status(g), "cannot compile: %s",
+                      ccg_last_error(g));
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  int64_t world = mesh ? ccg_mesh_world_size(mesh) : 1;
+  if (o.rank < 0 || o.rank >= world)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "rank %d is out of range for a world of %lld", o.rank,
+                      (long long)world);
+  if (o.comm && o.comm->nranks != world)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "the %s communicator has %d ranks but the graph's mesh "
+                      "has %lld",
+                      o.comm->vt->name, o.comm->nranks, (long long)world);
+  if (!(o.deadline_s > 0.0))
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "deadline_s must be > 0 (got %g)", o.deadline_s);
+  ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
+  if (!x)
+    return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
+  ccg__ctx_init(&x->ctx);
+  if (o.allocator)
+    x->alloc = *o.allocator;
+  ccg__arena_init(&x->arena, &x->alloc, 0);
+  x->g = g;
+  x->mesh = mesh;
+  x->rank = o.rank;
+  x->comm = o.comm;
+  x->deadline_s = o.deadline_s;
+  ccg_status st;
+  CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
+  CCG_CHECK_GOTO(init_values(x), st, fail);
+  CCG_CHECK_GOTO(init_steps(x), st, fail);
+  CCG_CHECK_GOTO(init_memory(x), st, fail);
+  *out = x;
+  return CCG_STATUS_OK;
+fail:
+  ccg__error_copy(err, &x->ctx);
+  ccg_exec_free(x);
+  return st;
+}
+
+ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
+                           ccg_exec **out) {
+  return ccg__exec_create(g, opts, true, g ? (ccg_ctx *)g : NULL, out);
+}
+
+void ccg_exec_free(ccg_exec *x) {
+  if (!x)
+    return;
+  free_aligned(x, x->data);
+  free_aligned(x, x->scratch);
+  ccg__arena_free(&x->arena);
+  ccg_allocator a = x->alloc;
+  ccg__free(&a, x, sizeof *x);
+}
+
+/* ---- run ---------------------------------------------------------------- */
+
+static bool name_is(const ccg_exec *x, ccg_value_id v, const char *name) {
+  const char *vn = ccg_value_name(x->g, v);
+  return vn && strcmp(vn, name) == 0;
+}
+
+/* A value by name: the graph's inputs, outputs and initializers first (what
+ * runs name), then every value. */
+static ccg__xval *find_named(ccg_exec *x, const char *name, ccg_value_id *id) {
+  if (!name)
+    return NULL;
+  ccg_graph *g = x->g;
+  size_t ni = ccg_graph_num_inputs(g), no = ccg_graph_num_outputs(g);
+  size_t nz = ccg_graph_num_initializers(g);
+  for (size_t i = 0; i < ni + no + nz; i++) {
+    ccg_value_id v = i < ni        ? ccg_graph_input(g, i)
+                     : i < ni + no ? ccg_graph_output(g, i - ni)
+                                   : ccg_graph_initializer(g, i - ni - no);
+    if (name_is(x, v, name)) {
+      *id = v;
+      return &x->vals[v];
+    }
+  }
+  for (size_t i = 0; i < x->n_vals; i++)
+    if (name_is(x, (ccg_value_id)i, name)) {
+      *id = (ccg_value_id)i;
+      return &x->vals[i];
+    }
+  return NULL;
+}
+
+static ccg_status bind_input(ccg_exec *x, const ccg_exec_tensor *t) {
+  ccg_value_id id;
+  ccg__xval *v = find_named(x, t->name, &id);
+  if (!v || (v->kind != CCG__V_INPUT &&
+             ccg_value_kind_of(x->g, id) != CCG_VALUE_INITIALIZER))
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "'%s' is not an input or initializer of graph '%s'",
+                      t->name ? t->name : "(null)", ccg_graph_name(x->g));
+  bool same = t->tensor.dtype == v->dtype && t->tensor.rank == v->rank;
+  for (int d = 0; same && d < v->rank; d++)
+    same = t->tensor.dims[d] == v->dims[d];
+  if (!same) {
+    char want[160], got[160];
+    ccg_shape ws = ccg_shape_make(v->rank, v->dims);
+    ccg_shape gs = ccg_shape_make(t->tensor.rank, t->tensor.dims);
+    ccg_shape_format(&ws, want, sizeof want);
+    ccg_shape_format(&gs, got, sizeof got);
+    return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
+                      "input '%s': given %s %s but the executor was compiled "
+                      "for %s %s",
+                      t->name, ccg_dtype_name(t->tensor.dtype), got,
+                      ccg_dtype_name(v->dtype), want);
+  }
+  if (!t->tensor.data && v->nbytes)
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG, "input '%s' has no data",
+                      t->name);
+  v->ptr = (void *)(uintptr_t)t->tensor.data;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
+  ccg_value_id id;
+  ccg__xval *v = find_named(x, t->name, &id);
+  if (!v)
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has no value named '%s'",
+                      ccg_graph_name(x->g), t->name ? t->name : "(null)");
+  if (v->kind == CCG__V_ARENA && !v->is_output)
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "'%s' is not a graph output: its memory is reused "
+                      "during the run (ccg_graph_add_output keeps it)",
+                      t->name);
+  t->tensor.dtype = v->dtype;
+  t->tensor.rank = v->rank;
+  memcpy(t->tensor.dims, v->dims, sizeof v->dims);
+  t->tensor.data = v->ptr;
+  if (t->dst) {
+    if (t->dst_bytes < v->nbytes)
+      return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                        "output '%s' needs %zu bytes but dst holds %zu",
+                        t->name, v->nbytes, t->dst_bytes);
+    if (v->nbytes)
+      memcpy(t->dst, v->ptr, v->nbytes);
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status run_steps(ccg_exec *x) {
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    if (n->run)
+      CCG_CHECK(n->run(x, n));
+  }
+  if (x->comm) {
+    ccg__coll k = {"Send",       "(end of run)", x->rank,       NULL,   0, 0, 0,
+                   CCG_DTYPE_U8, CCG_REDUCE_SUM, x->deadline_s, &x->ctx};
+    return x->comm->vt->flush(x->comm, &k);
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
+                        size_t n_inputs, ccg_exec_tensor *outputs,
+                        size_t n_outputs) {
+  if (!x)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ccg_exec_run: NULL");
+  for (size_t i = 0; i < x->n_vals; i++) {
+    ccg__xval *v = &x->vals[i];
+    if (v->kind == CCG__V_INPUT)
+      v->ptr = NULL;
+    else if (v->kind == CCG__V_STATIC)
+      v->ptr = (void *)(uintptr_t)v->init;
+  }
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t i = 0; i < n_inputs && st == CCG_STATUS_OK; i++)
+    st = bind_input(x, &inputs[i]);
+  for (size_t i = 0; i < x->n_vals && st == CCG_STATUS_OK; i++)
+    if (x->vals[i].kind == CCG__V_INPUT && !x->vals[i].ptr && x->vals[i].nbytes)
+      st = ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "input '%s' was not given",
+                      ccg_value_name(x->g, (ccg_value_id)i));
+  if (st == CCG_STATUS_OK)
+    st = run_steps(x);
+  for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK; i++)
+    st = fill_output(x, &outputs[i]);
+  if (st != CCG_STATUS_OK && x->comm)
+    x->comm->vt->abort(x->comm, x->rank, ccg_last_error(x));
+  return st;
+}
+
+ccg_status ccg_exec_memory_info(const ccg_exec *x, ccg_exec_memory *out) {
+  if (!x || !out)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_exec_memory_info: NULL argument");
+  *out = x->mem;
+  return CCG_STATUS_OK;
+}
+
+const ccg_node_id *ccg_exec_schedule(const ccg_exec *x, size_t *n) {
+  if (n)
+    *n = x ? x->n_steps : 0;
+  return x ? x->schedule : NULL;
+}

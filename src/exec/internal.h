@@ -1,0 +1,127 @@
+/* Private: the executor's compiled form, shared by the planner, the kernels
+ * and the collective glue. */
+#ifndef CCG_EXEC_INTERNAL_H
+#define CCG_EXEC_INTERNAL_H
+
+#include "ccgraph/exec.h"
+#include "core/alloc.h"
+#include "core/arena.h"
+#include "core/error.h"
+
+#define CCG__ALIGN 64
+
+typedef enum ccg__vkind {
+  CCG__V_ARENA,  /* planned in the arena */
+  CCG__V_INPUT,  /* given to each run */
+  CCG__V_STATIC, /* initializer or Constant: graph data */
+  CCG__V_UNUSED, /* no producer in the schedule (optional input) */
+} ccg__vkind;
+
+/* One value with its bound shape. */
+typedef struct ccg__xval {
+  ccg_dtype dtype;
+  int rank;
+  int64_t dims[CCG_MAX_RANK];
+  size_t numel, nbytes;
+  ccg__vkind kind;
+  int buffer; /* arena buffer index, -1 otherwise */
+  size_t offset;
+  void *ptr;        /* where the data is during a run */
+  const void *init; /* STATIC: the graph's data */
+  int first, last;  /* producing and last consuming step */
+  bool is_output;
+} ccg__xval;
+
+typedef struct ccg__xnode ccg__xnode;
+typedef ccg_status (*ccg__kernel_fn)(ccg_exec *x, const ccg__xnode *n);
+
+/* Attribute-derived parameters, read once at create. */
+typedef struct ccg__xparams {
+  int axis, axis2;
+  int64_t i0, i1, i2, i3;
+  float f0, f1;
+  int perm[CCG_MAX_RANK];
+  const int64_t *list; /* exec arena */
+  size_t n_list;
+  const ccg_tensor *t;
+  /* collectives */
+  ccg_reduce_op rop;
+  unsigned mask;
+  int64_t *group; /* global ranks in group order */
+  int gsize, gidx;
+  size_t *counts, *counts2; /* per group rank, elements */
+  int64_t *chunk;           /* per group rank, sizes along an axis */
+  int64_t *chunk2;
+} ccg__xparams;
+
+struct ccg__xnode {
+  ccg_node_id id;
+  ccg_op op;
+  const char *name;
+  uint32_t n_in, n_out;
+  ccg_value_id *in, *out; /* CCG_NONE for absent optional inputs */
+  ccg__kernel_fn run;
+  ccg__xparams p;
+  size_t scratch; /* bytes of x->scratch this node needs */
+  int inplace;    /* index of the input whose buffer out[0] reuses, or -1 */
+};
+
+struct ccg_exec {
+  ccg_ctx ctx; /* first: see ccg_last_error */
+  ccg_allocator alloc;
+  ccg_arena arena; /* everything made at create */
+  ccg_graph *g;
+  const ccg_mesh *mesh;
+  int rank;
+  ccg_comm *comm;
+  double deadline_s;
+
+  size_t n_vals;
+  ccg__xval *vals;
+  size_t n_steps;
+  ccg__xnode *steps;
+  ccg_node_id *schedule;
+
+  /* symbol bindings */
+  size_t n_binds, cap_binds;
+  const char **bind_names;
+  int64_t *bind_values;
+
+  void *data; /* the planned arena */
+  size_t data_bytes;
+  void *scratch;
+  size_t scratch_bytes;
+  ccg_exec_memory mem;
+  bool failed_comm; /* the communicator has been told of a failure */
+};
+
+/* Records "node 'N' (Op): <message>" on x and returns st. */
+ccg_status ccg__xfail(ccg_exec *x, const ccg__xnode *n, ccg_status st,
+                      const char *fmt, ...) CCG_PRINTF(4, 5);
+
+/* bind.c: evaluates a dim under the bindings; false if a symbol is
+ * unbound (its atom is written to `missing`). */
+bool ccg__eval_dim(ccg_exec *x, ccg_dim d, int64_t *out, char *missing,
+                   size_t missing_size);
+ccg_status ccg__bind(ccg_exec *x, const ccg_exec_options *o);
+
+/* plan.c: liveness and offsets; fills x->mem and every ARENA value's
+ * offset. */
+ccg_status ccg__plan_memory(ccg_exec *x);
+
+/* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
+ * is CCG_STATUS_UNSUPPORTED naming the node. */
+ccg_status ccg__prepare_node(ccg_exec *x, ccg__xnode *n);
+/* True if op reads and writes element i only (in-place able). */
+bool ccg__op_inplace_ok(ccg_op op);
+
+static inline const ccg__xval *ccg__in(const ccg_exec *x, const ccg__xnode *n,
+                                       uint32_t i) {
+  return n->in[i] == CCG_NONE ? NULL : &x->vals[n->in[i]];
+}
+static inline const ccg__xval *ccg__out(const ccg_exec *x, const ccg__xnode *n,
+                                        uint32_t i) {
+  return &x->vals[n->out[i]];
+}
+
+#endif

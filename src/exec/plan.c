@@ -1,0 +1,191 @@
+/* The memory plan: liveness over the schedule, outputs written over dying
+ * inputs for elementwise ops, then best-fit offsets in one arena. Also the
+ * figures to judge it by: the naive sum and the max-live lower bound. */
+#include <string.h>
+
+#include "exec/internal.h"
+
+typedef struct buffer {
+  size_t size;
+  int start, last;
+  size_t offset;
+} buffer;
+
+typedef struct block {
+  size_t off, size;
+} block;
+
+typedef struct freelist {
+  block *b;
+  size_t n;
+  size_t top; /* arena high-water mark */
+} freelist;
+
+static size_t round_up(size_t n) {
+  return (n + CCG__ALIGN - 1) / CCG__ALIGN * CCG__ALIGN;
+}
+
+/* Smallest free block that fits, else the top (growing a free block that
+ * ends there). */
+static size_t fl_alloc(freelist *f, size_t need) {
+  size_t best = f->n;
+  for (size_t i = 0; i < f->n; i++)
+    if (f->b[i].size >= need &&
+        (best == f->n || f->b[i].size < f->b[best].size))
+      best = i;
+  if (best < f->n) {
+    size_t off = f->b[best].off;
+    f->b[best].off += need;
+    f->b[best].size -= need;
+    if (f->b[best].size == 0) {
+      memmove(&f->b[best], &f->b[best + 1], (f->n - best - 1) * sizeof(block));
+      f->n--;
+    }
+    return off;
+  }
+  if (f->n && f->b[f->n - 1].off + f->b[f->n - 1].size == f->top) {
+    size_t off = f->b[f->n - 1].off;
+    f->n--;
+    f->top = off + need;
+    return off;
+  }
+  size_t off = f->top;
+  f->top += need;
+  return off;
+}
+
+/* Returns a block, merging with its neighbours (the list stays sorted). */
+static void fl_free(freelist *f, size_t off, size_t size) {
+  size_t i = 0;
+  while (i < f->n && f->b[i].off < off)
+    i++;
+  memmove(&f->b[i + 1], &f->b[i], (f->n - i) * sizeof(block));
+  f->b[i] = (block){off, size};
+  f->n++;
+  if (i + 1 < f->n && f->b[i].off + f->b[i].size == f->b[i + 1].off) {
+    f->b[i].size += f->b[i + 1].size;
+    memmove(&f->b[i + 1], &f->b[i + 2], (f->n - i - 2) * sizeof(block));
+    f->n--;
+  }
+  if (i > 0 && f->b[i - 1].off + f->b[i - 1].size == f->b[i].off) {
+    f->b[i - 1].size += f->b[i].size;
+    memmove(&f->b[i], &f->b[i + 1], (f->n - i - 1) * sizeof(block));
+    f->n--;
+  }
+}
+
+static void liveness(ccg_exec *x) {
+  int end = (int)x->n_steps;
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    for (uint32_t i = 0; i < n->n_in; i++) {
+      if (n->in[i] == CCG_NONE)
+        continue;
+      ccg__xval *v = &x->vals[n->in[i]];
+      /* a send's buffer is read until the run's final flush */
+      int use = n->op == CCG_OP_SEND ? end : (int)s;
+      v->last = use > v->last ? use : v->last;
+    }
+  }
+  for (size_t i = 0; i < x->n_vals; i++) {
+    ccg__xval *v = &x->vals[i];
+    if (v->is_output)
+      v->last = end;
+    if (v->kind == CCG__V_ARENA && v->last < v->first)
+      v->last = v->first;
+  }
+}
+
+/* The buffer an output may take over: a dying arena input of the same
+ * byte size that is not a graph output. */
+static int inplace_input(ccg_exec *x, const ccg__xnode *n, int s,
+                         const buffer *bufs) {
+  if (!ccg__op_inplace_ok(n->op))
+    return -1;
+  const ccg__xval *o = &x->vals[n->out[0]];
+  for (uint32_t i = 0; i < n->n_in; i++) {
+    if (n->in[i] == CCG_NONE)
+      continue;
+    const ccg__xval *v = &x->vals[n->in[i]];
+    if (v->kind == CCG__V_ARENA && v->last == s && !v->is_output &&
+        v->nbytes == o->nbytes && v->numel == o->numel &&
+        ccg_dtype_size(v->dtype) == ccg_dtype_size(o->dtype) &&
+        bufs[v->buffer].last == s)
+      return (int)i;
+  }
+  return -1;
+}
+
+ccg_status ccg__plan_memory(ccg_exec *x) {
+  liveness(x);
+  buffer *bufs = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof(buffer));
+  block *blocks = ccg__arena_calloc(&x->arena, x->n_vals + 2, sizeof(block));
+  int64_t *delta = ccg__arena_calloc(&x->arena, x->n_steps + 2, 8);
+  if (!bufs || !blocks || !delta)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory planning");
+  size_t nb = 0;
+  memset(&x->mem, 0, sizeof x->mem);
+  for (size_t s = 0; s < x->n_steps; s++) {
+    ccg__xnode *n = &x->steps[s];
+    for (uint32_t k = 0; k < n->n_out; k++) {
+      if (n->out[k] == CCG_NONE)
+        continue;
+      ccg__xval *v = &x->vals[n->out[k]];
+      if (v->kind != CCG__V_ARENA)
+        continue;
+      x->mem.naive_bytes += v->nbytes;
+      int in = k == 0 ? inplace_input(x, n, (int)s, bufs) : -1;
+      if (in >= 0) {
+        v->buffer = x->vals[n->in[in]].buffer;
+        bufs[v->buffer].last = v->last;
+        n->inplace = in;
+        x->mem.n_inplace++;
+        continue;
+      }
+      v->buffer = (int)nb;
+      bufs[nb++] = (buffer){round_up(v->nbytes), (int)s, v->last, 0};
+    }
+  }
+  /* offsets: at each step, place the buffers born there, then free those
+   * that die there */
+  /* buffers by the step they die at (counting sort) */
+  size_t *first_dead = ccg__arena_calloc(&x->arena, x->n_steps + 2, 8);
+  size_t *by_last = ccg__arena_calloc(&x->arena, nb + 1, 8);
+  if (!first_dead || !by_last)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory planning");
+  for (size_t b = 0; b < nb; b++)
+    first_dead[bufs[b].last + 1]++;
+  for (size_t s = 1; s <= x->n_steps + 1; s++)
+    first_dead[s] += first_dead[s - 1];
+  for (size_t b = 0; b < nb; b++)
+    by_last[first_dead[bufs[b].last]++] = b;
+  for (size_t s = x->n_steps + 1; s > 0; s--)
+    first_dead[s] = first_dead[s - 1];
+  first_dead[0] = 0;
+  freelist fl = {blocks, 0, 0};
+  size_t next = 0;
+  for (size_t s = 0; s < x->n_steps; s++) {
+    for (; next < nb && bufs[next].start == (int)s; next++)
+      bufs[next].offset = bufs[next].size ? fl_alloc(&fl, bufs[next].size) : 0;
+    for (size_t i = first_dead[s]; i < first_dead[s + 1]; i++) {
+      const buffer *b = &bufs[by_last[i]];
+      if (b->size)
+        fl_free(&fl, b->offset, b->size);
+    }
+  }
+  for (size_t b = 0; b < nb; b++) {
+    delta[bufs[b].start] += (int64_t)bufs[b].size;
+    delta[bufs[b].last + 1] -= (int64_t)bufs[b].size;
+  }
+  int64_t live = 0;
+  for (size_t s = 0; s <= x->n_steps; s++) {
+    live += delta[s];
+    if ((size_t)live > x->mem.max_live_bytes)
+      x->mem.max_live_bytes = (size_t)live;
+  }
+  x->mem.peak_bytes = fl.top;
+  for (size_t i = 0; i < x->n_vals; i++)
+    if (x->vals[i].kind == CCG__V_ARENA && x->vals[i].buffer >= 0)
+      x->vals[i].offset = bufs[x->vals[i].buffer].offset;
+  return CCG_STATUS_OK;
+}
