@@ -4,6 +4,7 @@
  * sub-message fields the message they hold. They must name every
  * sub-message field of schemas/onnx.proto, or protobuf-c would recurse into
  * one the scan never measured. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,13 +403,31 @@ typedef struct wire_scan {
   size_t depth, cap;
 } wire_scan;
 
-/* "ModelProto field 7 (graph)" or "NodeProto field 99". */
-static void field_text(char *buf, size_t n, wire_msg m, uint32_t num,
-                       const wire_field *f) {
-  if (f)
-    snprintf(buf, n, "%s field %u (%s)", msg_names[m], (unsigned)num, f->name);
-  else
-    snprintf(buf, n, "%s field %u", msg_names[m], (unsigned)num);
+/* Where a field starts, for messages. Formatted only when something fails:
+ * the scan runs over every field of every model imported. */
+typedef struct wire_where {
+  size_t at;
+  wire_msg msg;
+  uint32_t num;
+  const wire_field *field;
+} wire_where;
+
+static ccg_status field_fail(const wire_where *w, const char *fmt, ...)
+    CCG_PRINTF(2, 3);
+static ccg_status field_fail(const wire_where *w, const char *fmt, ...) {
+  char problem[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(problem, sizeof problem, fmt, ap);
+  va_end(ap);
+  if (w->field)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "ONNX wire format: byte %zu: %s field %u (%s): %s", w->at,
+                      msg_names[w->msg], (unsigned)w->num, w->field->name,
+                      problem);
+  return ccg__error(NULL, CCG_STATUS_PARSE,
+                    "ONNX wire format: byte %zu: %s field %u: %s", w->at,
+                    msg_names[w->msg], (unsigned)w->num, problem);
 }
 
 static const char *end_text(const wire_scan *s) {
@@ -416,8 +435,8 @@ static const char *end_text(const wire_scan *s) {
 }
 
 static ccg_status push(wire_scan *s, wire_msg m, size_t end) {
-  if (!ccg__vec_reserve(NULL, (void **)&s->stack, &s->cap, s->depth + 1,
-                        sizeof *s->stack))
+  if (s->depth == s->cap && !ccg__vec_reserve(NULL, (void **)&s->stack, &s->cap,
+                                              s->depth + 1, sizeof *s->stack))
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "ONNX wire check: cannot grow the nesting stack to %zu",
                       s->depth + 1);
@@ -428,15 +447,14 @@ static ccg_status push(wire_scan *s, wire_msg m, size_t end) {
 }
 
 /* A packed run of scalars must hold whole elements. */
-static ccg_status check_packed(const wire_scan *s, wire_kind k, size_t at,
-                               size_t pos, size_t len, const char *what) {
+static ccg_status check_packed(const wire_scan *s, const wire_where *w,
+                               size_t pos, size_t len) {
+  wire_kind k = w->field->kind;
   if (k == K_PI32 || k == K_PI64) {
     size_t el = k == K_PI32 ? 4 : 8;
     if (len % el)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: packed length %zu is "
-                        "not a multiple of %zu",
-                        at, what, len, el);
+      return field_fail(w, "packed length %zu is not a multiple of %zu", len,
+                        el);
     return CCG_STATUS_OK;
   }
   size_t end = pos + len;
@@ -444,10 +462,8 @@ static ccg_status check_packed(const wire_scan *s, wire_kind k, size_t at,
     uint64_t v;
     size_t start = pos;
     if (read_varint(s->data, &pos, end, 10, &v))
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: packed varint at byte "
-                        "%zu is truncated or too long",
-                        at, what, start);
+      return field_fail(w, "packed varint at byte %zu is truncated or too long",
+                        start);
   }
   return CCG_STATUS_OK;
 }
@@ -467,8 +483,7 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   uint32_t num = (uint32_t)(tag >> 3);
   unsigned wt = (unsigned)(tag & 7);
   const wire_field *f = num ? find_field(m, num) : NULL;
-  char what[128];
-  field_text(what, sizeof what, m, num, f);
+  wire_where w = {at, m, num, f};
   if (first && (!f || !kind_accepts(f->kind, wt)))
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX model: the first bytes (tag 0x%llx: field "
@@ -479,32 +494,26 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
                       "ONNX wire format: byte %zu: %s: invalid field number %u",
                       at, msg_names[m], (unsigned)num);
   if (wt == WT_SGROUP || wt == WT_EGROUP || wt > WT_I32)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s wire type%s", at,
-                      what, wt_name(wt),
+    return field_fail(&w, "%s wire type%s", wt_name(wt),
                       wt <= WT_I32 ? " (groups are not used by ONNX)" : "");
   if (f && !kind_accepts(f->kind, wt))
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s has wire type %s, the "
-                      "schema says %s",
-                      at, what, wt_name(wt), wt_name(kind_wt(f->kind)));
+    return field_fail(&w, "wire type %s, the schema says %s", wt_name(wt),
+                      wt_name(kind_wt(f->kind)));
   uint64_t v;
   switch (wt) {
   case WT_VARINT:
     rc = read_varint(s->data, pos, end, 10, &v);
     if (rc)
-      return ccg__error(
-          NULL, CCG_STATUS_PARSE, "ONNX wire format: byte %zu: %s: %s varint",
-          at, what, rc == 1 ? "truncated" : "over-long (more than 10 bytes)");
+      return field_fail(&w, "%s varint",
+                        rc == 1 ? "truncated"
+                                : "over-long (more than 10 bytes)");
     return CCG_STATUS_OK;
   case WT_I64:
   case WT_I32: {
     size_t n = wt == WT_I64 ? 8 : 4;
     if (end - *pos < n)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: %zu-byte value runs "
-                        "past the end of %s",
-                        at, what, n, end_text(s));
+      return field_fail(&w, "%zu-byte value runs past the end of %s", n,
+                        end_text(s));
     *pos += n;
     return CCG_STATUS_OK;
   }
@@ -514,32 +523,28 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   size_t len_at = *pos;
   rc = read_varint(s->data, pos, end, 5, &v);
   if (rc || v > UINT32_MAX)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s length", at, what,
+    return field_fail(&w, "%s length",
                       rc == 1 ? "truncated" : "over-long (past 32 bits)");
   if (v > end - *pos)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: length %llu (at byte "
-                      "%zu) runs past the end of %s (%zu bytes left)",
-                      at, what, (unsigned long long)v, len_at, end_text(s),
-                      end - *pos);
+    return field_fail(&w,
+                      "length %llu (at byte %zu) runs past the end of %s "
+                      "(%zu bytes left)",
+                      (unsigned long long)v, len_at, end_text(s), end - *pos);
   size_t len = (size_t)v;
   if (!f || f->kind == K_BYTES) {
     *pos += len;
     return CCG_STATUS_OK;
   }
   if (f->kind != K_MSG) {
-    CCG_CHECK(check_packed(s, f->kind, at, *pos, len, what));
+    CCG_CHECK(check_packed(s, &w, *pos, len));
     *pos += len;
     return CCG_STATUS_OK;
   }
   if (m == M_MODEL && f->msg == M_GRAPH)
     *saw_graph = true;
   if (s->depth + 1 > (size_t)s->max_depth)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s nested %zu deep, "
-                      "past the limit of %d",
-                      at, what, msg_names[f->msg], s->depth + 1, s->max_depth);
+    return field_fail(&w, "%s nested %zu deep, past the limit of %d",
+                      msg_names[f->msg], s->depth + 1, s->max_depth);
   /* The child is read next, from *pos: no recursion. */
   return push(s, f->msg, *pos + len);
 }
