@@ -584,38 +584,107 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
 
 /* ---- the capped allocator ---------------------------------------------- */
 
-/* Each block carries its size in front so that free can give it back. */
-typedef union cap_header {
-  size_t size;
-  max_align_t align;
-} cap_header;
+/* Small blocks (nearly all of a model's messages, names and lists) are
+ * carved front to back from chunks and only counted on free: protobuf-c
+ * makes one allocation per message and string, and malloc/free of each was a
+ * fifth of an import. Large blocks (tensor data) get their own malloc, are
+ * kept on a list and go back on free. Every block has a header with its
+ * size; large ones have the list links in front of it. */
+typedef struct cap_hdr {
+  size_t size; /* bytes counted against the cap, header included */
+  size_t large;
+} cap_hdr;
 
-static void *cap_alloc(void *user, size_t size) {
-  ccg__onnx_cap *cap = user;
-  size_t total = size + sizeof(cap_header);
-  if (total < size ||
-      (cap->max_bytes &&
-       (total > cap->max_bytes || cap->used > cap->max_bytes - total))) {
+typedef struct cap_links {
+  struct cap_links *prev, *next;
+} cap_links;
+
+#define CAP_ALIGN _Alignof(max_align_t)
+#define CAP_ROUND(n) (((n) + CAP_ALIGN - 1) & ~(size_t)(CAP_ALIGN - 1))
+#define CAP_HDR CAP_ROUND(sizeof(cap_hdr))
+#define CAP_LINKS CAP_ROUND(sizeof(cap_links))
+#define CAP_SMALL_MAX ((size_t)4096)
+#define CAP_CHUNK_MIN ((size_t)64 << 10)
+#define CAP_CHUNK_MAX ((size_t)1 << 20)
+
+static bool cap_charge(ccg__onnx_cap *cap, size_t total) {
+  if (cap->max_bytes &&
+      (total > cap->max_bytes || cap->used > cap->max_bytes - total)) {
     cap->exceeded = true;
-    return NULL;
+    return false;
   }
-  cap_header *h = malloc(total);
-  if (!h)
-    return NULL;
-  h->size = total;
   cap->used += total;
   if (cap->used > cap->peak)
     cap->peak = cap->used;
-  return h + 1;
+  return true;
+}
+
+static void *cap_alloc_small(ccg__onnx_cap *cap, size_t size) {
+  size_t total = CAP_HDR + CAP_ROUND(size);
+  if ((size_t)(cap->end - cap->cur) < total) {
+    size_t chunk = cap->chunk_size ? cap->chunk_size : CAP_CHUNK_MIN;
+    uint8_t *c = malloc(chunk);
+    if (!c)
+      return NULL;
+    *(void **)c = cap->chunks;
+    cap->chunks = c;
+    cap->cur = c + CAP_ROUND(sizeof(void *));
+    cap->end = c + chunk;
+    cap->chunk_size = chunk < CAP_CHUNK_MAX ? chunk * 2 : chunk;
+  }
+  if (!cap_charge(cap, total))
+    return NULL;
+  cap_hdr *h = (cap_hdr *)cap->cur;
+  cap->cur += total;
+  h->size = total;
+  h->large = 0;
+  return (uint8_t *)h + CAP_HDR;
+}
+
+static void *cap_alloc(void *user, size_t size) {
+  ccg__onnx_cap *cap = user;
+  if (size <= CAP_SMALL_MAX)
+    return cap_alloc_small(cap, size);
+  size_t total = CAP_LINKS + CAP_HDR + size;
+  if (total < size) {
+    cap->exceeded = true;
+    return NULL;
+  }
+  if (!cap_charge(cap, total))
+    return NULL;
+  uint8_t *p = malloc(total);
+  if (!p) {
+    cap->used -= total;
+    return NULL;
+  }
+  cap_links *l = (cap_links *)p;
+  l->prev = NULL;
+  l->next = cap->large;
+  if (l->next)
+    l->next->prev = l;
+  cap->large = l;
+  cap_hdr *h = (cap_hdr *)(p + CAP_LINKS);
+  h->size = total;
+  h->large = 1;
+  return p + CAP_LINKS + CAP_HDR;
 }
 
 static void cap_free(void *user, void *ptr) {
   if (!ptr)
     return;
   ccg__onnx_cap *cap = user;
-  cap_header *h = (cap_header *)ptr - 1;
+  cap_hdr *h = (cap_hdr *)((uint8_t *)ptr - CAP_HDR);
   cap->used -= h->size;
-  free(h);
+  if (!h->large)
+    return; /* its chunk goes in ccg__onnx_cap_release */
+  cap_links *l = (cap_links *)((uint8_t *)h - CAP_LINKS);
+  if (l->prev)
+    l->prev->next = l->next;
+  else
+    cap->large = l->next;
+  if (l->next)
+    l->next->prev = l->prev;
+  free(l);
 }
 
 void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {
@@ -628,6 +697,20 @@ void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {
 
 ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap) {
   return &cap->pc;
+}
+
+void ccg__onnx_cap_release(ccg__onnx_cap *cap) {
+  for (void *c = cap->chunks; c;) {
+    void *next = *(void **)c;
+    free(c);
+    c = next;
+  }
+  for (cap_links *l = cap->large; l;) {
+    cap_links *next = l->next;
+    free(l);
+    l = next;
+  }
+  ccg__onnx_capped_allocator_init(cap, cap->max_bytes);
 }
 
 bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap) { return cap->exceeded; }
