@@ -40,8 +40,10 @@ typedef struct ccg_onnx_export_options {
                                 (-1, the default: the common data) */
 } ccg_onnx_export_options;
 #define CCG_ONNX_EXPORT_OPTIONS_INIT                                           \
-  { sizeof(ccg_onnx_export_options), 17, CCG_ONNX_DIALECT_CCGRAPH,             \
-    (size_t)1 << 20, -1 }
+  {                                                                            \
+    sizeof(ccg_onnx_export_options), 17, CCG_ONNX_DIALECT_CCGRAPH,             \
+        (size_t)1 << 20, -1                                                    \
+  }
 
 typedef struct ccg_onnx_import_options {
   size_t size;      /* sizeof(ccg_onnx_import_options) */

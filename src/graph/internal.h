@@ -18,11 +18,11 @@ typedef struct ccg__value {
   ccg_value_kind kind;
   ccg_node_id producer;
   uint32_t producer_slot;
-  ccg_tensor *data; /* initializers */
+  ccg_tensor *data;       /* initializers */
   ccg_tensor **rank_data; /* per-rank data (rankdata.c); NULL entries and
                              ranks past n_rank_data use `data` */
   uint32_t n_rank_data;
-  int n_known;      /* -1 = contents unknown */
+  int n_known; /* -1 = contents unknown */
   ccg_dim *known;
   int n_placements; /* 0 = none */
   ccg_placement placements[CCG_MAX_MESH_AXES];

@@ -66,8 +66,7 @@ ccg_status ccg_graph_set_initializer_rank_data(ccg_graph *g, ccg_value_id v,
   return CCG_STATUS_OK;
 }
 
-bool ccg_value_has_rank_data(const ccg_graph *g, ccg_value_id v,
-                             int64_t rank) {
+bool ccg_value_has_rank_data(const ccg_graph *g, ccg_value_id v, int64_t rank) {
   if (!ccg__value_ok(g, v) || rank < 0)
     return false;
   const ccg__value *x = &g->values[v];

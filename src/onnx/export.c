@@ -178,8 +178,7 @@ static ccg_status attr_out(ex *e, const ccg_attr *at,
   case CCG_ATTR_STRINGS:
     p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
     p->n_strings = at->n;
-    p->strings =
-        ccg__arena_calloc(e->a, at->n ? at->n : 1, sizeof *p->strings);
+    p->strings = ccg__arena_calloc(e->a, at->n ? at->n : 1, sizeof *p->strings);
     if (!p->strings)
       return oom(e);
     for (size_t i = 0; i < at->n; i++) {
@@ -219,8 +218,9 @@ typedef struct node_out {
 
 static ccg_status fail_node(ex *e, ccg_node_id n, ccg_status st,
                             const char *why) {
-  return ccg__error(&e->g->ctx, st, "node '%s' (%s): %s (ONNX opset %lld, %s "
-                                    "dialect)",
+  return ccg__error(&e->g->ctx, st,
+                    "node '%s' (%s): %s (ONNX opset %lld, %s "
+                    "dialect)",
                     ccg_node_name(e->g, n), ccg_op_name(ccg_node_op(e->g, n)),
                     why, (long long)e->o->opset,
                     ccg_onnx_dialect_name(e->o->dialect));
@@ -263,8 +263,7 @@ static ccg_status cast_node(ex *e, ccg_node_id n, node_out *no) {
   if (!to || ccg_dtype_parse(to->s, &dt) != CCG_STATUS_OK)
     return fail_node(e, n, CCG_STATUS_DTYPE, "attribute 'to' is not a dtype");
   no->skip[0] = to;
-  return int_attr(e, "to", ccg__onnx_dtype_code(dt),
-                  &no->added[no->n_added++]);
+  return int_attr(e, "to", ccg__onnx_dtype_code(dt), &no->added[no->n_added++]);
 }
 
 static ccg_status gelu_node(ex *e, ccg_node_id n, node_out *no) {
@@ -316,8 +315,7 @@ static ccg_status ort_node(ex *e, ccg_node_id n, node_out *no,
                        "com.microsoft AllGather has no uneven split sizes");
     CCG_CHECK(int_attr(e, "axis", axis < 0 ? axis + rank : axis,
                        &no->added[no->n_added++]));
-    CCG_CHECK(
-        int_attr(e, "group_size", group, &no->added[no->n_added++]));
+    CCG_CHECK(int_attr(e, "group_size", group, &no->added[no->n_added++]));
     break;
   }
   case CCG_OP_ALL_TO_ALL: {
@@ -329,8 +327,7 @@ static ccg_status ort_node(ex *e, ccg_node_id n, node_out *no,
       return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
                        "com.microsoft AllToAll exchanges even chunks of dim "
                        "0 only");
-    CCG_CHECK(
-        int_attr(e, "group_size", group, &no->added[no->n_added++]));
+    CCG_CHECK(int_attr(e, "group_size", group, &no->added[no->n_added++]));
     break;
   }
   default:
@@ -361,8 +358,7 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
   case CCG_OP_SPLIT:
     CCG_CHECK(attr_as_input(e, n, "split", no));
     if (!no->extra_input && e->o->opset >= 18)
-      return int_attr(e, "num_outputs",
-                      (int64_t)ccg_node_num_outputs(e->g, n),
+      return int_attr(e, "num_outputs", (int64_t)ccg_node_num_outputs(e->g, n),
                       &no->added[no->n_added++]);
     return CCG_STATUS_OK;
   case CCG_OP_CAST:
@@ -392,8 +388,8 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   np->input = ccg__arena_calloc(e->a, total_in + 1, sizeof *np->input);
   np->output = ccg__arena_calloc(e->a, ccg_node_num_outputs(g, n) + 1,
                                  sizeof *np->output);
-  np->attribute = ccg__arena_calloc(e->a, n_attrs + no.n_added + 1,
-                                    sizeof *np->attribute);
+  np->attribute =
+      ccg__arena_calloc(e->a, n_attrs + no.n_added + 1, sizeof *np->attribute);
   if (!np->input || !np->output || !np->attribute)
     return oom(e);
   for (size_t i = 0; i < n_in; i++) {
@@ -432,10 +428,10 @@ static ccg_status graph_proto(ex *e) {
   Onnx__GraphProto *gp = e->gp;
   size_t nn = ccg_graph_num_nodes(g), nv = ccg_graph_num_values(g);
   gp->name = (char *)ccg_graph_name(g);
-  gp->input = ccg__arena_calloc(e->a, ccg_graph_num_inputs(g) + 1,
-                                sizeof *gp->input);
-  gp->output = ccg__arena_calloc(e->a, ccg_graph_num_outputs(g) + 1,
-                                 sizeof *gp->output);
+  gp->input =
+      ccg__arena_calloc(e->a, ccg_graph_num_inputs(g) + 1, sizeof *gp->input);
+  gp->output =
+      ccg__arena_calloc(e->a, ccg_graph_num_outputs(g) + 1, sizeof *gp->output);
   gp->value_info = ccg__arena_calloc(e->a, nv + 1, sizeof *gp->value_info);
   gp->node = ccg__arena_calloc(e->a, nn + 1, sizeof *gp->node);
   e->cap_init = ccg_graph_num_initializers(g) + nn;
@@ -546,10 +542,9 @@ static ccg_status functions(ex *e, Onnx__ModelProto *m) {
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_build_model(ccg_graph *g,
-                                 const ccg_onnx_export_options *o,
-                                 int64_t rank, ccg_arena *a,
-                                 ccg__onnx_ext *ext, Onnx__ModelProto **out) {
+ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
+                                 int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
+                                 Onnx__ModelProto **out) {
   ex ctx = {g, o, rank, a, ext, NULL, 0, {false, false}};
   ex *e = &ctx;
   Onnx__ModelProto *m;

@@ -186,8 +186,7 @@ ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
       for (size_t k = 0; k < r; k++)
         pending_free(&ps[k]);
       free(ps);
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks",
-                        world);
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks", world);
     }
     snprintf(ps[r].path, len, "%s/%s.rank%zu.onnx", dir, name, r);
   }

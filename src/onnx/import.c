@@ -228,7 +228,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
-  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
+  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, false, &t));
   if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
     return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
   size_t count = t.rank ? (size_t)t.dims[0] : 1;
@@ -254,7 +254,9 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
 static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
   const char *name = vi->name ? vi->name : "";
   const Onnx__TypeProto *tp = vi->type;
-  if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+  if (!tp || tp->value_case == ONNX__TYPE_PROTO__VALUE__NOT_SET)
+    return fail(m, CCG_STATUS_PARSE, "graph input '%s' has no type", name);
+  if (tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
     return fail(m, CCG_STATUS_UNSUPPORTED,
                 "graph input '%s' is not a tensor (sequences, maps, optionals "
                 "and sparse tensors are not supported)",
@@ -310,7 +312,7 @@ static ccg_status initializers(im *m) {
     char role[256];
     snprintf(role, sizeof role, "initializer '%s'", name);
     ccg_tensor t;
-    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, &t));
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &t));
     if (ccg_graph_add_initializer(m->g, name, &t, NULL) != CCG_STATUS_OK)
       return from_graph(m);
   }
@@ -330,7 +332,26 @@ static ccg_status graph_outputs(im *m) {
   return CCG_STATUS_OK;
 }
 
+/* Our own metadata must be of a format and convention this reader knows:
+ * a graph read under another backward convention would differentiate
+ * differently. */
+static ccg_status check_format(im *m) {
+  const char *fmt = meta(m, CCG__META_FORMAT);
+  if (fmt && strcmp(fmt, CCG__META_FORMAT_VERSION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; this ccgraph reads version %s",
+                CCG__META_FORMAT, fmt, CCG__META_FORMAT_VERSION);
+  const char *bw = meta(m, CCG__META_BACKWARD);
+  if (bw && strcmp(bw, CCG__BACKWARD_CONVENTION) != 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "metadata '%s' is '%s'; ccgraph's backward convention is "
+                "'%s'",
+                CCG__META_BACKWARD, bw, CCG__BACKWARD_CONVENTION);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status build(im *m) {
+  CCG_CHECK(check_format(m));
   CCG_CHECK(read_opsets(m));
   CCG_CHECK(read_mesh(m));
   CCG_CHECK(find_dropped(m));

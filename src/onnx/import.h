@@ -11,7 +11,7 @@ typedef struct im {
   const Onnx__ModelProto *m;
   const Onnx__GraphProto *gp;
   ccg_graph *g;
-  ccg_arena a;  /* decoded tensors and attributes, freed after import */
+  ccg_arena a;   /* decoded tensors and attributes, freed after import */
   int64_t opset; /* ai.onnx; -1 when the model imports none */
   /* Initializers (index i) and Constant nodes (n_initializer + node index)
    * by output name, with their use counts. */

@@ -52,10 +52,9 @@ typedef struct ccg__onnx_ext {
 
 /* Builds the ModelProto of g (for `rank`: -1 = common data) in `a`. ext NULL
  * keeps every initializer inline. Errors go to g. */
-ccg_status ccg__onnx_build_model(ccg_graph *g,
-                                 const ccg_onnx_export_options *o,
-                                 int64_t rank, ccg_arena *a,
-                                 ccg__onnx_ext *ext, Onnx__ModelProto **out);
+ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
+                                 int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
+                                 Onnx__ModelProto **out);
 /* Serializes a built model into malloc'd memory. */
 ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
                           size_t *size);
@@ -88,10 +87,9 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
 /* Fills tp (already initialized) with t's dims, type and data: raw_data
  * (borrowed from t) or, when ext is given and the data is larger than
  * `threshold`, appended to the external data file. Errors on g. */
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a,
-                                const ccg_tensor *t, const char *name,
-                                ccg__onnx_ext *ext, size_t threshold,
-                                Onnx__TensorProto *tp);
+ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+                                const char *name, ccg__onnx_ext *ext,
+                                size_t threshold, Onnx__TensorProto *tp);
 
 /* What import needs to decode tensors. */
 typedef struct ccg__onnx_src {
@@ -100,12 +98,13 @@ typedef struct ccg__onnx_src {
   size_t max_bytes;     /* remaining byte budget for external data */
 } ccg__onnx_src;
 
-/* Decodes tp into *t, its data in `a` (or borrowed from tp when it can be).
- * `role` names the tensor in messages ("initializer 'w'"). Errors on the
- * thread context. */
+/* Decodes tp into *t, its data in `a`. With borrow_raw, raw_data is not
+ * copied: t->data points into tp, possibly unaligned, for callers that only
+ * memcpy it (initializers: the graph copies them). `role` names the tensor
+ * in messages ("initializer 'w'"). Errors on the thread context. */
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               ccg_tensor *t);
+                               bool borrow_raw, ccg_tensor *t);
 
 /* ---- hardening hooks ---------------------------------------------------- */
 

@@ -16,9 +16,9 @@ static ccg_status dump_json(ccg_graph *g, ccg_arena *a, json_t *root,
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what);
   *out = ccg__arena_strdup(a, text);
   free(text);
-  return *out ? CCG_STATUS_OK
-              : ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata",
-                           what);
+  return *out
+             ? CCG_STATUS_OK
+             : ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what);
 }
 
 static void placement_text(const ccg_placement *p, char *buf, size_t size) {
@@ -86,8 +86,7 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
 
 /* ---- import ------------------------------------------------------------- */
 
-static json_t *load_array(const char *json, const char *key,
-                          const char *what) {
+static json_t *load_array(const char *json, const char *key, const char *what) {
   json_error_t err;
   json_t *root = json_loads(json, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
@@ -201,8 +200,7 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
     json_t *params = json_object_get(o, "params");
     ccg_node_id n;
     if (!node || !mapping || !json_is_integer(inst) || !json_is_boolean(bw) ||
-        (params && !json_is_string(params)) ||
-        json_integer_value(inst) < 0 ||
+        (params && !json_is_string(params)) || json_integer_value(inst) < 0 ||
         json_integer_value(inst) > (json_int_t)UINT32_MAX) {
       st = ccg__error(NULL, CCG_STATUS_PARSE,
                       "%s: metadata '%s': entry %zu is malformed", what,

@@ -19,6 +19,18 @@ static const char *domain_of(const Onnx__NodeProto *np) {
 
 static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
                             const char *fmt, ...) CCG_PRINTF(4, 5);
+/* The version the model imports of a domain (-1 if none). */
+static long long domain_version(const im *m, const char *d) {
+  if (!*d)
+    return (long long)m->opset;
+  for (size_t i = 0; i < m->m->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *os = m->m->opset_import[i];
+    if (os->domain && strcmp(os->domain, d) == 0)
+      return os->has_version ? (long long)os->version : 0;
+  }
+  return -1;
+}
+
 static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
                             const char *fmt, ...) {
   char msg[CCG__ERRMSG_MAX / 2];
@@ -27,23 +39,18 @@ static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const char *d = domain_of(np);
-  return ccg__error(NULL, st, "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
+  return ccg__error(NULL, st,
+                    "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
                     m->src.what, np->name && *np->name ? np->name : "(unnamed)",
-                    np->op_type ? np->op_type : "",
-                    *d ? d : "ai.onnx",
-                    *d ? (strcmp(d, CCG_DOMAIN_CCGRAPH) == 0 ||
-                                  strcmp(d, CCG__ONNX_DOMAIN_MS) == 0
-                              ? 1LL
-                              : 0LL)
-                       : (long long)m->opset,
-                    msg);
+                    np->op_type ? np->op_type : "", *d ? d : "ai.onnx",
+                    domain_version(m, d), msg);
 }
 
 /* What an ONNX (domain, op_type) is in the IR. */
 typedef enum kind { K_PLAIN, K_GELU_FN, K_MS } kind;
 
-static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op,
-                          kind *k, bool *tanh_form) {
+static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
+                          bool *tanh_form) {
   const char *d = domain_of(np), *t = np->op_type ? np->op_type : "";
   *k = K_PLAIN;
   if (!*d) {
@@ -171,7 +178,7 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
              np->name ? np->name : "", name);
     if (!t)
       return node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
-    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, a->t, role, t));
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, a->t, role, false, t));
     out->type = CCG_ATTR_TENSOR;
     out->t = t;
     return CCG_STATUS_OK;
@@ -188,8 +195,7 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
 
 /* Constant's value_float/value_floats/value_int/value_ints as a tensor. */
 static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
-                                 const Onnx__AttributeProto *a,
-                                 ccg_attr *out) {
+                                 const Onnx__AttributeProto *a, ccg_attr *out) {
   const char *name = a->name;
   ccg_tensor *t = ccg__arena_calloc(&m->a, 1, sizeof *t);
   if (!t)
@@ -349,8 +355,7 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
   ccg_value_id *in = ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
   nodebuf nb = {ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
                 0};
-  const char **outs =
-      ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
+  const char **outs = ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
   if (!in || !nb.attrs || !outs)
     return node_fail(m, np, CCG_STATUS_OOM, "reading the node");
   size_t n_in = 0;
@@ -358,8 +363,9 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
   if (k == K_MS) {
     CCG_CHECK(ms_attrs(m, np, op, &nb));
   } else if (k == K_GELU_FN) {
-    if (tanh_form)
-      nb.attrs[nb.n_attrs++] = CCG_ATTR_S("approximate", "tanh");
+    /* Written as ccg_gelu writes it. */
+    nb.attrs[nb.n_attrs++] =
+        CCG_ATTR_S("approximate", tanh_form ? "tanh" : "none");
   } else {
     CCG_CHECK(plain_attrs(m, np, op, n_in ? in[0] : CCG_NONE, &nb));
   }

@@ -32,9 +32,8 @@ static ccg_status write_external(ccg_graph *g, ccg_arena *a,
   if (!ext->file) {
     ext->file = fopen(ext->tmp_path, "wb");
     if (!ext->file)
-      return ccg__error(&g->ctx, CCG_STATUS_IO,
-                        "external data file '%s': %s", ext->tmp_path,
-                        strerror(errno));
+      return ccg__error(&g->ctx, CCG_STATUS_IO, "external data file '%s': %s",
+                        ext->tmp_path, strerror(errno));
   }
   if (nbytes && fwrite(t->data, 1, nbytes, ext->file) != nbytes)
     return ccg__error(&g->ctx, CCG_STATUS_IO,
@@ -58,10 +57,9 @@ static ccg_status write_external(ccg_graph *g, ccg_arena *a,
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a,
-                                const ccg_tensor *t, const char *name,
-                                ccg__onnx_ext *ext, size_t threshold,
-                                Onnx__TensorProto *tp) {
+ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+                                const char *name, ccg__onnx_ext *ext,
+                                size_t threshold, Onnx__TensorProto *tp) {
   size_t nbytes = 0;
   if (ccg_tensor_nbytes(t, &nbytes) != CCG_STATUS_OK)
     return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
@@ -219,8 +217,8 @@ static ccg_status read_external(ccg__onnx_src *src, ccg_arena *a,
     ssize_t r = pread(fd, buf + done, nbytes - done, (off_t)(off + done));
     if (r <= 0) {
       st = ccg__error(NULL, CCG_STATUS_IO,
-                      "%s: %s: reading external data '%s': %s", src->what,
-                      role, loc, r == 0 ? "unexpected end" : strerror(errno));
+                      "%s: %s: reading external data '%s': %s", src->what, role,
+                      loc, r == 0 ? "unexpected end" : strerror(errno));
       goto out;
     }
     done += (size_t)r;
@@ -292,7 +290,7 @@ static ccg_status typed_data(const ccg__onnx_src *src, ccg_arena *a,
 
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               ccg_tensor *t) {
+                               bool borrow_raw, ccg_tensor *t) {
   memset(t, 0, sizeof *t);
   if (tp->segment)
     return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
@@ -318,8 +316,8 @@ ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                         src->what, role, i, (long long)d);
     if (!ccg__mul_i64(numel, d, &numel))
       return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "%s: %s: element count overflows at dim %zu",
-                        src->what, role, i);
+                        "%s: %s: element count overflows at dim %zu", src->what,
+                        role, i);
     t->dims[i] = d;
   }
   size_t nbytes;
@@ -337,9 +335,11 @@ ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                         "%s: %s has %zu bytes of raw_data, its shape and type "
                         "need %zu",
                         src->what, role, tp->raw_data.len, nbytes);
-    /* Copied to aligned memory: readers may load elements from it. */
-    data = ccg__arena_memdup(a, tp->raw_data.data, nbytes, 64);
-    if (!data)
+    /* Copied to aligned memory unless the caller only copies it on:
+     * readers may load elements from it. */
+    data = borrow_raw ? (void *)tp->raw_data.data
+                      : ccg__arena_memdup(a, tp->raw_data.data, nbytes, 64);
+    if (!data && nbytes)
       return ccg__error(NULL, CCG_STATUS_OOM, "%s: %s", src->what, role);
   } else if (numel > 0) {
     CCG_CHECK(typed_data(src, a, tp, role, t->dtype, (size_t)numel, &data));

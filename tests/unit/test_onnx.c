@@ -1,0 +1,510 @@
+/* ONNX export and import: byte-identical round trips (every op, the
+ * Megatron MLP, collectives with uneven splits, opsets 17..21, both
+ * dialects), metadata (mesh, placements, tags), external data, per-rank
+ * export with its all-or-nothing file handling, and the ORT dialect's
+ * refusals. Opset-17 models are also written to CCG_ONNX_OUT_DIR for the
+ * onnx.checker test. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "onnx.pb-c.h"
+#include "onnx_graphs.h"
+
+#ifndef CCG_ONNX_OUT_DIR
+#error "CCG_ONNX_OUT_DIR must name the folder for exported models"
+#endif
+
+static void *export_buf(ccg_graph *g, int64_t opset, ccg_onnx_dialect d,
+                        size_t *size) {
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.opset = opset;
+  o.dialect = d;
+  void *data = NULL;
+  assert_ok(g, ccg_onnx_export_buffer(g, &o, &data, size));
+  return data;
+}
+
+static ccg_graph *import_buf(const void *data, size_t size) {
+  ccg_graph *g = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(data, size, NULL, NULL, &g));
+  return g;
+}
+
+static void write_file(const char *path, const void *data, size_t size) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, size, f), size);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* Keeps the model for the checker test (opset 17: the installed checker's
+ * IR version). */
+static void keep_for_checker(const char *name, const void *data, size_t size) {
+  mkdir(CCG_ONNX_OUT_DIR, 0755);
+  char path[512], tmp[600];
+  snprintf(path, sizeof path, "%s/%s.onnx", CCG_ONNX_OUT_DIR, name);
+  /* Renamed into place: the checker may be reading the folder while the
+   * valgrind run of this test writes it again. */
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  write_file(tmp, data, size);
+  assert_int_equal(rename(tmp, path), 0);
+}
+
+static bool file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Same dumps, same placements, same tags: the graphs are equal. */
+static void assert_graphs_equal(ccg_graph *a, ccg_graph *b) {
+  char *da = NULL, *db = NULL;
+  assert_ok(a, ccg_graph_dump_string(a, CCG_DUMP_JSON, &da));
+  assert_ok(b, ccg_graph_dump_string(b, CCG_DUMP_JSON, &db));
+
+  assert_string_equal(da, db);
+  free(da);
+  free(db);
+  assert_int_equal(ccg_graph_num_nodes(a), ccg_graph_num_nodes(b));
+  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(a); n++) {
+    const ccg_tag *ta = ccg_node_tag(a, n), *tb = ccg_node_tag(b, n);
+    assert_int_equal(ta == NULL, tb == NULL);
+    if (!ta)
+      continue;
+    assert_string_equal(ta->mapping, tb->mapping);
+    assert_int_equal(ta->instance, tb->instance);
+    assert_int_equal(ta->backward, tb->backward);
+    assert_int_equal(ta->params == NULL, tb->params == NULL);
+    if (ta->params)
+      assert_string_equal(ta->params, tb->params);
+  }
+  for (ccg_value_id v = 0; v < ccg_graph_num_values(a); v++) {
+    ccg_value_id w;
+    assert_ok(b, ccg_graph_find_value(b, ccg_value_name(a, v), &w));
+    ccg_placement pa[CCG_MAX_MESH_AXES], pb[CCG_MAX_MESH_AXES];
+    int na = ccg_value_placements(a, v, pa),
+        nb = ccg_value_placements(b, w, pb);
+    assert_int_equal(na, nb);
+    for (int i = 0; i < na; i++) {
+      assert_int_equal(pa[i].kind, pb[i].kind);
+      assert_int_equal(pa[i].dim, pb[i].dim);
+      assert_int_equal(pa[i].reduce, pb[i].reduce);
+    }
+  }
+}
+
+/* export -> import -> export gives the same bytes and an equal graph. */
+static void round_trip(ccg_graph *g, int64_t opset, ccg_onnx_dialect d,
+                       const char *keep_as) {
+  size_t n1 = 0, n2 = 0;
+  void *b1 = export_buf(g, opset, d, &n1);
+  ccg_graph *h = import_buf(b1, n1);
+  void *b2 = export_buf(h, opset, d, &n2);
+  if (n1 != n2 || memcmp(b1, b2, n1) != 0)
+    fail_msg("graph '%s' at opset %lld (%s): re-export differs (%zu vs %zu "
+             "bytes)",
+             ccg_graph_name(g), (long long)opset, ccg_onnx_dialect_name(d), n1,
+             n2);
+  if (d == CCG_ONNX_DIALECT_CCGRAPH)
+    assert_graphs_equal(g, h);
+  if (keep_as)
+    keep_for_checker(keep_as, b1, n1);
+  ccg_graph_free(h);
+  free(b1);
+  free(b2);
+}
+
+static void test_round_trip_ops(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_ops_graph();
+  for (int64_t opset = 17; opset <= 21; opset++)
+    round_trip(g, opset, CCG_ONNX_DIALECT_CCGRAPH,
+               opset == 17 ? "all_ops" : NULL);
+  ccg_graph_free(g);
+}
+
+static void test_round_trip_megatron(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  for (int64_t opset = 17; opset <= 21; opset++)
+    round_trip(g, opset, CCG_ONNX_DIALECT_CCGRAPH,
+               opset == 17 ? "megatron_mlp" : NULL);
+  ccg_graph_free(g);
+}
+
+static void test_round_trip_collectives(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_collectives();
+  round_trip(g, 17, CCG_ONNX_DIALECT_CCGRAPH, "collectives");
+  round_trip(g, 21, CCG_ONNX_DIALECT_CCGRAPH, NULL);
+  ccg_graph_free(g);
+}
+
+static void test_round_trip_ort(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_ort_graph();
+  round_trip(g, 17, CCG_ONNX_DIALECT_ORT, "ort_collectives");
+  /* The ORT model reads back as the same collectives. */
+  size_t n = 0;
+  void *b = export_buf(g, 17, CCG_ONNX_DIALECT_ORT, &n);
+  ccg_graph *h = import_buf(b, n);
+  assert_graphs_equal(g, h);
+  ccg_graph_free(h);
+  free(b);
+  ccg_graph_free(g);
+}
+
+/* What the model says, read back with the generated protobuf-c code. */
+static Onnx__ModelProto *unpack_export(ccg_graph *g, int64_t opset,
+                                       ccg_onnx_dialect d) {
+  size_t n = 0;
+  void *b = export_buf(g, opset, d, &n);
+  Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, b);
+  free(b);
+  assert_non_null(m);
+  return m;
+}
+
+static const Onnx__NodeProto *find_node(const Onnx__ModelProto *m,
+                                        const char *op) {
+  for (size_t i = 0; i < m->graph->n_node; i++)
+    if (strcmp(m->graph->node[i]->op_type, op) == 0)
+      return m->graph->node[i];
+  fail_msg("no %s node", op);
+  return NULL;
+}
+
+static const char *meta(const Onnx__ModelProto *m, const char *key) {
+  for (size_t i = 0; i < m->n_metadata_props; i++)
+    if (strcmp(m->metadata_props[i]->key, key) == 0)
+      return m->metadata_props[i]->value;
+  return NULL;
+}
+
+static void test_encoding(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  Onnx__ModelProto *m = unpack_export(g, 17, CCG_ONNX_DIALECT_CCGRAPH);
+  assert_int_equal(m->ir_version, 8);
+  assert_string_equal(m->producer_name, "ccgraph");
+  assert_string_equal(m->producer_version, ccg_version());
+  assert_int_equal(m->n_opset_import, 2);
+  assert_string_equal(m->opset_import[0]->domain, "");
+  assert_int_equal(m->opset_import[0]->version, 17);
+  assert_string_equal(m->opset_import[1]->domain, "ccgraph");
+  assert_string_equal(meta(m, "ccgraph.mesh"), "tp=4");
+  assert_string_equal(meta(m, "ccgraph.backward"), "replicated_loss");
+  assert_non_null(strstr(meta(m, "ccgraph.tags"),
+                         "megatron.reduce_from_tensor_model_parallel_region"));
+  assert_non_null(strstr(meta(m, "ccgraph.placements"), "\"P(sum)\""));
+  /* Gelu below opset 20: a call of the model-local function. */
+  const Onnx__NodeProto *gelu = find_node(m, "GeluTanh");
+  assert_string_equal(gelu->domain, "ccgraph");
+  assert_int_equal(m->n_functions, 1);
+  assert_string_equal(m->functions[0]->name, "GeluTanh");
+  /* Symbolic dims as dim_param, weights as raw little-endian data. */
+  const Onnx__TensorShapeProto *xs =
+      m->graph->input[0]->type->tensor_type->shape;
+  assert_string_equal(xs->dim[0]->dim_param, "batch");
+  assert_int_equal(xs->dim[1]->dim_value, 16);
+  assert_int_equal(m->graph->initializer[0]->raw_data.len, 16 * 16 * 4);
+  const Onnx__NodeProto *ar = find_node(m, "AllReduce");
+  assert_string_equal(ar->domain, "ccgraph");
+  assert_int_equal(ar->n_attribute, 3);
+  onnx__model_proto__free_unpacked(m, NULL);
+
+  m = unpack_export(g, 20, CCG_ONNX_DIALECT_CCGRAPH);
+  assert_int_equal(m->ir_version, 9);
+  gelu = find_node(m, "Gelu");
+  assert_null(gelu->domain);
+  assert_int_equal(m->n_functions, 0);
+  onnx__model_proto__free_unpacked(m, NULL);
+  ccg_graph_free(g);
+
+  /* Normalized attributes become inputs; Cast.to a type code. */
+  g = onnx_test_ops_graph();
+  m = unpack_export(g, 18, CCG_ONNX_DIALECT_CCGRAPH);
+  const Onnx__NodeProto *rs = find_node(m, "ReduceSum");
+  assert_int_equal(rs->n_input, 2);
+  const Onnx__NodeProto *rm = find_node(m, "ReduceMean");
+  assert_int_equal(rm->n_input, 2);
+  const Onnx__NodeProto *cast = find_node(m, "Cast");
+  assert_int_equal(cast->attribute[0]->i, 10); /* FLOAT16 */
+  onnx__model_proto__free_unpacked(m, NULL);
+  m = unpack_export(g, 17, CCG_ONNX_DIALECT_CCGRAPH);
+  rm = find_node(m, "ReduceMean");
+  assert_int_equal(rm->n_input, 1);
+  assert_string_equal(rm->attribute[0]->name, "axes");
+  onnx__model_proto__free_unpacked(m, NULL);
+  ccg_graph_free(g);
+
+  /* ORT dialect: com.microsoft ops with axis and group_size written. */
+  g = onnx_test_ort_graph();
+  m = unpack_export(g, 17, CCG_ONNX_DIALECT_ORT);
+  assert_int_equal(m->n_opset_import, 3);
+  assert_string_equal(m->opset_import[2]->domain, "com.microsoft");
+  ar = find_node(m, "AllReduce");
+  assert_string_equal(ar->domain, "com.microsoft");
+  assert_int_equal(ar->n_attribute, 0);
+  const Onnx__NodeProto *ag = find_node(m, "AllGather");
+  assert_int_equal(ag->n_attribute, 2);
+  assert_string_equal(ag->attribute[0]->name, "axis");
+  assert_int_equal(ag->attribute[0]->i, 1);
+  assert_string_equal(ag->attribute[1]->name, "group_size");
+  assert_int_equal(ag->attribute[1]->i, 4);
+  onnx__model_proto__free_unpacked(m, NULL);
+  ccg_graph_free(g);
+}
+
+static void test_ort_dialect_refusals(void **state) {
+  (void)state;
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.dialect = CCG_ONNX_DIALECT_ORT;
+  void *b = NULL;
+  size_t n = 0;
+  ccg_graph *g = onnx_test_collectives();
+  /* The first collective is a max over tp only. */
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "AllReduce_0", "every rank", "ort dialect");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph("world=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,4]");
+  ccg_value_id v;
+  assert_ok(g, ccg_all_reduce(g, x, "world", CCG_REDUCE_MAX, &v));
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "AllReduce_0", "only sums");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph("world=2");
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,4]");
+  assert_ok(g, ccg_reduce_scatter(g, x, "world", 0, CCG_REDUCE_SUM, NULL, &v));
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "ReduceScatter_0", "com.microsoft has no such collective");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph("world=2");
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,4]");
+  assert_ok(g, ccg_all_to_all(g, x, "world", 1, 1, NULL, NULL, &v));
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "AllToAll_0", "dim 0");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph("world=2");
+  ccg_shape us = {2, {ccg_dim_sym("world{1,3}"), ccg_dim_num(4)}};
+  assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &us, &x));
+  int64_t uneven[] = {1, 3};
+  assert_ok(g, ccg_all_gather(g, x, "world", 0, uneven, &v));
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "AllGather_0", "uneven");
+  ccg_graph_free(g);
+}
+
+static void test_bad_options(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_ort_graph();
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  void *b = NULL;
+  size_t n = 0;
+  o.opset = 16;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "opset 16");
+  o.opset = 22;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_onnx_export_buffer(g, &o, &b, &n),
+               "opset 22");
+  ccg_onnx_dialect d;
+  assert_int_equal(ccg_onnx_dialect_parse("ORT", &d), CCG_STATUS_OK);
+  assert_int_equal(d, CCG_ONNX_DIALECT_ORT);
+  assert_fails(NULL, CCG_STATUS_PARSE, ccg_onnx_dialect_parse("tf", &d),
+               "'tf'");
+  ccg_graph_free(g);
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static char tmpdir[256];
+
+static int make_tmpdir(void **state) {
+  (void)state;
+  snprintf(tmpdir, sizeof tmpdir, "%s/onnx_files_XXXXXX", CCG_ONNX_OUT_DIR);
+  mkdir(CCG_ONNX_OUT_DIR, 0755);
+  return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state) {
+  (void)state;
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static size_t count_files(const char *dir) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls -A '%s' | wc -l", dir);
+  FILE *p = popen(cmd, "r");
+  size_t n = 0;
+  assert_int_equal(fscanf(p, "%zu", &n), 1);
+  pclose(p);
+  return n;
+}
+
+static void test_external_data(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(2, 32);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = 1024; /* the two weights (8 KiB each), not the bias */
+  char path[512], data[512];
+  snprintf(path, sizeof path, "%s/mlp.onnx", tmpdir);
+  snprintf(data, sizeof data, "%s/mlp.onnx.data", tmpdir);
+  assert_ok(g, ccg_onnx_export_file(g, path, &o));
+  struct stat st;
+  assert_int_equal(stat(data, &st), 0);
+  assert_int_equal(st.st_size, 2 * 32 * 64 * 4);
+  assert_int_equal(count_files(tmpdir), 2); /* no temporary left */
+  ccg_graph *h = NULL;
+  assert_ok(NULL, ccg_onnx_import_file(path, NULL, &h));
+  assert_graphs_equal(g, h);
+  for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
+    const ccg_tensor *a = ccg_value_data(g, ccg_graph_initializer(g, i));
+    const ccg_tensor *b = ccg_value_data(h, ccg_graph_initializer(h, i));
+    size_t na, nb;
+    assert_ok(g, ccg_tensor_nbytes(a, &na));
+    assert_ok(h, ccg_tensor_nbytes(b, &nb));
+    assert_int_equal(na, nb);
+    assert_memory_equal(a->data, b->data, na);
+  }
+  /* The same model inline is byte-identical after the round trip. */
+  size_t n1, n2;
+  void *b1 = export_buf(g, 17, CCG_ONNX_DIALECT_CCGRAPH, &n1);
+  void *b2 = export_buf(h, 17, CCG_ONNX_DIALECT_CCGRAPH, &n2);
+  assert_int_equal(n1, n2);
+  assert_memory_equal(b1, b2, n1);
+  free(b1);
+  free(b2);
+  ccg_graph_free(h);
+  /* Export to a folder that does not exist: an error naming the file, and
+   * nothing written. */
+  snprintf(path, sizeof path, "%s/missing/mlp.onnx", tmpdir);
+  assert_fails(g, CCG_STATUS_IO, ccg_onnx_export_file(g, path, &o),
+               "missing/mlp.onnx");
+  assert_int_equal(count_files(tmpdir), 2);
+  /* The checker test also reads a model with external data. */
+  char kept[512];
+  snprintf(kept, sizeof kept, "%s/megatron_external.onnx", CCG_ONNX_OUT_DIR);
+  assert_ok(g, ccg_onnx_export_file(g, kept, &o));
+  ccg_graph_free(g);
+}
+
+/* Rank r's shard of fc1.weight: every element r + 1. */
+static void set_rank_shards(ccg_graph *g, int64_t world) {
+  ccg_value_id w;
+  assert_ok(g, ccg_graph_find_value(g, "fc1.weight", &w));
+  const ccg_tensor *c = ccg_value_data(g, w);
+  size_t nb;
+  assert_ok(g, ccg_tensor_nbytes(c, &nb));
+  float *d = malloc(nb);
+  for (int64_t r = 0; r < world; r++) {
+    if (r == 1)
+      continue; /* rank 1 keeps the common data */
+    for (size_t i = 0; i < nb / 4; i++)
+      d[i] = (float)(r + 1);
+    ccg_tensor t = *c;
+    t.data = d;
+    assert_ok(g, ccg_graph_set_initializer_rank_data(g, w, r, &t));
+  }
+  free(d);
+}
+
+static void test_export_ranks(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  set_rank_shards(g, 4);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = 512;
+  assert_ok(g, ccg_onnx_export_ranks(g, tmpdir, "mlp", &o));
+  assert_int_equal(count_files(tmpdir), 8); /* 4 models + 4 data files */
+  ccg_value_id w;
+  assert_ok(g, ccg_graph_find_value(g, "fc1.weight", &w));
+  const float *common = ccg_value_data(g, w)->data;
+  for (int r = 0; r < 4; r++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/mlp.rank%d.onnx", tmpdir, r);
+    ccg_graph *h = NULL;
+    assert_ok(NULL, ccg_onnx_import_file(path, NULL, &h));
+    ccg_value_id hw;
+    assert_ok(h, ccg_graph_find_value(h, "fc1.weight", &hw));
+    const float *d = ccg_value_data(h, hw)->data;
+    float want = r == 1 ? common[5] : (float)(r + 1);
+    assert_float_equal(d[5], want, 0.0f);
+    assert_int_equal(ccg_graph_num_nodes(h), ccg_graph_num_nodes(g));
+    ccg_graph_free(h);
+  }
+  ccg_graph_free(g);
+}
+
+static void test_export_ranks_failure_leaves_nothing(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = 512;
+  /* Rank 2's final name is taken by a folder: its rename fails after ranks
+   * 0 and 1 were renamed, and everything goes. */
+  char blocker[512];
+  snprintf(blocker, sizeof blocker, "%s/mlp.rank2.onnx", tmpdir);
+  assert_int_equal(mkdir(blocker, 0755), 0);
+  assert_fails(g, CCG_STATUS_IO, ccg_onnx_export_ranks(g, tmpdir, "mlp", &o),
+               "mlp.rank2.onnx");
+  assert_int_equal(count_files(tmpdir), 1); /* only the blocking folder */
+  assert_int_equal(rmdir(blocker), 0);
+  /* A folder that does not exist. */
+  char missing[512];
+  snprintf(missing, sizeof missing, "%s/missing", tmpdir);
+  assert_fails(g, CCG_STATUS_IO, ccg_onnx_export_ranks(g, missing, "mlp", &o),
+               "mlp.rank0.onnx");
+  assert_int_equal(count_files(tmpdir), 0);
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_onnx_export_ranks(g, tmpdir, "a/b", &o), "a/b");
+  ccg_graph_free(g);
+}
+
+/* The rank models of the samples' graphs, kept for the checker. */
+static void test_rank_models_for_checker(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(2, 16);
+  set_rank_shards(g, 2);
+  assert_ok(g,
+            ccg_onnx_export_ranks(g, CCG_ONNX_OUT_DIR, "megatron_tp2", NULL));
+  ccg_graph_free(g);
+  g = onnx_test_ort_graph();
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.dialect = CCG_ONNX_DIALECT_ORT;
+  assert_ok(g, ccg_onnx_export_ranks(g, CCG_ONNX_OUT_DIR, "ort_world4", &o));
+  char path[512];
+  snprintf(path, sizeof path, "%s/ort_world4.rank3.onnx", CCG_ONNX_OUT_DIR);
+  assert_true(file_exists(path));
+  ccg_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_round_trip_ops),
+      cmocka_unit_test(test_round_trip_megatron),
+      cmocka_unit_test(test_round_trip_collectives),
+      cmocka_unit_test(test_round_trip_ort),
+      cmocka_unit_test(test_encoding),
+      cmocka_unit_test(test_ort_dialect_refusals),
+      cmocka_unit_test(test_bad_options),
+      cmocka_unit_test_setup_teardown(test_external_data, make_tmpdir,
+                                      remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
+                                      remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,
+                                      make_tmpdir, remove_tmpdir),
+      cmocka_unit_test(test_rank_models_for_checker),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
