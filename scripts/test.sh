@@ -29,6 +29,8 @@ cmake --build build-fuzz -j"$jobs" --target fuzz_import
 rm -rf build-fuzz/corpus build-fuzz/crashes && mkdir -p build-fuzz/corpus build-fuzz/crashes
 cp tests/data/bad/*.onnx build-fuzz/corpus/
 find build -name '*.onnx' -size -256k -exec cp -t build-fuzz/corpus/ {} + 2>/dev/null || true
+# First every input that once crashed it, then a minute of new ones.
+build-fuzz/tests/fuzz/fuzz_import tests/fuzz/regressions/*
 build-fuzz/tests/fuzz/fuzz_import -max_total_time=60 -max_len=65536 -timeout=10 \
   -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/ \
   build-fuzz/corpus

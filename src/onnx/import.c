@@ -413,7 +413,10 @@ static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
     return ccg__error_prefix(NULL, "%s", what);
   ccg__onnx_capped_allocator_init(cap, o->max_bytes);
   *out = onnx__model_proto__unpack(ccg__onnx_capped_allocator(cap), size, data);
-  if (!*out && ccg__onnx_cap_exceeded(cap))
+  bool exceeded = ccg__onnx_cap_exceeded(cap);
+  if (!*out)
+    ccg__onnx_cap_release(cap); /* what protobuf-c left behind */
+  if (!*out && exceeded)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: decoding the model needs more than the import's "
                       "byte cap of %zu",
@@ -465,7 +468,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   else
     ccg_graph_free(m.g);
 out:
-  onnx__model_proto__free_unpacked(mp, ccg__onnx_capped_allocator(&cap));
+  ccg__onnx_cap_release(&cap); /* frees mp */
   return st;
 }
 

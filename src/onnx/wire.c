@@ -4,6 +4,7 @@
  * sub-message fields the message they hold. They must name every
  * sub-message field of schemas/onnx.proto, or protobuf-c would recurse into
  * one the scan never measured. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,13 +403,31 @@ typedef struct wire_scan {
   size_t depth, cap;
 } wire_scan;
 
-/* "ModelProto field 7 (graph)" or "NodeProto field 99". */
-static void field_text(char *buf, size_t n, wire_msg m, uint32_t num,
-                       const wire_field *f) {
-  if (f)
-    snprintf(buf, n, "%s field %u (%s)", msg_names[m], (unsigned)num, f->name);
-  else
-    snprintf(buf, n, "%s field %u", msg_names[m], (unsigned)num);
+/* Where a field starts, for messages. Formatted only when something fails:
+ * the scan runs over every field of every model imported. */
+typedef struct wire_where {
+  size_t at;
+  wire_msg msg;
+  uint32_t num;
+  const wire_field *field;
+} wire_where;
+
+static ccg_status field_fail(const wire_where *w, const char *fmt, ...)
+    CCG_PRINTF(2, 3);
+static ccg_status field_fail(const wire_where *w, const char *fmt, ...) {
+  char problem[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(problem, sizeof problem, fmt, ap);
+  va_end(ap);
+  if (w->field)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "ONNX wire format: byte %zu: %s field %u (%s): %s", w->at,
+                      msg_names[w->msg], (unsigned)w->num, w->field->name,
+                      problem);
+  return ccg__error(NULL, CCG_STATUS_PARSE,
+                    "ONNX wire format: byte %zu: %s field %u: %s", w->at,
+                    msg_names[w->msg], (unsigned)w->num, problem);
 }
 
 static const char *end_text(const wire_scan *s) {
@@ -416,8 +435,8 @@ static const char *end_text(const wire_scan *s) {
 }
 
 static ccg_status push(wire_scan *s, wire_msg m, size_t end) {
-  if (!ccg__vec_reserve(NULL, (void **)&s->stack, &s->cap, s->depth + 1,
-                        sizeof *s->stack))
+  if (s->depth == s->cap && !ccg__vec_reserve(NULL, (void **)&s->stack, &s->cap,
+                                              s->depth + 1, sizeof *s->stack))
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "ONNX wire check: cannot grow the nesting stack to %zu",
                       s->depth + 1);
@@ -428,15 +447,14 @@ static ccg_status push(wire_scan *s, wire_msg m, size_t end) {
 }
 
 /* A packed run of scalars must hold whole elements. */
-static ccg_status check_packed(const wire_scan *s, wire_kind k, size_t at,
-                               size_t pos, size_t len, const char *what) {
+static ccg_status check_packed(const wire_scan *s, const wire_where *w,
+                               size_t pos, size_t len) {
+  wire_kind k = w->field->kind;
   if (k == K_PI32 || k == K_PI64) {
     size_t el = k == K_PI32 ? 4 : 8;
     if (len % el)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: packed length %zu is "
-                        "not a multiple of %zu",
-                        at, what, len, el);
+      return field_fail(w, "packed length %zu is not a multiple of %zu", len,
+                        el);
     return CCG_STATUS_OK;
   }
   size_t end = pos + len;
@@ -444,10 +462,8 @@ static ccg_status check_packed(const wire_scan *s, wire_kind k, size_t at,
     uint64_t v;
     size_t start = pos;
     if (read_varint(s->data, &pos, end, 10, &v))
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: packed varint at byte "
-                        "%zu is truncated or too long",
-                        at, what, start);
+      return field_fail(w, "packed varint at byte %zu is truncated or too long",
+                        start);
   }
   return CCG_STATUS_OK;
 }
@@ -467,8 +483,7 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   uint32_t num = (uint32_t)(tag >> 3);
   unsigned wt = (unsigned)(tag & 7);
   const wire_field *f = num ? find_field(m, num) : NULL;
-  char what[128];
-  field_text(what, sizeof what, m, num, f);
+  wire_where w = {at, m, num, f};
   if (first && (!f || !kind_accepts(f->kind, wt)))
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX model: the first bytes (tag 0x%llx: field "
@@ -479,32 +494,26 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
                       "ONNX wire format: byte %zu: %s: invalid field number %u",
                       at, msg_names[m], (unsigned)num);
   if (wt == WT_SGROUP || wt == WT_EGROUP || wt > WT_I32)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s wire type%s", at,
-                      what, wt_name(wt),
+    return field_fail(&w, "%s wire type%s", wt_name(wt),
                       wt <= WT_I32 ? " (groups are not used by ONNX)" : "");
   if (f && !kind_accepts(f->kind, wt))
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s has wire type %s, the "
-                      "schema says %s",
-                      at, what, wt_name(wt), wt_name(kind_wt(f->kind)));
+    return field_fail(&w, "wire type %s, the schema says %s", wt_name(wt),
+                      wt_name(kind_wt(f->kind)));
   uint64_t v;
   switch (wt) {
   case WT_VARINT:
     rc = read_varint(s->data, pos, end, 10, &v);
     if (rc)
-      return ccg__error(
-          NULL, CCG_STATUS_PARSE, "ONNX wire format: byte %zu: %s: %s varint",
-          at, what, rc == 1 ? "truncated" : "over-long (more than 10 bytes)");
+      return field_fail(&w, "%s varint",
+                        rc == 1 ? "truncated"
+                                : "over-long (more than 10 bytes)");
     return CCG_STATUS_OK;
   case WT_I64:
   case WT_I32: {
     size_t n = wt == WT_I64 ? 8 : 4;
     if (end - *pos < n)
-      return ccg__error(NULL, CCG_STATUS_PARSE,
-                        "ONNX wire format: byte %zu: %s: %zu-byte value runs "
-                        "past the end of %s",
-                        at, what, n, end_text(s));
+      return field_fail(&w, "%zu-byte value runs past the end of %s", n,
+                        end_text(s));
     *pos += n;
     return CCG_STATUS_OK;
   }
@@ -514,32 +523,28 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   size_t len_at = *pos;
   rc = read_varint(s->data, pos, end, 5, &v);
   if (rc || v > UINT32_MAX)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s length", at, what,
+    return field_fail(&w, "%s length",
                       rc == 1 ? "truncated" : "over-long (past 32 bits)");
   if (v > end - *pos)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: length %llu (at byte "
-                      "%zu) runs past the end of %s (%zu bytes left)",
-                      at, what, (unsigned long long)v, len_at, end_text(s),
-                      end - *pos);
+    return field_fail(&w,
+                      "length %llu (at byte %zu) runs past the end of %s "
+                      "(%zu bytes left)",
+                      (unsigned long long)v, len_at, end_text(s), end - *pos);
   size_t len = (size_t)v;
   if (!f || f->kind == K_BYTES) {
     *pos += len;
     return CCG_STATUS_OK;
   }
   if (f->kind != K_MSG) {
-    CCG_CHECK(check_packed(s, f->kind, at, *pos, len, what));
+    CCG_CHECK(check_packed(s, &w, *pos, len));
     *pos += len;
     return CCG_STATUS_OK;
   }
   if (m == M_MODEL && f->msg == M_GRAPH)
     *saw_graph = true;
   if (s->depth + 1 > (size_t)s->max_depth)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: byte %zu: %s: %s nested %zu deep, "
-                      "past the limit of %d",
-                      at, what, msg_names[f->msg], s->depth + 1, s->max_depth);
+    return field_fail(&w, "%s nested %zu deep, past the limit of %d",
+                      msg_names[f->msg], s->depth + 1, s->max_depth);
   /* The child is read next, from *pos: no recursion. */
   return push(s, f->msg, *pos + len);
 }
@@ -579,38 +584,107 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
 
 /* ---- the capped allocator ---------------------------------------------- */
 
-/* Each block carries its size in front so that free can give it back. */
-typedef union cap_header {
-  size_t size;
-  max_align_t align;
-} cap_header;
+/* Small blocks (nearly all of a model's messages, names and lists) are
+ * carved front to back from chunks and only counted on free: protobuf-c
+ * makes one allocation per message and string, and malloc/free of each was a
+ * fifth of an import. Large blocks (tensor data) get their own malloc, are
+ * kept on a list and go back on free. Every block has a header with its
+ * size; large ones have the list links in front of it. */
+typedef struct cap_hdr {
+  size_t size; /* bytes counted against the cap, header included */
+  size_t large;
+} cap_hdr;
 
-static void *cap_alloc(void *user, size_t size) {
-  ccg__onnx_cap *cap = user;
-  size_t total = size + sizeof(cap_header);
-  if (total < size ||
-      (cap->max_bytes &&
-       (total > cap->max_bytes || cap->used > cap->max_bytes - total))) {
+typedef struct cap_links {
+  struct cap_links *prev, *next;
+} cap_links;
+
+#define CAP_ALIGN _Alignof(max_align_t)
+#define CAP_ROUND(n) (((n) + CAP_ALIGN - 1) & ~(size_t)(CAP_ALIGN - 1))
+#define CAP_HDR CAP_ROUND(sizeof(cap_hdr))
+#define CAP_LINKS CAP_ROUND(sizeof(cap_links))
+#define CAP_SMALL_MAX ((size_t)4096)
+#define CAP_CHUNK_MIN ((size_t)64 << 10)
+#define CAP_CHUNK_MAX ((size_t)1 << 20)
+
+static bool cap_charge(ccg__onnx_cap *cap, size_t total) {
+  if (cap->max_bytes &&
+      (total > cap->max_bytes || cap->used > cap->max_bytes - total)) {
     cap->exceeded = true;
-    return NULL;
+    return false;
   }
-  cap_header *h = malloc(total);
-  if (!h)
-    return NULL;
-  h->size = total;
   cap->used += total;
   if (cap->used > cap->peak)
     cap->peak = cap->used;
-  return h + 1;
+  return true;
+}
+
+static void *cap_alloc_small(ccg__onnx_cap *cap, size_t size) {
+  size_t total = CAP_HDR + CAP_ROUND(size);
+  if ((size_t)(cap->end - cap->cur) < total) {
+    size_t chunk = cap->chunk_size ? cap->chunk_size : CAP_CHUNK_MIN;
+    uint8_t *c = malloc(chunk);
+    if (!c)
+      return NULL;
+    *(void **)c = cap->chunks;
+    cap->chunks = c;
+    cap->cur = c + CAP_ROUND(sizeof(void *));
+    cap->end = c + chunk;
+    cap->chunk_size = chunk < CAP_CHUNK_MAX ? chunk * 2 : chunk;
+  }
+  if (!cap_charge(cap, total))
+    return NULL;
+  cap_hdr *h = (cap_hdr *)cap->cur;
+  cap->cur += total;
+  h->size = total;
+  h->large = 0;
+  return (uint8_t *)h + CAP_HDR;
+}
+
+static void *cap_alloc(void *user, size_t size) {
+  ccg__onnx_cap *cap = user;
+  if (size <= CAP_SMALL_MAX)
+    return cap_alloc_small(cap, size);
+  size_t total = CAP_LINKS + CAP_HDR + size;
+  if (total < size) {
+    cap->exceeded = true;
+    return NULL;
+  }
+  if (!cap_charge(cap, total))
+    return NULL;
+  uint8_t *p = malloc(total);
+  if (!p) {
+    cap->used -= total;
+    return NULL;
+  }
+  cap_links *l = (cap_links *)p;
+  l->prev = NULL;
+  l->next = cap->large;
+  if (l->next)
+    l->next->prev = l;
+  cap->large = l;
+  cap_hdr *h = (cap_hdr *)(p + CAP_LINKS);
+  h->size = total;
+  h->large = 1;
+  return p + CAP_LINKS + CAP_HDR;
 }
 
 static void cap_free(void *user, void *ptr) {
   if (!ptr)
     return;
   ccg__onnx_cap *cap = user;
-  cap_header *h = (cap_header *)ptr - 1;
+  cap_hdr *h = (cap_hdr *)((uint8_t *)ptr - CAP_HDR);
   cap->used -= h->size;
-  free(h);
+  if (!h->large)
+    return; /* its chunk goes in ccg__onnx_cap_release */
+  cap_links *l = (cap_links *)((uint8_t *)h - CAP_LINKS);
+  if (l->prev)
+    l->prev->next = l->next;
+  else
+    cap->large = l->next;
+  if (l->next)
+    l->next->prev = l->prev;
+  free(l);
 }
 
 void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {
@@ -623,6 +697,20 @@ void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {
 
 ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap) {
   return &cap->pc;
+}
+
+void ccg__onnx_cap_release(ccg__onnx_cap *cap) {
+  for (void *c = cap->chunks; c;) {
+    void *next = *(void **)c;
+    free(c);
+    c = next;
+  }
+  for (cap_links *l = cap->large; l;) {
+    cap_links *next = l->next;
+    free(l);
+    l = next;
+  }
+  ccg__onnx_capped_allocator_init(cap, cap->max_bytes);
 }
 
 bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap) { return cap->exceeded; }

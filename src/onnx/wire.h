@@ -36,15 +36,21 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
                                 int max_depth);
 
 /* A protobuf-c allocator that refuses to hand out more than max_bytes in
- * total (live bytes, headers included); frees give bytes back. Pass
- * ccg__onnx_capped_allocator(&cap) to protobuf-c's unpack and free_unpacked
- * of the same message. One cap per unpack; not thread-safe. */
+ * total (live bytes, headers included); frees give bytes back to the count.
+ * Small blocks come from chunks that only ccg__onnx_cap_release frees, so
+ * after an unpack through it, release is the one call that frees the
+ * message (protobuf-c's free_unpacked is allowed before it but not needed).
+ * One cap per unpack; not thread-safe. */
 typedef struct ccg__onnx_cap {
-  ProtobufCAllocator pc; /* what protobuf-c calls; allocator_data = this */
-  size_t max_bytes;      /* 0: no cap */
-  size_t used;           /* bytes live now */
-  size_t peak;           /* most bytes live at once */
-  bool exceeded;         /* an allocation was refused for the cap */
+  ProtobufCAllocator pc;   /* what protobuf-c calls; allocator_data = this */
+  size_t max_bytes;        /* 0: no cap */
+  size_t used;             /* bytes live now */
+  size_t peak;             /* most bytes live at once */
+  bool exceeded;           /* an allocation was refused for the cap */
+  void *chunks;            /* chunks of small blocks, newest first */
+  uint8_t *cur, *end;      /* free space in the newest chunk */
+  size_t chunk_size;       /* size of the next chunk */
+  struct cap_links *large; /* large blocks not freed yet */
 } ccg__onnx_cap;
 
 /* Sets up `cap` with a limit of max_bytes (0 = unlimited). */
@@ -54,5 +60,8 @@ ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap);
 /* True once an allocation was refused because of the cap: an unpack that
  * returned NULL with this set ran out of budget, not into bad data. */
 bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap);
+/* Frees every block the allocator handed out (whatever was unpacked through
+ * it is gone) and leaves `cap` empty with the same limit. */
+void ccg__onnx_cap_release(ccg__onnx_cap *cap);
 
 #endif

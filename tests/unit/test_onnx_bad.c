@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "test_util.h"
 
 #define BAD_DIR CCG_TEST_DATA_DIR "/bad"
+#define REGRESSION_DIR CCG_TEST_DATA_DIR "/../fuzz/regressions"
 
 static uint8_t *read_all(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
@@ -295,6 +297,35 @@ static void test_truncations_and_flips(void **state) {
   free(data);
 }
 
+/* Inputs the fuzzer once crashed on (tests/fuzz/regressions): each imports
+ * or fails with a message; the ASan + UBSan suite sees any relapse. */
+static void test_fuzz_regressions(void **state) {
+  (void)state;
+  DIR *d = opendir(REGRESSION_DIR);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.')
+      continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", REGRESSION_DIR, e->d_name);
+    size_t size;
+    uint8_t *data = read_all(path, &size);
+    ccg_graph *g = NULL;
+    ccg_status st = ccg_onnx_import_buffer(data, size, NULL, NULL, &g);
+    if (st == CCG_STATUS_OK)
+      ccg_graph_free(g);
+    else
+      assert_true(ccg_last_error(NULL)[0] != '\0');
+    printf("  %s: %s %s\n", e->d_name, ccg_status_name(st),
+           st ? ccg_last_error(NULL) : "");
+    free(data);
+    n++;
+  }
+  closedir(d);
+  assert_true(n >= 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus),
@@ -302,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_external_needs_folder),
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_truncations_and_flips),
+      cmocka_unit_test(test_fuzz_regressions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
