@@ -112,7 +112,8 @@ char *ccg__arena_strndup(ccg_arena *arena, const char *s, size_t n) {
   char *p = ccg__arena_alloc(arena, n + 1, 1);
   if (!p)
     return NULL;
-  memcpy(p, s, n);
+  if (n)
+    memcpy(p, s, n);
   p[n] = '\0';
   return p;
 }

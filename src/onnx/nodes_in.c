@@ -97,7 +97,7 @@ static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
 static ccg_status copy_string(im *m, const Onnx__NodeProto *np,
                               const char *attr, ProtobufCBinaryData b,
                               const char **out) {
-  if (memchr(b.data, 0, b.len))
+  if (b.len && memchr(b.data, 0, b.len))
     return node_fail(m, np, CCG_STATUS_PARSE,
                      "attribute '%s' holds a string with a NUL byte", attr);
   *out = ccg__arena_strndup(&m->a, (const char *)b.data, b.len);
