@@ -46,14 +46,20 @@ typedef struct ccg_onnx_export_options {
   }
 
 typedef struct ccg_onnx_import_options {
-  size_t size;      /* sizeof(ccg_onnx_import_options) */
-  size_t max_bytes; /* cap on memory the decoder may allocate (default
-                       4 GiB); external data is counted too */
-  int max_depth;    /* nesting limit of the wire format (default 64) */
-  const char *name; /* name of the new graph (default: the model's) */
+  size_t size;            /* sizeof(ccg_onnx_import_options) */
+  size_t max_bytes;       /* cap on memory the decoder may allocate (default
+                             4 GiB); external data is counted too */
+  int max_depth;          /* nesting limit of the wire format (default 64) */
+  const char *name;       /* name of the new graph (default: the model's) */
+  bool map_external_data; /* default true: external data at 64-byte
+                             aligned offsets is mapped read-only instead of
+                             read (shared with the page cache; the graph
+                             unmaps it). The file must then not be
+                             truncated or rewritten while the graph lives.
+                             Other external data is read. */
 } ccg_onnx_import_options;
 #define CCG_ONNX_IMPORT_OPTIONS_INIT                                           \
-  { sizeof(ccg_onnx_import_options), (size_t)1 << 32, 64, NULL }
+  { sizeof(ccg_onnx_import_options), (size_t)1 << 32, 64, NULL, true }
 
 /* Writes g as an ONNX model to `path` (through a temporary file renamed at
  * the end: on failure nothing is left behind). Initializers above the

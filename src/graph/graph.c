@@ -62,6 +62,8 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__strmap_free(&g->value_names);
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
+  for (ccg__release *r = g->releases; r; r = r->next)
+    r->fn(r->p, r->n);
   ccg__arena_free(&g->arena);
   ccg__arena_free(&g->scratch);
   g->ctx.magic = 0;
@@ -297,18 +299,33 @@ ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t, ccg_status *st,
   return c;
 }
 
-ccg_status ccg_graph_add_initializer(ccg_graph *g, const char *name,
-                                     const ccg_tensor *data,
-                                     ccg_value_id *out) {
+static ccg_status add_initializer(ccg_graph *g, const char *name,
+                                  const ccg_tensor *data, bool copy,
+                                  ccg_value_id *out) {
   CCG_CHECK(check_new_name(g, name, "initializer"));
   if (!data)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "initializer '%s' has no tensor", name);
   CCG_CHECK(check_dtype(g, data->dtype, "initializer", name));
   ccg_status st = CCG_STATUS_OK;
-  ccg_tensor *t = ccg__copy_tensor(g, data, &st, "initializer", name);
-  if (!t)
-    return st;
+  ccg_tensor *t;
+  if (copy) {
+    t = ccg__copy_tensor(g, data, &st, "initializer", name);
+    if (!t)
+      return st;
+  } else {
+    size_t nbytes;
+    if (ccg_tensor_nbytes(data, &nbytes) != CCG_STATUS_OK)
+      return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
+                        "initializer '%s' has an invalid shape", name);
+    if (nbytes && !data->data)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "initializer '%s' has %zu bytes of shape but no data",
+                        name, nbytes);
+    if (!(t = ccg__arena_alloc(&g->arena, sizeof *t, 16)))
+      return oom(g, "adding an initializer");
+    *t = *data;
+  }
   ccg_shape s = ccg_shape_make(t->rank, t->dims);
   const char *nm = ccg__arena_strdup(&g->arena, name);
   if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
@@ -321,6 +338,30 @@ ccg_status ccg_graph_add_initializer(ccg_graph *g, const char *name,
   g->inits[g->n_inits++] = id;
   if (out)
     *out = id;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_add_initializer(ccg_graph *g, const char *name,
+                                     const ccg_tensor *data,
+                                     ccg_value_id *out) {
+  return add_initializer(g, name, data, true, out);
+}
+
+ccg_status ccg__graph_add_initializer_borrowed(ccg_graph *g, const char *name,
+                                               const ccg_tensor *t,
+                                               ccg_value_id *out) {
+  return add_initializer(g, name, t, false, out);
+}
+
+ccg_status ccg__graph_own(ccg_graph *g, void (*fn)(void *p, size_t n), void *p,
+                          size_t n) {
+  ccg__release *r = ccg__arena_alloc(&g->arena, sizeof *r, 8);
+  if (!r) {
+    fn(p, n);
+    return oom(g, "taking ownership of external memory");
+  }
+  *r = (ccg__release){fn, p, n, g->releases};
+  g->releases = r;
   return CCG_STATUS_OK;
 }
 

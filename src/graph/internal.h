@@ -62,7 +62,29 @@ struct ccg_graph {
 
   char *scope; /* "/a/b" or "" ; arena */
   size_t scope_len;
+
+  struct ccg__release *releases; /* run at ccg_graph_free; arena list */
 };
+
+/* Memory the graph does not allocate but owns, such as a mapped external
+ * data file that borrowed initializers point into. */
+typedef struct ccg__release {
+  void (*fn)(void *p, size_t n);
+  void *p;
+  size_t n;
+  struct ccg__release *next;
+} ccg__release;
+
+/* Makes g own `p`: fn(p, n) runs when g is freed, after every other use.
+ * On OOM, fn runs at once and OOM is returned (recorded on g), so the
+ * caller never leaks p. */
+ccg_status ccg__graph_own(ccg_graph *g, void (*fn)(void *p, size_t n), void *p,
+                          size_t n);
+/* Adds an initializer whose data is not copied: t->data must stay valid
+ * and unchanged for the graph's lifetime (memory given to ccg__graph_own). */
+ccg_status ccg__graph_add_initializer_borrowed(ccg_graph *g, const char *name,
+                                               const ccg_tensor *t,
+                                               ccg_value_id *out);
 
 /* Interns a symbol text in the graph: equal strings, one pointer. Only
  * canonical texts (ccg__sym_canonical) may be interned: shape import relies

@@ -3,6 +3,8 @@
  * a type code, Gelu a model-local function below opset 20, and collectives
  * com.microsoft ops in the ORT dialect. Everything is allocated in one arena
  * and the model is deterministic: equal graphs give equal bytes. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -562,14 +564,21 @@ ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
-                          size_t *size) {
-  size_t n = onnx__model_proto__get_packed_size(m);
-  if (n > (size_t)INT32_MAX)
+static ccg_status packed_size(ccg_graph *g, const Onnx__ModelProto *m,
+                              size_t *n) {
+  *n = onnx__model_proto__get_packed_size(m);
+  if (*n > (size_t)INT32_MAX)
     return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
                       "graph '%s': the ONNX model would be %zu bytes, over "
                       "protobuf's 2 GiB limit (lower external_threshold)",
-                      ccg_graph_name(g), n);
+                      ccg_graph_name(g), *n);
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
+                          size_t *size) {
+  size_t n;
+  CCG_CHECK(packed_size(g, m, &n));
   uint8_t *buf = malloc(n ? n : 1);
   if (!buf)
     return ccg__error(&g->ctx, CCG_STATUS_OOM,
@@ -584,5 +593,47 @@ ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
   }
   *data = buf;
   *size = n;
+  return CCG_STATUS_OK;
+}
+
+/* protobuf-c hands over each field as it packs it; large bytes fields
+ * (inline weights) come straight from the graph, so nothing the size of
+ * the model is allocated on the way to the file. */
+typedef struct file_sink {
+  ProtobufCBuffer base;
+  FILE *f;
+  size_t written;
+  int err; /* errno of the first failed write, or 0 */
+} file_sink;
+
+static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+  file_sink *s = (file_sink *)b;
+  if (s->err || !len)
+    return;
+  if (fwrite(data, 1, len, s->f) != len)
+    s->err = errno ? errno : EIO;
+  else
+    s->written += len;
+}
+
+ccg_status ccg__onnx_pack_file(ccg_graph *g, const Onnx__ModelProto *m,
+                               const char *path) {
+  size_t n;
+  CCG_CHECK(packed_size(g, m, &n));
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                      strerror(errno));
+  file_sink s = {{sink_append}, f, 0, 0};
+  onnx__model_proto__pack_to_buffer(m, &s.base);
+  if (fclose(f) != 0 && !s.err)
+    s.err = errno ? errno : EIO;
+  if (s.err)
+    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                      strerror(s.err));
+  if (s.written != n)
+    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': packed %zu of %zu bytes", ccg_graph_name(g),
+                      s.written, n);
   return CCG_STATUS_OK;
 }

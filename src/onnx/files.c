@@ -64,23 +64,6 @@ static void pending_discard(pending *p) {
     unlink(p->data_path);
 }
 
-static ccg_status write_all(ccg_graph *g, const char *path, const void *data,
-                            size_t size) {
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
-                      strerror(errno));
-  bool ok = fwrite(data, 1, size, f) == size;
-  int err = errno;
-  if (fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  return ok ? CCG_STATUS_OK
-            : ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
-                         strerror(err));
-}
-
 /* Writes the model for `rank` to p->tmp (and its data to p->data_tmp). */
 static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
                                 int64_t rank, pending *p) {
@@ -97,19 +80,14 @@ static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
   ccg_arena a;
   ccg__arena_init(&a, &g->alloc, 0);
   Onnx__ModelProto *m = NULL;
-  void *buf = NULL;
-  size_t size = 0;
   ccg_status st = ccg__onnx_build_model(g, o, rank, &a, &ext, &m);
   if (ext.file && fclose(ext.file) != 0 && st == CCG_STATUS_OK)
     st = ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", p->data_tmp,
                     strerror(errno));
   p->has_data = ext.used;
   if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack(g, m, &buf, &size);
+    st = ccg__onnx_pack_file(g, m, p->tmp);
   ccg__arena_free(&a);
-  if (st == CCG_STATUS_OK)
-    st = write_all(g, p->tmp, buf, size);
-  free(buf);
   if (st != CCG_STATUS_OK)
     ccg__error_prefix(&g->ctx, "exporting '%s'", p->path);
   return st;

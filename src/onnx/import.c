@@ -4,10 +4,14 @@
  * attributes again; the constants that only fed them are dropped, which is
  * what makes export -> import -> export give the same bytes. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnx/import.h"
 #include "onnx/wire.h"
@@ -228,7 +232,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
-  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, false, &t));
+  CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, false, NULL, &t));
   if (t.rank > 1 || (t.dtype != CCG_DTYPE_I64 && t.dtype != CCG_DTYPE_I32))
     return fail(m, CCG_STATUS_PARSE, "%s must be a 1-D int64 tensor", role);
   size_t count = t.rank ? (size_t)t.dims[0] : 1;
@@ -312,8 +316,12 @@ static ccg_status initializers(im *m) {
     char role[256];
     snprintf(role, sizeof role, "initializer '%s'", name);
     ccg_tensor t;
-    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &t));
-    if (ccg_graph_add_initializer(m->g, name, &t, NULL) != CCG_STATUS_OK)
+    bool mapped;
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
+    ccg_status st =
+        mapped ? ccg__graph_add_initializer_borrowed(m->g, name, &t, NULL)
+               : ccg_graph_add_initializer(m->g, name, &t, NULL);
+    if (st != CCG_STATUS_OK)
       return from_graph(m);
   }
   return CCG_STATUS_OK;
@@ -445,7 +453,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   im m;
   memset(&m, 0, sizeof m);
   m.o = &o;
-  m.src = (ccg__onnx_src){what, base_dir, o.max_bytes - size};
+  m.src = (ccg__onnx_src){what, base_dir, o.max_bytes - size, NULL, NULL};
   m.m = mp;
   m.gp = mp->graph;
   ccg_status st = CCG_STATUS_OK;
@@ -458,6 +466,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   go.name =
       o.name ? o.name : (m.gp->name && *m.gp->name ? m.gp->name : "graph");
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
+  if (o.map_external_data)
+    m.src.owner = m.g;
   ccg__arena_init(&m.a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
   st = build(&m);
@@ -479,6 +489,95 @@ ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
   return import_model("<buffer>", data, size, base_dir, opts, out);
 }
 
+/* The model file's bytes: mapped read-only where it is a regular file (no
+ * copy; protobuf-c copies what it keeps), else read into memory. */
+typedef struct file_bytes {
+  uint8_t *data;
+  size_t size;
+  bool mapped;
+} file_bytes;
+
+static ccg_status read_model_file(const char *path, size_t max_bytes,
+                                  file_bytes *fb) {
+  *fb = (file_bytes){NULL, 0, false};
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
+  ccg_status st = CCG_STATUS_OK;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0) {
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
+    goto out;
+  }
+  if (S_ISDIR(sb.st_mode)) {
+    st = ccg__error(NULL, CCG_STATUS_IO, "%s: is a folder, not a model file",
+                    path);
+    goto out;
+  }
+  if (S_ISREG(sb.st_mode)) {
+    if ((uint64_t)sb.st_size > max_bytes) {
+      st = ccg__error(NULL, CCG_STATUS_OOM,
+                      "%s: %lld bytes, over the import's byte cap of %zu", path,
+                      (long long)sb.st_size, max_bytes);
+      goto out;
+    }
+    fb->size = (size_t)sb.st_size;
+    if (fb->size) {
+      void *p = mmap(NULL, fb->size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p != MAP_FAILED) {
+        fb->data = p;
+        fb->mapped = true;
+        goto out;
+      }
+    }
+  }
+  /* Not mappable (a pipe, an empty or special file): read to the end. */
+  size_t cap = 0;
+  fb->size = 0;
+  for (;;) {
+    if (fb->size == cap) {
+      size_t ncap = cap ? 2 * cap : 1 << 16;
+      if (max_bytes < SIZE_MAX && ncap > max_bytes + 1)
+        ncap = max_bytes + 1; /* one byte past the cap tells it is over */
+      uint8_t *nd = ncap > cap ? realloc(fb->data, ncap) : NULL;
+      if (!nd) {
+        st =
+            fb->size > max_bytes
+                ? ccg__error(NULL, CCG_STATUS_OOM,
+                             "%s: over the import's byte cap of %zu", path,
+                             max_bytes)
+                : ccg__error(NULL, CCG_STATUS_OOM, "%s: %zu bytes", path, ncap);
+        goto out;
+      }
+      fb->data = nd;
+      cap = ncap;
+    }
+    ssize_t r = read(fd, fb->data + fb->size, cap - fb->size);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      st = ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
+      goto out;
+    }
+    if (r == 0)
+      break;
+    fb->size += (size_t)r;
+  }
+  if (fb->size > max_bytes)
+    st = ccg__error(NULL, CCG_STATUS_OOM,
+                    "%s: over the import's byte cap of %zu", path, max_bytes);
+out:
+  close(fd);
+  return st;
+}
+
+static void file_bytes_free(file_bytes *fb) {
+  if (fb->mapped)
+    munmap(fb->data, fb->size);
+  else
+    free(fb->data);
+}
+
 ccg_status ccg_onnx_import_file(const char *path,
                                 const ccg_onnx_import_options *opts,
                                 ccg_graph **out) {
@@ -488,39 +587,17 @@ ccg_status ccg_onnx_import_file(const char *path,
   *out = NULL;
   ccg_onnx_import_options o;
   CCG_CHECK(import_opts(opts, &o));
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
-  ccg_status st = CCG_STATUS_OK;
-  uint8_t *buf = NULL;
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0)
-    size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)", path,
-                    strerror(errno));
-    goto out;
-  }
-  if ((size_t)size > o.max_bytes) {
-    st = ccg__error(NULL, CCG_STATUS_OOM,
-                    "%s: %ld bytes, over the import's byte cap of %zu", path,
-                    size, o.max_bytes);
-    goto out;
-  }
-  buf = malloc(size ? (size_t)size : 1);
-  if (!buf) {
-    st = ccg__error(NULL, CCG_STATUS_OOM, "%s: %ld bytes", path, size);
-    goto out;
-  }
-  if (size && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: short read", path);
-    goto out;
+  file_bytes fb;
+  ccg_status st = read_model_file(path, o.max_bytes, &fb);
+  if (st != CCG_STATUS_OK) {
+    file_bytes_free(&fb);
+    return st;
   }
   /* External data is resolved against the model's own folder. */
   char *dir = strdup(path);
   if (!dir) {
-    st = ccg__error(NULL, CCG_STATUS_OOM, "%s", path);
-    goto out;
+    file_bytes_free(&fb);
+    return ccg__error(NULL, CCG_STATUS_OOM, "%s", path);
   }
   char *slash = strrchr(dir, '/');
   const char *base = ".";
@@ -530,10 +607,8 @@ ccg_status ccg_onnx_import_file(const char *path,
     *slash = '\0';
     base = dir;
   }
-  st = import_model(path, buf, (size_t)size, base, &o, out);
+  st = import_model(path, fb.data, fb.size, base, &o, out);
   free(dir);
-out:
-  free(buf);
-  fclose(f);
+  file_bytes_free(&fb);
   return st;
 }

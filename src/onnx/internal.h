@@ -3,6 +3,8 @@
 #ifndef CCG_ONNX_INTERNAL_H
 #define CCG_ONNX_INTERNAL_H
 
+#include <sys/types.h>
+
 #include "ccgraph/onnx.h"
 #include "core/arena.h"
 #include "core/error.h"
@@ -58,6 +60,9 @@ ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
 /* Serializes a built model into malloc'd memory. */
 ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
                           size_t *size);
+/* The same, written to a new file at `path` as it is packed. */
+ccg_status ccg__onnx_pack_file(ccg_graph *g, const Onnx__ModelProto *m,
+                               const char *path);
 /* Checks and fills defaults of caller options into *o (errors on g). */
 ccg_status ccg__onnx_export_opts(ccg_graph *g,
                                  const ccg_onnx_export_options *in,
@@ -92,19 +97,33 @@ ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
                                 size_t threshold, Onnx__TensorProto *tp);
 
 /* What import needs to decode tensors. */
+/* An external data file mapped during one import (owned by the graph). */
+typedef struct ccg__onnx_map {
+  dev_t dev;
+  ino_t ino;
+  const uint8_t *base;
+  size_t len;
+  struct ccg__onnx_map *next;
+} ccg__onnx_map;
+
 typedef struct ccg__onnx_src {
   const char *what;     /* file name or "<buffer>", for messages */
   const char *base_dir; /* external data folder; NULL = refuse */
   size_t max_bytes;     /* remaining byte budget for external data */
+  ccg_graph *owner;     /* mapped files are given to it; NULL = copy */
+  ccg__onnx_map *maps;  /* files mapped so far (in the import's arena) */
 } ccg__onnx_src;
 
 /* Decodes tp into *t, its data in `a`. With borrow_raw, raw_data is not
  * copied: t->data points into tp, possibly unaligned, for callers that only
- * memcpy it (initializers: the graph copies them). `role` names the tensor
- * in messages ("initializer 'w'"). Errors on the thread context. */
+ * memcpy it (initializers: the graph copies them). With `mapped` set and
+ * src->owner given, 64-byte aligned external data is not read but mapped
+ * (read-only, owned by src->owner), and *mapped says so: t->data then lives
+ * as long as that graph. `role` names the tensor in messages ("initializer
+ * 'w'"). Errors on the thread context. */
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               bool borrow_raw, ccg_tensor *t);
+                               bool borrow_raw, bool *mapped, ccg_tensor *t);
 
 /* ---- hardening hooks ---------------------------------------------------- */
 

@@ -178,7 +178,7 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
              np->name ? np->name : "", name);
     if (!t)
       return node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
-    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, a->t, role, false, t));
+    CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, a->t, role, false, NULL, t));
     out->type = CCG_ATTR_TENSOR;
     out->t = t;
     return CCG_STATUS_OK;

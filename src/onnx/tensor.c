@@ -2,15 +2,22 @@
  * out (inline or in an external data file), every standard encoding on the
  * way in, with the checks a file from anywhere needs (dims, lengths, and
  * external data confined to the model's folder). */
+/* MAP_POPULATE is a Linux extension (glibc: _DEFAULT_SOURCE). */
+#define _DEFAULT_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "onnx/internal.h"
+
+#ifndef MAP_POPULATE
+#define MAP_POPULATE 0
+#endif
 
 /* ---- export ------------------------------------------------------------- */
 
@@ -35,6 +42,15 @@ static ccg_status write_external(ccg_graph *g, ccg_arena *a,
       return ccg__error(&g->ctx, CCG_STATUS_IO, "external data file '%s': %s",
                         ext->tmp_path, strerror(errno));
   }
+  /* Each tensor starts 64-byte aligned, so that readers can map the file
+   * and use the data in place. */
+  static const uint8_t zeros[64];
+  size_t pad = (size_t)(-ext->offset & 63);
+  if (pad && fwrite(zeros, 1, pad, ext->file) != pad)
+    return ccg__error(&g->ctx, CCG_STATUS_IO,
+                      "external data file '%s': writing initializer '%s': %s",
+                      ext->tmp_path, name, strerror(errno));
+  ext->offset += pad;
   if (nbytes && fwrite(t->data, 1, nbytes, ext->file) != nbytes)
     return ccg__error(&g->ctx, CCG_STATUS_IO,
                       "external data file '%s': writing initializer '%s': %s",
@@ -143,9 +159,34 @@ static ccg_status parse_u64(const ccg__onnx_src *src, const char *role,
   return CCG_STATUS_OK;
 }
 
+static void unmap(void *p, size_t n) { munmap(p, n); }
+
+/* The whole file, mapped read-only once per import and given to the graph
+ * being built; NULL (no error) where mapping is not possible. */
+static const uint8_t *mapped_file(ccg__onnx_src *src, ccg_arena *a, int fd,
+                                  const struct stat *sb) {
+  for (ccg__onnx_map *m = src->maps; m; m = m->next)
+    if (m->dev == sb->st_dev && m->ino == sb->st_ino)
+      return m->base;
+  size_t len = (size_t)sb->st_size;
+  ccg__onnx_map *m = ccg__arena_alloc(a, sizeof *m, 8);
+  if (!m || !len)
+    return NULL;
+  /* MAP_POPULATE: the weights are resident when import returns, as after a
+   * read, but shared with the page cache instead of copied. */
+  void *p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED)
+    return NULL;
+  if (ccg__graph_own(src->owner, unmap, p, len) != CCG_STATUS_OK)
+    return NULL; /* unmapped already; the caller reads instead */
+  *m = (ccg__onnx_map){sb->st_dev, sb->st_ino, p, len, src->maps};
+  src->maps = m;
+  return p;
+}
+
 static ccg_status read_external(ccg__onnx_src *src, ccg_arena *a,
                                 const Onnx__TensorProto *tp, const char *role,
-                                size_t nbytes, void **data) {
+                                size_t nbytes, bool *mapped, void **data) {
   const char *loc = NULL;
   uint64_t off = 0, len = UINT64_MAX;
   for (size_t i = 0; i < tp->n_external_data; i++) {
@@ -207,6 +248,14 @@ static ccg_status read_external(ccg__onnx_src *src, ccg_arena *a,
     goto out;
   }
   src->max_bytes -= nbytes;
+  if (mapped && src->owner && off % 64 == 0 && nbytes) {
+    const uint8_t *base = mapped_file(src, a, fd, &sb);
+    if (base) {
+      *data = (void *)(base + off);
+      *mapped = true;
+      goto out;
+    }
+  }
   uint8_t *buf = ccg__arena_alloc(a, nbytes, 64);
   if (!buf) {
     st = ccg__error(NULL, CCG_STATUS_OOM, "%s: %s: %zu bytes of external data",
@@ -290,8 +339,10 @@ static ccg_status typed_data(const ccg__onnx_src *src, ccg_arena *a,
 
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
-                               bool borrow_raw, ccg_tensor *t) {
+                               bool borrow_raw, bool *mapped, ccg_tensor *t) {
   memset(t, 0, sizeof *t);
+  if (mapped)
+    *mapped = false;
   if (tp->segment)
     return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
                       "%s: %s is a segment of a larger tensor", src->what,
@@ -328,7 +379,7 @@ ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
   void *data = NULL;
   if (tp->has_data_location &&
       tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-    CCG_CHECK(read_external(src, a, tp, role, nbytes, &data));
+    CCG_CHECK(read_external(src, a, tp, role, nbytes, mapped, &data));
   } else if (tp->has_raw_data) {
     if (tp->raw_data.len != nbytes)
       return ccg__error(NULL, CCG_STATUS_PARSE,
