@@ -52,10 +52,18 @@ ccg_status ccg_op_find(const char *domain, const char *name, ccg_op *out) {
   pthread_once(&op_index_once, build_index);
   if (!op_index_ok)
     return ccg__error(NULL, CCG_STATUS_OOM, "cannot build the op index");
+  /* The key is "<domain>\x1f<name>", built without printf: import looks up
+   * every node's op. */
   char key[160];
-  int k = snprintf(key, sizeof key, "%s\x1f%s", domain, name);
+  size_t nd = strlen(domain), nn = strlen(name);
+  bool fits = nd + nn + 2 <= sizeof key;
+  if (fits) {
+    memcpy(key, domain, nd);
+    key[nd] = '\x1f';
+    memcpy(key + nd + 1, name, nn + 1);
+  }
   uint32_t id;
-  if (k < 0 || (size_t)k >= sizeof key || !ccg__strmap_get(&op_index, key, &id))
+  if (!fits || !ccg__strmap_get(&op_index, key, &id))
     return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
                       "op '%s' of domain '%s' is not in the registry", name,
                       *domain ? domain : "ai.onnx");
