@@ -221,6 +221,40 @@ CCG_API ccg_status ccg_megatron_row_parallel_linear(
     ccg_graph *g, ccg_value_id x, ccg_value_id weight, ccg_value_id bias,
     const ccg_megatron_linear_options *opts, ccg_value_id *out);
 
+/* A Megatron GPT layer: x + Attention(LN1(x)), then h + MLP(LN2(h)), with
+ * activations [S, B, H] (S and B may be symbolic) and parameters as this
+ * rank's shards: ln*_scale/bias [H]; qkv_weight [H, 3*H/W] holding this
+ * rank's query, key and value columns side by side ([q_r | k_r | v_r], each
+ * heads/W heads of `head` columns), qkv_bias [3*H/W]; proj_weight [H/W, H],
+ * proj_bias [H]; fc1_weight [H, F/W], fc1_bias [F/W]; fc2_weight [F/W, H],
+ * fc2_bias [H]. attn_mask (or CCG_NONE) is added to the [B, heads/W, S, S]
+ * scores before Softmax (a causal mask: 0 on and below the diagonal, a
+ * large negative number above). The linear layers are
+ * ccg_megatron_column/row_parallel_linear over `group`; under
+ * sequence_parallel x and the output are [S/W, B, H] and the LayerNorm
+ * parameters are marked (ccg_mark_sequence_parallel_param). A failure
+ * leaves the graph unchanged and names the block and the cause. */
+typedef struct ccg_megatron_gpt_block_params {
+  ccg_value_id ln1_scale, ln1_bias, qkv_weight, qkv_bias, proj_weight,
+      proj_bias, ln2_scale, ln2_bias, fc1_weight, fc1_bias, fc2_weight,
+      fc2_bias, attn_mask;
+} ccg_megatron_gpt_block_params;
+
+typedef struct ccg_megatron_gpt_block_options {
+  size_t size;            /* sizeof(ccg_megatron_gpt_block_options) */
+  const char *group;      /* tensor-parallel mesh axes; NULL = "tp" */
+  bool sequence_parallel; /* activations sharded on dim 0 (S) */
+  int64_t heads;          /* attention heads in all (divisible by W) */
+  float epsilon;          /* LayerNorm epsilon (default 1e-5) */
+  bool gelu_tanh;         /* Gelu's tanh form (default: erf form) */
+} ccg_megatron_gpt_block_options;
+#define CCG_MEGATRON_GPT_BLOCK_OPTIONS_INIT                                    \
+  { sizeof(ccg_megatron_gpt_block_options), NULL, false, 0, 1e-5f, false }
+
+CCG_API ccg_status ccg_megatron_gpt_block(
+    ccg_graph *g, ccg_value_id x, const ccg_megatron_gpt_block_params *params,
+    const ccg_megatron_gpt_block_options *opts, ccg_value_id *out);
+
 /* ---- Open-Sora (acceleration.communications) --------------------------- */
 /* `group` NULL means "sp". */
 
