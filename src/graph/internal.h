@@ -109,6 +109,11 @@ bool ccg__sym_canonical(const char *sym, char *buf, size_t size);
  * identifier). Callers derive base from the node name and output/dim index,
  * so re-inference gives the same symbol. False on OOM. */
 bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d);
+/* d on global rank `rank` of mesh m (may be NULL): rank-dependent atoms
+ * ("tp{3,5,4,4}") take that rank's entry. True with *num set when the result
+ * is a number; false with the canonical text of what remains in buf. */
+bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, ccg_dim d, int64_t *num,
+                      char *buf, size_t size);
 /* Formats a dim ("4", "batch") into buf. */
 const char *ccg__dim_str(ccg_dim d, char *buf, size_t size);
 

@@ -327,6 +327,83 @@ bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d) {
   return true;
 }
 
+/* This rank's entry of the rank-dependent atom "dp.tp{3,5,4,4}"; false if
+ * an axis is not in the mesh or the list is too short. */
+static bool ranked_atom(const ccg_mesh *m, int64_t rank, const atom *t,
+                        int64_t *v) {
+  const char *brace = memchr(t->p, '{', t->len);
+  unsigned mask = 0;
+  for (const char *p = t->p; p < brace;) {
+    const char *q = memchr(p, '.', (size_t)(brace - p));
+    if (!q)
+      q = brace;
+    char name[CCG_MESH_NAME_MAX + 1];
+    size_t len = (size_t)(q - p);
+    if (len > CCG_MESH_NAME_MAX)
+      return false;
+    memcpy(name, p, len);
+    name[len] = '\0';
+    int ax = ccg_mesh_axis(m, name);
+    if (ax < 0)
+      return false;
+    mask |= 1u << ax;
+    p = q + 1;
+  }
+  int64_t idx = ccg_mesh_rank_in_group(m, rank, mask);
+  const char *s = brace + 1;
+  for (int64_t i = 0; idx >= 0; i++) {
+    int64_t e;
+    if (!parse_int(&s, &e))
+      return false;
+    if (i == idx) {
+      *v = e;
+      return true;
+    }
+    if (*s++ != ',')
+      return false;
+  }
+  return false;
+}
+
+bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, ccg_dim d, int64_t *num,
+                      char *buf, size_t size) {
+  if (!ccg_dim_is_sym(d)) {
+    *num = d.size;
+    return true;
+  }
+  mono x, r;
+  mono_parse(d.sym, &x);
+  memset(&r, 0, sizeof r);
+  r.num = x.num;
+  r.den = x.den;
+  for (int i = 0; i < x.n; i++) {
+    const atom *t = &x.a[i];
+    int64_t v;
+    if (!t->raw && m && memchr(t->p, '{', t->len) &&
+        ranked_atom(m, rank, t, &v)) {
+      for (int e = 0; e < t->exp; e++)
+        if (__builtin_mul_overflow(r.num, v, &r.num))
+          goto keep;
+    } else if (!mono_add_atom(&r, *t)) {
+      goto keep;
+    }
+  }
+  if (r.num == 0) {
+    *num = 0;
+    return true;
+  }
+  mono_reduce(&r);
+  if (r.n == 0 && r.den == 1) {
+    *num = r.num;
+    return true;
+  }
+  if (mono_print(&r, buf, size))
+    return false;
+keep:
+  snprintf(buf, size, "%s", d.sym);
+  return false;
+}
+
 const char *ccg__dim_str(ccg_dim d, char *buf, size_t size) {
   if (ccg_dim_is_sym(d))
     snprintf(buf, size, "%s", d.sym);
