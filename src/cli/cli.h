@@ -56,6 +56,21 @@ typedef struct cli_program {
 } cli_program;
 int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
                      const char *name, cli_program *out);
+
+/* The arguments of a subcommand that reads a program: model paths and
+ * --name, --stage-axis, --json, plus the command's own options. */
+#define CLI_MAX_PATHS 256
+typedef struct cli_program_args {
+  const char *paths[CLI_MAX_PATHS];
+  size_t n_paths;
+  const char *name, *stage_axis;
+  bool json;
+} cli_program_args;
+/* parse_args for such a command (at most 8 extra options); -1 to go on,
+ * else the exit status (a missing path is a usage error). */
+int cli_parse_program_args(const command *self, int argc, char **argv,
+                           const option *extra, size_t n_extra,
+                           cli_program_args *a);
 void cli_program_free(cli_program *p);
 
 extern const command cli_verify_command;

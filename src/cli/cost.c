@@ -5,7 +5,6 @@
 
 #include "cli/cli.h"
 
-#define MAX_PATHS 256
 #define DEFAULT_GBPS 100.0
 
 static int cmd_cost(int argc, char **argv);
@@ -68,21 +67,12 @@ static void cost_text(const ccg_cost_report *r, double gbps) {
 
 static int cmd_cost(int argc, char **argv) {
   const command *self = &cli_cost_command;
-  const char *paths[MAX_PATHS] = {NULL};
-  const char *name = NULL, *stage_axis = NULL, *gbps_s = NULL;
-  bool json = false;
-  const option opts[] = {{"--json", NULL, &json},
-                         {"--name", &name, NULL},
-                         {"--stage-axis", &stage_axis, NULL},
-                         {"--link-gbps", &gbps_s, NULL}};
-  int rc = parse_args(self, argc, argv, opts, 4, paths, MAX_PATHS);
+  const char *gbps_s = NULL;
+  const option extra[] = {{"--link-gbps", &gbps_s, NULL}};
+  cli_program_args a;
+  int rc = cli_parse_program_args(self, argc, argv, extra, 1, &a);
   if (rc >= 0)
     return rc;
-  size_t n_paths = 0;
-  while (n_paths < MAX_PATHS && paths[n_paths])
-    n_paths++;
-  if (n_paths == 0)
-    return usage_error(self, "%s", "missing DIR or MODEL.onnx");
   double gbps = DEFAULT_GBPS;
   if (gbps_s) {
     char *end;
@@ -92,17 +82,17 @@ static int cmd_cost(int argc, char **argv) {
                          gbps_s);
   }
   cli_program prog;
-  rc = cli_load_program(self->name, paths, n_paths, name, &prog);
+  rc = cli_load_program(self->name, a.paths, a.n_paths, a.name, &prog);
   if (rc != EXIT_OK)
     return rc;
   ccg_cost_report *r = NULL;
-  ccg_status st = ccg_cost_program(prog.graphs, prog.n, stage_axis, gbps, &r);
+  ccg_status st = ccg_cost_program(prog.graphs, prog.n, a.stage_axis, gbps, &r);
   if (st != CCG_STATUS_OK) {
     fprintf(stderr, "ccgraph cost: %s\n", ccg_last_error(NULL));
     cli_program_free(&prog);
     return st == CCG_STATUS_OOM ? EXIT_RUNTIME : EXIT_BAD_INPUT;
   }
-  if (json) {
+  if (a.json) {
     rc = print_json(cost_json(r, gbps));
   } else {
     cost_text(r, gbps);

@@ -156,3 +156,23 @@ int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
   }
   return EXIT_OK;
 }
+
+int cli_parse_program_args(const command *self, int argc, char **argv,
+                           const option *extra, size_t n_extra,
+                           cli_program_args *a) {
+  memset(a, 0, sizeof *a);
+  option opts[3 + 8] = {{"--json", NULL, &a->json},
+                        {"--name", &a->name, NULL},
+                        {"--stage-axis", &a->stage_axis, NULL}};
+  size_t n = 3;
+  for (size_t i = 0; i < n_extra && n < sizeof opts / sizeof opts[0]; i++)
+    opts[n++] = extra[i];
+  int rc = parse_args(self, argc, argv, opts, n, a->paths, CLI_MAX_PATHS);
+  if (rc >= 0)
+    return rc;
+  while (a->n_paths < CLI_MAX_PATHS && a->paths[a->n_paths])
+    a->n_paths++;
+  if (a->n_paths == 0)
+    return usage_error(self, "%s", "missing DIR or MODEL.onnx");
+  return -1;
+}

@@ -5,8 +5,6 @@
 
 #include "cli/cli.h"
 
-#define MAX_PATHS 256
-
 static int cmd_verify(int argc, char **argv);
 
 const command cli_verify_command = {
@@ -52,23 +50,14 @@ static json_t *report_json(const ccg_verify_report *r, size_t n_graphs,
 
 static int cmd_verify(int argc, char **argv) {
   const command *self = &cli_verify_command;
-  const char *paths[MAX_PATHS] = {NULL};
-  const char *name = NULL, *stage_axis = NULL, *buffer = NULL;
-  bool json = false;
-  const option opts[] = {{"--json", NULL, &json},
-                         {"--name", &name, NULL},
-                         {"--stage-axis", &stage_axis, NULL},
-                         {"--p2p-buffer", &buffer, NULL}};
-  int rc = parse_args(self, argc, argv, opts, 4, paths, MAX_PATHS);
+  const char *buffer = NULL;
+  const option extra[] = {{"--p2p-buffer", &buffer, NULL}};
+  cli_program_args a;
+  int rc = cli_parse_program_args(self, argc, argv, extra, 1, &a);
   if (rc >= 0)
     return rc;
-  size_t n_paths = 0;
-  while (n_paths < MAX_PATHS && paths[n_paths])
-    n_paths++;
-  if (n_paths == 0)
-    return usage_error(self, "%s", "missing DIR or MODEL.onnx");
   ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
-  o.stage_axis = stage_axis;
+  o.stage_axis = a.stage_axis;
   if (buffer) {
     char *end;
     long b = strtol(buffer, &end, 10);
@@ -77,7 +66,7 @@ static int cmd_verify(int argc, char **argv) {
     o.p2p_buffer = (int)b;
   }
   cli_program prog;
-  rc = cli_load_program(self->name, paths, n_paths, name, &prog);
+  rc = cli_load_program(self->name, a.paths, a.n_paths, a.name, &prog);
   if (rc != EXIT_OK)
     return rc;
   ccg_verify_report rep;
@@ -90,7 +79,7 @@ static int cmd_verify(int argc, char **argv) {
     fprintf(stderr, "ccgraph verify: %s\n", ccg_last_error(NULL));
     return st == CCG_STATUS_OOM ? EXIT_RUNTIME : EXIT_BAD_INPUT;
   }
-  if (json) {
+  if (a.json) {
     int jrc = print_json(report_json(&rep, n_graphs, world));
     return jrc != EXIT_OK        ? jrc
            : st == CCG_STATUS_OK ? EXIT_OK

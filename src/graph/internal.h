@@ -109,6 +109,11 @@ bool ccg__sym_canonical(const char *sym, char *buf, size_t size);
  * identifier). Callers derive base from the node name and output/dim index,
  * so re-inference gives the same symbol. False on OOM. */
 bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d);
+/* This rank's entry of the rank-dependent atom "dp.tp{3,5,4,4}" (the
+ * `len` characters at `text`); false if it is not one, an axis is not in
+ * mesh m (may be NULL) or the list is too short. */
+bool ccg__ranked_entry(const ccg_mesh *m, int64_t rank, const char *text,
+                       size_t len, int64_t *v);
 /* d on global rank `rank` of mesh m (may be NULL): rank-dependent atoms
  * ("tp{3,5,4,4}") take that rank's entry. True with *num set when the result
  * is a number; false with the canonical text of what remains in buf. */

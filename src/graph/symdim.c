@@ -327,22 +327,22 @@ bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d) {
   return true;
 }
 
-/* This rank's entry of the rank-dependent atom "dp.tp{3,5,4,4}"; false if
- * an axis is not in the mesh or the list is too short. */
-static bool ranked_atom(const ccg_mesh *m, int64_t rank, const atom *t,
-                        int64_t *v) {
-  const char *brace = memchr(t->p, '{', t->len);
+bool ccg__ranked_entry(const ccg_mesh *m, int64_t rank, const char *text,
+                       size_t len, int64_t *v) {
+  const char *brace = m ? memchr(text, '{', len) : NULL;
+  if (!brace)
+    return false;
   unsigned mask = 0;
-  for (const char *p = t->p; p < brace;) {
+  for (const char *p = text; p < brace;) {
     const char *q = memchr(p, '.', (size_t)(brace - p));
     if (!q)
       q = brace;
     char name[CCG_MESH_NAME_MAX + 1];
-    size_t len = (size_t)(q - p);
-    if (len > CCG_MESH_NAME_MAX)
+    size_t nl = (size_t)(q - p);
+    if (nl > CCG_MESH_NAME_MAX)
       return false;
-    memcpy(name, p, len);
-    name[len] = '\0';
+    memcpy(name, p, nl);
+    name[nl] = '\0';
     int ax = ccg_mesh_axis(m, name);
     if (ax < 0)
       return false;
@@ -379,8 +379,7 @@ bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, ccg_dim d, int64_t *num,
   for (int i = 0; i < x.n; i++) {
     const atom *t = &x.a[i];
     int64_t v;
-    if (!t->raw && m && memchr(t->p, '{', t->len) &&
-        ranked_atom(m, rank, t, &v)) {
+    if (!t->raw && ccg__ranked_entry(m, rank, t->p, t->len, &v)) {
       for (int e = 0; e < t->exp; e++)
         if (__builtin_mul_overflow(r.num, v, &r.num))
           goto keep;
