@@ -59,8 +59,9 @@ typedef struct ccg_exec_options {
   /* Before each collective, the ranks of its group exchange a fingerprint
    * (op, group, dtype, shapes, reduce_op, root, split sizes) through the
    * communicator and fail in that collective, naming the ranks and nodes,
-   * when they differ. Also on when the environment has
-   * CCG_DEBUG_COLLECTIVES=1. docs/verify.md. */
+   * when they differ; a Send sends one to its Recv. Every rank must have
+   * it on. Also on when the environment has CCG_DEBUG_COLLECTIVES=1.
+   * docs/verify.md. */
   bool debug_collectives;
   /* Collectives kept by the flight recorder (default 32; 0: none). */
   size_t flight_records;

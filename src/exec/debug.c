@@ -42,6 +42,9 @@ typedef struct ccg__debug {
   ccg_flight_entry *ring;
   int64_t *mine, *all; /* fingerprints: this rank's, the group's */
   size_t *counts;      /* words per group rank */
+  /* per step: a Send's fingerprint, which must outlive the call (a send
+   * may complete after it returns) */
+  int64_t **sent;
 } ccg__debug;
 
 static const char *const state_names[] = {"issued", "completed", "failed"};
@@ -64,10 +67,14 @@ static bool env_on(void) {
   return v && *v && strcmp(v, "0") != 0;
 }
 
-/* Groups that actually communicate (the executor skips the others). */
+static bool is_p2p(const ccg__xnode *n) {
+  return n->op == CCG_OP_SEND || n->op == CCG_OP_RECV;
+}
+
+/* Group collectives that communicate (the executor copies for groups of
+ * one; ShardSlice never communicates). */
 static bool communicates(const ccg__xnode *n) {
-  return n->p.gsize > 1 && n->op != CCG_OP_SHARD_SLICE &&
-         n->op != CCG_OP_SEND && n->op != CCG_OP_RECV;
+  return n->p.gsize > 1 && n->op != CCG_OP_SHARD_SLICE && !is_p2p(n);
 }
 
 ccg_status ccg__debug_init(ccg_exec *x, const ccg_exec_options *o) {
@@ -95,9 +102,18 @@ ccg_status ccg__debug_init(ccg_exec *x, const ccg_exec_options *o) {
   d->mine = ccg__arena_calloc(&x->arena, words, sizeof(int64_t));
   d->all = ccg__arena_calloc(&x->arena, words * gmax, sizeof(int64_t));
   d->counts = ccg__arena_calloc(&x->arena, gmax, sizeof(size_t));
-  if (!d->mine || !d->all || !d->counts)
+  d->sent = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *d->sent);
+  if (!d->mine || !d->all || !d->counts || !d->sent)
     return ccg__error(&x->ctx, CCG_STATUS_OOM,
                       "out of memory for collective fingerprints");
+  for (size_t s = 0; s < x->n_steps; s++) {
+    if (x->steps[s].op != CCG_OP_SEND)
+      continue;
+    d->sent[s] = ccg__arena_calloc(&x->arena, FP_FIXED, sizeof(int64_t));
+    if (!d->sent[s])
+      return ccg__error(&x->ctx, CCG_STATUS_OOM,
+                        "out of memory for collective fingerprints");
+  }
   return CCG_STATUS_OK;
 }
 
@@ -107,6 +123,8 @@ ccg_status ccg__debug_init(ccg_exec *x, const ccg_exec_options *o) {
 size_t ccg__flight_begin(ccg_exec *x, const ccg__xnode *n) {
   ccg__debug *d = x->debug;
   if (!d)
+    return SIZE_MAX;
+  if (!communicates(n) && !is_p2p(n))
     return SIZE_MAX;
   uint64_t seq = d->seq++; /* counted even with no recorder: messages use it */
   if (!d->cap)
@@ -192,7 +210,8 @@ static void fingerprint(const ccg_exec *x, const ccg__xnode *n, int64_t *fp) {
   const ccg__xval *a = n->n_in ? ccg__in(x, n, 0) : NULL;
   const ccg__xval *o = n->n_out ? ccg__out(x, n, 0) : NULL;
   int W = n->p.gsize;
-  memset(fp, 0, (FP_FIXED + 2 * (size_t)W) * sizeof *fp);
+  /* p2p fingerprints are FP_FIXED words; a group's carry the counts too */
+  memset(fp, 0, (FP_FIXED + (is_p2p(n) ? 0 : 2 * (size_t)W)) * sizeof *fp);
   fp[FP_OP] = n->op;
   fp[FP_KEY] = n->p.mask;
   fp[FP_DTYPE] = a ? a->dtype : o->dtype;
@@ -216,9 +235,9 @@ static void fingerprint(const ccg_exec *x, const ccg__xnode *n, int64_t *fp) {
     memcpy(&fp[FP_OUT_DIMS], o->dims, (size_t)o->rank * sizeof(int64_t));
   }
   strncpy((char *)&fp[FP_NODE], n->name, FP_NODE_WORDS * 8 - 1);
-  for (int r = 0; r < W && n->p.counts; r++)
+  for (int r = 0; r < W && n->p.counts && !is_p2p(n); r++)
     fp[FP_FIXED + r] = (int64_t)n->p.counts[r];
-  for (int r = 0; r < W && n->p.counts2; r++)
+  for (int r = 0; r < W && n->p.counts2 && !is_p2p(n); r++)
     fp[FP_FIXED + W + r] = (int64_t)n->p.counts2[r];
 }
 
@@ -292,9 +311,42 @@ static ccg_status mismatch(ccg_exec *x, const ccg__xnode *n, const int64_t *a,
                     describe(a, da, sizeof da), describe(b, db, sizeof db));
 }
 
+/* A Send first sends its fingerprint (same peer and tag); the Recv takes it
+ * and compares dtype and shape with its own. */
+static ccg_status check_p2p(ccg_exec *x, const ccg__xnode *n,
+                            const ccg__coll *k) {
+  ccg__debug *d = x->debug;
+  ccg__coll c = *k;
+  c.dtype = CCG_DTYPE_I64;
+  ccg_comm *comm = x->comm;
+  int peer = (int)n->p.i0;
+  if (n->op == CCG_OP_SEND) {
+    int64_t *fp = d->sent[n - x->steps];
+    fingerprint(x, n, fp);
+    return comm->vt->send(comm, &c, fp, FP_FIXED, peer, n->p.i1);
+  }
+  int64_t *got = d->mine, want[FP_FIXED];
+  fingerprint(x, n, want);
+  CCG_CHECK(comm->vt->recv(comm, &c, got, FP_FIXED, peer, n->p.i1));
+  if (got[FP_DTYPE] == want[FP_DTYPE] && got[FP_IN_RANK] == want[FP_OUT_RANK] &&
+      memcmp(&got[FP_IN_DIMS], &want[FP_OUT_DIMS],
+             CCG_MAX_RANK * sizeof *got) == 0)
+    return CCG_STATUS_OK;
+  char ds[256], dr[256];
+  return ccg__xfail(x, n, CCG_STATUS_COMM,
+                    "collective check (call #%llu): %s differs: %s sends it, "
+                    "but %s receives it",
+                    (unsigned long long)(d->seq - 1),
+                    got[FP_DTYPE] != want[FP_DTYPE] ? "dtype" : "shape",
+                    describe(got, ds, sizeof ds),
+                    describe(want, dr, sizeof dr));
+}
+
 ccg_status ccg__debug_check(ccg_exec *x, const ccg__xnode *n,
                             const ccg__coll *k) {
   ccg__debug *d = x->debug;
+  if (d && d->check && is_p2p(n))
+    return check_p2p(x, n, k);
   if (!d || !d->check || !communicates(n))
     return CCG_STATUS_OK;
   int W = n->p.gsize;

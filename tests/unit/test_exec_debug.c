@@ -3,7 +3,8 @@
  * alone does not see (same element count in another shape, another
  * reduce_op) run silently without checks and fail in that collective,
  * naming both ranks and nodes, with them (option or CCG_DEBUG_COLLECTIVES);
- * uneven all-to-all sizes that disagree; a stalled rank's timeout carries
+ * uneven all-to-all sizes that disagree; a message received in another
+ * shape of the same size; a stalled rank's timeout carries
  * the flight recorder, which the API also returns. The same checks on the
  * mpi communicator wait for it. */
 #include <setjmp.h>
@@ -255,6 +256,59 @@ static void test_stalled_rank_recorder(void **state) {
   ccg_graph_free(g1);
 }
 
+/* Rank 0 sends x [8] as [2,4]; rank 1 receives [d0,d1] (same bytes). */
+static ccg_graph *p2p_rank(int rank, int64_t d0, int64_t d1) {
+  ccg_graph *g = ccg_test_graph("pp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[8]"), y;
+  if (rank == 0) {
+    const int64_t dims[] = {2, 4};
+    ccg_value_id r;
+    ccg_node_desc nd = CCG_NODE_DESC_INIT;
+    assert_ok(g, ccg_reshape_to(g, x, dims, 2, &r));
+    const ccg_attr attrs[] = {CCG_ATTR_S("mesh_axis", "pp"),
+                              CCG_ATTR_I("peer_offset", 1),
+                              CCG_ATTR_I("tag", 3)};
+    nd.op = "Send";
+    nd.domain = "ccgraph";
+    nd.name = "s";
+    nd.inputs = &r;
+    nd.n_inputs = 1;
+    nd.attrs = attrs;
+    nd.n_attrs = 3;
+    nd.n_outputs = 0;
+    ccg_node_id n;
+    assert_ok(g, ccg_graph_add_node(g, &nd, &n));
+    assert_ok(g, ccg_relu(g, x, &y));
+  } else {
+    ccg_shape s = CCG_SHAPE(d0, d1);
+    assert_ok(g, ccg_recv(g, "pp", -1, 3, CCG_DTYPE_F32, &s, &y));
+  }
+  assert_ok(g, ccg_graph_add_output(g, y));
+  return g;
+}
+
+static void test_p2p_shape(void **state) {
+  (void)state;
+  ccg_graph *g0 = p2p_rank(0, 0, 0), *ok = p2p_rank(1, 2, 4);
+  ccg_graph *bad = p2p_rank(1, 4, 2);
+  job jobs[2];
+  two_jobs(jobs, g0, ok, true);
+  EXPECT(&jobs[0], CCG_STATUS_OK, "");
+  EXPECT(&jobs[1], CCG_STATUS_OK, "");
+  assert_int_equal(jobs[1].n_rec, 1);
+  assert_string_equal(jobs[1].rec[0].op, "Recv");
+  two_jobs(jobs, g0, bad, false); /* same bytes: the communicator agrees */
+  EXPECT(&jobs[1], CCG_STATUS_OK, "");
+  two_jobs(jobs, g0, bad, true);
+  EXPECT(&jobs[1], CCG_STATUS_COMM, "rank 1: node '",
+         "collective check (call #0): shape differs: Send 's' f32 [2,4] on "
+         "rank 0 sends it, but Recv '",
+         "f32 [4,2] on rank 1 receives it");
+  ccg_graph_free(g0);
+  ccg_graph_free(ok);
+  ccg_graph_free(bad);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shape_mismatch),
@@ -262,6 +316,7 @@ int main(void) {
       cmocka_unit_test(test_checks_pass_matching),
       cmocka_unit_test(test_alltoall_splits),
       cmocka_unit_test(test_stalled_rank_recorder),
+      cmocka_unit_test(test_p2p_shape),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
