@@ -454,11 +454,17 @@ static int report_stuck(sim *s) {
     return -2;
   }
   int r = start, step_no = 1;
-  while (!seen[r]) {
+  while (r >= 0 && !seen[r]) {
     seen[r] = step_no++;
     const ccg__cev *msg;
     int64_t mp;
     r = waits_for(s, r, &msg, &mp);
+  }
+  if (r < 0) { /* every stuck rank waits for someone: not reached */
+    free(seen);
+    ccg__error(NULL, CCG_STATUS_INTERNAL,
+               "verify: rank %d is stuck but waits for no rank", start);
+    return -3;
   }
   int a = r;
   const ccg__cev *ea = cur(s, a), *msg;
@@ -518,7 +524,9 @@ static ccg_status simulate(sim *s) {
   for (int r = 0; r < s->W; r++)
     if (!s->done[r]) {
       int k = report_stuck(s);
-      return k == -2 ? CCG_STATUS_OOM : CCG_STATUS_COMM;
+      return k == -2   ? CCG_STATUS_OOM
+             : k == -3 ? CCG_STATUS_INTERNAL
+                       : CCG_STATUS_COMM;
     }
   return CCG_STATUS_OK;
 }
