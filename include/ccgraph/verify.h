@@ -55,9 +55,14 @@ typedef struct ccg_verify_options {
    * communicator's bound; 0 makes every Send wait for its Recv (rendezvous,
    * the strictest model). */
   int p2p_buffer;
+  /* Values of named dims ("batch" = 8), applied on every rank before shapes
+   * are compared; dims left symbolic compare as written. */
+  const char *const *dim_names;
+  const int64_t *dim_values;
+  size_t n_dims;
 } ccg_verify_options;
 #define CCG_VERIFY_OPTIONS_INIT                                                \
-  { sizeof(ccg_verify_options), NULL, 16 }
+  { sizeof(ccg_verify_options), NULL, 16, NULL, NULL, 0 }
 
 /* The first disagreement found, or kind OK. rank_a/node_a is the rank that
  * the check started from (the first of a group, the sender, the waiting
@@ -116,15 +121,16 @@ typedef struct ccg_cost_report {
   double link_bytes_per_s;
 } ccg_cost_report;
 
-/* The communication cost of one step of a program (same forms as
- * ccg_verify_program) at a link bandwidth of link_gbps gigabits per second
- * (1e9 bits), the bus bandwidth of nccl-tests. Every dim must be a number
- * on every rank (rank-dependent dims are evaluated per rank); a symbolic dim
- * is CCG_STATUS_SHAPE naming it and the node. "new": free with
+/* The communication cost of one step of a program (the forms, stage axis
+ * and named dims of ccg_verify_program; opts may be NULL) at a link
+ * bandwidth of link_gbps gigabits per second (1e9 bits), the bus bandwidth
+ * of nccl-tests. Every dim must be a number on every rank (rank-dependent
+ * dims are evaluated per rank, named ones bound through opts); a symbolic
+ * dim is CCG_STATUS_SHAPE naming it and the node. "new": free with
  * ccg_cost_report_free. Errors go to the thread's context. */
 CCG_API ccg_status ccg_cost_program(ccg_graph *const *graphs, size_t n,
-                                    const char *stage_axis, double link_gbps,
-                                    ccg_cost_report **out);
+                                    const ccg_verify_options *opts,
+                                    double link_gbps, ccg_cost_report **out);
 CCG_API void ccg_cost_report_free(ccg_cost_report *r);
 /* The nccl-tests bus-bandwidth factor of a collective over n ranks:
  * AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n;

@@ -60,17 +60,25 @@ int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
 /* The arguments of a subcommand that reads a program: model paths and
  * --name, --stage-axis, --json, plus the command's own options. */
 #define CLI_MAX_PATHS 256
+#define CLI_MAX_DIMS 16
 typedef struct cli_program_args {
   const char *paths[CLI_MAX_PATHS];
   size_t n_paths;
-  const char *name, *stage_axis;
+  const char *name, *stage_axis, *dims;
   bool json;
+  char dim_text[512]; /* --dims split into names */
+  const char *dim_names[CLI_MAX_DIMS];
+  int64_t dim_values[CLI_MAX_DIMS];
+  size_t n_dims;
 } cli_program_args;
-/* parse_args for such a command (at most 8 extra options); -1 to go on,
- * else the exit status (a missing path is a usage error). */
+/* parse_args for such a command (at most 8 extra options), --dims
+ * NAME=V,... included; -1 to go on, else the exit status (a missing path or
+ * a bad --dims is a usage error). */
 int cli_parse_program_args(const command *self, int argc, char **argv,
                            const option *extra, size_t n_extra,
                            cli_program_args *a);
+/* The stage axis and named dims of a into o (borrowed from a). */
+void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
 void cli_program_free(cli_program *p);
 
 extern const command cli_verify_command;

@@ -12,7 +12,7 @@ static int cmd_cost(int argc, char **argv);
 const command cli_cost_command = {
     "cost", "communication bytes and time per collective and per step",
     "usage: ccgraph cost DIR|MODEL.onnx... [--link-gbps X] [--name NAME]\n"
-    "                    [--stage-axis AXIS] [--json]\n"
+    "                    [--stage-axis AXIS] [--dims NAME=V,...] [--json]\n"
     "\n"
     "For every collective of the program (once per group; a Send once, on\n"
     "its sender): the message size S as nccl-tests counts it, the bus factor\n"
@@ -20,10 +20,11 @@ const command cli_cost_command = {
     "Broadcast, Reduce, Send/Recv 1), bus bytes S*factor and the time at the\n"
     "link bandwidth. Per step: each rank's bus bytes and the largest, whose\n"
     "time is the step's estimate (calls do not overlap). Models are read as\n"
-    "`ccgraph verify` reads them; every dim must be a number.\n"
+    "`ccgraph verify` reads them; every dim must be a number (--dims).\n"
     "  --link-gbps X      link (bus) bandwidth in Gbit/s (default 100)\n"
     "  --name NAME        the program in a folder holding several\n"
     "  --stage-axis AXIS  the models are the stages along mesh axis AXIS\n"
+    "  --dims NAME=V,...  values of named dims (batch=8,seq=128)\n"
     "  --json             one JSON document on stdout\n",
     cmd_cost};
 
@@ -81,12 +82,14 @@ static int cmd_cost(int argc, char **argv) {
       return usage_error(self, "--link-gbps '%s' is not a positive number",
                          gbps_s);
   }
+  ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
+  cli_program_options(&a, &o);
   cli_program prog;
   rc = cli_load_program(self->name, a.paths, a.n_paths, a.name, &prog);
   if (rc != EXIT_OK)
     return rc;
   ccg_cost_report *r = NULL;
-  ccg_status st = ccg_cost_program(prog.graphs, prog.n, a.stage_axis, gbps, &r);
+  ccg_status st = ccg_cost_program(prog.graphs, prog.n, &o, gbps, &r);
   if (st != CCG_STATUS_OK) {
     fprintf(stderr, "ccgraph cost: %s\n", ccg_last_error(NULL));
     cli_program_free(&prog);

@@ -157,14 +157,37 @@ int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
   return EXIT_OK;
 }
 
+/* "batch=8,seq=128" into a's name and value arrays. */
+static bool parse_dims(cli_program_args *a) {
+  if (strlen(a->dims) >= sizeof a->dim_text)
+    return false;
+  strcpy(a->dim_text, a->dims);
+  for (char *p = a->dim_text; *p;) {
+    char *eq = strchr(p, '='), *comma = strchr(p, ',');
+    if (!eq || eq == p || (comma && comma < eq) || a->n_dims == CLI_MAX_DIMS)
+      return false;
+    *eq = '\0';
+    char *end;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (end == eq + 1 || v < 0 || (*end != ',' && *end != '\0'))
+      return false;
+    a->dim_names[a->n_dims] = p;
+    a->dim_values[a->n_dims++] = v;
+    p = *end ? end + 1 : end;
+    *end = '\0';
+  }
+  return a->n_dims > 0;
+}
+
 int cli_parse_program_args(const command *self, int argc, char **argv,
                            const option *extra, size_t n_extra,
                            cli_program_args *a) {
   memset(a, 0, sizeof *a);
-  option opts[3 + 8] = {{"--json", NULL, &a->json},
+  option opts[4 + 8] = {{"--json", NULL, &a->json},
                         {"--name", &a->name, NULL},
-                        {"--stage-axis", &a->stage_axis, NULL}};
-  size_t n = 3;
+                        {"--stage-axis", &a->stage_axis, NULL},
+                        {"--dims", &a->dims, NULL}};
+  size_t n = 4;
   for (size_t i = 0; i < n_extra && n < sizeof opts / sizeof opts[0]; i++)
     opts[n++] = extra[i];
   int rc = parse_args(self, argc, argv, opts, n, a->paths, CLI_MAX_PATHS);
@@ -174,5 +197,14 @@ int cli_parse_program_args(const command *self, int argc, char **argv,
     a->n_paths++;
   if (a->n_paths == 0)
     return usage_error(self, "%s", "missing DIR or MODEL.onnx");
+  if (a->dims && !parse_dims(a))
+    return usage_error(self, "--dims '%s' is not NAME=VALUE,...", a->dims);
   return -1;
+}
+
+void cli_program_options(const cli_program_args *a, ccg_verify_options *o) {
+  o->stage_axis = a->stage_axis;
+  o->dim_names = a->dim_names;
+  o->dim_values = a->dim_values;
+  o->n_dims = a->n_dims;
 }

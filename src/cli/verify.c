@@ -9,9 +9,9 @@ static int cmd_verify(int argc, char **argv);
 
 const command cli_verify_command = {
     "verify", "prove that every rank's collectives and sends/recvs match",
-    "usage: ccgraph verify DIR|MODEL.onnx... [--name NAME] [--stage-axis "
-    "AXIS]\n"
-    "                      [--p2p-buffer N] [--json]\n"
+    "usage: ccgraph verify DIR|MODEL.onnx... [--name NAME]\n"
+    "         [--stage-axis AXIS] [--dims NAME=V,...] [--p2p-buffer N] "
+    "[--json]\n"
     "\n"
     "Replays each rank's communication in the executor's order and checks\n"
     "that the ranks of every group issue the same collectives (op, group,\n"
@@ -26,6 +26,7 @@ const command cli_verify_command = {
     "pipeline stage with --stage-axis.\n"
     "  --name NAME        the program in a folder holding several\n"
     "  --stage-axis AXIS  the models are the stages along mesh axis AXIS\n"
+    "  --dims NAME=V,...  values of named dims (batch=8,seq=128)\n"
     "  --p2p-buffer N     sends in flight per peer before a Send blocks\n"
     "                     (default 16, the local communicator; 0 = a Send\n"
     "                     waits for its Recv)\n"
@@ -57,7 +58,7 @@ static int cmd_verify(int argc, char **argv) {
   if (rc >= 0)
     return rc;
   ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
-  o.stage_axis = a.stage_axis;
+  cli_program_options(&a, &o);
   if (buffer) {
     char *end;
     long b = strtol(buffer, &end, 10);

@@ -365,8 +365,19 @@ bool ccg__ranked_entry(const ccg_mesh *m, int64_t rank, const char *text,
   return false;
 }
 
-bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, ccg_dim d, int64_t *num,
-                      char *buf, size_t size) {
+/* The value b gives the identifier atom t. */
+static bool bound_atom(const ccg__dim_binds *b, const atom *t, int64_t *v) {
+  for (size_t i = 0; b && !t->raw && i < b->n; i++)
+    if (strlen(b->names[i]) == t->len &&
+        memcmp(b->names[i], t->p, t->len) == 0) {
+      *v = b->values[i];
+      return true;
+    }
+  return false;
+}
+
+bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, const ccg__dim_binds *b,
+                      ccg_dim d, int64_t *num, char *buf, size_t size) {
   if (!ccg_dim_is_sym(d)) {
     *num = d.size;
     return true;
@@ -379,7 +390,8 @@ bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, ccg_dim d, int64_t *num,
   for (int i = 0; i < x.n; i++) {
     const atom *t = &x.a[i];
     int64_t v;
-    if (!t->raw && ccg__ranked_entry(m, rank, t->p, t->len, &v)) {
+    if ((!t->raw && ccg__ranked_entry(m, rank, t->p, t->len, &v)) ||
+        bound_atom(b, t, &v)) {
       for (int e = 0; e < t->exp; e++)
         if (__builtin_mul_overflow(r.num, v, &r.num))
           goto keep;

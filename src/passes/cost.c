@@ -40,7 +40,7 @@ static ccg_status call_bytes(const ccg__cev *e, double *out) {
     char sb[160];
     return ccg__error(NULL, CCG_STATUS_SHAPE,
                       "%s '%s' on rank %d moves %s: the size %s is symbolic; "
-                      "cost needs every dim as a number",
+                      "cost needs every dim as a number (bind it)",
                       ccg_op_name(e->op), e->node, e->rank,
                       ccg__vshape_str(v, sb, sizeof sb), sym);
   }
@@ -110,8 +110,11 @@ static ccg_status fill(const ccg__program *p, ccg_cost_report *r, double bw) {
 }
 
 ccg_status ccg_cost_program(ccg_graph *const *graphs, size_t n,
-                            const char *stage_axis, double link_gbps,
+                            const ccg_verify_options *opts, double link_gbps,
                             ccg_cost_report **out) {
+  ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
+  if (opts)
+    memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
   if (!out)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ccg_cost_program: out is "
@@ -121,7 +124,7 @@ ccg_status ccg_cost_program(ccg_graph *const *graphs, size_t n,
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "link bandwidth must be > 0 Gbit/s (got %g)", link_gbps);
   ccg__program p;
-  CCG_CHECK(ccg__program_load(&p, graphs, n, stage_axis));
+  CCG_CHECK(ccg__program_load(&p, graphs, n, &o));
   size_t total = 0;
   for (int q = 0; q < p.world; q++)
     total += p.n_ev[q];

@@ -24,15 +24,18 @@ static bool mesh_equal(const ccg_mesh *a, const ccg_mesh *b) {
   return true;
 }
 
-static void eval_shape(const ccg_mesh *m, int rank, const ccg_shape *s,
+static void eval_shape(const ccg__program *p, int rank, const ccg_shape *s,
                        ccg__vshape *out) {
+  const ccg__dim_binds b = {p->opts->dim_names, p->opts->dim_values,
+                            p->opts->dim_names ? p->opts->n_dims : 0};
   memset(out, 0, sizeof *out);
   if (!s)
     return;
   out->rank = s->rank;
   for (int d = 0; d < s->rank; d++) {
     ccg__vdim *v = &out->d[d];
-    if (!ccg__dim_at_rank(m, rank, s->dims[d], &v->n, v->s, sizeof v->s))
+    if (!ccg__dim_at_rank(p->mesh, rank, &b, s->dims[d], &v->n, v->s,
+                          sizeof v->s))
       v->n = -1;
   }
 }
@@ -250,9 +253,9 @@ static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
       ccg_node_num_outputs(g, n) ? ccg_node_output(g, n, 0) : CCG_NONE;
   e->dtype = in != CCG_NONE ? ccg_value_dtype(g, in) : ccg_value_dtype(g, out);
   if (in != CCG_NONE)
-    eval_shape(p->mesh, rank, ccg_value_shape(g, in), &e->in);
+    eval_shape(p, rank, ccg_value_shape(g, in), &e->in);
   if (out != CCG_NONE)
-    eval_shape(p->mesh, rank, ccg_value_shape(g, out), &e->out);
+    eval_shape(p, rank, ccg_value_shape(g, out), &e->out);
   return read_params(g, n, rank, e);
 }
 
@@ -313,9 +316,13 @@ void ccg__program_release(ccg__program *p) {
 }
 
 ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
-                             size_t n, const char *stage_axis) {
+                             size_t n, const ccg_verify_options *opts) {
   memset(p, 0, sizeof *p);
   ccg__arena_init(&p->arena, NULL, 0);
+  p->opts = opts;
+  if (opts->n_dims && (!opts->dim_names || !opts->dim_values))
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "%zu named dims but no names or values", opts->n_dims);
   if (!graphs || n == 0)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "no graphs to check");
   for (size_t i = 0; i < n; i++)
@@ -346,7 +353,7 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
   ccg_node_id **orders = ccg__arena_calloc(&p->arena, n, sizeof *orders);
   if (!p->graph_of || !p->n_ev || !p->ev || !orders)
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  ccg_status st = pick_graphs(p, graphs, n, stage_axis);
+  ccg_status st = pick_graphs(p, graphs, n, opts->stage_axis);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
     size_t nn = ccg_graph_num_nodes(graphs[i]);
     orders[i] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof **orders);

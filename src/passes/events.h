@@ -41,6 +41,7 @@ typedef struct ccg__cev {
 
 typedef struct ccg__program {
   ccg_arena arena;
+  const ccg_verify_options *opts;
   const ccg_mesh *mesh;
   int world;
   ccg_graph **graph_of; /* per rank */
@@ -51,7 +52,7 @@ typedef struct ccg__program {
 /* Builds every rank's calls. Errors go to the thread's context. On failure
  * *p is released. */
 ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
-                             size_t n, const char *stage_axis);
+                             size_t n, const ccg_verify_options *opts);
 void ccg__program_release(ccg__program *p);
 
 /* "[4,tp{..}]"-style text of an evaluated shape. */

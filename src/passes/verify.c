@@ -545,7 +545,7 @@ ccg_status ccg_verify_program(ccg_graph *const *graphs, size_t n,
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "p2p_buffer must be >= 0 (got %d)", o.p2p_buffer);
   ccg__program p;
-  CCG_CHECK(ccg__program_load(&p, graphs, n, o.stage_axis));
+  CCG_CHECK(ccg__program_load(&p, graphs, n, &o));
   sim s = {&p, p.world, NULL, NULL, NULL, o.p2p_buffer, 0, rep};
   s.pc = calloc((size_t)p.world, sizeof *s.pc);
   s.done = calloc((size_t)p.world, sizeof *s.done);

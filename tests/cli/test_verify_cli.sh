@@ -65,6 +65,11 @@ expect 0 'AllReduce +[^ ]+ +0 +2 +128 +1\.0000 +128\.0' -- cost mlp --link-gbps 
 expect 0 '"bus_bytes": 224' -- cost moe --json --link-gbps 8
 expect 0 '"time_s": 2\.2(4|39999)' -- cost moe --json --link-gbps 8
 expect 0 'step: 168 bus bytes' -- cost --stage-axis pp pipe/stage0.onnx pipe/stage1.onnx
+expect 2 "moves \[batch,4\]: the size batch is symbolic" -- cost sym.onnx
+# batch=8: [8,4] f32 = 128 B, factor 2(1)/2 = 1: 128 bus bytes, 1.024 us at 1 Gbit/s
+expect 0 '^step: 128 bus bytes on the busiest rank, 1\.024 us at 1 Gbit/s$' -- cost sym.onnx --dims batch=8 --link-gbps 1
+expect 0 '^ok: 2 ranks, 2 communication' -- verify sym.onnx --dims batch=8
+expect 1 "--dims 'batch' is not NAME=VALUE" -- cost sym.onnx --dims batch
 
 echo "$passes passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -88,6 +88,15 @@ int main(int argc, char **argv) {
     bad |= write_file(vp_pipeline(1, pipes[i].m, pipes[i].stage), d,
                       "stage1.onnx");
   }
+  /* an all-reduce of [batch,4]: cost needs batch bound */
+  ccg_graph *g = vp_graph("sym", "tp=2");
+  ccg_shape s = {2, {ccg_dim_sym("batch"), ccg_dim_num(4)}};
+  ccg_value_id x, y;
+  if (!g || ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &x) ||
+      ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y) ||
+      ccg_graph_add_output(g, y))
+    bad = 1;
+  bad |= write_file(g, out, "sym.onnx");
   sub(out, "two", d, sizeof d);
   bad |= write_rank(vp_mlp("tp=2", 0, VM_NONE, -1), d, "a", 0);
   bad |= write_rank(vp_mlp("tp=2", 0, VM_NONE, -1), d, "b", 0);

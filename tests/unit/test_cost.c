@@ -93,7 +93,9 @@ static void test_pipeline(void **state) {
   assert_non_null(g[0]);
   assert_non_null(g[1]);
   ccg_cost_report *r = NULL;
-  assert_ok(NULL, ccg_cost_program(g, 2, "pp", 1.0, &r));
+  ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
+  o.stage_axis = "pp";
+  assert_ok(NULL, ccg_cost_program(g, 2, &o, 1.0, &r));
   assert_int_equal(r->n_items, 6);
   const double sent[] = {8, 8, 16, 8, 64, 64};
   for (int i = 0; i < 6; i++) {
@@ -141,6 +143,17 @@ static void test_errors(void **state) {
                "AllReduce '", "on rank 0 moves [batch,4]",
                "the size batch is symbolic");
   assert_null(r);
+  /* bound: batch = 8 gives [8,4] f32 = 128 B, factor 2*1/2 = 1 */
+  const char *names[] = {"batch"};
+  const int64_t values[] = {8};
+  ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
+  o.dim_names = names;
+  o.dim_values = values;
+  o.n_dims = 1;
+  assert_ok(NULL, ccg_cost_program(&g, 1, &o, 1.0, &r));
+  assert_float_equal(r->items[0].bytes, 128, EPS);
+  assert_float_equal(r->step_bus_bytes, 128, EPS);
+  ccg_cost_report_free(r);
   assert_fails(NULL, CCG_STATUS_INVALID_ARG,
                ccg_cost_program(&g, 1, NULL, 0.0, &r),
                "link bandwidth must be > 0");
