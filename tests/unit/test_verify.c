@@ -264,6 +264,41 @@ static void test_rendezvous_cycle(void **state) {
   prog_free(&p);
 }
 
+/* Two all-reduces over tp and dp in opposite orders on alternate ranks of
+ * dp=2 x tp=2: each group sees matching sequences, yet 0 waits for 1 (tp),
+ * 1 for 3 (dp), 3 for 2 (tp) and 2 for 0 (dp). */
+static ccg_graph *tp_dp(bool tp_first) {
+  ccg_graph *g = vp_graph("tpdp", "dp=2,tp=2");
+  assert_non_null(g);
+  ccg_shape s = CCG_SHAPE(4);
+  ccg_value_id x, a, b;
+  assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &x));
+  const char *first = tp_first ? "tp" : "dp", *second = tp_first ? "dp" : "tp";
+  assert_ok(g, ccg_all_reduce(g, x, first, CCG_REDUCE_SUM, &a));
+  assert_ok(g, ccg_all_reduce(g, x, second, CCG_REDUCE_SUM, &b));
+  assert_ok(g, ccg_graph_add_output(g, a));
+  assert_ok(g, ccg_graph_add_output(g, b));
+  return g;
+}
+
+static void test_cross_group_deadlock(void **state) {
+  (void)state;
+  prog p = {{tp_dp(true), tp_dp(false), tp_dp(false), tp_dp(true)}, 4};
+  expect_bad(&p, NULL, CCG_VERIFY_DEADLOCK, 0, 1, 0,
+             "deadlock: a cycle of blocking waits: rank 0 at AllReduce '",
+             "over tp [0 1] waits for rank 1; rank 1 at AllReduce '",
+             "over dp [1 3] waits for rank 3; rank 3 at AllReduce '",
+             "over tp [2 3] waits for rank 2; rank 2 at AllReduce '",
+             "over dp [0 2] waits for rank 0");
+  /* the same order everywhere is fine, and so is a ring over tp */
+  prog q = {{tp_dp(true)}, 1};
+  assert_ok(q.g[0],
+            ccg_colossal_ring_forward(q.g[0], ccg_graph_input(q.g[0], 0), "tp",
+                                      &(ccg_value_id){0}));
+  expect_ok(&q, NULL, 16);
+  prog_free(&q);
+}
+
 /* Programs the pass cannot replay. */
 static void test_bad_programs(void **state) {
   (void)state;
@@ -299,6 +334,7 @@ int main(void) {
       cmocka_unit_test(test_mutations_p2p),
       cmocka_unit_test(test_mutations_alltoall),
       cmocka_unit_test(test_rendezvous_cycle),
+      cmocka_unit_test(test_cross_group_deadlock),
       cmocka_unit_test(test_bad_programs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
