@@ -35,11 +35,21 @@ enum {
   FP_FIXED = FP_NODE + FP_NODE_WORDS,
 };
 
+/* One recorded call; the rest of its entry (shape, dtype, group) is fixed
+ * per node and filled in only when read, keeping the hot path to two clock
+ * reads and a few stores. */
+typedef struct rec {
+  uint64_t seq;
+  const ccg__xnode *n;
+  ccg_flight_state state;
+  double t_issued_s, t_done_s;
+} rec;
+
 typedef struct ccg__debug {
   bool check;
   size_t cap, count;
   uint64_t seq;
-  ccg_flight_entry *ring;
+  struct rec *ring;
   int64_t *mine, *all; /* fingerprints: this rank's, the group's */
   size_t *counts;      /* words per group rank */
   /* per step: a Send's fingerprint, which must outlive the call (a send
@@ -130,18 +140,7 @@ size_t ccg__flight_begin(ccg_exec *x, const ccg__xnode *n) {
   if (!d->cap)
     return SIZE_MAX;
   size_t slot = (size_t)(seq % d->cap);
-  ccg_flight_entry *e = &d->ring[slot];
-  const ccg__xval *v = n->n_in ? ccg__in(x, n, 0) : ccg__out(x, n, 0);
-  memset(e, 0, sizeof *e);
-  e->seq = seq;
-  e->op = ccg_op_name(n->op);
-  e->node = n->name;
-  ccg_shape s = ccg_shape_make(v->rank, v->dims);
-  ccg_shape_format(&s, e->shape, sizeof e->shape);
-  e->dtype = v->dtype;
-  e->group_size = n->p.gsize;
-  e->state = CCG_FLIGHT_ISSUED;
-  e->t_issued_s = now_s();
+  d->ring[slot] = (rec){seq, n, CCG_FLIGHT_ISSUED, now_s(), 0.0};
   if (d->count < d->cap)
     d->count++;
   return slot;
@@ -157,16 +156,30 @@ ccg_status ccg__flight_end(ccg_exec *x, size_t slot, ccg_status st) {
   return st;
 }
 
+static void to_entry(const ccg_exec *x, const rec *r, ccg_flight_entry *e) {
+  const ccg__xnode *n = r->n;
+  const ccg__xval *v = n->n_in ? ccg__in(x, n, 0) : ccg__out(x, n, 0);
+  memset(e, 0, sizeof *e);
+  e->seq = r->seq;
+  e->op = ccg_op_name(n->op);
+  e->node = n->name;
+  ccg_shape s = ccg_shape_make(v->rank, v->dims);
+  ccg_shape_format(&s, e->shape, sizeof e->shape);
+  e->dtype = v->dtype;
+  e->group_size = n->p.gsize;
+  e->state = r->state;
+  e->t_issued_s = r->t_issued_s;
+  e->t_done_s = r->t_done_s;
+}
+
 size_t ccg_exec_flight_record(const ccg_exec *x, ccg_flight_entry *out,
                               size_t max) {
   if (!x || !x->debug || !out)
     return 0;
   const ccg__debug *d = x->debug;
   size_t n = d->count < max ? d->count : max;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t seq = d->seq - n + i;
-    out[i] = d->ring[seq % d->cap];
-  }
+  for (size_t i = 0; i < n; i++)
+    to_entry(x, &d->ring[(d->seq - n + i) % d->cap], &out[i]);
   return n;
 }
 
@@ -181,7 +194,8 @@ void ccg__flight_report(ccg_exec *x, ccg_status st) {
   char tail[512];
   size_t used = 0, show = d->count < 4 ? d->count : 4;
   for (size_t i = 0; i < d->count; i++) {
-    const ccg_flight_entry *e = &d->ring[(d->seq - d->count + i) % d->cap];
+    ccg_flight_entry ent, *e = &ent;
+    to_entry(x, &d->ring[(d->seq - d->count + i) % d->cap], e);
     double took =
         (e->state == CCG_FLIGHT_ISSUED ? t : e->t_done_s) - e->t_issued_s;
     ccg_log_printf(CCG_LOG_ERROR,
