@@ -56,9 +56,21 @@ typedef struct ccg_exec_options {
   size_t n_dims;
   double deadline_s;              /* every blocking wait; default 300 s */
   const ccg_allocator *allocator; /* default libc; copied */
+  /* Before each collective, the ranks of its group exchange a fingerprint
+   * (op, group, dtype, shapes, reduce_op, root, split sizes) through the
+   * communicator and fail in that collective, naming the ranks and nodes,
+   * when they differ; a Send sends one to its Recv. Every rank must have
+   * it on. Also on when the environment has CCG_DEBUG_COLLECTIVES=1.
+   * docs/verify.md. */
+  bool debug_collectives;
+  /* Collectives kept by the flight recorder (default 32; 0: none). */
+  size_t flight_records;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
-  { sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL }
+  {                                                                            \
+    sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
+        32                                                                     \
+  }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every
  * shape bound to numbers (an unbound symbol is an error naming it and the
@@ -93,6 +105,32 @@ typedef struct ccg_exec_memory {
 CCG_API ccg_status ccg_exec_memory_info(const ccg_exec *x,
                                         ccg_exec_memory *out);
 
+/* The flight recorder: the last collectives (and sends, receives) this
+ * executor issued, with their state. It is printed to the log and added to
+ * the error message when a run fails in communication (CCG_STATUS_COMM or
+ * CCG_STATUS_TIMEOUT). */
+typedef enum ccg_flight_state {
+  CCG_FLIGHT_ISSUED,    /* started, not finished (waiting or stalled) */
+  CCG_FLIGHT_COMPLETED, /* finished */
+  CCG_FLIGHT_FAILED,    /* returned an error */
+  CCG_FLIGHT_STATE_COUNT
+} ccg_flight_state;
+/* "issued", "completed", "failed"; "invalid" out of range. */
+CCG_API const char *ccg_flight_state_name(ccg_flight_state s);
+typedef struct ccg_flight_entry {
+  uint64_t seq;     /* 0 = the first collective this executor issued */
+  const char *op;   /* static */
+  const char *node; /* borrowed from the graph */
+  char shape[64];   /* "[4,8]": input (Recv: output) shape on this rank */
+  ccg_dtype dtype;
+  int group_size;
+  ccg_flight_state state;
+  double t_issued_s, t_done_s; /* CLOCK_MONOTONIC seconds; done 0 if not */
+} ccg_flight_entry;
+/* Copies up to `max` of the most recent entries into out, oldest first, and
+ * returns how many. Safe to call between runs (not during one). */
+CCG_API size_t ccg_exec_flight_record(const ccg_exec *x, ccg_flight_entry *out,
+                                      size_t max);
 /* The schedule: node ids in the order they run (ccg_graph_num_nodes of g
  * entries). Borrowed. */
 CCG_API const ccg_node_id *ccg_exec_schedule(const ccg_exec *x, size_t *n);

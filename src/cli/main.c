@@ -7,42 +7,36 @@
 #include <jansson.h>
 
 #include "ccgraph/ccgraph.h"
-
-/* Exit codes, documented in `ccgraph --help` and the README. */
-enum {
-  EXIT_OK = 0,
-  EXIT_USAGE = 1,
-  EXIT_BAD_INPUT = 2,
-  EXIT_RUNTIME = 3,
-};
-
-typedef struct command {
-  const char *name;
-  const char *summary;
-  const char *usage;
-  int (*run)(int argc, char **argv);
-} command;
+#include "cli/cli.h"
 
 static int cmd_ops(int argc, char **argv);
 static int cmd_mesh(int argc, char **argv);
 
-static const command commands[] = {
-    {"ops", "list the op registry (ops, domains, arity, attributes)",
-     "usage: ccgraph ops [--json]\n"
-     "\n"
-     "Lists every op of the IR: name, domain, inputs, outputs and attributes\n"
-     "(with their types and defaults).\n"
-     "  --json   one JSON document instead of a table\n",
-     cmd_ops},
-    {"mesh", "show a device mesh: ranks, coordinates and groups",
-     "usage: ccgraph mesh SPEC [--axes AXES] [--json]\n"
-     "\n"
-     "SPEC names the mesh axes and sizes, e.g. tp=4 or dp=2,pp=2,tp=2.\n"
-     "Prints each rank's coordinates and, for the group over AXES (default:\n"
-     "every axis in turn), the ranks of each group in group order.\n"
-     "  --axes AXES  comma-separated mesh axes of the group, e.g. dp,tp\n"
-     "  --json       one JSON document instead of text\n",
-     cmd_mesh},
+static const command ops_command = {
+    "ops", "list the op registry (ops, domains, arity, attributes)",
+    "usage: ccgraph ops [--json]\n"
+    "\n"
+    "Lists every op of the IR: name, domain, inputs, outputs and attributes\n"
+    "(with their types and defaults).\n"
+    "  --json   one JSON document instead of a table\n",
+    cmd_ops};
+static const command mesh_command = {
+    "mesh", "show a device mesh: ranks, coordinates and groups",
+    "usage: ccgraph mesh SPEC [--axes AXES] [--json]\n"
+    "\n"
+    "SPEC names the mesh axes and sizes, e.g. tp=4 or dp=2,pp=2,tp=2.\n"
+    "Prints each rank's coordinates and, for the group over AXES (default:\n"
+    "every axis in turn), the ranks of each group in group order.\n"
+    "  --axes AXES  comma-separated mesh axes of the group, e.g. dp,tp\n"
+    "  --json       one JSON document instead of text\n",
+    cmd_mesh};
+
+/* Each subcommand: one row here, its code in its own file (cli/cli.h). */
+static const command *const commands[] = {
+    &ops_command,
+    &mesh_command,
+    &cli_verify_command,
+    &cli_cost_command,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -51,7 +45,7 @@ static void print_main_usage(FILE *f) {
              "Parallel model graphs with explicit collectives.\n\n"
              "Commands:\n");
   for (size_t i = 0; i < N_COMMANDS; i++)
-    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
   fprintf(f, "\n'ccgraph COMMAND --help' shows a command's options.\n\n"
              "Exit status: 0 ok, 1 usage error, 2 bad input (a file, a shape,\n"
              "a plan, a mesh), 3 runtime or communication failure.\n"
@@ -59,77 +53,12 @@ static void print_main_usage(FILE *f) {
              "level.\n");
 }
 
-static int usage_error(const command *c, const char *fmt, const char *arg) {
-  fprintf(stderr, "ccgraph %s: ", c->name);
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", c->usage);
-  return EXIT_USAGE;
-}
-
-static bool is_help(const char *a) {
-  return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
-}
-
-/* One option of a subcommand: "--name VALUE" when `value` is set, a flag
- * "--name" when `flag` is set. */
-typedef struct option {
-  const char *name;
-  const char **value;
-  bool *flag;
-} option;
-
-/* Parses a subcommand's arguments (argv[0] is its name) into options and up
- * to max_pos positional arguments. Returns -1 to go on, or the exit status:
- * 0 after --help, EXIT_USAGE on a usage error. */
-static int parse_args(const command *self, int argc, char **argv,
-                      const option *opts, size_t n_opts, const char **pos,
-                      size_t max_pos) {
-  size_t n_pos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (is_help(a)) {
-      fputs(self->usage, stdout);
-      return EXIT_OK;
-    }
-    const option *o = NULL;
-    for (size_t k = 0; a[0] == '-' && k < n_opts; k++)
-      if (strcmp(a, opts[k].name) == 0)
-        o = &opts[k];
-    if (o && o->flag) {
-      *o->flag = true;
-    } else if (o) {
-      if (++i == argc)
-        return usage_error(self, "%s needs a value", a);
-      *o->value = argv[i];
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return usage_error(self, "unknown option '%s'", a);
-    } else if (n_pos < max_pos) {
-      pos[n_pos++] = a;
-    } else {
-      return usage_error(self, "unexpected argument '%s'", a);
-    }
-  }
-  return -1;
-}
-
-/* Prints a JSON document to stdout; runtime failure if it cannot. */
-static int print_json(json_t *doc) {
-  if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-    json_decref(doc);
-    fprintf(stderr, "ccgraph: cannot write JSON output\n");
-    return EXIT_RUNTIME;
-  }
-  json_decref(doc);
-  fputc('\n', stdout);
-  return EXIT_OK;
-}
-
 /* ---- ops ----------------------------------------------------------------- */
 
 static int cmd_ops(int argc, char **argv) {
   bool json = false;
   const option opts[] = {{"--json", NULL, &json}};
-  int rc = parse_args(&commands[0], argc, argv, opts, 1, NULL, 0);
+  int rc = parse_args(&ops_command, argc, argv, opts, 1, NULL, 0);
   if (rc >= 0)
     return rc;
   json_t *arr = json ? json_array() : NULL;
@@ -226,7 +155,7 @@ static void print_groups(const ccg_mesh *m, unsigned mask, const char *axes) {
 }
 
 static int cmd_mesh(int argc, char **argv) {
-  const command *self = &commands[1];
+  const command *self = &mesh_command;
   const char *spec = NULL, *axes = NULL;
   bool json = false;
   const option opts[] = {{"--json", NULL, &json}, {"--axes", &axes, NULL}};
@@ -297,8 +226,8 @@ int main(int argc, char **argv) {
   if (is_help(cmd) || strcmp(cmd, "help") == 0) {
     if (argc > 2 && strcmp(cmd, "help") == 0) {
       for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(argv[2], commands[i].name) == 0) {
-          fputs(commands[i].usage, stdout);
+        if (strcmp(argv[2], commands[i]->name) == 0) {
+          fputs(commands[i]->usage, stdout);
           return EXIT_OK;
         }
       fprintf(stderr, "ccgraph: unknown command '%s'\n", argv[2]);
@@ -312,8 +241,8 @@ int main(int argc, char **argv) {
     return EXIT_OK;
   }
   for (size_t i = 0; i < N_COMMANDS; i++)
-    if (strcmp(cmd, commands[i].name) == 0)
-      return commands[i].run(argc - 1, argv + 1);
+    if (strcmp(cmd, commands[i]->name) == 0)
+      return commands[i]->run(argc - 1, argv + 1);
   fprintf(stderr, "ccgraph: unknown command '%s'\n\n", cmd);
   print_main_usage(stderr);
   return EXIT_USAGE;

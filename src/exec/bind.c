@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/internal.h"
+#include "graph/internal.h"
 
 #define TERMS_MAX 8
 
@@ -103,40 +104,9 @@ static bool lookup(const ccg_exec *x, const char *p, size_t len, int64_t *v) {
 
 /* This rank's entry of "dp.tp{3,5,4,4}". */
 static bool ranked_value(const ccg_exec *x, const term *t, int64_t *v) {
-  if (!x->mesh)
-    return false;
-  unsigned mask = 0;
-  const char *p = t->p, *end = t->p + t->len;
-  while (p < end) {
-    const char *q = memchr(p, '.', (size_t)(end - p));
-    if (!q)
-      q = end;
-    char name[CCG_MESH_NAME_MAX + 1];
-    size_t len = (size_t)(q - p);
-    if (len > CCG_MESH_NAME_MAX)
-      return false;
-    memcpy(name, p, len);
-    name[len] = '\0';
-    int ax = ccg_mesh_axis(x->mesh, name);
-    if (ax < 0)
-      return false;
-    mask |= 1u << ax;
-    p = q + 1;
-  }
-  int64_t idx = ccg_mesh_rank_in_group(x->mesh, x->rank, mask);
-  const char *s = t->list + 1;
-  for (int64_t i = 0; idx >= 0; i++) {
-    int64_t e;
-    if (!parse_int(&s, &e))
-      return false;
-    if (i == idx) {
-      *v = e;
-      return true;
-    }
-    if (*s++ != ',')
-      return false;
-  }
-  return false;
+  const char *end = strchr(t->list, '}');
+  return end &&
+         ccg__ranked_entry(x->mesh, x->rank, t->p, (size_t)(end + 1 - t->p), v);
 }
 
 static bool term_value(const ccg_exec *x, const term *t, int64_t *v) {

@@ -5,6 +5,7 @@
 
 #include "exec/comm/comm.h"
 #include "exec/cpu/cpu.h"
+#include "exec/debug.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -51,7 +52,7 @@ static void chunk_copy(void *packed, void *full, size_t es, size_t outer,
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = n->n_in ? ccg__in(x, n, 0) : NULL;
   const ccg__xval *o = n->n_out ? ccg__out(x, n, 0) : NULL;
   ccg_dtype dt = a ? a->dtype : o->dtype;
@@ -153,6 +154,19 @@ static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
   if (o->ptr != a->ptr)
     memcpy(o->ptr, a->ptr, o->nbytes);
   return CCG_STATUS_OK;
+}
+
+/* Every collective goes through the flight recorder and, in debug mode,
+ * the fingerprint check of its group (debug.c). */
+static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+  size_t slot = ccg__flight_begin(x, n);
+  ccg__coll k;
+  make_coll(x, n, n->n_in ? ccg__in(x, n, 0)->dtype : ccg__out(x, n, 0)->dtype,
+            &k);
+  ccg_status st = ccg__debug_check(x, n, &k);
+  if (st == CCG_STATUS_OK)
+    st = run_body(x, n);
+  return ccg__flight_end(x, slot, st);
 }
 
 /* ---- preparation -------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec/comm/comm.h"
+#include "exec/debug.h"
 #include "exec/exec_create.h"
 
 ccg_status ccg__xfail(ccg_exec *x, const ccg__xnode *n, ccg_status st,
@@ -211,6 +212,7 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);
   CCG_CHECK_GOTO(init_memory(x), st, fail);
+  CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
   *out = x;
   return CCG_STATUS_OK;
 fail:
@@ -361,6 +363,8 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
     st = run_steps(x);
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK; i++)
     st = fill_output(x, &outputs[i]);
+  if (st != CCG_STATUS_OK)
+    ccg__flight_report(x, st);
   if (st != CCG_STATUS_OK && x->comm)
     x->comm->vt->abort(x->comm, x->rank, ccg_last_error(x));
   return st;

@@ -92,7 +92,8 @@ struct ccg_exec {
   void *scratch;
   size_t scratch_bytes;
   ccg_exec_memory mem;
-  bool failed_comm; /* the communicator has been told of a failure */
+  bool failed_comm;         /* the communicator has been told of a failure */
+  struct ccg__debug *debug; /* debug.c: collective checks, flight recorder */
 };
 
 /* Records "node 'N' (Op): <message>" on x and returns st. */

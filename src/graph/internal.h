@@ -131,6 +131,22 @@ bool ccg__sym_canonical(const char *sym, char *buf, size_t size);
  * identifier). Callers derive base from the node name and output/dim index,
  * so re-inference gives the same symbol. False on OOM. */
 bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d);
+/* This rank's entry of the rank-dependent atom "dp.tp{3,5,4,4}" (the
+ * `len` characters at `text`); false if it is not one, an axis is not in
+ * mesh m (may be NULL) or the list is too short. */
+bool ccg__ranked_entry(const ccg_mesh *m, int64_t rank, const char *text,
+                       size_t len, int64_t *v);
+/* d on global rank `rank` of mesh m (may be NULL): rank-dependent atoms
+ * ("tp{3,5,4,4}") take that rank's entry and named atoms their value in b
+ * (may be NULL). True with *num set when the result is a number; false with
+ * the canonical text of what remains in buf. */
+typedef struct ccg__dim_binds {
+  const char *const *names;
+  const int64_t *values;
+  size_t n;
+} ccg__dim_binds;
+bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, const ccg__dim_binds *b,
+                      ccg_dim d, int64_t *num, char *buf, size_t size);
 /* Formats a dim ("4", "batch") into buf. */
 const char *ccg__dim_str(ccg_dim d, char *buf, size_t size);
 

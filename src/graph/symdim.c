@@ -327,6 +327,94 @@ bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d) {
   return true;
 }
 
+bool ccg__ranked_entry(const ccg_mesh *m, int64_t rank, const char *text,
+                       size_t len, int64_t *v) {
+  const char *brace = m ? memchr(text, '{', len) : NULL;
+  if (!brace)
+    return false;
+  unsigned mask = 0;
+  for (const char *p = text; p < brace;) {
+    const char *q = memchr(p, '.', (size_t)(brace - p));
+    if (!q)
+      q = brace;
+    char name[CCG_MESH_NAME_MAX + 1];
+    size_t nl = (size_t)(q - p);
+    if (nl > CCG_MESH_NAME_MAX)
+      return false;
+    memcpy(name, p, nl);
+    name[nl] = '\0';
+    int ax = ccg_mesh_axis(m, name);
+    if (ax < 0)
+      return false;
+    mask |= 1u << ax;
+    p = q + 1;
+  }
+  int64_t idx = ccg_mesh_rank_in_group(m, rank, mask);
+  const char *s = brace + 1;
+  for (int64_t i = 0; idx >= 0; i++) {
+    int64_t e;
+    if (!parse_int(&s, &e))
+      return false;
+    if (i == idx) {
+      *v = e;
+      return true;
+    }
+    if (*s++ != ',')
+      return false;
+  }
+  return false;
+}
+
+/* The value b gives the identifier atom t. */
+static bool bound_atom(const ccg__dim_binds *b, const atom *t, int64_t *v) {
+  for (size_t i = 0; b && !t->raw && i < b->n; i++)
+    if (strlen(b->names[i]) == t->len &&
+        memcmp(b->names[i], t->p, t->len) == 0) {
+      *v = b->values[i];
+      return true;
+    }
+  return false;
+}
+
+bool ccg__dim_at_rank(const ccg_mesh *m, int64_t rank, const ccg__dim_binds *b,
+                      ccg_dim d, int64_t *num, char *buf, size_t size) {
+  if (!ccg_dim_is_sym(d)) {
+    *num = d.size;
+    return true;
+  }
+  mono x, r;
+  mono_parse(d.sym, &x);
+  memset(&r, 0, sizeof r);
+  r.num = x.num;
+  r.den = x.den;
+  for (int i = 0; i < x.n; i++) {
+    const atom *t = &x.a[i];
+    int64_t v;
+    if ((!t->raw && ccg__ranked_entry(m, rank, t->p, t->len, &v)) ||
+        bound_atom(b, t, &v)) {
+      for (int e = 0; e < t->exp; e++)
+        if (__builtin_mul_overflow(r.num, v, &r.num))
+          goto keep;
+    } else if (!mono_add_atom(&r, *t)) {
+      goto keep;
+    }
+  }
+  if (r.num == 0) {
+    *num = 0;
+    return true;
+  }
+  mono_reduce(&r);
+  if (r.n == 0 && r.den == 1) {
+    *num = r.num;
+    return true;
+  }
+  if (mono_print(&r, buf, size))
+    return false;
+keep:
+  snprintf(buf, size, "%s", d.sym);
+  return false;
+}
+
 const char *ccg__dim_str(ccg_dim d, char *buf, size_t size) {
   if (ccg_dim_is_sym(d))
     snprintf(buf, size, "%s", d.sym);

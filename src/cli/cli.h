@@ -1,0 +1,87 @@
+/* Private to the tool: what every subcommand shares. A subcommand lives in
+ * its own file, defines a `command` and is listed in main.c's table. */
+#ifndef CCG_CLI_CLI_H
+#define CCG_CLI_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "ccgraph/ccgraph.h"
+
+/* Exit codes, documented in `ccgraph --help` and the README. */
+enum {
+  EXIT_OK = 0,
+  EXIT_USAGE = 1,
+  EXIT_BAD_INPUT = 2,
+  EXIT_RUNTIME = 3,
+};
+
+typedef struct command {
+  const char *name;
+  const char *summary;
+  const char *usage;
+  int (*run)(int argc, char **argv);
+} command;
+
+/* One option of a subcommand: "--name VALUE" when `value` is set, a flag
+ * "--name" when `flag` is set. */
+typedef struct option {
+  const char *name;
+  const char **value;
+  bool *flag;
+} option;
+
+/* Prints "ccgraph NAME: <message>" and the usage to stderr; EXIT_USAGE. */
+int usage_error(const command *c, const char *fmt, const char *arg);
+bool is_help(const char *a);
+/* Parses a subcommand's arguments (argv[0] is its name) into options and up
+ * to max_pos positional arguments. Returns -1 to go on, or the exit status:
+ * 0 after --help, EXIT_USAGE on a usage error. */
+int parse_args(const command *self, int argc, char **argv, const option *opts,
+               size_t n_opts, const char **pos, size_t max_pos);
+/* Prints a JSON document to stdout (steals doc); runtime failure if it
+ * cannot. */
+int print_json(json_t *doc);
+
+/* load.c: the graphs of one program from model files or a folder of
+ * per-rank models (<name>.rank<r>.onnx). `paths` are n_paths files or one
+ * folder; `name` picks the program in a folder holding several (may be
+ * NULL). "new": free with cli_program_free. Errors are printed as
+ * "ccgraph CMD: ..." and give EXIT_BAD_INPUT. */
+typedef struct cli_program {
+  ccg_graph **graphs;
+  size_t n;
+} cli_program;
+int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
+                     const char *name, cli_program *out);
+
+/* The arguments of a subcommand that reads a program: model paths and
+ * --name, --stage-axis, --json, plus the command's own options. */
+#define CLI_MAX_PATHS 256
+#define CLI_MAX_DIMS 16
+typedef struct cli_program_args {
+  const char *paths[CLI_MAX_PATHS];
+  size_t n_paths;
+  const char *name, *stage_axis, *dims;
+  bool json;
+  char dim_text[512]; /* --dims split into names */
+  const char *dim_names[CLI_MAX_DIMS];
+  int64_t dim_values[CLI_MAX_DIMS];
+  size_t n_dims;
+} cli_program_args;
+/* parse_args for such a command (at most 8 extra options), --dims
+ * NAME=V,... included; -1 to go on, else the exit status (a missing path or
+ * a bad --dims is a usage error). */
+int cli_parse_program_args(const command *self, int argc, char **argv,
+                           const option *extra, size_t n_extra,
+                           cli_program_args *a);
+/* The stage axis and named dims of a into o (borrowed from a). */
+void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
+void cli_program_free(cli_program *p);
+
+extern const command cli_verify_command;
+extern const command cli_cost_command;
+
+#endif

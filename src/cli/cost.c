@@ -1,0 +1,107 @@
+/* ccgraph cost: bytes each collective moves, nccl-tests bus bytes, and the
+ * communication time of one step at a link bandwidth (ccg_cost_program). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+
+#define DEFAULT_GBPS 100.0
+
+static int cmd_cost(int argc, char **argv);
+
+const command cli_cost_command = {
+    "cost", "communication bytes and time per collective and per step",
+    "usage: ccgraph cost DIR|MODEL.onnx... [--link-gbps X] [--name NAME]\n"
+    "                    [--stage-axis AXIS] [--dims NAME=V,...] [--json]\n"
+    "\n"
+    "For every collective of the program (once per group; a Send once, on\n"
+    "its sender): the message size S as nccl-tests counts it, the bus factor\n"
+    "(AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n;\n"
+    "Broadcast, Reduce, Send/Recv 1), bus bytes S*factor and the time at the\n"
+    "link bandwidth. Per step: each rank's bus bytes and the largest, whose\n"
+    "time is the step's estimate (calls do not overlap). Models are read as\n"
+    "`ccgraph verify` reads them; every dim must be a number (--dims).\n"
+    "  --link-gbps X      link (bus) bandwidth in Gbit/s (default 100)\n"
+    "  --name NAME        the program in a folder holding several\n"
+    "  --stage-axis AXIS  the models are the stages along mesh axis AXIS\n"
+    "  --dims NAME=V,...  values of named dims (batch=8,seq=128)\n"
+    "  --json             one JSON document on stdout\n",
+    cmd_cost};
+
+static json_t *cost_json(const ccg_cost_report *r, double gbps) {
+  json_t *items = json_array(), *ranks = json_array();
+  for (size_t i = 0; i < r->n_items; i++) {
+    const ccg_cost_item *it = &r->items[i];
+    json_array_append_new(
+        items, json_pack("{s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f}", "op",
+                         ccg_op_name(it->op), "node", it->node, "first_rank",
+                         it->first_rank, "group_size", it->group_size, "bytes",
+                         it->bytes, "bus_factor", it->bus_factor, "bus_bytes",
+                         it->bus_bytes, "time_s", it->time_s));
+  }
+  for (int q = 0; q < r->n_ranks; q++)
+    json_array_append_new(
+        ranks, json_pack("{s:i,s:f,s:f,s:f}", "rank", q, "bytes",
+                         r->rank_bytes[q], "bus_bytes", r->rank_bus_bytes[q],
+                         "time_s", r->rank_bus_bytes[q] / r->link_bytes_per_s));
+  return json_pack("{s:f,s:f,s:o,s:o,s:{s:f,s:f}}", "link_gbps", gbps,
+                   "link_bytes_per_s", r->link_bytes_per_s, "collectives",
+                   items, "ranks", ranks, "step", "bus_bytes",
+                   r->step_bus_bytes, "time_s", r->step_time_s);
+}
+
+static void cost_text(const ccg_cost_report *r, double gbps) {
+  printf("%-18s %-40s %5s %6s %14s %7s %14s %12s\n", "op", "node", "first",
+         "ranks", "bytes", "factor", "bus_bytes", "time_us");
+  for (size_t i = 0; i < r->n_items; i++) {
+    const ccg_cost_item *it = &r->items[i];
+    printf("%-18s %-40s %5d %6d %14.0f %7.4f %14.1f %12.3f\n",
+           ccg_op_name(it->op), it->node, it->first_rank, it->group_size,
+           it->bytes, it->bus_factor, it->bus_bytes, it->time_s * 1e6);
+  }
+  printf("\nper rank (bus bytes):");
+  for (int q = 0; q < r->n_ranks; q++)
+    printf(" %d:%.0f", q, r->rank_bus_bytes[q]);
+  printf("\nstep: %.0f bus bytes on the busiest rank, %.3f us at %g Gbit/s\n",
+         r->step_bus_bytes, r->step_time_s * 1e6, gbps);
+}
+
+static int cmd_cost(int argc, char **argv) {
+  const command *self = &cli_cost_command;
+  const char *gbps_s = NULL;
+  const option extra[] = {{"--link-gbps", &gbps_s, NULL}};
+  cli_program_args a;
+  int rc = cli_parse_program_args(self, argc, argv, extra, 1, &a);
+  if (rc >= 0)
+    return rc;
+  double gbps = DEFAULT_GBPS;
+  if (gbps_s) {
+    char *end;
+    gbps = strtod(gbps_s, &end);
+    if (*end || end == gbps_s || !(gbps > 0.0) || gbps > 1e9)
+      return usage_error(self, "--link-gbps '%s' is not a positive number",
+                         gbps_s);
+  }
+  ccg_verify_options o = CCG_VERIFY_OPTIONS_INIT;
+  cli_program_options(&a, &o);
+  cli_program prog;
+  rc = cli_load_program(self->name, a.paths, a.n_paths, a.name, &prog);
+  if (rc != EXIT_OK)
+    return rc;
+  ccg_cost_report *r = NULL;
+  ccg_status st = ccg_cost_program(prog.graphs, prog.n, &o, gbps, &r);
+  if (st != CCG_STATUS_OK) {
+    fprintf(stderr, "ccgraph cost: %s\n", ccg_last_error(NULL));
+    cli_program_free(&prog);
+    return st == CCG_STATUS_OOM ? EXIT_RUNTIME : EXIT_BAD_INPUT;
+  }
+  if (a.json) {
+    rc = print_json(cost_json(r, gbps));
+  } else {
+    cost_text(r, gbps);
+    rc = EXIT_OK;
+  }
+  ccg_cost_report_free(r);
+  cli_program_free(&prog); /* node names are borrowed from the graphs */
+  return rc;
+}

@@ -1,0 +1,210 @@
+/* Loading the graphs of one program: model files given one by one, or a
+ * folder of per-rank models <name>.rank<r>.onnx (ccg_onnx_export_ranks). A
+ * single file <name>.rank<r>.onnx stands for all ranks of <name> beside
+ * it; any other single file is one SPMD model. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+#define MAX_RANKS 4096
+
+void cli_program_free(cli_program *p) {
+  for (size_t i = 0; p->graphs && i < p->n; i++)
+    ccg_graph_free(p->graphs[i]);
+  free(p->graphs);
+  p->graphs = NULL;
+  p->n = 0;
+}
+
+/* "<name>.rank<r>.onnx": the name's length and r; false otherwise. */
+static bool parse_rank_file(const char *file, size_t *name_len, long *rank) {
+  size_t n = strlen(file);
+  if (n < 5 || strcmp(file + n - 5, ".onnx") != 0)
+    return false;
+  size_t end = n - 5, d = end;
+  while (d > 0 && file[d - 1] >= '0' && file[d - 1] <= '9')
+    d--;
+  if (d == end || d < 6 || strncmp(file + d - 5, ".rank", 5) != 0)
+    return false;
+  if (end - d > 6 || (file[d] == '0' && end - d > 1))
+    return false;
+  *rank = strtol(file + d, NULL, 10);
+  *name_len = d - 5;
+  return *name_len > 0;
+}
+
+static int load_one(const char *cmd, const char *path, ccg_graph **out) {
+  if (ccg_onnx_import_file(path, NULL, out) != CCG_STATUS_OK) {
+    fprintf(stderr, "ccgraph %s: %s\n", cmd, ccg_last_error(NULL));
+    return EXIT_BAD_INPUT;
+  }
+  return EXIT_OK;
+}
+
+/* Every rank of `name` in `dir`: ranks 0..n-1, none missing. */
+static int load_ranks(const char *cmd, const char *dir, const char *name,
+                      cli_program *out) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "ccgraph %s: cannot open folder '%s'\n", cmd, dir);
+    return EXIT_BAD_INPUT;
+  }
+  long max_rank = -1;
+  size_t count = 0;
+  char first[256] = "";
+  int rc = EXIT_OK;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    size_t nl;
+    long r;
+    if (!parse_rank_file(e->d_name, &nl, &r))
+      continue;
+    if (name && (strlen(name) != nl || strncmp(e->d_name, name, nl) != 0))
+      continue;
+    if (!name && !*first)
+      snprintf(first, sizeof first, "%.*s", (int)nl, e->d_name);
+    else if (!name && (strlen(first) != nl || strncmp(e->d_name, first, nl))) {
+      fprintf(stderr,
+              "ccgraph %s: '%s' holds the models of several programs ('%s' "
+              "and '%.*s'); pick one with --name\n",
+              cmd, dir, first, (int)nl, e->d_name);
+      rc = EXIT_BAD_INPUT;
+      break;
+    }
+    if (r >= MAX_RANKS) {
+      fprintf(stderr, "ccgraph %s: '%s/%s': rank %ld is above %d\n", cmd, dir,
+              e->d_name, r, MAX_RANKS - 1);
+      rc = EXIT_BAD_INPUT;
+      break;
+    }
+    count++;
+    if (r > max_rank)
+      max_rank = r;
+  }
+  closedir(d);
+  const char *prog = name ? name : first;
+  if (rc == EXIT_OK && count == 0) {
+    fprintf(stderr, "ccgraph %s: no per-rank models %s.rank<r>.onnx in '%s'\n",
+            cmd, name ? name : "<name>", dir);
+    return EXIT_BAD_INPUT;
+  }
+  if (rc != EXIT_OK)
+    return rc;
+  size_t n = (size_t)max_rank + 1;
+  out->graphs = calloc(n, sizeof *out->graphs);
+  if (!out->graphs) {
+    fprintf(stderr, "ccgraph %s: out of memory\n", cmd);
+    return EXIT_RUNTIME;
+  }
+  out->n = n;
+  for (size_t r = 0; r < n && rc == EXIT_OK; r++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", dir, prog, r);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+      fprintf(stderr,
+              "ccgraph %s: '%s' is missing (found ranks up to %ld of '%s')\n",
+              cmd, path, max_rank, prog);
+      rc = EXIT_BAD_INPUT;
+    } else {
+      rc = load_one(cmd, path, &out->graphs[r]);
+    }
+  }
+  if (rc != EXIT_OK)
+    cli_program_free(out);
+  return rc;
+}
+
+int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
+                     const char *name, cli_program *out) {
+  memset(out, 0, sizeof *out);
+  struct stat st;
+  if (n_paths == 1 && stat(paths[0], &st) == 0 && S_ISDIR(st.st_mode))
+    return load_ranks(cmd, paths[0], name, out);
+  if (n_paths == 1) {
+    const char *slash = strrchr(paths[0], '/');
+    const char *file = slash ? slash + 1 : paths[0];
+    size_t nl;
+    long r;
+    if (!name && parse_rank_file(file, &nl, &r)) {
+      char dir[4096], prog[256];
+      if (!slash)
+        snprintf(dir, sizeof dir, ".");
+      else if (slash == paths[0])
+        snprintf(dir, sizeof dir, "/");
+      else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths[0]), paths[0]);
+      snprintf(prog, sizeof prog, "%.*s", (int)nl, file);
+      return load_ranks(cmd, dir, prog, out);
+    }
+  }
+  out->graphs = calloc(n_paths ? n_paths : 1, sizeof *out->graphs);
+  if (!out->graphs) {
+    fprintf(stderr, "ccgraph %s: out of memory\n", cmd);
+    return EXIT_RUNTIME;
+  }
+  out->n = n_paths;
+  for (size_t i = 0; i < n_paths; i++) {
+    int rc = load_one(cmd, paths[i], &out->graphs[i]);
+    if (rc != EXIT_OK) {
+      cli_program_free(out);
+      return rc;
+    }
+  }
+  return EXIT_OK;
+}
+
+/* "batch=8,seq=128" into a's name and value arrays. */
+static bool parse_dims(cli_program_args *a) {
+  if (strlen(a->dims) >= sizeof a->dim_text)
+    return false;
+  strcpy(a->dim_text, a->dims);
+  for (char *p = a->dim_text; *p;) {
+    char *eq = strchr(p, '='), *comma = strchr(p, ',');
+    if (!eq || eq == p || (comma && comma < eq) || a->n_dims == CLI_MAX_DIMS)
+      return false;
+    *eq = '\0';
+    char *end;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (end == eq + 1 || v < 0 || (*end != ',' && *end != '\0'))
+      return false;
+    a->dim_names[a->n_dims] = p;
+    a->dim_values[a->n_dims++] = v;
+    p = *end ? end + 1 : end;
+    *end = '\0';
+  }
+  return a->n_dims > 0;
+}
+
+int cli_parse_program_args(const command *self, int argc, char **argv,
+                           const option *extra, size_t n_extra,
+                           cli_program_args *a) {
+  memset(a, 0, sizeof *a);
+  option opts[4 + 8] = {{"--json", NULL, &a->json},
+                        {"--name", &a->name, NULL},
+                        {"--stage-axis", &a->stage_axis, NULL},
+                        {"--dims", &a->dims, NULL}};
+  size_t n = 4;
+  for (size_t i = 0; i < n_extra && n < sizeof opts / sizeof opts[0]; i++)
+    opts[n++] = extra[i];
+  int rc = parse_args(self, argc, argv, opts, n, a->paths, CLI_MAX_PATHS);
+  if (rc >= 0)
+    return rc;
+  while (a->n_paths < CLI_MAX_PATHS && a->paths[a->n_paths])
+    a->n_paths++;
+  if (a->n_paths == 0)
+    return usage_error(self, "%s", "missing DIR or MODEL.onnx");
+  if (a->dims && !parse_dims(a))
+    return usage_error(self, "--dims '%s' is not NAME=VALUE,...", a->dims);
+  return -1;
+}
+
+void cli_program_options(const cli_program_args *a, ccg_verify_options *o) {
+  o->stage_axis = a->stage_axis;
+  o->dim_names = a->dim_names;
+  o->dim_values = a->dim_values;
+  o->n_dims = a->n_dims;
+}

@@ -1,0 +1,375 @@
+/* A program's communication calls per rank: which graph each rank runs, the
+ * executor's order of its nodes (ccg_graph_topo_order), and for every node
+ * that communicates its group, dtype and shapes evaluated on that rank.
+ * Groups of one rank do not communicate (the executor copies), nor does
+ * ShardSlice; Send and Recv always do. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "graph/internal.h"
+#include "passes/events.h"
+
+bool ccg__is_p2p(ccg_op op) { return op == CCG_OP_SEND || op == CCG_OP_RECV; }
+
+static bool mesh_equal(const ccg_mesh *a, const ccg_mesh *b) {
+  if (!a || !b)
+    return a == b;
+  if (a->ndims != b->ndims)
+    return false;
+  for (int i = 0; i < a->ndims; i++)
+    if (a->sizes[i] != b->sizes[i] || strcmp(a->names[i], b->names[i]) != 0)
+      return false;
+  return true;
+}
+
+static void eval_shape(const ccg__program *p, int rank, const ccg_shape *s,
+                       ccg__vshape *out) {
+  const ccg__dim_binds b = {p->opts->dim_names, p->opts->dim_values,
+                            p->opts->dim_names ? p->opts->n_dims : 0};
+  memset(out, 0, sizeof *out);
+  if (!s)
+    return;
+  out->rank = s->rank;
+  for (int d = 0; d < s->rank; d++) {
+    ccg__vdim *v = &out->d[d];
+    if (!ccg__dim_at_rank(p->mesh, rank, &b, s->dims[d], &v->n, v->s,
+                          sizeof v->s))
+      v->n = -1;
+  }
+}
+
+const char *ccg__vshape_str(const ccg__vshape *s, char *buf, size_t size) {
+  size_t used = 0;
+  used += (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < s->rank && used < size; d++) {
+    if (s->d[d].n >= 0)
+      used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? "," : "",
+                               (long long)s->d[d].n);
+    else
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", d ? "," : "",
+                               s->d[d].s);
+  }
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+static bool vdim_equal(const ccg__vdim *a, const ccg__vdim *b) {
+  if (a->n >= 0 || b->n >= 0)
+    return a->n == b->n;
+  return strcmp(a->s, b->s) == 0;
+}
+
+bool ccg__vshape_equal(const ccg__vshape *a, const ccg__vshape *b,
+                       int skip_axis) {
+  if (a->rank != b->rank)
+    return false;
+  for (int d = 0; d < a->rank; d++)
+    if (d != skip_axis && !vdim_equal(&a->d[d], &b->d[d]))
+      return false;
+  return true;
+}
+
+bool ccg__vshape_numel(const ccg__vshape *s, int skip_axis, int64_t *num,
+                       char *buf, size_t size) {
+  int64_t n = 1;
+  size_t used = 0;
+  bool numeric = true;
+  if (size)
+    buf[0] = '\0';
+  for (int d = 0; d < s->rank; d++) {
+    if (d == skip_axis)
+      continue;
+    if (s->d[d].n >= 0) {
+      if (__builtin_mul_overflow(n, s->d[d].n, &n))
+        n = INT64_MAX;
+    } else {
+      numeric = false;
+      if (used < size)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s",
+                                 used ? "*" : "", s->d[d].s);
+    }
+  }
+  *num = n;
+  return numeric;
+}
+
+const char *ccg__group_str(const ccg__program *p, const ccg__cev *e, char *buf,
+                           size_t size) {
+  size_t used = 0;
+  for (int a = 0; a < p->mesh->ndims && used < size; a++)
+    if (e->key & (1u << a))
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? "," : "",
+                               p->mesh->names[a]);
+  for (int i = 0; i < e->gsize && used < size; i++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? " " : " [",
+                             (long long)e->group[i]);
+  if (used < size)
+    snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+/* ---- one node ------------------------------------------------------------ */
+
+static ccg_status node_error(ccg_graph *g, ccg_node_id n, int rank,
+                             const char *what) {
+  return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                    "graph '%s', node '%s' (%s) on rank %d: %s",
+                    ccg_graph_name(g), ccg_node_name(g, n),
+                    ccg_op_name(ccg_node_op(g, n)), rank, what);
+}
+
+static ccg_status read_mask(ccg_graph *g, ccg_node_id n, const ccg_mesh *m,
+                            int rank, unsigned *mask) {
+  const ccg_attr *axes = ccg_node_attr(g, n, "mesh_axes");
+  const ccg_attr *axis = ccg_node_attr(g, n, "mesh_axis");
+  size_t na = axes && axes->type == CCG_ATTR_STRINGS ? axes->n : 0;
+  bool one = axis && axis->type == CCG_ATTR_STRING;
+  *mask = 0;
+  if (!m)
+    return node_error(g, n, rank, "the graph has no device mesh");
+  if (na + (one ? 1 : 0) == 0)
+    return node_error(g, n, rank, "no mesh_axes or mesh_axis");
+  for (size_t i = 0; i < na + (one ? 1 : 0); i++) {
+    const char *name = i < na ? axes->strings[i] : axis->s;
+    int ax = name ? ccg_mesh_axis(m, name) : -1;
+    if (ax < 0)
+      return node_error(g, n, rank, "a mesh axis is not in the mesh");
+    *mask |= 1u << ax;
+  }
+  return CCG_STATUS_OK;
+}
+
+static int64_t attr_i(ccg_graph *g, ccg_node_id n, const char *name,
+                      int64_t dflt) {
+  int64_t v;
+  if (ccg_node_attr_int(g, n, name, &v) != CCG_STATUS_OK) {
+    ccg_clear_error(g);
+    return dflt;
+  }
+  return v;
+}
+
+static const int64_t *attr_list(ccg_graph *g, ccg_node_id n, const char *name,
+                                int W) {
+  const ccg_attr *a = ccg_node_attr(g, n, name);
+  if (!a || a->type != CCG_ATTR_INTS || a->n != (size_t)W)
+    return NULL;
+  return a->ints;
+}
+
+static int norm_axis(int64_t axis, int rank) {
+  if (axis < 0)
+    axis += rank;
+  return axis >= 0 && axis < rank ? (int)axis : -1;
+}
+
+static ccg_status read_rop(ccg_graph *g, ccg_node_id n, int rank, int *rop) {
+  const ccg_attr *a = ccg_node_attr(g, n, "reduce_op");
+  ccg_reduce_op op = CCG_REDUCE_SUM;
+  if (a && a->type == CCG_ATTR_STRING &&
+      ccg_reduce_op_parse(a->s, &op) != CCG_STATUS_OK)
+    return node_error(g, n, rank, "unknown reduce_op");
+  *rop = (int)op;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
+                              ccg__cev *e) {
+  int W = e->gsize;
+  switch (e->op) {
+  case CCG_OP_ALL_REDUCE:
+    return read_rop(g, n, rank, &e->rop);
+  case CCG_OP_REDUCE:
+    CCG_CHECK(read_rop(g, n, rank, &e->rop));
+    /* fall through */
+  case CCG_OP_BROADCAST:
+    e->root = attr_i(g, n, "root", 0);
+    return CCG_STATUS_OK;
+  case CCG_OP_ALL_GATHER:
+    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->out.rank);
+    e->split = attr_list(g, n, "split_sizes", W);
+    return CCG_STATUS_OK;
+  case CCG_OP_REDUCE_SCATTER:
+    CCG_CHECK(read_rop(g, n, rank, &e->rop));
+    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->in.rank);
+    e->split = attr_list(g, n, "split_sizes", W);
+    return CCG_STATUS_OK;
+  case CCG_OP_ALL_TO_ALL:
+    e->axis = norm_axis(attr_i(g, n, "split_axis", 0), e->in.rank);
+    e->axis2 = norm_axis(attr_i(g, n, "concat_axis", 0), e->out.rank);
+    e->split = attr_list(g, n, "in_splits", W);
+    e->split2 = attr_list(g, n, "out_splits", W);
+    if (e->axis < 0 || e->axis2 < 0)
+      return node_error(g, n, rank, "split_axis or concat_axis out of range");
+    return CCG_STATUS_OK;
+  case CCG_OP_COLLECTIVE_PERMUTE:
+    e->shift = attr_i(g, n, "shift", 1);
+    e->rotate = attr_i(g, n, "rotate", 1);
+    return CCG_STATUS_OK;
+  case CCG_OP_SEND:
+  case CCG_OP_RECV: {
+    int64_t off = attr_i(g, n, "peer_offset", 1);
+    e->tag = attr_i(g, n, "tag", 0);
+    e->peer = e->group[((e->gidx + off) % W + W) % W];
+    return CCG_STATUS_OK;
+  }
+  default:
+    return CCG_STATUS_OK;
+  }
+}
+
+/* Fills e for node n of g on `rank`; *skip when it does not communicate. */
+static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
+                             int rank, ccg__cev *e, bool *skip) {
+  ccg_op op = ccg_node_op(g, n);
+  *skip = true;
+  if (!ccg_op_is_collective(op) || op == CCG_OP_SHARD_SLICE)
+    return CCG_STATUS_OK;
+  memset(e, 0, sizeof *e);
+  e->op = op;
+  e->node = ccg_node_name(g, n);
+  e->rank = rank;
+  e->rop = -1;
+  e->root = -1;
+  e->axis = e->axis2 = -1;
+  e->peer = -1;
+  CCG_CHECK(read_mask(g, n, p->mesh, rank, &e->key));
+  int64_t W = ccg_mesh_group_size(p->mesh, e->key);
+  if (W == 1 && !ccg__is_p2p(op))
+    return CCG_STATUS_OK;
+  *skip = false;
+  e->gsize = (int)W;
+  e->gidx = (int)ccg_mesh_rank_in_group(p->mesh, rank, e->key);
+  e->group = ccg__arena_calloc(&p->arena, (size_t)W, sizeof(int64_t));
+  if (!e->group)
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  ccg_mesh_group_ranks(p->mesh, rank, e->key, e->group);
+  ccg_value_id in =
+      ccg_node_num_inputs(g, n) ? ccg_node_input(g, n, 0) : CCG_NONE;
+  ccg_value_id out =
+      ccg_node_num_outputs(g, n) ? ccg_node_output(g, n, 0) : CCG_NONE;
+  e->dtype = in != CCG_NONE ? ccg_value_dtype(g, in) : ccg_value_dtype(g, out);
+  if (in != CCG_NONE)
+    eval_shape(p, rank, ccg_value_shape(g, in), &e->in);
+  if (out != CCG_NONE)
+    eval_shape(p, rank, ccg_value_shape(g, out), &e->out);
+  return read_params(g, n, rank, e);
+}
+
+/* ---- the program --------------------------------------------------------- */
+
+static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
+                              size_t n, const char *stage_axis) {
+  if (stage_axis) {
+    int ax = ccg_mesh_axis(p->mesh, stage_axis);
+    if (ax < 0)
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "stage axis '%s' is not in the mesh", stage_axis);
+    if ((int64_t)n != p->mesh->sizes[ax])
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "%zu stage graphs for a stage axis '%s' of size %lld",
+                        n, stage_axis, (long long)p->mesh->sizes[ax]);
+    for (int r = 0; r < p->world; r++) {
+      int64_t c[CCG_MAX_MESH_AXES];
+      ccg_mesh_coords(p->mesh, r, c);
+      p->graph_of[r] = graphs[c[ax]];
+    }
+    return CCG_STATUS_OK;
+  }
+  if (n != 1 && n != (size_t)p->world)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "%zu graphs for a mesh of %d ranks: give one SPMD graph, "
+                      "one per rank, or one per stage with a stage axis",
+                      n, p->world);
+  for (int r = 0; r < p->world; r++)
+    p->graph_of[r] = graphs[n == 1 ? 0 : (size_t)r];
+  return CCG_STATUS_OK;
+}
+
+static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *order) {
+  ccg_graph *g = p->graph_of[r];
+  size_t nn = ccg_graph_num_nodes(g), cnt = 0;
+  int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
+  p->ev[r] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof(ccg__cev));
+  if (!p->ev[r])
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  for (size_t i = 0; i < nn; i++) {
+    bool skip;
+    ccg__cev *e = &p->ev[r][cnt];
+    CCG_CHECK(make_event(p, g, order[i], r, e, &skip));
+    if (skip)
+      continue;
+    if (!ccg__is_p2p(e->op))
+      e->pos = keypos[e->key]++;
+    cnt++;
+  }
+  p->n_ev[r] = cnt;
+  return CCG_STATUS_OK;
+}
+
+void ccg__program_release(ccg__program *p) {
+  ccg__arena_free(&p->arena);
+  memset(p, 0, sizeof *p);
+}
+
+ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
+                             size_t n, const ccg_verify_options *opts) {
+  memset(p, 0, sizeof *p);
+  ccg__arena_init(&p->arena, NULL, 0);
+  p->opts = opts;
+  if (opts->n_dims && (!opts->dim_names || !opts->dim_values))
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "%zu named dims but no names or values", opts->n_dims);
+  if (!graphs || n == 0)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "no graphs to check");
+  for (size_t i = 0; i < n; i++)
+    if (!graphs[i])
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu is NULL", i);
+  p->mesh = ccg_graph_mesh(graphs[0]);
+  static const ccg_mesh one = {1, {1}, {"world"}};
+  if (!p->mesh)
+    p->mesh = &one;
+  for (size_t i = 1; i < n; i++)
+    if (!mesh_equal(ccg_graph_mesh(graphs[i]), ccg_graph_mesh(graphs[0]))) {
+      char a[128] = "none", b[128] = "none";
+      if (ccg_graph_mesh(graphs[0]))
+        ccg_mesh_format(ccg_graph_mesh(graphs[0]), a, sizeof a);
+      if (ccg_graph_mesh(graphs[i]))
+        ccg_mesh_format(ccg_graph_mesh(graphs[i]), b, sizeof b);
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "graph %zu ('%s') has mesh %s but graph 0 ('%s') has "
+                        "%s",
+                        i, ccg_graph_name(graphs[i]), b,
+                        ccg_graph_name(graphs[0]), a);
+    }
+  p->world = (int)ccg_mesh_world_size(p->mesh);
+  p->graph_of =
+      ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->graph_of);
+  p->n_ev = ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->n_ev);
+  p->ev = ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->ev);
+  ccg_node_id **orders = ccg__arena_calloc(&p->arena, n, sizeof *orders);
+  if (!p->graph_of || !p->n_ev || !p->ev || !orders)
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  ccg_status st = pick_graphs(p, graphs, n, opts->stage_axis);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    size_t nn = ccg_graph_num_nodes(graphs[i]);
+    orders[i] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof **orders);
+    if (!orders[i])
+      st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    else if (ccg_graph_topo_order(graphs[i], orders[i]) != CCG_STATUS_OK)
+      st = ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s", i,
+                      ccg_graph_name(graphs[i]), ccg_last_error(graphs[i]));
+  }
+  for (int r = 0; r < p->world && st == CCG_STATUS_OK; r++) {
+    size_t gi = 0;
+    while (gi < n && graphs[gi] != p->graph_of[r])
+      gi++;
+    st = load_rank(p, r, orders[gi]);
+  }
+  if (st != CCG_STATUS_OK)
+    ccg__program_release(p);
+  return st;
+}
