@@ -9,10 +9,10 @@
 /* ---- helpers ------------------------------------------------------------ */
 
 static void make_coll(ccg_exec *x, const ccg__xnode *n, ccg_dtype dt,
-                      ccg__coll *k) {
+                      ccg_ctx *err, ccg__coll *k) {
   *k = (ccg__coll){ccg_op_name(n->op), n->name,       x->rank,   n->p.group,
                    n->p.gsize,         n->p.gidx,     n->p.mask, dt,
-                   n->p.rop,           x->deadline_s, &x->ctx};
+                   n->p.rop,           x->deadline_s, err};
 }
 
 /* outer (dims before axis) and inner (elements after it). */
@@ -51,13 +51,16 @@ static void chunk_copy(void *packed, void *full, size_t es, size_t outer,
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+/* Called on the communication thread under overlap: it touches only n's
+ * buffers, `scratch` and `err`. */
+ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                                void *scratch) {
   const ccg__xval *a = n->n_in ? ccg__in(x, n, 0) : NULL;
   const ccg__xval *o = n->n_out ? ccg__out(x, n, 0) : NULL;
   ccg_dtype dt = a ? a->dtype : o->dtype;
   size_t es = ccg_dtype_size(dt);
   ccg__coll k;
-  make_coll(x, n, dt, &k);
+  make_coll(x, n, dt, err, &k);
   ccg_comm *c = x->comm;
   int W = n->p.gsize;
   bool solo = W == 1 && n->op != CCG_OP_SEND && n->op != CCG_OP_RECV;
@@ -79,7 +82,7 @@ static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
       break;
     size_t outer, inner;
     split_dims(o, n->p.axis, &outer, &inner);
-    void *dst = outer == 1 ? o->ptr : x->scratch;
+    void *dst = outer == 1 ? o->ptr : scratch;
     CCG_CHECK(c->vt->all_gatherv(c, &k, a->ptr, dst, n->p.counts));
     if (dst != o->ptr)
       chunk_copy(dst, o->ptr, es, outer, inner, n->p.chunk, W, true);
@@ -92,8 +95,8 @@ static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
     split_dims(a, n->p.axis, &outer, &inner);
     const void *src = a->ptr;
     if (outer > 1) {
-      chunk_copy(x->scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
-      src = x->scratch;
+      chunk_copy(scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
+      src = scratch;
     }
     return c->vt->reduce_scatterv(c, &k, src, o->ptr, n->p.counts);
   }
@@ -104,7 +107,7 @@ static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
     split_dims(a, n->p.axis, &so, &si);
     split_dims(o, n->p.axis2, &co, &ci);
     const void *src = a->ptr;
-    char *scr = x->scratch;
+    char *scr = scratch;
     if (so > 1) {
       chunk_copy(scr, a->ptr, es, so, si, n->p.chunk, W, false);
       src = scr;
@@ -147,12 +150,19 @@ static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
   case CCG_OP_RECV:
     return c->vt->recv(c, &k, o->ptr, o->numel, (int)n->p.i0, n->p.i1);
   default:
-    return ccg__xfail(x, n, CCG_STATUS_INTERNAL, "not a collective");
+    return ccg__error(err, CCG_STATUS_INTERNAL,
+                      "node '%s' (%s): not a "
+                      "collective",
+                      n->name, ccg_op_name(n->op));
   }
   /* one rank: the data stays as it is */
   if (o->ptr != a->ptr)
     memcpy(o->ptr, a->ptr, o->nbytes);
   return CCG_STATUS_OK;
+}
+
+static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+  return ccg__collective_exec(x, n, &x->ctx, x->comm_scratch);
 }
 
 /* ---- preparation -------------------------------------------------------- */

@@ -57,14 +57,6 @@ typedef struct local_comm {
   char abort_msg[512];
 } local_comm;
 
-static void cpu_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -111,7 +103,7 @@ static ccg_status wait_ge(local_comm *L, const ccg__coll *k,
     if (atomic_load(&L->aborted))
       return aborted_error(L, k);
     if (spins < SPINS) {
-      cpu_pause();
+      ccg__cpu_pause();
       continue;
     }
     sched_yield();
