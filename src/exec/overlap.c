@@ -24,7 +24,7 @@ struct ccg__overlap {
   pthread_cond_t cv;
   _Alignas(64) _Atomic uint64_t posted; /* written by the main thread */
   _Alignas(64) _Atomic uint64_t done;   /* written by the comm thread */
-  _Atomic int sleeping, quit, cancel, failed;
+  _Atomic int sleeping, quit, failed;
   ccg_ctx err;    /* the first failure */
   uint32_t *ring; /* step of post i at [i % cap] */
   size_t cap;
@@ -108,9 +108,9 @@ static void *comm_main(void *arg) {
   ccg_exec *x = ov->x;
   for (uint64_t d = atomic_load(&ov->done); wait_work(ov, d); d++) {
     const ccg__xnode *n = &x->steps[ov->ring[d % ov->cap]];
-    /* after a failure (or a failed main thread) nothing more is issued:
-     * the peers learn of it from the communicator's abort */
-    if (!atomic_load(&ov->failed) && !atomic_load(&ov->cancel)) {
+    /* after a failure nothing more is issued: the peers learn of it from
+     * the communicator's abort */
+    if (!atomic_load(&ov->failed)) {
       if (ccg__collective_exec(x, n, &ov->err, x->comm_scratch) !=
           CCG_STATUS_OK)
         atomic_store(&ov->failed, 1);
@@ -200,7 +200,6 @@ static ccg_status failure(ccg_exec *x) {
 ccg_status ccg__overlap_run(ccg_exec *x) {
   ccg__overlap *ov = x->ov;
   uint64_t base = atomic_load(&ov->posted);
-  atomic_store(&ov->cancel, 0);
   ccg_status st = CCG_STATUS_OK;
   for (size_t s = 0; s < x->n_steps && st == CCG_STATUS_OK; s++) {
     const ccg__xnode *n = &x->steps[s];
@@ -213,9 +212,10 @@ ccg_status ccg__overlap_run(ccg_exec *x) {
     else if (n->run)
       st = n->run(x, n);
   }
-  if (st != CCG_STATUS_OK)
-    atomic_store(&ov->cancel, 1); /* what is not issued yet never will be */
-  /* the buffers of the run stay in use until the thread is done with them */
+  /* The buffers of the run stay in use until the thread is done with
+   * them. After a compute failure it still runs what was posted, as the
+   * calling thread would have before reaching the failing node, so peers
+   * fail at the same collective with overlap on or off. */
   wait_done(ov, atomic_load(&ov->posted));
   if (st == CCG_STATUS_OK && atomic_load(&ov->failed)) {
     atomic_store(&ov->failed, 0);
