@@ -80,5 +80,10 @@ static inline void ccg__cpu_pause(void) {
  * in that order: deterministic, the same on every rank. */
 void ccg__reduce_ordered(ccg_dtype dt, ccg_reduce_op op, const void *const *ins,
                          int n, size_t off, size_t count, void *out);
+/* The same, written to element off of each of n_outs outputs (at most
+ * 64); large results bypass the cache. */
+void ccg__reduce_ordered_to(ccg_dtype dt, ccg_reduce_op op,
+                            const void *const *ins, int n, size_t off,
+                            size_t count, void *const *outs, int n_outs);
 
 #endif
