@@ -214,10 +214,14 @@ typedef struct block_rank {
 static void *block_main(void *arg) {
   block_rank *b = arg;
   CHECK(b->x, ccg_exec_run(b->x, b->in, (size_t)b->n_in, NULL, 0));
-  double t0 = now();
-  for (int i = 0; i < b->iters; i++)
+  /* the best step: the machine may be shared */
+  b->step_s = 1e30;
+  for (int i = 0; i < b->iters; i++) {
+    double t0 = now();
     CHECK(b->x, ccg_exec_run(b->x, b->in, (size_t)b->n_in, NULL, 0));
-  b->step_s = (now() - t0) / b->iters;
+    double t = now() - t0;
+    b->step_s = t < b->step_s ? t : b->step_s;
+  }
   /* the last step's outputs, kept in the executor until it is freed */
   CHECK(b->x,
         ccg_exec_run(b->x, b->in, (size_t)b->n_in, b->out, (size_t)b->n_out));
@@ -226,7 +230,7 @@ static void *block_main(void *arg) {
 
 typedef struct block_result {
   ccg_exec_memory mem; /* rank 0 */
-  double step_s;       /* the slowest rank's mean */
+  double step_s;       /* the slowest rank's best step */
   uint64_t digest;     /* of every output of every rank */
 } block_result;
 
@@ -411,6 +415,14 @@ int main(int argc, char **argv) {
   block_result off = run_block(tp, bt, bh, iters, 0);
   block_result on = run_block(tp, bt, bh, iters, 1);
   bool same = off.digest == on.digest;
+  /* off and on again, interleaved; the best of each */
+  for (int k = 1; k < 3; k++) {
+    block_result a = run_block(tp, bt, bh, iters, 0);
+    block_result b = run_block(tp, bt, bh, iters, 1);
+    same = same && a.digest == off.digest && b.digest == off.digest;
+    off.step_s = a.step_s < off.step_s ? a.step_s : off.step_s;
+    on.step_s = b.step_s < on.step_s ? b.step_s : on.step_s;
+  }
   printf("\ntransformer block forward+backward: tokens %lld, hidden %lld, "
          "%d iters\n",
          (long long)bt, (long long)bh, iters);

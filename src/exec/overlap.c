@@ -14,8 +14,8 @@
 #include "exec/comm/comm.h"
 #include "exec/internal.h"
 
-#define SPINS 2048       /* pauses before yielding */
-#define IDLE_YIELDS 4096 /* yields before the idle thread sleeps */
+#define SPINS 64         /* pauses before yielding */
+#define IDLE_YIELDS 16 /* yields before the idle thread sleeps */
 
 struct ccg__overlap {
   ccg_exec *x;

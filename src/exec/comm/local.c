@@ -16,7 +16,7 @@
 
 #define KEYS (1u << CCG_MAX_MESH_AXES) /* one barrier per mesh-axis mask */
 #define RING 16                        /* sends in flight per channel */
-#define SPINS 2048                     /* pauses before yielding */
+#define SPINS 64                       /* pauses before yielding */
 #define SMALL_BYTES 16384 /* all-reduce: whole on every rank up to this */
 
 typedef struct slot {
