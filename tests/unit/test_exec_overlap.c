@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
@@ -306,6 +307,42 @@ static void test_no_thread_without_collectives(void **state) {
   ccg_graph_free(g);
 }
 
+/* CCG_EXEC_OVERLAP overrides the option both ways; other values do not. */
+static void test_environment_overrides(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), y;
+  assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_comm *c;
+  assert_ok(NULL, ccg_comm_local_new(2, &c));
+  const struct {
+    const char *env;
+    int option;
+    bool thread;
+  } cases[] = {{NULL, 1, true},
+               {"0", 1, false},
+               {"1", 0, true},
+               {"yes", 0, false},
+               {NULL, 0, false}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (cases[i].env)
+      setenv("CCG_EXEC_OVERLAP", cases[i].env, 1);
+    else
+      unsetenv("CCG_EXEC_OVERLAP");
+    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+    o.comm = c;
+    o.overlap = cases[i].option;
+    ccg_exec *e;
+    assert_ok(g, ccg_exec_create(g, &o, &e));
+    assert_int_equal(e->ov != NULL, cases[i].thread);
+    ccg_exec_free(e);
+  }
+  unsetenv("CCG_EXEC_OVERLAP");
+  ccg_comm_free(c);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_interleaved),
@@ -315,6 +352,7 @@ int main(void) {
       cmocka_unit_test(test_plan_in_flight_all),
       cmocka_unit_test(test_compute_failure_in_flight),
       cmocka_unit_test(test_no_thread_without_collectives),
+      cmocka_unit_test(test_environment_overrides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
