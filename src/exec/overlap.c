@@ -14,7 +14,7 @@
 #include "exec/comm/comm.h"
 #include "exec/internal.h"
 
-#define SPINS 64         /* pauses before yielding */
+#define SPINS 64       /* pauses before yielding */
 #define IDLE_YIELDS 16 /* yields before the idle thread sleeps */
 
 struct ccg__overlap {
@@ -22,8 +22,12 @@ struct ccg__overlap {
   pthread_t thread;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  _Alignas(64) _Atomic uint64_t posted; /* written by the main thread */
-  _Alignas(64) _Atomic uint64_t done;   /* written by the comm thread */
+  /* apart, so that the two threads do not share a cache line (the arena
+   * gives no 64-byte alignment to ask for) */
+  _Atomic uint64_t posted; /* written by the main thread */
+  char pad[64];
+  _Atomic uint64_t done; /* written by the comm thread */
+  char pad2[64];
   _Atomic int sleeping, quit, failed;
   ccg_ctx err;    /* the first failure */
   uint32_t *ring; /* step of post i at [i % cap] */
