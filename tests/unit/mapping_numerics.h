@@ -13,7 +13,7 @@
 
 #define MN_MAXR 4
 #define MN_MAXIO 8
-#define MN_MAXN 4096 /* elements of any one tensor */
+#define MN_MAXN 8192 /* elements of any one tensor */
 
 /* ---- running every rank ------------------------------------------------- */
 

@@ -30,7 +30,8 @@ typedef enum mn_kind {
   MN_A2A,       /* chunk r (on dim) of each member, concatenated on dim2 */
   MN_BCAST,     /* the root's input */
   MN_REDUCE,    /* the reduction at the root; other ranks not compared */
-  MN_PERM,      /* the input of group rank r - shift (rotating) */
+  MN_PERM,      /* the input of group rank r - shift (dim2 = 1: not
+                 * rotating, zeros where there is none) */
   MN_KEEP_ROOT, /* own input at the root, zeros (own input times 0) else */
   MN_NONE,      /* no value (a backward that gives no gradient) */
 } mn_kind;
@@ -58,26 +59,39 @@ static ccg_value_id mn_chunk(ccg_graph *g, ccg_value_id x, int dim, int W,
   return y;
 }
 
-/* The group's inputs reduced in group order (sum: an Add chain, the same
- * additions as the communicator; max: exact in any order). */
+/* The group's inputs reduced in group order. Sum, avg and prod: an Add
+ * or Mul chain, the same operations in the same order as the
+ * communicator (avg then times the float 1/W, as it does); max and min
+ * (= -max(-x)) are exact in any order. */
 static ccg_value_id mn_reduce(ccg_graph *g, const ccg_value_id *xs, int W,
                               ccg_reduce_op op) {
-  if (op == CCG_REDUCE_SUM) {
-    ccg_value_id acc = xs[0];
+  ccg_value_id acc = xs[0], u[MN_MAXR], cat, y;
+  int64_t zero = 0;
+  switch (op) {
+  case CCG_REDUCE_SUM:
+  case CCG_REDUCE_AVG:
+  case CCG_REDUCE_PROD:
     for (int i = 1; i < W; i++)
-      assert_ok(g, ccg_add(g, acc, xs[i], &acc));
-    if (W == 1)
+      assert_ok(
+          g, (op == CCG_REDUCE_PROD ? ccg_mul : ccg_add)(g, acc, xs[i], &acc));
+    if (op == CCG_REDUCE_AVG)
+      assert_ok(g, ccg_mul(g, acc, mn_const(g, 1.0f / (float)W), &acc));
+    else if (W == 1)
       assert_ok(g, ccg_identity(g, acc, &acc));
     return acc;
+  default:
+    for (int i = 0; i < W; i++) {
+      u[i] = xs[i];
+      if (op == CCG_REDUCE_MIN)
+        assert_ok(g, ccg_neg(g, u[i], &u[i]));
+      assert_ok(g, ccg_unsqueeze(g, u[i], &zero, 1, &u[i]));
+    }
+    assert_ok(g, ccg_concat(g, u, (size_t)W, 0, &cat));
+    assert_ok(g, ccg_reduce_max(g, cat, &zero, 1, false, &y));
+    if (op == CCG_REDUCE_MIN)
+      assert_ok(g, ccg_neg(g, y, &y));
+    return y;
   }
-  assert_int_equal(op, CCG_REDUCE_MAX);
-  ccg_value_id u[MN_MAXR], cat, y;
-  int64_t zero = 0;
-  for (int i = 0; i < W; i++)
-    assert_ok(g, ccg_unsqueeze(g, xs[i], &zero, 1, &u[i]));
-  assert_ok(g, ccg_concat(g, u, (size_t)W, 0, &cat));
-  assert_ok(g, ccg_reduce_max(g, cat, &zero, 1, false, &y));
-  return y;
 }
 
 /* The reference for group rank r from the group's inputs xs (in a graph of
@@ -115,9 +129,15 @@ static ccg_value_id mn_build_ref(ccg_graph *g, const mn_ref *f,
     return y;
   case MN_REDUCE:
     return r == root ? mn_reduce(g, xs, W, f->op) : CCG_NONE;
-  case MN_PERM:
-    assert_ok(g, ccg_identity(g, xs[((r - f->dim) % W + W) % W], &y));
+  case MN_PERM: {
+    int shift = W > 1 ? f->dim : 0; /* a group of one shifts by 0 */
+    if (f->dim2 && (r - shift < 0 || r - shift >= W)) {
+      assert_ok(g, ccg_mul(g, xs[r], mn_const(g, 0.0f), &y));
+      return y;
+    }
+    assert_ok(g, ccg_identity(g, xs[((r - shift) % W + W) % W], &y));
     return y;
+  }
   case MN_KEEP_ROOT:
     assert_ok(g, ccg_mul(g, xs[r], mn_const(g, r == root ? 1.0f : 0.0f), &y));
     return y;
@@ -469,7 +489,7 @@ static void run_case(const mcase *c, const char *mesh) {
   if (dx != CCG_NONE)
     assert_ok(g, ccg_graph_add_output(g, dx));
   static mn_io io[MN_MAXR];
-  ccg_graph *gs[MN_MAXR];
+  ccg_graph *gs[MN_MAXR] = {NULL};
   for (int r = 0; r < n; r++) {
     memset(&io[r], 0, sizeof io[r]);
     mn_add_input(g, x, r, &io[r], (uint32_t)(100 * r + 1));
@@ -511,6 +531,175 @@ static void test_cases(void **state) {
   }
 }
 
+/* ---- the collective primitives ------------------------------------------ */
+
+/* One primitive applied to x over `axes` (W ranks; sizes: uneven split
+ * sizes or NULL). */
+typedef ccg_status (*prim_fn)(ccg_graph *g, ccg_value_id x, const char *axes,
+                              int W, const int64_t *sizes, ccg_value_id *y);
+
+#define AR_FN(name, op)                                                        \
+  static ccg_status name(ccg_graph *g, ccg_value_id x, const char *axes,       \
+                         int W, const int64_t *sizes, ccg_value_id *y) {       \
+    (void)W, (void)sizes;                                                      \
+    return ccg_all_reduce(g, x, axes, op, y);                                  \
+  }
+AR_FN(ar_sum, CCG_REDUCE_SUM)
+AR_FN(ar_prod, CCG_REDUCE_PROD)
+AR_FN(ar_min, CCG_REDUCE_MIN)
+AR_FN(ar_max, CCG_REDUCE_MAX)
+AR_FN(ar_avg, CCG_REDUCE_AVG)
+
+static ccg_status ag_mid(ccg_graph *g, ccg_value_id x, const char *axes, int W,
+                         const int64_t *sizes, ccg_value_id *y) {
+  (void)W;
+  return ccg_all_gather(g, x, axes, 1, sizes, y);
+}
+static ccg_status rs_mid(ccg_graph *g, ccg_value_id x, const char *axes, int W,
+                         const int64_t *sizes, ccg_value_id *y) {
+  (void)W;
+  return ccg_reduce_scatter(g, x, axes, 1, CCG_REDUCE_SUM, sizes, y);
+}
+static ccg_status rs_min_last(ccg_graph *g, ccg_value_id x, const char *axes,
+                              int W, const int64_t *sizes, ccg_value_id *y) {
+  (void)W;
+  return ccg_reduce_scatter(g, x, axes, -1, CCG_REDUCE_MIN, sizes, y);
+}
+static ccg_status a2a_mid(ccg_graph *g, ccg_value_id x, const char *axes, int W,
+                          const int64_t *sizes, ccg_value_id *y) {
+  (void)W, (void)sizes;
+  return ccg_all_to_all(g, x, axes, 1, 2, NULL, NULL, y);
+}
+static ccg_status shard_last(ccg_graph *g, ccg_value_id x, const char *axes,
+                             int W, const int64_t *sizes, ccg_value_id *y) {
+  (void)W;
+  return ccg_shard_slice(g, x, axes, -1, sizes, y);
+}
+static ccg_status bcast1(ccg_graph *g, ccg_value_id x, const char *axes, int W,
+                         const int64_t *sizes, ccg_value_id *y) {
+  (void)sizes;
+  return ccg_broadcast(g, x, axes, W > 1 ? 1 : 0, y);
+}
+static ccg_status reduce1(ccg_graph *g, ccg_value_id x, const char *axes, int W,
+                          const int64_t *sizes, ccg_value_id *y) {
+  (void)sizes;
+  return ccg_reduce(g, x, axes, W > 1 ? 1 : 0, CCG_REDUCE_SUM, y);
+}
+static ccg_status shift_ring(ccg_graph *g, ccg_value_id x, const char *axes,
+                             int W, const int64_t *sizes, ccg_value_id *y) {
+  (void)sizes;
+  return ccg_collective_permute(g, x, axes, W > 1 ? 1 : 0, true, y);
+}
+static ccg_status shift_line(ccg_graph *g, ccg_value_id x, const char *axes,
+                             int W, const int64_t *sizes, ccg_value_id *y) {
+  (void)sizes;
+  return ccg_collective_permute(g, x, axes, W > 1 ? 1 : 0, false, y);
+}
+
+typedef struct prim_case {
+  const char *what;
+  prim_fn fn;
+  const char *shape; /* template as for the mappings, on "tp" */
+  bool uneven;       /* sizes from uneven(); one-axis groups only */
+  bool one_axis;     /* not on the two-axis group */
+  mn_ref ref;
+} prim_case;
+
+static const prim_case prims[] = {
+    {"AllReduce sum", ar_sum, "[2,3]", false, false, AR(SUM)},
+    {"AllReduce prod", ar_prod, "[2,3]", false, false, AR(CCG_REDUCE_PROD)},
+    {"AllReduce min", ar_min, "[2,3]", false, false, AR(CCG_REDUCE_MIN)},
+    {"AllReduce max", ar_max, "[2,3]", false, false, AR(MAX)},
+    {"AllReduce avg", ar_avg, "[2,3]", false, false, AR(CCG_REDUCE_AVG)},
+    {"AllReduce sum, above the small size", ar_sum, "[64,80]", false, false,
+     AR(SUM)},
+    {"AllGather dim 1", ag_mid, "[2,3,2]", false, false, AG(1)},
+    {"AllGather dim 1, uneven", ag_mid, "[2,%R,2]", true, true, AG(1)},
+    {"ReduceScatter sum dim 1", rs_mid, "[2,8,2]", false, false, RS(1, SUM)},
+    {"ReduceScatter sum dim 1, uneven", rs_mid, "[2,%T,2]", true, true,
+     RS(1, SUM)},
+    {"ReduceScatter min last dim", rs_min_last, "[3,8]", false, false,
+     RS(-1, CCG_REDUCE_MIN)},
+    {"AllToAll split 1 concat 2", a2a_mid, "[2,8,3]", false, false, A2A(1, 2)},
+    {"ShardSlice last dim, uneven", shard_last, "[3,%T]", true, true,
+     CHUNK(-1)},
+    {"Broadcast root 1",
+     bcast1,
+     "[2,3]",
+     false,
+     false,
+     {MN_BCAST, 1, 0, SUM, 0}},
+    {"Reduce sum root 1",
+     reduce1,
+     "[2,3]",
+     false,
+     false,
+     {MN_REDUCE, 1, 0, SUM, 0}},
+    {"CollectivePermute shift 1 rotate",
+     shift_ring,
+     "[2,3]",
+     false,
+     true,
+     {MN_PERM, 1, 0, SUM, 0}},
+    {"CollectivePermute shift 1",
+     shift_line,
+     "[2,3]",
+     false,
+     true,
+     {MN_PERM, 1, 1, SUM, 0}},
+};
+
+static void run_prim(const prim_case *c, const char *mesh, const char *axes) {
+  ccg_graph *g = ccg_test_graph(mesh);
+  const ccg_mesh *m = ccg_graph_mesh(g);
+  int n = (int)ccg_mesh_world_size(m);
+  unsigned mask;
+  assert_ok(NULL, ccg_mesh_axes_mask(m, axes, &mask));
+  int W = (int)ccg_mesh_group_size(m, mask);
+  char shape[128], what[256];
+  expand(c->shape, W, "tp", false, shape, sizeof shape);
+  snprintf(what, sizeof what, "%s on %s over %s", c->what, mesh, axes);
+  const int64_t *sizes = c->uneven ? uneven(W) : NULL;
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, shape), y;
+  if (c->fn(g, x, axes, W, sizes, &y) != CCG_STATUS_OK)
+    fail_msg("%s: %s", what, ccg_last_error(g));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  static mn_io io[MN_MAXR];
+  ccg_graph *gs[MN_MAXR] = {NULL};
+  for (int r = 0; r < n; r++) {
+    memset(&io[r], 0, sizeof io[r]);
+    mn_add_input(g, x, r, &io[r], (uint32_t)(100 * r + 3));
+    io[r].n_out = 1;
+    io[r].out_name[0] = ccg_value_name(g, y);
+    gs[r] = g;
+  }
+  mn_run(gs, n, io, what);
+  for (int r = 0; r < n; r++) {
+    int64_t grp[MN_MAXR];
+    assert_ok(NULL, ccg_mesh_group_ranks(m, r, mask, grp));
+    int gi = (int)ccg_mesh_rank_in_group(m, r, mask);
+    char w2[320];
+    snprintf(w2, sizeof w2, "%s, rank %d", what, r);
+    check_ref(&c->ref, io, grp, W, gi, 0, 0, sizes, 0.0, w2);
+  }
+  ccg_graph_free(g);
+}
+
+/* Every primitive on tp = 2 and 4, on either group of dp=2 x tp=2 and on
+ * tp=1, against the reference on one rank. */
+static void test_primitives(void **state) {
+  (void)state;
+  static const char *const runs[][2] = {{"tp=2", "tp"},
+                                        {"tp=4", "tp"},
+                                        {"dp=2,tp=2", "tp"},
+                                        {"dp=2,tp=2", "dp,tp"},
+                                        {"tp=1", "tp"}};
+  for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
+    for (size_t k = 0; k < 5; k++)
+      if (!(prims[i].one_axis && strchr(runs[k][1], ',')))
+        run_prim(&prims[i], runs[k][0], runs[k][1]);
+}
+
 /* ---- coverage ----------------------------------------------------------- */
 
 static void test_every_entry_has_a_case(void **state) {
@@ -531,6 +720,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_entry_has_a_case),
       cmocka_unit_test(test_cases),
+      cmocka_unit_test(test_primitives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -513,7 +513,7 @@ static void run_style(const style *sy, const char *mesh) {
     assert_ok(g, ccg_graph_add_output(g, gin[i]));
   }
   static mn_io io[MN_MAXR];
-  ccg_graph *gs[MN_MAXR];
+  ccg_graph *gs[MN_MAXR] = {NULL};
   for (int r = 0; r < n; r++) {
     int gi = (int)ccg_mesh_rank_in_group(m, r, mask);
     memset(&io[r], 0, sizeof io[r]);
