@@ -300,6 +300,121 @@ static void test_tensor_meta(void **state) {
   mark("colossal.recv_tensor_meta");
 }
 
+/* ---- megatron.all_to_all with uneven splits ------------------------------ */
+
+/* Rows group rank i sends to group rank j: S[i][j]. Rank r's parameters
+ * are its row of S (input_split_sizes) and its column (output_split_sizes),
+ * so each rank has its own graph. Rank r receives rows
+ * [sum_{j<r} S[g][j], + S[g][r]) of each g's input, in group order; the
+ * backward sends them back (the lists swapped). Exact. */
+static const int64_t *a2a_splits(int W) {
+  static const int64_t s1[] = {3}, s2[] = {1, 3, 2, 1},
+                       s4[] = {1, 2, 0, 1, 2, 1, 1, 0, 0, 3, 1, 2, 1, 1, 2, 1};
+  return W == 1 ? s1 : W == 2 ? s2 : s4;
+}
+
+/* Rows [sum_{j<k} sizes[j*stride], + sizes[k*stride]) of each group
+ * member's tensor, concatenated: what rank k gets from an all-to-all whose
+ * member g sends sizes[g*gs + j*js] rows to j. */
+static void a2a_expect(const mn_io *io, const int64_t *grp, int W, int k,
+                       int in, bool back, float *want, size_t *n_want) {
+  const int64_t *S = a2a_splits(W);
+  size_t at = 0;
+  for (int g = 0; g < W; g++) {
+    const mn_io *m = &io[grp[g]];
+    int64_t cols = m->in_dims[in][1], start = 0;
+    for (int j = 0; j < k; j++)
+      start += back ? S[j * W + g] : S[g * W + j];
+    int64_t rows = back ? S[k * W + g] : S[g * W + k];
+    memcpy(want + at, m->in[in] + start * cols,
+           (size_t)(rows * cols) * sizeof(float));
+    at += (size_t)(rows * cols);
+  }
+  *n_want = at;
+}
+
+static void test_all_to_all_uneven(void **state) {
+  (void)state;
+  for (int k = 0; k < 4; k++) {
+    const char *mesh = meshes_tp[k];
+    ccg_graph *probe = ccg_test_graph(mesh);
+    const ccg_mesh m = *ccg_graph_mesh(probe);
+    ccg_graph_free(probe);
+    int n = (int)ccg_mesh_world_size(&m);
+    unsigned mask;
+    assert_ok(NULL, ccg_mesh_axes_mask(&m, "tp", &mask));
+    int W = (int)ccg_mesh_group_size(&m, mask);
+    const int64_t *S = a2a_splits(W);
+    static mn_io io[MN_MAXR];
+    ccg_graph *gs[MN_MAXR] = {NULL};
+    for (int r = 0; r < n; r++) {
+      int gi = (int)ccg_mesh_rank_in_group(&m, r, mask);
+      int64_t rows_in = 0, rows_out = 0;
+      char params[256], shape[32];
+      int at = snprintf(params, sizeof params, "{\"input_split_sizes\": [");
+      for (int j = 0; j < W; j++) {
+        rows_in += S[gi * W + j];
+        at += snprintf(params + at, sizeof params - (size_t)at, "%s%lld",
+                       j ? "," : "", (long long)S[gi * W + j]);
+      }
+      at += snprintf(params + at, sizeof params - (size_t)at,
+                     "], \"output_split_sizes\": [");
+      for (int j = 0; j < W; j++) {
+        rows_out += S[j * W + gi];
+        at += snprintf(params + at, sizeof params - (size_t)at, "%s%lld",
+                       j ? "," : "", (long long)S[j * W + gi]);
+      }
+      snprintf(params + at, sizeof params - (size_t)at, "]}");
+      ccg_graph *g = gs[r] = ccg_test_graph(mesh);
+      snprintf(shape, sizeof shape, "[%lld,3]", (long long)rows_in);
+      ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, shape), y, dy, dx;
+      size_t no = 1;
+      if (ccg_mapping_apply(g, "megatron.all_to_all", params, &x, 1, &y, &no) !=
+          CCG_STATUS_OK)
+        fail_msg("%s: %s", mesh, ccg_last_error(g));
+      assert_int_equal(ccg_value_shape(g, y)->dims[0].size, rows_out);
+      assert_ok(g, ccg_graph_add_output(g, y));
+      ccg_shape ys = *ccg_value_shape(g, y);
+      assert_ok(g, ccg_graph_add_input(g, "dy", CCG_DTYPE_F32, &ys, &dy));
+      ccg_mapping_grad_args ga = CCG_MAPPING_GRAD_ARGS_INIT;
+      ga.params = params;
+      ga.inputs = &x;
+      ga.n_inputs = 1;
+      ga.outputs = &y;
+      ga.n_outputs = 1;
+      ga.grad_outputs = &dy;
+      assert_ok(g,
+                ccg_mapping_apply_backward(g, "megatron.all_to_all", &ga, &dx));
+      assert_ok(g, ccg_graph_add_output(g, dx));
+      memset(&io[r], 0, sizeof io[r]);
+      mn_add_input(g, x, r, &io[r], (uint32_t)(100 * r + 5));
+      mn_add_input(g, dy, r, &io[r], (uint32_t)(100 * r + 6));
+      io[r].n_out = 2;
+      io[r].out_name[0] = ccg_value_name(g, y);
+      io[r].out_name[1] = ccg_value_name(g, dx);
+    }
+    mn_run(gs, n, io, mesh);
+    for (int r = 0; r < n; r++) {
+      int64_t grp[MN_MAXR];
+      assert_ok(NULL, ccg_mesh_group_ranks(&m, r, mask, grp));
+      int gi = (int)ccg_mesh_rank_in_group(&m, r, mask);
+      static float want[MN_MAXN];
+      size_t nw;
+      char what[128];
+      for (int pass = 0; pass < 2; pass++) {
+        a2a_expect(io, grp, W, gi, pass, pass == 1, want, &nw);
+        const ccg_tensor *t = &io[r].out_t[pass].tensor;
+        assert_int_equal(mn_numel(t->rank, t->dims), nw);
+        snprintf(what, sizeof what,
+                 "megatron.all_to_all uneven on %s, rank %d %s", mesh, r,
+                 pass ? "backward" : "forward");
+        xt_close(io[r].out[pass], want, nw, 0, 0, what);
+      }
+      ccg_graph_free(gs[r]);
+    }
+  }
+}
+
 /* ---- DTensor styles ----------------------------------------------------- */
 
 #define MAXT 8
@@ -594,6 +709,7 @@ int main(void) {
       cmocka_unit_test(test_pipeline),
       cmocka_unit_test(test_tensor_meta),
       cmocka_unit_test(test_styles),
+      cmocka_unit_test(test_all_to_all_uneven),
       cmocka_unit_test(test_all_listed_entries_ran),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
