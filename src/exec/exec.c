@@ -85,6 +85,8 @@ static ccg_status init_steps(ccg_exec *x) {
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   if (ccg_graph_topo_order(g, x->schedule) != CCG_STATUS_OK)
     return ccg__error(&x->ctx, ccg_last_status(g), "%s", ccg_last_error(g));
+  if (x->overlap && x->comm)
+    CCG_CHECK(ccg__overlap_schedule(x));
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     ccg_node_id id = x->schedule[s];

@@ -133,6 +133,11 @@ ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
  * the thread after it. Runs the schedule with collectives posted to the
  * thread; joins it at free. */
 ccg_status ccg__overlap_mark(ccg_exec *x);
+/* Reorders x->schedule (before the steps are made from it): each
+ * collective as soon as what it needs has run, the compute the old order
+ * ran before it and it does not need right after it. Collectives keep
+ * their order. */
+ccg_status ccg__overlap_schedule(ccg_exec *x);
 ccg_status ccg__overlap_start(ccg_exec *x);
 ccg_status ccg__overlap_run(ccg_exec *x);
 void ccg__overlap_free(ccg_exec *x);

@@ -35,6 +35,76 @@ struct ccg__overlap {
   uint64_t base; /* `posted` at the start of the current run */
 };
 
+/* ---- the schedule ------------------------------------------------------- */
+
+static bool is_coll(const ccg_graph *g, ccg_node_id id) {
+  ccg_op op = ccg_node_op(g, id);
+  return ccg_op_is_collective(op) && op != CCG_OP_SHARD_SLICE;
+}
+
+static int by_pos(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+ccg_status ccg__overlap_schedule(ccg_exec *x) {
+  ccg_graph *g = x->g;
+  size_t n = x->n_steps;
+  for (size_t s = 0; s < n; s++)
+    if (x->schedule[s] >= n)
+      return CCG_STATUS_OK; /* ids are not dense: keep the order */
+  uint32_t *pos = ccg__arena_calloc(&x->arena, n + 1, sizeof *pos);
+  uint32_t *stack = ccg__arena_calloc(&x->arena, n + 1, sizeof *stack);
+  uint32_t *found = ccg__arena_calloc(&x->arena, n + 1, sizeof *found);
+  bool *done = ccg__arena_calloc(&x->arena, n + 1, sizeof *done);
+  ccg_node_id *out = ccg__arena_calloc(&x->arena, n + 1, sizeof *out);
+  if (!pos || !stack || !found || !done || !out)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  for (size_t s = 0; s < n; s++)
+    pos[x->schedule[s]] = (uint32_t)s;
+  size_t m = 0, swept = 0;
+  for (size_t c = 0; c <= n; c++) {
+    if (c < n && !is_coll(g, x->schedule[c]))
+      continue;
+    if (c < n) {
+      /* what collective c needs and is not scheduled yet, in the old
+       * order (positions: the old order is topological) */
+      size_t sp = 0, nf = 0;
+      stack[sp++] = (uint32_t)c;
+      done[c] = true;
+      while (sp) {
+        uint32_t at = stack[--sp];
+        found[nf++] = at;
+        ccg_node_id id = x->schedule[at];
+        for (size_t i = 0; i < ccg_node_num_inputs(g, id); i++) {
+          ccg_value_id v = ccg_node_input(g, id, i);
+          ccg_node_id p = v == CCG_NONE ? CCG_NONE : ccg_value_producer(g, v);
+          if (p == CCG_NONE || p >= n || done[pos[p]])
+            continue;
+          done[pos[p]] = true;
+          stack[sp++] = pos[p];
+        }
+      }
+      qsort(found, nf, sizeof *found, by_pos);
+      for (size_t i = 0; i < nf; i++)
+        out[m++] = x->schedule[found[i]];
+    }
+    /* then what the old order ran before c and c does not need: it runs
+     * while c is on the communication thread */
+    for (; swept < c; swept++)
+      if (!done[swept]) {
+        done[swept] = true;
+        out[m++] = x->schedule[swept];
+      }
+    swept = c < n ? c + 1 : c;
+  }
+  if (m != n)
+    return ccg__error(&x->ctx, CCG_STATUS_INTERNAL,
+                      "overlap schedule: %zu of %zu nodes", m, n);
+  memcpy(x->schedule, out, n * sizeof *out);
+  return CCG_STATUS_OK;
+}
+
 /* A node that needs the communicator (a group of one, and ShardSlice,
  * move data locally). */
 static bool talks(const ccg_exec *x, const ccg__xnode *n) {

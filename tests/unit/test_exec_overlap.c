@@ -307,6 +307,69 @@ static void test_no_thread_without_collectives(void **state) {
   ccg_graph_free(g);
 }
 
+/* Position of the node with op `op` in a schedule (the first). */
+static size_t where(ccg_graph *g, const ccg_node_id *s, size_t n, ccg_op op) {
+  for (size_t i = 0; i < n; i++)
+    if (ccg_node_op(g, s[i]) == op)
+      return i;
+  fail_msg("no %s in the schedule", ccg_op_name(op));
+  return n;
+}
+
+/* Under overlap a collective is posted as soon as its inputs are made, and
+ * the compute the plain order ran before it and it does not need runs
+ * after it; collectives keep their order; every node is still there. */
+static void test_schedule(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[8]"), a, b, y, z, o;
+  assert_ok(g, ccg_relu(g, x, &a));
+  assert_ok(g, ccg_exp(g, x, &b));
+  assert_ok(g, ccg_all_reduce(g, a, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_all_gather(g, b, "tp", 0, NULL, &z));
+  assert_ok(g, ccg_add(g, y, b, &o));
+  assert_ok(g, ccg_graph_add_output(g, o));
+  assert_ok(g, ccg_graph_add_output(g, z));
+  ccg_comm *c;
+  assert_ok(NULL, ccg_comm_local_new(2, &c));
+  ccg_exec *e[2];
+  const ccg_node_id *s[2];
+  size_t n[2];
+  for (int ov = 0; ov < 2; ov++) {
+    ccg_exec_options opt = CCG_EXEC_OPTIONS_INIT;
+    opt.comm = c;
+    opt.overlap = ov;
+    assert_ok(g, ccg_exec_create(g, &opt, &e[ov]));
+    s[ov] = ccg_exec_schedule(e[ov], &n[ov]);
+  }
+  assert_int_equal(n[0], n[1]);
+  /* the plain order runs Exp before the all-reduce; overlap after */
+  assert_true(where(g, s[0], n[0], CCG_OP_EXP) <
+              where(g, s[0], n[0], CCG_OP_ALL_REDUCE));
+  assert_true(where(g, s[1], n[1], CCG_OP_EXP) >
+              where(g, s[1], n[1], CCG_OP_ALL_REDUCE));
+  /* the collectives in the same order, every node once */
+  ccg_node_id cs[2][8];
+  size_t nc[2] = {0, 0};
+  for (int ov = 0; ov < 2; ov++)
+    for (size_t i = 0; i < n[ov]; i++) {
+      size_t k = 0;
+      while (k < n[0] && s[0][k] != s[ov][i])
+        k++;
+      assert_true(k < n[0]);
+      if (ccg_op_is_collective(ccg_node_op(g, s[ov][i])))
+        cs[ov][nc[ov]++] = s[ov][i];
+    }
+  assert_int_equal(nc[0], 2);
+  assert_int_equal(nc[1], 2);
+  assert_memory_equal(cs[0], cs[1], 2 * sizeof(ccg_node_id));
+  ccg_exec_free(e[0]);
+  ccg_exec_free(e[1]);
+  ccg_comm_free(c);
+  same_bits(g, "schedule");
+  ccg_graph_free(g);
+}
+
 /* CCG_EXEC_OVERLAP overrides the option both ways; other values do not. */
 static void test_environment_overrides(void **state) {
   (void)state;
@@ -353,6 +416,7 @@ int main(void) {
       cmocka_unit_test(test_compute_failure_in_flight),
       cmocka_unit_test(test_no_thread_without_collectives),
       cmocka_unit_test(test_environment_overrides),
+      cmocka_unit_test(test_schedule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
