@@ -32,7 +32,6 @@ struct ccg__overlap {
   ccg_ctx err;    /* the first failure */
   uint32_t *ring; /* step of post i at [i % cap] */
   size_t cap;
-  uint64_t base; /* `posted` at the start of the current run */
 };
 
 /* ---- the schedule ------------------------------------------------------- */
