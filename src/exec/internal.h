@@ -69,8 +69,9 @@ struct ccg__xnode {
    * counted from the start, whose results must be in before it runs */
   bool comm;
   uint32_t need;
-  int join; /* comm nodes: the first step at which the main thread has
-             * waited for this node's end (n_steps: the end of the run) */
+  uint32_t ord; /* comm nodes: their number among them, from 0 */
+  int join;     /* comm nodes: the first step at which the main thread has
+                 * waited for this node's end (n_steps: the end of the run) */
 };
 
 typedef struct ccg__overlap ccg__overlap;

@@ -32,6 +32,9 @@ struct ccg__overlap {
   ccg_ctx err;    /* the first failure */
   uint32_t *ring; /* step of post i at [i % cap] */
   size_t cap;
+  /* this run: how many of the comm nodes numbered below k the calling
+   * thread ran itself (not posted) */
+  uint32_t *inlined;
 };
 
 /* ---- the schedule ------------------------------------------------------- */
@@ -125,7 +128,7 @@ ccg_status ccg__overlap_mark(ccg_exec *x) {
   uint32_t n_comm = 0;
   for (size_t s = 0; s < x->n_steps; s++)
     if (x->steps[s].comm) {
-      ord[s] = n_comm;
+      ord[s] = x->steps[s].ord = n_comm;
       step_of[n_comm++] = (uint32_t)s;
     }
   x->n_comm = n_comm;
@@ -198,11 +201,13 @@ ccg_status ccg__overlap_start(ccg_exec *x) {
     return CCG_STATUS_OK;
   ccg__overlap *ov = ccg__arena_calloc(&x->arena, 1, sizeof *ov);
   uint32_t *ring = ccg__arena_calloc(&x->arena, x->n_comm, sizeof *ring);
-  if (!ov || !ring)
+  uint32_t *inl = ccg__arena_calloc(&x->arena, x->n_comm + 1, sizeof *inl);
+  if (!ov || !ring || !inl)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   ov->x = x;
   ov->ring = ring;
   ov->cap = x->n_comm;
+  ov->inlined = inl;
   ccg__ctx_init(&ov->err);
   if (pthread_mutex_init(&ov->mu, NULL) != 0)
     return ccg__error(&x->ctx, CCG_STATUS_INTERNAL, "cannot make a mutex");
@@ -277,13 +282,25 @@ ccg_status ccg__overlap_run(ccg_exec *x) {
   for (size_t s = 0; s < x->n_steps && st == CCG_STATUS_OK; s++) {
     const ccg__xnode *n = &x->steps[s];
     if (n->need)
-      wait_done(ov, base + n->need);
+      wait_done(ov, base + n->need - ov->inlined[n->need]);
     if (atomic_load(&ov->failed))
       break;
-    if (n->comm)
-      post(ov, s);
-    else if (n->run)
+    if (!n->comm) {
+      if (n->run)
+        st = n->run(x, n);
+      continue;
+    }
+    /* Nothing to overlap with (the next node waits for it) and the thread
+     * idle: run it here, sparing the hand-over. The thread has nothing
+     * queued, so the communicator still sees the schedule's order. */
+    bool here = n->join == (int)s + 1 &&
+                atomic_load_explicit(&ov->done, memory_order_acquire) ==
+                    atomic_load_explicit(&ov->posted, memory_order_relaxed);
+    ov->inlined[n->ord + 1] = ov->inlined[n->ord] + (here ? 1 : 0);
+    if (here)
       st = n->run(x, n);
+    else
+      post(ov, s);
   }
   /* The buffers of the run stay in use until the thread is done with
    * them. After a compute failure it still runs what was posted, as the

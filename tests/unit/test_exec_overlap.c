@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <time.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
@@ -290,6 +292,135 @@ static void test_compute_failure_in_flight(void **state) {
   ccg_graph_free(g);
 }
 
+typedef struct stall_job {
+  ccg_graph *g;
+  ccg_comm *comm;
+  int rank;
+  ccg_status st;
+  char msg[1024];
+  double elapsed;
+} stall_job;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *stall_main(void *arg) {
+  stall_job *j = arg;
+  double t0 = now_s();
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.rank = j->rank;
+  o.comm = j->comm;
+  o.deadline_s = 0.5;
+  o.overlap = 1;
+  ccg_exec *x = NULL;
+  j->st = ccg_exec_create(j->g, &o, &x);
+  if (j->st == CCG_STATUS_OK) {
+    float in[4] = {1, 2, 3, 4};
+    ccg_exec_tensor t = XT_F32("x", in, 4);
+    j->st = ccg_exec_run(x, &t, 1, NULL, 0);
+    snprintf(j->msg, sizeof j->msg, "%s", ccg_last_error(x));
+  }
+  ccg_exec_free(x);
+  j->elapsed = now_s() - t0;
+  return NULL;
+}
+
+/* y = AllReduce(x) runs on the communication thread while Relu(x) runs;
+ * Add(y, Relu(x)) waits for it. `with_ar` false: the rank skips the
+ * all-reduce (a peer that never comes). */
+static ccg_graph *posted_all_reduce(bool with_ar, const char **node) {
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), y, z, o;
+  assert_ok(g, ccg_relu(g, x, &z));
+  if (with_ar) {
+    assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+    *node = ccg_node_name(g, ccg_value_producer(g, y));
+    assert_ok(g, ccg_exp(g, z, &z));
+    assert_ok(g, ccg_add(g, y, z, &o));
+  } else {
+    assert_ok(g, ccg_exp(g, z, &o));
+  }
+  assert_ok(g, ccg_graph_add_output(g, o));
+  return g;
+}
+
+/* A timeout on the communication thread reaches the caller as TIMEOUT
+ * naming the collective, its node and the missing rank, within the
+ * deadline plus one second; the thread is joined (valgrind). */
+static void test_timeout_on_comm_thread(void **state) {
+  (void)state;
+  const char *node = NULL, *unused;
+  stall_job j[2] = {{.g = posted_all_reduce(true, &node)},
+                    {.g = posted_all_reduce(false, &unused)}};
+  /* the all-reduce is posted, not run by the calling thread */
+  ccg_comm *c;
+  assert_ok(NULL, ccg_comm_local_new(2, &c));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.comm = c;
+  o.overlap = 1;
+  ccg_exec *e;
+  assert_ok(j[0].g, ccg_exec_create(j[0].g, &o, &e));
+  for (size_t s = 0; s < e->n_steps; s++)
+    if (e->steps[s].comm)
+      assert_true(e->steps[s].join > (int)s + 1);
+  ccg_exec_free(e);
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    j[r].comm = c;
+    j[r].rank = r;
+    assert_int_equal(pthread_create(&th[r], NULL, stall_main, &j[r]), 0);
+  }
+  for (int r = 0; r < 2; r++)
+    assert_int_equal(pthread_join(th[r], NULL), 0);
+  ccg_comm_free(c);
+  assert_int_equal(j[0].st, CCG_STATUS_TIMEOUT);
+  assert_non_null(strstr(j[0].msg, "AllReduce"));
+  assert_non_null(strstr(j[0].msg, node));
+  assert_non_null(strstr(j[0].msg, "rank 1"));
+  assert_true(j[0].elapsed >= 0.5 && j[0].elapsed < 1.5);
+  assert_int_equal(j[1].st, CCG_STATUS_OK);
+  ccg_graph_free(j[0].g);
+  ccg_graph_free(j[1].g);
+}
+
+/* Rank 1 fails (a Gather index out of range: x = 1..4 cast to indices into
+ * 4 elements) before its all-reduce: rank
+ * 0's, posted to its communication thread, returns COMM naming the
+ * collective, the node and rank 1's failure, well within the deadline. */
+static void test_peer_failure_on_comm_thread(void **state) {
+  (void)state;
+  const char *node = NULL;
+  ccg_graph *g1 = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g1, "x", CCG_DTYPE_F32, "[4]"), v, y, ix;
+  assert_ok(g1, ccg_cast(g1, x, CCG_DTYPE_I64, &ix));
+  assert_ok(g1, ccg_gather(g1, x, ix, 0, &v));
+  assert_ok(g1, ccg_all_reduce(g1, v, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g1, ccg_graph_add_output(g1, y));
+  stall_job j[2] = {{.g = posted_all_reduce(true, &node)}, {.g = g1}};
+  ccg_comm *c;
+  assert_ok(NULL, ccg_comm_local_new(2, &c));
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    j[r].comm = c;
+    j[r].rank = r;
+    assert_int_equal(pthread_create(&th[r], NULL, stall_main, &j[r]), 0);
+  }
+  for (int r = 0; r < 2; r++)
+    assert_int_equal(pthread_join(th[r], NULL), 0);
+  ccg_comm_free(c);
+  assert_int_equal(j[1].st, CCG_STATUS_INVALID_ARG);
+  assert_int_equal(j[0].st, CCG_STATUS_COMM);
+  assert_non_null(strstr(j[0].msg, node));
+  assert_non_null(strstr(j[0].msg, "rank 1 failed"));
+  assert_non_null(strstr(j[0].msg, "Gather"));
+  assert_true(j[0].elapsed < 0.5);
+  ccg_graph_free(j[0].g);
+  ccg_graph_free(g1);
+}
+
 /* An executor with overlap but no collective to run starts no thread, and
  * one whose communicator is NULL neither. */
 static void test_no_thread_without_collectives(void **state) {
@@ -417,6 +548,8 @@ int main(void) {
       cmocka_unit_test(test_no_thread_without_collectives),
       cmocka_unit_test(test_environment_overrides),
       cmocka_unit_test(test_schedule),
+      cmocka_unit_test(test_timeout_on_comm_thread),
+      cmocka_unit_test(test_peer_failure_on_comm_thread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
