@@ -36,8 +36,8 @@ typedef struct sizes {
   int64_t tokens, hidden, ffn; /* ffn: this rank's share of 4*hidden */
 } sizes;
 
-/* The block for a tp group of `tp` ranks; returns the output value. */
-static ccg_graph *build(int tp, const sizes *s, ccg_value_id *out) {
+/* An empty graph on the mesh tp=`tp`. */
+static ccg_graph *tp_graph(int tp) {
   ccg_graph *g;
   ccg_mesh m;
   char spec[32];
@@ -45,6 +45,12 @@ static ccg_graph *build(int tp, const sizes *s, ccg_value_id *out) {
   CHECK(NULL, ccg_graph_new(NULL, &g));
   CHECK(NULL, ccg_mesh_parse(spec, &m));
   CHECK(g, ccg_graph_set_mesh(g, &m));
+  return g;
+}
+
+/* The block for a tp group of `tp` ranks; returns the output value. */
+static ccg_graph *build(int tp, const sizes *s, ccg_value_id *out) {
+  ccg_graph *g = tp_graph(tp);
   int64_t f = s->ffn;
   ccg_value_id x, ln_s, ln_b, w1, b1, w2, b2, h;
   ccg_shape xs = {2, {{s->tokens, NULL}, {s->hidden, NULL}}};
@@ -245,13 +251,7 @@ static uint64_t digest(uint64_t h, const void *p, size_t n) {
 /* The block on tp local ranks (tp = 1: one rank, no communicator). */
 static block_result run_block(int tp, int64_t T, int64_t H, int iters,
                               int overlap) {
-  ccg_graph *g;
-  ccg_mesh m;
-  char spec[32];
-  snprintf(spec, sizeof spec, "tp=%d", tp);
-  CHECK(NULL, ccg_graph_new(NULL, &g));
-  CHECK(NULL, ccg_mesh_parse(spec, &m));
-  CHECK(g, ccg_graph_set_mesh(g, &m));
+  ccg_graph *g = tp_graph(tp);
   tb_fwd f;
   block_forward(g, T, H, tp, &f);
   block_backward_explicit(g, T, H, &f);

@@ -328,6 +328,19 @@ static void *stall_main(void *arg) {
   return NULL;
 }
 
+/* Runs the two jobs as ranks 0 and 1 of c, then frees c. */
+static void run_two(stall_job *j, ccg_comm *c) {
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    j[r].comm = c;
+    j[r].rank = r;
+    assert_int_equal(pthread_create(&th[r], NULL, stall_main, &j[r]), 0);
+  }
+  for (int r = 0; r < 2; r++)
+    assert_int_equal(pthread_join(th[r], NULL), 0);
+  ccg_comm_free(c);
+}
+
 /* y = AllReduce(x) runs on the communication thread while Relu(x) runs;
  * Add(y, Relu(x)) waits for it. `with_ar` false: the rank skips the
  * all-reduce (a peer that never comes). */
@@ -367,15 +380,7 @@ static void test_timeout_on_comm_thread(void **state) {
     if (e->steps[s].comm)
       assert_true(e->steps[s].join > (int)s + 1);
   ccg_exec_free(e);
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    j[r].comm = c;
-    j[r].rank = r;
-    assert_int_equal(pthread_create(&th[r], NULL, stall_main, &j[r]), 0);
-  }
-  for (int r = 0; r < 2; r++)
-    assert_int_equal(pthread_join(th[r], NULL), 0);
-  ccg_comm_free(c);
+  run_two(j, c);
   assert_int_equal(j[0].st, CCG_STATUS_TIMEOUT);
   assert_non_null(strstr(j[0].msg, "AllReduce"));
   assert_non_null(strstr(j[0].msg, node));
@@ -387,9 +392,9 @@ static void test_timeout_on_comm_thread(void **state) {
 }
 
 /* Rank 1 fails (a Gather index out of range: x = 1..4 cast to indices into
- * 4 elements) before its all-reduce: rank
- * 0's, posted to its communication thread, returns COMM naming the
- * collective, the node and rank 1's failure, well within the deadline. */
+ * 4 elements) before its all-reduce: rank 0's, posted to its communication
+ * thread, returns COMM naming the collective, the node and rank 1's
+ * failure, well within the deadline. */
 static void test_peer_failure_on_comm_thread(void **state) {
   (void)state;
   const char *node = NULL;
@@ -402,15 +407,7 @@ static void test_peer_failure_on_comm_thread(void **state) {
   stall_job j[2] = {{.g = posted_all_reduce(true, &node)}, {.g = g1}};
   ccg_comm *c;
   assert_ok(NULL, ccg_comm_local_new(2, &c));
-  pthread_t th[2];
-  for (int r = 0; r < 2; r++) {
-    j[r].comm = c;
-    j[r].rank = r;
-    assert_int_equal(pthread_create(&th[r], NULL, stall_main, &j[r]), 0);
-  }
-  for (int r = 0; r < 2; r++)
-    assert_int_equal(pthread_join(th[r], NULL), 0);
-  ccg_comm_free(c);
+  run_two(j, c);
   assert_int_equal(j[1].st, CCG_STATUS_INVALID_ARG);
   assert_int_equal(j[0].st, CCG_STATUS_COMM);
   assert_non_null(strstr(j[0].msg, node));
