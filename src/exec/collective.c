@@ -151,9 +151,8 @@ ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
     return c->vt->recv(c, &k, o->ptr, o->numel, (int)n->p.i0, n->p.i1);
   default:
     return ccg__error(err, CCG_STATUS_INTERNAL,
-                      "node '%s' (%s): not a "
-                      "collective",
-                      n->name, ccg_op_name(n->op));
+                      "node '%s' (%s): not a collective", n->name,
+                      ccg_op_name(n->op));
   }
   /* one rank: the data stays as it is */
   if (o->ptr != a->ptr)
