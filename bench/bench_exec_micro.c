@@ -145,9 +145,12 @@ typedef struct ar_job {
 static void *ar_main(void *arg) {
   ar_job *j = arg;
   ccg_exec *x = j->x;
-  float *in = calloc((size_t)j->count, sizeof(float));
+  float *in = malloc((size_t)j->count * sizeof(float));
   if (!in)
     exit(3);
+  /* real pages with data, as an all-reduce of computed values reads */
+  for (int64_t i = 0; i < j->count; i++)
+    in[i] = (float)(i % 97) * 0.25f;
   ccg_exec_tensor t = input("x", in, 1, j->count, 0);
   CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
   double t0 = now();
@@ -193,6 +196,8 @@ static double all_reduce(int ranks, int64_t count, int iters) {
   ccg_graph_free(g);
   return worst;
 }
+
+#define REPEATS 5
 
 static double memcpy_gbs(size_t bytes, int iters) {
   char *a = malloc(bytes), *b = malloc(bytes);
@@ -240,10 +245,17 @@ int main(int argc, char **argv) {
   matmul(mm, iters, &mm_node, &mm_direct);
   int64_t count = (int64_t)(ar_mb * 1048576.0 / 4.0);
   size_t bytes = (size_t)count * 4;
-  double ar_s = all_reduce(ranks, count, iters);
+  /* best of a few repeats, interleaved with memcpy: the machine is
+   * shared */
+  double ar_s = 1e30, cpy = 0, lat_s = 1e30;
+  for (int k = 0; k < REPEATS; k++) {
+    double a = all_reduce(ranks, count, iters), c = memcpy_gbs(bytes, iters);
+    double l = all_reduce(ranks, 2, iters * 50);
+    ar_s = a < ar_s ? a : ar_s;
+    cpy = c > cpy ? c : cpy;
+    lat_s = l < lat_s ? l : lat_s;
+  }
   double bus = (double)bytes / ar_s * 2.0 * (ranks - 1) / ranks * 1e-9;
-  double cpy = memcpy_gbs(bytes, iters);
-  double lat_s = all_reduce(ranks, 2, iters * 50);
   printf("%-34s %14s %14s %8s\n", "measure", "executor", "direct", "ratio");
   printf("%-34s %11.1f ns %11.1f ns %8.2f\n", "per node, chain of tiny ops",
          node_ns, direct_ns, node_ns / direct_ns);

@@ -65,11 +65,16 @@ typedef struct ccg_exec_options {
   bool debug_collectives;
   /* Collectives kept by the flight recorder (default 32; 0: none). */
   size_t flight_records;
+  /* 1: collectives run in schedule order on a communication thread of this
+   * executor while the compute nodes that do not need their results go on;
+   * 0 (default): on the calling thread. The environment variable
+   * CCG_EXEC_OVERLAP=0 or 1 overrides it. Same results either way. */
+  int overlap;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32                                                                     \
+        32, 0                                                                  \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every

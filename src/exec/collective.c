@@ -10,10 +10,10 @@
 /* ---- helpers ------------------------------------------------------------ */
 
 static void make_coll(ccg_exec *x, const ccg__xnode *n, ccg_dtype dt,
-                      ccg__coll *k) {
+                      ccg_ctx *err, ccg__coll *k) {
   *k = (ccg__coll){ccg_op_name(n->op), n->name,       x->rank,   n->p.group,
                    n->p.gsize,         n->p.gidx,     n->p.mask, dt,
-                   n->p.rop,           x->deadline_s, &x->ctx};
+                   n->p.rop,           x->deadline_s, err};
 }
 
 /* outer (dims before axis) and inner (elements after it). */
@@ -52,13 +52,14 @@ static void chunk_copy(void *packed, void *full, size_t es, size_t outer,
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
+static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                           void *scratch) {
   const ccg__xval *a = n->n_in ? ccg__in(x, n, 0) : NULL;
   const ccg__xval *o = n->n_out ? ccg__out(x, n, 0) : NULL;
   ccg_dtype dt = a ? a->dtype : o->dtype;
   size_t es = ccg_dtype_size(dt);
   ccg__coll k;
-  make_coll(x, n, dt, &k);
+  make_coll(x, n, dt, err, &k);
   ccg_comm *c = x->comm;
   int W = n->p.gsize;
   bool solo = W == 1 && n->op != CCG_OP_SEND && n->op != CCG_OP_RECV;
@@ -80,7 +81,7 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
       break;
     size_t outer, inner;
     split_dims(o, n->p.axis, &outer, &inner);
-    void *dst = outer == 1 ? o->ptr : x->scratch;
+    void *dst = outer == 1 ? o->ptr : scratch;
     CCG_CHECK(c->vt->all_gatherv(c, &k, a->ptr, dst, n->p.counts));
     if (dst != o->ptr)
       chunk_copy(dst, o->ptr, es, outer, inner, n->p.chunk, W, true);
@@ -93,8 +94,8 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
     split_dims(a, n->p.axis, &outer, &inner);
     const void *src = a->ptr;
     if (outer > 1) {
-      chunk_copy(x->scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
-      src = x->scratch;
+      chunk_copy(scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
+      src = scratch;
     }
     return c->vt->reduce_scatterv(c, &k, src, o->ptr, n->p.counts);
   }
@@ -105,7 +106,7 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
     split_dims(a, n->p.axis, &so, &si);
     split_dims(o, n->p.axis2, &co, &ci);
     const void *src = a->ptr;
-    char *scr = x->scratch;
+    char *scr = scratch;
     if (so > 1) {
       chunk_copy(scr, a->ptr, es, so, si, n->p.chunk, W, false);
       src = scr;
@@ -148,7 +149,9 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
   case CCG_OP_RECV:
     return c->vt->recv(c, &k, o->ptr, o->numel, (int)n->p.i0, n->p.i1);
   default:
-    return ccg__xfail(x, n, CCG_STATUS_INTERNAL, "not a collective");
+    return ccg__error(err, CCG_STATUS_INTERNAL,
+                      "node '%s' (%s): not a collective", n->name,
+                      ccg_op_name(n->op));
   }
   /* one rank: the data stays as it is */
   if (o->ptr != a->ptr)
@@ -157,16 +160,24 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n) {
 }
 
 /* Every collective goes through the flight recorder and, in debug mode,
- * the fingerprint check of its group (debug.c). */
-static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+ * the fingerprint check of its group (debug.c). Called on the
+ * communication thread under overlap (one collective at a time, in
+ * schedule order): it touches only n's buffers, `scratch`, `err` and the
+ * executor's debug state, which only collectives use. */
+ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                                void *scratch) {
   size_t slot = ccg__flight_begin(x, n);
   ccg__coll k;
   make_coll(x, n, n->n_in ? ccg__in(x, n, 0)->dtype : ccg__out(x, n, 0)->dtype,
-            &k);
+            err, &k);
   ccg_status st = ccg__debug_check(x, n, &k);
   if (st == CCG_STATUS_OK)
-    st = run_body(x, n);
+    st = run_body(x, n, err, scratch);
   return ccg__flight_end(x, slot, st);
+}
+
+static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
+  return ccg__collective_exec(x, n, &x->ctx, x->comm_scratch);
 }
 
 /* ---- preparation -------------------------------------------------------- */

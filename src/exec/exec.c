@@ -1,6 +1,7 @@
 /* The executor: create (schedule, bound shapes, kernels, memory plan), run
  * (no allocation), free, and the plan's figures. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/comm/comm.h"
@@ -85,6 +86,8 @@ static ccg_status init_steps(ccg_exec *x) {
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   if (ccg_graph_topo_order(g, x->schedule) != CCG_STATUS_OK)
     return ccg__error(&x->ctx, ccg_last_status(g), "%s", ccg_last_error(g));
+  if (x->overlap && x->comm)
+    CCG_CHECK(ccg__overlap_schedule(x));
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     ccg_node_id id = x->schedule[s];
@@ -146,19 +149,26 @@ static void free_aligned(ccg_exec *x, void *p) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
+  CCG_CHECK(ccg__overlap_mark(x));
   CCG_CHECK(ccg__plan_memory(x));
-  size_t scratch = 0;
-  for (size_t s = 0; s < x->n_steps; s++)
-    scratch = x->steps[s].scratch > scratch ? x->steps[s].scratch : scratch;
+  /* collectives pack in a block of their own: under overlap they run on
+   * the communication thread while compute nodes use theirs */
+  size_t scratch = 0, comm = 0;
+  for (size_t s = 0; s < x->n_steps; s++) {
+    size_t *m = ccg_op_is_collective(x->steps[s].op) ? &comm : &scratch;
+    *m = x->steps[s].scratch > *m ? x->steps[s].scratch : *m;
+  }
   x->data_bytes = x->mem.peak_bytes;
   x->scratch_bytes = scratch;
+  x->comm_scratch_bytes = comm;
   x->data = alloc_aligned(x, x->data_bytes ? x->data_bytes : 1);
   x->scratch = alloc_aligned(x, scratch ? scratch : 1);
-  if (!x->data || !x->scratch)
+  x->comm_scratch = alloc_aligned(x, comm ? comm : 1);
+  if (!x->data || !x->scratch || !x->comm_scratch)
     return ccg__error(&x->ctx, CCG_STATUS_OOM,
                       "out of memory for an arena of %zu bytes and %zu of "
                       "scratch",
-                      x->data_bytes, scratch);
+                      x->data_bytes, scratch + comm);
   for (size_t i = 0; i < x->n_vals; i++) {
     ccg__xval *v = &x->vals[i];
     if (v->kind == CCG__V_ARENA)
@@ -207,12 +217,17 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   x->rank = o.rank;
   x->comm = o.comm;
   x->deadline_s = o.deadline_s;
+  x->overlap = o.overlap != 0;
+  const char *env = getenv("CCG_EXEC_OVERLAP");
+  if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
+    x->overlap = env[0] == '1';
   ccg_status st;
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);
   CCG_CHECK_GOTO(init_memory(x), st, fail);
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
+  CCG_CHECK_GOTO(ccg__overlap_start(x), st, fail);
   *out = x;
   return CCG_STATUS_OK;
 fail:
@@ -229,8 +244,10 @@ ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
 void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
+  ccg__overlap_free(x); /* joins the communication thread */
   free_aligned(x, x->data);
   free_aligned(x, x->scratch);
+  free_aligned(x, x->comm_scratch);
   ccg__arena_free(&x->arena);
   ccg_allocator a = x->alloc;
   ccg__free(&a, x, sizeof *x);
@@ -326,10 +343,14 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
 }
 
 static ccg_status run_steps(ccg_exec *x) {
-  for (size_t s = 0; s < x->n_steps; s++) {
-    const ccg__xnode *n = &x->steps[s];
-    if (n->run)
-      CCG_CHECK(n->run(x, n));
+  if (x->ov) {
+    CCG_CHECK(ccg__overlap_run(x));
+  } else {
+    for (size_t s = 0; s < x->n_steps; s++) {
+      const ccg__xnode *n = &x->steps[s];
+      if (n->run)
+        CCG_CHECK(n->run(x, n));
+    }
   }
   if (x->comm) {
     ccg__coll k = {"Send",       "(end of run)", x->rank,       NULL,   0, 0, 0,

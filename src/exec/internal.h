@@ -64,7 +64,17 @@ struct ccg__xnode {
   ccg__xparams p;
   size_t scratch; /* bytes of x->scratch this node needs */
   int inplace;    /* index of the input whose buffer out[0] reuses, or -1 */
+  /* overlap: this node talks to the communicator (runs on the
+   * communication thread), and the number of such nodes of the schedule,
+   * counted from the start, whose results must be in before it runs */
+  bool comm;
+  uint32_t need;
+  uint32_t ord; /* comm nodes: their number among them, from 0 */
+  int join;     /* comm nodes: the first step at which the main thread has
+                 * waited for this node's end (n_steps: the end of the run) */
 };
+
+typedef struct ccg__overlap ccg__overlap;
 
 struct ccg_exec {
   ccg_ctx ctx; /* first: see ccg_last_error */
@@ -89,8 +99,13 @@ struct ccg_exec {
 
   void *data; /* the planned arena */
   size_t data_bytes;
-  void *scratch;
+  void *scratch; /* compute nodes */
   size_t scratch_bytes;
+  void *comm_scratch; /* collectives: packing of non-leading axes */
+  size_t comm_scratch_bytes;
+  ccg__overlap *ov; /* the communication thread, NULL without overlap */
+  uint32_t n_comm;  /* nodes that run on it */
+  bool overlap;
   ccg_exec_memory mem;
   bool failed_comm;         /* the communicator has been told of a failure */
   struct ccg__debug *debug; /* debug.c: collective checks, flight recorder */
@@ -109,6 +124,25 @@ ccg_status ccg__bind(ccg_exec *x, const ccg_exec_options *o);
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */
 ccg_status ccg__plan_memory(ccg_exec *x);
+
+/* collective.c: runs collective node n, recording failures on err and
+ * packing in `scratch` (n->scratch bytes). */
+ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                                void *scratch);
+
+/* overlap.c: marks the nodes that run on the communication thread and what
+ * each node waits for (before the memory plan, which reads them); starts
+ * the thread after it. Runs the schedule with collectives posted to the
+ * thread; joins it at free. */
+ccg_status ccg__overlap_mark(ccg_exec *x);
+/* Reorders x->schedule (before the steps are made from it): each
+ * collective as soon as what it needs has run, the compute the old order
+ * ran before it and it does not need right after it. Collectives keep
+ * their order. */
+ccg_status ccg__overlap_schedule(ccg_exec *x);
+ccg_status ccg__overlap_start(ccg_exec *x);
+ccg_status ccg__overlap_run(ccg_exec *x);
+void ccg__overlap_free(ccg_exec *x);
 
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
  * is CCG_STATUS_UNSUPPORTED naming the node. */

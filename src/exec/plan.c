@@ -1,6 +1,8 @@
-/* The memory plan: liveness over the schedule, outputs written over dying
- * inputs for elementwise ops, then best-fit offsets in one arena. Also the
- * figures to judge it by: the naive sum and the max-live lower bound. */
+/* The memory plan: liveness over the schedule (under overlap a
+ * collective's buffers live until the step that waits for it), outputs written
+ * over dying inputs for elementwise ops, then best-fit offsets in one arena.
+ * Also the figures to judge it by: the naive sum and the max-live lower bound.
+ */
 #include <string.h>
 
 #include "exec/internal.h"
@@ -85,6 +87,16 @@ static void liveness(ccg_exec *x) {
       /* a send's buffer is read until the run's final flush */
       int use = n->op == CCG_OP_SEND ? end : (int)s;
       v->last = use > v->last ? use : v->last;
+    }
+  }
+  /* under overlap a collective reads and writes its buffers on the
+   * communication thread until the main thread has waited for it */
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    for (uint32_t i = 0; n->comm && i < n->n_in + n->n_out; i++) {
+      ccg_value_id id = i < n->n_in ? n->in[i] : n->out[i - n->n_in];
+      if (id != CCG_NONE && x->vals[id].last < n->join)
+        x->vals[id].last = n->join;
     }
   }
   for (size_t i = 0; i < x->n_vals; i++) {

@@ -67,9 +67,23 @@ struct ccg_comm {
   int nranks;
 };
 
+/* One step of a spin wait: a pause instruction where there is one. */
+static inline void ccg__cpu_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* Reduces n inputs (pointers, in group order) elementwise into out, always
  * in that order: deterministic, the same on every rank. */
 void ccg__reduce_ordered(ccg_dtype dt, ccg_reduce_op op, const void *const *ins,
                          int n, size_t off, size_t count, void *out);
+/* The same, written to element off of each of n_outs outputs (at most
+ * 64); large results bypass the cache. */
+void ccg__reduce_ordered_to(ccg_dtype dt, ccg_reduce_op op,
+                            const void *const *ins, int n, size_t off,
+                            size_t count, void *const *outs, int n_outs);
 
 #endif

@@ -16,7 +16,7 @@
 
 #define KEYS (1u << CCG_MAX_MESH_AXES) /* one barrier per mesh-axis mask */
 #define RING 16                        /* sends in flight per channel */
-#define SPINS 2048                     /* pauses before yielding */
+#define SPINS 64                       /* pauses before yielding */
 #define SMALL_BYTES 16384 /* all-reduce: whole on every rank up to this */
 
 typedef struct slot {
@@ -56,14 +56,6 @@ typedef struct local_comm {
   int abort_rank;
   char abort_msg[512];
 } local_comm;
-
-static void cpu_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 static double now_s(void) {
   struct timespec t;
@@ -111,7 +103,7 @@ static ccg_status wait_ge(local_comm *L, const ccg__coll *k,
     if (atomic_load(&L->aborted))
       return aborted_error(L, k);
     if (spins < SPINS) {
-      cpu_pause();
+      ccg__cpu_pause();
       continue;
     }
     sched_yield();
@@ -200,21 +192,18 @@ static ccg_status local_all_reduce(ccg_comm *c, const ccg__coll *k,
     ccg__reduce_ordered(k->dtype, k->rop, ins, n, 0, count, out);
     return barrier(L, k, false);
   }
-  /* Each rank reduces its share into its own output, then copies the
-   * others' shares: every element is reduced once, in rank order. */
+  /* Each rank reduces its share of the elements over the group, in group
+   * order, and writes it into every rank's output: every element is
+   * reduced once, in rank order, and read and written once per rank. A
+   * rank touches only its share of any buffer, so outputs may alias
+   * inputs. */
   size_t per = (count + (size_t)n - 1) / (size_t)n;
   size_t lo = per * (size_t)k->gidx < count ? per * (size_t)k->gidx : count;
   size_t hi = lo + per < count ? lo + per : count;
-  ccg__reduce_ordered(k->dtype, k->rop, ins, n, lo, hi - lo,
-                      (char *)out + lo * es);
-  CCG_CHECK(barrier(L, k, true));
-  for (int r = 0; r < n; r++) {
-    size_t a = per * (size_t)r < count ? per * (size_t)r : count;
-    size_t b = a + per < count ? a + per : count;
-    if (r != k->gidx && b > a)
-      memcpy((char *)out + a * es,
-             (const char *)L->slots[k->group[r]].out + a * es, (b - a) * es);
-  }
+  void *outs[64];
+  for (int r = 0; r < n; r++)
+    outs[r] = L->slots[k->group[r]].out;
+  ccg__reduce_ordered_to(k->dtype, k->rop, ins, n, lo, hi - lo, outs, n);
   return barrier(L, k, false);
 }
 
