@@ -42,7 +42,8 @@ static ccg_status init_values(ccg_exec *x) {
       break;
     case CCG_VALUE_INITIALIZER:
       v->kind = CCG__V_STATIC;
-      v->init = ccg_value_data(g, id)->data;
+      /* This rank's own shard where the graph holds per-rank data. */
+      v->init = ccg_value_rank_data(g, id, x->rank)->data;
       break;
     default:
       v->kind = CCG__V_ARENA;

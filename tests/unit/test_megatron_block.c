@@ -138,7 +138,9 @@ static ccg_graph *build(const shard *s0, int w, bool sp) {
   return g;
 }
 
-static void check(int w, bool sp) {
+/* rank_data: each rank's shards are stored in the graph
+ * (ccg_graph_set_initializer_rank_data) instead of given to the run. */
+static void check(int w, bool sp, bool rank_data) {
   full *p = malloc(sizeof *p);
   assert_non_null(p);
   make_full(p);
@@ -156,6 +158,18 @@ static void check(int w, bool sp) {
   for (int r = 0; r < w; r++)
     make_shard(p, w, r, &sh[r]);
   ccg_graph *g = build(&sh[0], w, sp);
+  if (rank_data) {
+    for (int r = 0; r < w; r++)
+      for (int i = 0; i < NP; i++) {
+        ccg_value_id v;
+        assert_ok(g, ccg_graph_find_value(g, names[i], &v));
+        ccg_tensor t = {CCG_DTYPE_F32,
+                        sh[r].rank[i],
+                        {sh[r].dims[i][0], sh[r].dims[i][1]},
+                        sh[r].data[i]};
+        assert_ok(g, ccg_graph_set_initializer_rank_data(g, v, r, &t));
+      }
+  }
   const char *yname = ccg_value_name(g, ccg_graph_output(g, 0));
   int rows = sp ? S / w : S;
   static float got[4][S * B * H];
@@ -172,7 +186,8 @@ static void check(int w, bool sp) {
     inp[r] = ins[r];
     outp[r] = outs[r];
   }
-  assert_ok(g, ccg_exec_run_local(g, w, NULL, inp, NP + 1, outp, 1, NULL));
+  assert_ok(g, ccg_exec_run_local(g, w, NULL, inp, rank_data ? 1 : NP + 1, outp,
+                                  1, NULL));
   char what[64];
   for (int r = 0; r < w; r++) {
     snprintf(what, sizeof what, "tp=%d%s rank %d", w, sp ? " sp" : "", r);
@@ -189,19 +204,24 @@ static void check(int w, bool sp) {
 
 static void test_tp2(void **state) {
   (void)state;
-  check(2, false);
+  check(2, false, false);
 }
 static void test_tp4(void **state) {
   (void)state;
-  check(4, false);
+  check(4, false, false);
 }
 static void test_tp2_sp(void **state) {
   (void)state;
-  check(2, true);
+  check(2, true, false);
 }
 static void test_tp4_sp(void **state) {
   (void)state;
-  check(4, true);
+  check(4, true, false);
+}
+/* The executor takes each rank's own initializer data from the graph. */
+static void test_tp4_sp_rank_data(void **state) {
+  (void)state;
+  check(4, true, true);
 }
 
 /* Heads that do not divide, a QKV weight of the wrong width, no mesh: each
@@ -244,8 +264,11 @@ static void test_errors(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_tp2),    cmocka_unit_test(test_tp4),
-      cmocka_unit_test(test_tp2_sp), cmocka_unit_test(test_tp4_sp),
+      cmocka_unit_test(test_tp2),
+      cmocka_unit_test(test_tp4),
+      cmocka_unit_test(test_tp2_sp),
+      cmocka_unit_test(test_tp4_sp),
+      cmocka_unit_test(test_tp4_sp_rank_data),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
