@@ -152,6 +152,19 @@ CCG_API ccg_status ccg_exec_run_local(
     const ccg_exec_tensor *const *inputs, size_t n_inputs,
     ccg_exec_tensor *const *outputs, size_t n_outputs, ccg_status *rank_status);
 
+/* The same with one graph per rank: graphs[r] runs as rank r (per-rank
+ * models as ccg_onnx_export_ranks writes them, or a pipeline's stages);
+ * every graph's mesh has a world of nranks. Each rank compiles once and
+ * runs `steps` steps (outputs hold the last). seconds (may be NULL) gets
+ * the time of one step: from the moment the last rank finished compiling
+ * to the moment the last rank finished, over `steps`. Errors go to the
+ * thread's context (ccg_last_error(NULL)) and list every failed rank. */
+CCG_API ccg_status ccg_exec_run_local_ranks(
+    ccg_graph *const *graphs, int nranks, const ccg_exec_options *opts,
+    int steps, const ccg_exec_tensor *const *inputs, size_t n_inputs,
+    ccg_exec_tensor *const *outputs, size_t n_outputs, ccg_status *rank_status,
+    double *seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/comm/comm.h"
 #include "exec/exec_create.h"
@@ -11,13 +12,21 @@
 typedef struct rank_job {
   ccg_graph *g;
   ccg_exec_options opts;
+  int steps;
   const ccg_exec_tensor *inputs;
   size_t n_inputs;
   ccg_exec_tensor *outputs;
   size_t n_outputs;
   ccg_status st;
   ccg_ctx err;
+  double t_start, t_end; /* after compiling, after the last step */
 } rank_job;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void *rank_main(void *arg) {
   rank_job *j = arg;
@@ -29,28 +38,24 @@ static void *rank_main(void *arg) {
     j->opts.comm->vt->abort(j->opts.comm, j->opts.rank, j->err.msg);
     return NULL;
   }
-  j->st = ccg_exec_run(x, j->inputs, j->n_inputs, j->outputs, j->n_outputs);
+  j->t_start = now_s();
+  for (int s = 0; s < j->steps && j->st == CCG_STATUS_OK; s++)
+    j->st = ccg_exec_run(x, j->inputs, j->n_inputs, j->outputs, j->n_outputs);
+  j->t_end = now_s();
   if (j->st != CCG_STATUS_OK)
     ccg__error_copy(&j->err, (const ccg_ctx *)x);
   ccg_exec_free(x);
   return NULL;
 }
 
-ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
-                              const ccg_exec_options *opts,
-                              const ccg_exec_tensor *const *inputs,
-                              size_t n_inputs, ccg_exec_tensor *const *outputs,
-                              size_t n_outputs, ccg_status *rank_status) {
-  if (!g || nranks < 1 || (n_inputs && !inputs) || (n_outputs && !outputs))
-    return ccg__error(g ? (ccg_ctx *)g : NULL, CCG_STATUS_INVALID_ARG,
-                      "ccg_exec_run_local: bad arguments");
-  ccg_ctx *gctx = (ccg_ctx *)g;
-  const ccg_mesh *mesh = ccg_graph_mesh(g);
-  int64_t world = mesh ? ccg_mesh_world_size(mesh) : 1;
-  if (nranks != world)
-    return ccg__error(gctx, CCG_STATUS_INVALID_ARG,
-                      "graph '%s' has a world of %lld ranks, not %d",
-                      ccg_graph_name(g), (long long)world, nranks);
+/* Runs graphs[r] as rank r (one graph for all when `shared`); errors go to
+ * ectx. */
+static ccg_status run_ranks(ccg_graph *const *graphs, bool shared, int nranks,
+                            const ccg_exec_options *opts, int steps,
+                            const ccg_exec_tensor *const *inputs,
+                            size_t n_inputs, ccg_exec_tensor *const *outputs,
+                            size_t n_outputs, ccg_status *rank_status,
+                            double *seconds, ccg_ctx *gctx) {
   for (int r = 0; r < nranks; r++)
     for (size_t i = 0; i < n_outputs; i++)
       if (!outputs[r][i].dst)
@@ -58,11 +63,16 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
                           "rank %d output '%s' has no dst buffer", r,
                           outputs[r][i].name ? outputs[r][i].name : "(null)");
   /* once, before the threads: validation uses the graph's scratch space */
-  if (ccg_graph_validate(g) != CCG_STATUS_OK)
-    return ccg__error_prefix(gctx, "cannot compile");
+  for (int r = 0; r < (shared ? 1 : nranks); r++)
+    if (ccg_graph_validate(graphs[r]) != CCG_STATUS_OK)
+      return ccg__error(gctx, ccg_last_status(graphs[r]),
+                        "rank %d: cannot compile: %s", r,
+                        ccg_last_error(graphs[r]));
   ccg_comm *comm = NULL;
   if (ccg_comm_local_new(nranks, &comm) != CCG_STATUS_OK)
-    return ccg__error(gctx, ccg_last_status(NULL), "%s", ccg_last_error(NULL));
+    return gctx ? ccg__error(gctx, ccg_last_status(NULL), "%s",
+                             ccg_last_error(NULL))
+                : ccg_last_status(NULL); /* already on the thread's context */
   rank_job *jobs = calloc((size_t)nranks, sizeof *jobs);
   pthread_t *threads = calloc((size_t)nranks, sizeof *threads);
   bool *started = calloc((size_t)nranks, sizeof *started);
@@ -78,8 +88,9 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
       memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
     o.rank = r;
     o.comm = comm;
-    *j = (rank_job){g,
+    *j = (rank_job){graphs[shared ? 0 : r],
                     o,
+                    steps,
                     n_inputs ? inputs[r] : NULL,
                     n_inputs,
                     n_outputs ? outputs[r] : NULL,
@@ -97,9 +108,12 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
   char msg[CCG__ERRMSG_MAX] = "";
   size_t used = 0;
   ccg_status first = CCG_STATUS_OK;
+  double t0 = 0, t1 = 0;
   for (int r = 0; r < nranks; r++) {
     if (started[r])
       pthread_join(threads[r], NULL);
+    t0 = jobs[r].t_start > t0 ? jobs[r].t_start : t0;
+    t1 = jobs[r].t_end > t1 ? jobs[r].t_end : t1;
     if (rank_status)
       rank_status[r] = jobs[r].st;
     if (jobs[r].st == CCG_STATUS_OK)
@@ -115,10 +129,58 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
   }
   if (first != CCG_STATUS_OK)
     st = ccg__error(gctx, first, "%s", msg);
+  else if (seconds)
+    *seconds = (t1 - t0) / steps; /* from the last rank ready to the last
+                                     rank done */
 out:
   free(jobs);
   free(threads);
   free(started);
   ccg_comm_free(comm);
   return st;
+}
+
+ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
+                              const ccg_exec_options *opts,
+                              const ccg_exec_tensor *const *inputs,
+                              size_t n_inputs, ccg_exec_tensor *const *outputs,
+                              size_t n_outputs, ccg_status *rank_status) {
+  if (!g || nranks < 1 || (n_inputs && !inputs) || (n_outputs && !outputs))
+    return ccg__error(g ? (ccg_ctx *)g : NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_exec_run_local: bad arguments");
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  int64_t world = mesh ? ccg_mesh_world_size(mesh) : 1;
+  if (nranks != world)
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "graph '%s' has a world of %lld ranks, not %d",
+                      ccg_graph_name(g), (long long)world, nranks);
+  return run_ranks(&g, true, nranks, opts, 1, inputs, n_inputs, outputs,
+                   n_outputs, rank_status, NULL, (ccg_ctx *)g);
+}
+
+ccg_status ccg_exec_run_local_ranks(ccg_graph *const *graphs, int nranks,
+                                    const ccg_exec_options *opts, int steps,
+                                    const ccg_exec_tensor *const *inputs,
+                                    size_t n_inputs,
+                                    ccg_exec_tensor *const *outputs,
+                                    size_t n_outputs, ccg_status *rank_status,
+                                    double *seconds) {
+  if (!graphs || nranks < 1 || steps < 1 || (n_inputs && !inputs) ||
+      (n_outputs && !outputs))
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_exec_run_local_ranks: bad arguments");
+  for (int r = 0; r < nranks; r++) {
+    if (!graphs[r])
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "ccg_exec_run_local_ranks: no graph for rank %d", r);
+    const ccg_mesh *mesh = ccg_graph_mesh(graphs[r]);
+    int64_t world = mesh ? ccg_mesh_world_size(mesh) : 1;
+    if (world != nranks)
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "rank %d's graph '%s' has a world of %lld ranks, not "
+                        "%d",
+                        r, ccg_graph_name(graphs[r]), (long long)world, nranks);
+  }
+  return run_ranks(graphs, false, nranks, opts, steps, inputs, n_inputs,
+                   outputs, n_outputs, rank_status, seconds, NULL);
 }

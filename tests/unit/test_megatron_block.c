@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <unistd.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
@@ -49,7 +50,7 @@ static void make_full(full *p) {
       p->mask[i * S + j] = j <= i ? 0.0f : -1e9f;
 }
 
-static float *dup(const float *v, size_t n) {
+static float *fdup(const float *v, size_t n) {
   float *c = malloc(n * sizeof *c);
   assert_non_null(c);
   memcpy(c, v, n * sizeof *c);
@@ -76,8 +77,8 @@ static void set(shard *s, int i, float *d, int rank, int64_t d0, int64_t d1) {
  * rows of the projection, its columns of fc1 and rows of fc2. */
 static void make_shard(const full *p, int w, int r, shard *s) {
   int hc = H / w, fc = F / w;
-  set(s, 0, dup(p->ln1s, H), 1, H, 0);
-  set(s, 1, dup(p->ln1b, H), 1, H, 0);
+  set(s, 0, fdup(p->ln1s, H), 1, H, 0);
+  set(s, 1, fdup(p->ln1b, H), 1, H, 0);
   float *qkv = malloc((size_t)H * 3 * hc * sizeof *qkv);
   float *bqkv = malloc((size_t)3 * hc * sizeof *bqkv);
   assert_non_null(qkv);
@@ -91,15 +92,15 @@ static void make_shard(const full *p, int w, int r, shard *s) {
   }
   set(s, 2, qkv, 2, H, 3 * hc);
   set(s, 3, bqkv, 1, 3 * hc, 0);
-  set(s, 4, dup(p->wo + r * hc * H, (size_t)hc * H), 2, hc, H);
-  set(s, 5, dup(p->bo, H), 1, H, 0);
-  set(s, 6, dup(p->ln2s, H), 1, H, 0);
-  set(s, 7, dup(p->ln2b, H), 1, H, 0);
+  set(s, 4, fdup(p->wo + r * hc * H, (size_t)hc * H), 2, hc, H);
+  set(s, 5, fdup(p->bo, H), 1, H, 0);
+  set(s, 6, fdup(p->ln2s, H), 1, H, 0);
+  set(s, 7, fdup(p->ln2b, H), 1, H, 0);
   set(s, 8, cols(p->w1, H, F, r * fc, fc), 2, H, fc);
-  set(s, 9, dup(p->b1 + r * fc, fc), 1, fc, 0);
-  set(s, 10, dup(p->w2 + r * fc * H, (size_t)fc * H), 2, fc, H);
-  set(s, 11, dup(p->b2, H), 1, H, 0);
-  set(s, 12, dup(p->mask, S * S), 2, S, S);
+  set(s, 9, fdup(p->b1 + r * fc, fc), 1, fc, 0);
+  set(s, 10, fdup(p->w2 + r * fc * H, (size_t)fc * H), 2, fc, H);
+  set(s, 11, fdup(p->b2, H), 1, H, 0);
+  set(s, 12, fdup(p->mask, S * S), 2, S, S);
 }
 
 static void free_shard(shard *s) {
@@ -224,6 +225,81 @@ static void test_tp4_sp_rank_data(void **state) {
   check(4, true, true);
 }
 
+/* The block exported as one ONNX model per rank (each with its own
+ * shards), imported back and run one graph per rank: the same outputs as
+ * the SPMD graph, several steps, a step time; and the runner's errors. */
+static void test_per_rank_models(void **state) {
+  (void)state;
+  enum { W = 2 };
+  full *p = malloc(sizeof *p);
+  assert_non_null(p);
+  make_full(p);
+  shard sh[W];
+  for (int r = 0; r < W; r++)
+    make_shard(p, W, r, &sh[r]);
+  ccg_graph *g = build(&sh[0], W, true);
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < NP; i++) {
+      ccg_value_id v;
+      assert_ok(g, ccg_graph_find_value(g, names[i], &v));
+      ccg_tensor t = {CCG_DTYPE_F32,
+                      sh[r].rank[i],
+                      {sh[r].dims[i][0], sh[r].dims[i][1]},
+                      sh[r].data[i]};
+      assert_ok(g, ccg_graph_set_initializer_rank_data(g, v, r, &t));
+    }
+  char dir[] = "/tmp/ccg_block_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  assert_ok(g, ccg_onnx_export_ranks(g, dir, "block", NULL));
+  ccg_graph *ranks[W];
+  for (int r = 0; r < W; r++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/block.rank%d.onnx", dir, r);
+    assert_ok(NULL, ccg_onnx_import_file(path, NULL, &ranks[r]));
+    unlink(path);
+    snprintf(path, sizeof path, "%s/block.rank%d.onnx.data", dir, r);
+    unlink(path); /* mapped weights stay valid */
+  }
+  rmdir(dir);
+  enum { ROWS = S / W };
+  const char *yname = ccg_value_name(g, ccg_graph_output(g, 0));
+  static float want[W][ROWS * B * H], got[W][ROWS * B * H];
+  ccg_exec_tensor ins[W][1], outs[W][1], outs2[W][1];
+  const ccg_exec_tensor *inp[W];
+  ccg_exec_tensor *outp[W], *outp2[W];
+  for (int r = 0; r < W; r++) {
+    ins[r][0] = XT_F32("x", p->x + (size_t)r * ROWS * B * H, ROWS, B, H);
+    outs[r][0] = xt_out(yname, want[r], sizeof want[r]);
+    outs2[r][0] = xt_out(yname, got[r], sizeof got[r]);
+    inp[r] = ins[r];
+    outp[r] = outs[r];
+    outp2[r] = outs2[r];
+  }
+  assert_ok(g, ccg_exec_run_local(g, W, NULL, inp, 1, outp, 1, NULL));
+  double secs = -1;
+  assert_ok(NULL, ccg_exec_run_local_ranks(ranks, W, NULL, 3, inp, 1, outp2, 1,
+                                           NULL, &secs));
+  assert_true(secs > 0);
+  for (int r = 0; r < W; r++)
+    assert_memory_equal(got[r], want[r], sizeof got[r]);
+  /* A rank count that is not the graphs' world, and a missing graph. */
+  assert_fails(
+      NULL, CCG_STATUS_INVALID_ARG,
+      ccg_exec_run_local_ranks(ranks, 1, NULL, 1, inp, 1, outp2, 1, NULL, NULL),
+      "world of 2 ranks, not 1");
+  ccg_graph *holes[W] = {ranks[0], NULL};
+  assert_fails(
+      NULL, CCG_STATUS_INVALID_ARG,
+      ccg_exec_run_local_ranks(holes, W, NULL, 1, inp, 1, outp2, 1, NULL, NULL),
+      "no graph for rank 1");
+  for (int r = 0; r < W; r++) {
+    ccg_graph_free(ranks[r]);
+    free_shard(&sh[r]);
+  }
+  ccg_graph_free(g);
+  free(p);
+}
+
 /* Heads that do not divide, a QKV weight of the wrong width, no mesh: each
  * an error naming the cause, and the graph unchanged. */
 static void test_errors(void **state) {
@@ -269,6 +345,7 @@ int main(void) {
       cmocka_unit_test(test_tp2_sp),
       cmocka_unit_test(test_tp4_sp),
       cmocka_unit_test(test_tp4_sp_rank_data),
+      cmocka_unit_test(test_per_rank_models),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
