@@ -81,6 +81,7 @@ int cli_parse_program_args(const command *self, int argc, char **argv,
 void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
 void cli_program_free(cli_program *p);
 
+extern const command cli_demo_command;
 extern const command cli_verify_command;
 extern const command cli_cost_command;
 

@@ -33,10 +33,8 @@ static const command mesh_command = {
 
 /* Each subcommand: one row here, its code in its own file (cli/cli.h). */
 static const command *const commands[] = {
-    &ops_command,
-    &mesh_command,
-    &cli_verify_command,
-    &cli_cost_command,
+    &cli_demo_command,   &ops_command,      &mesh_command,
+    &cli_verify_command, &cli_cost_command,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -48,7 +46,8 @@ static void print_main_usage(FILE *f) {
     fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
   fprintf(f, "\n'ccgraph COMMAND --help' shows a command's options.\n\n"
              "Exit status: 0 ok, 1 usage error, 2 bad input (a file, a shape,\n"
-             "a plan, a mesh), 3 runtime or communication failure.\n"
+             "a plan, a mesh), 3 runtime or communication failure, 4 a\n"
+             "comparison above its tolerance (demo, run --check).\n"
              "Environment: CCG_LOG=debug|info|warn|error|off sets the log "
              "level.\n");
 }
