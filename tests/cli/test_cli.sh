@@ -58,6 +58,17 @@ expect 2 "axis 'tp' appears twice" -- mesh tp=2,tp=2
 expect 2 "'tp4' is not NAME=SIZE" -- mesh tp4
 expect 2 "mesh axis 'ep' is not in the mesh \[dp=2,tp=2\]" -- mesh dp=2,tp=2 --axes ep
 
+# The main job: sharded equals unsharded, and its errors.
+expect 0 'usage: ccgraph demo' -- demo --help
+expect 0 'ok: the sharded block matches the unsharded one' -- demo --ranks 2 --steps 1
+expect 0 'collectives +AllGather 2, ReduceScatter 2' -- demo --ranks 2 --steps 1
+expect 0 '"max_abs_diff_outputs": [0-9.e-]+,' -- demo --ranks 2 --steps 1 --json
+expect 4 'FAILED: differences above the tolerance' -- demo --ranks 2 --steps 1 --tolerance 0
+expect 1 '--ranks 3: give 1, 2, 4 or 8' -- demo --ranks 3
+expect 1 '--steps 0: give 1 to 100000' -- demo --steps 0
+expect 1 '--tolerance x: give a number >= 0' -- demo --tolerance x
+expect 2 "cannot create '/nonexistent/demo'" -- demo --out /nonexistent/demo
+
 # CCG_LOG sets the log level; a bad value is reported, not fatal.
 export CCG_LOG=debug
 expect 2 '\[debug\] PARSE: mesh .tp=0.' -- mesh tp=0
