@@ -380,8 +380,8 @@ static ccg_status build(im *m) {
 
 /* ---- entry points ------------------------------------------------------- */
 
-static ccg_status import_opts(const ccg_onnx_import_options *in,
-                              ccg_onnx_import_options *o) {
+ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
+                                 ccg_onnx_import_options *o) {
   *o = (ccg_onnx_import_options)CCG_ONNX_IMPORT_OPTIONS_INIT;
   if (in) {
     size_t n = in->size < sizeof *o ? in->size : sizeof *o;
@@ -438,7 +438,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
                       "ONNX import: no data or no output pointer");
   *out = NULL;
   ccg_onnx_import_options o;
-  CCG_CHECK(import_opts(opts, &o));
+  CCG_CHECK(ccg__onnx_import_opts(opts, &o));
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
   CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
@@ -487,53 +487,17 @@ ccg_status ccg_onnx_import_file(const char *path,
                       "ONNX import: no file name or output pointer");
   *out = NULL;
   ccg_onnx_import_options o;
-  CCG_CHECK(import_opts(opts, &o));
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
-  ccg_status st = CCG_STATUS_OK;
+  CCG_CHECK(ccg__onnx_import_opts(opts, &o));
   uint8_t *buf = NULL;
-  long size = -1;
-  if (fseek(f, 0, SEEK_END) == 0)
-    size = ftell(f);
-  if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: cannot find its size (%s)", path,
-                    strerror(errno));
-    goto out;
-  }
-  if ((size_t)size > o.max_bytes) {
-    st = ccg__error(NULL, CCG_STATUS_OOM,
-                    "%s: %ld bytes, over the import's byte cap of %zu", path,
-                    size, o.max_bytes);
-    goto out;
-  }
-  buf = malloc(size ? (size_t)size : 1);
-  if (!buf) {
-    st = ccg__error(NULL, CCG_STATUS_OOM, "%s: %ld bytes", path, size);
-    goto out;
-  }
-  if (size && fread(buf, 1, (size_t)size, f) != (size_t)size) {
-    st = ccg__error(NULL, CCG_STATUS_IO, "%s: short read", path);
-    goto out;
-  }
+  size_t size = 0;
+  CCG_CHECK(ccg__onnx_read_whole(path, o.max_bytes, &buf, &size));
   /* External data is resolved against the model's own folder. */
-  char *dir = strdup(path);
-  if (!dir) {
-    st = ccg__error(NULL, CCG_STATUS_OOM, "%s", path);
-    goto out;
-  }
-  char *slash = strrchr(dir, '/');
-  const char *base = ".";
-  if (slash == dir)
-    base = "/";
-  else if (slash) {
-    *slash = '\0';
-    base = dir;
-  }
-  st = import_model(path, buf, (size_t)size, base, &o, out);
+  char *dir = NULL;
+  const char *base = NULL;
+  ccg_status st = ccg__onnx_dir_of(path, &dir, &base);
+  if (st == CCG_STATUS_OK)
+    st = import_model(path, buf, size, base, &o, out);
   free(dir);
-out:
   free(buf);
-  fclose(f);
   return st;
 }

@@ -86,8 +86,9 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
 
 /* Fills tp (already initialized) with t's dims, type and data: raw_data
  * (borrowed from t) or, when ext is given and the data is larger than
- * `threshold`, appended to the external data file. Errors on g. */
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+ * `threshold`, appended to the external data file. Errors on ctx (NULL: the
+ * thread's). */
+ccg_status ccg__onnx_tensor_out(ccg_ctx *ctx, ccg_arena *a, const ccg_tensor *t,
                                 const char *name, ccg__onnx_ext *ext,
                                 size_t threshold, Onnx__TensorProto *tp);
 
@@ -105,6 +106,19 @@ typedef struct ccg__onnx_src {
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
                                bool borrow_raw, ccg_tensor *t);
+
+/* ---- files (tensor_file.c, import.c) ----------------------------------- */
+
+/* Checks caller import options and fills defaults into *o (thread errors). */
+ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
+                                 ccg_onnx_import_options *o);
+/* Reads a whole file (at most max_bytes) into *buf ("new": free()). Errors
+ * on the thread context, naming the file. */
+ccg_status ccg__onnx_read_whole(const char *path, size_t max_bytes,
+                                uint8_t **buf, size_t *size);
+/* The folder of `path` for external data: *base points into *dir ("new":
+ * free()) or to "." or "/". */
+ccg_status ccg__onnx_dir_of(const char *path, char **dir, const char **base);
 
 /* ---- hardening hooks ---------------------------------------------------- */
 
