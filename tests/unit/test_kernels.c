@@ -373,11 +373,8 @@ static void test_identity_dropout(void **state) {
  * time when training_mode is run-time data and at create when it is a
  * constant; training_mode false or ratio 0 copy. It used to copy silently
  * whatever the mode. */
-static ccg_exec *dropout_exec(ccg_graph **gp, ccg_value_id *y) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"),
-                        ccg_test_input(g, "ratio", CCG_DTYPE_F32, "[]"),
-                        ccg_test_input(g, "training", CCG_DTYPE_BOOL, "[]")};
+/* Dropout "drop" over in[0..2] with its output "y" as a graph output. */
+static void add_dropout(ccg_graph *g, const ccg_value_id *in) {
   ccg_node_desc nd = CCG_NODE_DESC_INIT;
   nd.op = "Dropout";
   nd.name = "drop";
@@ -385,20 +382,21 @@ static ccg_exec *dropout_exec(ccg_graph **gp, ccg_value_id *y) {
   nd.n_inputs = 3;
   nd.output_names = (const char *[]){"y"};
   ccg_node_id node;
+  ccg_value_id y;
   assert_ok(g, ccg_graph_add_node(g, &nd, &node));
-  assert_ok(g, ccg_graph_find_value(g, "y", y));
-  assert_ok(g, ccg_graph_add_output(g, *y));
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, NULL, &x));
-  *gp = g;
-  return x;
+  assert_ok(g, ccg_graph_find_value(g, "y", &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
 }
 
 static void test_dropout_training_mode(void **state) {
   (void)state;
-  ccg_graph *g = NULL;
-  ccg_value_id y;
-  ccg_exec *x = dropout_exec(&g, &y);
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in3[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"),
+                         ccg_test_input(g, "ratio", CCG_DTYPE_F32, "[]"),
+                         ccg_test_input(g, "training", CCG_DTYPE_BOOL, "[]")};
+  add_dropout(g, in3);
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, NULL, &x));
   float xs[4] = {1, -2, 3, 4}, out[4];
   struct {
     float ratio;
@@ -430,16 +428,7 @@ static void test_dropout_training_mode(void **state) {
   ccg_value_id in[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), CCG_NONE,
                         CCG_NONE};
   assert_ok(g, ccg_constant(g, &tt, &in[2]));
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Dropout";
-  nd.name = "drop";
-  nd.inputs = in;
-  nd.n_inputs = 3;
-  nd.output_names = (const char *[]){"y"};
-  ccg_node_id node;
-  assert_ok(g, ccg_graph_add_node(g, &nd, &node));
-  assert_ok(g, ccg_graph_find_value(g, "y", &y));
-  assert_ok(g, ccg_graph_add_output(g, y));
+  add_dropout(g, in);
   x = NULL;
   assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_exec_create(g, NULL, &x),
                "node 'drop' (Dropout)", "training mode with ratio 0.5");
