@@ -98,6 +98,27 @@ CCG_API ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
                                           const ccg_onnx_import_options *opts,
                                           ccg_graph **out);
 
+/* ---- single tensors (TensorProto files, .pb) ---------------------------- */
+
+/* Reads one serialized ONNX TensorProto (the .pb files of ONNX's test data)
+ * into *out: dtype, dims and data in any standard encoding (raw_data, typed
+ * fields, external data beside the file and inside its folder). The checks
+ * of the model reader apply (wire format, dims, data length against shape
+ * and type, byte cap of opts->max_bytes; opts may be NULL). name (may be
+ * NULL) gets the tensor's name, "" when it has none ("new": free()). "new":
+ * out->data is 64-byte aligned, freed with ccg_onnx_tensor_free. Errors go
+ * to the thread's context and name the file. */
+CCG_API ccg_status
+ccg_onnx_tensor_read_file(const char *path, const ccg_onnx_import_options *opts,
+                          ccg_tensor *out, char **name);
+/* Frees the data of a tensor from ccg_onnx_tensor_read_file (NULL-safe). */
+CCG_API void ccg_onnx_tensor_free(ccg_tensor *t);
+/* Writes t as one TensorProto (raw_data) named `name` (may be NULL) to
+ * `path`. Errors go to the thread's context and name the file. */
+CCG_API ccg_status ccg_onnx_tensor_write_file(const char *path,
+                                              const ccg_tensor *t,
+                                              const char *name);
+
 #ifdef __cplusplus
 }
 #endif

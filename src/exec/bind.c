@@ -145,6 +145,43 @@ bool ccg__eval_dim(ccg_exec *x, ccg_dim d, int64_t *out, char *missing,
   return true;
 }
 
+/* True if some graph input's shape has the atom `sym` in one of its dims. */
+static bool input_has_atom(const ccg_exec *x, const char *sym) {
+  size_t len = strlen(sym);
+  for (size_t i = 0; i < ccg_graph_num_inputs(x->g); i++) {
+    const ccg_shape *s = ccg_value_shape(x->g, ccg_graph_input(x->g, i));
+    for (int d = 0; d < s->rank; d++) {
+      if (!ccg_dim_is_sym(s->dims[d]))
+        continue;
+      mono m;
+      parse_mono(s->dims[d].sym, &m);
+      for (int k = 0; k < m.n; k++)
+        if (m.t[k].len == len && strncmp(m.t[k].p, sym, len) == 0)
+          return true;
+    }
+  }
+  return false;
+}
+
+ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
+                            const char *missing) {
+  ccg_graph *g = x->g;
+  ccg_node_id n = ccg_value_producer(g, v);
+  if (n != CCG_NONE && !input_has_atom(x, missing))
+    return ccg__error(
+        &x->ctx, CCG_STATUS_UNSUPPORTED,
+        "node '%s' (%s): output '%s' dim %d ('%s') is set by data known "
+        "only at run time; ahead-of-time compilation needs that data "
+        "constant (or the size given as a ccg_exec_dim)",
+        ccg_node_name(g, n), ccg_op_name(ccg_node_op(g, n)),
+        ccg_value_name(g, v), d, missing);
+  return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
+                    "value '%s' dim %d: symbol '%s' is not bound on rank %d; "
+                    "give the shape of an input that has it (ccg_exec_options."
+                    "input_shapes) or a ccg_exec_dim",
+                    ccg_value_name(g, v), d, missing, x->rank);
+}
+
 static ccg_status add_binding(ccg_exec *x, const char *p, size_t len,
                               int64_t v) {
   if (x->n_binds == x->cap_binds)

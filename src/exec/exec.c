@@ -55,12 +55,7 @@ static ccg_status init_values(ccg_exec *x) {
     for (int d = 0; d < s.rank; d++) {
       char missing[256];
       if (!ccg__eval_dim(x, s.dims[d], &v->dims[d], missing, sizeof missing))
-        return ccg__error(
-            &x->ctx, CCG_STATUS_SHAPE,
-            "value '%s' dim %d: symbol '%s' is not bound on rank %d; give "
-            "the shape of an input that has it (ccg_exec_options."
-            "input_shapes) or a ccg_exec_dim",
-            ccg_value_name(g, id), d, missing, x->rank);
+        return ccg__unbound_dim(x, id, d, missing);
       if (v->dims[d] < 0 || !ccg__mul_size(numel, (size_t)v->dims[d], &numel))
         return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
                           "value '%s' dim %d: size %lld is negative or "

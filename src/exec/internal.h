@@ -120,6 +120,12 @@ ccg_status ccg__xfail(ccg_exec *x, const ccg__xnode *n, ccg_status st,
 bool ccg__eval_dim(ccg_exec *x, ccg_dim d, int64_t *out, char *missing,
                    size_t missing_size);
 ccg_status ccg__bind(ccg_exec *x, const ccg_exec_options *o);
+/* The error for dim d of value v left unbound (`missing`: the atom). A
+ * symbol that no graph input's shape holds comes from a node's data-set
+ * output shape (a Reshape to a shape fed at run time): UNSUPPORTED, naming
+ * the node. Otherwise SHAPE: an input shape was not given. */
+ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
+                            const char *missing);
 
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */

@@ -102,7 +102,7 @@ static ccg_status add_initializer(ex *e, const ccg_tensor *t, const char *name,
                                   bool may_be_external) {
   Onnx__TensorProto *tp;
   NEW(tp, Onnx__TensorProto, onnx__tensor_proto__init);
-  CCG_CHECK(ccg__onnx_tensor_out(e->g, e->a, t, name,
+  CCG_CHECK(ccg__onnx_tensor_out(&e->g->ctx, e->a, t, name,
                                  may_be_external ? e->ext : NULL,
                                  e->o->external_threshold, tp));
   if (e->gp->n_initializer >= e->cap_init)
@@ -191,7 +191,8 @@ static ccg_status attr_out(ex *e, const ccg_attr *at,
   case CCG_ATTR_TENSOR:
     p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
     NEW(p->t, Onnx__TensorProto, onnx__tensor_proto__init);
-    CCG_CHECK(ccg__onnx_tensor_out(e->g, e->a, at->t, NULL, NULL, 0, p->t));
+    CCG_CHECK(
+        ccg__onnx_tensor_out(&e->g->ctx, e->a, at->t, NULL, NULL, 0, p->t));
     break;
   default:
     return ccg__error(&e->g->ctx, CCG_STATUS_INTERNAL,

@@ -388,8 +388,8 @@ static ccg_status build(im *m) {
 
 /* ---- entry points ------------------------------------------------------- */
 
-static ccg_status import_opts(const ccg_onnx_import_options *in,
-                              ccg_onnx_import_options *o) {
+ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
+                                 ccg_onnx_import_options *o) {
   *o = (ccg_onnx_import_options)CCG_ONNX_IMPORT_OPTIONS_INIT;
   if (in) {
     size_t n = in->size < sizeof *o ? in->size : sizeof *o;
@@ -446,7 +446,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
                       "ONNX import: no data or no output pointer");
   *out = NULL;
   ccg_onnx_import_options o;
-  CCG_CHECK(import_opts(opts, &o));
+  CCG_CHECK(ccg__onnx_import_opts(opts, &o));
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
   CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
@@ -489,17 +489,9 @@ ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
   return import_model("<buffer>", data, size, base_dir, opts, out);
 }
 
-/* The model file's bytes: mapped read-only where it is a regular file (no
- * copy; protobuf-c copies what it keeps), else read into memory. */
-typedef struct file_bytes {
-  uint8_t *data;
-  size_t size;
-  bool mapped;
-} file_bytes;
-
-static ccg_status read_model_file(const char *path, size_t max_bytes,
-                                  file_bytes *fb) {
-  *fb = (file_bytes){NULL, 0, false};
+ccg_status ccg__onnx_file_read(const char *path, size_t max_bytes,
+                               ccg__onnx_file *fb) {
+  *fb = (ccg__onnx_file){NULL, 0, false};
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return ccg__error(NULL, CCG_STATUS_IO, "%s: %s", path, strerror(errno));
@@ -571,7 +563,7 @@ out:
   return st;
 }
 
-static void file_bytes_free(file_bytes *fb) {
+void ccg__onnx_file_free(ccg__onnx_file *fb) {
   if (fb->mapped)
     munmap(fb->data, fb->size);
   else
@@ -586,29 +578,17 @@ ccg_status ccg_onnx_import_file(const char *path,
                       "ONNX import: no file name or output pointer");
   *out = NULL;
   ccg_onnx_import_options o;
-  CCG_CHECK(import_opts(opts, &o));
-  file_bytes fb;
-  ccg_status st = read_model_file(path, o.max_bytes, &fb);
-  if (st != CCG_STATUS_OK) {
-    file_bytes_free(&fb);
-    return st;
-  }
+  CCG_CHECK(ccg__onnx_import_opts(opts, &o));
+  ccg__onnx_file f;
+  ccg_status st = ccg__onnx_file_read(path, o.max_bytes, &f);
   /* External data is resolved against the model's own folder. */
-  char *dir = strdup(path);
-  if (!dir) {
-    file_bytes_free(&fb);
-    return ccg__error(NULL, CCG_STATUS_OOM, "%s", path);
-  }
-  char *slash = strrchr(dir, '/');
-  const char *base = ".";
-  if (slash == dir)
-    base = "/";
-  else if (slash) {
-    *slash = '\0';
-    base = dir;
-  }
-  st = import_model(path, fb.data, fb.size, base, &o, out);
+  char *dir = NULL;
+  const char *base = NULL;
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_dir_of(path, &dir, &base);
+  if (st == CCG_STATUS_OK)
+    st = import_model(path, f.data, f.size, base, &o, out);
   free(dir);
-  file_bytes_free(&fb);
+  ccg__onnx_file_free(&f);
   return st;
 }

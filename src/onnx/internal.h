@@ -91,8 +91,9 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
 
 /* Fills tp (already initialized) with t's dims, type and data: raw_data
  * (borrowed from t) or, when ext is given and the data is larger than
- * `threshold`, appended to the external data file. Errors on g. */
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+ * `threshold`, appended to the external data file. Errors on ctx (NULL: the
+ * thread's). */
+ccg_status ccg__onnx_tensor_out(ccg_ctx *ctx, ccg_arena *a, const ccg_tensor *t,
                                 const char *name, ccg__onnx_ext *ext,
                                 size_t threshold, Onnx__TensorProto *tp);
 
@@ -124,6 +125,27 @@ typedef struct ccg__onnx_src {
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
                                bool borrow_raw, bool *mapped, ccg_tensor *t);
+
+/* ---- files (tensor_file.c, import.c) ----------------------------------- */
+
+/* Checks caller import options and fills defaults into *o (thread errors). */
+ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
+                                 ccg_onnx_import_options *o);
+/* A whole file (at most max_bytes): mapped read-only where it is a regular
+ * file (no copy: protobuf-c copies what it keeps), else read into memory.
+ * Free with ccg__onnx_file_free, whatever the status. Errors on the thread
+ * context, naming the file. */
+typedef struct ccg__onnx_file {
+  uint8_t *data;
+  size_t size;
+  bool mapped;
+} ccg__onnx_file;
+ccg_status ccg__onnx_file_read(const char *path, size_t max_bytes,
+                               ccg__onnx_file *f);
+void ccg__onnx_file_free(ccg__onnx_file *f);
+/* The folder of `path` for external data: *base points into *dir ("new":
+ * free()) or to "." or "/". */
+ccg_status ccg__onnx_dir_of(const char *path, char **dir, const char **base);
 
 /* ---- hardening hooks ---------------------------------------------------- */
 

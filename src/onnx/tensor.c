@@ -32,29 +32,26 @@ static Onnx__StringStringEntryProto *entry(ccg_arena *a, const char *k,
   return e->value ? e : NULL;
 }
 
-static ccg_status write_external(ccg_graph *g, ccg_arena *a,
+static ccg_status write_external(ccg_ctx *ctx, ccg_arena *a,
                                  const ccg_tensor *t, size_t nbytes,
                                  const char *name, ccg__onnx_ext *ext,
                                  Onnx__TensorProto *tp) {
   if (!ext->file) {
     ext->file = fopen(ext->tmp_path, "wb");
     if (!ext->file)
-      return ccg__error(&g->ctx, CCG_STATUS_IO, "external data file '%s': %s",
+      return ccg__error(ctx, CCG_STATUS_IO, "external data file '%s': %s",
                         ext->tmp_path, strerror(errno));
   }
   /* Each tensor starts 64-byte aligned, so that readers can map the file
    * and use the data in place. */
   static const uint8_t zeros[64];
   size_t pad = (size_t)(-ext->offset & 63);
-  if (pad && fwrite(zeros, 1, pad, ext->file) != pad)
-    return ccg__error(&g->ctx, CCG_STATUS_IO,
+  if ((pad && fwrite(zeros, 1, pad, ext->file) != pad) ||
+      (nbytes && fwrite(t->data, 1, nbytes, ext->file) != nbytes))
+    return ccg__error(ctx, CCG_STATUS_IO,
                       "external data file '%s': writing initializer '%s': %s",
                       ext->tmp_path, name, strerror(errno));
   ext->offset += pad;
-  if (nbytes && fwrite(t->data, 1, nbytes, ext->file) != nbytes)
-    return ccg__error(&g->ctx, CCG_STATUS_IO,
-                      "external data file '%s': writing initializer '%s': %s",
-                      ext->tmp_path, name, strerror(errno));
   char off[32], len[32];
   snprintf(off, sizeof off, "%llu", (unsigned long long)ext->offset);
   snprintf(len, sizeof len, "%zu", nbytes);
@@ -63,8 +60,7 @@ static ccg_status write_external(ccg_graph *g, ccg_arena *a,
       !(tp->external_data[0] = entry(a, "location", ext->location)) ||
       !(tp->external_data[1] = entry(a, "offset", off)) ||
       !(tp->external_data[2] = entry(a, "length", len)))
-    return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting initializer '%s'",
-                      name);
+    return ccg__error(ctx, CCG_STATUS_OOM, "exporting initializer '%s'", name);
   tp->n_external_data = 3;
   tp->has_data_location = 1;
   tp->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
@@ -73,20 +69,20 @@ static ccg_status write_external(ccg_graph *g, ccg_arena *a,
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_tensor_out(ccg_graph *g, ccg_arena *a, const ccg_tensor *t,
+ccg_status ccg__onnx_tensor_out(ccg_ctx *ctx, ccg_arena *a, const ccg_tensor *t,
                                 const char *name, ccg__onnx_ext *ext,
                                 size_t threshold, Onnx__TensorProto *tp) {
   size_t nbytes = 0;
   if (ccg_tensor_nbytes(t, &nbytes) != CCG_STATUS_OK)
-    return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
-                      "tensor '%s' has an invalid shape", name);
+    return ccg__error(ctx, CCG_STATUS_SHAPE, "tensor '%s' has an invalid shape",
+                      name);
   tp->n_dims = (size_t)t->rank;
   tp->dims = (int64_t *)t->dims;
   tp->has_data_type = 1;
   tp->data_type = ccg__onnx_dtype_code(t->dtype);
   tp->name = (char *)name;
   if (ext && nbytes > threshold)
-    return write_external(g, a, t, nbytes, name, ext, tp);
+    return write_external(ctx, a, t, nbytes, name, ext, tp);
   tp->has_raw_data = 1;
   tp->raw_data.len = nbytes;
   tp->raw_data.data = (uint8_t *)t->data;

@@ -486,9 +486,11 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   wire_where w = {at, m, num, f};
   if (first && (!f || !kind_accepts(f->kind, wt)))
     return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "not an ONNX model: the first bytes (tag 0x%llx: field "
-                      "%u, wire type %s) are not a ModelProto field",
-                      (unsigned long long)tag, (unsigned)num, wt_name(wt));
+                      "not an ONNX %s: the first bytes (tag 0x%llx: field "
+                      "%u, wire type %s) are not a %s field",
+                      m == M_MODEL ? "model" : "tensor",
+                      (unsigned long long)tag, (unsigned)num, wt_name(wt),
+                      msg_names[m]);
   if (num == 0 || num > MAX_FIELD_NUMBER)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "ONNX wire format: byte %zu: %s: invalid field number %u",
@@ -549,20 +551,22 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   return push(s, f->msg, *pos + len);
 }
 
-ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
-                                int max_depth) {
+/* The scan from a root message (ModelProto or TensorProto). */
+static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
+                       wire_msg root, bool *saw_graph) {
   if (!data && size)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ONNX wire check: NULL data of %zu bytes", size);
   if (size == 0)
     return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "not an ONNX model: the data is empty (0 bytes)");
+                      "not an ONNX %s: the data is empty (0 bytes)",
+                      root == M_MODEL ? "model" : "tensor");
   wire_scan s = {
       data, size, max_depth > 0 ? max_depth : CCG__ONNX_DEFAULT_MAX_DEPTH,
       NULL, 0,    0};
-  ccg_status st = push(&s, M_MODEL, size);
+  ccg_status st = push(&s, root, size);
   size_t pos = 0;
-  bool saw_graph = false, first = true;
+  bool first = true;
   while (st == CCG_STATUS_OK) {
     /* Close every message that ends here (a sub-message may end exactly
      * where its parent does). */
@@ -570,16 +574,28 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
       s.depth--;
     if (!s.depth)
       break;
-    st = scan_field(&s, &pos, first, &saw_graph);
+    st = scan_field(&s, &pos, first, saw_graph);
     first = false;
   }
   free(s.stack);
+  return st;
+}
+
+ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
+                                int max_depth) {
+  bool saw_graph = false;
+  ccg_status st = scan(data, size, max_depth, M_MODEL, &saw_graph);
   if (st == CCG_STATUS_OK && !saw_graph)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX model: no graph (ModelProto field 7) in "
                       "%zu bytes",
                       size);
   return st;
+}
+
+ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size) {
+  bool unused = false;
+  return scan(data, size, CCG__ONNX_DEFAULT_MAX_DEPTH, M_TENSOR, &unused);
 }
 
 /* ---- the capped allocator ---------------------------------------------- */

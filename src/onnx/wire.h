@@ -35,6 +35,10 @@
 ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
                                 int max_depth);
 
+/* The same checks for a lone TensorProto (a .pb tensor file): no graph is
+ * required and the first field must be a TensorProto field. */
+ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size);
+
 /* A protobuf-c allocator that refuses to hand out more than max_bytes in
  * total (live bytes, headers included); frees give bytes back to the count.
  * Small blocks come from chunks that only ccg__onnx_cap_release frees, so

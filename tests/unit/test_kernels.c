@@ -369,6 +369,73 @@ static void test_identity_dropout(void **state) {
   ccg_graph_free(g);
 }
 
+/* Training-mode Dropout (a random mask) is refused as unsupported, at run
+ * time when training_mode is run-time data and at create when it is a
+ * constant; training_mode false or ratio 0 copy. It used to copy silently
+ * whatever the mode. */
+/* Dropout "drop" over in[0..2] with its output "y" as a graph output. */
+static void add_dropout(ccg_graph *g, const ccg_value_id *in) {
+  ccg_node_desc nd = CCG_NODE_DESC_INIT;
+  nd.op = "Dropout";
+  nd.name = "drop";
+  nd.inputs = in;
+  nd.n_inputs = 3;
+  nd.output_names = (const char *[]){"y"};
+  ccg_node_id node;
+  ccg_value_id y;
+  assert_ok(g, ccg_graph_add_node(g, &nd, &node));
+  assert_ok(g, ccg_graph_find_value(g, "y", &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+}
+
+static void test_dropout_training_mode(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in3[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"),
+                         ccg_test_input(g, "ratio", CCG_DTYPE_F32, "[]"),
+                         ccg_test_input(g, "training", CCG_DTYPE_BOOL, "[]")};
+  add_dropout(g, in3);
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, NULL, &x));
+  float xs[4] = {1, -2, 3, 4}, out[4];
+  struct {
+    float ratio;
+    uint8_t training;
+    bool runs;
+  } cases[] = {{0.75f, 0, true}, {0.0f, 1, true}, {0.75f, 1, false}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ccg_exec_tensor in[3] = {
+        XT_F32("x", xs, 4),
+        xt_in("ratio", CCG_DTYPE_F32, &cases[c].ratio, 0, NULL),
+        xt_in("training", CCG_DTYPE_BOOL, &cases[c].training, 0, NULL)};
+    ccg_exec_tensor o = xt_out("y", out, sizeof out);
+    memset(out, 0, sizeof out);
+    if (cases[c].runs) {
+      assert_ok(x, ccg_exec_run(x, in, 3, &o, 1));
+      assert_memory_equal(out, xs, sizeof xs);
+    } else {
+      assert_fails(x, CCG_STATUS_UNSUPPORTED, ccg_exec_run(x, in, 3, &o, 1),
+                   "node 'drop' (Dropout)", "training mode with ratio 0.75");
+    }
+  }
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+
+  /* a constant training_mode = true: refused when compiled */
+  g = ccg_test_graph(NULL);
+  uint8_t yes = 1;
+  ccg_tensor tt = {CCG_DTYPE_BOOL, 0, {0}, &yes};
+  ccg_value_id in[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), CCG_NONE,
+                        CCG_NONE};
+  assert_ok(g, ccg_constant(g, &tt, &in[2]));
+  add_dropout(g, in);
+  x = NULL;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_exec_create(g, NULL, &x),
+               "node 'drop' (Dropout)", "training mode with ratio 0.5");
+  assert_null(x);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_f32),
@@ -379,6 +446,7 @@ int main(void) {
       cmocka_unit_test(test_where_broadcast),
       cmocka_unit_test(test_cast),
       cmocka_unit_test(test_identity_dropout),
+      cmocka_unit_test(test_dropout_training_mode),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

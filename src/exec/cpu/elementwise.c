@@ -277,6 +277,34 @@ static ccg_status run_copy(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+/* Dropout runs in inference mode: training mode with a ratio above 0 draws
+ * a random mask, which ccgraph does not support. training_mode and ratio
+ * are read from the graph's data at create (static) or from the run's data
+ * (`at_run`); NULL data means "not known yet". */
+static ccg_status dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run) {
+  const ccg__xval *t = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
+  const ccg__xval *r = n->n_in > 1 ? ccg__in(x, n, 1) : NULL;
+  const void *tp = !t ? NULL : at_run ? t->ptr : t->init;
+  const void *rp = !r ? NULL : at_run ? r->ptr : r->init;
+  if (!tp || *(const uint8_t *)tp == 0)
+    return CCG_STATUS_OK; /* inference mode (or unknown before the run) */
+  if (r && !rp)
+    return CCG_STATUS_OK; /* the ratio comes with the run */
+  double ratio = rp ? ccg__ld_f64(r->dtype, rp, 0) : 0.5;
+  if (ratio == 0.0)
+    return CCG_STATUS_OK;
+  return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                    "training mode with ratio %g (a random mask) is not "
+                    "supported; only inference mode runs (training_mode "
+                    "false, or ratio 0)",
+                    ratio);
+}
+
+static ccg_status run_dropout(ccg_exec *x, const ccg__xnode *n) {
+  CCG_CHECK(dropout_mode(x, n, true));
+  return run_copy(x, n);
+}
+
 typedef struct where_ctx {
   const ccg__bcast *b;
   const uint8_t *c;
@@ -337,8 +365,11 @@ ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n) {
   bool is_float = ccg_dtype_is_float(dt);
   switch (n->op) {
   case CCG_OP_IDENTITY:
-  case CCG_OP_DROPOUT:
     n->run = run_copy;
+    return CCG_STATUS_OK;
+  case CCG_OP_DROPOUT:
+    CCG_CHECK(dropout_mode(x, n, false));
+    n->run = run_dropout;
     return CCG_STATUS_OK;
   case CCG_OP_ADD:
   case CCG_OP_SUB:
