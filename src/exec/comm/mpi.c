@@ -134,8 +134,10 @@ ccg_status ccg__mpi_wait(ccg__mpi *M, const ccg__coll *k, int n,
     ccg__mpi_unlock(M);
     if (rc != MPI_SUCCESS)
       return ccg__mpi_error(M, k, rc, "MPI_Testall");
+    /* done, unless a peer gave up meanwhile: data that was on its way may
+     * complete a call whose group has already failed */
     if (flag)
-      return CCG_STATUS_OK;
+      return poll_failed(M) ? failed_error(M, k) : CCG_STATUS_OK;
     if ((it & 15) == 15 && poll_failed(M)) {
       M->stranded = true;
       return failed_error(M, k);
@@ -440,28 +442,37 @@ static void drain_notices(ccg__mpi *M) {
   }
 }
 
-/* Ends what this rank still has posted where MPI lets it: notices and
- * sends are cancelled if unfinished, waiting notices are taken in. After a
- * wait gave up on a collective, the communicators and the receive space it
+/* Ends what this rank still has posted where MPI lets it: unreceived
+ * sends are cancelled, notices left to finish, waiting notices taken in. After
+ * a wait gave up on a collective, the communicators and the receive space it
  * may still write into are left to MPI (it has no way to cancel them). */
 void ccg__mpi_destroy(ccg_comm *c) {
   ccg__mpi *M = (ccg__mpi *)c;
   int done = 0;
   MPI_Finalized(&done);
   if (!done) {
-    MPI_Request *lists[2] = {M->notice_reqs, M->sends};
-    int counts[2] = {c->nranks, M->n_sends};
-    for (int l = 0; l < 2; l++)
-      for (int i = 0; i < counts[l]; i++) {
-        int fin = 0;
-        if (lists[l][i] == MPI_REQUEST_NULL)
-          continue;
-        MPI_Test(&lists[l][i], &fin, MPI_STATUS_IGNORE);
-        if (!fin) {
-          MPI_Cancel(&lists[l][i]);
-          MPI_Request_free(&lists[l][i]);
-        }
+    /* notices must get out: give them a moment, then let MPI finish them
+     * on its own (never cancelled: a peer may be about to look) */
+    double t0 = ccg__mpi_now();
+    int fin = 0;
+    while (!fin && ccg__mpi_now() - t0 < 1.0) {
+      MPI_Testall(c->nranks, M->notice_reqs, &fin, MPI_STATUSES_IGNORE);
+      if (!fin)
+        sched_yield();
+    }
+    for (int i = 0; i < c->nranks; i++)
+      if (M->notice_reqs[i] != MPI_REQUEST_NULL)
+        MPI_Request_free(&M->notice_reqs[i]);
+    for (int i = 0; i < M->n_sends; i++) {
+      int done_send = 0;
+      if (M->sends[i] == MPI_REQUEST_NULL)
+        continue;
+      MPI_Test(&M->sends[i], &done_send, MPI_STATUS_IGNORE);
+      if (!done_send) {
+        MPI_Cancel(&M->sends[i]);
+        MPI_Request_free(&M->sends[i]);
       }
+    }
     if (M->ctl != MPI_COMM_NULL)
       drain_notices(M);
     if (!M->stranded) {
