@@ -73,8 +73,13 @@ static inline void mt_input(mt_rank_run *j, const char *name, ccg_dtype dt,
     }
   }
   free(f);
+  char *nm = malloc(strlen(name) + 1); /* the caller's may be on its stack */
+  if (!nm)
+    fail_msg("out of memory");
+  strcpy(nm, name);
   j->bufs[j->n_bufs++] = data;
-  j->in[j->n_in++] = xt_in(name, dt, data, rank, dims);
+  j->bufs[j->n_bufs++] = nm;
+  j->in[j->n_in++] = xt_in(nm, dt, data, rank, dims);
 }
 
 /* Reads graph output `name` after the run (1 MiB room). */
@@ -188,7 +193,7 @@ typedef struct mt_rank_run {
   size_t n_out;
   void *out[MT_MAX_IO];
   size_t out_bytes[MT_MAX_IO];
-  void *bufs[2 * MT_MAX_IO]; /* inputs' data and outputs, freed after */
+  void *bufs[3 * MT_MAX_IO]; /* inputs' data and outputs, freed after */
   size_t n_bufs;
   ccg_comm *comm;
   int rank;
@@ -294,8 +299,13 @@ static inline void mt_input(mt_rank_run *j, const char *name, ccg_dtype dt,
     }
   }
   free(f);
+  char *nm = malloc(strlen(name) + 1); /* the caller's may be on its stack */
+  if (!nm)
+    fail_msg("out of memory");
+  strcpy(nm, name);
   j->bufs[j->n_bufs++] = data;
-  j->in[j->n_in++] = xt_in(name, dt, data, rank, dims);
+  j->bufs[j->n_bufs++] = nm;
+  j->in[j->n_in++] = xt_in(nm, dt, data, rank, dims);
 }
 
 /* Reads graph output `name` after the run (1 MiB room). */
