@@ -2,8 +2,11 @@
  * against a direct loop doing the same arithmetic, one MatMul node against
  * a direct cblas_sgemm call, and the local communicator's all-reduce (bus
  * bandwidth by the nccl-tests formula, against memcpy bandwidth in the same
- * run, and the latency of an 8-byte all-reduce). Prints a table and one
- * JSON line.
+ * run, and the latency of an 8-byte all-reduce). Started under mpirun in
+ * a build with MPI, it first measures the same all-reduce figures on the
+ * mpi communicator next to a direct MPI_Allreduce (every rank takes part;
+ * rank 0 then runs the rest and prints). Prints a table and one JSON
+ * line.
  * usage: bench_exec_micro [--chain N] [--mm M] [--ar-mb MB] [--ranks R]
  *                         [--iters K] */
 #include <cblas.h>
@@ -14,6 +17,10 @@
 #include <time.h>
 
 #include "ccgraph/ccgraph.h"
+
+#ifdef CCG_HAVE_MPI
+#include <mpi.h>
+#endif
 
 static double now(void) {
   struct timespec ts;
@@ -199,6 +206,107 @@ static double all_reduce(int ranks, int64_t count, int iters) {
 
 #define REPEATS 5
 
+/* ---- mpi all-reduce ------------------------------------------------------ */
+
+typedef struct mpi_figs {
+  int ranks;
+  double bus_gbs, direct_bus_gbs, lat_us, direct_lat_us;
+} mpi_figs;
+
+#ifdef CCG_HAVE_MPI
+static bool under_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") ||
+         getenv("PMI_SIZE");
+}
+
+/* Seconds per all-reduce of `count` floats (the slowest rank's mean): the
+ * executor on the mpi communicator, or MPI_Allreduce itself. */
+static double mpi_all_reduce(ccg_comm *comm, int64_t count, int iters,
+                             bool direct) {
+  int ranks = ccg_comm_size(comm);
+  ccg_graph *g;
+  ccg_mesh m;
+  char spec[32];
+  snprintf(spec, sizeof spec, "tp=%d", ranks);
+  CHECK(NULL, ccg_graph_new(NULL, &g));
+  CHECK(NULL, ccg_mesh_parse(spec, &m));
+  CHECK(g, ccg_graph_set_mesh(g, &m));
+  ccg_shape s = CCG_SHAPE(count);
+  ccg_value_id x, y;
+  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &x));
+  CHECK(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  CHECK(g, ccg_graph_add_output(g, y));
+  ccg_exec *ex = compile(g, ccg_comm_rank(comm), comm);
+  float *in = calloc((size_t)count, sizeof(float));
+  float *out = calloc((size_t)count, sizeof(float));
+  if (!in || !out)
+    exit(3);
+  ccg_exec_tensor t = input("x", in, 1, count, 0);
+  double t0 = 0;
+  for (int k = -2; k < iters; k++) {
+    if (k == 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = now();
+    }
+    if (direct)
+      MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else
+      CHECK(ex, ccg_exec_run(ex, &t, 1, NULL, 0));
+  }
+  double mine = (now() - t0) / iters, worst = 0;
+  MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  free(in);
+  free(out);
+  ccg_exec_free(ex);
+  ccg_graph_free(g);
+  return worst;
+}
+
+/* The mpi figures when started under mpirun; false otherwise. Ranks other
+ * than 0 then wait (sleeping) for rank 0 to finish and exit. */
+static bool mpi_bench(int64_t count, int iters, mpi_figs *f) {
+  if (!under_mpirun())
+    return false;
+  ccg_comm *comm;
+  CHECK(NULL, ccg_comm_mpi_new(&comm));
+  int n = ccg_comm_size(comm);
+  f->ranks = n;
+  double bytes = (double)count * 4, bus = 2.0 * (n - 1) / n;
+  f->bus_gbs = bytes * bus / mpi_all_reduce(comm, count, iters, false) * 1e-9;
+  f->direct_bus_gbs =
+      bytes * bus / mpi_all_reduce(comm, count, iters, true) * 1e-9;
+  f->lat_us = mpi_all_reduce(comm, 2, iters * 50, false) * 1e6;
+  f->direct_lat_us = mpi_all_reduce(comm, 2, iters * 50, true) * 1e6;
+  int rank = ccg_comm_rank(comm);
+  ccg_comm_free(comm);
+  if (rank != 0) {
+    /* out of rank 0's way: its single-process figures follow */
+    MPI_Request r;
+    int done = 0;
+    MPI_Ibarrier(MPI_COMM_WORLD, &r);
+    while (!done) {
+      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      struct timespec d = {0, 1000000};
+      nanosleep(&d, NULL);
+    }
+    exit(0);
+  }
+  return true;
+}
+
+static void mpi_done(void) {
+  MPI_Request r;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+}
+#else
+static bool mpi_bench(int64_t count, int iters, mpi_figs *f) {
+  (void)count, (void)iters, (void)f;
+  return false;
+}
+static void mpi_done(void) {}
+#endif
+
 static double memcpy_gbs(size_t bytes, int iters) {
   char *a = malloc(bytes), *b = malloc(bytes);
   if (!a || !b)
@@ -241,10 +349,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   double node_ns, direct_ns, mm_node, mm_direct;
-  chain(n_chain, iters, &node_ns, &direct_ns);
-  matmul(mm, iters, &mm_node, &mm_direct);
   int64_t count = (int64_t)(ar_mb * 1048576.0 / 4.0);
   size_t bytes = (size_t)count * 4;
+  mpi_figs mf = {0};
+  bool have_mpi = mpi_bench(count, iters, &mf);
+  chain(n_chain, iters, &node_ns, &direct_ns);
+  matmul(mm, iters, &mm_node, &mm_direct);
   /* best of a few repeats, interleaved with memcpy: the machine is
    * shared */
   double ar_s = 1e30, cpy = 0, lat_s = 1e30;
@@ -264,11 +374,29 @@ int main(int argc, char **argv) {
   printf("%-34s %10.2f GB/s %10.2f GB/s %8.2f\n",
          "all-reduce bus bw vs memcpy bw", bus, cpy, bus / cpy);
   printf("%-34s %11.2f us\n", "all-reduce latency (8 bytes)", lat_s * 1e6);
+  if (have_mpi) {
+    printf("%-34s %14s %14s\n", "mpi communicator", "ccgraph mpi",
+           "MPI_Allreduce");
+    printf("%-34s %10.2f GB/s %10.2f GB/s %8.2f\n", "all-reduce bus bw",
+           mf.bus_gbs, mf.direct_bus_gbs, mf.bus_gbs / mf.direct_bus_gbs);
+    printf("%-34s %11.2f us %11.2f us %8.2f\n", "all-reduce latency (8 bytes)",
+           mf.lat_us, mf.direct_lat_us, mf.lat_us / mf.direct_lat_us);
+  }
   printf("{\"bench\":\"exec_micro\",\"chain\":%d,\"node_ns\":%.2f,"
          "\"direct_ns\":%.2f,\"mm\":%d,\"mm_node_ms\":%.4f,"
          "\"mm_sgemm_ms\":%.4f,\"ranks\":%d,\"ar_bytes\":%zu,"
-         "\"ar_bus_gbs\":%.3f,\"memcpy_gbs\":%.3f,\"ar_8b_us\":%.3f}\n",
+         "\"ar_bus_gbs\":%.3f,\"memcpy_gbs\":%.3f,\"ar_8b_us\":%.3f",
          n_chain, node_ns, direct_ns, mm, mm_node, mm_direct, ranks, bytes, bus,
          cpy, lat_s * 1e6);
+  if (have_mpi)
+    printf(",\"mpi_ranks\":%d,\"mpi_ar_bus_gbs\":%.3f,"
+           "\"mpi_direct_bus_gbs\":%.3f,\"mpi_ar_8b_us\":%.3f,"
+           "\"mpi_direct_8b_us\":%.3f",
+           mf.ranks, mf.bus_gbs, mf.direct_bus_gbs, mf.lat_us,
+           mf.direct_lat_us);
+  printf("}\n");
+  fflush(stdout);
+  if (have_mpi)
+    mpi_done();
   return 0;
 }

@@ -22,10 +22,27 @@ typedef struct ccg_comm ccg_comm;
  * ccg_comm_free once every executor using it is freed. Errors go to the
  * thread's context. */
 CCG_API ccg_status ccg_comm_local_new(int nranks, ccg_comm **out);
+/* A communicator over MPI_COMM_WORLD: this process is one rank (its MPI
+ * rank, see ccg_comm_rank) of ccg_comm_size ranks. Initializes MPI with
+ * MPI_Init_thread asking for MPI_THREAD_MULTIPLE unless the program already
+ * has (then MPI is finalized at exit); with a lower thread level every MPI
+ * call of the communicator is serialized behind a lock. Collective: every
+ * process calls it, and later creates its executors in the same order (the
+ * first executor of each mesh shape makes the sub-communicators, see
+ * docs/exec.md). Built without MPI: CCG_STATUS_UNSUPPORTED. "new": free with
+ * ccg_comm_free on every rank once its executors are freed. Errors go to
+ * the thread's context. */
+CCG_API ccg_status ccg_comm_mpi_new(ccg_comm **out);
+/* True if this build has the mpi communicator. */
+CCG_API bool ccg_comm_mpi_available(void);
 CCG_API void ccg_comm_free(ccg_comm *comm);
-/* "local", ... Static string. */
+/* "local", "mpi", ... Static string. */
 CCG_API const char *ccg_comm_name(const ccg_comm *comm);
 CCG_API int ccg_comm_size(const ccg_comm *comm);
+/* The rank this process holds (mpi: its rank in MPI_COMM_WORLD, to pass as
+ * ccg_exec_options.rank); -1 where the process holds every rank (local) or
+ * comm is NULL. */
+CCG_API int ccg_comm_rank(const ccg_comm *comm);
 
 /* A value of the graph by name. Inputs: `tensor` holds dtype, dims and data
  * (borrowed for the call). Outputs: run fills `tensor` (data borrowed from

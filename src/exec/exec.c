@@ -201,6 +201,10 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   if (!(o.deadline_s > 0.0))
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "deadline_s must be > 0 (got %g)", o.deadline_s);
+  /* before anything that may differ between ranks: preparing may be
+   * collective (the mpi communicator's sub-communicators) */
+  if (o.comm && o.comm->vt->prepare)
+    CCG_CHECK(o.comm->vt->prepare(o.comm, mesh, o.rank, o.deadline_s, err));
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");

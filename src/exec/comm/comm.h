@@ -59,12 +59,19 @@ typedef struct ccg__comm_vt {
   /* Tells every rank that `rank` failed (message kept for theirs). */
   void (*abort)(ccg_comm *c, int rank, const char *msg);
   void (*destroy)(ccg_comm *c);
+  /* Optional (NULL: nothing to do). Called by ccg_exec_create before
+   * anything that may differ between ranks: readies the communicator for
+   * the graph's mesh (NULL: no mesh) and checks that `rank` is one it can
+   * serve. May be collective across every rank (mpi: sub-communicators). */
+  ccg_status (*prepare)(ccg_comm *c, const ccg_mesh *mesh, int rank,
+                        double deadline_s, ccg_ctx *err);
 } ccg__comm_vt;
 
 struct ccg_comm {
   ccg_ctx ctx;
   const ccg__comm_vt *vt;
   int nranks;
+  int rank; /* the rank this process holds; -1: every rank (local) */
 };
 
 /* One step of a spin wait: a pause instruction where there is one. */

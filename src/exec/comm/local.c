@@ -413,6 +413,7 @@ ccg_status ccg_comm_local_new(int nranks, ccg_comm **out) {
   ccg__ctx_init(&L->base.ctx);
   L->base.vt = &local_vt;
   L->base.nranks = nranks;
+  L->base.rank = -1;
   pthread_mutex_init(&L->abort_lock, NULL);
   *out = &L->base;
   return CCG_STATUS_OK;
