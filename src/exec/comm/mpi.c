@@ -12,7 +12,8 @@
 #include "exec/comm/mpi_comm.h"
 
 #define TAG_NOTICE 1
-#define SPINS 256 /* polls before each further poll yields the CPU */
+#define TAG_CLOSE 3 /* a rank's last message on ctl (see close_ctl) */
+#define SPINS 256   /* polls before each further poll yields the CPU */
 
 /* MPI is process-wide: whether this library initialized it (and so
  * finalizes it at exit) is process-wide too. */
@@ -428,6 +429,65 @@ ccg_status ccg_comm_mpi_new(ccg_comm **out) {
   return CCG_STATUS_OK;
 }
 
+/* Every rank's last message on ctl is a CLOSE to each peer, sent after
+ * its notices; each rank takes in everything from a peer (any tag, so in
+ * the order it was sent) until that peer's CLOSE. Then no notice of this
+ * communicator is still on its way when ctl is freed, and none can reach a
+ * later communicator that MPI gives the same context. True when every peer
+ * closed within a second of the last; false leaves ctl to MPI (not freed:
+ * a late notice then has nowhere to land). */
+static bool close_ctl(ccg__mpi *M) {
+  int n = M->base.nranks, me = M->base.rank;
+  MPI_Request *reqs = calloc((size_t)n, sizeof *reqs);
+  bool *closed = calloc((size_t)n, sizeof *closed);
+  if (!reqs || !closed) {
+    free(reqs);
+    free(closed);
+    return false;
+  }
+  int left = n - 1;
+  for (int r = 0; r < n; r++) {
+    reqs[r] = MPI_REQUEST_NULL;
+    if (r != me && MPI_Isend(NULL, 0, MPI_CHAR, r, TAG_CLOSE, M->ctl,
+                             &reqs[r]) != MPI_SUCCESS)
+      reqs[r] = MPI_REQUEST_NULL;
+  }
+  double t_last = ccg__mpi_now();
+  while (left > 0 && ccg__mpi_now() - t_last < 1.0) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    char buf[CCG__MPI_NOTICE_MAX];
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, M->ctl, &flag, &msg, &st) !=
+        MPI_SUCCESS)
+      break;
+    if (!flag) {
+      sched_yield();
+      continue;
+    }
+    MPI_Mrecv(buf, (int)sizeof buf, MPI_CHAR, &msg, MPI_STATUS_IGNORE);
+    if (st.MPI_TAG == TAG_CLOSE && st.MPI_SOURCE >= 0 && st.MPI_SOURCE < n &&
+        !closed[st.MPI_SOURCE]) {
+      closed[st.MPI_SOURCE] = true;
+      left--;
+      t_last = ccg__mpi_now();
+    }
+  }
+  int fin = 0;
+  double t0 = ccg__mpi_now();
+  while (!fin && ccg__mpi_now() - t0 < 1.0) {
+    MPI_Testall(n, reqs, &fin, MPI_STATUSES_IGNORE);
+    if (!fin)
+      sched_yield();
+  }
+  for (int r = 0; r < n; r++)
+    if (reqs[r] != MPI_REQUEST_NULL)
+      MPI_Request_free(&reqs[r]);
+  free(reqs);
+  free(closed);
+  return left == 0;
+}
+
 /* Takes in every notice still queued for this rank. */
 static void drain_notices(ccg__mpi *M) {
   for (;;) {
@@ -473,13 +533,16 @@ void ccg__mpi_destroy(ccg_comm *c) {
         MPI_Request_free(&M->sends[i]);
       }
     }
-    if (M->ctl != MPI_COMM_NULL)
+    bool ctl_closed = true;
+    if (M->ctl != MPI_COMM_NULL) {
+      ctl_closed = close_ctl(M);
       drain_notices(M);
+    }
     if (!M->stranded) {
       for (size_t i = 0; i < M->n_subs; i++)
         MPI_Comm_free(&M->subs[i].comm);
       MPI_Comm *dups[3] = {&M->coll, &M->p2p, &M->ctl};
-      for (int i = 0; i < 3; i++)
+      for (int i = 0; i < (ctl_closed ? 3 : 2); i++)
         if (*dups[i] != MPI_COMM_NULL)
           MPI_Comm_free(dups[i]);
     }
