@@ -155,7 +155,80 @@ static ccg_status infer_slice(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice};
+/* Zeros of v's shape with dim `axis` set to n (static shapes). */
+static ccg_status zeros_block(ccg_graph *g, ccg_value_id v, int axis, int64_t n,
+                              ccg_value_id *out) {
+  ccg_shape s = *ccg_value_shape(g, v);
+  int64_t dims[CCG_MAX_RANK];
+  for (int i = 0; i < s.rank; i++)
+    dims[i] = i == axis ? n : s.dims[i].size;
+  ccg_value_id shape;
+  CCG_CHECK(ccg__grad_i64(g, dims, (size_t)s.rank, &shape));
+  ccg_dtype dt = ccg_value_dtype(g, v);
+  double z = 0.0;
+  float zf = 0.0f;
+  ccg_tensor t = {dt == CCG_DTYPE_F64 ? CCG_DTYPE_F64 : CCG_DTYPE_F32,
+                  1,
+                  {1},
+                  dt == CCG_DTYPE_F64 ? (const void *)&z : &zf};
+  CCG_CHECK(ccg_constant_of_shape(g, shape, &t, out));
+  return t.dtype == dt ? CCG_STATUS_OK : ccg_cast(g, *out, dt, out);
+}
+
+/* The slice's gradient is dy padded with zeros back to x's extent on each
+ * sliced axis (a Concat of zeros, dy, zeros). Bounds must be known, shapes
+ * numeric, steps 1. */
+static ccg_status grad_slice(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_shape xs = *ccg_value_shape(g, gx->in[0]);
+  if (!ccg_shape_is_static(&xs))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "input '%s' has symbolic dims; padding the gradient "
+                          "needs numbers",
+                          ccg_value_name(g, gx->in[0]));
+  ccg_dim k[4][CCG_MAX_RANK];
+  int n = ccg_value_known(g, gx->in[1], k[0]);
+  for (size_t i = 2; i < 5; i++) {
+    bool has = i < gx->n_in && gx->in[i] != CCG_NONE;
+    int m = has ? ccg_value_known(g, gx->in[i], k[i - 1]) : n;
+    if (!has)
+      for (int j = 0; j < n; j++)
+        k[i - 1][j] = ccg_dim_num(i == 3 ? j : 1);
+    if (m != n)
+      n = -1;
+  }
+  if (n < 0)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "the slice bounds are not known constants");
+  ccg_value_id v = gx->gout[0];
+  for (int i = 0; i < n; i++) {
+    int64_t ax = k[2][i].size, step = k[3][i].size;
+    ax = ax < 0 ? ax + xs.rank : ax;
+    int64_t d = xs.dims[ax].size, st = k[0][i].size;
+    if (step != 1)
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "step %lld on axis %lld; the gradient handles "
+                            "step 1",
+                            (long long)step, (long long)ax);
+    st = st < 0 ? st + d : st;
+    st = st < 0 ? 0 : st > d ? d : st;
+    int64_t cnt = ccg_value_shape(g, v)->dims[ax].size;
+    ccg_value_id parts[3];
+    size_t np = 0;
+    if (st > 0)
+      CCG_CHECK(zeros_block(g, v, (int)ax, st, &parts[np++]));
+    parts[np++] = v;
+    if (d - st - cnt > 0)
+      CCG_CHECK(zeros_block(g, v, (int)ax, d - st - cnt, &parts[np++]));
+    if (np > 1)
+      CCG_CHECK(ccg_concat(g, parts, np, ax, &v));
+  }
+  gx->gin[0] = v;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice,
+                                      grad_slice};
 
 /* ---- Gather ------------------------------------------------------------- */
 
@@ -219,8 +292,68 @@ static ccg_status infer_gather(ccg__infer *ix) {
   return gather_known(ix, ax);
 }
 
+/* Scatter-add as a product with a one-hot matrix: onehot[j][k] = 1 where
+ * index j names row k (negative indices too), then dx = onehot^T dy with dy
+ * viewed as [outer, Nq, inner]. Costs Nq x D; shapes must be numeric. */
+static ccg_status onehot(ccg__grad *gx, int64_t nq, int64_t d,
+                         ccg_value_id *out) {
+  ccg_graph *g = gx->g;
+  ccg_dtype dt = ccg_value_dtype(g, gx->in[0]);
+  int64_t *ar = ccg__arena_calloc(&g->arena, (size_t)d, sizeof *ar);
+  if (!ar)
+    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
+  for (int64_t i = 0; i < d; i++)
+    ar[i] = i;
+  ccg_value_id idx, pos, neg, ne1, ne2, zero, one, hot;
+  int64_t col[2] = {nq, 1};
+  CCG_CHECK(ccg_cast(g, gx->in[1], CCG_DTYPE_I64, &idx));
+  ccg_tensor t = {CCG_DTYPE_I64, 1, {d}, ar};
+  CCG_CHECK(ccg_constant(g, &t, &pos));
+  for (int64_t i = 0; i < d; i++)
+    ar[i] = i - d;
+  CCG_CHECK(ccg_constant(g, &t, &neg));
+  CCG_CHECK(ccg_reshape_to(g, idx, col, 2, &idx));
+  CCG_CHECK(ccg_sub(g, idx, pos, &ne1));
+  CCG_CHECK(ccg_cast(g, ne1, CCG_DTYPE_BOOL, &ne1));
+  CCG_CHECK(ccg_sub(g, idx, neg, &ne2));
+  CCG_CHECK(ccg_cast(g, ne2, CCG_DTYPE_BOOL, &ne2));
+  CCG_CHECK(ccg__grad_scalar(g, dt, 0.0, &zero));
+  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
+  CCG_CHECK(ccg_where(g, ne2, zero, one, &hot));
+  return ccg_where(g, ne1, hot, one, out);
+}
+
+static ccg_status grad_gather(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_shape ds = *ccg_value_shape(g, gx->in[0]);
+  ccg_shape qs = *ccg_value_shape(g, gx->in[1]);
+  if (!ccg_shape_is_static(&ds) || !ccg_shape_is_static(&qs))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "data '%s' or indices '%s' have symbolic dims; the "
+                          "scatter-add needs numbers",
+                          ccg_value_name(g, gx->in[0]),
+                          ccg_value_name(g, gx->in[1]));
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  axis = axis < 0 ? axis + ds.rank : axis;
+  int64_t outer = 1, inner = 1, nq = 1, d = ds.dims[axis].size;
+  for (int i = 0; i < ds.rank; i++)
+    if (i < axis)
+      outer *= ds.dims[i].size;
+    else if (i > axis)
+      inner *= ds.dims[i].size;
+  for (int i = 0; i < qs.rank; i++)
+    nq *= qs.dims[i].size;
+  ccg_value_id hot, dy;
+  int64_t view[3] = {outer, nq, inner}, perm[2] = {1, 0};
+  CCG_CHECK(onehot(gx, nq, d, &hot));
+  CCG_CHECK(ccg_transpose(g, hot, perm, 2, &hot));
+  CCG_CHECK(ccg_reshape_to(g, gx->gout[0], view, 3, &dy));
+  CCG_CHECK(ccg_matmul(g, hot, dy, &dy));
+  return ccg__grad_reshape_like(g, dy, gx->in[0], &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
-                                       infer_gather};
+                                       infer_gather, grad_gather};
 
 /* ---- builders ----------------------------------------------------------- */
 
