@@ -136,6 +136,30 @@ static void test_round_trip_megatron(void **state) {
   ccg_graph_free(g);
 }
 
+/* The forward+backward graph of the tensor-parallel MLP round-trips, and
+ * the forward graph read back differentiates to the same backward (the
+ * tags and the backward convention travel with the model). */
+static void test_round_trip_backward(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  size_t n = 0;
+  void *b = export_buf(g, 17, CCG_ONNX_DIALECT_CCGRAPH, &n);
+  ccg_graph *h = import_buf(b, n);
+  free(b);
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = ccg_graph_output(g, 0);
+  assert_ok(g, ccg_backward(g, &o));
+  o.loss = ccg_graph_output(h, 0);
+  assert_ok(h, ccg_backward(h, &o));
+  assert_graphs_equal(g, h);
+  ccg_value_id gw;
+  assert_ok(g, ccg_graph_find_value(g, "grad/fc1.weight", &gw));
+  round_trip(g, 17, CCG_ONNX_DIALECT_CCGRAPH, "megatron_mlp_backward");
+  round_trip(g, 21, CCG_ONNX_DIALECT_CCGRAPH, NULL);
+  ccg_graph_free(h);
+  ccg_graph_free(g);
+}
+
 static void test_round_trip_collectives(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_collectives();
@@ -493,6 +517,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_ops),
       cmocka_unit_test(test_round_trip_megatron),
+      cmocka_unit_test(test_round_trip_backward),
       cmocka_unit_test(test_round_trip_collectives),
       cmocka_unit_test(test_round_trip_ort),
       cmocka_unit_test(test_encoding),
