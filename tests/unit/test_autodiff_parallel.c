@@ -30,7 +30,7 @@
 typedef struct pspec {
   const char *name;
   int rank;
-  int64_t dims[3];
+  int64_t dims[5];
   int axis;
 } pspec;
 
@@ -79,7 +79,7 @@ static ccg_graph *build(const model *m, int w) {
   ccg_value_id p[MAXP], y, r, loss;
   const char *names[MAXP];
   for (size_t i = 0; i < m->n; i++) {
-    int64_t d[3];
+    int64_t d[5];
     local_dims(&m->p[i], w, d);
     ccg_shape s = ccg_shape_make(m->p[i].rank, d);
     assert_ok(g,
@@ -129,7 +129,7 @@ static void check_model(const model *m, int w) {
   ccg_exec_tensor *pout[MAXW];
   for (int r = 0; r < w; r++) {
     for (size_t i = 0; i < m->n; i++) {
-      int64_t d[3];
+      int64_t d[5];
       local_dims(&m->p[i], w, d);
       size_t n = (size_t)count(m->p[i].rank, d);
       shard[r][i] = malloc(n * sizeof(float));
@@ -149,7 +149,7 @@ static void check_model(const model *m, int w) {
   assert_ok(g, ccg_exec_run_local(g, w, NULL, pin, m->n, pout, m->n, NULL));
   for (int r = 0; r < w; r++) {
     for (size_t i = 0; i < m->n; i++) {
-      int64_t d[3];
+      int64_t d[5];
       local_dims(&m->p[i], w, d);
       size_t n = (size_t)count(m->p[i].rank, d);
       float *exp = malloc(n * sizeof(float));
@@ -217,6 +217,52 @@ static ccg_status mlp_sp(ccg_graph *g, bool sharded, const ccg_value_id *p,
                                                            NULL, 0, y);
 }
 
+/* DTensor styles: colwise (R -> S(-1)), Gelu, rowwise (S(-1) -> R). */
+static ccg_status dtensor_mlp(ccg_graph *g, bool sharded, const ccg_value_id *p,
+                              ccg_value_id *y) {
+  if (!sharded)
+    return mlp(g, false, p, y);
+  ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
+  ccg_value_id h;
+  CCG_CHECK_T(ccg_dtensor_colwise_parallel(g, p[0], p[1], p[2], &o, &h));
+  CCG_CHECK_T(ccg_gelu(g, h, "none", &h));
+  return ccg_dtensor_rowwise_parallel(g, h, p[3], p[4], &o, y);
+}
+
+/* Ulysses attention: qkv [B, N/W, 3, H, D] -> all-to-all (scatter heads,
+ * gather sequence) -> attention on H/W heads over the whole sequence ->
+ * all-to-all (scatter sequence, gather heads) -> [B, N/W, H, D], gathered
+ * along the sequence (backward: keep the chunk) for a replicated loss. */
+static ccg_status ulysses(ccg_graph *g, bool sharded, const ccg_value_id *p,
+                          ccg_value_id *y) {
+  ccg_value_id v = p[0], qkv[3], s;
+  if (sharded)
+    CCG_CHECK_T(ccg_opensora_all_to_all(g, v, "tp", 3, 1, &v));
+  CCG_CHECK_T(ccg_split(g, v, 2, NULL, 3, qkv));
+  int64_t two = 2, perm[4] = {0, 2, 1, 3}, kt[4] = {0, 1, 3, 2};
+  for (int i = 0; i < 3; i++) {
+    CCG_CHECK_T(ccg_squeeze(g, qkv[i], &two, 1, &qkv[i]));
+    CCG_CHECK_T(ccg_transpose(g, qkv[i], perm, 4, &qkv[i])); /* B,h,N,D */
+  }
+  CCG_CHECK_T(ccg_transpose(g, qkv[1], kt, 4, &s));
+  CCG_CHECK_T(ccg_matmul(g, qkv[0], s, &s));
+  ccg_value_id scale;
+  float k = 0.70710678f;
+  ccg_tensor t = {CCG_DTYPE_F32, 0, {0}, &k};
+  CCG_CHECK_T(ccg_constant(g, &t, &scale));
+  CCG_CHECK_T(ccg_mul(g, s, scale, &s));
+  CCG_CHECK_T(ccg_softmax(g, s, -1, &s));
+  CCG_CHECK_T(ccg_matmul(g, s, qkv[2], &v));
+  CCG_CHECK_T(ccg_transpose(g, v, perm, 4, &v)); /* B,N,h,D */
+  if (sharded) {
+    CCG_CHECK_T(ccg_opensora_all_to_all(g, v, "tp", 1, 2, &v));
+    CCG_CHECK_T(ccg_opensora_gather_forward_split_backward(
+        g, v, "tp", 1, CCG_GRAD_SCALE_NONE, &v));
+  }
+  int64_t flat[2] = {2 * 4, 4 * 2};
+  return ccg_reshape_to(g, v, flat, 2, y);
+}
+
 #define P1(nm, d0, ax)                                                         \
   { nm, 1, {d0}, ax }
 #define P2(nm, d0, d1, ax)                                                     \
@@ -238,6 +284,29 @@ static const model mlp_sp_model = {
     {8, 4},
     mlp_sp};
 
+static const model dtensor_model = {"dtensor_colwise_rowwise",
+                                    5,
+                                    {P2("x", 4, 4, -1), P2("w1", 4, 8, 1),
+                                     P1("b1", 8, 0), P2("w2", 8, 4, 0),
+                                     P1("b2", 4, -1)},
+                                    {4, 4},
+                                    dtensor_mlp};
+
+static const model ulysses_model = {
+    "ulysses", 1, {{"qkv", 5, {2, 4, 3, 4, 2}, 1}}, {8, 8}, ulysses};
+
+static void test_dtensor_styles(void **state) {
+  (void)state;
+  check_model(&dtensor_model, 2);
+  check_model(&dtensor_model, 4);
+}
+
+static void test_ulysses_attention(void **state) {
+  (void)state;
+  check_model(&ulysses_model, 2);
+  check_model(&ulysses_model, 4);
+}
+
 static void test_megatron_mlp(void **state) {
   (void)state;
   check_model(&mlp_model, 2);
@@ -254,6 +323,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_megatron_mlp),
       cmocka_unit_test(test_megatron_mlp_sequence_parallel),
+      cmocka_unit_test(test_dtensor_styles),
+      cmocka_unit_test(test_ulysses_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
