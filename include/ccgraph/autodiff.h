@@ -19,7 +19,8 @@ extern "C" {
 typedef struct ccg_backward_options {
   size_t size; /* sizeof(ccg_backward_options) */
   /* A float value whose gradient is seeded with ones (a scalar loss, or the
-   * sum of a tensor's elements); CCG_NONE when `outputs` seed instead. */
+   * sum of a tensor's elements); CCG_NONE when `outputs` seed instead, or
+   * when only Sends do (an earlier pipeline stage, with p2p). */
   ccg_value_id loss;
   /* Values with given gradients: output_grads[i] (a value of g with the
    * same dtype and shape) or, with output_grads NULL, a new graph input

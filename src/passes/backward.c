@@ -407,9 +407,10 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "backward: options are NULL or their size is wrong (use "
                       "CCG_BACKWARD_OPTIONS_INIT)");
-  if (o->loss == CCG_NONE && o->n_outputs == 0)
+  if (o->loss == CCG_NONE && o->n_outputs == 0 && !o->p2p)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "backward: give a loss or output gradients");
+                      "backward: give a loss or output gradients (or p2p, "
+                      "for a stage whose gradients arrive by Send)");
   if ((o->n_outputs && !o->outputs) || (o->n_wrt && !o->wrt))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "backward: outputs or wrt is NULL with a count");
