@@ -14,14 +14,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
-
-/* Propagates a failing status out of a body. */
-#define CCG_CHECK(expr)                                                        \
-  do {                                                                         \
-    ccg_status st_ = (expr);                                                   \
-    if (st_ != CCG_STATUS_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
+#include "graph/internal.h"
 
 #define MAX_IN 3
 
@@ -377,9 +370,93 @@ static void test_finite_differences(void **state) {
     check_case(&cases[i]);
 }
 
+/* Patterns choose what to differentiate; only what those gradients need
+ * is built; integer values carry none; a value nothing depends on gets
+ * zeros; failures name what is at fault and leave the graph unchanged. */
+static void test_options_and_errors(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]");
+  ccg_value_id w1 = ccg_test_input(g, "layers.0.w", CCG_DTYPE_F32, "[3]");
+  ccg_value_id w2 = ccg_test_input(g, "layers.1.w", CCG_DTYPE_F32, "[3]");
+  ccg_value_id n = ccg_test_input(g, "n", CCG_DTYPE_I64, "[3]");
+  ccg_value_id y, loss, v;
+  assert_ok(g, ccg_mul(g, x, w1, &y));
+  assert_ok(g, ccg_exp(g, y, &y));
+  assert_ok(g, ccg_reduce_sum(g, y, NULL, 0, false, &loss));
+  size_t nodes = ccg_graph_num_nodes(g), values = ccg_graph_num_values(g);
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = loss;
+  const char *bad[1] = {"nope.*"};
+  o.wrt = bad;
+  o.n_wrt = 1;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_backward(g, &o), "nope.*",
+               "matches no float");
+  const char *ints[1] = {"n"};
+  o.wrt = ints;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_backward(g, &o), "'n'");
+  assert_int_equal(ccg_graph_num_nodes(g), nodes);
+  assert_int_equal(ccg_graph_num_values(g), values);
+  (void)n;
+  const char *layers[1] = {"layers.*"};
+  o.wrt = layers;
+  assert_ok(g, ccg_backward(g, &o));
+  assert_ok(g, ccg_graph_find_value(g, "grad/layers.0.w", &v));
+  assert_ok(g, ccg_graph_find_value(g, "grad/layers.1.w", &v));
+  assert_int_equal(ccg_node_op(g, ccg_value_producer(g, v)), CCG_OP_IDENTITY);
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_find_value(g, "grad/x", &v),
+               "grad/x");
+  /* x's gradient was not asked for: no node multiplies dy by w1. */
+  for (size_t i = nodes; i < ccg_graph_num_nodes(g); i++)
+    for (size_t k = 0; k < ccg_node_num_inputs(g, (ccg_node_id)i); k++)
+      assert_true(ccg_node_input(g, (ccg_node_id)i, k) != w1);
+  (void)w2;
+  ccg_graph_free(g);
+
+  /* a gradient through LayerNormalization's Mean output has no rule */
+  g = ccg_test_graph(NULL);
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]");
+  w1 = ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]");
+  ccg_value_id in[2] = {x, w1}, outs[2];
+  ccg_node_desc nd = CCG_NODE_DESC_INIT;
+  nd.op = "LayerNormalization";
+  nd.name = "ln";
+  nd.inputs = in;
+  nd.n_inputs = 2;
+  nd.n_outputs = 2;
+  assert_ok(g, ccg_graph_add_node(g, &nd, NULL));
+  outs[1] = ccg_node_output(g, 0, 1);
+  assert_ok(g, ccg_reduce_sum(g, outs[1], NULL, 0, false, &loss));
+  nodes = ccg_graph_num_nodes(g);
+  o = (ccg_backward_options)CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = loss;
+  const char *xs[1] = {"x"};
+  o.wrt = xs;
+  o.n_wrt = 1;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &o), "node 'ln'",
+               "LayerNormalization", "Mean");
+  assert_int_equal(ccg_graph_num_nodes(g), nodes);
+  ccg_graph_free(g);
+}
+
+/* Every compute op has a gradient rule; only Shape, Constant and
+ * ConstantOfShape (integer or constant outputs) have none. */
+static void test_every_op_has_a_rule(void **state) {
+  (void)state;
+  for (int op = 0; op < CCG_OP_COUNT; op++) {
+    bool none = op == CCG_OP_SHAPE || op == CCG_OP_CONSTANT ||
+                op == CCG_OP_CONSTANT_OF_SHAPE;
+    if ((ccg__op_info_of((ccg_op)op)->def->grad == NULL) != none)
+      fail_msg("op %s: gradient rule %s", ccg_op_name((ccg_op)op),
+               none ? "unexpected" : "missing");
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_finite_differences),
+      cmocka_unit_test(test_options_and_errors),
+      cmocka_unit_test(test_every_op_has_a_rule),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -263,6 +263,28 @@ static ccg_status ulysses(ccg_graph *g, bool sharded, const ccg_value_id *p,
   return ccg_reshape_to(g, v, flat, 2, y);
 }
 
+/* Untagged collectives (the replicated-loss convention): x is sliced by
+ * columns, scaled by this rank's part of v, multiplied by this rank's rows
+ * of w2 (a partial sum), reduce-scattered by rows, tanh, all-to-all back
+ * to column chunks and all-gathered: y = tanh((x * v) w2) on every rank. */
+static ccg_status raw(ccg_graph *g, bool sharded, const ccg_value_id *p,
+                      ccg_value_id *y) {
+  ccg_value_id h = p[0];
+  if (sharded)
+    CCG_CHECK_T(ccg_shard_slice(g, h, "tp", 1, NULL, &h));
+  CCG_CHECK_T(ccg_mul(g, h, p[1], &h));
+  CCG_CHECK_T(ccg_matmul(g, h, p[2], &h));
+  if (sharded)
+    CCG_CHECK_T(ccg_reduce_scatter(g, h, "tp", 0, CCG_REDUCE_SUM, NULL, &h));
+  CCG_CHECK_T(ccg_tanh(g, h, &h));
+  if (!sharded) {
+    *y = h;
+    return CCG_STATUS_OK;
+  }
+  CCG_CHECK_T(ccg_all_to_all(g, h, "tp", 1, 0, NULL, NULL, &h));
+  return ccg_all_gather(g, h, "tp", 1, NULL, y);
+}
+
 #define P1(nm, d0, ax)                                                         \
   { nm, 1, {d0}, ax }
 #define P2(nm, d0, d1, ax)                                                     \
@@ -295,6 +317,19 @@ static const model dtensor_model = {"dtensor_colwise_rowwise",
 static const model ulysses_model = {
     "ulysses", 1, {{"qkv", 5, {2, 4, 3, 4, 2}, 1}}, {8, 8}, ulysses};
 
+static const model raw_model = {
+    "untagged_collectives",
+    3,
+    {P2("x", 4, 4, -1), P1("v", 4, 0), P2("w2", 4, 4, 0)},
+    {4, 4},
+    raw};
+
+static void test_untagged_collectives(void **state) {
+  (void)state;
+  check_model(&raw_model, 2);
+  check_model(&raw_model, 4);
+}
+
 static void test_dtensor_styles(void **state) {
   (void)state;
   check_model(&dtensor_model, 2);
@@ -324,6 +359,7 @@ int main(void) {
       cmocka_unit_test(test_megatron_mlp),
       cmocka_unit_test(test_megatron_mlp_sequence_parallel),
       cmocka_unit_test(test_dtensor_styles),
+      cmocka_unit_test(test_untagged_collectives),
       cmocka_unit_test(test_ulysses_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
