@@ -14,6 +14,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "autodiff_test_util.h"
 
 #define MAXT 3
 
@@ -65,27 +66,6 @@ static void run_ranks(rank_job *jobs, int n) {
       fail_msg("rank %d: %s", r, jobs[r].err);
 }
 
-/* loss = sum(y * R) with R from seed; differentiates for `wrt`. */
-static void add_loss(ccg_graph *g, ccg_value_id y, uint32_t seed,
-                     const char *const *wrt, size_t n_wrt) {
-  ccg_shape s = *ccg_value_shape(g, y);
-  int64_t n = s.dims[0].size * s.dims[1].size;
-  float *rd = malloc((size_t)n * sizeof *rd);
-  xt_fill(rd, (size_t)n, seed);
-  ccg_tensor t = {CCG_DTYPE_F32, 2, {s.dims[0].size, s.dims[1].size}, rd};
-  ccg_value_id r, loss;
-  assert_ok(g, ccg_graph_add_initializer(g, "R", &t, &r));
-  free(rd);
-  assert_ok(g, ccg_mul(g, y, r, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = wrt;
-  o.n_wrt = n_wrt;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-}
-
 static ccg_value_id input(ccg_graph *g, const char *name, int64_t d0,
                           int64_t d1) {
   ccg_shape s = CCG_SHAPE(d0, d1);
@@ -108,7 +88,7 @@ static void test_pipeline_two_stages(void **state) {
   assert_ok(g, ccg_tanh(g, h, &h));
   assert_ok(g, ccg_matmul(g, h, input(g, "w2", 4, 4), &y));
   const char *all[3] = {"x", "w1", "w2"};
-  add_loss(g, y, 9, all, 3);
+  ad_add_loss(g, y, 9, all, 3);
   float want[3][16], got[3][16];
   ccg_exec_tensor in[3] = {XT_F32("x", x, 4, 4), XT_F32("w1", w1, 4, 4),
                            XT_F32("w2", w2, 4, 4)};
@@ -138,7 +118,7 @@ static void test_pipeline_two_stages(void **state) {
                                   "{\"stage\":1,\"input_tensor_shape\":[4,4]}",
                                   NULL, 0, &h, &n));
   assert_ok(s1, ccg_matmul(s1, h, input(s1, "w2", 4, 4), &y));
-  add_loss(s1, y, 9, all + 2, 1);
+  ad_add_loss(s1, y, 9, all + 2, 1);
 
   rank_job jobs[2];
   memset(jobs, 0, sizeof jobs);
@@ -181,7 +161,7 @@ static void test_moe_uneven_all_to_all(void **state) {
   assert_ok(g, ccg_mul(g, input(g, "x", 8, 4), s, &y));
   assert_ok(g, ccg_tanh(g, y, &y));
   const char *all[2] = {"x", "E"};
-  add_loss(g, y, 6, all, 2);
+  ad_add_loss(g, y, 6, all, 2);
   float want_x[32], want_e[8];
   ccg_exec_tensor in[2] = {XT_F32("x", x, 8, 4), XT_F32("E", E, 2, 4)};
   ccg_exec_tensor out[2] = {xt_out("grad/x", want_x, sizeof want_x),

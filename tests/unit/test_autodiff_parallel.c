@@ -14,13 +14,8 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
-
-#define CCG_CHECK_T(expr)                                                      \
-  do {                                                                         \
-    ccg_status st_ = (expr);                                                   \
-    if (st_ != CCG_STATUS_OK)                                                  \
-      return st_;                                                              \
-  } while (0)
+#include "autodiff_test_util.h"
+#include "core/error.h"
 
 #define MAXP 8
 #define MAXW 4
@@ -41,7 +36,6 @@ typedef struct model {
   const char *name;
   size_t n;
   pspec p[MAXP];
-  int64_t y_dims[2]; /* the (full, replicated) output y */
   model_fn build;
 } model;
 
@@ -76,7 +70,7 @@ static ccg_graph *build(const model *m, int w) {
   char mesh[16];
   snprintf(mesh, sizeof mesh, "tp=%d", w);
   ccg_graph *g = ccg_test_graph(w > 1 ? mesh : NULL);
-  ccg_value_id p[MAXP], y, r, loss;
+  ccg_value_id p[MAXP], y;
   const char *names[MAXP];
   for (size_t i = 0; i < m->n; i++) {
     int64_t d[5];
@@ -87,20 +81,7 @@ static ccg_graph *build(const model *m, int w) {
     names[i] = m->p[i].name;
   }
   assert_ok(g, m->build(g, w > 1, p, &y));
-  int64_t n = count(2, m->y_dims);
-  float *rd = malloc((size_t)n * sizeof *rd);
-  xt_fill(rd, (size_t)n, 77);
-  ccg_tensor t = {CCG_DTYPE_F32, 2, {m->y_dims[0], m->y_dims[1]}, rd};
-  assert_ok(g, ccg_graph_add_initializer(g, "R", &t, &r));
-  free(rd);
-  assert_ok(g, ccg_mul(g, y, r, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = m->n;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
+  ad_add_loss(g, y, 77, names, m->n);
   return g;
 }
 
@@ -181,15 +162,15 @@ static ccg_status mlp(ccg_graph *g, bool sharded, const ccg_value_id *p,
                       ccg_value_id *y) {
   ccg_value_id h;
   if (!sharded) {
-    CCG_CHECK_T(ccg_matmul(g, p[0], p[1], &h));
-    CCG_CHECK_T(ccg_add(g, h, p[2], &h));
-    CCG_CHECK_T(ccg_gelu(g, h, "none", &h));
-    CCG_CHECK_T(ccg_matmul(g, h, p[3], &h));
+    CCG_CHECK(ccg_matmul(g, p[0], p[1], &h));
+    CCG_CHECK(ccg_add(g, h, p[2], &h));
+    CCG_CHECK(ccg_gelu(g, h, "none", &h));
+    CCG_CHECK(ccg_matmul(g, h, p[3], &h));
     return ccg_add(g, h, p[4], y);
   }
   ccg_megatron_linear_options o = CCG_MEGATRON_LINEAR_OPTIONS_INIT;
-  CCG_CHECK_T(ccg_megatron_column_parallel_linear(g, p[0], p[1], p[2], &o, &h));
-  CCG_CHECK_T(ccg_gelu(g, h, "none", &h));
+  CCG_CHECK(ccg_megatron_column_parallel_linear(g, p[0], p[1], p[2], &o, &h));
+  CCG_CHECK(ccg_gelu(g, h, "none", &h));
   return ccg_megatron_row_parallel_linear(g, h, p[3], p[4], &o, y);
 }
 
@@ -202,17 +183,17 @@ static ccg_status mlp_sp(ccg_graph *g, bool sharded, const ccg_value_id *p,
                          ccg_value_id *y) {
   ccg_value_id h, gam = p[5], bet = p[6];
   if (sharded) {
-    CCG_CHECK_T(ccg_mark_sequence_parallel_param(g, gam, NULL, &gam));
-    CCG_CHECK_T(ccg_mark_sequence_parallel_param(g, bet, NULL, &bet));
+    CCG_CHECK(ccg_mark_sequence_parallel_param(g, gam, NULL, &gam));
+    CCG_CHECK(ccg_mark_sequence_parallel_param(g, bet, NULL, &bet));
   }
-  CCG_CHECK_T(ccg_layer_norm(g, p[0], gam, bet, -1, 1e-5f, &h));
+  CCG_CHECK(ccg_layer_norm(g, p[0], gam, bet, -1, 1e-5f, &h));
   if (!sharded)
     return mlp(g, false, (ccg_value_id[]){h, p[1], p[2], p[3], p[4]}, y);
   ccg_megatron_linear_options o = CCG_MEGATRON_LINEAR_OPTIONS_INIT;
   o.sequence_parallel = true;
-  CCG_CHECK_T(ccg_megatron_column_parallel_linear(g, h, p[1], p[2], &o, &h));
-  CCG_CHECK_T(ccg_gelu(g, h, "none", &h));
-  CCG_CHECK_T(ccg_megatron_row_parallel_linear(g, h, p[3], p[4], &o, &h));
+  CCG_CHECK(ccg_megatron_column_parallel_linear(g, h, p[1], p[2], &o, &h));
+  CCG_CHECK(ccg_gelu(g, h, "none", &h));
+  CCG_CHECK(ccg_megatron_row_parallel_linear(g, h, p[3], p[4], &o, &h));
   return ccg_megatron_gather_from_sequence_parallel_region(g, h, NULL, false,
                                                            NULL, 0, y);
 }
@@ -224,8 +205,8 @@ static ccg_status dtensor_mlp(ccg_graph *g, bool sharded, const ccg_value_id *p,
     return mlp(g, false, p, y);
   ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
   ccg_value_id h;
-  CCG_CHECK_T(ccg_dtensor_colwise_parallel(g, p[0], p[1], p[2], &o, &h));
-  CCG_CHECK_T(ccg_gelu(g, h, "none", &h));
+  CCG_CHECK(ccg_dtensor_colwise_parallel(g, p[0], p[1], p[2], &o, &h));
+  CCG_CHECK(ccg_gelu(g, h, "none", &h));
   return ccg_dtensor_rowwise_parallel(g, h, p[3], p[4], &o, y);
 }
 
@@ -237,26 +218,26 @@ static ccg_status ulysses(ccg_graph *g, bool sharded, const ccg_value_id *p,
                           ccg_value_id *y) {
   ccg_value_id v = p[0], qkv[3], s;
   if (sharded)
-    CCG_CHECK_T(ccg_opensora_all_to_all(g, v, "tp", 3, 1, &v));
-  CCG_CHECK_T(ccg_split(g, v, 2, NULL, 3, qkv));
+    CCG_CHECK(ccg_opensora_all_to_all(g, v, "tp", 3, 1, &v));
+  CCG_CHECK(ccg_split(g, v, 2, NULL, 3, qkv));
   int64_t two = 2, perm[4] = {0, 2, 1, 3}, kt[4] = {0, 1, 3, 2};
   for (int i = 0; i < 3; i++) {
-    CCG_CHECK_T(ccg_squeeze(g, qkv[i], &two, 1, &qkv[i]));
-    CCG_CHECK_T(ccg_transpose(g, qkv[i], perm, 4, &qkv[i])); /* B,h,N,D */
+    CCG_CHECK(ccg_squeeze(g, qkv[i], &two, 1, &qkv[i]));
+    CCG_CHECK(ccg_transpose(g, qkv[i], perm, 4, &qkv[i])); /* B,h,N,D */
   }
-  CCG_CHECK_T(ccg_transpose(g, qkv[1], kt, 4, &s));
-  CCG_CHECK_T(ccg_matmul(g, qkv[0], s, &s));
+  CCG_CHECK(ccg_transpose(g, qkv[1], kt, 4, &s));
+  CCG_CHECK(ccg_matmul(g, qkv[0], s, &s));
   ccg_value_id scale;
   float k = 0.70710678f;
   ccg_tensor t = {CCG_DTYPE_F32, 0, {0}, &k};
-  CCG_CHECK_T(ccg_constant(g, &t, &scale));
-  CCG_CHECK_T(ccg_mul(g, s, scale, &s));
-  CCG_CHECK_T(ccg_softmax(g, s, -1, &s));
-  CCG_CHECK_T(ccg_matmul(g, s, qkv[2], &v));
-  CCG_CHECK_T(ccg_transpose(g, v, perm, 4, &v)); /* B,N,h,D */
+  CCG_CHECK(ccg_constant(g, &t, &scale));
+  CCG_CHECK(ccg_mul(g, s, scale, &s));
+  CCG_CHECK(ccg_softmax(g, s, -1, &s));
+  CCG_CHECK(ccg_matmul(g, s, qkv[2], &v));
+  CCG_CHECK(ccg_transpose(g, v, perm, 4, &v)); /* B,N,h,D */
   if (sharded) {
-    CCG_CHECK_T(ccg_opensora_all_to_all(g, v, "tp", 1, 2, &v));
-    CCG_CHECK_T(ccg_opensora_gather_forward_split_backward(
+    CCG_CHECK(ccg_opensora_all_to_all(g, v, "tp", 1, 2, &v));
+    CCG_CHECK(ccg_opensora_gather_forward_split_backward(
         g, v, "tp", 1, CCG_GRAD_SCALE_NONE, &v));
   }
   int64_t flat[2] = {2 * 4, 4 * 2};
@@ -271,17 +252,17 @@ static ccg_status raw(ccg_graph *g, bool sharded, const ccg_value_id *p,
                       ccg_value_id *y) {
   ccg_value_id h = p[0];
   if (sharded)
-    CCG_CHECK_T(ccg_shard_slice(g, h, "tp", 1, NULL, &h));
-  CCG_CHECK_T(ccg_mul(g, h, p[1], &h));
-  CCG_CHECK_T(ccg_matmul(g, h, p[2], &h));
+    CCG_CHECK(ccg_shard_slice(g, h, "tp", 1, NULL, &h));
+  CCG_CHECK(ccg_mul(g, h, p[1], &h));
+  CCG_CHECK(ccg_matmul(g, h, p[2], &h));
   if (sharded)
-    CCG_CHECK_T(ccg_reduce_scatter(g, h, "tp", 0, CCG_REDUCE_SUM, NULL, &h));
-  CCG_CHECK_T(ccg_tanh(g, h, &h));
+    CCG_CHECK(ccg_reduce_scatter(g, h, "tp", 0, CCG_REDUCE_SUM, NULL, &h));
+  CCG_CHECK(ccg_tanh(g, h, &h));
   if (!sharded) {
     *y = h;
     return CCG_STATUS_OK;
   }
-  CCG_CHECK_T(ccg_all_to_all(g, h, "tp", 1, 0, NULL, NULL, &h));
+  CCG_CHECK(ccg_all_to_all(g, h, "tp", 1, 0, NULL, NULL, &h));
   return ccg_all_gather(g, h, "tp", 1, NULL, y);
 }
 
@@ -295,7 +276,6 @@ static const model mlp_model = {"mlp",
                                 {P2("x", 4, 4, -1), P2("w1", 4, 8, 1),
                                  P1("b1", 8, 0), P2("w2", 8, 4, 0),
                                  P1("b2", 4, -1)},
-                                {4, 4},
                                 mlp};
 
 static const model mlp_sp_model = {
@@ -303,7 +283,6 @@ static const model mlp_sp_model = {
     7,
     {P2("x", 8, 4, 0), P2("w1", 4, 8, 1), P1("b1", 8, 0), P2("w2", 8, 4, 0),
      P1("b2", 4, -1), P1("gamma", 4, -1), P1("beta", 4, -1)},
-    {8, 4},
     mlp_sp};
 
 static const model dtensor_model = {"dtensor_colwise_rowwise",
@@ -311,17 +290,15 @@ static const model dtensor_model = {"dtensor_colwise_rowwise",
                                     {P2("x", 4, 4, -1), P2("w1", 4, 8, 1),
                                      P1("b1", 8, 0), P2("w2", 8, 4, 0),
                                      P1("b2", 4, -1)},
-                                    {4, 4},
                                     dtensor_mlp};
 
 static const model ulysses_model = {
-    "ulysses", 1, {{"qkv", 5, {2, 4, 3, 4, 2}, 1}}, {8, 8}, ulysses};
+    "ulysses", 1, {{"qkv", 5, {2, 4, 3, 4, 2}, 1}}, ulysses};
 
 static const model raw_model = {
     "untagged_collectives",
     3,
     {P2("x", 4, 4, -1), P1("v", 4, 0), P2("w2", 4, 4, 0)},
-    {4, 4},
     raw};
 
 static void test_untagged_collectives(void **state) {
