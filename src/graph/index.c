@@ -175,9 +175,58 @@ static ccg_status zeros_block(ccg_graph *g, ccg_value_id v, int axis, int64_t n,
   return t.dtype == dt ? CCG_STATUS_OK : ccg_cast(g, *out, dt, out);
 }
 
-/* The slice's gradient is dy padded with zeros back to x's extent on each
- * sliced axis (a Concat of zeros, dy, zeros). Bounds must be known, shapes
- * numeric, steps 1. */
+/* Step s > 1: every element of v followed by s - 1 zeros along the axis
+ * (unsqueeze, concat zeros, merge), so element k lands at k * s. */
+static ccg_status spread_step(ccg_graph *g, ccg_value_id v, int64_t ax,
+                              int64_t step, ccg_value_id *out) {
+  ccg_shape vs = *ccg_value_shape(g, v);
+  int64_t after = ax + 1, dims[CCG_MAX_RANK];
+  ccg_value_id parts[2];
+  CCG_CHECK(ccg_unsqueeze(g, v, &after, 1, &parts[0]));
+  CCG_CHECK(zeros_block(g, parts[0], (int)after, step - 1, &parts[1]));
+  CCG_CHECK(ccg_concat(g, parts, 2, after, &v));
+  for (int i = 0; i < vs.rank; i++)
+    dims[i] = vs.dims[i].size * (i == ax ? step : 1);
+  return ccg_reshape_to(g, v, dims, (size_t)vs.rank, out);
+}
+
+/* One sliced axis: dy's elements back at first, first + step, ... of an
+ * axis of size d, zeros elsewhere. A negative step reverses dy first. */
+static ccg_status unslice_axis(ccg_graph *g, ccg_value_id v, int64_t ax,
+                               int64_t d, int64_t first, int64_t step,
+                               ccg_value_id *out) {
+  int64_t cnt = ccg_value_shape(g, v)->dims[ax].size;
+  if (step < 0 && cnt > 0) {
+    int64_t rs = -1, re = INT64_MIN, rstep = -1;
+    CCG_CHECK(ccg_slice(g, v, &rs, &re, &ax, &rstep, 1, &v));
+    first += (cnt - 1) * step;
+    step = -step;
+  }
+  if (step > 1 && cnt > 0)
+    CCG_CHECK(spread_step(g, v, ax, step, &v));
+  int64_t len = ccg_value_shape(g, v)->dims[ax].size;
+  if (first + len > d) { /* the spread tail runs past the axis */
+    int64_t zero = 0, end = d - first;
+    CCG_CHECK(ccg_slice(g, v, &zero, &end, &ax, NULL, 1, &v));
+    len = end;
+  }
+  ccg_value_id parts[3];
+  size_t np = 0;
+  if (first > 0)
+    CCG_CHECK(zeros_block(g, v, (int)ax, first, &parts[np++]));
+  parts[np++] = v;
+  if (d - first - len > 0)
+    CCG_CHECK(zeros_block(g, v, (int)ax, d - first - len, &parts[np++]));
+  if (np == 1) {
+    *out = v;
+    return CCG_STATUS_OK;
+  }
+  return ccg_concat(g, parts, np, ax, out);
+}
+
+/* The slice's gradient is dy put back in place on each sliced axis, zeros
+ * elsewhere (Concat with zeros; steps other than 1 spread dy first). Bounds
+ * must be known and shapes numeric. */
 static ccg_status grad_slice(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   ccg_shape xs = *ccg_value_shape(g, gx->in[0]);
@@ -204,24 +253,18 @@ static ccg_status grad_slice(ccg__grad *gx) {
   for (int i = 0; i < n; i++) {
     int64_t ax = k[2][i].size, step = k[3][i].size;
     ax = ax < 0 ? ax + xs.rank : ax;
-    int64_t d = xs.dims[ax].size, st = k[0][i].size;
-    if (step != 1)
-      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                            "step %lld on axis %lld; the gradient handles "
-                            "step 1",
-                            (long long)step, (long long)ax);
+    int64_t d = xs.dims[ax].size, st = k[0][i].size, first;
+    if (step == 0)
+      return ccg__grad_fail(gx, CCG_STATUS_INVALID_ARG, "step 0 on axis %lld",
+                            (long long)ax);
     st = st < 0 ? st + d : st;
-    st = st < 0 ? 0 : st > d ? d : st;
-    int64_t cnt = ccg_value_shape(g, v)->dims[ax].size;
-    ccg_value_id parts[3];
-    size_t np = 0;
-    if (st > 0)
-      CCG_CHECK(zeros_block(g, v, (int)ax, st, &parts[np++]));
-    parts[np++] = v;
-    if (d - st - cnt > 0)
-      CCG_CHECK(zeros_block(g, v, (int)ax, d - st - cnt, &parts[np++]));
-    if (np > 1)
-      CCG_CHECK(ccg_concat(g, parts, np, ax, &v));
+    first = step > 0 ? (st < 0   ? 0
+                        : st > d ? d
+                                 : st)
+                     : (st < 0       ? 0
+                        : st > d - 1 ? d - 1
+                                     : st);
+    CCG_CHECK(unslice_axis(g, v, ax, d, first, step, &v));
   }
   gx->gin[0] = v;
   return CCG_STATUS_OK;

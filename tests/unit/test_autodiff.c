@@ -264,6 +264,11 @@ static ccg_status b_slice(ccg_graph *g, const ccg_value_id *in,
   int64_t st[2] = {1, -4}, en[2] = {3, 4};
   return ccg_slice(g, in[0], st, en, NULL, NULL, 2, y);
 }
+static ccg_status b_slice_steps(ccg_graph *g, const ccg_value_id *in,
+                                ccg_value_id *y) {
+  int64_t st[2] = {-1, 1}, en[2] = {0, 7}, ax[2] = {1, 0}, sp[2] = {-2, 2};
+  return ccg_slice(g, in[0], st, en, ax, sp, 2, y);
+}
 static ccg_status b_gather(ccg_graph *g, const ccg_value_id *in,
                            ccg_value_id *y) {
   int64_t idx[4] = {0, -1, 2, 0};
@@ -359,6 +364,7 @@ static const fd_case cases[] = {
     {"concat", 2, {S("a", 2, 2, 3), S("b", 2, 2, 1)}, b_concat, false},
     {"split", 1, {S("x", 2, 2, 4)}, b_split, false},
     {"slice", 1, {S("x", 2, 4, 5)}, b_slice, false},
+    {"slice_steps", 1, {S("x", 2, 6, 7)}, b_slice_steps, false},
     {"gather", 1, {S("x", 2, 2, 3)}, b_gather, false},
     {"expand", 1, {S("x", 2, 3, 1)}, b_expand, false},
     {"squeeze_unsqueeze", 1, {S("x", 3, 2, 1, 3)}, b_squeeze, false},
