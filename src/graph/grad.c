@@ -77,11 +77,9 @@ ccg_status ccg__grad_shape_of(ccg_graph *g, ccg_value_id x, ccg_value_id *out) {
   return ccg__grad_i64(g, dims, (size_t)s.rank, out);
 }
 
-ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
-                                ccg_value_id *out) {
-  ccg_dtype dt = ccg_value_dtype(g, x);
-  ccg_value_id shape;
-  CCG_CHECK(ccg__grad_shape_of(g, x, &shape));
+/* ConstantOfShape(shape) of zeros in float dtype dt. */
+static ccg_status zeros_of(ccg_graph *g, ccg_dtype dt, ccg_value_id shape,
+                           ccg_value_id *out) {
   double zero = 0.0;
   float zf = 0.0f;
   ccg_tensor t = {dt, 1, {1}, dt == CCG_DTYPE_F64 ? (const void *)&zero : &zf};
@@ -91,6 +89,20 @@ ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
     return ccg_cast(g, *out, dt, out);
   }
   return ccg_constant_of_shape(g, shape, &t, out);
+}
+
+ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
+                                ccg_value_id *out) {
+  ccg_value_id shape;
+  CCG_CHECK(ccg__grad_shape_of(g, x, &shape));
+  return zeros_of(g, ccg_value_dtype(g, x), shape, out);
+}
+
+ccg_status ccg__grad_zeros(ccg_graph *g, ccg_dtype dt, const int64_t *dims,
+                           size_t n, ccg_value_id *out) {
+  ccg_value_id shape;
+  CCG_CHECK(ccg__grad_i64(g, dims, n, &shape));
+  return zeros_of(g, dt, shape, out);
 }
 
 ccg_status ccg__grad_reshape_like(ccg_graph *g, ccg_value_id x,

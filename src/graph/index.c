@@ -162,17 +162,7 @@ static ccg_status zeros_block(ccg_graph *g, ccg_value_id v, int axis, int64_t n,
   int64_t dims[CCG_MAX_RANK];
   for (int i = 0; i < s.rank; i++)
     dims[i] = i == axis ? n : s.dims[i].size;
-  ccg_value_id shape;
-  CCG_CHECK(ccg__grad_i64(g, dims, (size_t)s.rank, &shape));
-  ccg_dtype dt = ccg_value_dtype(g, v);
-  double z = 0.0;
-  float zf = 0.0f;
-  ccg_tensor t = {dt == CCG_DTYPE_F64 ? CCG_DTYPE_F64 : CCG_DTYPE_F32,
-                  1,
-                  {1},
-                  dt == CCG_DTYPE_F64 ? (const void *)&z : &zf};
-  CCG_CHECK(ccg_constant_of_shape(g, shape, &t, out));
-  return t.dtype == dt ? CCG_STATUS_OK : ccg_cast(g, *out, dt, out);
+  return ccg__grad_zeros(g, ccg_value_dtype(g, v), dims, (size_t)s.rank, out);
 }
 
 /* Step s > 1: every element of v followed by s - 1 zeros along the axis
@@ -335,37 +325,9 @@ static ccg_status infer_gather(ccg__infer *ix) {
   return gather_known(ix, ax);
 }
 
-/* Scatter-add as a product with a one-hot matrix: onehot[j][k] = 1 where
- * index j names row k (negative indices too), then dx = onehot^T dy with dy
- * viewed as [outer, Nq, inner]. Costs Nq x D; shapes must be numeric. */
-static ccg_status onehot(ccg__grad *gx, int64_t nq, int64_t d,
-                         ccg_value_id *out) {
-  ccg_graph *g = gx->g;
-  ccg_dtype dt = ccg_value_dtype(g, gx->in[0]);
-  int64_t *ar = ccg__arena_calloc(&g->arena, (size_t)d, sizeof *ar);
-  if (!ar)
-    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
-  for (int64_t i = 0; i < d; i++)
-    ar[i] = i;
-  ccg_value_id idx, pos, neg, ne1, ne2, zero, one, hot;
-  int64_t col[2] = {nq, 1};
-  CCG_CHECK(ccg_cast(g, gx->in[1], CCG_DTYPE_I64, &idx));
-  ccg_tensor t = {CCG_DTYPE_I64, 1, {d}, ar};
-  CCG_CHECK(ccg_constant(g, &t, &pos));
-  for (int64_t i = 0; i < d; i++)
-    ar[i] = i - d;
-  CCG_CHECK(ccg_constant(g, &t, &neg));
-  CCG_CHECK(ccg_reshape_to(g, idx, col, 2, &idx));
-  CCG_CHECK(ccg_sub(g, idx, pos, &ne1));
-  CCG_CHECK(ccg_cast(g, ne1, CCG_DTYPE_BOOL, &ne1));
-  CCG_CHECK(ccg_sub(g, idx, neg, &ne2));
-  CCG_CHECK(ccg_cast(g, ne2, CCG_DTYPE_BOOL, &ne2));
-  CCG_CHECK(ccg__grad_scalar(g, dt, 0.0, &zero));
-  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
-  CCG_CHECK(ccg_where(g, ne2, zero, one, &hot));
-  return ccg_where(g, ne1, hot, one, out);
-}
-
+/* Scatter-add: dy viewed as [outer, Nq, inner] and turned to [Nq, outer,
+ * inner] is added (ScatterND, reduction add) into zeros [D, outer, inner]
+ * at the rows the indices name (negative ones too), then turned back. */
 static ccg_status grad_gather(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   ccg_shape ds = *ccg_value_shape(g, gx->in[0]);
@@ -386,17 +348,96 @@ static ccg_status grad_gather(ccg__grad *gx) {
       inner *= ds.dims[i].size;
   for (int i = 0; i < qs.rank; i++)
     nq *= qs.dims[i].size;
-  ccg_value_id hot, dy;
-  int64_t view[3] = {outer, nq, inner}, perm[2] = {1, 0};
-  CCG_CHECK(onehot(gx, nq, d, &hot));
-  CCG_CHECK(ccg_transpose(g, hot, perm, 2, &hot));
+  ccg_value_id idx, dy, z;
+  int64_t view[3] = {outer, nq, inner}, perm[3] = {1, 0, 2};
+  int64_t col[2] = {nq, 1}, zd[3] = {d, outer, inner};
+  CCG_CHECK(ccg_cast(g, gx->in[1], CCG_DTYPE_I64, &idx));
+  CCG_CHECK(ccg_reshape_to(g, idx, col, 2, &idx));
   CCG_CHECK(ccg_reshape_to(g, gx->gout[0], view, 3, &dy));
-  CCG_CHECK(ccg_matmul(g, hot, dy, &dy));
+  CCG_CHECK(ccg_transpose(g, dy, perm, 3, &dy));
+  CCG_CHECK(ccg__grad_zeros(g, ccg_value_dtype(g, dy), zd, 3, &z));
+  CCG_CHECK(ccg_scatter_nd(g, z, idx, dy, "add", &dy));
+  CCG_CHECK(ccg_transpose(g, dy, perm, 3, &dy));
   return ccg__grad_reshape_like(g, dy, gx->in[0], &gx->gin[0]);
 }
 
 const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
                                        infer_gather, grad_gather};
+
+/* ---- ScatterND ----------------------------------------------------------- */
+
+static const ccg__attr_spec scatter_nd_attrs[] = {
+    {"reduction", CCG_ATTR_STRING, false, 0, 0, "none"},
+};
+
+/* updates must be indices.shape[:-1] + data.shape[k:]. */
+static ccg_status infer_scatter_nd(ccg__infer *ix) {
+  const char *red = ccg__attr_s(ix, "reduction");
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  bool known = false;
+  for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
+    known = known || strcmp(red, reds[i]) == 0;
+  if (!known)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "reduction is '%s'; expected none, add, mul, max or min",
+                     red);
+  CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "i64 indices"));
+  CCG_CHECK(ccg__same_dtype(ix, 0, 2));
+  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
+  const ccg_shape *u = ccg__in_shape(ix, 2);
+  char db[BUF], qb[BUF], ub[BUF];
+  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
+  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "indices %s: the last dim must be a number in 1..%d "
+                     "(the rank of data %s)",
+                     ccg__shape_str(q, qb, BUF), d->rank,
+                     ccg__shape_str(d, db, BUF));
+  int k = (int)kd.size, want = q->rank - 1 + d->rank - k;
+  bool ok = u->rank == want;
+  for (int i = 0; ok && i < want; i++) {
+    ccg_dim e = i < q->rank - 1 ? q->dims[i] : d->dims[k + i - (q->rank - 1)];
+    ok = ccg_dim_equal(e, u->dims[i]);
+  }
+  if (!ok)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "updates %s must be indices %s without its last dim, "
+                     "then data %s from dim %d",
+                     ccg__shape_str(u, ub, BUF), ccg__shape_str(q, qb, BUF),
+                     ccg__shape_str(d, db, BUF), k);
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = *d;
+  return CCG_STATUS_OK;
+}
+
+/* data's gradient: dy (reduction add), or dy with the overwritten slices
+ * zeroed (none). An updates gradient would gather dy's slices (GatherND,
+ * not in the IR): asked for, it is an error. */
+static ccg_status grad_scatter_nd(ccg__grad *gx) {
+  if (gx->need[2])
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "the gradient of updates '%s' needs GatherND, which "
+                          "the IR does not have",
+                          ccg_value_name(gx->g, gx->in[2]));
+  if (!gx->need[0])
+    return CCG_STATUS_OK;
+  const char *red = ccg__grad_attr_s(gx, "reduction");
+  if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "reduction '%s' has no gradient rule (none and add "
+                          "do)",
+                          red);
+  if (strcmp(red, "add") == 0) {
+    gx->gin[0] = gx->gout[0];
+    return CCG_STATUS_OK;
+  }
+  ccg_value_id z;
+  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[2], &z));
+  return ccg_scatter_nd(gx->g, gx->gout[0], gx->in[1], z, "none", &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs), 0,
+                                           infer_scatter_nd, grad_scatter_nd};
 
 /* ---- builders ----------------------------------------------------------- */
 
@@ -426,4 +467,12 @@ ccg_status ccg_gather(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
   ccg_value_id in[2] = {data, indices};
   ccg_attr a = CCG_ATTR_I("axis", axis);
   return ccg__build(g, CCG_OP_GATHER, in, 2, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_scatter_nd(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
+                          ccg_value_id updates, const char *reduction,
+                          ccg_value_id *out) {
+  ccg_value_id in[3] = {data, indices, updates};
+  ccg_attr a = CCG_ATTR_S("reduction", reduction ? reduction : "none");
+  return ccg__build(g, CCG_OP_SCATTER_ND, in, 3, &a, 1, 1, out, NULL);
 }

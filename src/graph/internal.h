@@ -282,6 +282,9 @@ ccg_status ccg__grad_i64(ccg_graph *g, const int64_t *v, size_t n,
 /* The shape of value x as an i64 vector: a Constant when every dim is a
  * number (x need not stay alive), else Shape(x). */
 ccg_status ccg__grad_shape_of(ccg_graph *g, ccg_value_id x, ccg_value_id *out);
+/* Zeros of float dtype dt and numeric dims (ConstantOfShape). */
+ccg_status ccg__grad_zeros(ccg_graph *g, ccg_dtype dt, const int64_t *dims,
+                           size_t n, ccg_value_id *out);
 /* Zeros of x's dtype and shape (ConstantOfShape). */
 ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
                                 ccg_value_id *out);

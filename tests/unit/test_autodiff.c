@@ -277,6 +277,27 @@ static ccg_status b_gather(ccg_graph *g, const ccg_value_id *in,
   CCG_CHECK(ccg_constant(g, &t, &iv));
   return ccg_gather(g, in[0], iv, 1, y);
 }
+/* rows 0 and 2 (twice, added) get fixed updates; reduction from a flag */
+static ccg_status scatter(ccg_graph *g, const ccg_value_id *in, const char *red,
+                          ccg_value_id *y) {
+  int64_t idx[3] = {0, -1, 2};
+  double upd[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  ccg_tensor ti = {CCG_DTYPE_I64, 2, {strcmp(red, "add") ? 2 : 3, 1}, idx};
+  ccg_tensor tu = {CCG_DTYPE_F64, 2, {ti.dims[0], 4}, upd};
+  ccg_value_id iv, uv;
+  CCG_CHECK(ccg_constant(g, &ti, &iv));
+  CCG_CHECK(ccg_constant(g, &tu, &uv));
+  CCG_CHECK(ccg_scatter_nd(g, in[0], iv, uv, red, y));
+  return ccg_mul(g, *y, *y, y);
+}
+static ccg_status b_scatter_add(ccg_graph *g, const ccg_value_id *in,
+                                ccg_value_id *y) {
+  return scatter(g, in, "add", y);
+}
+static ccg_status b_scatter_none(ccg_graph *g, const ccg_value_id *in,
+                                 ccg_value_id *y) {
+  return scatter(g, in, "none", y);
+}
 static ccg_status b_expand(ccg_graph *g, const ccg_value_id *in,
                            ccg_value_id *y) {
   int64_t d[3] = {2, 3, 4};
@@ -366,6 +387,8 @@ static const fd_case cases[] = {
     {"slice", 1, {S("x", 2, 4, 5)}, b_slice, false},
     {"slice_steps", 1, {S("x", 2, 6, 7)}, b_slice_steps, false},
     {"gather", 1, {S("x", 2, 2, 3)}, b_gather, false},
+    {"scatter_nd_add", 1, {S("x", 2, 3, 4)}, b_scatter_add, false},
+    {"scatter_nd_none", 1, {S("x", 2, 3, 4)}, b_scatter_none, false},
     {"expand", 1, {S("x", 2, 3, 1)}, b_expand, false},
     {"squeeze_unsqueeze", 1, {S("x", 3, 2, 1, 3)}, b_squeeze, false},
 };
@@ -445,6 +468,41 @@ static void test_options_and_errors(void **state) {
   ccg_graph_free(g);
 }
 
+/* ScatterND's kernel, each reduction: rows 0 and 2 of [3,2] (row 0 twice
+ * where repeats are defined, i.e. not for none). */
+static void test_scatter_nd_kernel(void **state) {
+  (void)state;
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  const float data[6] = {1, -2, 3, 4, 5, -6}, upd[6] = {2, 2, -1, 7, 3, 3};
+  const float want[5][6] = {{2, 2, 3, 4, -1, 7},
+                            {6, 3, 3, 4, 4, 1},
+                            {6, -12, 3, 4, -5, -42},
+                            {3, 3, 3, 4, 5, 7},
+                            {1, -2, 3, 4, -1, -6}};
+  for (int r = 0; r < 5; r++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    bool none = r == 0;
+    int64_t idx[3] = {0, 2, 0};
+    ccg_tensor ti = {CCG_DTYPE_I64, 2, {none ? 2 : 3, 1}, idx};
+    ccg_value_id d = ccg_test_input(g, "d", CCG_DTYPE_F32, "[3,2]");
+    ccg_value_id u =
+        ccg_test_input(g, "u", CCG_DTYPE_F32, none ? "[2,2]" : "[3,2]");
+    ccg_value_id iv, y;
+    assert_ok(g, ccg_constant(g, &ti, &iv));
+    assert_ok(g, ccg_scatter_nd(g, d, iv, u, reds[r], &y));
+    assert_ok(g, ccg_graph_add_output(g, y));
+    float got[6];
+    const float nu[6] = {2, 2, -1, 7};
+    ccg_exec_tensor in[2] = {XT_F32("d", data, 3, 2),
+                             none ? XT_F32("u", nu, 2, 2)
+                                  : XT_F32("u", upd, 3, 2)};
+    ccg_exec_tensor out = xt_out(ccg_value_name(g, y), got, sizeof got);
+    assert_ok(g, xt_run1(g, in, 2, &out, 1));
+    xt_close(got, want[r], 6, 0, 0, reds[r]);
+    ccg_graph_free(g);
+  }
+}
+
 /* Every compute op has a gradient rule; only Shape, Constant and
  * ConstantOfShape (integer or constant outputs) have none. */
 static void test_every_op_has_a_rule(void **state) {
@@ -463,6 +521,7 @@ int main(void) {
       cmocka_unit_test(test_finite_differences),
       cmocka_unit_test(test_options_and_errors),
       cmocka_unit_test(test_every_op_has_a_rule),
+      cmocka_unit_test(test_scatter_nd_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
