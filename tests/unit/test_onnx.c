@@ -265,6 +265,8 @@ static void test_encoding(void **state) {
   assert_int_equal(m->opset_import[0]->version, 17);
   assert_string_equal(m->opset_import[1]->domain, "ccgraph");
   assert_string_equal(meta(m, "ccgraph.mesh"), "tp=4");
+  /* the backward pass's convention for untagged collectives */
+  assert_string_equal(meta(m, "ccgraph.backward"), CCG_BACKWARD_CONVENTION);
   assert_string_equal(meta(m, "ccgraph.backward"), "replicated_loss");
   assert_non_null(strstr(meta(m, "ccgraph.tags"),
                          "megatron.reduce_from_tensor_model_parallel_region"));
