@@ -10,6 +10,7 @@
 #include "ccgraph/symbolic.h"
 #include "ccgraph/colossal.h"
 #include "ccgraph/dtensor.h"
+#include "ccgraph/autodiff.h"
 #include "ccgraph/verify.h"
 
 #endif

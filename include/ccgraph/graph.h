@@ -279,6 +279,7 @@ typedef struct ccg_attr {
   /* index.c */                                                                \
   X(SLICE, "Slice", "", 3, 5, 1, 1)                                            \
   X(GATHER, "Gather", "", 2, 2, 1, 1)                                          \
+  X(SCATTER_ND, "ScatterND", "", 3, 3, 1, 1)                                   \
   /* collective.c */                                                           \
   X(ALL_REDUCE, "AllReduce", "ccgraph", 1, 1, 1, 1)                            \
   X(ALL_GATHER, "AllGather", "ccgraph", 1, 1, 1, 1)                            \
@@ -622,6 +623,13 @@ CCG_API ccg_status ccg_slice(ccg_graph *g, ccg_value_id x,
 CCG_API ccg_status ccg_gather(ccg_graph *g, ccg_value_id data,
                               ccg_value_id indices, int64_t axis,
                               ccg_value_id *out);
+/* ONNX ScatterND (opset 16; max and min from 18): a copy of data with the
+ * slices named by the rows of i64 indices [..., k] replaced by (reduction
+ * "none") or combined ("add", "mul", "max", "min") with the matching slices
+ * of updates [..., data dims k..]. */
+CCG_API ccg_status ccg_scatter_nd(ccg_graph *g, ccg_value_id data,
+                                  ccg_value_id indices, ccg_value_id updates,
+                                  const char *reduction, ccg_value_id *out);
 CCG_API ccg_status ccg_unsqueeze(ccg_graph *g, ccg_value_id x,
                                  const int64_t *axes, size_t n,
                                  ccg_value_id *out);

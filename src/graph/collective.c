@@ -546,26 +546,178 @@ static ccg_status infer_permute(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-#define COLLECTIVE(attrs, fn)                                                  \
-  { CCG__ATTRS(attrs), CCG__OP_COLLECTIVE, fn }
+/* ---- gradients: the replicated-loss convention ------------------------- */
+/* A collective without a mapping tag differentiates as Megatron and DTensor
+ * do when the loss is replicated over the group: AllReduce(sum) -> the
+ * identity, AllGather -> ShardSlice, ReduceScatter -> AllGather, AllToAll ->
+ * AllToAll with the axes and split lists swapped, ShardSlice -> AllGather,
+ * Broadcast -> kept at the root, Reduce -> Broadcast, Send <-> Recv with the
+ * same peer and tag, CollectivePermute -> the inverse shift. */
+
+/* "dp,tp" from the node's mesh_axes. */
+static void axes_text(ccg__grad *gx, char *buf, size_t size) {
+  const ccg_attr *a = ccg_node_attr(gx->g, gx->node, "mesh_axes");
+  buf[0] = '\0';
+  for (size_t i = 0; a && i < a->n; i++)
+    append(buf, size, i ? ',' : 0, a->strings[i]);
+}
+
+/* sum passes the gradient through; avg scales it by 1/W. */
+static ccg_status reduce_factor(ccg__grad *gx, double *k) {
+  const char *op = ccg__grad_attr_s(gx, "reduce_op");
+  *k = 1.0;
+  if (strcmp(op, "sum") == 0)
+    return CCG_STATUS_OK;
+  if (strcmp(op, "avg") == 0) {
+    *k = 1.0 / (double)ccg__grad_attr_i(gx, "group_size");
+    return CCG_STATUS_OK;
+  }
+  return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                        "reduce_op '%s' has no gradient (sum and avg do)", op);
+}
+
+static ccg_status scaled(ccg__grad *gx, ccg_value_id v, double k,
+                         ccg_value_id *out) {
+  if (k == 1.0) {
+    *out = v;
+    return CCG_STATUS_OK;
+  }
+  return ccg__grad_scale(gx->g, v, k, out);
+}
+
+static const int64_t *splits_of(ccg__grad *gx, const char *name) {
+  const int64_t *v;
+  ccg__grad_attr_ints(gx, name, &v);
+  return ccg_node_attr(gx->g, gx->node, name) ? v : NULL;
+}
+
+static ccg_status grad_all_reduce(ccg__grad *gx) {
+  double k;
+  CCG_CHECK(reduce_factor(gx, &k));
+  if (k == 1.0)
+    return ccg_identity(gx->g, gx->gout[0], &gx->gin[0]);
+  return scaled(gx, gx->gout[0], k, &gx->gin[0]);
+}
+
+static ccg_status grad_all_gather(ccg__grad *gx) {
+  char ax[64];
+  axes_text(gx, ax, sizeof ax);
+  return ccg_shard_slice(gx->g, gx->gout[0], ax, ccg__grad_attr_i(gx, "axis"),
+                         splits_of(gx, "split_sizes"), &gx->gin[0]);
+}
+
+static ccg_status grad_reduce_scatter(ccg__grad *gx) {
+  char ax[64];
+  double k;
+  axes_text(gx, ax, sizeof ax);
+  CCG_CHECK(reduce_factor(gx, &k));
+  ccg_value_id v;
+  CCG_CHECK(ccg_all_gather(gx->g, gx->gout[0], ax, ccg__grad_attr_i(gx, "axis"),
+                           splits_of(gx, "split_sizes"), &v));
+  return scaled(gx, v, k, &gx->gin[0]);
+}
+
+static ccg_status grad_shard_slice(ccg__grad *gx) {
+  char ax[64];
+  axes_text(gx, ax, sizeof ax);
+  return ccg_all_gather(gx->g, gx->gout[0], ax, ccg__grad_attr_i(gx, "axis"),
+                        splits_of(gx, "split_sizes"), &gx->gin[0]);
+}
+
+static ccg_status grad_all_to_all(ccg__grad *gx) {
+  char ax[64];
+  axes_text(gx, ax, sizeof ax);
+  return ccg_all_to_all(
+      gx->g, gx->gout[0], ax, ccg__grad_attr_i(gx, "concat_axis"),
+      ccg__grad_attr_i(gx, "split_axis"), splits_of(gx, "out_splits"),
+      splits_of(gx, "in_splits"), &gx->gin[0]);
+}
+
+/* The gradient stays at the root: dy times this rank's entry of a one-hot
+ * [W] constant (a ShardSlice hands each rank its entry). */
+static ccg_status grad_broadcast(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  char ax[64];
+  axes_text(gx, ax, sizeof ax);
+  int64_t w = ccg__grad_attr_i(gx, "group_size");
+  int64_t root = ccg__grad_attr_i(gx, "root");
+  float *hot = ccg__arena_calloc(&g->arena, (size_t)w, sizeof *hot);
+  if (!hot)
+    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
+  hot[root] = 1.0f;
+  ccg_tensor t = {CCG_DTYPE_F32, 1, {w}, hot};
+  ccg_value_id m;
+  CCG_CHECK(ccg_constant(g, &t, &m));
+  CCG_CHECK(ccg_shard_slice(g, m, ax, 0, NULL, &m));
+  ccg_dtype dt = ccg_value_dtype(g, gx->gout[0]);
+  if (dt != CCG_DTYPE_F32)
+    CCG_CHECK(ccg_cast(g, m, dt, &m));
+  return ccg_mul(g, gx->gout[0], m, &gx->gin[0]);
+}
+
+static ccg_status grad_reduce(ccg__grad *gx) {
+  char ax[64];
+  double k;
+  axes_text(gx, ax, sizeof ax);
+  CCG_CHECK(reduce_factor(gx, &k));
+  ccg_value_id v;
+  CCG_CHECK(
+      ccg_broadcast(gx->g, gx->gout[0], ax, ccg__grad_attr_i(gx, "root"), &v));
+  return scaled(gx, v, k, &gx->gin[0]);
+}
+
+/* A Send's input gets its gradient from the peer it was sent to. */
+static ccg_status grad_send(ccg__grad *gx) {
+  ccg_shape s = *ccg_value_shape(gx->g, gx->in[0]);
+  if (!ccg_shape_is_static(&s))
+    return ccg__grad_fail(gx, CCG_STATUS_SHAPE,
+                          "the gradient of '%s' is received, which needs a "
+                          "static shape",
+                          ccg_value_name(gx->g, gx->in[0]));
+  return ccg_recv(gx->g, ccg__grad_attr_s(gx, "mesh_axis"),
+                  ccg__grad_attr_i(gx, "peer_offset"),
+                  ccg__grad_attr_i(gx, "tag"),
+                  ccg_value_dtype(gx->g, gx->in[0]), &s, &gx->gin[0]);
+}
+
+/* A received value's gradient goes back to its sender. */
+static ccg_status grad_recv(ccg__grad *gx) {
+  ccg_node_id n;
+  return ccg_send(gx->g, gx->gout[0], ccg__grad_attr_s(gx, "mesh_axis"),
+                  ccg__grad_attr_i(gx, "peer_offset"),
+                  ccg__grad_attr_i(gx, "tag"), &n);
+}
+
+static ccg_status grad_permute(ccg__grad *gx) {
+  return ccg_collective_permute(
+      gx->g, gx->gout[0], ccg__grad_attr_s(gx, "mesh_axis"),
+      -ccg__grad_attr_i(gx, "shift"), ccg__grad_attr_i(gx, "rotate") != 0,
+      &gx->gin[0]);
+}
+
+#define COLLECTIVE(attrs, fn, gr)                                              \
+  { CCG__ATTRS(attrs), CCG__OP_COLLECTIVE, fn, gr }
 
 const ccg__op_def ccg__opdef_ALL_REDUCE =
-    COLLECTIVE(all_reduce_attrs, infer_all_reduce);
+    COLLECTIVE(all_reduce_attrs, infer_all_reduce, grad_all_reduce);
 const ccg__op_def ccg__opdef_ALL_GATHER =
-    COLLECTIVE(all_gather_attrs, infer_all_gather);
+    COLLECTIVE(all_gather_attrs, infer_all_gather, grad_all_gather);
 const ccg__op_def ccg__opdef_REDUCE_SCATTER =
-    COLLECTIVE(reduce_scatter_attrs, infer_reduce_scatter);
+    COLLECTIVE(reduce_scatter_attrs, infer_reduce_scatter, grad_reduce_scatter);
 const ccg__op_def ccg__opdef_ALL_TO_ALL =
-    COLLECTIVE(all_to_all_attrs, infer_all_to_all);
+    COLLECTIVE(all_to_all_attrs, infer_all_to_all, grad_all_to_all);
 const ccg__op_def ccg__opdef_SHARD_SLICE =
-    COLLECTIVE(shard_slice_attrs, infer_shard_slice);
+    COLLECTIVE(shard_slice_attrs, infer_shard_slice, grad_shard_slice);
 const ccg__op_def ccg__opdef_BROADCAST =
-    COLLECTIVE(broadcast_attrs, infer_broadcast);
-const ccg__op_def ccg__opdef_REDUCE = COLLECTIVE(reduce_attrs, infer_reduce);
-const ccg__op_def ccg__opdef_SEND = COLLECTIVE(send_attrs, infer_send);
-const ccg__op_def ccg__opdef_RECV = COLLECTIVE(recv_attrs, infer_recv);
+    COLLECTIVE(broadcast_attrs, infer_broadcast, grad_broadcast);
+const ccg__op_def ccg__opdef_REDUCE =
+    COLLECTIVE(reduce_attrs, infer_reduce, grad_reduce);
+const ccg__op_def ccg__opdef_SEND =
+    COLLECTIVE(send_attrs, infer_send, grad_send);
+const ccg__op_def ccg__opdef_RECV =
+    COLLECTIVE(recv_attrs, infer_recv, grad_recv);
 const ccg__op_def ccg__opdef_COLLECTIVE_PERMUTE =
-    COLLECTIVE(permute_attrs, infer_permute);
+    COLLECTIVE(permute_attrs, infer_permute, grad_permute);
 
 /* ---- builders ----------------------------------------------------------- */
 

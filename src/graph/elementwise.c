@@ -96,11 +96,81 @@ static ccg_status infer_pow(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS, 0, infer_add};
-const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS, 0, infer_sub};
-const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS, 0, infer_mul};
-const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS, 0, infer_div};
-const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS, 0, infer_pow};
+/* Gradients of the binary ops: each operand's share, summed back over the
+ * dims it was broadcast along. */
+static ccg_status grad_add(ccg__grad *gx) {
+  for (size_t i = 0; i < 2; i++)
+    if (gx->need[i])
+      CCG_CHECK(
+          ccg__grad_unbroadcast(gx->g, gx->gout[0], gx->in[i], &gx->gin[i]));
+  return CCG_STATUS_OK;
+}
+
+static ccg_status grad_sub(ccg__grad *gx) {
+  CCG_CHECK(grad_add(gx));
+  return gx->need[1] ? ccg_neg(gx->g, gx->gin[1], &gx->gin[1]) : CCG_STATUS_OK;
+}
+
+/* d(a*b)/da = b, d(a*b)/db = a. */
+static ccg_status grad_mul(ccg__grad *gx) {
+  for (size_t i = 0; i < 2; i++) {
+    if (!gx->need[i])
+      continue;
+    ccg_value_id v;
+    CCG_CHECK(ccg_mul(gx->g, gx->gout[0], gx->in[1 - i], &v));
+    CCG_CHECK(ccg__grad_unbroadcast(gx->g, v, gx->in[i], &gx->gin[i]));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* d(a/b)/da = 1/b, d(a/b)/db = -y/b. */
+static ccg_status grad_div(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id dy = gx->gout[0], v;
+  if (gx->need[0]) {
+    CCG_CHECK(ccg_div(g, dy, gx->in[1], &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, gx->in[0], &gx->gin[0]));
+  }
+  if (gx->need[1]) {
+    CCG_CHECK(ccg_mul(g, dy, gx->out[0], &v));
+    CCG_CHECK(ccg_div(g, v, gx->in[1], &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, gx->in[1], &v));
+    CCG_CHECK(ccg_neg(g, v, &gx->gin[1]));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* y = a^b: dy/da = b a^(b-1), dy/db = y ln a (an integer exponent has no
+ * gradient and is cast to the base's dtype). */
+static ccg_status grad_pow(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id a = gx->in[0], b = gx->in[1], dy = gx->gout[0], v, t;
+  ccg_dtype dt = ccg_value_dtype(g, a);
+  if (gx->need[0]) {
+    ccg_value_id bf = b, one;
+    if (ccg_value_dtype(g, b) != dt)
+      CCG_CHECK(ccg_cast(g, b, dt, &bf));
+    CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
+    CCG_CHECK(ccg_sub(g, bf, one, &t));
+    CCG_CHECK(ccg_pow(g, a, t, &t));
+    CCG_CHECK(ccg_mul(g, t, bf, &t));
+    CCG_CHECK(ccg_mul(g, dy, t, &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, a, &gx->gin[0]));
+  }
+  if (gx->need[1]) {
+    CCG_CHECK(ccg_log(g, a, &t));
+    CCG_CHECK(ccg_mul(g, t, gx->out[0], &t));
+    CCG_CHECK(ccg_mul(g, dy, t, &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, b, &gx->gin[1]));
+  }
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS, 0, infer_add, grad_add};
+const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS, 0, infer_sub, grad_sub};
+const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS, 0, infer_mul, grad_mul};
+const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS, 0, infer_div, grad_div};
+const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS, 0, infer_pow, grad_pow};
 
 /* ---- unary -------------------------------------------------------------- */
 
@@ -144,26 +214,142 @@ static ccg_status infer_gelu(ccg__infer *ix) {
   return infer_float_unary(ix);
 }
 
+/* Unary gradients: dx = dy * f'(x), with f' from x or y, whichever is
+ * cheaper. */
+static ccg_status grad_identity(ccg__grad *gx) {
+  gx->gin[0] = gx->gout[0];
+  return CCG_STATUS_OK;
+}
+
+static ccg_status grad_neg(ccg__grad *gx) {
+  return ccg_neg(gx->g, gx->gout[0], &gx->gin[0]);
+}
+
+/* Relu passes dy where y > 0: y cast to bool is exactly that mask. */
+static ccg_status grad_relu(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id mask, zero;
+  CCG_CHECK(ccg_cast(g, gx->out[0], CCG_DTYPE_BOOL, &mask));
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, gx->in[0]), 0.0, &zero));
+  return ccg_where(g, mask, gx->gout[0], zero, &gx->gin[0]);
+}
+
+/* erf form: Phi(x) + x phi(x); tanh form: 0.5 (1 + t) + 0.5 x (1 - t^2)
+ * k0 (1 + 3 k1 x^2) with t = tanh(k0 (x + k1 x^3)). */
+static ccg_status grad_gelu_erf(ccg_graph *g, ccg_value_id x, ccg_value_id *d) {
+  ccg_value_id cdf, pdf, t;
+  CCG_CHECK(ccg__grad_scale(g, x, 0.70710678118654752440, &cdf));
+  CCG_CHECK(ccg_erf(g, cdf, &cdf));
+  CCG_CHECK(ccg__grad_scale(g, cdf, 0.5, &cdf));
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, x), 0.5, &t));
+  CCG_CHECK(ccg_add(g, cdf, t, &cdf));
+  CCG_CHECK(ccg_mul(g, x, x, &pdf));
+  CCG_CHECK(ccg__grad_scale(g, pdf, -0.5, &pdf));
+  CCG_CHECK(ccg_exp(g, pdf, &pdf));
+  CCG_CHECK(ccg__grad_scale(g, pdf, 0.39894228040143267794, &pdf));
+  CCG_CHECK(ccg_mul(g, x, pdf, &pdf));
+  return ccg_add(g, cdf, pdf, d);
+}
+
+static ccg_status grad_gelu_tanh(ccg_graph *g, ccg_value_id x,
+                                 ccg_value_id *d) {
+  const double k0 = 0.79788456080286535588, k1 = 0.044715;
+  ccg_dtype dt = ccg_value_dtype(g, x);
+  ccg_value_id x2, u, t, one, a, b;
+  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
+  CCG_CHECK(ccg_mul(g, x, x, &x2));
+  CCG_CHECK(ccg__grad_scale(g, x2, k1, &u));
+  CCG_CHECK(ccg_add(g, u, one, &u)); /* 1 + k1 x^2 */
+  CCG_CHECK(ccg_mul(g, u, x, &u));
+  CCG_CHECK(ccg__grad_scale(g, u, k0, &u));
+  CCG_CHECK(ccg_tanh(g, u, &t));
+  CCG_CHECK(ccg_add(g, t, one, &a));
+  CCG_CHECK(ccg__grad_scale(g, a, 0.5, &a)); /* 0.5 (1 + t) */
+  CCG_CHECK(ccg_mul(g, t, t, &b));
+  CCG_CHECK(ccg_sub(g, one, b, &b)); /* 1 - t^2 */
+  CCG_CHECK(ccg__grad_scale(g, x2, 3.0 * k1, &u));
+  CCG_CHECK(ccg_add(g, u, one, &u)); /* 1 + 3 k1 x^2 */
+  CCG_CHECK(ccg_mul(g, b, u, &b));
+  CCG_CHECK(ccg_mul(g, b, x, &b));
+  CCG_CHECK(ccg__grad_scale(g, b, 0.5 * k0, &b));
+  return ccg_add(g, a, b, d);
+}
+
+static ccg_status grad_gelu(ccg__grad *gx) {
+  ccg_value_id d;
+  if (strcmp(ccg__grad_attr_s(gx, "approximate"), "tanh") == 0)
+    CCG_CHECK(grad_gelu_tanh(gx->g, gx->in[0], &d));
+  else
+    CCG_CHECK(grad_gelu_erf(gx->g, gx->in[0], &d));
+  return ccg_mul(gx->g, gx->gout[0], d, &gx->gin[0]);
+}
+
+/* 1 - y^2 */
+static ccg_status grad_tanh(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id y = gx->out[0], one, d;
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, y), 1.0, &one));
+  CCG_CHECK(ccg_mul(g, y, y, &d));
+  CCG_CHECK(ccg_sub(g, one, d, &d));
+  return ccg_mul(g, gx->gout[0], d, &gx->gin[0]);
+}
+
+/* 2/sqrt(pi) exp(-x^2) */
+static ccg_status grad_erf(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id x = gx->in[0], d;
+  CCG_CHECK(ccg_mul(g, x, x, &d));
+  CCG_CHECK(ccg_neg(g, d, &d));
+  CCG_CHECK(ccg_exp(g, d, &d));
+  CCG_CHECK(ccg__grad_scale(g, d, 1.12837916709551257390, &d));
+  return ccg_mul(g, gx->gout[0], d, &gx->gin[0]);
+}
+
+/* y (1 - y) */
+static ccg_status grad_sigmoid(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id y = gx->out[0], one, d;
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, y), 1.0, &one));
+  CCG_CHECK(ccg_sub(g, one, y, &d));
+  CCG_CHECK(ccg_mul(g, y, d, &d));
+  return ccg_mul(g, gx->gout[0], d, &gx->gin[0]);
+}
+
+static ccg_status grad_exp(ccg__grad *gx) {
+  return ccg_mul(gx->g, gx->gout[0], gx->out[0], &gx->gin[0]);
+}
+
+static ccg_status grad_log(ccg__grad *gx) {
+  return ccg_div(gx->g, gx->gout[0], gx->in[0], &gx->gin[0]);
+}
+
+/* 0.5 / y */
+static ccg_status grad_sqrt(ccg__grad *gx) {
+  ccg_value_id v;
+  CCG_CHECK(ccg__grad_scale(gx->g, gx->gout[0], 0.5, &v));
+  return ccg_div(gx->g, v, gx->out[0], &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_IDENTITY = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                         infer_identity};
+                                         infer_identity, grad_identity};
 const ccg__op_def ccg__opdef_NEG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_neg};
+                                    infer_neg, grad_neg};
 const ccg__op_def ccg__opdef_RELU = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_neg};
-const ccg__op_def ccg__opdef_GELU = {CCG__ATTRS(gelu_attrs),
-                                     CCG__OP_ELEMENTWISE, infer_gelu};
+                                     infer_neg, grad_relu};
+const ccg__op_def ccg__opdef_GELU = {
+    CCG__ATTRS(gelu_attrs), CCG__OP_ELEMENTWISE, infer_gelu, grad_gelu};
 const ccg__op_def ccg__opdef_TANH = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary};
+                                     infer_float_unary, grad_tanh};
 const ccg__op_def ccg__opdef_ERF = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary};
+                                    infer_float_unary, grad_erf};
 const ccg__op_def ccg__opdef_SIGMOID = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                        infer_float_unary};
+                                        infer_float_unary, grad_sigmoid};
 const ccg__op_def ccg__opdef_EXP = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary};
+                                    infer_float_unary, grad_exp};
 const ccg__op_def ccg__opdef_LOG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary};
+                                    infer_float_unary, grad_log};
 const ccg__op_def ccg__opdef_SQRT = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary};
+                                     infer_float_unary, grad_sqrt};
 
 /* ---- Where, Cast, Dropout ----------------------------------------------- */
 
@@ -178,7 +364,25 @@ static ccg_status infer_where(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS, 0, infer_where};
+/* The condition has no gradient; x gets dy where it was chosen, y the
+ * rest, each summed back over its broadcast dims. */
+static ccg_status grad_where(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id zero, v;
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, gx->gout[0]), 0.0, &zero));
+  for (size_t i = 1; i < 3; i++) {
+    if (!gx->need[i])
+      continue;
+    ccg_value_id a = i == 1 ? gx->gout[0] : zero,
+                 b = i == 1 ? zero : gx->gout[0];
+    CCG_CHECK(ccg_where(g, gx->in[0], a, b, &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, gx->in[i], &gx->gin[i]));
+  }
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS, 0, infer_where,
+                                      grad_where};
 
 static const ccg__attr_spec cast_attrs[] = {
     {"to", CCG_ATTR_STRING, true, 0, 0, NULL},
@@ -199,7 +403,14 @@ static ccg_status infer_cast(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_CAST = {CCG__ATTRS(cast_attrs), 0, infer_cast};
+/* A float-to-float cast: the gradient is cast back. */
+static ccg_status grad_cast(ccg__grad *gx) {
+  ccg_dtype from = ccg_value_dtype(gx->g, gx->in[0]);
+  return ccg_cast(gx->g, gx->gout[0], from, &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_CAST = {CCG__ATTRS(cast_attrs), 0, infer_cast,
+                                     grad_cast};
 
 static const ccg__attr_spec dropout_attrs[] = {
     {"seed", CCG_ATTR_INT, false, 0, 0, NULL},
@@ -231,8 +442,16 @@ static ccg_status infer_dropout(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* Inference-mode dropout is the identity; ratio and mode get nothing. */
+static ccg_status grad_dropout(ccg__grad *gx) {
+  if (gx->gout[0] == CCG_NONE)
+    return CCG_STATUS_OK;
+  gx->gin[0] = gx->gout[0];
+  return CCG_STATUS_OK;
+}
+
 const ccg__op_def ccg__opdef_DROPOUT = {CCG__ATTRS(dropout_attrs), 0,
-                                        infer_dropout};
+                                        infer_dropout, grad_dropout};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -155,7 +155,113 @@ static ccg_status infer_slice(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice};
+/* Zeros of v's shape with dim `axis` set to n (static shapes). */
+static ccg_status zeros_block(ccg_graph *g, ccg_value_id v, int axis, int64_t n,
+                              ccg_value_id *out) {
+  ccg_shape s = *ccg_value_shape(g, v);
+  int64_t dims[CCG_MAX_RANK];
+  for (int i = 0; i < s.rank; i++)
+    dims[i] = i == axis ? n : s.dims[i].size;
+  return ccg__grad_zeros(g, ccg_value_dtype(g, v), dims, (size_t)s.rank, out);
+}
+
+/* Step s > 1: every element of v followed by s - 1 zeros along the axis
+ * (unsqueeze, concat zeros, merge), so element k lands at k * s. */
+static ccg_status spread_step(ccg_graph *g, ccg_value_id v, int64_t ax,
+                              int64_t step, ccg_value_id *out) {
+  ccg_shape vs = *ccg_value_shape(g, v);
+  int64_t after = ax + 1, dims[CCG_MAX_RANK];
+  ccg_value_id parts[2];
+  CCG_CHECK(ccg_unsqueeze(g, v, &after, 1, &parts[0]));
+  CCG_CHECK(zeros_block(g, parts[0], (int)after, step - 1, &parts[1]));
+  CCG_CHECK(ccg_concat(g, parts, 2, after, &v));
+  for (int i = 0; i < vs.rank; i++)
+    dims[i] = vs.dims[i].size * (i == ax ? step : 1);
+  return ccg_reshape_to(g, v, dims, (size_t)vs.rank, out);
+}
+
+/* One sliced axis: dy's elements back at first, first + step, ... of an
+ * axis of size d, zeros elsewhere. A negative step reverses dy first. */
+static ccg_status unslice_axis(ccg_graph *g, ccg_value_id v, int64_t ax,
+                               int64_t d, int64_t first, int64_t step,
+                               ccg_value_id *out) {
+  int64_t cnt = ccg_value_shape(g, v)->dims[ax].size;
+  if (step < 0 && cnt > 0) {
+    int64_t rs = -1, re = INT64_MIN, rstep = -1;
+    CCG_CHECK(ccg_slice(g, v, &rs, &re, &ax, &rstep, 1, &v));
+    first += (cnt - 1) * step;
+    step = -step;
+  }
+  if (step > 1 && cnt > 0)
+    CCG_CHECK(spread_step(g, v, ax, step, &v));
+  int64_t len = ccg_value_shape(g, v)->dims[ax].size;
+  if (first + len > d) { /* the spread tail runs past the axis */
+    int64_t zero = 0, end = d - first;
+    CCG_CHECK(ccg_slice(g, v, &zero, &end, &ax, NULL, 1, &v));
+    len = end;
+  }
+  ccg_value_id parts[3];
+  size_t np = 0;
+  if (first > 0)
+    CCG_CHECK(zeros_block(g, v, (int)ax, first, &parts[np++]));
+  parts[np++] = v;
+  if (d - first - len > 0)
+    CCG_CHECK(zeros_block(g, v, (int)ax, d - first - len, &parts[np++]));
+  if (np == 1) {
+    *out = v;
+    return CCG_STATUS_OK;
+  }
+  return ccg_concat(g, parts, np, ax, out);
+}
+
+/* The slice's gradient is dy put back in place on each sliced axis, zeros
+ * elsewhere (Concat with zeros; steps other than 1 spread dy first). Bounds
+ * must be known and shapes numeric. */
+static ccg_status grad_slice(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_shape xs = *ccg_value_shape(g, gx->in[0]);
+  if (!ccg_shape_is_static(&xs))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "input '%s' has symbolic dims; padding the gradient "
+                          "needs numbers",
+                          ccg_value_name(g, gx->in[0]));
+  ccg_dim k[4][CCG_MAX_RANK];
+  int n = ccg_value_known(g, gx->in[1], k[0]);
+  for (size_t i = 2; i < 5; i++) {
+    bool has = i < gx->n_in && gx->in[i] != CCG_NONE;
+    int m = has ? ccg_value_known(g, gx->in[i], k[i - 1]) : n;
+    if (!has)
+      for (int j = 0; j < n; j++)
+        k[i - 1][j] = ccg_dim_num(i == 3 ? j : 1);
+    if (m != n)
+      n = -1;
+  }
+  if (n < 0)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "the slice bounds are not known constants");
+  ccg_value_id v = gx->gout[0];
+  for (int i = 0; i < n; i++) {
+    int64_t ax = k[2][i].size, step = k[3][i].size;
+    ax = ax < 0 ? ax + xs.rank : ax;
+    int64_t d = xs.dims[ax].size, st = k[0][i].size, first;
+    if (step == 0)
+      return ccg__grad_fail(gx, CCG_STATUS_INVALID_ARG, "step 0 on axis %lld",
+                            (long long)ax);
+    st = st < 0 ? st + d : st;
+    first = step > 0 ? (st < 0   ? 0
+                        : st > d ? d
+                                 : st)
+                     : (st < 0       ? 0
+                        : st > d - 1 ? d - 1
+                                     : st);
+    CCG_CHECK(unslice_axis(g, v, ax, d, first, step, &v));
+  }
+  gx->gin[0] = v;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice,
+                                      grad_slice};
 
 /* ---- Gather ------------------------------------------------------------- */
 
@@ -219,8 +325,119 @@ static ccg_status infer_gather(ccg__infer *ix) {
   return gather_known(ix, ax);
 }
 
+/* Scatter-add: dy viewed as [outer, Nq, inner] and turned to [Nq, outer,
+ * inner] is added (ScatterND, reduction add) into zeros [D, outer, inner]
+ * at the rows the indices name (negative ones too), then turned back. */
+static ccg_status grad_gather(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_shape ds = *ccg_value_shape(g, gx->in[0]);
+  ccg_shape qs = *ccg_value_shape(g, gx->in[1]);
+  if (!ccg_shape_is_static(&ds) || !ccg_shape_is_static(&qs))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "data '%s' or indices '%s' have symbolic dims; the "
+                          "scatter-add needs numbers",
+                          ccg_value_name(g, gx->in[0]),
+                          ccg_value_name(g, gx->in[1]));
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  axis = axis < 0 ? axis + ds.rank : axis;
+  int64_t outer = 1, inner = 1, nq = 1, d = ds.dims[axis].size;
+  for (int i = 0; i < ds.rank; i++)
+    if (i < axis)
+      outer *= ds.dims[i].size;
+    else if (i > axis)
+      inner *= ds.dims[i].size;
+  for (int i = 0; i < qs.rank; i++)
+    nq *= qs.dims[i].size;
+  ccg_value_id idx, dy, z;
+  int64_t view[3] = {outer, nq, inner}, perm[3] = {1, 0, 2};
+  int64_t col[2] = {nq, 1}, zd[3] = {d, outer, inner};
+  CCG_CHECK(ccg_cast(g, gx->in[1], CCG_DTYPE_I64, &idx));
+  CCG_CHECK(ccg_reshape_to(g, idx, col, 2, &idx));
+  CCG_CHECK(ccg_reshape_to(g, gx->gout[0], view, 3, &dy));
+  CCG_CHECK(ccg_transpose(g, dy, perm, 3, &dy));
+  CCG_CHECK(ccg__grad_zeros(g, ccg_value_dtype(g, dy), zd, 3, &z));
+  CCG_CHECK(ccg_scatter_nd(g, z, idx, dy, "add", &dy));
+  CCG_CHECK(ccg_transpose(g, dy, perm, 3, &dy));
+  return ccg__grad_reshape_like(g, dy, gx->in[0], &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
-                                       infer_gather};
+                                       infer_gather, grad_gather};
+
+/* ---- ScatterND ----------------------------------------------------------- */
+
+static const ccg__attr_spec scatter_nd_attrs[] = {
+    {"reduction", CCG_ATTR_STRING, false, 0, 0, "none"},
+};
+
+/* updates must be indices.shape[:-1] + data.shape[k:]. */
+static ccg_status infer_scatter_nd(ccg__infer *ix) {
+  const char *red = ccg__attr_s(ix, "reduction");
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  bool known = false;
+  for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
+    known = known || strcmp(red, reds[i]) == 0;
+  if (!known)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "reduction is '%s'; expected none, add, mul, max or min",
+                     red);
+  CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "i64 indices"));
+  CCG_CHECK(ccg__same_dtype(ix, 0, 2));
+  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
+  const ccg_shape *u = ccg__in_shape(ix, 2);
+  char db[BUF], qb[BUF], ub[BUF];
+  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
+  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "indices %s: the last dim must be a number in 1..%d "
+                     "(the rank of data %s)",
+                     ccg__shape_str(q, qb, BUF), d->rank,
+                     ccg__shape_str(d, db, BUF));
+  int k = (int)kd.size, want = q->rank - 1 + d->rank - k;
+  bool ok = u->rank == want;
+  for (int i = 0; ok && i < want; i++) {
+    ccg_dim e = i < q->rank - 1 ? q->dims[i] : d->dims[k + i - (q->rank - 1)];
+    ok = ccg_dim_equal(e, u->dims[i]);
+  }
+  if (!ok)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "updates %s must be indices %s without its last dim, "
+                     "then data %s from dim %d",
+                     ccg__shape_str(u, ub, BUF), ccg__shape_str(q, qb, BUF),
+                     ccg__shape_str(d, db, BUF), k);
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = *d;
+  return CCG_STATUS_OK;
+}
+
+/* data's gradient: dy (reduction add), or dy with the overwritten slices
+ * zeroed (none). An updates gradient would gather dy's slices (GatherND,
+ * not in the IR): asked for, it is an error. */
+static ccg_status grad_scatter_nd(ccg__grad *gx) {
+  if (gx->need[2])
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "the gradient of updates '%s' needs GatherND, which "
+                          "the IR does not have",
+                          ccg_value_name(gx->g, gx->in[2]));
+  if (!gx->need[0])
+    return CCG_STATUS_OK;
+  const char *red = ccg__grad_attr_s(gx, "reduction");
+  if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "reduction '%s' has no gradient rule (none and add "
+                          "do)",
+                          red);
+  if (strcmp(red, "add") == 0) {
+    gx->gin[0] = gx->gout[0];
+    return CCG_STATUS_OK;
+  }
+  ccg_value_id z;
+  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[2], &z));
+  return ccg_scatter_nd(gx->g, gx->gout[0], gx->in[1], z, "none", &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs), 0,
+                                           infer_scatter_nd, grad_scatter_nd};
 
 /* ---- builders ----------------------------------------------------------- */
 
@@ -250,4 +467,12 @@ ccg_status ccg_gather(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
   ccg_value_id in[2] = {data, indices};
   ccg_attr a = CCG_ATTR_I("axis", axis);
   return ccg__build(g, CCG_OP_GATHER, in, 2, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_scatter_nd(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
+                          ccg_value_id updates, const char *reduction,
+                          ccg_value_id *out) {
+  ccg_value_id in[3] = {data, indices, updates};
+  ccg_attr a = CCG_ATTR_S("reduction", reduction ? reduction : "none");
+  return ccg__build(g, CCG_OP_SCATTER_ND, in, 3, &a, 1, 1, out, NULL);
 }

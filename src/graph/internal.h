@@ -162,6 +162,7 @@ typedef struct ccg__attr_spec {
 } ccg__attr_spec;
 
 typedef struct ccg__infer ccg__infer;
+typedef struct ccg__grad ccg__grad;
 
 enum {
   CCG__OP_ELEMENTWISE = 1u << 0, /* same-shape elementwise (in-place able) */
@@ -176,6 +177,11 @@ typedef struct ccg__op_def {
   /* Checks inputs and attributes; sets every output's dtype and shape (and
    * known contents where it can). Errors through ccg__fail. */
   ccg_status (*infer)(ccg__infer *ix);
+  /* The gradient rule (grad.c has the contract and helpers): from the
+   * gradients of the outputs, the gradients of the inputs asked for, built
+   * from ordinary nodes. NULL: the op has no rule (the backward pass reports
+   * it naming op and node when a gradient has to cross it). */
+  ccg_status (*grad)(ccg__grad *gx);
 } ccg__op_def;
 
 typedef struct ccg__op_info {
@@ -276,6 +282,64 @@ ccg_status ccg__same_dtype(ccg__infer *ix, size_t i, size_t j);
 #define CCG__INT_TYPES (CCG__DT(I64) | CCG__DT(I32) | CCG__DT(I8) | CCG__DT(U8))
 #define CCG__NUM_TYPES (CCG__FLOAT_TYPES | CCG__INT_TYPES)
 #define CCG__ALL_TYPES (CCG__NUM_TYPES | CCG__DT(BOOL))
+
+/* ---- gradient rules (grad.c) ------------------------------------------- */
+
+/* What a gradient rule sees: the forward node, the gradient of each output
+ * (CCG_NONE where an output has none; at least one is given) and which
+ * inputs want a gradient. The rule sets gin[i] for the inputs it can (it
+ * may leave an input that is not wanted at CCG_NONE); each gradient has its
+ * input's dtype and shape. Rules add nodes with the typed builders only. */
+struct ccg__grad {
+  ccg_graph *g;
+  ccg_node_id node;
+  ccg_op op;
+  const ccg_value_id *in;
+  size_t n_in;
+  const ccg_value_id *out;
+  size_t n_out;
+  const ccg_value_id *gout; /* n_out entries */
+  const bool *need;         /* n_in entries */
+  ccg_value_id *gin;        /* n_in entries, CCG_NONE on entry */
+};
+
+/* Records "node 'N' (Op): gradient: <message>" on the graph. */
+ccg_status ccg__grad_fail(ccg__grad *gx, ccg_status st, const char *fmt, ...)
+    CCG_PRINTF(3, 4);
+/* Attribute reads of the forward node, with the op's defaults. */
+int64_t ccg__grad_attr_i(ccg__grad *gx, const char *name);
+float ccg__grad_attr_f(ccg__grad *gx, const char *name);
+const char *ccg__grad_attr_s(ccg__grad *gx, const char *name);
+size_t ccg__grad_attr_ints(ccg__grad *gx, const char *name, const int64_t **v);
+/* A scalar Constant of float dtype dt holding v. */
+ccg_status ccg__grad_scalar(ccg_graph *g, ccg_dtype dt, double v,
+                            ccg_value_id *out);
+/* An i64 vector Constant (a shape, axes). */
+ccg_status ccg__grad_i64(ccg_graph *g, const int64_t *v, size_t n,
+                         ccg_value_id *out);
+/* The shape of value x as an i64 vector: a Constant when every dim is a
+ * number (x need not stay alive), else Shape(x). */
+ccg_status ccg__grad_shape_of(ccg_graph *g, ccg_value_id x, ccg_value_id *out);
+/* Zeros of float dtype dt and numeric dims (ConstantOfShape). */
+ccg_status ccg__grad_zeros(ccg_graph *g, ccg_dtype dt, const int64_t *dims,
+                           size_t n, ccg_value_id *out);
+/* Zeros of x's dtype and shape (ConstantOfShape). */
+ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
+                                ccg_value_id *out);
+/* Sums gradient dy (of a broadcast result) down to `target`'s shape: the
+ * leading dims dy has more, and the dims where target has the number 1 and
+ * dy has not, are summed; the result has target's shape exactly. */
+ccg_status ccg__grad_unbroadcast(ccg_graph *g, ccg_value_id dy,
+                                 ccg_value_id target, ccg_value_id *out);
+/* The same, but the result has `want` (a shape that broadcasts to dy's). */
+ccg_status ccg__grad_reduce_to(ccg_graph *g, ccg_value_id dy,
+                               const ccg_shape *want, ccg_value_id *out);
+/* Reshape x to the shape of value `like`. */
+ccg_status ccg__grad_reshape_like(ccg_graph *g, ccg_value_id x,
+                                  ccg_value_id like, ccg_value_id *out);
+/* Elementwise a * b / a * constant, shortcuts for rules. */
+ccg_status ccg__grad_scale(ccg_graph *g, ccg_value_id x, double k,
+                           ccg_value_id *out);
 
 /* ---- builder helpers for the typed builders ---------------------------- */
 

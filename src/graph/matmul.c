@@ -71,7 +71,53 @@ static ccg_status infer_matmul(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS, 0, infer_matmul};
+/* Swaps the last two dims (rank >= 2). */
+static ccg_status swap_last(ccg_graph *g, ccg_value_id x, ccg_value_id *out) {
+  int r = ccg_value_shape(g, x)->rank;
+  int64_t perm[CCG_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    perm[i] = i;
+  perm[r - 2] = r - 1;
+  perm[r - 1] = r - 2;
+  return ccg_transpose(g, x, perm, (size_t)r, out);
+}
+
+/* dA = dY B^T and dB = A^T dY on the promoted operands, summed over the
+ * batch dims each operand was broadcast along, then the promoted dims of
+ * 1-D operands dropped again. */
+static ccg_status grad_matmul(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id a = gx->in[0], b = gx->in[1], dy = gx->gout[0];
+  bool a1 = ccg_value_shape(g, a)->rank == 1;
+  bool b1 = ccg_value_shape(g, b)->rank == 1;
+  int64_t first = 0, last = -1, before_last = -2;
+  if (a1)
+    CCG_CHECK(ccg_unsqueeze(g, a, &first, 1, &a));
+  if (b1) {
+    CCG_CHECK(ccg_unsqueeze(g, b, &last, 1, &b));
+    CCG_CHECK(ccg_unsqueeze(g, dy, &last, 1, &dy));
+  }
+  if (a1)
+    CCG_CHECK(ccg_unsqueeze(g, dy, &before_last, 1, &dy));
+  for (size_t i = 0; i < 2; i++) {
+    if (!gx->need[i])
+      continue;
+    ccg_value_id t, d;
+    if (i == 0) {
+      CCG_CHECK(swap_last(g, b, &t));
+      CCG_CHECK(ccg_matmul(g, dy, t, &d));
+    } else {
+      CCG_CHECK(swap_last(g, a, &t));
+      CCG_CHECK(ccg_matmul(g, t, dy, &d));
+    }
+    CCG_CHECK(ccg__grad_unbroadcast(g, d, i == 0 ? a : b, &d));
+    CCG_CHECK(ccg__grad_reshape_like(g, d, gx->in[i], &gx->gin[i]));
+  }
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS, 0, infer_matmul,
+                                       grad_matmul};
 
 /* ---- Gemm --------------------------------------------------------------- */
 
@@ -132,7 +178,42 @@ static ccg_status infer_gemm(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_GEMM = {CCG__ATTRS(gemm_attrs), 0, infer_gemm};
+/* Y = alpha A' B' + beta C: each gradient is one Gemm with the transposes
+ * chosen so that no Transpose node is needed; C's is beta dY summed back
+ * over its broadcast dims. */
+static ccg_status grad_gemm(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id a = gx->in[0], b = gx->in[1], dy = gx->gout[0];
+  float alpha = ccg__grad_attr_f(gx, "alpha"),
+        beta = ccg__grad_attr_f(gx, "beta");
+  bool ta = ccg__grad_attr_i(gx, "transA") != 0;
+  bool tb = ccg__grad_attr_i(gx, "transB") != 0;
+  if (gx->need[0]) {
+    if (!ta)
+      CCG_CHECK(
+          ccg_gemm(g, dy, b, CCG_NONE, alpha, 0.0f, false, !tb, &gx->gin[0]));
+    else
+      CCG_CHECK(
+          ccg_gemm(g, b, dy, CCG_NONE, alpha, 0.0f, tb, true, &gx->gin[0]));
+  }
+  if (gx->need[1]) {
+    if (!tb)
+      CCG_CHECK(
+          ccg_gemm(g, a, dy, CCG_NONE, alpha, 0.0f, !ta, false, &gx->gin[1]));
+    else
+      CCG_CHECK(
+          ccg_gemm(g, dy, a, CCG_NONE, alpha, 0.0f, true, ta, &gx->gin[1]));
+  }
+  if (gx->n_in > 2 && gx->in[2] != CCG_NONE && gx->need[2]) {
+    ccg_value_id d;
+    CCG_CHECK(ccg__grad_unbroadcast(g, dy, gx->in[2], &d));
+    CCG_CHECK(ccg__grad_scale(g, d, beta, &gx->gin[2]));
+  }
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_GEMM = {CCG__ATTRS(gemm_attrs), 0, infer_gemm,
+                                     grad_gemm};
 
 /* ---- builders ----------------------------------------------------------- */
 

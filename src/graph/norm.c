@@ -22,8 +22,19 @@ static ccg_status infer_softmax(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* dx = y (dy - sum(dy y) over the axis). */
+static ccg_status grad_softmax(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id y = gx->out[0], dy = gx->gout[0], s;
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  CCG_CHECK(ccg_mul(g, dy, y, &s));
+  CCG_CHECK(ccg_reduce_sum(g, s, &axis, 1, true, &s));
+  CCG_CHECK(ccg_sub(g, dy, s, &s));
+  return ccg_mul(g, y, s, &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_SOFTMAX = {CCG__ATTRS(softmax_attrs), 0,
-                                        infer_softmax};
+                                        infer_softmax, grad_softmax};
 
 /* ---- LayerNormalization ------------------------------------------------- */
 
@@ -112,8 +123,78 @@ static ccg_status infer_layer_norm(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* The statistics are recomputed from x (the optional Mean and InvStdDev
+ * outputs need not exist): xhat = (x - mean) r with r = 1/sqrt(var + eps);
+ * with g = dy scale, dx = r (g - mean(g) - xhat mean(g xhat)); dscale and
+ * dbias sum dy xhat and dy over the leading dims, down to their shapes. */
+typedef struct ln_stats {
+  ccg_value_id xhat, r;
+  int64_t axes[CCG_MAX_RANK];
+  size_t n_axes;
+} ln_stats;
+
+static ccg_status ln_recompute(ccg__grad *gx, ln_stats *st) {
+  ccg_graph *g = gx->g;
+  ccg_value_id x = gx->in[0], mean, c, var, eps;
+  int rank = ccg_value_shape(g, x)->rank;
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  st->n_axes = 0;
+  for (int64_t k = axis; k < rank; k++)
+    st->axes[st->n_axes++] = k;
+  CCG_CHECK(ccg_reduce_mean(g, x, st->axes, st->n_axes, true, &mean));
+  CCG_CHECK(ccg_sub(g, x, mean, &c));
+  CCG_CHECK(ccg_mul(g, c, c, &var));
+  CCG_CHECK(ccg_reduce_mean(g, var, st->axes, st->n_axes, true, &var));
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, x),
+                             (double)ccg__grad_attr_f(gx, "epsilon"), &eps));
+  CCG_CHECK(ccg_add(g, var, eps, &var));
+  CCG_CHECK(ccg_sqrt(g, var, &var));
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, x), 1.0, &eps));
+  CCG_CHECK(ccg_div(g, eps, var, &st->r));
+  return ccg_mul(g, c, st->r, &st->xhat);
+}
+
+static ccg_status ln_dx(ccg__grad *gx, const ln_stats *st, ccg_value_id *dx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id gy, m1, m2;
+  CCG_CHECK(ccg_mul(g, gx->gout[0], gx->in[1], &gy));
+  CCG_CHECK(ccg_reduce_mean(g, gy, st->axes, st->n_axes, true, &m1));
+  CCG_CHECK(ccg_mul(g, gy, st->xhat, &m2));
+  CCG_CHECK(ccg_reduce_mean(g, m2, st->axes, st->n_axes, true, &m2));
+  CCG_CHECK(ccg_mul(g, st->xhat, m2, &m2));
+  CCG_CHECK(ccg_sub(g, gy, m1, &gy));
+  CCG_CHECK(ccg_sub(g, gy, m2, &gy));
+  return ccg_mul(g, gy, st->r, dx);
+}
+
+static ccg_status grad_layer_norm(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  for (size_t o = 1; o < gx->n_out; o++)
+    if (gx->gout[o] != CCG_NONE)
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "output %zu '%s' (%s) has a gradient; only Y "
+                            "(output 0) may",
+                            o, ccg_value_name(g, gx->out[o]),
+                            o == 1 ? "Mean" : "InvStdDev");
+  if (gx->gout[0] == CCG_NONE)
+    return CCG_STATUS_OK;
+  ln_stats st;
+  CCG_CHECK(ln_recompute(gx, &st));
+  if (gx->need[0])
+    CCG_CHECK(ln_dx(gx, &st, &gx->gin[0]));
+  if (gx->need[1]) {
+    ccg_value_id v;
+    CCG_CHECK(ccg_mul(g, gx->gout[0], st.xhat, &v));
+    CCG_CHECK(ccg__grad_unbroadcast(g, v, gx->in[1], &gx->gin[1]));
+  }
+  if (gx->n_in > 2 && gx->in[2] != CCG_NONE && gx->need[2])
+    CCG_CHECK(ccg__grad_unbroadcast(g, gx->gout[0], gx->in[2], &gx->gin[2]));
+  return CCG_STATUS_OK;
+}
+
 const ccg__op_def ccg__opdef_LAYER_NORM = {CCG__ATTRS(layer_norm_attrs), 0,
-                                           infer_layer_norm};
+                                           infer_layer_norm, grad_layer_norm};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -57,12 +57,113 @@ static ccg_status infer_reduce(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* ---- gradients ---------------------------------------------------------- */
+
+/* The reduced dims of the forward node (sorted), and whether it kept them. */
+typedef struct reduced {
+  int64_t axes[CCG_MAX_RANK];
+  size_t n;
+  bool keep;
+  bool none; /* noop_with_empty_axes with no axes: the identity */
+} reduced;
+
+static void reduced_of(ccg__grad *gx, reduced *r) {
+  int rank = ccg_value_shape(gx->g, gx->in[0])->rank;
+  const int64_t *axes;
+  size_t n = ccg__grad_attr_ints(gx, "axes", &axes);
+  bool mask[CCG_MAX_RANK] = {false};
+  r->keep = ccg__grad_attr_i(gx, "keepdims") != 0;
+  r->none = n == 0 && ccg__grad_attr_i(gx, "noop_with_empty_axes") != 0;
+  for (size_t i = 0; i < n; i++)
+    mask[axes[i] < 0 ? axes[i] + rank : axes[i]] = true;
+  r->n = 0;
+  for (int k = 0; k < rank; k++)
+    if (n == 0 || mask[k])
+      r->axes[r->n++] = k;
+}
+
+/* dy with the reduced dims back as 1s (keepdims form). */
+static ccg_status keep_form(ccg__grad *gx, const reduced *r, ccg_value_id v,
+                            ccg_value_id *out) {
+  if (r->keep || r->none || r->n == 0) {
+    *out = v;
+    return CCG_STATUS_OK;
+  }
+  return ccg_unsqueeze(gx->g, v, r->axes, r->n, out);
+}
+
+/* dy spread back over the reduced dims: Expand to x's shape. */
+static ccg_status spread(ccg__grad *gx, const reduced *r, ccg_value_id v,
+                         ccg_value_id *out) {
+  ccg_value_id shape;
+  CCG_CHECK(keep_form(gx, r, v, &v));
+  CCG_CHECK(ccg__grad_shape_of(gx->g, gx->in[0], &shape));
+  return ccg_expand(gx->g, v, shape, out);
+}
+
+static ccg_status grad_reduce_sum(ccg__grad *gx) {
+  reduced r;
+  reduced_of(gx, &r);
+  return spread(gx, &r, gx->gout[0], &gx->gin[0]);
+}
+
+/* The sum's gradient over the count of reduced elements: a constant for
+ * numeric dims, else the sum of ones over the reduced dims. */
+static ccg_status grad_reduce_mean(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  reduced r;
+  reduced_of(gx, &r);
+  if (r.none)
+    return grad_reduce_sum(gx);
+  ccg_shape xs = *ccg_value_shape(g, gx->in[0]);
+  double count = 1.0;
+  bool known = true;
+  for (size_t i = 0; i < r.n; i++) {
+    ccg_dim d = xs.dims[r.axes[i]];
+    known = known && !ccg_dim_is_sym(d);
+    count *= known ? (double)d.size : 1.0;
+  }
+  ccg_value_id v;
+  CCG_CHECK(spread(gx, &r, gx->gout[0], &v));
+  if (known)
+    return ccg__grad_scale(g, v, count > 0 ? 1.0 / count : 0.0, &gx->gin[0]);
+  ccg_value_id ones, one, n;
+  CCG_CHECK(ccg__grad_zeros_like(g, gx->in[0], &ones));
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, v), 1.0, &one));
+  CCG_CHECK(ccg_add(g, ones, one, &ones));
+  CCG_CHECK(ccg_reduce_sum(g, ones, r.axes, r.n, true, &n));
+  return ccg_div(g, v, n, &gx->gin[0]);
+}
+
+/* The gradient goes to the maxima, shared evenly among ties (as
+ * torch.amax): mask = (x == max), dx = dy mask / count(mask). Equality is
+ * "x - max cast to bool is false", the ops the IR has. */
+static ccg_status grad_reduce_max(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  reduced r;
+  reduced_of(gx, &r);
+  if (r.none)
+    return grad_reduce_sum(gx);
+  ccg_dtype dt = ccg_value_dtype(g, gx->in[0]);
+  ccg_value_id y, dy, diff, zero, one, mask, cnt;
+  CCG_CHECK(keep_form(gx, &r, gx->out[0], &y));
+  CCG_CHECK(keep_form(gx, &r, gx->gout[0], &dy));
+  CCG_CHECK(ccg_sub(g, gx->in[0], y, &diff));
+  CCG_CHECK(ccg_cast(g, diff, CCG_DTYPE_BOOL, &diff));
+  CCG_CHECK(ccg__grad_scalar(g, dt, 0.0, &zero));
+  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
+  CCG_CHECK(ccg_where(g, diff, zero, one, &mask));
+  CCG_CHECK(ccg_reduce_sum(g, mask, r.axes, r.n, true, &cnt));
+  CCG_CHECK(ccg_div(g, dy, cnt, &dy));
+  return ccg_mul(g, mask, dy, &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_REDUCE_SUM = {CCG__ATTRS(reduce_attrs), 0,
-                                           infer_reduce};
+                                           infer_reduce, grad_reduce_sum};
 const ccg__op_def ccg__opdef_REDUCE_MEAN = {CCG__ATTRS(reduce_attrs), 0,
-                                            infer_reduce};
+                                            infer_reduce, grad_reduce_mean};
 const ccg__op_def ccg__opdef_REDUCE_MAX = {CCG__ATTRS(reduce_attrs), 0,
-                                           infer_reduce};
+                                           infer_reduce, grad_reduce_max};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -223,8 +223,14 @@ static ccg_status infer_reshape(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* Reshape, Squeeze, Unsqueeze, Expand: the gradient takes x's shape back
+ * (summed over the dims Expand broadcast). */
+static ccg_status grad_reshape(ccg__grad *gx) {
+  return ccg__grad_reshape_like(gx->g, gx->gout[0], gx->in[0], &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs), 0,
-                                        infer_reshape};
+                                        infer_reshape, grad_reshape};
 
 /* ---- Transpose ---------------------------------------------------------- */
 
@@ -259,8 +265,20 @@ static ccg_status infer_transpose(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* The inverse permutation (no perm: reversal, its own inverse). */
+static ccg_status grad_transpose(ccg__grad *gx) {
+  const int64_t *perm;
+  size_t n = ccg__grad_attr_ints(gx, "perm", &perm);
+  if (!ccg_node_attr(gx->g, gx->node, "perm"))
+    return ccg_transpose(gx->g, gx->gout[0], NULL, 0, &gx->gin[0]);
+  int64_t inv[CCG_MAX_RANK];
+  for (size_t i = 0; i < n; i++)
+    inv[perm[i]] = (int64_t)i;
+  return ccg_transpose(gx->g, gx->gout[0], inv, n, &gx->gin[0]);
+}
+
 const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs), 0,
-                                          infer_transpose};
+                                          infer_transpose, grad_transpose};
 
 /* ---- Concat ------------------------------------------------------------- */
 
@@ -330,8 +348,33 @@ static ccg_status infer_concat(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* dy split back into the inputs' extents along the axis (numbers). */
+static ccg_status grad_concat(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  int rank = ccg_value_shape(g, gx->in[0])->rank;
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  axis = axis < 0 ? axis + rank : axis;
+  int64_t *sizes = ccg__arena_calloc(&g->arena, gx->n_in, sizeof *sizes);
+  ccg_value_id *parts = ccg__arena_calloc(&g->arena, gx->n_in, sizeof *parts);
+  if (!sizes || !parts)
+    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
+  for (size_t i = 0; i < gx->n_in; i++) {
+    ccg_dim d = ccg_value_shape(g, gx->in[i])->dims[axis];
+    if (ccg_dim_is_sym(d))
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "input %zu '%s' has the symbolic extent '%s' on "
+                            "the axis; splitting the gradient needs numbers",
+                            i, ccg_value_name(g, gx->in[i]), d.sym);
+    sizes[i] = d.size;
+  }
+  CCG_CHECK(ccg_split(g, gx->gout[0], axis, sizes, gx->n_in, parts));
+  for (size_t i = 0; i < gx->n_in; i++)
+    gx->gin[i] = gx->need[i] ? parts[i] : CCG_NONE;
+  return CCG_STATUS_OK;
+}
+
 const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs), 0,
-                                       infer_concat};
+                                       infer_concat, grad_concat};
 
 /* ---- Split -------------------------------------------------------------- */
 
@@ -417,7 +460,23 @@ static ccg_status infer_split(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split};
+/* The parts' gradients concatenated; a part with none contributes zeros. */
+static ccg_status grad_split(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id *parts = ccg__arena_calloc(&g->arena, gx->n_out, sizeof *parts);
+  if (!parts)
+    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
+  for (size_t o = 0; o < gx->n_out; o++) {
+    parts[o] = gx->gout[o];
+    if (parts[o] == CCG_NONE)
+      CCG_CHECK(ccg__grad_zeros_like(g, gx->out[o], &parts[o]));
+  }
+  return ccg_concat(g, parts, gx->n_out, ccg__grad_attr_i(gx, "axis"),
+                    &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split,
+                                      grad_split};
 
 /* ---- Unsqueeze, Squeeze ------------------------------------------------- */
 
@@ -495,9 +554,9 @@ static ccg_status infer_squeeze(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs), 0,
-                                          infer_unsqueeze};
+                                          infer_unsqueeze, grad_reshape};
 const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs), 0,
-                                        infer_squeeze};
+                                        infer_squeeze, grad_reshape};
 
 /* ---- Expand ------------------------------------------------------------- */
 
@@ -531,7 +590,12 @@ static ccg_status infer_expand(ccg__infer *ix) {
   return ccg__broadcast(ix, ccg__in_shape(ix, 0), &t, &ix->out_shape[0]);
 }
 
-const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_expand};
+static ccg_status grad_expand(ccg__grad *gx) {
+  return ccg__grad_unbroadcast(gx->g, gx->gout[0], gx->in[0], &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_expand,
+                                       grad_expand};
 
 /* ---- Shape -------------------------------------------------------------- */
 
@@ -558,7 +622,10 @@ static ccg_status infer_shape(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs), 0, infer_shape};
+/* Shape, Constant and ConstantOfShape: integer or constant outputs, no
+ * gradient flows (the rule is never asked for). */
+const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs), 0, infer_shape,
+                                      NULL};
 
 /* ---- Constant, ConstantOfShape ------------------------------------------ */
 
@@ -611,7 +678,7 @@ static ccg_status infer_constant(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_CONSTANT = {CCG__ATTRS(constant_attrs), 0,
-                                         infer_constant};
+                                         infer_constant, NULL};
 
 static const ccg__attr_spec constant_of_shape_attrs[] = {
     {"value", CCG_ATTR_TENSOR, false, 0, 0, NULL},
@@ -640,7 +707,7 @@ static ccg_status infer_constant_of_shape(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {
-    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape};
+    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape, NULL};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -100,7 +100,15 @@ static inline ccg_graph *onnx_test_ops_graph(void) {
   ccg_value_id a2 = ccg_test_input(g, "a2", CCG_DTYPE_F32, "[6,8]");
   ccg_value_id gm;
   OK(g, ccg_gemm(g, a2, w, b, 0.5f, 2.0f, false, true, &gm));
+  ccg_value_id sd = ccg_test_input(g, "sd", CCG_DTYPE_F32, "[4,3]");
+  ccg_value_id su = ccg_test_input(g, "su", CCG_DTYPE_F32, "[2,3]");
+  int64_t srows[2] = {1, -1};
+  ccg_tensor stt = {CCG_DTYPE_I64, 2, {2, 1}, srows};
+  ccg_value_id si, sc;
+  OK(g, ccg_constant(g, &stt, &si));
+  OK(g, ccg_scatter_nd(g, sd, si, su, "add", &sc));
   ccg_graph_pop_scope(g);
+  OK(g, ccg_graph_add_output(g, sc));
   OK(g, ccg_graph_add_output(g, u));
   OK(g, ccg_graph_add_output(g, v));
   OK(g, ccg_graph_add_output(g, s));

@@ -136,6 +136,74 @@ static void test_round_trip_megatron(void **state) {
   ccg_graph_free(g);
 }
 
+/* The forward+backward graph of the tensor-parallel MLP round-trips, and
+ * the forward graph read back differentiates to the same backward (the
+ * tags and the backward convention travel with the model). */
+static void test_round_trip_backward(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  size_t n = 0;
+  void *b = export_buf(g, 17, CCG_ONNX_DIALECT_CCGRAPH, &n);
+  ccg_graph *h = import_buf(b, n);
+  free(b);
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = ccg_graph_output(g, 0);
+  assert_ok(g, ccg_backward(g, &o));
+  o.loss = ccg_graph_output(h, 0);
+  assert_ok(h, ccg_backward(h, &o));
+  assert_graphs_equal(g, h);
+  ccg_value_id gw;
+  assert_ok(g, ccg_graph_find_value(g, "grad/fc1.weight", &gw));
+  round_trip(g, 17, CCG_ONNX_DIALECT_CCGRAPH, "megatron_mlp_backward");
+  round_trip(g, 21, CCG_ONNX_DIALECT_CCGRAPH, NULL);
+  ccg_graph_free(h);
+  ccg_graph_free(g);
+}
+
+/* An embedding, LayerNorm and a sequence-parallel Megatron MLP on tp=2,
+ * differentiated: the backward's ScatterND, statistics and mapping
+ * backwards export, re-import equal and pass onnx.checker. */
+static void test_round_trip_backward_sp(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph_named("sp_block_backward", "tp=2");
+  float table[40], w1[32], w2[32], gam[4], b1[8];
+  for (int i = 0; i < 40; i++)
+    table[i] = (float)(i % 7) * 0.1f;
+  for (int i = 0; i < 32; i++)
+    w1[i] = w2[i] = (float)(i % 5) * 0.05f;
+  for (int i = 0; i < 8; i++)
+    b1[i] = 0.01f * (float)i;
+  for (int i = 0; i < 4; i++)
+    gam[i] = 1.0f;
+  ccg_tensor tt = {CCG_DTYPE_F32, 2, {10, 4}, table};
+  ccg_tensor t1 = {CCG_DTYPE_F32, 2, {4, 4}, w1};
+  ccg_tensor t2 = {CCG_DTYPE_F32, 2, {4, 4}, w2};
+  ccg_tensor tb = {CCG_DTYPE_F32, 1, {4}, b1};
+  ccg_tensor tg = {CCG_DTYPE_F32, 1, {4}, gam};
+  ccg_value_id emb, wa, wb, bias, scale, ids, x, y;
+  assert_ok(g, ccg_graph_add_initializer(g, "emb", &tt, &emb));
+  assert_ok(g, ccg_graph_add_initializer(g, "fc1.weight", &t1, &wa));
+  assert_ok(g, ccg_graph_add_initializer(g, "fc2.weight", &t2, &wb));
+  assert_ok(g, ccg_graph_add_initializer(g, "fc1.bias", &tb, &bias));
+  assert_ok(g, ccg_graph_add_initializer(g, "ln.weight", &tg, &scale));
+  ids = ccg_test_input(g, "ids", CCG_DTYPE_I64, "[4]");
+  assert_ok(g, ccg_gather(g, emb, ids, 0, &x));
+  assert_ok(g, ccg_mark_sequence_parallel_param(g, scale, NULL, &scale));
+  assert_ok(g, ccg_layer_norm(g, x, scale, CCG_NONE, -1, 1e-5f, &x));
+  ccg_megatron_linear_options o = CCG_MEGATRON_LINEAR_OPTIONS_INIT;
+  o.sequence_parallel = true;
+  assert_ok(g, ccg_megatron_column_parallel_linear(g, x, wa, bias, &o, &y));
+  assert_ok(g, ccg_gelu(g, y, "tanh", &y));
+  assert_ok(g, ccg_megatron_row_parallel_linear(g, y, wb, CCG_NONE, &o, &y));
+  assert_ok(g, ccg_reduce_mean(g, y, NULL, 0, false, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_backward_options bo = CCG_BACKWARD_OPTIONS_INIT;
+  bo.loss = y;
+  assert_ok(g, ccg_backward(g, &bo));
+  round_trip(g, 17, CCG_ONNX_DIALECT_CCGRAPH, "sp_block_backward");
+  ccg_graph_free(g);
+}
+
 static void test_round_trip_collectives(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_collectives();
@@ -197,6 +265,8 @@ static void test_encoding(void **state) {
   assert_int_equal(m->opset_import[0]->version, 17);
   assert_string_equal(m->opset_import[1]->domain, "ccgraph");
   assert_string_equal(meta(m, "ccgraph.mesh"), "tp=4");
+  /* the backward pass's convention for untagged collectives */
+  assert_string_equal(meta(m, "ccgraph.backward"), CCG_BACKWARD_CONVENTION);
   assert_string_equal(meta(m, "ccgraph.backward"), "replicated_loss");
   assert_non_null(strstr(meta(m, "ccgraph.tags"),
                          "megatron.reduce_from_tensor_model_parallel_region"));
@@ -570,6 +640,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_ops),
       cmocka_unit_test(test_round_trip_megatron),
+      cmocka_unit_test(test_round_trip_backward),
+      cmocka_unit_test(test_round_trip_backward_sp),
       cmocka_unit_test(test_round_trip_collectives),
       cmocka_unit_test(test_round_trip_ort),
       cmocka_unit_test(test_encoding),

@@ -1,5 +1,7 @@
-/* Slice (bounds read at run time, ONNX clamping, any steps) and Gather
- * (negative indices, bounds checked). Any dtype. */
+/* Slice (bounds read at run time, ONNX clamping, any steps), Gather and
+ * ScatterND (replace or add; negative indices, bounds checked). Any
+ * dtype. */
+#include <math.h>
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
@@ -85,11 +87,95 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+/* o[i] = o[i] (+, *, max, min: red 1..4) u[j]; floats in double, integers
+ * wrapping. */
+static void combine(int64_t red, const ccg__xval *o, size_t i,
+                    const ccg__xval *u, size_t j) {
+  if (ccg_dtype_is_float(o->dtype)) {
+    double a = ccg__ld_f64(o->dtype, o->ptr, i);
+    double b = ccg__ld_f64(u->dtype, u->ptr, j);
+    double v = red == 1   ? a + b
+               : red == 2 ? a * b
+               : red == 3 ? fmax(a, b)
+                          : fmin(a, b);
+    ccg__st_f64(o->dtype, o->ptr, i, v);
+    return;
+  }
+  int64_t a = ccg__ld_i64(o->dtype, o->ptr, i);
+  int64_t b = ccg__ld_i64(u->dtype, u->ptr, j);
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  int64_t v = red == 1   ? (int64_t)(ua + ub)
+              : red == 2 ? (int64_t)(ua * ub)
+              : red == 3 ? (a > b ? a : b)
+                         : (a < b ? a : b);
+  ccg__st_i64(o->dtype, o->ptr, i, v);
+}
+
+/* ScatterND: out = data, then each index row's slice of `slice` elements
+ * is replaced (p.i0 = 0) or combined (1..4: add, mul, max, min); p.i1 =
+ * k, the index length. Negative indices count from the end; out of range is an
+ * error. */
+static ccg_status run_scatter_nd(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
+  const ccg__xval *u = ccg__in(x, n, 2), *o = ccg__out(x, n, 0);
+  int k = (int)n->p.i1;
+  size_t es = ccg_dtype_size(o->dtype), slice = 1, rows = 0;
+  for (int d = k; d < a->rank; d++)
+    slice *= (size_t)a->dims[d];
+  rows = k ? iv->numel / (size_t)k : 0;
+  if (o->ptr != a->ptr)
+    memcpy(o->ptr, a->ptr, o->nbytes);
+  for (size_t r = 0; r < rows; r++) {
+    size_t off = 0;
+    for (int d = 0; d < k; d++) {
+      int64_t j = ccg__ld_i64(iv->dtype, iv->ptr, r * (size_t)k + (size_t)d);
+      int64_t dim = a->dims[d];
+      if (j < -dim || j >= dim)
+        return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                          "index %lld (row %zu, entry %d of '%s') is out of "
+                          "range for dim %d of size %lld",
+                          (long long)j, r, d, ccg_value_name(x->g, n->in[1]), d,
+                          (long long)dim);
+      off = off * (size_t)dim + (size_t)(j < 0 ? j + dim : j);
+    }
+    off *= slice;
+    if (!n->p.i0) {
+      memcpy((char *)o->ptr + off * es, (const char *)u->ptr + r * slice * es,
+             slice * es);
+    } else if (n->p.i0 == 1 && o->dtype == CCG_DTYPE_F32) {
+      float *dst = (float *)o->ptr + off;
+      const float *src = (const float *)u->ptr + r * slice;
+      for (size_t i = 0; i < slice; i++)
+        dst[i] += src[i];
+    } else {
+      for (size_t i = 0; i < slice; i++)
+        combine(n->p.i0, o, off + i, u, r * slice + i);
+    }
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status prep_scatter_nd(ccg_exec *x, ccg__xnode *n) {
+  const char *red;
+  CCG_CHECK(ccg__xattr_s(x, n, "reduction", &red));
+  const ccg__xval *iv = ccg__in(x, n, 1);
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  n->p.i0 = 0;
+  for (int i = 1; i < 5; i++)
+    if (strcmp(red, reds[i]) == 0)
+      n->p.i0 = i;
+  n->p.i1 = iv->rank ? iv->dims[iv->rank - 1] : 0;
+  n->run = run_scatter_nd;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg__prep_index(ccg_exec *x, ccg__xnode *n) {
   if (n->op == CCG_OP_SLICE) {
     n->run = run_slice;
     return CCG_STATUS_OK;
   }
+  if (n->op == CCG_OP_SCATTER_ND)
+    return prep_scatter_nd(x, n);
   const ccg__xval *a = ccg__in(x, n, 0);
   int64_t axis;
   int ax;

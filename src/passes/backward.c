@@ -1,0 +1,444 @@
+/* The backward pass. The forward graph is cut into units: one per untagged
+ * node, one per mapping instance (its tagged forward nodes together, with
+ * the inputs and outputs ccg_mapping_instance_io finds). Units are ordered
+ * topologically; a forward sweep marks the values that depend on a wanted
+ * value, a backward sweep those the seeds depend on, and only units on both
+ * paths are differentiated, in reverse order, each output's gradient summed
+ * over its uses before its unit runs. */
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ccgraph/autodiff.h"
+#include "ccgraph/symbolic.h"
+#include "graph/internal.h"
+
+typedef struct unit {
+  ccg_node_id node; /* the first node */
+  bool instance;
+  const ccg_tag *tag;
+  ccg_value_id *in, *out;
+  size_t n_in, n_out;
+  bool has_send, has_recv;
+} unit;
+
+typedef struct bw {
+  ccg_graph *g;
+  const ccg_backward_options *o;
+  size_t nv, nn, nu;
+  uint32_t *unit_of; /* per node */
+  unit *units;
+  size_t *order; /* units, topological */
+  bool *requires, *useful, *wrt;
+  ccg_value_id *acc; /* accumulated gradient per forward value */
+} bw;
+
+static ccg_status oom(bw *b) {
+  return ccg__error(&b->g->ctx, CCG_STATUS_OOM, "backward: out of memory");
+}
+
+static bool is_float(const bw *b, ccg_value_id v) {
+  return ccg_dtype_is_float(ccg_value_dtype(b->g, v));
+}
+
+/* ---- units -------------------------------------------------------------- */
+
+static ccg_status node_unit(bw *b, unit *u, ccg_node_id n) {
+  ccg_graph *g = b->g;
+  u->n_in = ccg_node_num_inputs(g, n);
+  u->n_out = ccg_node_num_outputs(g, n);
+  u->in = calloc(u->n_in + 1, sizeof *u->in);
+  u->out = calloc(u->n_out + 1, sizeof *u->out);
+  if (!u->in || !u->out)
+    return oom(b);
+  for (size_t i = 0; i < u->n_in; i++)
+    u->in[i] = ccg_node_input(g, n, i);
+  for (size_t i = 0; i < u->n_out; i++)
+    u->out[i] = ccg_node_output(g, n, i);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status instance_unit(bw *b, unit *u) {
+  ccg_graph *g = b->g;
+  size_t ni = 0, no = 0;
+  for (size_t n = 0; n < b->nn; n++)
+    if (b->unit_of[n] == (uint32_t)(u - b->units)) {
+      ni += ccg_node_num_inputs(g, (ccg_node_id)n);
+      no += ccg_node_num_outputs(g, (ccg_node_id)n);
+    }
+  u->in = calloc(ni + 1, sizeof *u->in);
+  u->out = calloc(no + 1, sizeof *u->out);
+  if (!u->in || !u->out)
+    return oom(b);
+  u->n_in = ni;
+  u->n_out = no;
+  return ccg_mapping_instance_io(g, u->tag->instance, u->in, &u->n_in, u->out,
+                                 &u->n_out);
+}
+
+static ccg_status make_units(bw *b) {
+  ccg_graph *g = b->g;
+  b->unit_of = calloc(b->nn + 1, sizeof *b->unit_of);
+  b->units = calloc(b->nn + 1, sizeof *b->units);
+  if (!b->unit_of || !b->units)
+    return oom(b);
+  for (size_t n = 0; n < b->nn; n++) {
+    const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)n);
+    bool inst = t && !t->backward;
+    size_t u = b->nu;
+    for (size_t k = 0; inst && k < b->nu; k++)
+      if (b->units[k].instance && b->units[k].tag->instance == t->instance)
+        u = k;
+    if (u == b->nu) {
+      b->units[u].node = (ccg_node_id)n;
+      b->units[u].instance = inst;
+      b->units[u].tag = inst ? t : NULL;
+      b->nu++;
+    }
+    b->unit_of[n] = (uint32_t)u;
+    ccg_op op = ccg_node_op(g, (ccg_node_id)n);
+    b->units[u].has_send |= op == CCG_OP_SEND;
+    b->units[u].has_recv |= op == CCG_OP_RECV;
+  }
+  for (size_t u = 0; u < b->nu; u++) {
+    unit *x = &b->units[u];
+    CCG_CHECK(x->instance ? instance_unit(b, x) : node_unit(b, x, x->node));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* The unit producing v, or -1 for inputs and initializers. */
+static long producer_unit(const bw *b, ccg_value_id v) {
+  ccg_node_id p = v == CCG_NONE ? CCG_NONE : ccg_value_producer(b->g, v);
+  return p == CCG_NONE || p >= b->nn ? -1 : (long)b->unit_of[p];
+}
+
+/* Units in an order where every unit follows the producers of its inputs;
+ * a cycle between instances is an error naming one. */
+static ccg_status order_units(bw *b) {
+  bool *done = calloc(b->nu + 1, sizeof *done);
+  b->order = calloc(b->nu + 1, sizeof *b->order);
+  if (!done || !b->order) {
+    free(done);
+    return oom(b);
+  }
+  size_t k = 0;
+  for (bool progress = true; progress && k < b->nu;) {
+    progress = false;
+    for (size_t u = 0; u < b->nu; u++) {
+      if (done[u])
+        continue;
+      bool ready = true;
+      for (size_t i = 0; ready && i < b->units[u].n_in; i++) {
+        long p = producer_unit(b, b->units[u].in[i]);
+        ready = p < 0 || (size_t)p == u || done[p];
+      }
+      if (ready) {
+        done[u] = progress = true;
+        b->order[k++] = u;
+      }
+    }
+  }
+  free(done);
+  if (k == b->nu)
+    return CCG_STATUS_OK;
+  return ccg__error(
+      &b->g->ctx, CCG_STATUS_INVALID_ARG,
+      "backward: the graph's mapping instances depend on each "
+      "other in a cycle (near node '%s')",
+      ccg_node_name(b->g, b->units[b->order[k > 0 ? k - 1 : 0]].node));
+}
+
+/* ---- what to differentiate ----------------------------------------------- */
+
+static ccg_status match_wrt(bw *b) {
+  ccg_graph *g = b->g;
+  size_t n = b->o->wrt ? b->o->n_wrt : 1;
+  for (size_t p = 0; p < n; p++) {
+    const char *pat = b->o->wrt ? b->o->wrt[p] : NULL;
+    bool hit = false;
+    for (int kind = 0; kind < 2; kind++) {
+      size_t cnt =
+          kind ? ccg_graph_num_initializers(g) : ccg_graph_num_inputs(g);
+      for (size_t i = 0; i < cnt; i++) {
+        ccg_value_id v =
+            kind ? ccg_graph_initializer(g, i) : ccg_graph_input(g, i);
+        bool m = pat ? fnmatch(pat, ccg_value_name(g, v), 0) == 0 : kind == 1;
+        if (m && is_float(b, v))
+          hit = b->wrt[v] = true;
+      }
+    }
+    if (pat && !hit)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "backward: wrt '%s' matches no float graph input or "
+                        "initializer",
+                        pat);
+  }
+  return CCG_STATUS_OK;
+}
+
+static void mark_requires(bw *b) {
+  for (size_t v = 0; v < b->nv; v++)
+  b->requires[v] = b->wrt[v];
+  for (size_t k = 0; k < b->nu; k++) {
+    const unit *u = &b->units[b->order[k]];
+    bool r = b->o->p2p && u->has_recv;
+    for (size_t i = 0; !r && i < u->n_in; i++)
+    r = u->in[i] != CCG_NONE && b->requires[u->in[i]];
+    for (size_t i = 0; r && i < u->n_out; i++)
+    b->requires[u->out[i]] = is_float(b, u->out[i]);
+  }
+}
+
+static void mark_useful(bw *b, const ccg_value_id *seeds, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    b->useful[seeds[i]] = true;
+  for (size_t k = b->nu; k-- > 0;) {
+    const unit *u = &b->units[b->order[k]];
+    bool use = b->o->p2p && u->has_send;
+    for (size_t i = 0; !use && i < u->n_out; i++)
+      use = b->useful[u->out[i]];
+    for (size_t i = 0; use && i < u->n_in; i++)
+      if (u->in[i] != CCG_NONE)
+        b->useful[u->in[i]] = true;
+  }
+}
+
+static bool needed(const bw *b, ccg_value_id v) {
+  return v != CCG_NONE && v < b->nv && b->requires[v] && b->useful[v] &&
+         is_float(b, v);
+}
+
+/* ---- gradients ----------------------------------------------------------- */
+
+static ccg_status accumulate(bw *b, ccg_value_id v, ccg_value_id grad,
+                             const char *from) {
+  ccg_graph *g = b->g;
+  ccg_shape want = *ccg_value_shape(g, v);
+  if (ccg_value_dtype(g, grad) != ccg_value_dtype(g, v) ||
+      !ccg_shape_equal(ccg_value_shape(g, grad), &want)) {
+    char a[128], c[128];
+    ccg_shape_format(&want, a, sizeof a);
+    ccg_shape_format(ccg_value_shape(g, grad), c, sizeof c);
+    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                      "backward: %s gave '%s' a gradient of %s %s; the value "
+                      "is %s %s",
+                      from, ccg_value_name(g, v),
+                      ccg_dtype_name(ccg_value_dtype(g, grad)), c,
+                      ccg_dtype_name(ccg_value_dtype(g, v)), a);
+  }
+  if (b->acc[v] == CCG_NONE) {
+    b->acc[v] = grad;
+    return CCG_STATUS_OK;
+  }
+  return ccg_add(g, b->acc[v], grad, &b->acc[v]);
+}
+
+static ccg_status run_op_rule(bw *b, const unit *u, const ccg_value_id *gout,
+                              ccg_value_id *gin, bool *need) {
+  ccg_graph *g = b->g;
+  ccg_op op = ccg_node_op(g, u->node);
+  const ccg__op_info *info = ccg__op_info_of(op);
+  if (!info->def->grad)
+    return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "backward: op %s (node '%s') has no gradient rule",
+                      ccg_op_name(op), ccg_node_name(g, u->node));
+  ccg__grad gx = {g,      u->node,  op,   u->in, u->n_in,
+                  u->out, u->n_out, gout, need,  gin};
+  return info->def->grad(&gx);
+}
+
+static ccg_status run_mapping_rule(bw *b, const unit *u,
+                                   const ccg_value_id *gout,
+                                   ccg_value_id *gin) {
+  ccg_mapping_grad_args a = CCG_MAPPING_GRAD_ARGS_INIT;
+  a.params = u->tag->params;
+  a.instance = u->tag->instance;
+  a.inputs = u->in;
+  a.n_inputs = u->n_in;
+  a.outputs = u->out;
+  a.n_outputs = u->n_out;
+  a.grad_outputs = gout;
+  return ccg_mapping_apply_backward(b->g, u->tag->mapping, &a, gin);
+}
+
+static ccg_status diff_unit(bw *b, const unit *u) {
+  bool any_in = false, any_out = false;
+  bool *need = calloc(u->n_in + 1, sizeof *need);
+  ccg_value_id *gin = calloc(u->n_in + 1, sizeof *gin);
+  ccg_value_id *gout = calloc(u->n_out + 1, sizeof *gout);
+  if (!need || !gin || !gout) {
+    free(need), free(gin), free(gout);
+    return oom(b);
+  }
+  for (size_t i = 0; i < u->n_in; i++) {
+    need[i] = needed(b, u->in[i]);
+    any_in |= need[i];
+    gin[i] = CCG_NONE;
+  }
+  for (size_t i = 0; i < u->n_out; i++) {
+    gout[i] = u->out[i] < b->nv ? b->acc[u->out[i]] : CCG_NONE;
+    any_out |= gout[i] != CCG_NONE;
+  }
+  bool p2p = b->o->p2p;
+  bool run = (any_in && (any_out || (p2p && u->has_send))) ||
+             (p2p && u->has_recv && any_out);
+  ccg_status st = CCG_STATUS_OK;
+  if (run)
+    st = u->instance ? run_mapping_rule(b, u, gout, gin)
+                     : run_op_rule(b, u, gout, gin, need);
+  char from[256];
+  snprintf(from, sizeof from, "%s of node '%s'",
+           u->instance ? u->tag->mapping
+                       : ccg_op_name(ccg_node_op(b->g, u->node)),
+           ccg_node_name(b->g, u->node));
+  for (size_t i = 0; run && st == CCG_STATUS_OK && i < u->n_in; i++)
+    if (need[i] && gin[i] != CCG_NONE)
+      st = accumulate(b, u->in[i], gin[i], from);
+  free(need), free(gin), free(gout);
+  return st;
+}
+
+/* Ones of v's dtype and shape. */
+static ccg_status ones_like(ccg_graph *g, ccg_value_id v, ccg_value_id *out) {
+  ccg_value_id z, one;
+  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, v), 1.0, &one));
+  if (ccg_value_shape(g, v)->rank == 0) {
+    *out = one;
+    return CCG_STATUS_OK;
+  }
+  CCG_CHECK(ccg__grad_zeros_like(g, v, &z));
+  return ccg_add(g, z, one, out);
+}
+
+static ccg_status seed(bw *b, ccg_value_id *seeds, size_t *n) {
+  ccg_graph *g = b->g;
+  const ccg_backward_options *o = b->o;
+  *n = 0;
+  if (o->loss != CCG_NONE) {
+    if (o->loss >= b->nv || !is_float(b, o->loss))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "backward: the loss (id %u) is not a float value of "
+                        "graph '%s'",
+                        o->loss, ccg_graph_name(g));
+    CCG_CHECK(ones_like(g, o->loss, &b->acc[o->loss]));
+    seeds[(*n)++] = o->loss;
+  }
+  for (size_t i = 0; i < o->n_outputs; i++) {
+    ccg_value_id v = o->outputs[i], d;
+    if (v >= b->nv || !is_float(b, v))
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "backward: outputs[%zu] (id %u) is not a float value",
+                        i, v);
+    if (o->output_grads) {
+      d = o->output_grads[i];
+    } else {
+      char name[512];
+      snprintf(name, sizeof name, "grad/%s", ccg_value_name(g, v));
+      ccg_shape s = *ccg_value_shape(g, v);
+      CCG_CHECK(ccg_graph_add_input(g, name, ccg_value_dtype(g, v), &s, &d));
+    }
+    CCG_CHECK(accumulate(b, v, d, "output_grads"));
+    seeds[(*n)++] = v;
+  }
+  return CCG_STATUS_OK;
+}
+
+/* grad/<name> for every wanted value (zeros where nothing depends on it). */
+static ccg_status name_grads(bw *b) {
+  ccg_graph *g = b->g;
+  for (ccg_value_id v = 0; v < b->nv; v++) {
+    if (!b->wrt[v])
+      continue;
+    ccg_value_id d = b->acc[v], out;
+    if (d == CCG_NONE)
+      CCG_CHECK(ccg__grad_zeros_like(g, v, &d));
+    char name[512];
+    snprintf(name, sizeof name, "grad/%s", ccg_value_name(g, v));
+    const char *names[1] = {name};
+    ccg_node_desc nd = CCG_NODE_DESC_INIT;
+    nd.op = "Identity";
+    nd.inputs = &d;
+    nd.n_inputs = 1;
+    nd.output_names = names;
+    CCG_CHECK(ccg_graph_add_node(g, &nd, NULL));
+    CCG_CHECK(ccg_graph_find_value(g, name, &out));
+    if (b->o->add_outputs)
+      CCG_CHECK(ccg_graph_add_output(g, out));
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status run(bw *b) {
+  ccg_graph *g = b->g;
+  b->requires = calloc(b->nv + 1, sizeof *b->requires);
+  b->useful = calloc(b->nv + 1, sizeof *b->useful);
+  b->wrt = calloc(b->nv + 1, sizeof *b->wrt);
+  b->acc = malloc((b->nv + 1) * sizeof *b->acc);
+  ccg_value_id *seeds = calloc(b->o->n_outputs + 2, sizeof *seeds);
+  if (!b->requires || !b->useful || !b->wrt || !b->acc || !seeds) {
+    free(seeds);
+    return oom(b);
+  }
+  for (size_t v = 0; v <= b->nv; v++)
+    b->acc[v] = CCG_NONE;
+  ccg_status st = CCG_STATUS_OK;
+  size_t ns = 0;
+  CCG_CHECK_GOTO(match_wrt(b), st, out);
+  CCG_CHECK_GOTO(make_units(b), st, out);
+  CCG_CHECK_GOTO(order_units(b), st, out);
+  CCG_CHECK_GOTO(seed(b, seeds, &ns), st, out);
+  mark_requires(b);
+  mark_useful(b, seeds, ns);
+  for (size_t k = b->nu; k-- > 0;)
+    CCG_CHECK_GOTO(diff_unit(b, &b->units[b->order[k]]), st, out);
+  CCG_CHECK_GOTO(name_grads(b), st, out);
+out:
+  free(seeds);
+  (void)g;
+  return st;
+}
+
+ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "backward: graph is NULL");
+  if (!o || o->size < sizeof *o)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "backward: options are NULL or their size is wrong (use "
+                      "CCG_BACKWARD_OPTIONS_INIT)");
+  if (o->loss == CCG_NONE && o->n_outputs == 0 && !o->p2p)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "backward: give a loss or output gradients (or p2p, "
+                      "for a stage whose gradients arrive by Send)");
+  if ((o->n_outputs && !o->outputs) || (o->n_wrt && !o->wrt))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "backward: outputs or wrt is NULL with a count");
+  bw b = {g,
+          o,
+          ccg_graph_num_values(g),
+          ccg_graph_num_nodes(g),
+          0,
+          NULL,
+          NULL,
+          NULL,
+          NULL,
+          NULL,
+          NULL,
+          NULL};
+  ccg__mark mark = ccg__mark_get(g);
+  ccg_status st = ccg_graph_push_scope(g, "grad");
+  if (st == CCG_STATUS_OK) {
+    st = run(&b);
+    ccg_graph_pop_scope(g);
+  }
+  if (st != CCG_STATUS_OK)
+    ccg__rollback(g, &mark);
+  for (size_t u = 0; u < b.nu; u++) {
+    free(b.units[u].in);
+    free(b.units[u].out);
+  }
+  free(b.units), free(b.unit_of), free(b.order);
+  free(b.requires), free(b.useful), free(b.wrt), free(b.acc);
+  return st;
+}
