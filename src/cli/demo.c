@@ -48,10 +48,14 @@ typedef struct demo {
   bool json, keep;
   char dir[4096];
   demo_tensor params[DEMO_NP];
-  ccg_graph *g, *ref;   /* sharded SPMD graph, unsharded graph */
-  ccg_graph *ranks[8];  /* the per-rank models read back */
-  float *x, *dy;        /* global inputs [S, B, H] */
-  float *y_ref, *y[8];  /* outputs */
+  ccg_graph *g, *ref;  /* sharded SPMD graph, unsharded graph */
+  ccg_graph *ranks[8]; /* the per-rank models read back */
+  float *x, *dy;       /* global inputs [S, B, H] */
+  float *y_ref, *y[8]; /* outputs */
+  /* gradients of the parameters and of x (index DEMO_NP): unsharded, and
+   * each rank's */
+  float *grad_ref[DEMO_NP + 1], *grad[8][DEMO_NP + 1];
+  char grad_names[DEMO_NP + 1][64];
   double step_s, ref_s; /* seconds per step */
   double diff_y, diff_grad;
   ccg_cost_report *cost;
@@ -60,6 +64,17 @@ typedef struct demo {
 
 static size_t act_elems(const demo *d, int w) {
   return (size_t)(d->z.seq / w * d->z.batch * d->z.hidden);
+}
+
+/* Elements of gradient i (a parameter, or x at DEMO_NP) on a rank of w. */
+static size_t grad_elems(const demo *d, int i, int w) {
+  if (i == DEMO_NP)
+    return act_elems(d, w);
+  demo_tensor t;
+  if (demo_shard(&d->z, i, d->params[i].data, w, 0, &t) != 0)
+    return 0;
+  free(t.data);
+  return (size_t)t.dims[0] * (size_t)(t.rank == 2 ? t.dims[1] : 1);
 }
 
 static int fail(const char *what, const char *msg) {
@@ -120,11 +135,15 @@ static ccg_exec_tensor out_tensor(const char *name, float *dst, size_t n) {
 static int run_reference(demo *d) {
   ccg_exec_tensor in[2] = {in_tensor("x", d->x, d->z.seq, &d->z),
                            in_tensor("dy", d->dy, d->z.seq, &d->z)};
-  ccg_exec_tensor out[1] = {out_tensor("y", d->y_ref, act_elems(d, 1))};
+  ccg_exec_tensor out[DEMO_NP + 2];
+  out[0] = out_tensor("y", d->y_ref, act_elems(d, 1));
+  for (int i = 0; i <= DEMO_NP; i++)
+    out[i + 1] =
+        out_tensor(d->grad_names[i], d->grad_ref[i], grad_elems(d, i, 1));
   const ccg_exec_tensor *inp[1] = {in};
   ccg_exec_tensor *outp[1] = {out};
-  if (ccg_exec_run_local_ranks(&d->ref, 1, NULL, d->steps, inp, 2, outp, 1,
-                               NULL, &d->ref_s) != CCG_STATUS_OK)
+  if (ccg_exec_run_local_ranks(&d->ref, 1, NULL, d->steps, inp, 2, outp,
+                               DEMO_NP + 2, NULL, &d->ref_s) != CCG_STATUS_OK)
     return fail("running the unsharded block", ccg_last_error(NULL));
   return EXIT_OK;
 }
@@ -134,18 +153,21 @@ static int run_ranks(demo *d) {
   int w = d->w;
   int64_t rows = d->z.seq / w;
   size_t n = act_elems(d, w);
-  ccg_exec_tensor in[8][2], out[8][1];
+  ccg_exec_tensor in[8][2], out[8][DEMO_NP + 2];
   const ccg_exec_tensor *inp[8];
   ccg_exec_tensor *outp[8];
   for (int r = 0; r < w; r++) {
     in[r][0] = in_tensor("x", d->x + (size_t)r * n, rows, &d->z);
     in[r][1] = in_tensor("dy", d->dy + (size_t)r * n, rows, &d->z);
     out[r][0] = out_tensor("y", d->y[r], n);
+    for (int i = 0; i <= DEMO_NP; i++)
+      out[r][i + 1] =
+          out_tensor(d->grad_names[i], d->grad[r][i], grad_elems(d, i, w));
     inp[r] = in[r];
     outp[r] = out[r];
   }
-  if (ccg_exec_run_local_ranks(d->ranks, w, NULL, d->steps, inp, 2, outp, 1,
-                               NULL, &d->step_s) != CCG_STATUS_OK)
+  if (ccg_exec_run_local_ranks(d->ranks, w, NULL, d->steps, inp, 2, outp,
+                               DEMO_NP + 2, NULL, &d->step_s) != CCG_STATUS_OK)
     return fail("running the rank models", ccg_last_error(NULL));
   return EXIT_OK;
 }
@@ -160,13 +182,26 @@ static double max_diff(const float *a, const float *b, size_t n) {
   return m;
 }
 
-static void compare(demo *d) {
+/* Each rank's output rows and gradients against its part of the unsharded
+ * ones: a parameter's gradient cut by the same rule as the parameter. */
+static int compare(demo *d) {
   size_t n = act_elems(d, d->w);
-  d->diff_y = 0;
+  d->diff_y = d->diff_grad = 0;
   for (int r = 0; r < d->w; r++) {
     double e = max_diff(d->y[r], d->y_ref + (size_t)r * n, n);
     d->diff_y = e > d->diff_y ? e : d->diff_y;
+    e = max_diff(d->grad[r][DEMO_NP], d->grad_ref[DEMO_NP] + (size_t)r * n, n);
+    d->diff_grad = e > d->diff_grad ? e : d->diff_grad;
+    for (int i = 0; i < DEMO_NP; i++) {
+      demo_tensor want;
+      if (demo_shard(&d->z, i, d->grad_ref[i], d->w, r, &want) != 0)
+        return fail("comparing gradients", "out of memory");
+      e = max_diff(d->grad[r][i], want.data, grad_elems(d, i, d->w));
+      d->diff_grad = e > d->diff_grad ? e : d->diff_grad;
+      free(want.data);
+    }
   }
+  return EXIT_OK;
 }
 
 /* Collectives of rank 0's model by op, as "AllGather 4, ...". */
@@ -223,6 +258,7 @@ static int report(demo *d) {
     json_object_set_new(doc, "step_time_s", json_real(d->step_s));
     json_object_set_new(doc, "reference_step_time_s", json_real(d->ref_s));
     json_object_set_new(doc, "max_abs_diff_outputs", json_real(d->diff_y));
+    json_object_set_new(doc, "max_abs_diff_grads", json_real(d->diff_grad));
     if (d->keep)
       json_object_set_new(doc, "models", json_string(d->dir));
     json_object_set_new(doc, "ok", json_boolean(ok));
@@ -247,6 +283,8 @@ static int report(demo *d) {
     if (d->keep)
       printf("  models               %s/gpt_block.rank<r>.onnx\n", d->dir);
     printf("  max |diff| outputs   %.3g\n", d->diff_y);
+    printf("  max |diff| grads     %.3g (%d parameters and the input)\n",
+           d->diff_grad, DEMO_NP);
     printf("%s\n", ok ? "ok: the sharded block matches the unsharded one"
                       : "FAILED: differences above the tolerance");
   }
@@ -296,7 +334,11 @@ static void demo_free(demo *d) {
   for (int r = 0; r < d->w; r++) {
     ccg_graph_free(d->ranks[r]);
     free(d->y[r]);
+    for (int i = 0; i <= DEMO_NP; i++)
+      free(d->grad[r][i]);
   }
+  for (int i = 0; i <= DEMO_NP; i++)
+    free(d->grad_ref[i]);
   ccg_graph_free(d->g);
   ccg_graph_free(d->ref);
   demo_tensors_free(d->params, DEMO_NP);
@@ -331,6 +373,15 @@ static int run_demo(demo *d) {
   for (int r = 0; r < d->w; r++)
     if (!d->y[r])
       return fail("outputs", "out of memory");
+  for (int i = 0; i <= DEMO_NP; i++) {
+    snprintf(d->grad_names[i], sizeof d->grad_names[i], "grad/%s",
+             i < DEMO_NP ? demo_param_names[i] : "x");
+    if (!(d->grad_ref[i] = malloc(grad_elems(d, i, 1) * sizeof(float))))
+      return fail("gradients", "out of memory");
+    for (int r = 0; r < d->w; r++)
+      if (!(d->grad[r][i] = malloc(grad_elems(d, i, d->w) * sizeof(float))))
+        return fail("gradients", "out of memory");
+  }
   fill_inputs(d);
   if (demo_build(&d->z, d->w, d->params, &d->g) != CCG_STATUS_OK ||
       demo_build(&d->z, 1, d->params, &d->ref) != CCG_STATUS_OK)
@@ -338,7 +389,8 @@ static int run_demo(demo *d) {
   if ((rc = export_and_load(d)) != EXIT_OK || (rc = run_ranks(d)) != EXIT_OK ||
       (rc = run_reference(d)) != EXIT_OK)
     return rc;
-  compare(d);
+  if ((rc = compare(d)) != EXIT_OK)
+    return rc;
   return report(d);
 }
 

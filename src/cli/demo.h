@@ -48,8 +48,9 @@ int demo_shard(const demo_sizes *z, int i, const float *full, int w, int r,
 
 /* The block on mesh tp=w (sequence parallel when w > 1), each rank's
  * parameter shards as its own initializer data: inputs x and dy
- * [S/w, B, H] (S when w = 1), outputs "y" and "loss" = sum(y * dy). Errors
- * are printed. */
+ * [S/w, B, H] (S when w = 1), outputs "y", "loss" = sum(y * dy) and the
+ * backward's "grad/<name>" of every parameter and of x. Errors are
+ * printed. */
 ccg_status demo_build(const demo_sizes *z, int w, const demo_tensor *full,
                       ccg_graph **out);
 

@@ -222,6 +222,19 @@ ccg_status demo_build(const demo_sizes *z, int w, const demo_tensor *full,
       (st = ccg_graph_add_output(g, y)) != CCG_STATUS_OK ||
       (st = ccg_graph_add_output(g, loss)) != CCG_STATUS_OK)
     goto fail;
+  /* The backward: "grad/<name>" of every parameter and of x, from the
+   * mapping rules of the block's collectives and the ops' own rules. */
+  const char *wrt[DEMO_NP + 1];
+  for (int i = 0; i < DEMO_NP; i++)
+    wrt[i] = demo_param_names[i];
+  wrt[DEMO_NP] = "x";
+  ccg_backward_options bw = CCG_BACKWARD_OPTIONS_INIT;
+  bw.loss = loss;
+  bw.wrt = wrt;
+  bw.n_wrt = DEMO_NP + 1;
+  bw.add_outputs = true;
+  if ((st = ccg_backward(g, &bw)) != CCG_STATUS_OK)
+    goto fail;
   *out = g;
   return CCG_STATUS_OK;
 fail:

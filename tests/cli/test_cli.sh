@@ -61,8 +61,9 @@ expect 2 "mesh axis 'ep' is not in the mesh \[dp=2,tp=2\]" -- mesh dp=2,tp=2 --a
 # The main job: sharded equals unsharded, and its errors.
 expect 0 'usage: ccgraph demo' -- demo --help
 expect 0 'ok: the sharded block matches the unsharded one' -- demo --ranks 2 --steps 1
-expect 0 'collectives +AllGather 2, ReduceScatter 2' -- demo --ranks 2 --steps 1
-expect 0 '"max_abs_diff_outputs": [0-9.e-]+,' -- demo --ranks 2 --steps 1 --json
+expect 0 'collectives +AllReduce 6, AllGather 4, ReduceScatter 4' -- demo --ranks 2 --steps 1
+expect 0 'max \|diff\| grads +[0-9.e-]+ \(12 parameters and the input\)' -- demo --ranks 2 --steps 1
+expect 0 '"max_abs_diff_grads": [0-9.e-]+,' -- demo --ranks 2 --steps 1 --json
 expect 4 'FAILED: differences above the tolerance' -- demo --ranks 2 --steps 1 --tolerance 0
 expect 1 '--ranks 3: give 1, 2, 4 or 8' -- demo --ranks 3
 expect 1 '--steps 0: give 1 to 100000' -- demo --steps 0
