@@ -254,7 +254,7 @@ static block_result run_block(int tp, int64_t T, int64_t H, int iters,
   ccg_graph *g = tp_graph(tp);
   tb_fwd f;
   block_forward(g, T, H, tp, &f);
-  block_backward_explicit(g, T, H, &f);
+  block_backward(g, T, H, &f);
   ccg_comm *comm = NULL;
   if (tp > 1)
     CHECK(NULL, ccg_comm_local_new(tp, &comm));

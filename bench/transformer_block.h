@@ -1,10 +1,9 @@
 /* A tensor-parallel transformer block (Megatron layout) for the executor
- * benchmark: the forward, and its backward written out with ordinary ops
- * (block_backward_explicit: to be replaced by the autodiff pass once there
- * is one). One attention head per rank of width H/W, pre-LayerNorm,
+ * benchmark: the forward, and its backward from the autodiff pass
+ * (ccg_backward). One attention head per rank of width H/W, pre-LayerNorm,
  * residuals, a Gelu MLP of width 4H; the collectives are the mapping
  * library's copy_to / reduce_from_tensor_model_parallel_region, whose
- * backward rules the backward uses. */
+ * backward rules the pass applies. */
 #ifndef CCG_BENCH_TRANSFORMER_BLOCK_H
 #define CCG_BENCH_TRANSFORMER_BLOCK_H
 
@@ -104,121 +103,20 @@ static void block_forward(ccg_graph *g, int64_t T, int64_t H, int W,
   TB_CHECK(g, ccg_graph_add_output(g, f->y));
 }
 
-/* The backward rule of a mapping application (its tag is not needed: the
- * parameters are the defaults with group "tp"). */
-static ccg_value_id tb_mapping_grad(ccg_graph *g, const char *name,
-                                    ccg_value_id in, ccg_value_id out,
-                                    ccg_value_id dout) {
-  ccg_mapping_grad_args a = CCG_MAPPING_GRAD_ARGS_INIT;
-  a.inputs = &in;
-  a.n_inputs = 1;
-  a.outputs = &out;
-  a.n_outputs = 1;
-  a.grad_outputs = &dout;
-  ccg_value_id din;
-  TB_CHECK(g, ccg_mapping_apply_backward(g, name, &a, &din));
-  return din;
-}
-
-static ccg_value_id tb_sum_rows(ccg_graph *g, ccg_value_id a) {
-  int64_t ax = 0;
-  ccg_value_id y;
-  TB_CHECK(g, ccg_reduce_sum(g, a, &ax, 1, false, &y));
-  return y;
-}
-
-/* LayerNorm (last dim, epsilon 1e-5) backward:
- * dx = rstd (gy - mean(gy) - xhat mean(gy xhat)), gy = dy scale;
- * dscale = sum_rows dy xhat, dbias = sum_rows dy. */
-static ccg_value_id tb_ln_backward(ccg_graph *g, ccg_value_id x,
-                                   ccg_value_id scale, ccg_value_id dy) {
-  int64_t last = -1;
-  ccg_value_id mean, xc, var, rstd, xhat, gy, mg, mgx, t, dx;
-  TB_CHECK(g, ccg_reduce_mean(g, x, &last, 1, true, &mean));
-  TB_CHECK(g, ccg_sub(g, x, mean, &xc));
-  TB_CHECK(g, ccg_mul(g, xc, xc, &var));
-  TB_CHECK(g, ccg_reduce_mean(g, var, &last, 1, true, &var));
-  TB_CHECK(g, ccg_add(g, var, tb_scalar(g, 1e-5f), &var));
-  TB_CHECK(g, ccg_sqrt(g, var, &rstd));
-  TB_CHECK(g, ccg_div(g, tb_scalar(g, 1.0f), rstd, &rstd));
-  TB_CHECK(g, ccg_mul(g, xc, rstd, &xhat));
-  TB_CHECK(g, ccg_mul(g, dy, scale, &gy));
-  TB_CHECK(g, ccg_reduce_mean(g, gy, &last, 1, true, &mg));
-  TB_CHECK(g, ccg_mul(g, gy, xhat, &t));
-  TB_CHECK(g, ccg_reduce_mean(g, t, &last, 1, true, &mgx));
-  TB_CHECK(g, ccg_mul(g, xhat, mgx, &t));
-  TB_CHECK(g, ccg_sub(g, gy, mg, &gy));
-  TB_CHECK(g, ccg_sub(g, gy, t, &gy));
-  TB_CHECK(g, ccg_mul(g, gy, rstd, &dx));
-  TB_CHECK(g, ccg_mul(g, dy, xhat, &t));
-  TB_CHECK(g, ccg_graph_add_output(g, tb_sum_rows(g, t)));  /* dscale */
-  TB_CHECK(g, ccg_graph_add_output(g, tb_sum_rows(g, dy))); /* dbias */
-  return dx;
-}
-
-/* Gelu (erf form) derivative: 0.5 (1 + erf(u / sqrt 2)) + u phi(u). */
-static ccg_value_id tb_gelu_grad(ccg_graph *g, ccg_value_id u) {
-  ccg_value_id cdf, t, pdf;
-  TB_CHECK(g, ccg_mul(g, u, tb_scalar(g, 0.70710678f), &t));
-  TB_CHECK(g, ccg_erf(g, t, &cdf));
-  TB_CHECK(g, ccg_add(g, cdf, tb_scalar(g, 1.0f), &cdf));
-  TB_CHECK(g, ccg_mul(g, cdf, tb_scalar(g, 0.5f), &cdf));
-  TB_CHECK(g, ccg_mul(g, u, u, &t));
-  TB_CHECK(g, ccg_mul(g, t, tb_scalar(g, -0.5f), &t));
-  TB_CHECK(g, ccg_exp(g, t, &pdf));
-  TB_CHECK(g, ccg_mul(g, pdf, tb_scalar(g, 0.39894228f), &pdf));
-  TB_CHECK(g, ccg_mul(g, pdf, u, &pdf));
-  TB_CHECK(g, ccg_add(g, cdf, pdf, &t));
-  return t;
-}
-
-/* The backward of block_forward from the output gradient "dy": every
- * weight's gradient and dx become graph outputs. Written out by hand; the
- * collectives' gradients come from the mapping library's backward rules. */
-static void block_backward_explicit(ccg_graph *g, int64_t T, int64_t H,
-                                    tb_fwd *f) {
-  ccg_value_id dy = f->dy = tb_in(g, "dy", T, H), t, du, dc, dh2, dx1, da;
-  TB_CHECK(g, ccg_graph_add_output(g, tb_sum_rows(g, dy))); /* db2 */
-  /* MLP: reduce_from's backward is the identity */
-  ccg_value_id dm = dy;
-  TB_CHECK(g, ccg_graph_add_output(g, tb_mm(g, tb_t(g, f->g), dm))); /* dW2 */
-  ccg_value_id dg = tb_mm(g, dm, tb_t(g, f->w2));
-  TB_CHECK(g, ccg_mul(g, dg, tb_gelu_grad(g, f->u), &du));
-  TB_CHECK(g, ccg_graph_add_output(g, tb_sum_rows(g, du)));          /* db1 */
-  TB_CHECK(g, ccg_graph_add_output(g, tb_mm(g, tb_t(g, f->c), du))); /* dW1 */
-  dc = tb_mm(g, du, tb_t(g, f->w1));
-  dh2 = tb_mapping_grad(g, "megatron.copy_to_tensor_model_parallel_region",
-                        f->h2, f->c, dc);
-  TB_CHECK(g, ccg_add(g, dy, tb_ln_backward(g, f->x1, f->ln2_s, dh2), &dx1));
-  /* attention */
-  ccg_value_id dproj = dx1;
-  TB_CHECK(g,
-           ccg_graph_add_output(g, tb_mm(g, tb_t(g, f->o), dproj))); /* dWo */
-  ccg_value_id dout = tb_mm(g, dproj, tb_t(g, f->wo));
-  ccg_value_id dp = tb_mm(g, dout, tb_t(g, f->v));
-  ccg_value_id dv = tb_mm(g, tb_t(g, f->p), dout);
-  /* softmax: ds = p (dp - sum(dp p)), then the 1/sqrt(d) of the scores */
-  int64_t last = -1;
-  ccg_value_id ds;
-  TB_CHECK(g, ccg_mul(g, dp, f->p, &t));
-  TB_CHECK(g, ccg_reduce_sum(g, t, &last, 1, true, &t));
-  TB_CHECK(g, ccg_sub(g, dp, t, &ds));
-  TB_CHECK(g, ccg_mul(g, ds, f->p, &ds));
-  TB_CHECK(g, ccg_mul(g, ds, tb_scalar(g, f->scale), &ds));
-  ccg_value_id dq = tb_mm(g, ds, f->k);
-  ccg_value_id dk = tb_mm(g, tb_t(g, ds), f->q);
-  ccg_value_id at = tb_t(g, f->a);
-  TB_CHECK(g, ccg_graph_add_output(g, tb_mm(g, at, dq))); /* dWq */
-  TB_CHECK(g, ccg_graph_add_output(g, tb_mm(g, at, dk))); /* dWk */
-  TB_CHECK(g, ccg_graph_add_output(g, tb_mm(g, at, dv))); /* dWv */
-  TB_CHECK(g, ccg_add(g, tb_mm(g, dq, tb_t(g, f->wq)),
-                      tb_mm(g, dk, tb_t(g, f->wk)), &da));
-  TB_CHECK(g, ccg_add(g, da, tb_mm(g, dv, tb_t(g, f->wv)), &da));
-  ccg_value_id dh1 = tb_mapping_grad(
-      g, "megatron.copy_to_tensor_model_parallel_region", f->h1, f->a, da);
-  ccg_value_id dx;
-  TB_CHECK(g, ccg_add(g, dx1, tb_ln_backward(g, f->x, f->ln1_s, dh1), &dx));
-  TB_CHECK(g, ccg_graph_add_output(g, dx));
+/* The backward by the autodiff pass: dy (an input) is the gradient of y;
+ * "grad/<name>" of x and of every weight become outputs. */
+static void block_backward(ccg_graph *g, int64_t T, int64_t H, tb_fwd *f) {
+  f->dy = tb_in(g, "dy", T, H);
+  static const char *const wrt[] = {
+      "x",         "ln1_scale", "ln1_bias", "wq", "wk", "wv", "wo",
+      "ln2_scale", "ln2_bias",  "w1",       "b1", "w2", "b2"};
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.outputs = &f->y;
+  o.output_grads = &f->dy;
+  o.n_outputs = 1;
+  o.wrt = wrt;
+  o.n_wrt = sizeof wrt / sizeof *wrt;
+  TB_CHECK(g, ccg_backward(g, &o));
 }
 
 #endif
