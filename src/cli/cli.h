@@ -53,6 +53,8 @@ int print_json(json_t *doc);
 typedef struct cli_program {
   ccg_graph **graphs;
   size_t n;
+  bool per_rank;  /* read from <name>.rank<r>.onnx files */
+  char name[256]; /* that <name> */
 } cli_program;
 int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
                      const char *name, cli_program *out);
@@ -82,6 +84,7 @@ void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
 void cli_program_free(cli_program *p);
 
 extern const command cli_demo_command;
+extern const command cli_grad_command;
 extern const command cli_verify_command;
 extern const command cli_cost_command;
 

@@ -100,6 +100,8 @@ static int load_ranks(const char *cmd, const char *dir, const char *name,
     return EXIT_RUNTIME;
   }
   out->n = n;
+  out->per_rank = true;
+  snprintf(out->name, sizeof out->name, "%s", prog);
   for (size_t r = 0; r < n && rc == EXIT_OK; r++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", dir, prog, r);

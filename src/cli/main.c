@@ -32,10 +32,16 @@ static const command mesh_command = {
     cmd_mesh};
 
 /* Each subcommand: one row here, its code in its own file (cli/cli.h). */
+/* clang-format off */
 static const command *const commands[] = {
-    &cli_demo_command,   &ops_command,      &mesh_command,
-    &cli_verify_command, &cli_cost_command,
+    &cli_demo_command,
+    &cli_grad_command,
+    &ops_command,
+    &mesh_command,
+    &cli_verify_command,
+    &cli_cost_command,
 };
+/* clang-format on */
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void print_main_usage(FILE *f) {

@@ -1,0 +1,160 @@
+/* ccgraph grad: adds the backward of a model, or of every rank's model, from
+ * a loss value (ccg_backward) and writes the forward+backward models. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+static int cmd_grad(int argc, char **argv);
+
+const command cli_grad_command = {
+    "grad", "add the backward of a model (or of per-rank models)",
+    "usage: ccgraph grad MODEL.onnx|DIR --loss NAME -o OUT [--wrt P,...]\n"
+    "                    [--name NAME] [--opset N]\n"
+    "\n"
+    "Derives the gradients of the sum of value NAME's elements (a scalar\n"
+    "loss, or any float value) with respect to the inputs and initializers\n"
+    "matched by --wrt (names or fnmatch patterns; default every float\n"
+    "initializer), and adds each as a graph output grad/<name>. Collectives\n"
+    "tagged with a mapping take the mapping's backward rule; untagged ones\n"
+    "the replicated-loss convention (docs/autodiff.md).\n"
+    "\n"
+    "For one model OUT is the new model file. For per-rank models (a folder\n"
+    "of <name>.rank<r>.onnx, or one such file) every rank is differentiated\n"
+    "and OUT is a folder that receives <name>.rank<r>.onnx; if any rank\n"
+    "fails, none is left.\n"
+    "  --loss NAME   the value whose elements' sum is the loss\n"
+    "  -o OUT        the model file, or the folder for per-rank models\n"
+    "  --wrt P,...   what to differentiate for (comma-separated)\n"
+    "  --name NAME   the program in a folder holding several\n"
+    "  --opset N     ai.onnx opset of the written models (17..21, default "
+    "17)\n",
+    cmd_grad};
+
+#define MAX_WRT 64
+
+/* The backward of g for the loss named `loss`. */
+static int differentiate(ccg_graph *g, const char *loss, const char *const *wrt,
+                         size_t n_wrt, const char *what) {
+  ccg_value_id l;
+  if (ccg_graph_find_value(g, loss, &l) != CCG_STATUS_OK) {
+    fprintf(stderr,
+            "ccgraph grad: %s: no value named '%s' to use as the "
+            "loss\n",
+            what, loss);
+    return EXIT_BAD_INPUT;
+  }
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = l;
+  o.wrt = n_wrt ? wrt : NULL;
+  o.n_wrt = n_wrt;
+  if (ccg_backward(g, &o) != CCG_STATUS_OK) {
+    fprintf(stderr, "ccgraph grad: %s: %s\n", what, ccg_last_error(g));
+    return EXIT_BAD_INPUT;
+  }
+  return EXIT_OK;
+}
+
+/* Per-rank models into folder `out`; on failure removes what it wrote. */
+static int write_ranks(const cli_program *p, const char *out,
+                       const ccg_onnx_export_options *eo) {
+  if (mkdir(out, 0777) != 0) {
+    struct stat st;
+    if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "ccgraph grad: cannot create folder '%s'\n", out);
+      return EXIT_BAD_INPUT;
+    }
+  }
+  char path[4096];
+  size_t done = 0;
+  int rc = EXIT_OK;
+  for (; done < p->n; done++) {
+    snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, done);
+    if (ccg_onnx_export_file(p->graphs[done], path, eo) != CCG_STATUS_OK) {
+      fprintf(stderr, "ccgraph grad: rank %zu: %s\n", done,
+              ccg_last_error(p->graphs[done]));
+      rc = EXIT_RUNTIME;
+      break;
+    }
+  }
+  if (rc != EXIT_OK)
+    for (size_t r = 0; r < done; r++) {
+      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, r);
+      unlink(path);
+      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx.data", out, p->name, r);
+      unlink(path);
+    }
+  return rc;
+}
+
+static int cmd_grad(int argc, char **argv) {
+  const command *self = &cli_grad_command;
+  const char *loss = NULL, *out = NULL, *wrt_arg = NULL, *name = NULL,
+             *opset = NULL, *path = NULL;
+  const option opts[] = {{"--loss", &loss, NULL}, {"-o", &out, NULL},
+                         {"--out", &out, NULL},   {"--wrt", &wrt_arg, NULL},
+                         {"--name", &name, NULL}, {"--opset", &opset, NULL}};
+  int rc = parse_args(self, argc, argv, opts, 6, &path, 1);
+  if (rc >= 0)
+    return rc;
+  if (!path)
+    return usage_error(self, "missing the model%s", "");
+  if (!loss)
+    return usage_error(self, "missing --loss NAME%s", "");
+  if (!out)
+    return usage_error(self, "missing -o OUT%s", "");
+  ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  if (opset) {
+    char *end;
+    long v = strtol(opset, &end, 10);
+    if (*end || end == opset || v < 17 || v > 21)
+      return usage_error(self, "--opset '%s': give 17 to 21", opset);
+    eo.opset = v;
+  }
+  char wrt_text[2048];
+  const char *wrt[MAX_WRT];
+  size_t n_wrt = 0;
+  if (wrt_arg) {
+    if (strlen(wrt_arg) >= sizeof wrt_text)
+      return usage_error(self, "--wrt is too long%s", "");
+    snprintf(wrt_text, sizeof wrt_text, "%s", wrt_arg);
+    for (char *save = NULL, *t = strtok_r(wrt_text, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+      if (n_wrt == MAX_WRT)
+        return usage_error(self, "--wrt: at most 64 patterns%s", "");
+      wrt[n_wrt++] = t;
+    }
+    if (!n_wrt)
+      return usage_error(self, "--wrt '%s' names nothing", wrt_arg);
+  }
+  cli_program p;
+  const char *paths[1] = {path};
+  rc = cli_load_program(self->name, paths, 1, name, &p);
+  if (rc != EXIT_OK)
+    return rc;
+  for (size_t r = 0; r < p.n && rc == EXIT_OK; r++) {
+    char what[300];
+    if (p.per_rank)
+      snprintf(what, sizeof what, "%s rank %zu", p.name, r);
+    else
+      snprintf(what, sizeof what, "%s", path);
+    rc = differentiate(p.graphs[r], loss, wrt, n_wrt, what);
+  }
+  if (rc == EXIT_OK) {
+    if (p.per_rank) {
+      rc = write_ranks(&p, out, &eo);
+    } else if (ccg_onnx_export_file(p.graphs[0], out, &eo) != CCG_STATUS_OK) {
+      fprintf(stderr, "ccgraph grad: %s\n", ccg_last_error(p.graphs[0]));
+      rc = EXIT_RUNTIME;
+    }
+  }
+  if (rc == EXIT_OK)
+    printf("ccgraph grad: %zu model%s written to %s (%zu nodes%s)\n", p.n,
+           p.n == 1 ? "" : "s", out, ccg_graph_num_nodes(p.graphs[0]),
+           p.n == 1 ? "" : " on rank 0");
+  cli_program_free(&p);
+  return rc;
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# ccgraph grad on the models test_onnx exports: one model and a folder of
+# per-rank models get their backward, the results pass onnx.checker and
+# verify; bad inputs give their exit codes and messages, and leave nothing.
+# usage: test_grad_cli.sh PATH/TO/ccgraph MODELS_DIR CHECK_MODELS.py
+set -u
+tool=$1 models=$2 checker=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+passes=0
+loss=/mlp/Add_5_output_0
+
+# expect CODE PATTERN -- ARGS...: exit status CODE, PATTERN in the output.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local out
+  out=$("$tool" "$@" 2>&1)
+  local got=$?
+  if [ "$got" -ne "$code" ]; then
+    echo "FAIL: ccgraph $* exited $got, expected $code"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  elif ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: ccgraph $*: output lacks /$pattern/"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect 0 'usage: ccgraph grad' -- grad --help
+expect 0 '1 model written to .*/mlp_grad.onnx' -- grad "$models/megatron_mlp.onnx" --loss "$loss" -o "$work/mlp_grad.onnx"
+expect 0 '2 models written to' -- grad "$models" --name megatron_tp2 --loss "$loss" --wrt 'fc*.weight' -o "$work/ranks"
+expect 0 'ok: 2 ranks, 2 communication calls match' -- verify "$work/ranks"
+mkdir "$work/bad"
+expect 2 "no value named 'nope' to use as the loss" -- grad "$models/megatron_mlp.onnx" --loss nope -o "$work/bad/a.onnx"
+expect 2 "wrt 'nothing\*' matches no float graph input or initializer" -- grad "$models/megatron_tp2.rank0.onnx" --loss "$loss" --wrt 'nothing*' -o "$work/bad/r"
+expect 2 'missing.onnx' -- grad "$work/missing.onnx" --loss "$loss" -o "$work/bad/b.onnx"
+expect 1 'missing --loss NAME' -- grad "$models/megatron_mlp.onnx" -o "$work/bad/c.onnx"
+expect 1 'missing -o OUT' -- grad "$models/megatron_mlp.onnx" --loss "$loss"
+expect 1 "--opset '9': give 17 to 21" -- grad "$models/megatron_mlp.onnx" --loss "$loss" --opset 9 -o "$work/bad/d.onnx"
+if [ -n "$(ls -A "$work/bad")" ]; then
+  echo "FAIL: failed runs left files: $(ls "$work/bad")"
+  failures=$((failures + 1))
+else
+  passes=$((passes + 1))
+fi
+if /usr/bin/python3 "$checker" "$work" >"$work/checker.log" 2>&1 &&
+  /usr/bin/python3 "$checker" "$work/ranks" >>"$work/checker.log" 2>&1; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: onnx.checker refused a model ccgraph grad wrote:"
+  sed 's/^/    /' "$work/checker.log"
+  failures=$((failures + 1))
+fi
+echo "cli grad: ${passes} passed, ${failures} failed"
+[ "$failures" -eq 0 ]
