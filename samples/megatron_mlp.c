@@ -6,7 +6,9 @@
  *   -> AllReduce(sum) over tp (reduce_from_tensor_model_parallel_region)
  *   -> + bias (added once, after the reduction)
  * Prints the graph in the format asked for (text, json or dot) and a summary
- * of its collectives. usage: megatron_mlp [--tp N] [--format text|json|dot] */
+ * of its collectives; with --out DIR also writes one ONNX model per rank
+ * (DIR/megatron_mlp.rank<r>.onnx), which `ccgraph verify DIR` checks.
+ * usage: megatron_mlp [--tp N] [--format text|json|dot] [--out DIR] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,7 @@ static float *weights(int64_t n, float scale) {
 int main(int argc, char **argv) {
   int64_t tp = 4, hidden = 64;
   ccg_dump_format fmt = CCG_DUMP_TEXT;
+  const char *out = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--tp") == 0 && i + 1 < argc) {
       tp = atoll(argv[++i]);
@@ -43,9 +46,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "megatron_mlp: %s\n", ccg_last_error(NULL));
         return 1;
       }
+    } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+      out = argv[++i];
     } else {
-      fprintf(stderr,
-              "usage: megatron_mlp [--tp N] [--format text|json|dot]\n");
+      fprintf(stderr, "usage: megatron_mlp [--tp N] [--format text|json|dot] "
+                      "[--out DIR]\n");
       return 1;
     }
   }
@@ -135,6 +140,8 @@ int main(int argc, char **argv) {
            (long long)hidden, (long long)(4 * hidden), (long long)(4 * hidden),
            (long long)hidden);
   }
+  if (out)
+    CHECK(g, ccg_onnx_export_ranks(g, out, "megatron_mlp", NULL));
   ccg_graph_free(g);
   return 0;
 }
