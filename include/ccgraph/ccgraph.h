@@ -10,5 +10,6 @@
 #include "ccgraph/symbolic.h"
 #include "ccgraph/colossal.h"
 #include "ccgraph/dtensor.h"
+#include "ccgraph/shard.h"
 
 #endif

@@ -1,48 +1,12 @@
 /* The ccgraph tool: subcommand dispatch, usage, exit codes. Each subcommand
- * is one row of the table below. */
+ * lives in its own cmd_<name>.c and is one row of the table below. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
+#include "cli/cli.h"
 
-#include "ccgraph/ccgraph.h"
-
-/* Exit codes, documented in `ccgraph --help` and the README. */
-enum {
-  EXIT_OK = 0,
-  EXIT_USAGE = 1,
-  EXIT_BAD_INPUT = 2,
-  EXIT_RUNTIME = 3,
-};
-
-typedef struct command {
-  const char *name;
-  const char *summary;
-  const char *usage;
-  int (*run)(int argc, char **argv);
-} command;
-
-static int cmd_ops(int argc, char **argv);
-static int cmd_mesh(int argc, char **argv);
-
-static const command commands[] = {
-    {"ops", "list the op registry (ops, domains, arity, attributes)",
-     "usage: ccgraph ops [--json]\n"
-     "\n"
-     "Lists every op of the IR: name, domain, inputs, outputs and attributes\n"
-     "(with their types and defaults).\n"
-     "  --json   one JSON document instead of a table\n",
-     cmd_ops},
-    {"mesh", "show a device mesh: ranks, coordinates and groups",
-     "usage: ccgraph mesh SPEC [--axes AXES] [--json]\n"
-     "\n"
-     "SPEC names the mesh axes and sizes, e.g. tp=4 or dp=2,pp=2,tp=2.\n"
-     "Prints each rank's coordinates and, for the group over AXES (default:\n"
-     "every axis in turn), the ranks of each group in group order.\n"
-     "  --axes AXES  comma-separated mesh axes of the group, e.g. dp,tp\n"
-     "  --json       one JSON document instead of text\n",
-     cmd_mesh},
+static const cli_command *const commands[] = {
+    &cli_cmd_ops, &cli_cmd_mesh, &cli_cmd_shard,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -51,270 +15,53 @@ static void print_main_usage(FILE *f) {
              "Parallel model graphs with explicit collectives.\n\n"
              "Commands:\n");
   for (size_t i = 0; i < N_COMMANDS; i++)
-    fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
   fprintf(f, "\n'ccgraph COMMAND --help' shows a command's options.\n\n"
              "Exit status: 0 ok, 1 usage error, 2 bad input (a file, a shape,\n"
-             "a plan, a mesh), 3 runtime or communication failure.\n"
+             "a plan, a mesh), 3 runtime or communication failure, 4 a --check\n"
+             "comparison above its tolerance.\n"
              "Environment: CCG_LOG=debug|info|warn|error|off sets the log "
              "level.\n");
-}
-
-static int usage_error(const command *c, const char *fmt, const char *arg) {
-  fprintf(stderr, "ccgraph %s: ", c->name);
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", c->usage);
-  return EXIT_USAGE;
 }
 
 static bool is_help(const char *a) {
   return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
 }
 
-/* One option of a subcommand: "--name VALUE" when `value` is set, a flag
- * "--name" when `flag` is set. */
-typedef struct option {
-  const char *name;
-  const char **value;
-  bool *flag;
-} option;
-
-/* Parses a subcommand's arguments (argv[0] is its name) into options and up
- * to max_pos positional arguments. Returns -1 to go on, or the exit status:
- * 0 after --help, EXIT_USAGE on a usage error. */
-static int parse_args(const command *self, int argc, char **argv,
-                      const option *opts, size_t n_opts, const char **pos,
-                      size_t max_pos) {
-  size_t n_pos = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (is_help(a)) {
-      fputs(self->usage, stdout);
-      return EXIT_OK;
-    }
-    const option *o = NULL;
-    for (size_t k = 0; a[0] == '-' && k < n_opts; k++)
-      if (strcmp(a, opts[k].name) == 0)
-        o = &opts[k];
-    if (o && o->flag) {
-      *o->flag = true;
-    } else if (o) {
-      if (++i == argc)
-        return usage_error(self, "%s needs a value", a);
-      *o->value = argv[i];
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return usage_error(self, "unknown option '%s'", a);
-    } else if (n_pos < max_pos) {
-      pos[n_pos++] = a;
-    } else {
-      return usage_error(self, "unexpected argument '%s'", a);
-    }
-  }
-  return -1;
+static const cli_command *find(const char *name) {
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    if (strcmp(name, commands[i]->name) == 0)
+      return commands[i];
+  return NULL;
 }
-
-/* Prints a JSON document to stdout; runtime failure if it cannot. */
-static int print_json(json_t *doc) {
-  if (!doc || json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) != 0) {
-    json_decref(doc);
-    fprintf(stderr, "ccgraph: cannot write JSON output\n");
-    return EXIT_RUNTIME;
-  }
-  json_decref(doc);
-  fputc('\n', stdout);
-  return EXIT_OK;
-}
-
-/* ---- ops ----------------------------------------------------------------- */
-
-static int cmd_ops(int argc, char **argv) {
-  bool json = false;
-  const option opts[] = {{"--json", NULL, &json}};
-  int rc = parse_args(&commands[0], argc, argv, opts, 1, NULL, 0);
-  if (rc >= 0)
-    return rc;
-  json_t *arr = json ? json_array() : NULL;
-  if (!json)
-    printf("%-20s %-8s %-7s %-7s %s\n", "op", "domain", "inputs", "outputs",
-           "attributes");
-  for (int op = 0; op < CCG_OP_COUNT; op++) {
-    int imin, imax, omin, omax;
-    ccg_op_arity((ccg_op)op, &imin, &imax, &omin, &omax);
-    const char *dom =
-        *ccg_op_domain((ccg_op)op) ? ccg_op_domain((ccg_op)op) : "ai.onnx";
-    char in[16], out[16], attrs[512] = "";
-    snprintf(in, sizeof in,
-             imax < 0       ? "%d+"
-             : imin == imax ? "%d"
-                            : "%d-%d",
-             imin, imax);
-    snprintf(out, sizeof out,
-             omax < 0       ? "%d+"
-             : omin == omax ? "%d"
-                            : "%d-%d",
-             omin, omax);
-    json_t *jattrs = json ? json_array() : NULL;
-    size_t used = 0;
-    for (size_t a = 0; a < ccg_op_num_attrs((ccg_op)op); a++) {
-      ccg_attr_type t;
-      bool req;
-      const char *name = ccg_op_attr_info((ccg_op)op, a, &t, &req);
-      if (json)
-        json_array_append_new(jattrs, json_pack("{s:s,s:s,s:b}", "name", name,
-                                                "type", ccg_attr_type_name(t),
-                                                "required", req));
-      else if (used < sizeof attrs)
-        used += (size_t)snprintf(attrs + used, sizeof attrs - used, "%s%s:%s%s",
-                                 a ? " " : "", name, ccg_attr_type_name(t),
-                                 req ? "!" : "");
-    }
-    if (json)
-      json_array_append_new(
-          arr,
-          json_pack("{s:s,s:s,s:i,s:i,s:i,s:i,s:b,s:o}", "op",
-                    ccg_op_name((ccg_op)op), "domain", dom, "min_inputs", imin,
-                    "max_inputs", imax, "min_outputs", omin, "max_outputs",
-                    omax, "collective", ccg_op_is_collective((ccg_op)op),
-                    "attributes", jattrs));
-    else
-      printf("%-20s %-8s %-7s %-7s %s\n", ccg_op_name((ccg_op)op), dom, in, out,
-             attrs);
-  }
-  if (json)
-    return print_json(
-        json_pack("{s:i,s:o}", "count", CCG_OP_COUNT, "ops", arr));
-  printf("\n%d ops ('!' = required attribute; -1 max = unbounded)\n",
-         CCG_OP_COUNT);
-  return EXIT_OK;
-}
-
-/* ---- mesh ---------------------------------------------------------------- */
-
-static json_t *group_json(const ccg_mesh *m, unsigned mask) {
-  json_t *groups = json_array();
-  int64_t world = ccg_mesh_world_size(m), w = ccg_mesh_group_size(m, mask);
-  int64_t *ranks = calloc((size_t)w, sizeof *ranks);
-  if (!ranks)
-    return groups;
-  for (int64_t r = 0; r < world; r++) {
-    if (ccg_mesh_rank_in_group(m, r, mask) != 0)
-      continue; /* each group once, from its first rank */
-    ccg_mesh_group_ranks(m, r, mask, ranks);
-    json_t *g = json_array();
-    for (int64_t k = 0; k < w; k++)
-      json_array_append_new(g, json_integer(ranks[k]));
-    json_array_append_new(groups, g);
-  }
-  free(ranks);
-  return groups;
-}
-
-static void print_groups(const ccg_mesh *m, unsigned mask, const char *axes) {
-  json_t *groups = group_json(m, mask);
-  printf("groups over %s (size %lld):", axes,
-         (long long)ccg_mesh_group_size(m, mask));
-  size_t i, k;
-  json_t *g, *r;
-  json_array_foreach(groups, i, g) {
-    printf(" [");
-    json_array_foreach(g, k, r) {
-      printf("%s%lld", k ? " " : "", (long long)json_integer_value(r));
-    }
-    printf("]");
-  }
-  printf("\n");
-  json_decref(groups);
-}
-
-static int cmd_mesh(int argc, char **argv) {
-  const command *self = &commands[1];
-  const char *spec = NULL, *axes = NULL;
-  bool json = false;
-  const option opts[] = {{"--json", NULL, &json}, {"--axes", &axes, NULL}};
-  int rc = parse_args(self, argc, argv, opts, 2, &spec, 1);
-  if (rc >= 0)
-    return rc;
-  if (!spec)
-    return usage_error(self, "%s", "missing the mesh SPEC");
-  ccg_mesh m;
-  if (ccg_mesh_parse(spec, &m) != CCG_STATUS_OK) {
-    fprintf(stderr, "ccgraph mesh: %s\n", ccg_last_error(NULL));
-    return EXIT_BAD_INPUT;
-  }
-  unsigned mask = 0;
-  if (axes && ccg_mesh_axes_mask(&m, axes, &mask) != CCG_STATUS_OK) {
-    fprintf(stderr, "ccgraph mesh: %s\n", ccg_last_error(NULL));
-    return EXIT_BAD_INPUT;
-  }
-  int64_t world = ccg_mesh_world_size(&m);
-  if (json) {
-    json_t *jaxes = json_array(), *coords = json_array(),
-           *groups = json_object();
-    for (int i = 0; i < m.ndims; i++)
-      json_array_append_new(jaxes, json_pack("{s:s,s:I}", "name", m.names[i],
-                                             "size", (json_int_t)m.sizes[i]));
-    for (int64_t r = 0; r < world; r++) {
-      int64_t c[CCG_MAX_MESH_AXES];
-      ccg_mesh_coords(&m, r, c);
-      json_t *jc = json_array();
-      for (int i = 0; i < m.ndims; i++)
-        json_array_append_new(jc, json_integer(c[i]));
-      json_array_append_new(coords, jc);
-    }
-    for (int i = 0; i < m.ndims && !axes; i++)
-      json_object_set_new(groups, m.names[i], group_json(&m, 1u << i));
-    if (axes)
-      json_object_set_new(groups, axes, group_json(&m, mask));
-    return print_json(json_pack("{s:o,s:I,s:o,s:o}", "axes", jaxes, "world",
-                                (json_int_t)world, "coords", coords, "groups",
-                                groups));
-  }
-  char buf[128];
-  ccg_mesh_format(&m, buf, sizeof buf);
-  printf("mesh %s: %lld ranks\n", buf, (long long)world);
-  for (int64_t r = 0; r < world; r++) {
-    int64_t c[CCG_MAX_MESH_AXES];
-    ccg_mesh_coords(&m, r, c);
-    printf("  rank %lld:", (long long)r);
-    for (int i = 0; i < m.ndims; i++)
-      printf(" %s=%lld", m.names[i], (long long)c[i]);
-    printf("\n");
-  }
-  if (axes)
-    print_groups(&m, mask, axes);
-  for (int i = 0; i < m.ndims && !axes; i++)
-    print_groups(&m, 1u << i, m.names[i]);
-  return EXIT_OK;
-}
-
-/* ---- dispatch ------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
   if (argc < 2) {
     print_main_usage(stderr);
-    return EXIT_USAGE;
+    return CLI_USAGE;
   }
   const char *cmd = argv[1];
   if (is_help(cmd) || strcmp(cmd, "help") == 0) {
     if (argc > 2 && strcmp(cmd, "help") == 0) {
-      for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(argv[2], commands[i].name) == 0) {
-          fputs(commands[i].usage, stdout);
-          return EXIT_OK;
-        }
+      const cli_command *c = find(argv[2]);
+      if (c) {
+        fputs(c->usage, stdout);
+        return CLI_OK;
+      }
       fprintf(stderr, "ccgraph: unknown command '%s'\n", argv[2]);
-      return EXIT_USAGE;
+      return CLI_USAGE;
     }
     print_main_usage(stdout);
-    return EXIT_OK;
+    return CLI_OK;
   }
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
     printf("ccgraph %s\n", ccg_version());
-    return EXIT_OK;
+    return CLI_OK;
   }
-  for (size_t i = 0; i < N_COMMANDS; i++)
-    if (strcmp(cmd, commands[i].name) == 0)
-      return commands[i].run(argc - 1, argv + 1);
+  const cli_command *c = find(cmd);
+  if (c)
+    return c->run(c, argc - 1, argv + 1);
   fprintf(stderr, "ccgraph: unknown command '%s'\n\n", cmd);
   print_main_usage(stderr);
-  return EXIT_USAGE;
+  return CLI_USAGE;
 }

@@ -40,7 +40,8 @@ static ccg_status init_values(ccg_exec *x) {
       break;
     case CCG_VALUE_INITIALIZER:
       v->kind = CCG__V_STATIC;
-      v->init = ccg_value_data(g, id)->data;
+      /* this rank's weight shard where the graph holds one */
+      v->init = ccg_value_rank_data(g, id, x->rank)->data;
       break;
     default:
       v->kind = CCG__V_ARENA;
