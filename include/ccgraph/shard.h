@@ -27,8 +27,8 @@ typedef struct ccg_shard_options {
 
 /* What the pass did. */
 typedef struct ccg_shard_report {
-  size_t n_sharded_params;  /* initializers split across the axis */
-  size_t n_collectives;     /* collective nodes inserted */
+  size_t n_sharded_params;   /* initializers split across the axis */
+  size_t n_collectives;      /* collective nodes inserted */
   size_t n_reshape_rewrites; /* Reshape targets divided by the group size */
 } ccg_shard_report;
 

@@ -46,7 +46,7 @@ static int run_mesh(const cli_command *self, int argc, char **argv) {
   const char *spec = NULL, *axes = NULL;
   bool json = false;
   const cli_option opts[] = {{"--json", NULL, &json, NULL, NULL, 0},
-                            {"--axes", &axes, NULL, NULL, NULL, 0}};
+                             {"--axes", &axes, NULL, NULL, NULL, 0}};
   int rc = cli_parse_args(self, argc, argv, opts, 2, &spec, 1, NULL);
   if (rc >= 0)
     return rc;
@@ -80,8 +80,8 @@ static int run_mesh(const cli_command *self, int argc, char **argv) {
     if (axes)
       json_object_set_new(groups, axes, group_json(&m, mask));
     return cli_print_json(json_pack("{s:o,s:I,s:o,s:o}", "axes", jaxes, "world",
-                                (json_int_t)world, "coords", coords, "groups",
-                                groups));
+                                    (json_int_t)world, "coords", coords,
+                                    "groups", groups));
   }
   char buf[128];
   ccg_mesh_format(&m, buf, sizeof buf);

@@ -64,9 +64,8 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
                                                 name, (long long)r));
     return cli_print_json(json_pack(
         "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:o}", "model", name, "mesh", mesh,
-        "ranks", (json_int_t)world, "nodes",
-        (json_int_t)ccg_graph_num_nodes(s), "collectives",
-        cli_collectives_json(counts), "sharded_params",
+        "ranks", (json_int_t)world, "nodes", (json_int_t)ccg_graph_num_nodes(s),
+        "collectives", cli_collectives_json(counts), "sharded_params",
         (json_int_t)rep->n_sharded_params, "reshape_rewrites",
         (json_int_t)rep->n_reshape_rewrites, "sequence_parallel", a->sp,
         "files", files));

@@ -6,7 +6,9 @@
 #include "cli/cli.h"
 
 static const cli_command *const commands[] = {
-    &cli_cmd_ops, &cli_cmd_mesh, &cli_cmd_shard,
+    &cli_cmd_ops,
+    &cli_cmd_mesh,
+    &cli_cmd_shard,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -16,12 +18,13 @@ static void print_main_usage(FILE *f) {
              "Commands:\n");
   for (size_t i = 0; i < N_COMMANDS; i++)
     fprintf(f, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
-  fprintf(f, "\n'ccgraph COMMAND --help' shows a command's options.\n\n"
-             "Exit status: 0 ok, 1 usage error, 2 bad input (a file, a shape,\n"
-             "a plan, a mesh), 3 runtime or communication failure, 4 a --check\n"
-             "comparison above its tolerance.\n"
-             "Environment: CCG_LOG=debug|info|warn|error|off sets the log "
-             "level.\n");
+  fprintf(f,
+          "\n'ccgraph COMMAND --help' shows a command's options.\n\n"
+          "Exit status: 0 ok, 1 usage error, 2 bad input (a file, a shape,\n"
+          "a plan, a mesh), 3 runtime or communication failure, 4 a --check\n"
+          "comparison above its tolerance.\n"
+          "Environment: CCG_LOG=debug|info|warn|error|off sets the log "
+          "level.\n");
 }
 
 static bool is_help(const char *a) {

@@ -152,8 +152,8 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
     const ccg_shape *s = ccg_value_shape(sh->s, v);
     if (to.dim >= s->rank)
       return sh_fail(sh, CCG_STATUS_INVALID_ARG,
-                     "value '%s' has no dim %d to shard", ccg_value_name(sh->s, v),
-                     to.dim);
+                     "value '%s' has no dim %d to shard",
+                     ccg_value_name(sh->s, v), to.dim);
     ccg_dim d = s->dims[to.dim];
     if (!ccg_dim_is_sym(d) && d.size % sh->W != 0)
       return sh_fail(sh, CCG_STATUS_SHAPE,
@@ -215,8 +215,8 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
   char buf[512];
   ccg_tensor t = {dt, rank, {0}, chunks[0]};
   memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-  SH_S(sh, ccg_graph_add_initializer(sh->s, weight_name(sh, name, buf, sizeof buf),
-                                     &t, out));
+  SH_S(sh, ccg_graph_add_initializer(
+               sh->s, weight_name(sh, name, buf, sizeof buf), &t, out));
   int64_t world = ccg_mesh_world_size(&sh->mesh);
   for (int64_t g = 0; g < world; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
@@ -406,7 +406,8 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
   return sh_move(sh, v, cur, want, out);
 }
 
-/* ---- emitting copies ------------------------------------------------------ */
+/* ---- emitting copies ------------------------------------------------------
+ */
 
 ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
                    const ccg_attr *attrs, size_t n_attrs, ccg_placement outp,
@@ -449,8 +450,8 @@ ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
   if (st != CCG_STATUS_OK)
     return from_s(sh, st);
   for (size_t i = 0; i < n_out; i++)
-    CCG_CHECK(sh_set(sh, ccg_node_output(g, n, i), ccg_node_output(sh->s, sn, i),
-                     outp, blocks));
+    CCG_CHECK(sh_set(sh, ccg_node_output(g, n, i),
+                     ccg_node_output(sh->s, sn, i), outp, blocks));
   return CCG_STATUS_OK;
 }
 
@@ -545,8 +546,8 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
                    "unsharded model");
   char module[512] = "";
   long e = node_entry(sh, n, module, sizeof module);
-  const ccg_plan_entry *pe = e >= 0 ? ccg_plan_entry_at(sh->plan, (size_t)e)
-                                    : NULL;
+  const ccg_plan_entry *pe =
+      e >= 0 ? ccg_plan_entry_at(sh->plan, (size_t)e) : NULL;
   if (pe && pe->style == CCG_PLAN_ULYSSES) {
     sh->used[e] = true;
     sh->cur_ulysses = ulysses_index(sh, module, pe->sequence_dim);

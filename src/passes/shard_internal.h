@@ -35,9 +35,9 @@ typedef struct shard {
   ccg_graph *s; /* result */
   const ccg_plan *plan;
   ccg_mesh mesh;
-  int axis;   /* mesh axis index */
-  int nd;     /* mesh ndims */
-  int64_t W;  /* group size on the axis */
+  int axis;  /* mesh axis index */
+  int nd;    /* mesh ndims */
+  int64_t W; /* group size on the axis */
   const char *axis_name;
   bool sp;
   int64_t seq_dim;

@@ -8,9 +8,7 @@
 
 #include "passes/shard_internal.h"
 
-static bool is_shard(ccg_placement p) {
-  return p.kind == CCG_PLACEMENT_SHARD;
-}
+static bool is_shard(ccg_placement p) { return p.kind == CCG_PLACEMENT_SHARD; }
 static bool is_partial(ccg_placement p) {
   return p.kind == CCG_PLACEMENT_PARTIAL;
 }
@@ -37,10 +35,10 @@ static bool any_sharded(const ccg_placement *p, size_t n) {
 }
 
 /* Fetches every input of n as wanted and copies n. */
-static ccg_status fetch_emit(shard *sh, ccg_node_id n, const ccg_placement *want,
-                             const int *blocks, const ccg_attr *attrs,
-                             size_t n_attrs, ccg_placement outp,
-                             int out_blocks) {
+static ccg_status fetch_emit(shard *sh, ccg_node_id n,
+                             const ccg_placement *want, const int *blocks,
+                             const ccg_attr *attrs, size_t n_attrs,
+                             ccg_placement outp, int out_blocks) {
   size_t nin = ccg_node_num_inputs(sh->g, n);
   ccg_value_id in[64];
   if (nin > 64)
@@ -211,9 +209,9 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
   ccg_value_id y = ccg_node_output(g, n, 0);
   ccg_placement p = sh_cur(sh, x, NULL);
-  int od = is_shard(p) ? reshape_dim(sh, sh_gshape(sh, x), sh_gshape(sh, y),
-                                     p.dim)
-                       : -1;
+  int od = is_shard(p)
+               ? reshape_dim(sh, sh_gshape(sh, x), sh_gshape(sh, y), p.dim)
+               : -1;
   if (is_shard(p) && od < 0)
     p = sh_R(); /* the shard does not survive this reshape: gather first */
   ccg_placement want[2] = {p, sh_R()};

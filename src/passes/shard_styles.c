@@ -103,8 +103,8 @@ static ccg_status linear_parts(shard *sh, ccg_node_id n, bool *is_linear,
     *trans_w = tb != 0;
     if (ccg_node_num_inputs(g, n) > 2)
       *bias = ccg_node_input(g, n, 2);
-    if (*bias != CCG_NONE && (!sh_is_weight(sh, *bias) ||
-                              ccg_value_shape(g, *bias)->rank != 1))
+    if (*bias != CCG_NONE &&
+        (!sh_is_weight(sh, *bias) || ccg_value_shape(g, *bias)->rank != 1))
       return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
                      "a parallel Gemm's C must be a 1-D weight");
   }
@@ -145,8 +145,8 @@ static ccg_status colwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
   ccg_value_id xs, w, b = CCG_NONE, ys;
   /* gathered once, shared by every Linear that reads x (Q, K and V) */
   CCG_CHECK(sh_get(sh, x, sh_R(), 1, false, &xs));
-  CCG_CHECK(sh_weight(sh, ccg_node_input(g, n, 1), sh_S(1), blocks, tw, false,
-                      &w));
+  CCG_CHECK(
+      sh_weight(sh, ccg_node_input(g, n, 1), sh_S(1), blocks, tw, false, &w));
   if (bias != CCG_NONE)
     CCG_CHECK(sh_weight(sh, bias, sh_S(0), blocks, false, false, &b));
   ccg_dtensor_style_options o = style_opts(sh, e, sh_R(), out);
@@ -218,20 +218,19 @@ static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
   ccg_dim sd = ccg_value_shape(g, x)->dims[seq];
   if (seq < 0 || seq >= rx - 1)
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
-                   "sequence_dim %d is not a dim of '%s' before the last",
-                   seq, ccg_value_name(g, x));
+                   "sequence_dim %d is not a dim of '%s' before the last", seq,
+                   ccg_value_name(g, x));
   if (!ccg_dim_is_sym(sd) && sd.size % sh->W != 0)
     return sh_fail(sh, CCG_STATUS_SHAPE,
                    "value '%s' sequence dim %d (size %lld) is not divisible "
                    "by %s=%lld",
-                   ccg_value_name(g, x), seq, (long long)sd.size,
-                   sh->axis_name, (long long)sh->W);
+                   ccg_value_name(g, x), seq, (long long)sd.size, sh->axis_name,
+                   (long long)sh->W);
   int xb;
   ccg_placement xp = sh_cur(sh, x, &xb);
   ccg_value_id xs, scale, bias = CCG_NONE, ys;
   CCG_CHECK(sh_get(sh, x, xp, 1, false, &xs));
-  CCG_CHECK(
-      sh_get(sh, ccg_node_input(g, n, 1), sh_R(), 1, false, &scale));
+  CCG_CHECK(sh_get(sh, ccg_node_input(g, n, 1), sh_R(), 1, false, &scale));
   if (ccg_node_num_inputs(g, n) > 2)
     CCG_CHECK(sh_get(sh, ccg_node_input(g, n, 2), sh_R(), 1, false, &bias));
   ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
@@ -240,7 +239,8 @@ static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
   o.epsilon = eps;
   o.use_local_output = e ? e->use_local_output : false;
   int pushed = push(sh, n);
-  ccg_status st = ccg_dtensor_sequence_parallel(sh->s, xs, scale, bias, &o, &ys);
+  ccg_status st =
+      ccg_dtensor_sequence_parallel(sh->s, xs, scale, bias, &o, &ys);
   pop(sh, pushed);
   if (st != CCG_STATUS_OK)
     return s_fail(sh, st);
@@ -277,8 +277,7 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   unsigned char **mch = calloc((size_t)W, sizeof *mch);
   ccg_status st = CCG_STATUS_OK;
   if (!mem || !wch || !mch) {
-    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for embedding '%s'",
-                 wname);
+    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for embedding '%s'", wname);
     goto out;
   }
   for (int64_t r = 0; r < W; r++) {
@@ -300,9 +299,9 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, wname, t->dtype, t->rank, wd, wch, sh_S(0), &w),
       st, out);
-  CCG_CHECK_GOTO(sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch,
-                                    sh_R(), &map),
-                 st, out);
+  CCG_CHECK_GOTO(
+      sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch, sh_R(), &map),
+      st, out);
   sh->rep.n_sharded_params--; /* the map is not a parameter */
   CCG_CHECK_GOTO(sh_get(sh, ids, sh_R(), 1, false, &idr), st, out);
   int pushed = push(sh, n);
