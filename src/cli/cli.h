@@ -91,7 +91,7 @@ void cli_format_collectives(const size_t *counts, char *buf, size_t size);
 /* {"AllReduce": 4, ...}. */
 json_t *cli_collectives_json(const size_t *counts);
 
-extern const cli_command cli_cmd_ops, cli_cmd_mesh, cli_cmd_shard, cli_cmd_run,
+extern const cli_command cli_cmd_ops, cli_cmd_mesh, cli_cmd_shard,
     cli_cmd_inspect;
 
 #endif

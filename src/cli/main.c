@@ -9,6 +9,7 @@ static const cli_command *const commands[] = {
     &cli_cmd_ops,
     &cli_cmd_mesh,
     &cli_cmd_shard,
+    &cli_cmd_inspect,
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

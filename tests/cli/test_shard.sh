@@ -37,6 +37,14 @@ expect 0 '"reshape_rewrites": 8' -- shard "$work/gpt.onnx" --plan "$plan" --mesh
 expect 0 'AllGather 6, ReduceScatter 5' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/sp" --sequence-parallel
 $py "$src/tests/onnx/check_models.py" "$work/all" | tail -1 || failures=$((failures + 1))
 
+# inspect: a folder's per-rank summary, a rank model as text, JSON and DOT
+expect 0 'rank 3: .*mesh tp=4.*AllReduce 5, AllGather 1' -- inspect "$work/out_gpt_tp4"
+expect 0 '"ranks": 4' -- inspect "$work/out_gpt_tp4" --format json
+expect 0 'AllReduce' -- inspect "$work/out_gpt_tp4/gpt.rank1.onnx"
+expect 0 'digraph' -- inspect "$work/out_gpt_tp4/gpt.rank1.onnx" --format dot
+expect 2 "nope" -- inspect "$work/nope.onnx"
+expect 1 "--format must be text, json or dot" -- inspect "$work/gpt.onnx" --format png
+
 # bad inputs
 expect 2 "nope.onnx" -- shard "$work/nope.onnx" --plan "$plan" --mesh tp=2 -o "$work/x1"
 echo '{"fc": "sideways"}' > "$work/bad_plan.json"
