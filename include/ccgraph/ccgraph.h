@@ -12,5 +12,6 @@
 #include "ccgraph/dtensor.h"
 #include "ccgraph/autodiff.h"
 #include "ccgraph/verify.h"
+#include "ccgraph/shard.h"
 
 #endif

@@ -96,10 +96,11 @@ typedef struct ccg_exec_options {
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every
  * shape bound to numbers (an unbound symbol is an error naming it and the
- * value), the memory plan and the kernels. The graph is borrowed and must
- * outlive the executor unchanged; like any use of a graph, creation is not
- * safe from several threads at once (ccg_exec_run_local takes care of it).
- * "new": free with ccg_exec_free. Errors go to g. */
+ * value), the memory plan and the kernels. Initializers read the rank's own
+ * data where the graph holds per-rank data (ccg_value_rank_data). The graph is
+ * borrowed and must outlive the executor unchanged; like any use of a graph,
+ * creation is not safe from several threads at once (ccg_exec_run_local takes
+ * care of it). "new": free with ccg_exec_free. Errors go to g. */
 CCG_API ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
                                    ccg_exec **out);
 CCG_API void ccg_exec_free(ccg_exec *x);

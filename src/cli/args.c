@@ -1,12 +1,18 @@
 /* Argument parsing and output helpers every subcommand shares. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
-int usage_error(const command *c, const char *fmt, const char *arg) {
+int usage_error(const command *c, const char *fmt, ...) {
+  va_list ap;
   fprintf(stderr, "ccgraph %s: ", c->name);
-  fprintf(stderr, fmt, arg);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
   fprintf(stderr, "\n%s", c->usage);
   return EXIT_USAGE;
 }
@@ -58,4 +64,85 @@ int print_json(json_t *doc) {
   json_decref(doc);
   fputc('\n', stdout);
   return EXIT_OK;
+}
+
+/* ---- shared by the subcommands ---------------------------------------- */
+
+int cli_fail(const command *self, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "ccgraph %s: ", self->name);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return code;
+}
+
+int cli_status_code(ccg_status st) {
+  switch (st) {
+  case CCG_STATUS_OK:
+    return EXIT_OK;
+  case CCG_STATUS_INVALID_ARG:
+  case CCG_STATUS_SHAPE:
+  case CCG_STATUS_DTYPE:
+  case CCG_STATUS_UNSUPPORTED:
+  case CCG_STATUS_PARSE:
+  case CCG_STATUS_IO:
+    return EXIT_BAD_INPUT;
+  default:
+    return EXIT_RUNTIME;
+  }
+}
+
+void cli_progress(const char *what, size_t i, size_t n) {
+  if (!isatty(STDOUT_FILENO))
+    return;
+  printf("\r%s %zu/%zu", what, i, n);
+  fflush(stdout);
+}
+
+void cli_progress_done(void) {
+  if (!isatty(STDOUT_FILENO))
+    return;
+  printf("\r\033[K");
+  fflush(stdout);
+}
+
+bool cli_is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+size_t cli_count_collectives(const ccg_graph *g, size_t *counts) {
+  size_t total = 0;
+  memset(counts, 0, CCG_OP_COUNT * sizeof *counts);
+  for (size_t n = 0; n < ccg_graph_num_nodes(g); n++) {
+    ccg_op op = ccg_node_op(g, (ccg_node_id)n);
+    if (ccg_op_is_collective(op)) {
+      counts[op]++;
+      total++;
+    }
+  }
+  return total;
+}
+
+void cli_format_collectives(const size_t *counts, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int op = 0; op < CCG_OP_COUNT && used < size; op++)
+    if (counts[op])
+      used += (size_t)snprintf(buf + used, size - used, "%s%s %zu",
+                               used ? ", " : "", ccg_op_name((ccg_op)op),
+                               counts[op]);
+  if (!used)
+    snprintf(buf, size, "none");
+}
+
+json_t *cli_collectives_json(const size_t *counts) {
+  json_t *o = json_object();
+  for (int op = 0; op < CCG_OP_COUNT; op++)
+    if (counts[op])
+      json_object_set_new(o, ccg_op_name((ccg_op)op),
+                          json_integer((json_int_t)counts[op]));
+  return o;
 }

@@ -16,6 +16,7 @@ enum {
   EXIT_USAGE = 1,
   EXIT_BAD_INPUT = 2,
   EXIT_RUNTIME = 3,
+  EXIT_CHECK = 4, /* a comparison above its tolerance (demo, run --check) */
 };
 
 typedef struct command {
@@ -34,7 +35,26 @@ typedef struct option {
 } option;
 
 /* Prints "ccgraph NAME: <message>" and the usage to stderr; EXIT_USAGE. */
-int usage_error(const command *c, const char *fmt, const char *arg);
+int usage_error(const command *c, const char *fmt, ...) CCG_PRINTF(2, 3);
+/* Prints "ccgraph NAME: <message>" to stderr and returns `code`. */
+int cli_fail(const command *self, int code, const char *fmt, ...)
+    CCG_PRINTF(3, 4);
+/* The exit code for a library status: bad input (2) for what the user gave
+ * (argument, shape, dtype, parse, unsupported, i/o), runtime (3) else. */
+int cli_status_code(ccg_status st);
+/* A progress line on stdout, only when stdout is a terminal: "\r<what>
+ * i/n"; cli_progress_done clears it. */
+void cli_progress(const char *what, size_t i, size_t n);
+void cli_progress_done(void);
+/* True if `path` is a folder. */
+bool cli_is_dir(const char *path);
+/* Collective nodes of g by op: counts[op] (CCG_OP_COUNT entries); returns
+ * the total. */
+size_t cli_count_collectives(const ccg_graph *g, size_t *counts);
+/* "AllReduce 4, AllGather 2" (or "none") into buf. */
+void cli_format_collectives(const size_t *counts, char *buf, size_t size);
+/* {"AllReduce": 4, ...}. */
+json_t *cli_collectives_json(const size_t *counts);
 bool is_help(const char *a);
 /* Parses a subcommand's arguments (argv[0] is its name) into options and up
  * to max_pos positional arguments. Returns -1 to go on, or the exit status:
@@ -58,6 +78,9 @@ typedef struct cli_program {
 } cli_program;
 int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
                      const char *name, cli_program *out);
+/* One model file; on failure prints "ccgraph CMD: ..." and returns
+ * EXIT_BAD_INPUT. "new": ccg_graph_free. */
+int cli_import(const char *cmd, const char *path, ccg_graph **out);
 
 /* The arguments of a subcommand that reads a program: model paths and
  * --name, --stage-axis, --json, plus the command's own options. */
@@ -85,6 +108,8 @@ void cli_program_free(cli_program *p);
 
 extern const command cli_demo_command;
 extern const command cli_grad_command;
+extern const command cli_shard_command;
+extern const command cli_inspect_command;
 extern const command cli_verify_command;
 extern const command cli_cost_command;
 

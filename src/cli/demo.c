@@ -38,8 +38,6 @@ const command cli_demo_command = {
     "  --json          one JSON document on stdout\n",
     cmd_demo};
 
-#define EXIT_CHECK 4
-
 typedef struct demo {
   demo_sizes z;
   int w, steps;
@@ -204,37 +202,11 @@ static int compare(demo *d) {
   return EXIT_OK;
 }
 
-/* Collectives of rank 0's model by op, as "AllGather 4, ...". */
-static void collectives_by_kind(const demo *d, char *buf, size_t size,
-                                json_t *obj) {
-  int count[CCG_OP_COUNT] = {0};
-  ccg_graph *g = d->ranks[0];
-  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
-    ccg_op op = ccg_node_op(g, (ccg_node_id)i);
-    if (strcmp(ccg_op_domain(op), "ccgraph") == 0)
-      count[op]++;
-  }
-  size_t used = 0;
-  buf[0] = '\0';
-  for (int op = 0; op < CCG_OP_COUNT; op++) {
-    if (!count[op])
-      continue;
-    if (obj)
-      json_object_set_new(obj, ccg_op_name((ccg_op)op),
-                          json_integer(count[op]));
-    if (used < size)
-      used +=
-          (size_t)snprintf(buf + used, size - used, "%s%s %d", used ? ", " : "",
-                           ccg_op_name((ccg_op)op), count[op]);
-  }
-  if (!used)
-    snprintf(buf, size, "none");
-}
-
 static int report(demo *d) {
   char kinds[512];
-  json_t *by_kind = d->json ? json_object() : NULL;
-  collectives_by_kind(d, kinds, sizeof kinds, by_kind);
+  size_t counts[CCG_OP_COUNT];
+  cli_count_collectives(d->ranks[0], counts);
+  cli_format_collectives(counts, kinds, sizeof kinds);
   double bytes = d->cost->n_ranks ? d->cost->rank_bytes[0] : 0;
   size_t nodes = ccg_graph_num_nodes(d->ranks[0]);
   bool ok = d->diff_y <= d->tol && d->diff_grad <= d->tol;
@@ -249,7 +221,7 @@ static int report(demo *d) {
     json_object_set_new(doc, "model", model);
     json_object_set_new(doc, "sequence_parallel", json_boolean(d->w > 1));
     json_object_set_new(doc, "nodes_per_rank", json_integer((json_int_t)nodes));
-    json_object_set_new(doc, "collectives", by_kind);
+    json_object_set_new(doc, "collectives", cli_collectives_json(counts));
     json_object_set_new(doc, "verified_calls",
                         json_integer((json_int_t)d->n_calls));
     json_object_set_new(doc, "bytes_moved_per_step", json_real(bytes));

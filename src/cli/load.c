@@ -37,7 +37,7 @@ static bool parse_rank_file(const char *file, size_t *name_len, long *rank) {
   return *name_len > 0;
 }
 
-static int load_one(const char *cmd, const char *path, ccg_graph **out) {
+int cli_import(const char *cmd, const char *path, ccg_graph **out) {
   if (ccg_onnx_import_file(path, NULL, out) != CCG_STATUS_OK) {
     fprintf(stderr, "ccgraph %s: %s\n", cmd, ccg_last_error(NULL));
     return EXIT_BAD_INPUT;
@@ -112,7 +112,7 @@ static int load_ranks(const char *cmd, const char *dir, const char *name,
               cmd, path, max_rank, prog);
       rc = EXIT_BAD_INPUT;
     } else {
-      rc = load_one(cmd, path, &out->graphs[r]);
+      rc = cli_import(cmd, path, &out->graphs[r]);
     }
   }
   if (rc != EXIT_OK)
@@ -150,7 +150,7 @@ int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
   }
   out->n = n_paths;
   for (size_t i = 0; i < n_paths; i++) {
-    int rc = load_one(cmd, paths[i], &out->graphs[i]);
+    int rc = cli_import(cmd, paths[i], &out->graphs[i]);
     if (rc != EXIT_OK) {
       cli_program_free(out);
       return rc;

@@ -36,6 +36,8 @@ static const command mesh_command = {
 static const command *const commands[] = {
     &cli_demo_command,
     &cli_grad_command,
+    &cli_shard_command,
+    &cli_inspect_command,
     &ops_command,
     &mesh_command,
     &cli_verify_command,

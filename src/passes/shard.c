@@ -1,0 +1,745 @@
+/* The shard pass: driver, the values of the sharded graph, weight shards
+ * (per-rank initializer data) and redistribution. The source graph is read
+ * only (its shapes are global); the result is a new graph whose shapes are
+ * local. Every collective comes from the mapping library (dtensor styles and
+ * dtensor.redistribute), so its nodes carry mapping tags. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/shard_internal.h"
+
+bool sh_same(ccg_placement a, ccg_placement b) {
+  if (a.kind != b.kind)
+    return false;
+  if (a.kind == CCG_PLACEMENT_SHARD)
+    return a.dim == b.dim;
+  if (a.kind == CCG_PLACEMENT_PARTIAL)
+    return a.reduce == b.reduce;
+  return true;
+}
+
+ccg_status sh_fail(shard *sh, ccg_status st, const char *fmt, ...) {
+  char what[900];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (sh->node != CCG_NONE)
+    return ccg__error((ccg_ctx *)sh->g, st, "shard: node '%s' (%s): %s",
+                      ccg_node_name(sh->g, sh->node),
+                      ccg_op_name(ccg_node_op(sh->g, sh->node)), what);
+  return ccg__error((ccg_ctx *)sh->g, st, "shard: %s", what);
+}
+
+/* A failure recorded on the sharded graph, moved to the source graph. */
+static ccg_status from_s(shard *sh, ccg_status st) {
+  return sh_fail(sh, st, "%s", ccg_last_error(sh->s));
+}
+#define SH_S(sh, call)                                                         \
+  do {                                                                         \
+    ccg_status st__ = (call);                                                  \
+    if (st__ != CCG_STATUS_OK)                                                 \
+      return from_s((sh), st__);                                               \
+  } while (0)
+
+const ccg_shape *sh_gshape(const shard *sh, ccg_value_id gv) {
+  return ccg_value_shape(sh->g, gv);
+}
+
+bool sh_is_weight(const shard *sh, ccg_value_id gv) {
+  return ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER;
+}
+
+static bool name_taken(shard *sh, const char *name) {
+  ccg_value_id v;
+  ccg_node_id n;
+  bool taken = ccg_graph_find_value(sh->s, name, &v) == CCG_STATUS_OK ||
+               ccg_graph_find_node(sh->s, name, &n) == CCG_STATUS_OK;
+  ccg_clear_error(sh->s);
+  return taken;
+}
+
+/* Pushes the scopes of a torch-style node name ("/h.0/attn/MatMul" ->
+ * "h.0", "attn") so that inserted nodes are named beside the original. */
+static int push_scopes(shard *sh, ccg_node_id n) {
+  const char *name = n == CCG_NONE ? NULL : ccg_node_name(sh->g, n);
+  int pushed = 0;
+  if (!name)
+    return 0;
+  const char *p = name[0] == '/' ? name + 1 : name;
+  for (const char *slash; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+    char seg[256];
+    size_t len = (size_t)(slash - p);
+    if (!len || len >= sizeof seg)
+      continue;
+    memcpy(seg, p, len);
+    seg[len] = '\0';
+    if (ccg_graph_push_scope(sh->s, seg) != CCG_STATUS_OK)
+      break;
+    pushed++;
+  }
+  return pushed;
+}
+
+static void pop_scopes(shard *sh, int n) {
+  while (n-- > 0)
+    ccg_graph_pop_scope(sh->s);
+}
+
+/* Full placements (every mesh axis) of sharded value v with `on_axis` on
+ * the plan's axis; other axes keep v's own, else Replicate. */
+static void full_placements(shard *sh, ccg_value_id v, ccg_placement on_axis,
+                            ccg_placement *p) {
+  for (int i = 0; i < CCG_MAX_MESH_AXES; i++)
+    p[i] = sh_R();
+  if (v != CCG_NONE)
+    ccg_value_placements(sh->s, v, p);
+  p[sh->axis] = on_axis;
+}
+
+ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
+                  int blocks) {
+  ccg_placement full[CCG_MAX_MESH_AXES];
+  full_placements(sh, v, p, full);
+  SH_S(sh, ccg_value_set_placements(sh->s, v, full, sh->nd));
+  sh->vals[gv].v = v;
+  sh->vals[gv].p = p;
+  sh->vals[gv].blocks = blocks;
+  return CCG_STATUS_OK;
+}
+
+static sh_cache *cache_find(shard *sh, ccg_value_id key, ccg_placement p,
+                            int blocks, int flags) {
+  for (size_t i = 0; i < sh->n_cache; i++) {
+    sh_cache *c = &sh->cache[i];
+    if (c->key == key && c->blocks == blocks && c->flags == flags &&
+        sh_same(c->p, p))
+      return c;
+  }
+  return NULL;
+}
+
+static ccg_status cache_put(shard *sh, ccg_value_id key, ccg_placement p,
+                            int blocks, int flags, ccg_value_id v) {
+  if (sh->n_cache == sh->cap_cache) {
+    size_t cap = sh->cap_cache ? 2 * sh->cap_cache : 64;
+    sh_cache *c = realloc(sh->cache, cap * sizeof *c);
+    if (!c)
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+    sh->cache = c;
+    sh->cap_cache = cap;
+  }
+  sh->cache[sh->n_cache++] = (sh_cache){key, p, blocks, flags, v};
+  return CCG_STATUS_OK;
+}
+
+/* ---- redistribution ------------------------------------------------------ */
+
+ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
+                   ccg_placement to, ccg_value_id *out) {
+  if (sh_same(from, to)) {
+    *out = v;
+    return CCG_STATUS_OK;
+  }
+  sh_cache *c = cache_find(sh, v, to, 1, SH_MOVE);
+  if (c) {
+    *out = c->v;
+    return CCG_STATUS_OK;
+  }
+  if (to.kind == CCG_PLACEMENT_SHARD) {
+    const ccg_shape *s = ccg_value_shape(sh->s, v);
+    if (to.dim >= s->rank)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "value '%s' has no dim %d to shard",
+                     ccg_value_name(sh->s, v), to.dim);
+    ccg_dim d = s->dims[to.dim];
+    if (!ccg_dim_is_sym(d) && d.size % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "value '%s' dim %d (size %lld) is not divisible by "
+                     "%s=%lld",
+                     ccg_value_name(sh->s, v), to.dim, (long long)d.size,
+                     sh->axis_name, (long long)sh->W);
+  }
+  ccg_placement pf[CCG_MAX_MESH_AXES], pt[CCG_MAX_MESH_AXES];
+  full_placements(sh, v, from, pf);
+  memcpy(pt, pf, sizeof pt);
+  pt[sh->axis] = to;
+  int pushed = push_scopes(sh, sh->node);
+  ccg_status st = ccg_dtensor_redistribute(sh->s, v, pf, pt, out);
+  pop_scopes(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return from_s(sh, st);
+  return cache_put(sh, v, to, 1, SH_MOVE, *out);
+}
+
+/* ---- weights ------------------------------------------------------------- */
+
+/* Copies the `r`-th of W chunks of each of `blocks` blocks of dim d. */
+static void slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
+                        int64_t r, unsigned char *dst) {
+  size_t es = ccg_dtype_size(t->dtype);
+  size_t outer = 1, inner = es;
+  for (int i = 0; i < d; i++)
+    outer *= (size_t)t->dims[i];
+  for (int i = d + 1; i < t->rank; i++)
+    inner *= (size_t)t->dims[i];
+  size_t D = (size_t)t->dims[d], bk = D / (size_t)blocks, c = bk / (size_t)W;
+  const unsigned char *src = t->data;
+  for (size_t o = 0; o < outer; o++)
+    for (size_t b = 0; b < (size_t)blocks; b++) {
+      size_t row = b * bk + (size_t)r * c;
+      memcpy(dst, src + (o * D + row) * inner, c * inner);
+      dst += c * inner;
+    }
+}
+
+/* A fresh name for a weight: its own when free, else "<name>.<k>". */
+static const char *weight_name(shard *sh, const char *base, char *buf,
+                               size_t size) {
+  if (!name_taken(sh, base))
+    return base;
+  for (int k = 1;; k++) {
+    if (snprintf(buf, size, "%.400s.%d", base, k) >= (int)size)
+      return base;
+    if (!name_taken(sh, buf))
+      return buf;
+  }
+}
+
+ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
+                              int rank, const int64_t *dims,
+                              unsigned char *const *chunks, ccg_placement p,
+                              ccg_value_id *out) {
+  char buf[512];
+  ccg_tensor t = {dt, rank, {0}, chunks[0]};
+  memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+  SH_S(sh, ccg_graph_add_initializer(
+               sh->s, weight_name(sh, name, buf, sizeof buf), &t, out));
+  int64_t world = ccg_mesh_world_size(&sh->mesh);
+  for (int64_t g = 0; g < world; g++) {
+    int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
+    t.data = chunks[r];
+    SH_S(sh, ccg_graph_set_initializer_rank_data(sh->s, *out, g, &t));
+  }
+  ccg_placement full[CCG_MAX_MESH_AXES];
+  full_placements(sh, CCG_NONE, p, full);
+  SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+  sh->rep.n_sharded_params++;
+  return CCG_STATUS_OK;
+}
+
+/* t transposed (2-D) into new memory. */
+static void *transposed(const ccg_tensor *t, ccg_tensor *out) {
+  size_t es = ccg_dtype_size(t->dtype);
+  int64_t m = t->dims[0], n = t->dims[1];
+  unsigned char *d = malloc((size_t)(m * n) * es + 1);
+  if (!d)
+    return NULL;
+  const unsigned char *s = t->data;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++)
+      memcpy(d + (size_t)(j * m + i) * es, s + (size_t)(i * n + j) * es, es);
+  *out = (ccg_tensor){t->dtype, 2, {n, m}, d};
+  return d;
+}
+
+static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
+                               ccg_placement p, int blocks, ccg_value_id *out) {
+  const char *name = ccg_value_name(sh->g, gv);
+  int d = p.dim;
+  if (d >= t->rank)
+    return sh_fail(sh, CCG_STATUS_INVALID_ARG, "weight '%s' has no dim %d",
+                   name, d);
+  int64_t D = t->dims[d];
+  if (D % blocks != 0 || (D / blocks) % sh->W != 0)
+    return sh_fail(sh, CCG_STATUS_SHAPE,
+                   "weight '%s' dim %d (size %lld%s) is not divisible by "
+                   "%s=%lld",
+                   name, d, (long long)D, blocks > 1 ? ", in blocks" : "",
+                   sh->axis_name, (long long)sh->W);
+  size_t nbytes;
+  SH_S(sh, ccg_tensor_nbytes(t, &nbytes));
+  size_t chunk = nbytes / (size_t)sh->W;
+  unsigned char **chunks = calloc((size_t)sh->W, sizeof *chunks);
+  unsigned char *mem = malloc(nbytes + 1);
+  ccg_status st = CCG_STATUS_OK;
+  if (!chunks || !mem) {
+    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+    goto out;
+  }
+  for (int64_t r = 0; r < sh->W; r++) {
+    chunks[r] = mem + (size_t)r * chunk;
+    slice_chunk(t, d, blocks, sh->W, r, chunks[r]);
+  }
+  int64_t dims[CCG_MAX_RANK];
+  memcpy(dims, t->dims, sizeof dims);
+  dims[d] = D / sh->W;
+  st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
+out:
+  free(chunks);
+  free(mem);
+  return st;
+}
+
+ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
+                     bool transpose, bool mark, ccg_value_id *out) {
+  const ccg_tensor *t = ccg_value_data(sh->g, gv);
+  if (p.kind == CCG_PLACEMENT_PARTIAL)
+    return sh_fail(sh, CCG_STATUS_INTERNAL, "weight '%s' cannot be Partial",
+                   ccg_value_name(sh->g, gv));
+  mark = mark && p.kind == CCG_PLACEMENT_REPLICATE &&
+         ccg_dtype_is_float(t->dtype) && sh->W > 1;
+  int flags = (mark ? SH_MARKED : 0) | (transpose ? SH_TRANSPOSED : 0);
+  sh_cache *c = cache_find(sh, gv, p, blocks, flags);
+  if (c) {
+    *out = c->v;
+    return CCG_STATUS_OK;
+  }
+  if (mark) {
+    ccg_value_id plain;
+    CCG_CHECK(sh_weight(sh, gv, p, blocks, transpose, false, &plain));
+    int pushed = push_scopes(sh, sh->node);
+    ccg_status st =
+        ccg_mark_sequence_parallel_param(sh->s, plain, sh->axis_name, out);
+    pop_scopes(sh, pushed);
+    if (st != CCG_STATUS_OK)
+      return from_s(sh, st);
+    CCG_CHECK(sh_set(sh, gv, *out, sh_R(), 1));
+    sh->vals[gv].v = CCG_NONE; /* a weight stays flexible */
+    return cache_put(sh, gv, p, blocks, flags, *out);
+  }
+  ccg_tensor tt;
+  void *mem = NULL;
+  if (transpose) {
+    if (t->rank != 2)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "weight '%s' of a transB Gemm must be 2-D",
+                     ccg_value_name(sh->g, gv));
+    mem = transposed(t, &tt);
+    if (!mem)
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+    t = &tt;
+  }
+  ccg_status st;
+  if (p.kind == CCG_PLACEMENT_SHARD) {
+    st = weight_shard(sh, gv, t, p, blocks, out);
+  } else {
+    char buf[512];
+    const char *nm = ccg_value_name(sh->g, gv);
+    char tname[512];
+    if (transpose) {
+      snprintf(tname, sizeof tname, "%s.T", nm);
+      nm = tname;
+    }
+    st = ccg_graph_add_initializer(sh->s, weight_name(sh, nm, buf, sizeof buf),
+                                   t, out);
+    if (st != CCG_STATUS_OK)
+      st = from_s(sh, st);
+    else
+      st = sh_set(sh, gv, *out, sh_R(), 1);
+    sh->vals[gv].v = CCG_NONE;
+  }
+  free(mem);
+  CCG_CHECK(st);
+  return cache_put(sh, gv, p, blocks, flags, *out);
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+/* Ulysses: the placement a value has for the node being sharded. A value
+ * leaving a ulysses module goes back to its sequence shard; a value entering
+ * one on its sequence shard goes to the head shard (all-to-all). */
+static ccg_placement view(const shard *sh, ccg_value_id gv) {
+  const sh_val *x = &sh->vals[gv];
+  ccg_placement p = x->p;
+  int rank = sh_gshape(sh, gv)->rank;
+  if (x->ulysses && x->ulysses != sh->cur_ulysses &&
+      p.kind == CCG_PLACEMENT_SHARD) {
+    int seq = sh->ulysses_seq[x->ulysses - 1];
+    seq = seq < 0 ? seq + rank : seq;
+    if (seq >= 0 && seq < rank)
+      p = sh_S(seq);
+  }
+  if (sh->cur_ulysses && x->ulysses != sh->cur_ulysses && rank == 4 &&
+      p.kind == CCG_PLACEMENT_SHARD) {
+    int seq = sh->ulysses_seq[sh->cur_ulysses - 1];
+    seq = seq < 0 ? seq + rank : seq;
+    if (p.dim == seq && (seq == 1 || seq == 2))
+      p = sh_S(seq == 1 ? 2 : 1);
+  }
+  return p;
+}
+
+ccg_placement sh_cur(const shard *sh, ccg_value_id gv, int *blocks) {
+  if (blocks)
+    *blocks = 1;
+  if (gv == CCG_NONE || sh_is_weight(sh, gv))
+    return sh_R();
+  if (blocks)
+    *blocks = sh->vals[gv].blocks;
+  return view(sh, gv);
+}
+
+ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
+                  bool mark, ccg_value_id *out) {
+  if (gv == CCG_NONE) {
+    *out = CCG_NONE;
+    return CCG_STATUS_OK;
+  }
+  if (sh_is_weight(sh, gv))
+    return sh_weight(sh, gv, want, blocks, false, mark, out);
+  const sh_val *x = &sh->vals[gv];
+  if (x->v == CCG_NONE)
+    return sh_fail(sh, CCG_STATUS_INTERNAL, "value '%s' used before it is made",
+                   ccg_value_name(sh->g, gv));
+  ccg_placement cur = view(sh, gv);
+  if (x->blocks != blocks && !(sh_same(cur, want) && x->blocks == blocks))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "value '%s' is a fused projection's output (sharded in %d "
+                   "blocks); only elementwise ops and its Split on the last "
+                   "dim may use it",
+                   ccg_value_name(sh->g, gv), x->blocks);
+  ccg_value_id v = x->v;
+  CCG_CHECK(sh_move(sh, v, x->p, cur, &v));
+  return sh_move(sh, v, cur, want, out);
+}
+
+/* ---- emitting copies ------------------------------------------------------
+ */
+
+ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
+                   const ccg_attr *attrs, size_t n_attrs, ccg_placement outp,
+                   int blocks) {
+  ccg_graph *g = sh->g;
+  ccg_op op = ccg_node_op(g, n);
+  size_t n_out = ccg_node_num_outputs(g, n);
+  ccg_attr own[64];
+  if (!attrs) {
+    n_attrs = ccg_node_num_attrs(g, n);
+    if (n_attrs > 64)
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED, "more than 64 attributes");
+    for (size_t i = 0; i < n_attrs; i++)
+      own[i] = *ccg_node_attr_at(g, n, i);
+    attrs = own;
+  }
+  const char *names[64];
+  if (n_out > 64)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED, "more than 64 outputs");
+  for (size_t i = 0; i < n_out; i++) {
+    ccg_value_id o = ccg_node_output(g, n, i);
+    const char *nm = ccg_value_name(g, o);
+    names[i] = sh->is_output[o] || name_taken(sh, nm) ? NULL : nm;
+  }
+  const char *nm = ccg_node_name(g, n);
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = ccg_op_name(op);
+  d.domain = ccg_op_domain(op);
+  d.name = name_taken(sh, nm) ? NULL : nm;
+  d.inputs = inputs;
+  d.n_inputs = ccg_node_num_inputs(g, n);
+  d.attrs = attrs;
+  d.n_attrs = n_attrs;
+  d.n_outputs = n_out;
+  d.output_names = names;
+  ccg_node_id sn;
+  int pushed = push_scopes(sh, n);
+  ccg_status st = ccg_graph_add_node(sh->s, &d, &sn);
+  pop_scopes(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return from_s(sh, st);
+  for (size_t i = 0; i < n_out; i++)
+    CCG_CHECK(sh_set(sh, ccg_node_output(g, n, i),
+                     ccg_node_output(sh->s, sn, i), outp, blocks));
+  return CCG_STATUS_OK;
+}
+
+/* ---- plan look-up -------------------------------------------------------- */
+
+/* "/h.0/attn/q_proj/MatMul" -> "h.0.attn.q_proj" ("" without scopes). */
+static void module_of(const char *node_name, char *buf, size_t size) {
+  buf[0] = '\0';
+  if (!node_name)
+    return;
+  const char *p = node_name[0] == '/' ? node_name + 1 : node_name;
+  const char *last = strrchr(p, '/');
+  if (!last)
+    return;
+  size_t len = (size_t)(last - p);
+  if (len >= size)
+    len = size - 1;
+  memcpy(buf, p, len);
+  buf[len] = '\0';
+  for (char *c = buf; *c; c++)
+    if (*c == '/')
+      *c = '.';
+}
+
+/* The first entry matching `name` (or, for a parameter, its module). */
+static long entry_for(const shard *sh, const char *name, bool param) {
+  size_t n = ccg_plan_num_entries(sh->plan);
+  const char *dot = param ? strrchr(name, '.') : NULL;
+  char mod[512] = "";
+  if (dot && (size_t)(dot - name) < sizeof mod) {
+    memcpy(mod, name, (size_t)(dot - name));
+    mod[dot - name] = '\0';
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *pat = ccg_plan_entry_at(sh->plan, i)->pattern;
+    if (ccg_plan_match(pat, name) || (*mod && ccg_plan_match(pat, mod)))
+      return (long)i;
+  }
+  return -1;
+}
+
+/* The entry for node n: its module's (deepest module first), else one of
+ * its weights'. *module gets the module the entry matched. */
+static long node_entry(const shard *sh, ccg_node_id n, char *module,
+                       size_t size) {
+  char path[512];
+  module_of(ccg_node_name(sh->g, n), path, sizeof path);
+  while (*path) {
+    long e = entry_for(sh, path, false);
+    if (e >= 0) {
+      snprintf(module, size, "%s", path);
+      return e;
+    }
+    char *dot = strrchr(path, '.');
+    if (!dot)
+      break;
+    *dot = '\0';
+  }
+  for (size_t i = 0; i < ccg_node_num_inputs(sh->g, n); i++) {
+    ccg_value_id v = ccg_node_input(sh->g, n, i);
+    if (v == CCG_NONE || !sh_is_weight(sh, v))
+      continue;
+    long e = entry_for(sh, ccg_value_name(sh->g, v), true);
+    if (e >= 0) {
+      snprintf(module, size, "%s", ccg_value_name(sh->g, v));
+      return e;
+    }
+  }
+  return -1;
+}
+
+static int ulysses_index(shard *sh, const char *module, int64_t seq) {
+  for (int i = 0; i < sh->n_ulysses; i++)
+    if (strcmp(sh->ulysses_mods[i], module) == 0)
+      return i + 1;
+  if (sh->n_ulysses == SH_MAX_ULYSSES)
+    return 0;
+  snprintf(sh->ulysses_mods[sh->n_ulysses], sizeof sh->ulysses_mods[0], "%s",
+           module);
+  sh->ulysses_seq[sh->n_ulysses] = (int)seq;
+  return ++sh->n_ulysses;
+}
+
+/* ---- the pass ------------------------------------------------------------ */
+
+static ccg_status shard_node(shard *sh, ccg_node_id n) {
+  sh->node = n;
+  sh->cur_ulysses = 0;
+  if (ccg_op_is_collective(ccg_node_op(sh->g, n)))
+    return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                   "the model already has collectives; shard takes an "
+                   "unsharded model");
+  char module[512] = "";
+  long e = node_entry(sh, n, module, sizeof module);
+  const ccg_plan_entry *pe =
+      e >= 0 ? ccg_plan_entry_at(sh->plan, (size_t)e) : NULL;
+  if (pe && pe->style == CCG_PLAN_ULYSSES) {
+    sh->used[e] = true;
+    sh->cur_ulysses = ulysses_index(sh, module, pe->sequence_dim);
+    pe = NULL;
+  }
+  bool done = false;
+  if (pe)
+    CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
+  else if (sh->sp && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
+    CCG_CHECK(sh_style(sh, n, NULL, 0, module, &done));
+  if (done && e >= 0)
+    sh->used[e] = true;
+  if (!done)
+    CCG_CHECK(pe && pe->style == CCG_PLAN_REPLICATE ? sh_replicate(sh, n)
+                                                    : sh_rule(sh, n));
+  if (pe && pe->style == CCG_PLAN_REPLICATE)
+    sh->used[e] = true;
+  for (size_t i = 0; i < ccg_node_num_outputs(sh->g, n); i++)
+    sh->vals[ccg_node_output(sh->g, n, i)].ulysses = sh->cur_ulysses;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status consumers(shard *sh) {
+  ccg_graph *g = sh->g;
+  size_t nn = ccg_graph_num_nodes(g), total = 0;
+  sh->cons_start = calloc(sh->n_vals + 1, sizeof *sh->cons_start);
+  if (!sh->cons_start)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  for (size_t n = 0; n < nn; n++)
+    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
+      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
+      if (v != CCG_NONE)
+        sh->cons_start[v + 1]++, total++;
+    }
+  for (size_t v = 0; v < sh->n_vals; v++)
+    sh->cons_start[v + 1] += sh->cons_start[v];
+  sh->cons = calloc(total + 1, sizeof *sh->cons);
+  size_t *fill = calloc(sh->n_vals + 1, sizeof *fill);
+  if (!sh->cons || !fill) {
+    free(fill);
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  }
+  for (size_t n = 0; n < nn; n++)
+    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
+      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
+      if (v != CCG_NONE)
+        sh->cons[sh->cons_start[v] + fill[v]++] = (ccg_node_id)n;
+    }
+  free(fill);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status add_inputs(shard *sh) {
+  for (size_t i = 0; i < ccg_graph_num_inputs(sh->g); i++) {
+    ccg_value_id gv = ccg_graph_input(sh->g, i), v;
+    ccg_shape s = *sh_gshape(sh, gv);
+    SH_S(sh, ccg_graph_add_input(sh->s, ccg_value_name(sh->g, gv),
+                                 ccg_value_dtype(sh->g, gv), &s, &v));
+    CCG_CHECK(sh_set(sh, gv, v, sh_R(), 1));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Every output Replicate, under its source name. */
+static ccg_status add_outputs(shard *sh) {
+  sh->node = CCG_NONE;
+  sh->cur_ulysses = 0;
+  for (size_t i = 0; i < ccg_graph_num_outputs(sh->g); i++) {
+    ccg_value_id gv = ccg_graph_output(sh->g, i), v;
+    CCG_CHECK(sh_get(sh, gv, sh_R(), 1, false, &v));
+    const char *name = ccg_value_name(sh->g, gv);
+    if (strcmp(ccg_value_name(sh->s, v), name) != 0) {
+      ccg_node_desc d = CCG_NODE_DESC_INIT;
+      ccg_node_id n;
+      d.op = "Identity";
+      d.inputs = &v;
+      d.n_inputs = 1;
+      d.output_names = &name;
+      SH_S(sh, ccg_graph_add_node(sh->s, &d, &n));
+      v = ccg_node_output(sh->s, n, 0);
+      ccg_placement full[CCG_MAX_MESH_AXES];
+      full_placements(sh, CCG_NONE, sh_R(), full);
+      SH_S(sh, ccg_value_set_placements(sh->s, v, full, sh->nd));
+    }
+    SH_S(sh, ccg_graph_add_output(sh->s, v));
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status check_used(shard *sh) {
+  for (size_t i = 0; i < ccg_plan_num_entries(sh->plan); i++) {
+    if (sh->used[i])
+      continue;
+    const ccg_plan_entry *e = ccg_plan_entry_at(sh->plan, i);
+    return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                   "plan entry '%s' (%s) matches no module or parameter of "
+                   "graph '%s' that the style applies to",
+                   e->pattern, ccg_plan_style_name(e->style),
+                   ccg_graph_name(sh->g));
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status run(shard *sh) {
+  ccg_graph *g = sh->g;
+  CCG_CHECK(consumers(sh));
+  size_t nn = ccg_graph_num_nodes(g);
+  ccg_node_id *order = calloc(nn + 1, sizeof *order);
+  if (!order)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  ccg_status st = ccg_graph_topo_order(g, order);
+  if (st == CCG_STATUS_OK)
+    st = add_inputs(sh);
+  for (size_t i = 0; st == CCG_STATUS_OK && i < nn; i++)
+    st = shard_node(sh, order[i]);
+  free(order);
+  CCG_CHECK(st);
+  CCG_CHECK(add_outputs(sh));
+  CCG_CHECK(check_used(sh));
+  SH_S(sh, ccg_graph_validate(sh->s));
+  for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)
+    sh->rep.n_collectives +=
+        ccg_op_is_collective(ccg_node_op(sh->s, (ccg_node_id)n));
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
+                           const ccg_mesh *mesh, const ccg_shard_options *opts,
+                           ccg_graph **out, ccg_shard_report *report) {
+  if (!g || !plan || !mesh || !out)
+    return ccg__error(g ? (ccg_ctx *)g : NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_shard_apply: graph, plan, mesh and out are "
+                      "required");
+  *out = NULL;
+  ccg_shard_options o = CCG_SHARD_OPTIONS_INIT;
+  if (opts)
+    memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+  shard sh = {0};
+  sh.g = g;
+  sh.plan = plan;
+  sh.mesh = *mesh;
+  sh.node = CCG_NONE;
+  sh.axis_name = o.mesh_axis ? o.mesh_axis : "tp";
+  sh.axis = ccg_mesh_axis(mesh, sh.axis_name);
+  if (sh.axis < 0) {
+    char buf[128];
+    ccg_mesh_format(mesh, buf, sizeof buf);
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "shard: the plan's mesh axis '%s' is not in the mesh "
+                      "[%s]",
+                      sh.axis_name, buf);
+  }
+  sh.nd = mesh->ndims;
+  sh.W = mesh->sizes[sh.axis];
+  sh.sp = o.sequence_parallel;
+  sh.seq_dim = o.sequence_dim;
+  sh.n_vals = ccg_graph_num_values(g);
+  ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
+  go.name = ccg_graph_name(g);
+  if (ccg_graph_new(&go, &sh.s) != CCG_STATUS_OK)
+    return ccg__error((ccg_ctx *)g, ccg_last_status(NULL), "shard: %s",
+                      ccg_last_error(NULL));
+  sh.vals = calloc(sh.n_vals + 1, sizeof *sh.vals);
+  sh.is_output = calloc(sh.n_vals + 1, sizeof *sh.is_output);
+  sh.used = calloc(ccg_plan_num_entries(plan) + 1, sizeof *sh.used);
+  ccg_status st;
+  if (!sh.vals || !sh.is_output || !sh.used) {
+    st = ccg__error((ccg_ctx *)g, CCG_STATUS_OOM, "shard: out of memory");
+    goto out;
+  }
+  for (size_t v = 0; v < sh.n_vals; v++)
+    sh.vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0};
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    sh.is_output[ccg_graph_output(g, i)] = true;
+  st = ccg_graph_set_mesh(sh.s, mesh);
+  if (st != CCG_STATUS_OK)
+    st = from_s(&sh, st);
+  else
+    st = run(&sh);
+out:
+  free(sh.vals);
+  free(sh.is_output);
+  free(sh.used);
+  free(sh.cons_start);
+  free(sh.cons);
+  free(sh.cache);
+  if (st != CCG_STATUS_OK) {
+    ccg_graph_free(sh.s);
+    return st;
+  }
+  *out = sh.s;
+  if (report)
+    *report = sh.rep;
+  return CCG_STATUS_OK;
+}

@@ -1,0 +1,498 @@
+/* The shard pass's propagation rules: how a placement on the plan's axis
+ * goes through an ordinary op (docs/shard.md, "Propagation"). Each rule
+ * picks the placement every input must have and the output's; inputs are
+ * then fetched (weights split, computed values redistributed) and the node
+ * copied. An op without a rule sees replicated inputs: always correct,
+ * perhaps not the least communication. */
+#include <string.h>
+
+#include "passes/shard_internal.h"
+
+static bool is_shard(ccg_placement p) { return p.kind == CCG_PLACEMENT_SHARD; }
+static bool is_partial(ccg_placement p) {
+  return p.kind == CCG_PLACEMENT_PARTIAL;
+}
+
+static int rank_of(const shard *sh, ccg_value_id gv) {
+  return sh_gshape(sh, gv)->rank;
+}
+
+static int norm_axis(int64_t a, int rank) {
+  return (int)(a < 0 ? a + rank : a);
+}
+
+/* Size of dim d of a source value (-1 when symbolic). */
+static int64_t gdim(const shard *sh, ccg_value_id gv, int d) {
+  ccg_dim x = sh_gshape(sh, gv)->dims[d];
+  return ccg_dim_is_sym(x) ? -1 : x.size;
+}
+
+static bool any_sharded(const ccg_placement *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (is_shard(p[i]))
+      return true;
+  return false;
+}
+
+/* Fetches every input of n as wanted and copies n. */
+static ccg_status fetch_emit(shard *sh, ccg_node_id n,
+                             const ccg_placement *want, const int *blocks,
+                             const ccg_attr *attrs, size_t n_attrs,
+                             ccg_placement outp, int out_blocks) {
+  size_t nin = ccg_node_num_inputs(sh->g, n);
+  ccg_value_id in[64];
+  if (nin > 64)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED, "more than 64 inputs");
+  bool sharded = any_sharded(want, nin);
+  for (size_t i = 0; i < nin; i++)
+    CCG_CHECK(sh_get(sh, ccg_node_input(sh->g, n, i), want[i],
+                     blocks ? blocks[i] : 1, sharded, &in[i]));
+  return sh_emit(sh, n, in, attrs, n_attrs, outp, out_blocks);
+}
+
+ccg_status sh_replicate(shard *sh, ccg_node_id n) {
+  ccg_placement want[64];
+  size_t nin = ccg_node_num_inputs(sh->g, n);
+  for (size_t i = 0; i < nin && i < 64; i++)
+    want[i] = sh_R();
+  return fetch_emit(sh, n, want, NULL, NULL, 0, sh_R(), 1);
+}
+
+/* ---- elementwise ----------------------------------------------------------
+ */
+
+static bool linear_unary(ccg_op op) {
+  return op == CCG_OP_IDENTITY || op == CCG_OP_NEG || op == CCG_OP_DROPOUT;
+}
+
+static ccg_status rule_unary(shard *sh, ccg_node_id n) {
+  ccg_op op = ccg_node_op(sh->g, n);
+  size_t nin = ccg_node_num_inputs(sh->g, n);
+  ccg_placement want[3];
+  int blocks[3] = {1, 1, 1};
+  ccg_placement p = sh_cur(sh, ccg_node_input(sh->g, n, 0), &blocks[0]);
+  if (is_partial(p) && !linear_unary(op))
+    p = sh_R();
+  want[0] = p;
+  for (size_t i = 1; i < nin && i < 3; i++)
+    want[i] = sh_R(); /* Dropout's ratio and training mode */
+  return fetch_emit(sh, n, want, blocks, NULL, 0, p, blocks[0]);
+}
+
+/* Whether a Partial input may pass through a broadcasting op. */
+static bool partial_ok(ccg_op op, const ccg_placement *p, size_t nin) {
+  size_t np = 0;
+  for (size_t i = 0; i < nin; i++)
+    np += is_partial(p[i]);
+  if (!np || any_sharded(p, nin))
+    return false;
+  if (op == CCG_OP_ADD || op == CCG_OP_SUB)
+    return np == nin;
+  if (op == CCG_OP_MUL)
+    return np == 1;
+  return op == CCG_OP_DIV && np == 1 && is_partial(p[0]);
+}
+
+static ccg_status rule_broadcast(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_op op = ccg_node_op(g, n);
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_placement p[3], want[3];
+  int blocks[3], wblocks[3];
+  for (size_t i = 0; i < nin; i++)
+    p[i] = sh_cur(sh, ccg_node_input(g, n, i), &blocks[i]);
+  if (partial_ok(op, p, nin)) {
+    for (size_t i = 0; i < nin; i++)
+      wblocks[i] = 1;
+    return fetch_emit(sh, n, p, wblocks, NULL, 0, sh_P(), 1);
+  }
+  int ro = rank_of(sh, ccg_node_output(g, n, 0));
+  int od = -1, blk = 1;
+  for (size_t i = 0; i < nin && od < 0; i++)
+    if (is_shard(p[i])) {
+      od = p[i].dim + ro - rank_of(sh, ccg_node_input(g, n, i));
+      blk = blocks[i];
+    }
+  for (size_t i = 0; i < nin; i++) {
+    ccg_value_id gv = ccg_node_input(g, n, i);
+    int k = od < 0 ? -1 : od - (ro - rank_of(sh, gv));
+    wblocks[i] = 1;
+    want[i] = sh_R();
+    if (k >= 0 && gdim(sh, gv, k) != 1) {
+      want[i] = sh_S(k);
+      wblocks[i] = blk;
+    }
+  }
+  return fetch_emit(sh, n, want, wblocks, NULL, 0, od < 0 ? sh_R() : sh_S(od),
+                    blk);
+}
+
+/* ---- norms --------------------------------------------------------------- */
+
+static ccg_status rule_softmax(shard *sh, ccg_node_id n) {
+  ccg_value_id x = ccg_node_input(sh->g, n, 0);
+  int64_t axis = -1;
+  CCG_CHECK(ccg_node_attr_int(sh->g, n, "axis", &axis));
+  ccg_placement p = sh_cur(sh, x, NULL);
+  if (is_partial(p) ||
+      (is_shard(p) && p.dim == norm_axis(axis, rank_of(sh, x))))
+    p = sh_R();
+  return fetch_emit(sh, n, &p, NULL, NULL, 0, p, 1);
+}
+
+static ccg_status rule_layer_norm(shard *sh, ccg_node_id n) {
+  ccg_value_id x = ccg_node_input(sh->g, n, 0);
+  int64_t axis = -1;
+  CCG_CHECK(ccg_node_attr_int(sh->g, n, "axis", &axis));
+  ccg_placement p = sh_cur(sh, x, NULL), want[3] = {sh_R(), sh_R(), sh_R()};
+  if (!is_shard(p) || p.dim >= norm_axis(axis, rank_of(sh, x)))
+    p = sh_R();
+  want[0] = p;
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
+/* ---- shape ops ------------------------------------------------------------
+ */
+
+static ccg_status rule_transpose(shard *sh, ccg_node_id n) {
+  ccg_value_id x = ccg_node_input(sh->g, n, 0);
+  int rank = rank_of(sh, x);
+  const ccg_attr *a = ccg_node_attr(sh->g, n, "perm");
+  ccg_placement p = sh_cur(sh, x, NULL), out = p;
+  if (is_shard(p)) {
+    for (int j = 0; j < rank; j++) {
+      int from = a && (size_t)j < a->n ? (int)a->ints[j] : rank - 1 - j;
+      if (from == p.dim)
+        out = sh_S(j);
+    }
+  }
+  return fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1);
+}
+
+/* The output dim that Shard(d) of a reshape's input becomes: d must be the
+ * outermost dim of a group of input dims whose product equals that of a
+ * group of output dims, and the group's outermost output dim must divide by
+ * W. -1 if not. */
+static int reshape_dim(const shard *sh, const ccg_shape *in,
+                       const ccg_shape *out, int d) {
+  int i = 0, j = 0;
+  while (i < in->rank && j < out->rank) {
+    int i0 = i, j0 = j;
+    ccg_dim a = in->dims[i], b = out->dims[j];
+    if (ccg_dim_is_sym(a) || ccg_dim_is_sym(b)) {
+      if (!ccg_dim_equal(a, b))
+        return -1;
+      i++, j++;
+    } else {
+      int64_t pa = a.size, pb = b.size;
+      i++, j++;
+      while (pa != pb) {
+        if (pa < pb && i < in->rank && !ccg_dim_is_sym(in->dims[i]))
+          pa *= in->dims[i++].size;
+        else if (pb < pa && j < out->rank && !ccg_dim_is_sym(out->dims[j]))
+          pb *= out->dims[j++].size;
+        else
+          return -1;
+      }
+    }
+    if (d >= i0 && d < i) {
+      if (d != i0 || ccg_dim_is_sym(out->dims[j0]))
+        return d == i0 && ccg_dim_equal(in->dims[d], out->dims[j0]) ? j0 : -1;
+      return out->dims[j0].size % sh->W == 0 ? j0 : -1;
+    }
+  }
+  return -1;
+}
+
+static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  ccg_placement p = sh_cur(sh, x, NULL);
+  int od = is_shard(p)
+               ? reshape_dim(sh, sh_gshape(sh, x), sh_gshape(sh, y), p.dim)
+               : -1;
+  if (is_shard(p) && od < 0)
+    p = sh_R(); /* the shard does not survive this reshape: gather first */
+  ccg_placement want[2] = {p, sh_R()};
+  if (!is_shard(p))
+    return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+  ccg_dim e[CCG_MAX_RANK];
+  int k = ccg_value_known(g, shp, e);
+  if (k != rank_of(sh, y))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "the target shape '%s' is computed at run time; shard "
+                   "needs it known to rewrite its dim %d",
+                   ccg_value_name(g, shp), od);
+  int64_t t[CCG_MAX_RANK];
+  for (int i = 0; i < k; i++) {
+    if (ccg_dim_is_sym(e[i]))
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "the target shape '%s' has the symbolic entry %s at dim "
+                     "%d; shard needs numbers to rewrite it",
+                     ccg_value_name(g, shp), e[i].sym, i);
+    t[i] = e[i].size;
+    if (t[i] == 0 && i != p.dim && i == od)
+      t[i] = gdim(sh, x, i); /* a copied dim that becomes sharded */
+    if (t[i] == 0 && i == p.dim && i != od)
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "target shape '%s' copies the sharded dim %d (0) into an "
+                     "unsharded one",
+                     ccg_value_name(g, shp), i);
+  }
+  if (t[od] > 0) {
+    if (t[od] % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "target shape '%s' dim %d (%lld) is not divisible by "
+                     "%s=%lld",
+                     ccg_value_name(g, shp), od, (long long)t[od],
+                     sh->axis_name, (long long)sh->W);
+    t[od] /= sh->W;
+    sh->rep.n_reshape_rewrites++;
+  }
+  ccg_value_id in[2], sv;
+  CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
+  ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
+  if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
+    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  in[1] = sv;
+  return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
+}
+
+/* Split sizes of n (its "split" attribute, else equal parts). */
+static void split_sizes(shard *sh, ccg_node_id n, int64_t dim, size_t n_out,
+                        int64_t *sizes) {
+  const ccg_attr *a = ccg_node_attr(sh->g, n, "split");
+  for (size_t i = 0; i < n_out; i++)
+    sizes[i] = a && i < a->n ? a->ints[i] : dim / (int64_t)n_out;
+}
+
+static ccg_status rule_split(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  int ax = norm_axis(axis, rank_of(sh, x));
+  int blocks;
+  ccg_placement p = sh_cur(sh, x, &blocks);
+  size_t n_out = ccg_node_num_outputs(g, n);
+  if (!is_shard(p) || p.dim != ax) {
+    if (blocks > 1)
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "splits the fused value '%s' on dim %d, not on the dim "
+                     "its blocks lie on",
+                     ccg_value_name(g, x), ax);
+    return fetch_emit(sh, n, &p, &blocks, NULL, 0, p, 1);
+  }
+  if (blocks == 1) {
+    p = sh_R();
+    return fetch_emit(sh, n, &p, NULL, NULL, 0, p, 1);
+  }
+  int64_t sizes[64];
+  if (n_out > 64 || (size_t)blocks != n_out)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "splits the fused value '%s' into %zu parts, but it was "
+                   "sharded in %d blocks",
+                   ccg_value_name(g, x), n_out, blocks);
+  split_sizes(sh, n, gdim(sh, x, ax), n_out, sizes);
+  int64_t first = sizes[0];
+  for (size_t i = 0; i < n_out; i++) {
+    if (sizes[i] != first || sizes[i] % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "split part %zu (size %lld) of '%s' is not an equal part "
+                     "divisible by %s=%lld",
+                     i, (long long)sizes[i], ccg_value_name(g, x),
+                     sh->axis_name, (long long)sh->W);
+    sizes[i] /= sh->W;
+  }
+  ccg_attr attrs[2] = {CCG_ATTR_I("axis", ax),
+                       CCG_ATTR_IS("split", sizes, n_out)};
+  return fetch_emit(sh, n, &p, &blocks, attrs, 2, p, 1);
+}
+
+static ccg_status rule_concat(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  int ax = norm_axis(axis, rank_of(sh, y));
+  ccg_placement want[64], out = sh_R();
+  size_t np = 0;
+  if (nin > 64)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED, "more than 64 inputs");
+  for (size_t i = 0; i < nin; i++) {
+    ccg_placement p = sh_cur(sh, ccg_node_input(g, n, i), NULL);
+    np += is_partial(p);
+    if (is_shard(p) && p.dim != ax && !is_shard(out))
+      out = p;
+  }
+  if (np == nin)
+    out = sh_P();
+  for (size_t i = 0; i < nin; i++)
+    want[i] = out;
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
+/* Unsqueeze (insert) or Squeeze (remove) of `axes`: the output dim of input
+ * dim d. */
+static ccg_status rule_squeeze(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
+  ccg_placement p = sh_cur(sh, x, NULL), out = p;
+  if (is_shard(p)) {
+    bool unsq = ccg_node_op(g, n) == CCG_OP_UNSQUEEZE;
+    int rx = rank_of(sh, x), ry = rank_of(sh, y);
+    bool hit[CCG_MAX_RANK] = {false};
+    const ccg_attr *a = ccg_node_attr(g, n, "axes");
+    for (size_t i = 0; a && i < a->n; i++) {
+      int k = norm_axis(a->ints[i], unsq ? ry : rx);
+      if (k >= 0 && k < CCG_MAX_RANK)
+        hit[k] = true;
+    }
+    if (!a && !unsq)
+      for (int k = 0; k < rx; k++)
+        hit[k] = gdim(sh, x, k) == 1;
+    int d = 0;
+    if (unsq) {
+      for (int j = 0, seen = 0; j < ry; j++)
+        if (!hit[j] && seen++ == p.dim)
+          d = j;
+    } else {
+      for (int k = 0; k < p.dim; k++)
+        d += !hit[k];
+    }
+    out = sh_S(d);
+  }
+  ccg_placement want[2] = {p, sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
+/* ---- MatMul, reductions, Gather ------------------------------------------ */
+
+static ccg_status rule_matmul(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id a = ccg_node_input(g, n, 0), b = ccg_node_input(g, n, 1);
+  int ra = rank_of(sh, a), rb = rank_of(sh, b);
+  int ro = rank_of(sh, ccg_node_output(g, n, 0));
+  ccg_placement pa = sh_cur(sh, a, NULL), pb = sh_cur(sh, b, NULL);
+  ccg_placement want[2] = {sh_R(), sh_R()}, out = sh_R();
+  if (ra < 2 || rb < 2) {
+    /* vector operands: replicate */
+  } else if (is_partial(pa) != is_partial(pb) &&
+             (is_partial(pa) ? pb : pa).kind == CCG_PLACEMENT_REPLICATE) {
+    want[0] = pa, want[1] = pb, out = sh_P();
+  } else if (is_shard(pa) && pa.dim == ra - 1 && is_shard(pb) &&
+             pb.dim == rb - 2) {
+    want[0] = pa, want[1] = pb, out = sh_P();
+  } else if (is_shard(pa) && pa.dim < ra - 1) {
+    int od = pa.dim + ro - ra, k = od - (ro - rb);
+    want[0] = pa, out = sh_S(od);
+    if (pa.dim < ra - 2 && k >= 0 && gdim(sh, b, k) != 1)
+      want[1] = sh_S(k);
+  } else if (is_shard(pb) && pb.dim != rb - 2) {
+    int od = pb.dim + ro - rb, k = od - (ro - ra);
+    want[1] = pb, out = sh_S(od);
+    if (pb.dim < rb - 2 && k >= 0 && gdim(sh, a, k) != 1)
+      want[0] = sh_S(k);
+  }
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
+static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  int rx = rank_of(sh, x);
+  int64_t keep = 1;
+  CCG_CHECK(ccg_node_attr_int(g, n, "keepdims", &keep));
+  bool hit[CCG_MAX_RANK] = {false};
+  const ccg_attr *a = ccg_node_attr(g, n, "axes");
+  for (int k = 0; k < rx; k++)
+    hit[k] = !a || a->n == 0;
+  for (size_t i = 0; a && i < a->n; i++) {
+    int k = norm_axis(a->ints[i], rx);
+    if (k >= 0 && k < CCG_MAX_RANK)
+      hit[k] = true;
+  }
+  bool sum = ccg_node_op(g, n) == CCG_OP_REDUCE_SUM;
+  ccg_placement p = sh_cur(sh, x, NULL), out = p;
+  if (is_partial(p) && !sum)
+    p = out = sh_R();
+  if (is_shard(p) && hit[p.dim]) {
+    if (sum)
+      out = sh_P();
+    else
+      p = out = sh_R();
+  } else if (is_shard(p) && !keep) {
+    int d = 0;
+    for (int k = 0; k < p.dim; k++)
+      d += !hit[k];
+    out = sh_S(d);
+  }
+  return fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1);
+}
+
+static ccg_status rule_gather(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id idx = ccg_node_input(g, n, 1);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  int ax = norm_axis(axis, rank_of(sh, ccg_node_input(g, n, 0)));
+  ccg_placement pi = sh_cur(sh, idx, NULL), out = sh_R();
+  if (is_partial(pi))
+    pi = sh_R();
+  if (is_shard(pi))
+    out = sh_S(ax + pi.dim);
+  ccg_placement want[2] = {sh_R(), pi};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
+ccg_status sh_rule(shard *sh, ccg_node_id n) {
+  switch (ccg_node_op(sh->g, n)) {
+  case CCG_OP_ADD:
+  case CCG_OP_SUB:
+  case CCG_OP_MUL:
+  case CCG_OP_DIV:
+  case CCG_OP_POW:
+  case CCG_OP_WHERE:
+    return rule_broadcast(sh, n);
+  case CCG_OP_IDENTITY:
+  case CCG_OP_NEG:
+  case CCG_OP_RELU:
+  case CCG_OP_GELU:
+  case CCG_OP_TANH:
+  case CCG_OP_ERF:
+  case CCG_OP_SIGMOID:
+  case CCG_OP_EXP:
+  case CCG_OP_LOG:
+  case CCG_OP_SQRT:
+  case CCG_OP_CAST:
+  case CCG_OP_DROPOUT:
+    return rule_unary(sh, n);
+  case CCG_OP_SOFTMAX:
+    return rule_softmax(sh, n);
+  case CCG_OP_LAYER_NORM:
+    return rule_layer_norm(sh, n);
+  case CCG_OP_TRANSPOSE:
+    return rule_transpose(sh, n);
+  case CCG_OP_RESHAPE:
+    return rule_reshape(sh, n);
+  case CCG_OP_SPLIT:
+    return rule_split(sh, n);
+  case CCG_OP_CONCAT:
+    return rule_concat(sh, n);
+  case CCG_OP_UNSQUEEZE:
+  case CCG_OP_SQUEEZE:
+    return rule_squeeze(sh, n);
+  case CCG_OP_MATMUL:
+    return rule_matmul(sh, n);
+  case CCG_OP_REDUCE_SUM:
+  case CCG_OP_REDUCE_MEAN:
+  case CCG_OP_REDUCE_MAX:
+    return rule_reduce(sh, n);
+  case CCG_OP_GATHER:
+    return rule_gather(sh, n);
+  default:
+    return sh_replicate(sh, n);
+  }
+}

@@ -1,0 +1,349 @@
+/* The plan's styles applied to one node of the source graph: colwise and
+ * rowwise Linears (MatMul or Gemm with a weight) through the dtensor styles
+ * of the mapping library, sequence-parallel LayerNorms, vocab-parallel
+ * embeddings. replicate and ulysses act on every node of their module
+ * (shard.c). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/shard_internal.h"
+
+static int norm_dim(int d, int rank) { return d < 0 ? d + rank : d; }
+
+/* The entry's first output layout, or `dflt`; Shard dims normalized. Under
+ * sequence parallel a Replicate output (rowwise's and vocab_parallel's
+ * default) becomes `dflt`, the sequence shard (sh NULL: no override). */
+static ccg_placement out_layout(const shard *sh, const ccg_plan_entry *e,
+                                ccg_placement dflt, int rank) {
+  ccg_placement p = dflt;
+  if (e && e->output_layouts.n > 0 && e->output_layouts.present[0])
+    p = e->output_layouts.p[0];
+  if (sh && sh->sp && p.kind == CCG_PLACEMENT_REPLICATE &&
+      dflt.kind == CCG_PLACEMENT_SHARD)
+    p = dflt;
+  if (p.kind == CCG_PLACEMENT_SHARD)
+    p.dim = norm_dim(p.dim, rank);
+  return p;
+}
+
+static ccg_status s_fail(shard *sh, ccg_status st) {
+  return sh_fail(sh, st, "%s", ccg_last_error(sh->s));
+}
+
+static int push(shard *sh, ccg_node_id n) {
+  const char *name = ccg_node_name(sh->g, n);
+  const char *p = name[0] == '/' ? name + 1 : name;
+  int pushed = 0;
+  for (const char *slash; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+    char seg[256];
+    size_t len = (size_t)(slash - p);
+    if (!len || len >= sizeof seg)
+      continue;
+    memcpy(seg, p, len);
+    seg[len] = '\0';
+    if (ccg_graph_push_scope(sh->s, seg) == CCG_STATUS_OK)
+      pushed++;
+  }
+  return pushed;
+}
+
+static void pop(shard *sh, int n) {
+  while (n-- > 0)
+    ccg_graph_pop_scope(sh->s);
+}
+
+/* How many equal blocks a colwise output is used in: a Split of its last
+ * dim into k parts, possibly after a bias Add or unary ops. */
+static int split_blocks(const shard *sh, ccg_value_id v) {
+  for (int step = 0; step < 4; step++) {
+    size_t a = sh->cons_start[v], b = sh->cons_start[v + 1];
+    if (b - a != 1 || sh->is_output[v])
+      return 1;
+    ccg_node_id c = sh->cons[a];
+    ccg_op op = ccg_node_op(sh->g, c);
+    if (op == CCG_OP_SPLIT) {
+      int64_t axis = 0;
+      ccg_node_attr_int(sh->g, c, "axis", &axis);
+      int rank = ccg_value_shape(sh->g, v)->rank;
+      return norm_dim((int)axis, rank) == rank - 1
+                 ? (int)ccg_node_num_outputs(sh->g, c)
+                 : 1;
+    }
+    if (op != CCG_OP_ADD && op != CCG_OP_MUL && op != CCG_OP_IDENTITY &&
+        op != CCG_OP_GELU && op != CCG_OP_RELU)
+      return 1;
+    v = ccg_node_output(sh->g, c, 0);
+  }
+  return 1;
+}
+
+/* A Linear node: x @ w (MatMul) or Gemm(x, w, c) with transA = 0 and
+ * alpha = beta = 1. false if n is not one with a weight. */
+static ccg_status linear_parts(shard *sh, ccg_node_id n, bool *is_linear,
+                               bool *trans_w, ccg_value_id *bias) {
+  ccg_graph *g = sh->g;
+  ccg_op op = ccg_node_op(g, n);
+  *is_linear = false;
+  *trans_w = false;
+  *bias = CCG_NONE;
+  if ((op != CCG_OP_MATMUL && op != CCG_OP_GEMM) ||
+      !sh_is_weight(sh, ccg_node_input(g, n, 1)) ||
+      ccg_value_shape(g, ccg_node_input(g, n, 1))->rank != 2)
+    return CCG_STATUS_OK;
+  if (op == CCG_OP_GEMM) {
+    int64_t ta = 0, tb = 0;
+    float alpha = 1, beta = 1;
+    CCG_CHECK(ccg_node_attr_int(g, n, "transA", &ta));
+    CCG_CHECK(ccg_node_attr_int(g, n, "transB", &tb));
+    CCG_CHECK(ccg_node_attr_float(g, n, "alpha", &alpha));
+    CCG_CHECK(ccg_node_attr_float(g, n, "beta", &beta));
+    if (ta || alpha != 1.0f || beta != 1.0f)
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "a parallel Gemm needs transA = 0 and alpha = beta = 1");
+    *trans_w = tb != 0;
+    if (ccg_node_num_inputs(g, n) > 2)
+      *bias = ccg_node_input(g, n, 2);
+    if (*bias != CCG_NONE &&
+        (!sh_is_weight(sh, *bias) || ccg_value_shape(g, *bias)->rank != 1))
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "a parallel Gemm's C must be a 1-D weight");
+  }
+  *is_linear = true;
+  return CCG_STATUS_OK;
+}
+
+static ccg_dtensor_style_options style_opts(shard *sh, const ccg_plan_entry *e,
+                                            ccg_placement in,
+                                            ccg_placement out) {
+  ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
+  o.mesh_axis = sh->axis_name;
+  o.has_input_layout = true;
+  o.input_layout = in;
+  o.has_output_layout = true;
+  o.output_layout = out;
+  o.use_local_output = e ? e->use_local_output : true;
+  return o;
+}
+
+static ccg_status colwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
+                          bool *done) {
+  ccg_graph *g = sh->g;
+  bool lin, tw;
+  ccg_value_id bias;
+  CCG_CHECK(linear_parts(sh, n, &lin, &tw, &bias));
+  if (!lin)
+    return CCG_STATUS_OK;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
+  int ry = ccg_value_shape(g, y)->rank;
+  int blocks = split_blocks(sh, y);
+  ccg_placement out = out_layout(NULL, e, sh_S(ry - 1), ry);
+  if (blocks > 1 && !(out.kind == CCG_PLACEMENT_SHARD && out.dim == ry - 1))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "a fused projection (split in %d) must keep its output "
+                   "Shard(-1)",
+                   blocks);
+  ccg_value_id xs, w, b = CCG_NONE, ys;
+  /* gathered once, shared by every Linear that reads x (Q, K and V) */
+  CCG_CHECK(sh_get(sh, x, sh_R(), 1, false, &xs));
+  CCG_CHECK(
+      sh_weight(sh, ccg_node_input(g, n, 1), sh_S(1), blocks, tw, false, &w));
+  if (bias != CCG_NONE)
+    CCG_CHECK(sh_weight(sh, bias, sh_S(0), blocks, false, false, &b));
+  ccg_dtensor_style_options o = style_opts(sh, e, sh_R(), out);
+  size_t before = ccg_graph_num_nodes(sh->s);
+  int pushed = push(sh, n);
+  ccg_status st = ccg_dtensor_colwise_parallel(sh->s, xs, w, b, &o, &ys);
+  pop(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return s_fail(sh, st);
+  (void)before;
+  *done = true;
+  return sh_set(sh, y, ys, out, blocks);
+}
+
+static ccg_status rowwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
+                          bool *done) {
+  ccg_graph *g = sh->g;
+  bool lin, tw;
+  ccg_value_id bias;
+  CCG_CHECK(linear_parts(sh, n, &lin, &tw, &bias));
+  if (!lin)
+    return CCG_STATUS_OK;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
+  int ry = ccg_value_shape(g, y)->rank;
+  ccg_placement dflt = sh->sp ? sh_S((int)sh->seq_dim) : sh_R();
+  ccg_placement out = out_layout(sh, e, dflt, ry);
+  if (out.kind == CCG_PLACEMENT_SHARD) {
+    ccg_dim d = ccg_value_shape(g, y)->dims[out.dim];
+    if (!ccg_dim_is_sym(d) && d.size % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "output '%s' dim %d (size %lld) is not divisible by "
+                     "%s=%lld",
+                     ccg_value_name(g, y), out.dim, (long long)d.size,
+                     sh->axis_name, (long long)sh->W);
+  }
+  int xb;
+  ccg_placement xp = sh_cur(sh, x, &xb);
+  ccg_value_id xs, w, b = CCG_NONE, ys;
+  CCG_CHECK(sh_get(sh, x, xp, 1, false, &xs));
+  CCG_CHECK(sh_weight(sh, ccg_node_input(g, n, 1), sh_S(0), 1, tw, false, &w));
+  if (bias != CCG_NONE)
+    CCG_CHECK(sh_weight(sh, bias, sh_R(), 1, false, false, &b));
+  ccg_dtensor_style_options o = style_opts(sh, e, xp, out);
+  int pushed = push(sh, n);
+  ccg_status st = ccg_dtensor_rowwise_parallel(sh->s, xs, w, b, &o, &ys);
+  pop(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return s_fail(sh, st);
+  *done = true;
+  return sh_set(sh, y, ys, out, 1);
+}
+
+static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
+                                    const ccg_plan_entry *e, bool *done) {
+  ccg_graph *g = sh->g;
+  if (ccg_node_op(g, n) != CCG_OP_LAYER_NORM)
+    return CCG_STATUS_OK;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
+  int rx = ccg_value_shape(g, x)->rank;
+  int64_t axis = -1;
+  float eps = 1e-5f;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  CCG_CHECK(ccg_node_attr_float(g, n, "epsilon", &eps));
+  if (norm_dim((int)axis, rx) != rx - 1 || ccg_node_num_outputs(g, n) > 1)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "sequence parallel needs a LayerNormalization over the "
+                   "last dim with one output");
+  int seq = norm_dim((int)(e ? e->sequence_dim : sh->seq_dim), rx);
+  ccg_dim sd = ccg_value_shape(g, x)->dims[seq];
+  if (seq < 0 || seq >= rx - 1)
+    return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                   "sequence_dim %d is not a dim of '%s' before the last", seq,
+                   ccg_value_name(g, x));
+  if (!ccg_dim_is_sym(sd) && sd.size % sh->W != 0)
+    return sh_fail(sh, CCG_STATUS_SHAPE,
+                   "value '%s' sequence dim %d (size %lld) is not divisible "
+                   "by %s=%lld",
+                   ccg_value_name(g, x), seq, (long long)sd.size, sh->axis_name,
+                   (long long)sh->W);
+  int xb;
+  ccg_placement xp = sh_cur(sh, x, &xb);
+  ccg_value_id xs, scale, bias = CCG_NONE, ys;
+  CCG_CHECK(sh_get(sh, x, xp, 1, false, &xs));
+  CCG_CHECK(sh_get(sh, ccg_node_input(g, n, 1), sh_R(), 1, false, &scale));
+  if (ccg_node_num_inputs(g, n) > 2)
+    CCG_CHECK(sh_get(sh, ccg_node_input(g, n, 2), sh_R(), 1, false, &bias));
+  ccg_dtensor_style_options o = CCG_DTENSOR_STYLE_OPTIONS_INIT;
+  o.mesh_axis = sh->axis_name;
+  o.sequence_dim = seq;
+  o.epsilon = eps;
+  o.use_local_output = e ? e->use_local_output : false;
+  int pushed = push(sh, n);
+  ccg_status st =
+      ccg_dtensor_sequence_parallel(sh->s, xs, scale, bias, &o, &ys);
+  pop(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return s_fail(sh, st);
+  *done = true;
+  return sh_set(sh, y, ys, sh_S(seq), 1);
+}
+
+/* Embedding rows split over the ranks: rank r holds rows [r*V/W, (r+1)*V/W)
+ * and a zero row after them; its per-rank map sends a global id to its local
+ * row, or to the zero row when another rank holds it. The Gather's result is
+ * Partial (each row comes from one rank) and goes to the output layout. */
+static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
+                                 const ccg_plan_entry *e, bool *done) {
+  ccg_graph *g = sh->g;
+  ccg_value_id wv = ccg_node_input(g, n, 0), ids = ccg_node_input(g, n, 1);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  if (ccg_node_op(g, n) != CCG_OP_GATHER || !sh_is_weight(sh, wv) || axis != 0)
+    return CCG_STATUS_OK;
+  const ccg_tensor *t = ccg_value_data(g, wv);
+  const char *wname = ccg_value_name(g, wv);
+  int64_t V = t->dims[0], W = sh->W, c = V / W;
+  if (t->rank < 1 || V % W != 0)
+    return sh_fail(sh, CCG_STATUS_SHAPE,
+                   "embedding '%s' dim 0 (size %lld) is not divisible by "
+                   "%s=%lld",
+                   wname, (long long)V, sh->axis_name, (long long)W);
+  size_t es = ccg_dtype_size(t->dtype), row = es;
+  for (int i = 1; i < t->rank; i++)
+    row *= (size_t)t->dims[i];
+  size_t wbytes = (size_t)(c + 1) * row, mbytes = (size_t)V * sizeof(int64_t);
+  unsigned char *mem = calloc((size_t)W, wbytes + mbytes);
+  unsigned char **wch = calloc((size_t)W, sizeof *wch);
+  unsigned char **mch = calloc((size_t)W, sizeof *mch);
+  ccg_status st = CCG_STATUS_OK;
+  if (!mem || !wch || !mch) {
+    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for embedding '%s'", wname);
+    goto out;
+  }
+  for (int64_t r = 0; r < W; r++) {
+    wch[r] = mem + (size_t)r * (wbytes + mbytes);
+    mch[r] = wch[r] + wbytes;
+    memcpy(wch[r], (const unsigned char *)t->data + (size_t)(r * c) * row,
+           (size_t)c * row);
+    for (int64_t i = 0; i < V; i++) {
+      int64_t local = i >= r * c && i < (r + 1) * c ? i - r * c : c;
+      memcpy(mch[r] + (size_t)i * sizeof local, &local, sizeof local);
+    }
+  }
+  int64_t wd[CCG_MAX_RANK], md[1] = {V};
+  memcpy(wd, t->dims, sizeof wd);
+  wd[0] = c + 1;
+  char mname[512];
+  snprintf(mname, sizeof mname, "%s.vocab_map", wname);
+  ccg_value_id w, map, idr, lid, part, y;
+  CCG_CHECK_GOTO(
+      sh_add_rank_weight(sh, wname, t->dtype, t->rank, wd, wch, sh_S(0), &w),
+      st, out);
+  CCG_CHECK_GOTO(
+      sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch, sh_R(), &map),
+      st, out);
+  sh->rep.n_sharded_params--; /* the map is not a parameter */
+  CCG_CHECK_GOTO(sh_get(sh, ids, sh_R(), 1, false, &idr), st, out);
+  int pushed = push(sh, n);
+  st = ccg_gather(sh->s, map, idr, 0, &lid);
+  if (st == CCG_STATUS_OK)
+    st = ccg_gather(sh->s, w, lid, 0, &part);
+  pop(sh, pushed);
+  if (st != CCG_STATUS_OK) {
+    st = s_fail(sh, st);
+    goto out;
+  }
+  ccg_value_id gy = ccg_node_output(g, n, 0);
+  int ry = ccg_value_shape(g, gy)->rank;
+  ccg_placement to =
+      out_layout(sh, e, sh->sp ? sh_S((int)sh->seq_dim) : sh_R(), ry);
+  CCG_CHECK_GOTO(sh_set(sh, gy, part, sh_P(), 1), st, out);
+  CCG_CHECK_GOTO(sh_move(sh, part, sh_P(), to, &y), st, out);
+  CCG_CHECK_GOTO(sh_set(sh, gy, y, to, 1), st, out);
+  *done = true;
+out:
+  free(mem);
+  free(wch);
+  free(mch);
+  return st;
+}
+
+ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
+                    size_t entry, const char *module, bool *done) {
+  (void)entry;
+  (void)module;
+  *done = false;
+  ccg_plan_style style = e ? e->style : CCG_PLAN_SEQUENCE_PARALLEL;
+  switch (style) {
+  case CCG_PLAN_COLWISE:
+    return colwise(sh, n, e, done);
+  case CCG_PLAN_ROWWISE:
+    return rowwise(sh, n, e, done);
+  case CCG_PLAN_SEQUENCE_PARALLEL:
+    return sequence_parallel(sh, n, e, done);
+  case CCG_PLAN_VOCAB_PARALLEL:
+    return vocab_parallel(sh, n, e, done);
+  default:
+    return CCG_STATUS_OK; /* replicate and ulysses: shard.c */
+  }
+}

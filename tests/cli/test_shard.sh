@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# ccgraph shard on the GPT-style sample model (separate Q/K/V and fused QKV,
+# with and without sequence parallel, tp=2 and tp=4): rank models written
+# and accepted by onnx.checker; bad inputs give exit 2 and name the fault.
+# usage: test_shard.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+py=/usr/bin/python3
+gen=$src/samples/make_gpt_block.py
+plan=$src/samples/plan_gpt_block.json
+failures=0
+$py "$gen" "$work/gpt.onnx" >/dev/null || exit 1
+$py "$gen" "$work/gpt_fused.onnx" --fused-qkv >/dev/null || exit 1
+
+expect() { # CODE PATTERN -- ARGS
+  local code=$1 pattern=$2; shift 3
+  local out; out=$("$tool" "$@" 2>&1); local got=$?
+  if [ "$got" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: ccgraph $* exited $got (expected $code, /$pattern/)"
+    echo "$out" | head -20; failures=$((failures + 1))
+  fi
+}
+
+for m in gpt gpt_fused; do
+  for tp in 2 4; do
+    for sp in "" --sequence-parallel; do
+      out=$work/out_${m}_tp${tp}${sp:+_sp}
+      expect 0 "wrote .*rank0.onnx" -- shard "$work/$m.onnx" --plan "$plan" \
+        --mesh tp=$tp -o "$out" $sp
+      mkdir -p "$work/all"
+      for f in "$out"/*.onnx; do cp "$f" "$work/all/$(basename "$out")_$(basename "$f")"; done
+    done
+  done
+done
+expect 0 '"reshape_rewrites": 8' -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2,tp=2 -o "$work/dp" --json
+expect 0 'AllGather 6, ReduceScatter 5' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/sp" --sequence-parallel
+$py "$src/tests/onnx/check_models.py" "$work/all" | tail -1 || failures=$((failures + 1))
+
+# inspect: a folder's per-rank summary, a rank model as text, JSON and DOT
+expect 0 'rank 3: .*mesh tp=4.*AllReduce 5, AllGather 1' -- inspect "$work/out_gpt_tp4"
+expect 0 '"ranks": 4' -- inspect "$work/out_gpt_tp4" --format json
+expect 0 'AllReduce' -- inspect "$work/out_gpt_tp4/gpt.rank1.onnx"
+expect 0 'digraph' -- inspect "$work/out_gpt_tp4/gpt.rank1.onnx" --format dot
+expect 2 "nope" -- inspect "$work/nope.onnx"
+expect 1 "--format must be text, json or dot" -- inspect "$work/gpt.onnx" --format png
+
+# bad inputs
+expect 2 "nope.onnx" -- shard "$work/nope.onnx" --plan "$plan" --mesh tp=2 -o "$work/x1"
+echo '{"fc": "sideways"}' > "$work/bad_plan.json"
+expect 2 "plan key 'fc'" -- shard "$work/gpt.onnx" --plan "$work/bad_plan.json" --mesh tp=2 -o "$work/x2"
+expect 2 "is not divisible by tp=3" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=3 -o "$work/x3"
+echo '{"h.*.mlp.fc1": "colwise", "decoder.*": "rowwise"}' > "$work/unused.json"
+expect 2 "plan entry 'decoder.\*' \(rowwise\) matches no module" -- shard "$work/gpt.onnx" --plan "$work/unused.json" --mesh tp=2 -o "$work/x4"
+expect 2 "axis 'tp' .*not in the mesh" -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2 -o "$work/x5"
+expect 1 "--plan, --mesh and -o are required" -- shard "$work/gpt.onnx"
+expect 0 "usage: ccgraph shard" -- shard --help
+for d in x1 x2 x3 x4 x5; do
+  if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
+done
+echo "shard: $failures failure(s)"
+[ "$failures" -eq 0 ]

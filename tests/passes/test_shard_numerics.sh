@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The shard pass on the GPT-style sample (separate and fused QKV, with and
+# without sequence parallel, tp=2 and 4): every rank's logits equal the
+# unsharded model's run by the same executor within 1e-5.
+# usage: test_shard_numerics.sh SHARD_CHECK SOURCE_DIR WORK_DIR
+set -eu
+check=$1 src=$2 work=$3
+mkdir -p "$work"
+/usr/bin/python3 "$src/samples/make_gpt_block.py" "$work/gpt.onnx" >/dev/null
+/usr/bin/python3 "$src/samples/make_gpt_block.py" "$work/gpt_fused.onnx" --fused-qkv >/dev/null
+for m in gpt gpt_fused; do
+  for tp in 2 4; do
+    "$check" "$work/$m.onnx" "$src/samples/plan_gpt_block.json" $tp
+    "$check" "$work/$m.onnx" "$src/samples/plan_gpt_block.json" $tp sp
+  done
+done
