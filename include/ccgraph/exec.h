@@ -173,7 +173,9 @@ CCG_API ccg_status ccg_exec_run_local(
 /* The same with one graph per rank: graphs[r] runs as rank r (per-rank
  * models as ccg_onnx_export_ranks writes them, or a pipeline's stages);
  * every graph's mesh has a world of nranks. Each rank compiles once and
- * runs `steps` steps (outputs hold the last). seconds (may be NULL) gets
+ * runs `steps` steps (outputs hold the last). An output whose dst is NULL
+ * gets its data copied into new memory: tensor.data, freed by the caller
+ * with free() (NULL on a rank that failed; free() takes either). seconds (may be NULL) gets
  * the time of one step: from the moment the last rank finished compiling
  * to the moment the last rank finished, over `steps`. Errors go to the
  * thread's context (ccg_last_error(NULL)) and list every failed rank. */

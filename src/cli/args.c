@@ -42,7 +42,13 @@ int parse_args(const command *self, int argc, char **argv, const option *opts,
     } else if (o) {
       if (++i == argc)
         return usage_error(self, "%s needs a value", a);
-      *o->value = argv[i];
+      if (o->list) {
+        if (*o->n_list == o->max_list)
+          return usage_error(self, "%s: at most %zu times", a, o->max_list);
+        o->list[(*o->n_list)++] = argv[i];
+      } else {
+        *o->value = argv[i];
+      }
     } else if (a[0] == '-' && a[1] != '\0') {
       return usage_error(self, "unknown option '%s'", a);
     } else if (n_pos < max_pos) {

@@ -32,6 +32,11 @@ typedef struct option {
   const char *name;
   const char **value;
   bool *flag;
+  /* A repeatable "--name VALUE": values appended to list (max_list room),
+   * *n_list counting them. */
+  const char **list;
+  size_t *n_list;
+  size_t max_list;
 } option;
 
 /* Prints "ccgraph NAME: <message>" and the usage to stderr; EXIT_USAGE. */
@@ -110,7 +115,15 @@ extern const command cli_demo_command;
 extern const command cli_grad_command;
 extern const command cli_shard_command;
 extern const command cli_inspect_command;
+extern const command cli_run_command;
 extern const command cli_verify_command;
 extern const command cli_cost_command;
+
+/* npy.c: NumPy .npy files (format 1.0-3.0, C order, little-endian; the
+ * IR's dtypes but bf16). Reading: errors print "ccgraph CMD: FILE: ..." and
+ * give EXIT_BAD_INPUT; *out's data is malloc'd (free it). Writing: through a
+ * temporary file renamed at the end. */
+int cli_npy_read(const char *cmd, const char *path, ccg_tensor *out);
+int cli_npy_write(const char *cmd, const char *path, const ccg_tensor *t);
 
 #endif

@@ -38,6 +38,7 @@ static const command *const commands[] = {
     &cli_grad_command,
     &cli_shard_command,
     &cli_inspect_command,
+    &cli_run_command,
     &ops_command,
     &mesh_command,
     &cli_verify_command,

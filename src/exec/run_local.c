@@ -42,6 +42,30 @@ static void *rank_main(void *arg) {
   for (int s = 0; s < j->steps && j->st == CCG_STATUS_OK; s++)
     j->st = ccg_exec_run(x, j->inputs, j->n_inputs, j->outputs, j->n_outputs);
   j->t_end = now_s();
+  /* Outputs without a dst get a copy of their own (run_local_ranks), or
+   * NULL when the rank failed. */
+  for (size_t i = 0; i < j->n_outputs; i++) {
+    ccg_exec_tensor *o = &j->outputs[i];
+    size_t n = 0;
+    if (o->dst)
+      continue;
+    void *copy = NULL;
+    if (j->st == CCG_STATUS_OK &&
+        ccg_tensor_nbytes(&o->tensor, &n) == CCG_STATUS_OK &&
+        !(copy = malloc(n ? n : 1)))
+      j->st = ccg__error((ccg_ctx *)x, CCG_STATUS_OOM,
+                         "rank %d: %zu bytes for output '%s'", j->opts.rank, n,
+                         o->name);
+    if (copy)
+      memcpy(copy, o->tensor.data, n);
+    o->tensor.data = copy;
+  }
+  if (j->st != CCG_STATUS_OK) /* no half set of copies */
+    for (size_t i = 0; i < j->n_outputs; i++)
+      if (!j->outputs[i].dst) {
+        free((void *)j->outputs[i].tensor.data);
+        j->outputs[i].tensor.data = NULL;
+      }
   if (j->st != CCG_STATUS_OK)
     ccg__error_copy(&j->err, (const ccg_ctx *)x);
   ccg_exec_free(x);
@@ -56,12 +80,6 @@ static ccg_status run_ranks(ccg_graph *const *graphs, bool shared, int nranks,
                             size_t n_inputs, ccg_exec_tensor *const *outputs,
                             size_t n_outputs, ccg_status *rank_status,
                             double *seconds, ccg_ctx *gctx) {
-  for (int r = 0; r < nranks; r++)
-    for (size_t i = 0; i < n_outputs; i++)
-      if (!outputs[r][i].dst)
-        return ccg__error(gctx, CCG_STATUS_INVALID_ARG,
-                          "rank %d output '%s' has no dst buffer", r,
-                          outputs[r][i].name ? outputs[r][i].name : "(null)");
   /* once, before the threads: validation uses the graph's scratch space */
   for (int r = 0; r < (shared ? 1 : nranks); r++)
     if (ccg_graph_validate(graphs[r]) != CCG_STATUS_OK)
@@ -154,6 +172,12 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
     return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
                       "graph '%s' has a world of %lld ranks, not %d",
                       ccg_graph_name(g), (long long)world, nranks);
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < n_outputs; i++)
+      if (!outputs[r][i].dst)
+        return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                          "rank %d output '%s' has no dst buffer", r,
+                          outputs[r][i].name ? outputs[r][i].name : "(null)");
   return run_ranks(&g, true, nranks, opts, 1, inputs, n_inputs, outputs,
                    n_outputs, rank_status, NULL, (ccg_ctx *)g);
 }

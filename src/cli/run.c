@@ -1,0 +1,561 @@
+/* ccgraph run: runs a model, or a set of per-rank models, on local ranks
+ * (threads) with inputs from .npy or ONNX TensorProto (.pb) files, writes
+ * every rank's outputs as .npy, and can check them against a reference
+ * model run on one rank. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+
+static int cmd_run(int argc, char **argv);
+
+const command cli_run_command = {
+    "run", "run a model or per-rank models on local ranks",
+    "usage: ccgraph run MODEL.onnx|DIR [--input NAME=FILE]... [--ranks N]\n"
+    "                   [--comm local] [--random-inputs SEED] [--steps K]\n"
+    "                   [--output-dir OUT] [--check REFERENCE.onnx]\n"
+    "                   [--tolerance T] [--name NAME] [--json]\n"
+    "\n"
+    "Runs one SPMD model on every rank of its mesh, or the per-rank models\n"
+    "<name>.rank<r>.onnx of a folder, as threads of this process. Every\n"
+    "rank gets the same global inputs: an input a rank holds a shard of\n"
+    "(its placement is Shard(d) over a mesh axis) gets its chunk of dim d,\n"
+    "any other the whole tensor. Outputs go to OUT/rank<r>/<name>.npy ('/'\n"
+    "in names becomes '_').\n"
+    "  --input NAME=FILE      a graph input from a .npy or .pb file (repeat)\n"
+    "  --random-inputs SEED   fill inputs not given with values in [-1, 1)\n"
+    "  --ranks N              the ranks to expect (default: the mesh's world)\n"
+    "  --comm local           the communicator (local threads; the only one\n"
+    "                         this tool starts)\n"
+    "  --steps K              steps to run and time (default 1)\n"
+    "  --output-dir OUT       where outputs are written (default: none)\n"
+    "  --check REFERENCE.onnx run the reference on one rank with the same\n"
+    "                         inputs and compare every output it shares with\n"
+    "                         rank 0 (exit 4 above the tolerance)\n"
+    "  --tolerance T          largest accepted difference (default 1e-4)\n"
+    "  --name NAME            the program in a folder holding several\n"
+    "  --json                 one JSON document on stdout\n",
+    cmd_run};
+
+#define MAX_INPUTS 64
+#define MAX_IO 128
+
+typedef struct global_input {
+  const char *name;
+  ccg_tensor t;
+  bool from_pb; /* data freed with ccg_onnx_tensor_free, else free() */
+} global_input;
+
+typedef struct run_ctx {
+  const char *paths[1];
+  const char *inputs[MAX_INPUTS], *comm, *seed, *steps, *out, *check, *tol,
+      *ranks, *name;
+  size_t n_inputs;
+  bool json;
+  global_input g_in[MAX_IO];
+  size_t n_g_in;
+  uint32_t seed_v;
+  bool random;
+} run_ctx;
+
+static bool ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int read_input(run_ctx *c, const char *spec) {
+  const char *eq = strchr(spec, '=');
+  if (!eq || eq == spec || !eq[1])
+    return usage_error(&cli_run_command, "--input '%s' is not NAME=FILE", spec);
+  if (c->n_g_in == MAX_IO)
+    return usage_error(&cli_run_command, "at most %d inputs", MAX_IO);
+  global_input *gi = &c->g_in[c->n_g_in];
+  char *name = strndup(spec, (size_t)(eq - spec));
+  if (!name)
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  gi->name = name;
+  const char *file = eq + 1;
+  int rc;
+  if (ends_with(file, ".pb")) {
+    gi->from_pb = true;
+    rc = ccg_onnx_tensor_read_file(file, NULL, &gi->t, NULL) == CCG_STATUS_OK
+             ? EXIT_OK
+             : cli_fail(&cli_run_command, EXIT_BAD_INPUT, "%s",
+                        ccg_last_error(NULL));
+  } else {
+    rc = cli_npy_read("run", file, &gi->t);
+  }
+  if (rc != EXIT_OK) {
+    free(name);
+    return rc;
+  }
+  c->n_g_in++;
+  return EXIT_OK;
+}
+
+static global_input *find_input(run_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->n_g_in; i++)
+    if (strcmp(c->g_in[i].name, name) == 0)
+      return &c->g_in[i];
+  return NULL;
+}
+
+/* A global input for a graph input that was not given: random values of
+ * its shape, the sharded dim (if any) times the ranks of its axis. */
+static int random_input(run_ctx *c, ccg_graph *g, ccg_value_id v,
+                        global_input **out) {
+  const char *name = ccg_value_name(g, v);
+  const ccg_shape *s = ccg_value_shape(g, v);
+  ccg_dtype dt = ccg_value_dtype(g, v);
+  if (dt != CCG_DTYPE_F32 && dt != CCG_DTYPE_F64)
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "input '%s' is %s: --random-inputs fills float inputs "
+                    "only; give it with --input",
+                    name, ccg_dtype_name(dt));
+  if (c->n_g_in == MAX_IO)
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT, "more than %d inputs",
+                    MAX_IO);
+  global_input *gi = &c->g_in[c->n_g_in];
+  memset(gi, 0, sizeof *gi);
+  gi->name = strdup(name);
+  gi->t.dtype = dt;
+  gi->t.rank = s->rank;
+  ccg_placement pl[CCG_MAX_MESH_AXES];
+  int np = ccg_value_placements(g, v, pl);
+  const ccg_mesh *m = ccg_graph_mesh(g);
+  size_t n = 1;
+  for (int d = 0; d < s->rank; d++) {
+    if (ccg_dim_is_sym(s->dims[d])) {
+      free((void *)gi->name);
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "input '%s' has a symbolic dim %d: give it with --input",
+                      name, d);
+    }
+    gi->t.dims[d] = s->dims[d].size;
+    for (int a = 0; a < np && m; a++)
+      if (pl[a].kind == CCG_PLACEMENT_SHARD && pl[a].dim == d)
+        gi->t.dims[d] *= m->sizes[a];
+    n *= (size_t)gi->t.dims[d];
+  }
+  void *data = malloc(n * ccg_dtype_size(dt) + 1);
+  if (!gi->name || !data) {
+    free((void *)gi->name);
+    free(data);
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  }
+  uint32_t st = c->seed_v * 2654435761u + (uint32_t)c->n_g_in * 97u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    st = st * 1664525u + 1013904223u;
+    double x = (double)((st >> 8) & 0xffffff) / 8388608.0 - 1.0;
+    if (dt == CCG_DTYPE_F32)
+      ((float *)data)[i] = (float)x;
+    else
+      ((double *)data)[i] = x;
+  }
+  gi->t.data = data;
+  c->n_g_in++;
+  *out = gi;
+  return EXIT_OK;
+}
+
+/* Rank r's part of global input gi for graph input v of g: a view into gi
+ * (only dim 0 sharding is a view; other dims are copied into *owned). */
+static int rank_part(ccg_graph *g, ccg_value_id v, int64_t r,
+                     const global_input *gi, ccg_tensor *t, void **owned) {
+  *t = gi->t;
+  *owned = NULL;
+  const char *name = ccg_value_name(g, v);
+  const ccg_shape *s = ccg_value_shape(g, v);
+  if (gi->t.dtype != ccg_value_dtype(g, v) || gi->t.rank != s->rank)
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "input '%s' needs %s of rank %d; the file holds %s of "
+                    "rank %d",
+                    name, ccg_dtype_name(ccg_value_dtype(g, v)), s->rank,
+                    ccg_dtype_name(gi->t.dtype), gi->t.rank);
+  ccg_placement pl[CCG_MAX_MESH_AXES];
+  int np = ccg_value_placements(g, v, pl);
+  const ccg_mesh *m = ccg_graph_mesh(g);
+  int64_t coords[CCG_MAX_MESH_AXES] = {0};
+  if (m)
+    ccg_mesh_coords(m, r, coords);
+  for (int a = 0; a < np && m; a++) {
+    if (pl[a].kind != CCG_PLACEMENT_SHARD)
+      continue;
+    int d = pl[a].dim;
+    int64_t W = m->sizes[a], full = t->dims[d];
+    if (!ccg_dim_is_sym(s->dims[d]) && full == s->dims[d].size)
+      continue; /* already this rank's size: given as the shard */
+    if (full % W != 0)
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "input '%s' dim %d is %lld, which the %lld ranks of "
+                      "axis '%s' do not divide",
+                      name, d, (long long)full, (long long)W, m->names[a]);
+    int64_t chunk = full / W, outer = 1, inner = 1;
+    for (int k = 0; k < d; k++)
+      outer *= t->dims[k];
+    for (int k = d + 1; k < t->rank; k++)
+      inner *= t->dims[k];
+    size_t es = ccg_dtype_size(t->dtype);
+    char *part = malloc((size_t)(outer * chunk * inner) * es + 1);
+    if (!part)
+      return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+    const char *src = t->data;
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(part + (size_t)(o * chunk * inner) * es,
+             src + (size_t)((o * full + coords[a] * chunk) * inner) * es,
+             (size_t)(chunk * inner) * es);
+    free(*owned);
+    *owned = part;
+    t->data = part;
+    t->dims[d] = chunk;
+  }
+  for (int d = 0; d < s->rank; d++)
+    if (!ccg_dim_is_sym(s->dims[d]) && t->dims[d] != s->dims[d].size) {
+      free(*owned);
+      *owned = NULL;
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "input '%s' dim %d is %lld on rank %lld; the model "
+                      "needs %lld",
+                      name, d, (long long)t->dims[d], (long long)r,
+                      (long long)s->dims[d].size);
+    }
+  return EXIT_OK;
+}
+
+/* "a/b:c" -> "a_b_c" for a file name. */
+static void file_name(const char *name, char *buf, size_t size) {
+  snprintf(buf, size, "%s", *name ? name : "output");
+  for (char *p = buf; *p; p++)
+    if (*p == '/' || *p == '\\' || *p == ':' || *p == ' ')
+      *p = '_';
+}
+
+static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
+                           bool *comparable) {
+  size_t na, nb;
+  *comparable = a->dtype == b->dtype && a->rank == b->rank &&
+                ccg_tensor_nbytes(a, &na) == CCG_STATUS_OK &&
+                ccg_tensor_nbytes(b, &nb) == CCG_STATUS_OK && na == nb;
+  for (int d = 0; *comparable && d < a->rank; d++)
+    *comparable = a->dims[d] == b->dims[d];
+  if (!*comparable)
+    return INFINITY;
+  size_t n = na / ccg_dtype_size(a->dtype);
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double x, y;
+    switch (a->dtype) {
+    case CCG_DTYPE_F32:
+      x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+      break;
+    case CCG_DTYPE_F64:
+      x = ((const double *)a->data)[i], y = ((const double *)b->data)[i];
+      break;
+    case CCG_DTYPE_I64:
+      x = (double)((const int64_t *)a->data)[i];
+      y = (double)((const int64_t *)b->data)[i];
+      break;
+    default: /* compare the bytes: 0 or 1 per element */
+      x = memcmp((const char *)a->data + i * ccg_dtype_size(a->dtype),
+                 (const char *)b->data + i * ccg_dtype_size(a->dtype),
+                 ccg_dtype_size(a->dtype)) != 0;
+      y = 0;
+    }
+    double e = fabs(x - y);
+    if (isnan(e) && !(isnan(x) && isnan(y)))
+      e = INFINITY;
+    if (e > m)
+      m = e;
+  }
+  return m;
+}
+
+static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int n,
+                         ccg_exec_tensor *const *outs, size_t n_out) {
+  if (mkdir(c->out, 0777) != 0 && errno != EEXIST)
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "cannot create folder '%s': %s", c->out, strerror(errno));
+  for (int r = 0; r < n; r++) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/rank%d", c->out, r);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "cannot create folder '%s': %s", dir, strerror(errno));
+    size_t no = ccg_graph_num_outputs(graphs[r]);
+    for (size_t i = 0; i < no && i < n_out; i++) {
+      char fn[300], path[4600];
+      file_name(outs[r][i].name, fn, sizeof fn);
+      snprintf(path, sizeof path, "%s/%s.npy", dir, fn);
+      int rc = cli_npy_write("run", path, &outs[r][i].tensor);
+      if (rc != EXIT_OK)
+        return rc;
+    }
+  }
+  return EXIT_OK;
+}
+
+/* The reference on one rank with the global inputs; compares the outputs
+ * it shares by name with rank 0's. */
+static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
+                 size_t n0, double tol, double *worst, size_t *n_cmp) {
+  ccg_graph *ref = NULL;
+  int rc = cli_import("run", c->check, &ref);
+  if (rc != EXIT_OK)
+    return rc;
+  size_t ni = ccg_graph_num_inputs(ref), no = ccg_graph_num_outputs(ref);
+  ccg_exec_tensor in[MAX_IO], out[MAX_IO];
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  for (size_t i = 0; i < ni && i < MAX_IO; i++) {
+    const char *name = ccg_value_name(ref, ccg_graph_input(ref, i));
+    global_input *gi = find_input(c, name);
+    if (!gi) {
+      ccg_graph_free(ref);
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "the reference's input '%s' is not among the model's "
+                      "inputs",
+                      name);
+    }
+    in[i].name = name;
+    in[i].tensor = gi->t;
+  }
+  for (size_t i = 0; i < no && i < MAX_IO; i++)
+    out[i].name = ccg_value_name(ref, ccg_graph_output(ref, i));
+  const ccg_exec_tensor *inp[1] = {in};
+  ccg_exec_tensor *outp[1] = {out};
+  if (ccg_exec_run_local_ranks(&ref, 1, NULL, 1, inp, ni, outp, no, NULL,
+                               NULL) != CCG_STATUS_OK) {
+    rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "reference %s: %s", c->check,
+                  ccg_last_error(NULL));
+  } else {
+    *worst = 0;
+    *n_cmp = 0;
+    for (size_t i = 0; i < no && rc == EXIT_OK; i++)
+      for (size_t k = 0; k < n0; k++) {
+        if (strcmp(out[i].name, outs0[k].name) != 0)
+          continue;
+        bool ok;
+        double e = max_abs_diff(&outs0[k].tensor, &out[i].tensor, &ok);
+        if (!ok)
+          rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                        "output '%s': rank 0 and the reference differ in "
+                        "dtype or shape",
+                        out[i].name);
+        *worst = e > *worst ? e : *worst;
+        (*n_cmp)++;
+      }
+    if (rc == EXIT_OK && *n_cmp == 0)
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the reference shares no output name with the model");
+  }
+  for (size_t i = 0; i < no; i++)
+    free((void *)out[i].tensor.data);
+  ccg_graph_free(ref);
+  (void)g0;
+  (void)tol;
+  return rc;
+}
+
+static int run_program(run_ctx *c, cli_program *p) {
+  const ccg_mesh *m = ccg_graph_mesh(p->graphs[0]);
+  int world = m ? (int)ccg_mesh_world_size(m) : 1;
+  if (c->ranks) {
+    long long v;
+    char *end;
+    v = strtoll(c->ranks, &end, 10);
+    if (*end || end == c->ranks || v != world)
+      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "--ranks %s: the model's mesh has %d ranks", c->ranks,
+                      world);
+  }
+  if (world > 4096)
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT, "%d ranks", world);
+  /* One graph per rank: an SPMD model is read again for every rank, since
+   * ranks compile in parallel and a graph is used by one thread at once. */
+  ccg_graph **graphs = calloc((size_t)world, sizeof *graphs);
+  if (!graphs)
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  int rc = EXIT_OK;
+  if (p->per_rank && (int)p->n != world)
+    rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                  "%zu rank models for a mesh of %d ranks", p->n, world);
+  for (int r = 0; r < world && rc == EXIT_OK; r++) {
+    if (p->per_rank || r == 0)
+      graphs[r] = p->graphs[p->per_rank ? r : 0];
+    else
+      rc = cli_import("run", c->paths[0], &graphs[r]);
+  }
+  size_t ni = rc == EXIT_OK ? ccg_graph_num_inputs(graphs[0]) : 0;
+  size_t no = rc == EXIT_OK ? ccg_graph_num_outputs(graphs[0]) : 0;
+  if (ni > MAX_IO || no > MAX_IO)
+    rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                  "more than %d inputs or outputs", MAX_IO);
+  ccg_exec_tensor(*in)[MAX_IO] = calloc((size_t)world, sizeof *in);
+  ccg_exec_tensor(*out)[MAX_IO] = calloc((size_t)world, sizeof *out);
+  void **owned = calloc((size_t)world * MAX_IO, sizeof *owned);
+  const ccg_exec_tensor **inp = calloc((size_t)world, sizeof *inp);
+  ccg_exec_tensor **outp = calloc((size_t)world, sizeof *outp);
+  if (!in || !out || !owned || !inp || !outp)
+    rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  for (int r = 0; r < world && rc == EXIT_OK; r++) {
+    ccg_graph *g = graphs[r];
+    if (ccg_graph_num_inputs(g) != ni || ccg_graph_num_outputs(g) != no) {
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "rank %d's model has other inputs or outputs than rank "
+                    "0's",
+                    r);
+      break;
+    }
+    for (size_t i = 0; i < ni && rc == EXIT_OK; i++) {
+      ccg_value_id v = ccg_graph_input(g, i);
+      global_input *gi = find_input(c, ccg_value_name(g, v));
+      if (!gi && !c->random) {
+        rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                      "input '%s' is not given: pass --input %s=FILE (.npy or "
+                      ".pb) or --random-inputs SEED",
+                      ccg_value_name(g, v), ccg_value_name(g, v));
+        break;
+      }
+      if (!gi && (rc = random_input(c, g, v, &gi)) != EXIT_OK)
+        break;
+      in[r][i].name = ccg_value_name(g, v);
+      rc = rank_part(g, v, r, gi, &in[r][i].tensor, &owned[r * MAX_IO + i]);
+    }
+    for (size_t i = 0; i < no; i++)
+      out[r][i].name = ccg_value_name(g, ccg_graph_output(g, i));
+    inp[r] = in[r];
+    outp[r] = out[r];
+  }
+  for (size_t k = 0; rc == EXIT_OK && k < c->n_g_in; k++) {
+    ccg_value_id v;
+    if (ccg_graph_find_value(graphs[0], c->g_in[k].name, &v) != CCG_STATUS_OK)
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "--input '%s': the model has no value of that name",
+                    c->g_in[k].name);
+  }
+  double secs = 0, worst = 0;
+  size_t n_cmp = 0;
+  int steps = c->steps ? atoi(c->steps) : 1;
+  if (rc == EXIT_OK && steps < 1)
+    rc =
+        usage_error(&cli_run_command, "--steps '%s': give 1 or more", c->steps);
+  if (rc == EXIT_OK &&
+      ccg_exec_run_local_ranks(graphs, world, NULL, steps, inp, ni, outp, no,
+                               NULL, &secs) != CCG_STATUS_OK)
+    rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s", ccg_last_error(NULL));
+  if (rc == EXIT_OK && c->out)
+    rc = write_outputs(c, graphs, world, outp, no);
+  double tol = c->tol ? strtod(c->tol, NULL) : 1e-4;
+  if (rc == EXIT_OK && c->check)
+    rc = check(c, graphs[0], out[0], no, tol, &worst, &n_cmp);
+  if (rc == EXIT_OK) {
+    bool ok = !c->check || worst <= tol;
+    if (c->json) {
+      json_t *doc = json_pack("{s:i,s:I,s:f}", "ranks", world, "outputs",
+                              (json_int_t)no, "step_time_s", secs);
+      if (c->out)
+        json_object_set_new(doc, "output_dir", json_string(c->out));
+      if (c->check) {
+        json_object_set_new(doc, "checked_outputs",
+                            json_integer((json_int_t)n_cmp));
+        json_object_set_new(doc, "max_abs_diff", json_real(worst));
+        json_object_set_new(doc, "tolerance", json_real(tol));
+        json_object_set_new(doc, "ok", json_boolean(ok));
+      }
+      rc = print_json(doc);
+    } else {
+      printf("ran %d rank%s, %d step%s: %.3f ms per step; %zu output%s per "
+             "rank%s%s\n",
+             world, world == 1 ? "" : "s", steps, steps == 1 ? "" : "s",
+             secs * 1e3, no, no == 1 ? "" : "s", c->out ? " written to " : "",
+             c->out ? c->out : "");
+      if (c->check)
+        printf("check against %s: %zu output%s, max |diff| %.3g (tolerance "
+               "%.3g): %s\n",
+               c->check, n_cmp, n_cmp == 1 ? "" : "s", worst, tol,
+               ok ? "ok" : "FAILED");
+    }
+    if (rc == EXIT_OK && !ok)
+      rc = EXIT_CHECK;
+  }
+  for (int r = 0; r < world; r++) {
+    for (size_t i = 0; out && i < no; i++)
+      free((void *)out[r][i].tensor.data);
+    for (size_t i = 0; owned && i < MAX_IO; i++)
+      free(owned[r * MAX_IO + i]);
+    if (!p->per_rank && r > 0)
+      ccg_graph_free(graphs[r]);
+  }
+  free(graphs);
+  free(in);
+  free(out);
+  free(owned);
+  free(inp);
+  free(outp);
+  return rc;
+}
+
+static int cmd_run(int argc, char **argv) {
+  run_ctx *c = calloc(1, sizeof *c);
+  if (!c)
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  const option opts[] = {
+      {"--input", NULL, NULL, c->inputs, &c->n_inputs, MAX_INPUTS},
+      {"--comm", &c->comm, NULL, NULL, NULL, 0},
+      {"--random-inputs", &c->seed, NULL, NULL, NULL, 0},
+      {"--steps", &c->steps, NULL, NULL, NULL, 0},
+      {"--output-dir", &c->out, NULL, NULL, NULL, 0},
+      {"--check", &c->check, NULL, NULL, NULL, 0},
+      {"--tolerance", &c->tol, NULL, NULL, NULL, 0},
+      {"--ranks", &c->ranks, NULL, NULL, NULL, 0},
+      {"--name", &c->name, NULL, NULL, NULL, 0},
+      {"--json", NULL, &c->json, NULL, NULL, 0},
+  };
+  int rc = parse_args(&cli_run_command, argc, argv, opts,
+                      sizeof opts / sizeof *opts, c->paths, 1);
+  if (rc < 0 && !c->paths[0])
+    rc = usage_error(&cli_run_command, "missing the MODEL or DIR");
+  if (rc < 0 && c->comm && strcmp(c->comm, "local") != 0)
+    rc = usage_error(&cli_run_command,
+                     "--comm %s: this tool starts local ranks only (run "
+                     "under mpirun from a program using ccg_comm_mpi_new)",
+                     c->comm);
+  char *end = NULL;
+  if (rc < 0 && c->tol && (strtod(c->tol, &end) < 0 || *end || end == c->tol))
+    rc = usage_error(&cli_run_command, "--tolerance '%s': give a number >= 0",
+                     c->tol);
+  if (rc < 0 && c->seed) {
+    unsigned long v = strtoul(c->seed, &end, 10);
+    if (*end || end == c->seed)
+      rc = usage_error(&cli_run_command, "--random-inputs '%s': give a seed",
+                       c->seed);
+    c->seed_v = (uint32_t)v;
+    c->random = true;
+  }
+  for (size_t i = 0; rc < 0 && i < c->n_inputs; i++) {
+    int r = read_input(c, c->inputs[i]);
+    if (r != EXIT_OK)
+      rc = r;
+  }
+  if (rc < 0) {
+    cli_program p;
+    rc = cli_load_program("run", c->paths, 1, c->name, &p);
+    if (rc == EXIT_OK) {
+      rc = run_program(c, &p);
+      cli_program_free(&p);
+    }
+  }
+  for (size_t i = 0; i < c->n_g_in; i++) {
+    if (c->g_in[i].from_pb)
+      ccg_onnx_tensor_free(&c->g_in[i].t);
+    else
+      free((void *)c->g_in[i].t.data);
+    free((void *)c->g_in[i].name);
+  }
+  free(c);
+  return rc;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# ccgraph run on the GPT-style sample: sharded rank models (tp=2 with
+# sequence parallel, tp=4) run on local ranks equal the unsharded model
+# (--check), inputs from .npy and .pb, outputs written as .npy that numpy
+# reads; bad inputs give their exit codes and messages.
+# usage: test_run_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+py=/usr/bin/python3
+failures=0
+passes=0
+$py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" >/dev/null || exit 1
+for cfg in "tp=2 --sequence-parallel" "tp=4"; do
+  set -- $cfg
+  "$tool" shard "$work/gpt.onnx" --plan "$src/samples/plan_gpt_block.json" \
+    --mesh "$1" -o "$work/${1/=/}${2:+_sp}" ${2:-} >/dev/null || exit 1
+done
+$py - "$work" <<'PY' || exit 1
+import sys, numpy as np
+from onnx import numpy_helper
+w = sys.argv[1]
+ids = (np.arange(16).reshape(2, 8) * 7 % 50).astype(np.int64)
+np.save(f"{w}/ids.npy", ids)
+open(f"{w}/ids.pb", "wb").write(numpy_helper.from_array(ids, "ids").SerializeToString())
+np.save(f"{w}/f32.npy", np.zeros((2, 8), np.float32))
+np.save(f"{w}/big.npy", ids.astype(">i8"))
+np.save(f"{w}/fortran.npy", np.asfortranarray(ids.reshape(4, 4)))
+open(f"{w}/junk.npy", "wb").write(b"not numpy")
+PY
+
+expect() { # CODE PATTERN -- ARGS
+  local code=$1 pattern=$2
+  shift 3
+  local out
+  out=$("$tool" "$@" 2>&1)
+  local got=$?
+  if [ "$got" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    echo "FAIL: ccgraph $* exited $got (expected $code, /$pattern/)"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+
+expect 0 'usage: ccgraph run' -- run --help
+expect 0 'check against .*: 1 output, max \|diff\| [0-9.e-]+ \(tolerance 0.0001\): ok' -- \
+  run "$work/tp2_sp" --input ids="$work/ids.npy" --output-dir "$work/out" --check "$work/gpt.onnx"
+expect 0 'ran 4 ranks, 2 steps' -- run "$work/tp4" --input ids="$work/ids.pb" --steps 2 --check "$work/gpt.onnx"
+expect 0 '"max_abs_diff": [0-9.e-]+' -- run "$work/tp4" --input ids="$work/ids.npy" --check "$work/gpt.onnx" --json
+expect 4 'FAILED' -- run "$work/tp2_sp" --input ids="$work/ids.npy" --check "$work/gpt.onnx" --tolerance 0
+expect 0 'ran 1 rank' -- run "$work/gpt.onnx" --input ids="$work/ids.npy"
+expect 2 "input 'ids' is not given: pass --input ids=FILE" -- run "$work/tp4"
+expect 2 "input 'ids' needs i64 of rank 2; the file holds f32" -- run "$work/tp4" --input ids="$work/f32.npy"
+expect 2 "NumPy dtype '>i8' is not supported" -- run "$work/tp4" --input ids="$work/big.npy"
+expect 2 'Fortran-order array' -- run "$work/tp4" --input ids="$work/fortran.npy"
+expect 2 'not a NumPy .npy file' -- run "$work/tp4" --input ids="$work/junk.npy"
+expect 2 "missing.npy: No such file" -- run "$work/tp4" --input ids="$work/missing.npy"
+expect 2 "--input 'nope': the model has no value of that name" -- run "$work/tp4" --input ids="$work/ids.npy" --input nope="$work/ids.npy"
+expect 2 "--ranks 3: the model's mesh has 4 ranks" -- run "$work/tp4" --input ids="$work/ids.npy" --ranks 3
+expect 2 "'ids' is i64: --random-inputs fills float inputs only" -- run "$work/tp4" --random-inputs 1
+expect 1 "--comm mpi: this tool starts local ranks only" -- run "$work/tp4" --comm mpi
+expect 1 "--input 'ids' is not NAME=FILE" -- run "$work/tp4" --input ids
+# The written outputs: every rank's logits, equal across ranks (replicated).
+if $py -c "
+import numpy as np, sys
+a = np.load('$work/out/rank0/logits.npy'); b = np.load('$work/out/rank1/logits.npy')
+sys.exit(0 if a.shape == (2, 8, 128) and a.dtype == np.float32 and (a == b).all() else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: the written .npy outputs are not the replicated logits"
+  failures=$((failures + 1))
+fi
+echo "cli run: ${passes} passed, ${failures} failed"
+[ "$failures" -eq 0 ]
