@@ -175,10 +175,10 @@ CCG_API ccg_status ccg_exec_run_local(
  * every graph's mesh has a world of nranks. Each rank compiles once and
  * runs `steps` steps (outputs hold the last). An output whose dst is NULL
  * gets its data copied into new memory: tensor.data, freed by the caller
- * with free() (NULL on a rank that failed; free() takes either). seconds (may be NULL) gets
- * the time of one step: from the moment the last rank finished compiling
- * to the moment the last rank finished, over `steps`. Errors go to the
- * thread's context (ccg_last_error(NULL)) and list every failed rank. */
+ * with free() (NULL on a rank that failed; free() takes either). seconds (may
+ * be NULL) gets the time of one step: from the moment the last rank finished
+ * compiling to the moment the last rank finished, over `steps`. Errors go to
+ * the thread's context (ccg_last_error(NULL)) and list every failed rank. */
 CCG_API ccg_status ccg_exec_run_local_ranks(
     ccg_graph *const *graphs, int nranks, const ccg_exec_options *opts,
     int steps, const ccg_exec_tensor *const *inputs, size_t n_inputs,
