@@ -62,6 +62,12 @@ expect 2 "--ranks 3: the model's mesh has 4 ranks" -- run "$work/tp4" --input id
 expect 2 "'ids' is i64: --random-inputs fills float inputs only" -- run "$work/tp4" --random-inputs 1
 expect 1 "--comm mpi: this tool starts local ranks only" -- run "$work/tp4" --comm mpi
 expect 1 "--input 'ids' is not NAME=FILE" -- run "$work/tp4" --input ids
+# Forward+backward: the sharded ranks' gradients against the unsharded
+# model's (each rank 0 shard against its slice of the reference).
+"$tool" grad "$work/gpt.onnx" --loss logits -o "$work/gpt_grad.onnx" >/dev/null || failures=$((failures + 1))
+"$tool" grad "$work/tp2_sp" --loss logits -o "$work/tp2_sp_grad" >/dev/null || failures=$((failures + 1))
+expect 0 'check against .*: [0-9]+ outputs, max \|diff\| [0-9.e-]+ \(tolerance 0.0001\): ok' -- \
+  run "$work/tp2_sp_grad" --input ids="$work/ids.npy" --check "$work/gpt_grad.onnx"
 # The written outputs: every rank's logits, equal across ranks (replicated).
 if $py -c "
 import numpy as np, sys
