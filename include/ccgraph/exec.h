@@ -27,6 +27,13 @@ CCG_API void ccg_comm_free(ccg_comm *comm);
 CCG_API const char *ccg_comm_name(const ccg_comm *comm);
 CCG_API int ccg_comm_size(const ccg_comm *comm);
 
+/* Where an executor runs. */
+typedef enum ccg_device {
+  CCG_DEVICE_CPU,
+  CCG_DEVICE_CUDA,
+  CCG_DEVICE_COUNT
+} ccg_device;
+
 /* A value of the graph by name. Inputs: `tensor` holds dtype, dims and data
  * (borrowed for the call). Outputs: run fills `tensor` (data borrowed from
  * the executor, valid until its next run or free) and, when `dst` is set,
@@ -56,9 +63,17 @@ typedef struct ccg_exec_options {
   size_t n_dims;
   double deadline_s;              /* every blocking wait; default 300 s */
   const ccg_allocator *allocator; /* default libc; copied */
+  /* CCG_DEVICE_CUDA: asking for it where no GPU can be used fails at
+   * create with CCG_STATUS_BACKEND and the CUDA error text (the CUDA
+   * executor itself is issue 7; docs/gpu.md says what exists). */
+  ccg_device device;
+  int device_index; /* CUDA: the GPU; -1: LOCAL_RANK or 0 */
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
-  { sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL }
+  {                                                                            \
+    sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL,          \
+        CCG_DEVICE_CPU, -1                                                     \
+  }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every
  * shape bound to numbers (an unbound symbol is an error naming it and the

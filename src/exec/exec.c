@@ -146,6 +146,8 @@ static void free_aligned(ccg_exec *x, void *p) {
 
 static ccg_status init_memory(ccg_exec *x) {
   CCG_CHECK(ccg__plan_memory(x));
+  if (x->device == CCG_DEVICE_CUDA)
+    return ccg__cuda_create(x);
   size_t scratch = 0;
   for (size_t s = 0; s < x->n_steps; s++)
     scratch = x->steps[s].scratch > scratch ? x->steps[s].scratch : scratch;
@@ -194,6 +196,16 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   if (!(o.deadline_s > 0.0))
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "deadline_s must be > 0 (got %g)", o.deadline_s);
+  if ((unsigned)o.device >= CCG_DEVICE_COUNT)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG, "unknown device %d",
+                      (int)o.device);
+  if (o.comm && strcmp(o.comm->vt->name, "nccl") == 0 &&
+      o.device != CCG_DEVICE_CUDA)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "the nccl communicator moves GPU memory: create the "
+                      "executor with device CCG_DEVICE_CUDA");
+  if (o.device == CCG_DEVICE_CUDA)
+    CCG_CHECK(ccg__cuda_probe(err, o.device_index));
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
@@ -206,6 +218,8 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   x->rank = o.rank;
   x->comm = o.comm;
   x->deadline_s = o.deadline_s;
+  x->device = o.device;
+  x->device_index = o.device_index;
   ccg_status st;
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
@@ -227,6 +241,7 @@ ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
 void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
+  ccg__cuda_free(x);
   free_aligned(x, x->data);
   free_aligned(x, x->scratch);
   ccg__arena_free(&x->arena);
@@ -317,13 +332,17 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
       return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                         "output '%s' needs %zu bytes but dst holds %zu",
                         t->name, v->nbytes, t->dst_bytes);
-    if (v->nbytes)
+    if (v->nbytes && x->gpu && v->kind == CCG__V_ARENA)
+      CCG_CHECK(ccg__cuda_copy_out(x, v, t->dst));
+    else if (v->nbytes)
       memcpy(t->dst, v->ptr, v->nbytes);
   }
   return CCG_STATUS_OK;
 }
 
 static ccg_status run_steps(ccg_exec *x) {
+  if (x->gpu)
+    return ccg__cuda_run(x);
   for (size_t s = 0; s < x->n_steps; s++) {
     const ccg__xnode *n = &x->steps[s];
     if (n->run)
