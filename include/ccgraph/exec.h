@@ -44,6 +44,13 @@ CCG_API int ccg_comm_size(const ccg_comm *comm);
  * comm is NULL. */
 CCG_API int ccg_comm_rank(const ccg_comm *comm);
 
+/* Where an executor runs. */
+typedef enum ccg_device {
+  CCG_DEVICE_CPU,
+  CCG_DEVICE_CUDA,
+  CCG_DEVICE_COUNT
+} ccg_device;
+
 /* A value of the graph by name. Inputs: `tensor` holds dtype, dims and data
  * (borrowed for the call). Outputs: run fills `tensor` (data borrowed from
  * the executor, valid until its next run or free) and, when `dst` is set,
@@ -87,11 +94,16 @@ typedef struct ccg_exec_options {
    * 0 (default): on the calling thread. The environment variable
    * CCG_EXEC_OVERLAP=0 or 1 overrides it. Same results either way. */
   int overlap;
+  /* CCG_DEVICE_CUDA: asking for it where no GPU can be used fails at
+   * create with CCG_STATUS_BACKEND and the CUDA error text (docs/gpu.md
+   * says what exists of the GPU path). */
+  ccg_device device;
+  int device_index; /* CUDA: the GPU; -1: LOCAL_RANK or 0 */
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0                                                                  \
+        32, 0, CCG_DEVICE_CPU, -1                                              \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every

@@ -27,10 +27,8 @@ static void split_dims(const ccg__xval *v, int axis, size_t *outer,
     *inner *= (size_t)v->dims[d];
 }
 
-/* Chunks of `sizes` along an axis of a [outer, sum(sizes), inner] tensor
- * (src) into rank-major order (dst), or back when `unpack`. */
-static void chunk_copy(void *packed, void *full, size_t es, size_t outer,
-                       size_t inner, const int64_t *sizes, int n, bool unpack) {
+void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,
+                     size_t inner, const int64_t *sizes, int n, bool unpack) {
   size_t total = 0;
   for (int r = 0; r < n; r++)
     total += (size_t)sizes[r];
@@ -84,7 +82,7 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
     void *dst = outer == 1 ? o->ptr : scratch;
     CCG_CHECK(c->vt->all_gatherv(c, &k, a->ptr, dst, n->p.counts));
     if (dst != o->ptr)
-      chunk_copy(dst, o->ptr, es, outer, inner, n->p.chunk, W, true);
+      ccg__chunk_copy(dst, o->ptr, es, outer, inner, n->p.chunk, W, true);
     return CCG_STATUS_OK;
   }
   case CCG_OP_REDUCE_SCATTER: {
@@ -94,7 +92,7 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
     split_dims(a, n->p.axis, &outer, &inner);
     const void *src = a->ptr;
     if (outer > 1) {
-      chunk_copy(scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
+      ccg__chunk_copy(scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
       src = scratch;
     }
     return c->vt->reduce_scatterv(c, &k, src, o->ptr, n->p.counts);
@@ -108,14 +106,14 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
     const void *src = a->ptr;
     char *scr = scratch;
     if (so > 1) {
-      chunk_copy(scr, a->ptr, es, so, si, n->p.chunk, W, false);
+      ccg__chunk_copy(scr, a->ptr, es, so, si, n->p.chunk, W, false);
       src = scr;
       scr += a->nbytes;
     }
     void *dst = co == 1 ? o->ptr : scr;
     CCG_CHECK(c->vt->all_to_allv(c, &k, src, n->p.counts, dst, n->p.counts2));
     if (dst != o->ptr)
-      chunk_copy(dst, o->ptr, es, co, ci, n->p.chunk2, W, true);
+      ccg__chunk_copy(dst, o->ptr, es, co, ci, n->p.chunk2, W, true);
     return CCG_STATUS_OK;
   }
   case CCG_OP_SHARD_SLICE: {

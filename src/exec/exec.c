@@ -147,6 +147,8 @@ static void free_aligned(ccg_exec *x, void *p) {
 static ccg_status init_memory(ccg_exec *x) {
   CCG_CHECK(ccg__overlap_mark(x));
   CCG_CHECK(ccg__plan_memory(x));
+  if (x->device == CCG_DEVICE_CUDA)
+    return ccg__cuda_create(x);
   /* collectives pack in a block of their own: under overlap they run on
    * the communication thread while compute nodes use theirs */
   size_t scratch = 0, comm = 0;
@@ -205,6 +207,16 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
    * collective (the mpi communicator's sub-communicators) */
   if (o.comm && o.comm->vt->prepare)
     CCG_CHECK(o.comm->vt->prepare(o.comm, mesh, o.rank, o.deadline_s, err));
+  if ((unsigned)o.device >= CCG_DEVICE_COUNT)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG, "unknown device %d",
+                      (int)o.device);
+  if (o.comm && strcmp(o.comm->vt->name, "nccl") == 0 &&
+      o.device != CCG_DEVICE_CUDA)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "the nccl communicator moves GPU memory: create the "
+                      "executor with device CCG_DEVICE_CUDA");
+  if (o.device == CCG_DEVICE_CUDA)
+    CCG_CHECK(ccg__cuda_probe(err, o.device_index));
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
@@ -221,6 +233,8 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   const char *env = getenv("CCG_EXEC_OVERLAP");
   if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
     x->overlap = env[0] == '1';
+  x->device = o.device;
+  x->device_index = o.device_index;
   ccg_status st;
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
@@ -245,6 +259,7 @@ void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
   ccg__overlap_free(x); /* joins the communication thread */
+  ccg__cuda_free(x);
   free_aligned(x, x->data);
   free_aligned(x, x->scratch);
   free_aligned(x, x->comm_scratch);
@@ -336,13 +351,17 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
       return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                         "output '%s' needs %zu bytes but dst holds %zu",
                         t->name, v->nbytes, t->dst_bytes);
-    if (v->nbytes)
+    if (v->nbytes && x->gpu && v->kind == CCG__V_ARENA)
+      CCG_CHECK(ccg__cuda_copy_out(x, v, t->dst));
+    else if (v->nbytes)
       memcpy(t->dst, v->ptr, v->nbytes);
   }
   return CCG_STATUS_OK;
 }
 
 static ccg_status run_steps(ccg_exec *x) {
+  if (x->gpu)
+    return ccg__cuda_run(x);
   if (x->ov) {
     CCG_CHECK(ccg__overlap_run(x));
   } else {

@@ -109,6 +109,10 @@ struct ccg_exec {
   ccg_exec_memory mem;
   bool failed_comm;         /* the communicator has been told of a failure */
   struct ccg__debug *debug; /* debug.c: collective checks, flight recorder */
+
+  ccg_device device;
+  int device_index;
+  struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 };
 
 /* Records "node 'N' (Op): <message>" on x and returns st. */
@@ -149,6 +153,16 @@ ccg_status ccg__overlap_schedule(ccg_exec *x);
 ccg_status ccg__overlap_start(ccg_exec *x);
 ccg_status ccg__overlap_run(ccg_exec *x);
 void ccg__overlap_free(ccg_exec *x);
+
+/* The CUDA executor (cuda/, or the refusals of a build without CUDA in
+ * cuda_off.c). probe: is the device usable (fails at once with the CUDA
+ * error text)? create: after the memory plan, the device arena, streams,
+ * uploads. run: one step over the bound inputs (v->ptr host data). */
+ccg_status ccg__cuda_probe(ccg_ctx *err, int device_index);
+ccg_status ccg__cuda_create(ccg_exec *x);
+ccg_status ccg__cuda_run(ccg_exec *x);
+ccg_status ccg__cuda_copy_out(ccg_exec *x, const ccg__xval *v, void *dst);
+void ccg__cuda_free(ccg_exec *x);
 
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
  * is CCG_STATUS_UNSUPPORTED naming the node. */

@@ -5,8 +5,12 @@
 #define CCG_EXEC_KERNELS_MATH_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "ccgraph/graph.h"
 
 #ifdef __CUDACC__
 #define CCG_HD __host__ __device__
@@ -127,6 +131,397 @@ CCG_HD static inline int64_t ccg__powi(int64_t a, int64_t b) {
     b >>= 1;
   }
   return (int64_t)r;
+}
+
+/* ---- elements of any dtype -----------------------------------------------
+ * Bool and u8 read as 0/1 and 0..255; integer stores wrap (two's
+ * complement), as ONNX Cast does in practice. */
+
+CCG_HD static inline double ccg__ld_f64(ccg_dtype dt, const void *p, size_t i) {
+  switch (dt) {
+  case CCG_DTYPE_F32:
+    return ((const float *)p)[i];
+  case CCG_DTYPE_F16:
+    return ccg__f16_to_f32(((const uint16_t *)p)[i]);
+  case CCG_DTYPE_BF16:
+    return ccg__bf16_to_f32(((const uint16_t *)p)[i]);
+  case CCG_DTYPE_F64:
+    return ((const double *)p)[i];
+  case CCG_DTYPE_I64:
+    return (double)((const int64_t *)p)[i];
+  case CCG_DTYPE_I32:
+    return ((const int32_t *)p)[i];
+  case CCG_DTYPE_I8:
+    return ((const int8_t *)p)[i];
+  case CCG_DTYPE_U8:
+  case CCG_DTYPE_BOOL:
+    return ((const uint8_t *)p)[i];
+  default:
+    return 0.0;
+  }
+}
+
+/* Truncates toward zero, saturating; NaN gives 0. */
+CCG_HD static inline int64_t ccg__f64_to_i64(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9.2233720368547758e18)
+    return INT64_MAX;
+  if (v <= -9.2233720368547758e18)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+CCG_HD static inline int64_t ccg__ld_i64(ccg_dtype dt, const void *p,
+                                         size_t i) {
+  switch (dt) {
+  case CCG_DTYPE_I64:
+    return ((const int64_t *)p)[i];
+  case CCG_DTYPE_I32:
+    return ((const int32_t *)p)[i];
+  case CCG_DTYPE_I8:
+    return ((const int8_t *)p)[i];
+  case CCG_DTYPE_U8:
+  case CCG_DTYPE_BOOL:
+    return ((const uint8_t *)p)[i];
+  default:
+    return ccg__f64_to_i64(ccg__ld_f64(dt, p, i));
+  }
+}
+
+CCG_HD static inline void ccg__st_f64(ccg_dtype dt, void *p, size_t i,
+                                      double v) {
+  switch (dt) {
+  case CCG_DTYPE_F32:
+    ((float *)p)[i] = (float)v;
+    break;
+  case CCG_DTYPE_F16:
+    ((uint16_t *)p)[i] = ccg__f32_to_f16((float)v);
+    break;
+  case CCG_DTYPE_BF16:
+    ((uint16_t *)p)[i] = ccg__f32_to_bf16((float)v);
+    break;
+  case CCG_DTYPE_F64:
+    ((double *)p)[i] = v;
+    break;
+  default:
+    break;
+  }
+}
+
+CCG_HD static inline void ccg__st_i64(ccg_dtype dt, void *p, size_t i,
+                                      int64_t v) {
+  switch (dt) {
+  case CCG_DTYPE_I64:
+    ((int64_t *)p)[i] = v;
+    break;
+  case CCG_DTYPE_I32:
+    ((int32_t *)p)[i] = (int32_t)(uint32_t)(uint64_t)v;
+    break;
+  case CCG_DTYPE_I8:
+    ((int8_t *)p)[i] = (int8_t)(uint8_t)(uint64_t)v;
+    break;
+  case CCG_DTYPE_U8:
+    ((uint8_t *)p)[i] = (uint8_t)(uint64_t)v;
+    break;
+  case CCG_DTYPE_BOOL:
+    ((uint8_t *)p)[i] = v != 0;
+    break;
+  default:
+    ccg__st_f64(dt, p, i, (double)v);
+    break;
+  }
+}
+
+/* f32 math on f32/f16/bf16 storage (others through double). */
+CCG_HD static inline float ccg__ld_f32(ccg_dtype dt, const void *p, size_t i) {
+  switch (dt) {
+  case CCG_DTYPE_F32:
+    return ((const float *)p)[i];
+  case CCG_DTYPE_F16:
+    return ccg__f16_to_f32(((const uint16_t *)p)[i]);
+  case CCG_DTYPE_BF16:
+    return ccg__bf16_to_f32(((const uint16_t *)p)[i]);
+  default:
+    return (float)ccg__ld_f64(dt, p, i);
+  }
+}
+
+CCG_HD static inline void ccg__st_f32(ccg_dtype dt, void *p, size_t i,
+                                      float v) {
+  switch (dt) {
+  case CCG_DTYPE_F32:
+    ((float *)p)[i] = v;
+    break;
+  case CCG_DTYPE_F16:
+    ((uint16_t *)p)[i] = ccg__f32_to_f16(v);
+    break;
+  case CCG_DTYPE_BF16:
+    ((uint16_t *)p)[i] = ccg__f32_to_bf16(v);
+    break;
+  default:
+    ccg__st_f64(dt, p, i, (double)v);
+    break;
+  }
+}
+
+/* ---- elementwise arithmetic ----------------------------------------------
+ * Floats compute in f32 (f16/bf16 are storage), f64 in double, integers in
+ * int64 with wrapping arithmetic. */
+
+typedef enum ccg__math {
+  CCG__MATH_F32,
+  CCG__MATH_F64,
+  CCG__MATH_I64
+} ccg__math;
+
+CCG_HD static inline ccg__math ccg__math_of(ccg_dtype dt) {
+  if (dt == CCG_DTYPE_F64)
+    return CCG__MATH_F64;
+  return dt == CCG_DTYPE_F32 || dt == CCG_DTYPE_F16 || dt == CCG_DTYPE_BF16
+             ? CCG__MATH_F32
+             : CCG__MATH_I64;
+}
+
+CCG_HD static inline float ccg__bin_f32(ccg_op op, float a, float b) {
+  switch (op) {
+  case CCG_OP_ADD:
+    return a + b;
+  case CCG_OP_SUB:
+    return a - b;
+  case CCG_OP_MUL:
+    return a * b;
+  case CCG_OP_DIV:
+    return a / b;
+  default: /* POW */
+    return ccg__powf(a, b);
+  }
+}
+
+CCG_HD static inline float ccg__un_f32(ccg_op op, bool tanh_gelu, float a) {
+  switch (op) {
+  case CCG_OP_NEG:
+    return -a;
+  case CCG_OP_RELU:
+    return ccg__reluf(a);
+  case CCG_OP_GELU:
+    return tanh_gelu ? ccg__gelu_tanhf(a) : ccg__gelu_erff(a);
+  case CCG_OP_TANH:
+    return tanhf(a);
+  case CCG_OP_ERF:
+    return erff(a);
+  case CCG_OP_SIGMOID:
+    return ccg__sigmoidf(a);
+  case CCG_OP_EXP:
+    return expf(a);
+  case CCG_OP_LOG:
+    return logf(a);
+  default: /* SQRT */
+    return sqrtf(a);
+  }
+}
+
+CCG_HD static inline double ccg__bin_f64(ccg_op op, double a, double b) {
+  switch (op) {
+  case CCG_OP_ADD:
+    return a + b;
+  case CCG_OP_SUB:
+    return a - b;
+  case CCG_OP_MUL:
+    return a * b;
+  case CCG_OP_DIV:
+    return a / b;
+  default:
+    return pow(a, b);
+  }
+}
+
+CCG_HD static inline double ccg__un_f64(ccg_op op, bool tanh_gelu, double a) {
+  switch (op) {
+  case CCG_OP_NEG:
+    return -a;
+  case CCG_OP_RELU:
+    return a > 0 ? a : 0;
+  case CCG_OP_GELU:
+    if (tanh_gelu)
+      return 0.5 * a *
+             (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
+    return 0.5 * a * (1.0 + erf(a * 0.7071067811865476));
+  case CCG_OP_TANH:
+    return tanh(a);
+  case CCG_OP_ERF:
+    return erf(a);
+  case CCG_OP_SIGMOID:
+    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));
+  case CCG_OP_EXP:
+    return exp(a);
+  case CCG_OP_LOG:
+    return log(a);
+  default:
+    return sqrt(a);
+  }
+}
+
+/* Wrapping; division truncates; false on division by zero. */
+CCG_HD static inline bool ccg__bin_i64(ccg_op op, int64_t a, int64_t b,
+                                       int64_t *o) {
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  switch (op) {
+  case CCG_OP_ADD:
+    *o = (int64_t)(ua + ub);
+    return true;
+  case CCG_OP_SUB:
+    *o = (int64_t)(ua - ub);
+    return true;
+  case CCG_OP_MUL:
+    *o = (int64_t)(ua * ub);
+    return true;
+  case CCG_OP_DIV:
+    if (b == 0)
+      return false;
+    *o = (a == INT64_MIN && b == -1) ? INT64_MIN : a / b;
+    return true;
+  default:
+    *o = ccg__powi(a, b);
+    return true;
+  }
+}
+
+/* Neg and Relu on integers (the only integer unary ops). */
+CCG_HD static inline int64_t ccg__un_i64(ccg_op op, int64_t v) {
+  return op == CCG_OP_NEG ? (int64_t)(0u - (uint64_t)v) : (v > 0 ? v : 0);
+}
+
+/* One element of a binary op: a[ia] op b[ib] into o[io], computed in the
+ * output's math. False only for an integer division by zero. */
+CCG_HD static inline bool ccg__bin_elem(ccg_op op, ccg_dtype da, const void *a,
+                                        size_t ia, ccg_dtype db, const void *b,
+                                        size_t ib, ccg_dtype dout, void *o,
+                                        size_t io) {
+  switch (ccg__math_of(dout)) {
+  case CCG__MATH_F32:
+    ccg__st_f32(
+        dout, o, io,
+        ccg__bin_f32(op, ccg__ld_f32(da, a, ia), ccg__ld_f32(db, b, ib)));
+    return true;
+  case CCG__MATH_F64:
+    ccg__st_f64(
+        dout, o, io,
+        ccg__bin_f64(op, ccg__ld_f64(da, a, ia), ccg__ld_f64(db, b, ib)));
+    return true;
+  default:
+    break;
+  }
+  if (op == CCG_OP_POW && ccg__math_of(db) != CCG__MATH_I64) {
+    /* an integer base to a float power: computed in double, truncated */
+    ccg__st_i64(
+        dout, o, io,
+        ccg__f64_to_i64(pow(ccg__ld_f64(da, a, ia), ccg__ld_f64(db, b, ib))));
+    return true;
+  }
+  int64_t r;
+  if (!ccg__bin_i64(op, ccg__ld_i64(da, a, ia), ccg__ld_i64(db, b, ib), &r))
+    return false;
+  ccg__st_i64(dout, o, io, r);
+  return true;
+}
+
+/* One element of a unary op: o[i] = op(a[i]). */
+CCG_HD static inline void ccg__un_elem(ccg_op op, bool tanh_gelu, ccg_dtype da,
+                                       const void *a, ccg_dtype dout, void *o,
+                                       size_t i) {
+  switch (ccg__math_of(dout)) {
+  case CCG__MATH_F32:
+    ccg__st_f32(dout, o, i, ccg__un_f32(op, tanh_gelu, ccg__ld_f32(da, a, i)));
+    break;
+  case CCG__MATH_F64:
+    ccg__st_f64(dout, o, i, ccg__un_f64(op, tanh_gelu, ccg__ld_f64(da, a, i)));
+    break;
+  default:
+    ccg__st_i64(dout, o, i, ccg__un_i64(op, ccg__ld_i64(da, a, i)));
+    break;
+  }
+}
+
+/* One element of Cast (from != to): to bool is "nonzero", to floats
+ * through double, to integers through int64 (floats truncate, saturate). */
+CCG_HD static inline void ccg__cast_elem(ccg_dtype from, const void *a,
+                                         ccg_dtype to, void *o, size_t i) {
+  bool from_float = ccg__math_of(from) != CCG__MATH_I64;
+  if (to == CCG_DTYPE_BOOL)
+    ((uint8_t *)o)[i] = from_float ? ccg__ld_f64(from, a, i) != 0.0
+                                   : ccg__ld_i64(from, a, i) != 0;
+  else if (ccg__math_of(to) != CCG__MATH_I64)
+    ccg__st_f64(to, o, i, ccg__ld_f64(from, a, i));
+  else
+    ccg__st_i64(to, o, i, ccg__ld_i64(from, a, i));
+}
+
+/* ---- reductions ----------------------------------------------------------
+ * Floats accumulate in double, integers in int64; Max keeps a NaN. */
+
+CCG_HD static inline double ccg__red_f64(bool is_max, double acc, double v) {
+  if (is_max)
+    return (v > acc || v != v) ? v : acc;
+  return acc + v;
+}
+
+CCG_HD static inline int64_t ccg__red_i64(bool is_max, int64_t acc, int64_t v) {
+  if (is_max)
+    return v > acc ? v : acc;
+  return (int64_t)((uint64_t)acc + (uint64_t)v);
+}
+
+/* ---- rows of Softmax and LayerNormalization ------------------------------
+ * One line of `len` elements from `base` with `stride`; f32 math with sums
+ * in double. Both backends call these, so they give the same bits. */
+
+CCG_HD static inline void ccg__softmax_line(ccg_dtype di, const void *in,
+                                            ccg_dtype dout, void *out,
+                                            size_t base, size_t len,
+                                            size_t stride) {
+  if (len == 0)
+    return;
+  float mx = ccg__ld_f32(di, in, base);
+  for (size_t k = 1; k < len; k++) {
+    float v = ccg__ld_f32(di, in, base + k * stride);
+    mx = v > mx ? v : mx;
+  }
+  double sum = 0.0;
+  for (size_t k = 0; k < len; k++)
+    sum += expf(ccg__ld_f32(di, in, base + k * stride) - mx);
+  float inv = (float)(1.0 / sum);
+  for (size_t k = 0; k < len; k++) {
+    size_t j = base + k * stride;
+    ccg__st_f32(dout, out, j, expf(ccg__ld_f32(di, in, j) - mx) * inv);
+  }
+}
+
+/* Normalizes row `row` (len contiguous elements) with scale and bias (len
+ * f32 each); mean and inverse standard deviation come back. */
+CCG_HD static inline void
+ccg__layer_norm_line(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+                     size_t row, size_t len, const float *scale,
+                     const float *bias, float eps, float *mean_out,
+                     float *invstd_out) {
+  size_t base = row * len;
+  double sum = 0.0;
+  for (size_t k = 0; k < len; k++)
+    sum += ccg__ld_f32(di, in, base + k);
+  double mean = len ? sum / (double)len : 0.0, var = 0.0;
+  for (size_t k = 0; k < len; k++) {
+    double d = ccg__ld_f32(di, in, base + k) - mean;
+    var += d * d;
+  }
+  var = len ? var / (double)len : 0.0;
+  float invstd = (float)(1.0 / sqrt(var + (double)eps));
+  float m = (float)mean;
+  for (size_t k = 0; k < len; k++)
+    ccg__st_f32(dout, out, base + k,
+                (ccg__ld_f32(di, in, base + k) - m) * invstd * scale[k] +
+                    bias[k]);
+  *mean_out = m;
+  *invstd_out = invstd;
 }
 
 #endif

@@ -5,15 +5,9 @@
 
 #include "exec/cpu/cpu.h"
 
-typedef enum math_kind { MATH_F32, MATH_F64, MATH_I64 } math_kind;
-
-static math_kind math_of(ccg_dtype dt) {
-  if (dt == CCG_DTYPE_F64)
-    return MATH_F64;
-  return ccg_dtype_is_float(dt) ? MATH_F32 : MATH_I64;
-}
-
-/* ---- f32 arithmetic ----------------------------------------------------- */
+/* ---- f32 arithmetic -----------------------------------------------------
+ * The arithmetic of ccg__bin_f32 and ccg__un_f32 (kernels_math.h), one loop
+ * per op so that the compiler vectorizes it. */
 
 static void bin_f32(ccg_op op, const float *a, size_t sa, const float *b,
                     size_t sb, float *o, size_t n) {
@@ -87,73 +81,6 @@ static void un_f32(ccg_op op, bool tanh_gelu, const float *a, float *o,
   }
 }
 
-/* ---- f64 and int64 arithmetic, one element at a time --------------------- */
-
-static double bin_f64(ccg_op op, double a, double b) {
-  switch (op) {
-  case CCG_OP_ADD:
-    return a + b;
-  case CCG_OP_SUB:
-    return a - b;
-  case CCG_OP_MUL:
-    return a * b;
-  case CCG_OP_DIV:
-    return a / b;
-  default:
-    return pow(a, b);
-  }
-}
-
-static double un_f64(ccg_op op, bool tanh_gelu, double a) {
-  switch (op) {
-  case CCG_OP_NEG:
-    return -a;
-  case CCG_OP_RELU:
-    return a > 0 ? a : 0;
-  case CCG_OP_GELU:
-    if (tanh_gelu)
-      return 0.5 * a *
-             (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
-    return 0.5 * a * (1.0 + erf(a * 0.7071067811865476));
-  case CCG_OP_TANH:
-    return tanh(a);
-  case CCG_OP_ERF:
-    return erf(a);
-  case CCG_OP_SIGMOID:
-    return a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a));
-  case CCG_OP_EXP:
-    return exp(a);
-  case CCG_OP_LOG:
-    return log(a);
-  default:
-    return sqrt(a);
-  }
-}
-
-/* Wrapping arithmetic (no undefined overflow); division truncates. */
-static bool bin_i64(ccg_op op, int64_t a, int64_t b, int64_t *o) {
-  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-  switch (op) {
-  case CCG_OP_ADD:
-    *o = (int64_t)(ua + ub);
-    return true;
-  case CCG_OP_SUB:
-    *o = (int64_t)(ua - ub);
-    return true;
-  case CCG_OP_MUL:
-    *o = (int64_t)(ua * ub);
-    return true;
-  case CCG_OP_DIV:
-    if (b == 0)
-      return false;
-    *o = (a == INT64_MIN && b == -1) ? INT64_MIN : a / b;
-    return true;
-  default:
-    *o = ccg__powi(a, b);
-    return true;
-  }
-}
-
 /* ---- binary ------------------------------------------------------------- */
 
 typedef struct bin_ctx {
@@ -163,7 +90,7 @@ typedef struct bin_ctx {
   ccg_dtype da, db, dout;
   const void *a, *bb;
   void *o;
-  math_kind math;
+  ccg__math math;
 } bin_ctx;
 
 static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
@@ -172,7 +99,7 @@ static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
   size_t sa = (size_t)c->b->st[0][c->b->rank - 1];
   size_t sb = (size_t)c->b->st[1][c->b->rank - 1];
   ccg_op op = c->n->op;
-  if (c->math == MATH_F32) {
+  if (c->math == CCG__MATH_F32) {
     if (c->da == CCG_DTYPE_F32 && c->db == CCG_DTYPE_F32 &&
         c->dout == CCG_DTYPE_F32) {
       bin_f32(op, (const float *)c->a + off[0], sa,
@@ -191,30 +118,11 @@ static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
   }
   for (size_t i = 0; i < inner; i++) {
     size_t ia = (size_t)off[0] + i * sa, ib = (size_t)off[1] + i * sb;
-    if (c->math == MATH_F64) {
-      ccg__st_f64(c->dout, c->o, oo + i,
-                  bin_f64(op, ccg__ld_f64(c->da, c->a, ia),
-                          ccg__ld_f64(c->db, c->bb, ib)));
-      continue;
-    }
-    int64_t r;
-    if (op == CCG_OP_POW && ccg_dtype_is_float(c->db)) {
-      /* an integer base to a float power: computed in double, truncated */
-      double v =
-          pow(ccg__ld_f64(c->da, c->a, ia), ccg__ld_f64(c->db, c->bb, ib));
-      ccg__st_i64(c->dout, c->o, oo + i,
-                  v != v                        ? 0
-                  : v >= 9.2233720368547758e18  ? INT64_MAX
-                  : v <= -9.2233720368547758e18 ? INT64_MIN
-                                                : (int64_t)v);
-      continue;
-    }
-    if (!bin_i64(op, ccg__ld_i64(c->da, c->a, ia),
-                 ccg__ld_i64(c->db, c->bb, ib), &r))
+    if (!ccg__bin_elem(op, c->da, c->a, ia, c->db, c->bb, ib, c->dout, c->o,
+                       oo + i))
       return ccg__xfail(c->x, c->n, CCG_STATUS_INVALID_ARG,
                         "integer division by zero (element %zu of '%s')", ib,
                         ccg_value_name(c->x->g, c->n->in[1]));
-    ccg__st_i64(c->dout, c->o, oo + i, r);
   }
   return CCG_STATUS_OK;
 }
@@ -226,7 +134,7 @@ static ccg_status run_binary(ccg_exec *x, const ccg__xnode *n) {
   ccg__bcast bc;
   ccg__bcast_init(&bc, o, ins, 2);
   bin_ctx c = {x,        n,      &bc,    a->dtype, b->dtype,
-               o->dtype, a->ptr, b->ptr, o->ptr,   math_of(o->dtype)};
+               o->dtype, a->ptr, b->ptr, o->ptr,   ccg__math_of(o->dtype)};
   return ccg__bcast_walk(&bc, bin_row, &c);
 }
 
@@ -236,12 +144,12 @@ static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   bool tanh_gelu = n->p.i0 != 0;
   size_t total = o->numel;
-  math_kind m = math_of(o->dtype);
-  if (m == MATH_F32 && o->dtype == CCG_DTYPE_F32) {
+  ccg__math m = ccg__math_of(o->dtype);
+  if (m == CCG__MATH_F32 && o->dtype == CCG_DTYPE_F32) {
     un_f32(n->op, tanh_gelu, a->ptr, o->ptr, total);
     return CCG_STATUS_OK;
   }
-  if (m == MATH_F32) {
+  if (m == CCG__MATH_F32) {
     float fa[CCG__BLOCK];
     for (size_t i = 0; i < total; i += CCG__BLOCK) {
       size_t k = total - i < CCG__BLOCK ? total - i : CCG__BLOCK;
@@ -251,16 +159,8 @@ static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
     }
     return CCG_STATUS_OK;
   }
-  for (size_t i = 0; i < total; i++) {
-    if (m == MATH_F64) {
-      ccg__st_f64(o->dtype, o->ptr, i,
-                  un_f64(n->op, tanh_gelu, ccg__ld_f64(a->dtype, a->ptr, i)));
-      continue;
-    }
-    int64_t v = ccg__ld_i64(a->dtype, a->ptr, i);
-    v = n->op == CCG_OP_NEG ? (int64_t)(0u - (uint64_t)v) : (v > 0 ? v : 0);
-    ccg__st_i64(o->dtype, o->ptr, i, v);
-  }
+  for (size_t i = 0; i < total; i++)
+    ccg__un_elem(n->op, tanh_gelu, a->dtype, a->ptr, o->dtype, o->ptr, i);
   return CCG_STATUS_OK;
 }
 
@@ -345,18 +245,10 @@ static ccg_status run_cast(ccg_exec *x, const ccg__xnode *n) {
   size_t total = o->numel;
   if (from == to) {
     memcpy(o->ptr, a->ptr, o->nbytes);
-  } else if (to == CCG_DTYPE_BOOL) {
-    for (size_t i = 0; i < total; i++)
-      ((uint8_t *)o->ptr)[i] = ccg_dtype_is_float(from)
-                                   ? ccg__ld_f64(from, a->ptr, i) != 0.0
-                                   : ccg__ld_i64(from, a->ptr, i) != 0;
-  } else if (ccg_dtype_is_float(to)) {
-    for (size_t i = 0; i < total; i++)
-      ccg__st_f64(to, o->ptr, i, ccg__ld_f64(from, a->ptr, i));
-  } else {
-    for (size_t i = 0; i < total; i++)
-      ccg__st_i64(to, o->ptr, i, ccg__ld_i64(from, a->ptr, i));
+    return CCG_STATUS_OK;
   }
+  for (size_t i = 0; i < total; i++)
+    ccg__cast_elem(from, a->ptr, to, o->ptr, i);
   return CCG_STATUS_OK;
 }
 

@@ -6,58 +6,51 @@
 
 #include "exec/cpu/cpu.h"
 
+ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
+                            const ccg__slice_args *sa, ccg__slice *out) {
+  size_t bad = 0;
+  int64_t ax = 0, count = 0;
+  switch (ccg__slice_setup(sa, out, &bad, &ax, &count)) {
+  case CCG__SLICE_OK:
+    return CCG_STATUS_OK;
+  case CCG__SLICE_AXIS:
+    return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                      "axes entry %zu is out of range for rank %d", bad,
+                      sa->rank);
+  case CCG__SLICE_STEP:
+    return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG, "steps entry %zu is 0",
+                      bad);
+  default:
+    return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                      "bounds give %lld elements on axis %lld but the bound "
+                      "output shape has %lld",
+                      (long long)count, (long long)ax,
+                      (long long)sa->odims[ax]);
+  }
+}
+
 static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const ccg__xval *sv = ccg__in(x, n, 1), *ev = ccg__in(x, n, 2);
   const ccg__xval *av = n->n_in > 3 ? ccg__in(x, n, 3) : NULL;
   const ccg__xval *pv = n->n_in > 4 ? ccg__in(x, n, 4) : NULL;
-  int r = a->rank;
-  int64_t start[CCG_MAX_RANK] = {0}, step[CCG_MAX_RANK], ist[CCG_MAX_RANK];
-  for (int d = 0; d < r; d++)
-    step[d] = 1;
-  for (size_t i = 0; i < sv->numel; i++) {
-    int64_t ax = av ? ccg__ld_i64(av->dtype, av->ptr, i) : (int64_t)i;
-    ax = ax < 0 ? ax + r : ax;
-    if (ax < 0 || ax >= r)
-      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
-                        "axes entry %zu is out of range for rank %d", i, r);
-    int64_t dim = a->dims[ax];
-    int64_t s = ccg__ld_i64(sv->dtype, sv->ptr, i);
-    int64_t e = ccg__ld_i64(ev->dtype, ev->ptr, i);
-    int64_t p = pv ? ccg__ld_i64(pv->dtype, pv->ptr, i) : 1;
-    if (p == 0)
-      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG, "steps entry %zu is 0",
-                        i);
-    s = s < 0 ? s + dim : s;
-    e = e < 0 ? e + dim : e;
-    int64_t count;
-    if (p > 0) {
-      s = s < 0 ? 0 : s > dim ? dim : s;
-      e = e < 0 ? 0 : e > dim ? dim : e;
-      count = e > s ? (e - s + p - 1) / p : 0;
-    } else {
-      s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
-      e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-      count = s > e ? (s - e - p - 1) / -p : 0;
-    }
-    if (count != o->dims[ax])
-      return ccg__xfail(x, n, CCG_STATUS_SHAPE,
-                        "bounds give %lld elements on axis %lld but the bound "
-                        "output shape has %lld",
-                        (long long)count, (long long)ax,
-                        (long long)o->dims[ax]);
-    start[ax] = s;
-    step[ax] = p;
-  }
-  ccg__strides(r, a->dims, ist);
-  int64_t base = 0, st[CCG_MAX_RANK];
-  for (int d = 0; d < r; d++) {
-    base += start[d] * ist[d];
-    st[d] = step[d] * ist[d];
-  }
+  ccg__slice_args sa = {a->rank,
+                        a->dims,
+                        o->dims,
+                        sv->numel,
+                        sv->dtype,
+                        ev->dtype,
+                        av ? av->dtype : CCG_DTYPE_I64,
+                        pv ? pv->dtype : CCG_DTYPE_I64,
+                        sv->ptr,
+                        ev->ptr,
+                        av ? av->ptr : NULL,
+                        pv ? pv->ptr : NULL};
+  ccg__slice sl;
+  CCG_CHECK(ccg__slice_check(x, n, &sa, &sl));
   if (o->numel)
-    ccg__strided_copy(o->ptr, a->ptr, ccg_dtype_size(o->dtype), r, o->dims, st,
-                      base);
+    ccg__strided_copy(o->ptr, a->ptr, ccg_dtype_size(o->dtype), a->rank,
+                      o->dims, sl.st, sl.base);
   return CCG_STATUS_OK;
 }
 
@@ -69,8 +62,8 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
   int64_t dim = a->dims[n->p.axis];
   size_t ni = iv->numel, outer = (size_t)n->p.i0;
   for (size_t j = 0; j < ni; j++) {
-    int64_t k = ccg__ld_i64(iv->dtype, iv->ptr, j);
-    if (k < -dim || k >= dim)
+    int64_t k = ccg__ld_i64(iv->dtype, iv->ptr, j), kk;
+    if (!ccg__gather_index(k, dim, &kk))
       return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                         "index %lld (element %zu of '%s') is out of range for "
                         "dim %d of size %lld",
@@ -79,8 +72,8 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
   }
   for (size_t oi = 0; oi < outer; oi++)
     for (size_t j = 0; j < ni; j++) {
-      int64_t k = ccg__ld_i64(iv->dtype, iv->ptr, j);
-      k = k < 0 ? k + dim : k;
+      int64_t k = 0;
+      ccg__gather_index(ccg__ld_i64(iv->dtype, iv->ptr, j), dim, &k);
       memcpy((char *)o->ptr + (oi * ni + j) * row,
              (const char *)a->ptr + (oi * (size_t)dim + (size_t)k) * row, row);
     }

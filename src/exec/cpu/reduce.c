@@ -29,19 +29,13 @@ static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
       for (size_t i = 0; i < inner; i++) {
         size_t j = off + i * is;
         if (is_int) {
-          int64_t v = ccg__ld_i64(a->dtype, a->ptr, base + i);
-          if (is_max)
-            acci[j] = v > acci[j] ? v : acci[j];
-          else
-            acci[j] = (int64_t)((uint64_t)acci[j] + (uint64_t)v);
+          acci[j] = ccg__red_i64(is_max, acci[j],
+                                 ccg__ld_i64(a->dtype, a->ptr, base + i));
         } else {
           double v = a->dtype == CCG_DTYPE_F32
                          ? ((const float *)a->ptr)[base + i]
                          : ccg__ld_f64(a->dtype, a->ptr, base + i);
-          if (is_max)
-            accf[j] = (v > accf[j] || v != v) ? v : accf[j];
-          else
-            accf[j] += v;
+          accf[j] = ccg__red_f64(is_max, accf[j], v);
         }
       }
       for (int d = r - 2; d >= 0; d--) {

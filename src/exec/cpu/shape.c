@@ -105,13 +105,7 @@ static ccg_status prep_expand(ccg_exec *x, ccg__xnode *n) {
   int64_t *st = ccg__arena_calloc(&x->arena, (size_t)o->rank + 1, 8);
   if (!st)
     return ccg__xfail(x, n, CCG_STATUS_OOM, "out of memory");
-  int64_t s = 1;
-  for (int d = o->rank - 1; d >= 0; d--) {
-    int ia = d - (o->rank - a->rank);
-    int64_t size = ia >= 0 ? a->dims[ia] : 1;
-    st[d] = size == 1 ? 0 : s;
-    s *= size;
-  }
+  ccg__param_strides(a->rank, a->dims, o->rank, o->dims, st);
   n->p.chunk = st;
   n->run = run_expand;
   return CCG_STATUS_OK;

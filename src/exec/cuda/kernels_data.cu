@@ -1,0 +1,186 @@
+/* Data movement on the device: strided copies (Transpose, Expand), Slice
+ * with bounds read on the device, Gather with bounds checks, the packing of
+ * collectives on non-leading axes, and reductions. Index math is
+ * index_math.h, as on the CPU. */
+#include "exec/cuda/launch.cuh"
+
+__device__ static inline void copy_elem(char *dst, const char *src,
+                                        size_t es) {
+  switch (es) {
+  case 8:
+    *(uint64_t *)dst = *(const uint64_t *)src;
+    break;
+  case 4:
+    *(uint32_t *)dst = *(const uint32_t *)src;
+    break;
+  case 2:
+    *(uint16_t *)dst = *(const uint16_t *)src;
+    break;
+  default:
+    for (size_t k = 0; k < es; k++)
+      dst[k] = src[k];
+  }
+}
+
+__global__ static void k_strided(size_t es, ccg__view v, const char *src,
+                                 char *dst, size_t n) {
+  CCG__GRID_LOOP(j, n) {
+    int64_t off = ccg__strided_offset(v.rank, v.dims, v.st, v.base, j);
+    copy_elem(dst + j * es, src + (size_t)off * es, es);
+  }
+}
+
+extern "C" int ccg__cu_strided_copy(cudaStream_t s, size_t es,
+                                    const ccg__view *v, const void *src,
+                                    void *dst, size_t n) {
+  k_strided<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
+      es, *v, (const char *)src, (char *)dst, n);
+  return ccg__launched();
+}
+
+typedef struct dims8 {
+  int64_t d[CCG_MAX_RANK];
+} dims8;
+
+typedef struct slice_dev {
+  ccg__slice_args a;
+  dims8 dims, odims;
+} slice_dev;
+
+__global__ static void k_slice_setup(slice_dev sd, ccg__slice *out,
+                                     ccg__kerr err) {
+  size_t bad = 0;
+  int64_t ax = 0, count = 0;
+  sd.a.dims = sd.dims.d;
+  sd.a.odims = sd.odims.d;
+  ccg__slice_err e = ccg__slice_setup(&sd.a, out, &bad, &ax, &count);
+  if (e != CCG__SLICE_OK) {
+    /* a failed setup copies nothing out of range: the copy reads base 0 */
+    out->base = 0;
+    for (int d = 0; d < CCG_MAX_RANK; d++)
+      out->st[d] = 0;
+    ccg__kfail(err, (unsigned long long)bad);
+  }
+}
+
+extern "C" int ccg__cu_slice_setup(cudaStream_t s, ccg__slice_args a,
+                                   ccg__slice *out, ccg__kerr err) {
+  slice_dev sd;
+  sd.a = a;
+  for (int d = 0; d < CCG_MAX_RANK; d++) {
+    sd.dims.d[d] = d < a.rank ? a.dims[d] : 1;
+    sd.odims.d[d] = d < a.rank ? a.odims[d] : 1;
+  }
+  k_slice_setup<<<1, 1, 0, s>>>(sd, out, err);
+  return ccg__launched();
+}
+
+__global__ static void k_slice_copy(size_t es, int rank, dims8 odims,
+                                    const ccg__slice *sl, const char *src,
+                                    char *dst, size_t n) {
+  CCG__GRID_LOOP(j, n) {
+    int64_t off = ccg__strided_offset(rank, odims.d, sl->st, sl->base, j);
+    copy_elem(dst + j * es, src + (size_t)off * es, es);
+  }
+}
+
+extern "C" int ccg__cu_slice_copy(cudaStream_t s, size_t es, int rank,
+                                  const int64_t *odims, const ccg__slice *sl,
+                                  const void *src, void *dst, size_t n) {
+  dims8 od;
+  for (int d = 0; d < CCG_MAX_RANK; d++)
+    od.d[d] = d < rank ? odims[d] : 1;
+  k_slice_copy<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
+      es, rank, od, sl, (const char *)src, (char *)dst, n);
+  return ccg__launched();
+}
+
+__global__ static void k_gather(size_t es, const char *a, ccg_dtype di,
+                                const void *idx, char *o, size_t ni,
+                                size_t inner, int64_t dim, size_t n,
+                                ccg__kerr err) {
+  CCG__GRID_LOOP(e, n) {
+    size_t in = e % inner, j = (e / inner) % ni, oi = e / inner / ni;
+    int64_t k;
+    if (!ccg__gather_index(ccg__ld_i64(di, idx, j), dim, &k)) {
+      ccg__kfail(err, (unsigned long long)j);
+      k = 0;
+    }
+    copy_elem(o + e * es, a + ((oi * (size_t)dim + (size_t)k) * inner + in) * es,
+              es);
+  }
+}
+
+extern "C" int ccg__cu_gather(cudaStream_t s, size_t es, const void *a,
+                              ccg_dtype di, const void *idx, void *o,
+                              size_t outer, size_t ni, size_t inner,
+                              int64_t dim, ccg__kerr err) {
+  size_t n = outer * ni * inner;
+  k_gather<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
+      es, (const char *)a, di, idx, (char *)o, ni, inner, dim, n, err);
+  return ccg__launched();
+}
+
+__global__ static void k_pack(size_t es, char *packed, char *full,
+                              size_t outer, size_t inner, const int64_t *before,
+                              int nr, size_t n, bool unpack) {
+  CCG__GRID_LOOP(p, n) {
+    size_t f = ccg__pack_full_index(p, outer, inner, before, nr);
+    if (unpack)
+      copy_elem(full + f * es, packed + p * es, es);
+    else
+      copy_elem(packed + p * es, full + f * es, es);
+  }
+}
+
+extern "C" int ccg__cu_pack(cudaStream_t s, size_t es, void *packed,
+                            void *full, size_t outer, size_t inner,
+                            const int64_t *before, int n, size_t total_elems,
+                            bool unpack) {
+  k_pack<<<ccg__blocks(total_elems), CCG__THREADS, 0, s>>>(
+      es, (char *)packed, (char *)full, outer, inner, before, n, total_elems,
+      unpack);
+  return ccg__launched();
+}
+
+/* One thread per output element, the reduced elements in input order:
+ * the same sums as the CPU's. */
+__global__ static void k_reduce(ccg_op op, ccg__red_geom g, ccg_dtype di,
+                                const void *a, ccg_dtype dout, void *o,
+                                size_t n) {
+  CCG__GRID_LOOP(j, n) {
+    int64_t base = ccg__strided_offset(g.nk, g.kd, g.ks, 0, j);
+    bool is_max = op == CCG_OP_REDUCE_MAX;
+    if (ccg__math_of(di) == CCG__MATH_I64) {
+      int64_t acc = is_max ? INT64_MIN : 0;
+      for (int64_t k = 0; k < g.count; k++)
+        acc = ccg__red_i64(
+            is_max, acc,
+            ccg__ld_i64(di, a,
+                        (size_t)ccg__strided_offset(g.nr, g.rd, g.rs, base,
+                                                    (size_t)k)));
+      if (op == CCG_OP_REDUCE_MEAN)
+        acc = g.count ? acc / g.count : 0;
+      ccg__st_i64(dout, o, j, acc);
+    } else {
+      double acc = is_max ? -INFINITY : 0.0;
+      for (int64_t k = 0; k < g.count; k++)
+        acc = ccg__red_f64(
+            is_max, acc,
+            ccg__ld_f64(di, a,
+                        (size_t)ccg__strided_offset(g.nr, g.rd, g.rs, base,
+                                                    (size_t)k)));
+      if (op == CCG_OP_REDUCE_MEAN)
+        acc = g.count ? acc / (double)g.count : NAN;
+      ccg__st_f64(dout, o, j, acc);
+    }
+  }
+}
+
+extern "C" int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g,
+                              ccg_dtype di, const void *a, ccg_dtype dout,
+                              void *o, size_t nout) {
+  k_reduce<<<ccg__blocks(nout), CCG__THREADS, 0, s>>>(op, g, di, a, dout, o,
+                                                       nout);
+  return ccg__launched();
+}
