@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "cli/cli.h"
 
@@ -16,7 +17,7 @@ static int cmd_run(int argc, char **argv);
 const command cli_run_command = {
     "run", "run a model or per-rank models on local ranks",
     "usage: ccgraph run MODEL.onnx|DIR [--input NAME=FILE]... [--ranks N]\n"
-    "                   [--comm local] [--random-inputs SEED] [--steps K]\n"
+    "                   [--comm local|mpi] [--random-inputs SEED] [--steps K]\n"
     "                   [--output-dir OUT] [--check REFERENCE.onnx]\n"
     "                   [--tolerance T] [--name NAME] [--json]\n"
     "\n"
@@ -29,8 +30,10 @@ const command cli_run_command = {
     "  --input NAME=FILE      a graph input from a .npy or .pb file (repeat)\n"
     "  --random-inputs SEED   fill inputs not given with values in [-1, 1)\n"
     "  --ranks N              the ranks to expect (default: the mesh's world)\n"
-    "  --comm local           the communicator (local threads; the only one\n"
-    "                         this tool starts)\n"
+    "  --comm local|mpi       local: every rank a thread of this process\n"
+    "                         (default); mpi: started by mpirun, each process\n"
+    "                         runs its own rank (outputs of that rank;\n"
+    "                         rank 0 prints and checks)\n"
     "  --steps K              steps to run and time (default 1)\n"
     "  --output-dir OUT       where outputs are written (default: none)\n"
     "  --check REFERENCE.onnx run the reference on one rank with the same\n"
@@ -274,12 +277,13 @@ static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
   return m;
 }
 
-static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int n,
-                         ccg_exec_tensor *const *outs, size_t n_out) {
+/* Ranks [r0, r1) of outs. */
+static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int r0,
+                         int r1, ccg_exec_tensor *const *outs, size_t n_out) {
   if (mkdir(c->out, 0777) != 0 && errno != EEXIST)
     return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "cannot create folder '%s': %s", c->out, strerror(errno));
-  for (int r = 0; r < n; r++) {
+  for (int r = r0; r < r1; r++) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/rank%d", c->out, r);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -296,6 +300,47 @@ static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int n,
     }
   }
   return EXIT_OK;
+}
+
+/* Rank r of an mpirun job: compiles, runs `steps` steps and copies the
+ * outputs (tensor.data, new memory) before the executor goes. */
+static int run_mpi_rank(ccg_graph *g, ccg_comm *comm, int r, int steps,
+                        ccg_exec_tensor *in, size_t ni, ccg_exec_tensor *out,
+                        size_t no, double *secs) {
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.rank = r;
+  o.comm = comm;
+  o.input_shapes = in;
+  o.n_input_shapes = ni;
+  ccg_exec *x = NULL;
+  if (ccg_exec_create(g, &o, &x) != CCG_STATUS_OK)
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "rank %d: %s", r,
+                    ccg_last_error(g));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ccg_status st = CCG_STATUS_OK;
+  for (int s = 0; s < steps && st == CCG_STATUS_OK; s++)
+    st = ccg_exec_run(x, in, ni, out, no);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  *secs = ((double)(t1.tv_sec - t0.tv_sec) +
+           1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) /
+          steps;
+  int rc = EXIT_OK;
+  if (st != CCG_STATUS_OK)
+    rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s", ccg_last_error(x));
+  for (size_t i = 0; i < no; i++) {
+    size_t n = 0;
+    void *copy = NULL;
+    if (rc == EXIT_OK &&
+        ccg_tensor_nbytes(&out[i].tensor, &n) == CCG_STATUS_OK &&
+        (copy = malloc(n ? n : 1)))
+      memcpy(copy, out[i].tensor.data, n);
+    else if (rc == EXIT_OK)
+      rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+    out[i].tensor.data = copy;
+  }
+  ccg_exec_free(x);
+  return rc;
 }
 
 /* Where rank 0 holds a part of an output (its placement, or for
@@ -405,7 +450,29 @@ static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
   return rc;
 }
 
-static int run_program(run_ctx *c, cli_program *p) {
+static int cleanup_run(cli_program *p, int world, ccg_graph **graphs,
+                       ccg_exec_tensor (*in)[MAX_IO],
+                       ccg_exec_tensor (*out)[MAX_IO], void **owned,
+                       const ccg_exec_tensor **inp, ccg_exec_tensor **outp,
+                       size_t no, int rc) {
+  for (int r = 0; r < world; r++) {
+    for (size_t i = 0; out && i < no; i++)
+      free((void *)out[r][i].tensor.data);
+    for (size_t i = 0; owned && i < MAX_IO; i++)
+      free(owned[r * MAX_IO + i]);
+    if (!p->per_rank && r > 0)
+      ccg_graph_free(graphs[r]);
+  }
+  free(graphs);
+  free(in);
+  free(out);
+  free(owned);
+  free(inp);
+  free(outp);
+  return rc;
+}
+
+static int run_program(run_ctx *c, cli_program *p, ccg_comm *mpi) {
   const ccg_mesh *m = ccg_graph_mesh(p->graphs[0]);
   int world = m ? (int)ccg_mesh_world_size(m) : 1;
   if (c->ranks) {
@@ -488,15 +555,30 @@ static int run_program(run_ctx *c, cli_program *p) {
   if (rc == EXIT_OK && steps < 1)
     rc =
         usage_error(&cli_run_command, "--steps '%s': give 1 or more", c->steps);
-  if (rc == EXIT_OK &&
-      ccg_exec_run_local_ranks(graphs, world, NULL, steps, inp, ni, outp, no,
-                               NULL, &secs) != CCG_STATUS_OK)
+  /* local: every rank here; mpi: this process's rank of the job */
+  int r0 = 0, r1 = world;
+  if (rc == EXIT_OK && mpi) {
+    if (ccg_comm_size(mpi) != world)
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the job has %d ranks, the model's mesh %d",
+                    ccg_comm_size(mpi), world);
+    r0 = ccg_comm_rank(mpi);
+    r1 = r0 + 1;
+    if (rc == EXIT_OK)
+      rc = run_mpi_rank(graphs[r0], mpi, r0, steps, in[r0], ni, out[r0], no,
+                        &secs);
+  } else if (rc == EXIT_OK &&
+             ccg_exec_run_local_ranks(graphs, world, NULL, steps, inp, ni, outp,
+                                      no, NULL, &secs) != CCG_STATUS_OK) {
     rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s", ccg_last_error(NULL));
+  }
   if (rc == EXIT_OK && c->out)
-    rc = write_outputs(c, graphs, world, outp, no);
+    rc = write_outputs(c, graphs, r0, r1, outp, no);
   double tol = c->tol ? strtod(c->tol, NULL) : 1e-4;
-  if (rc == EXIT_OK && c->check)
+  if (rc == EXIT_OK && c->check && r0 == 0)
     rc = check(c, graphs[0], out[0], no, tol, &worst, &n_cmp);
+  if (rc == EXIT_OK && r0 != 0)
+    return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
   if (rc == EXIT_OK) {
     bool ok = !c->check || worst <= tol;
     if (c->json) {
@@ -527,21 +609,7 @@ static int run_program(run_ctx *c, cli_program *p) {
     if (rc == EXIT_OK && !ok)
       rc = EXIT_CHECK;
   }
-  for (int r = 0; r < world; r++) {
-    for (size_t i = 0; out && i < no; i++)
-      free((void *)out[r][i].tensor.data);
-    for (size_t i = 0; owned && i < MAX_IO; i++)
-      free(owned[r * MAX_IO + i]);
-    if (!p->per_rank && r > 0)
-      ccg_graph_free(graphs[r]);
-  }
-  free(graphs);
-  free(in);
-  free(out);
-  free(owned);
-  free(inp);
-  free(outp);
-  return rc;
+  return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -564,10 +632,10 @@ static int cmd_run(int argc, char **argv) {
                       sizeof opts / sizeof *opts, c->paths, 1);
   if (rc < 0 && !c->paths[0])
     rc = usage_error(&cli_run_command, "missing the MODEL or DIR");
-  if (rc < 0 && c->comm && strcmp(c->comm, "local") != 0)
+  if (rc < 0 && c->comm && strcmp(c->comm, "local") != 0 &&
+      strcmp(c->comm, "mpi") != 0)
     rc = usage_error(&cli_run_command,
-                     "--comm %s: this tool starts local ranks only (run "
-                     "under mpirun from a program using ccg_comm_mpi_new)",
+                     "--comm %s: give local (threads) or mpi (under mpirun)",
                      c->comm);
   char *end = NULL;
   if (rc < 0 && c->tol && (strtod(c->tol, &end) < 0 || *end || end == c->tol))
@@ -590,7 +658,14 @@ static int cmd_run(int argc, char **argv) {
     cli_program p;
     rc = cli_load_program("run", c->paths, 1, c->name, &p);
     if (rc == EXIT_OK) {
-      rc = run_program(c, &p);
+      ccg_comm *mpi = NULL;
+      if (c->comm && strcmp(c->comm, "mpi") == 0 &&
+          ccg_comm_mpi_new(&mpi) != CCG_STATUS_OK)
+        rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s",
+                      ccg_last_error(NULL));
+      if (rc == EXIT_OK)
+        rc = run_program(c, &p, mpi);
+      ccg_comm_free(mpi);
       cli_program_free(&p);
     }
   }

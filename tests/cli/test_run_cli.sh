@@ -60,7 +60,23 @@ expect 2 "missing.npy: No such file" -- run "$work/tp4" --input ids="$work/missi
 expect 2 "--input 'nope': the model has no value of that name" -- run "$work/tp4" --input ids="$work/ids.npy" --input nope="$work/ids.npy"
 expect 2 "--ranks 3: the model's mesh has 4 ranks" -- run "$work/tp4" --input ids="$work/ids.npy" --ranks 3
 expect 2 "'ids' is i64: --random-inputs fills float inputs only" -- run "$work/tp4" --random-inputs 1
-expect 1 "--comm mpi: this tool starts local ranks only" -- run "$work/tp4" --comm mpi
+expect 1 "--comm nccl: give local \\(threads\\) or mpi" -- run "$work/tp4" --comm nccl
+# Under mpirun each process runs its own rank; rank 0 checks.
+if command -v mpirun >/dev/null && "$tool" run "$work/gpt.onnx" --comm mpi --input ids="$work/ids.npy" >/dev/null 2>&1; then
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe \
+    "$tool" run "$work/tp2_sp" --comm mpi --input ids="$work/ids.npy" --output-dir "$work/mout" \
+    --check "$work/gpt.onnx" 2>&1)
+  if grep -qE 'ran 2 ranks.*\n?' <<<"$out" && grep -qE 'check against .*: ok' <<<"$out" &&
+    [ -f "$work/mout/rank0/logits.npy" ] && [ -f "$work/mout/rank1/logits.npy" ]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL: run --comm mpi under mpirun:"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  fi
+else
+  echo "SKIP: run --comm mpi: no mpirun or no MPI in this build"
+fi
 expect 1 "--input 'ids' is not NAME=FILE" -- run "$work/tp4" --input ids
 # Forward+backward: the sharded ranks' gradients against the unsharded
 # model's (each rank 0 shard against its slice of the reference).
