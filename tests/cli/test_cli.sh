@@ -9,25 +9,7 @@ run=("$@" "$tool")
 failures=0
 passes=0
 
-# expect CODE PATTERN -- ARGS...: exit status CODE, PATTERN in stdout+stderr.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out
-  out=$("${run[@]}" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -ne "$code" ]; then
-    echo "FAIL: ccgraph $* exited $got, expected $code"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  elif ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: ccgraph $*: output lacks /$pattern/"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 
 expect 1 'usage: ccgraph' --
 expect 0 'Exit status: 0 ok, 1 usage error, 2 bad input' -- --help
@@ -79,6 +61,4 @@ export CCG_LOG=off
 expect 2 '^ccgraph mesh: mesh .tp=0.: size' -- mesh tp=0
 unset CCG_LOG
 
-total=$((passes + failures))
-echo "cli: ${passes} passed, ${failures} failed"
-[ "$failures" -eq 0 ]
+expect_summary "cli"

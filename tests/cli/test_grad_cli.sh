@@ -11,25 +11,8 @@ failures=0
 passes=0
 loss=/mlp/Add_5_output_0
 
-# expect CODE PATTERN -- ARGS...: exit status CODE, PATTERN in the output.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out
-  out=$("$tool" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -ne "$code" ]; then
-    echo "FAIL: ccgraph $* exited $got, expected $code"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  elif ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: ccgraph $*: output lacks /$pattern/"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
 
 expect 0 'usage: ccgraph grad' -- grad --help
 expect 0 '1 model written to .*/mlp_grad.onnx' -- grad "$models/megatron_mlp.onnx" --loss "$loss" -o "$work/mlp_grad.onnx"
@@ -56,5 +39,4 @@ else
   sed 's/^/    /' "$work/checker.log"
   failures=$((failures + 1))
 fi
-echo "cli grad: ${passes} passed, ${failures} failed"
-[ "$failures" -eq 0 ]
+expect_summary "cli grad"

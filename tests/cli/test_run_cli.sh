@@ -29,20 +29,8 @@ np.save(f"{w}/fortran.npy", np.asfortranarray(ids.reshape(4, 4)))
 open(f"{w}/junk.npy", "wb").write(b"not numpy")
 PY
 
-expect() { # CODE PATTERN -- ARGS
-  local code=$1 pattern=$2
-  shift 3
-  local out
-  out=$("$tool" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: ccgraph $* exited $got (expected $code, /$pattern/)"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
 
 expect 0 'usage: ccgraph run' -- run --help
 expect 0 'check against .*: 1 output, max \|diff\| [0-9.e-]+ \(tolerance 0.0001\): ok' -- \
@@ -94,5 +82,4 @@ else
   echo "FAIL: the written .npy outputs are not the replicated logits"
   failures=$((failures + 1))
 fi
-echo "cli run: ${passes} passed, ${failures} failed"
-[ "$failures" -eq 0 ]
+expect_summary "cli run"

@@ -13,14 +13,9 @@ failures=0
 $py "$gen" "$work/gpt.onnx" >/dev/null || exit 1
 $py "$gen" "$work/gpt_fused.onnx" --fused-qkv >/dev/null || exit 1
 
-expect() { # CODE PATTERN -- ARGS
-  local code=$1 pattern=$2; shift 3
-  local out; out=$("$tool" "$@" 2>&1); local got=$?
-  if [ "$got" -ne "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: ccgraph $* exited $got (expected $code, /$pattern/)"
-    echo "$out" | head -20; failures=$((failures + 1))
-  fi
-}
+passes=0
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
 
 for m in gpt gpt_fused; do
   for tp in 2 4; do
@@ -58,5 +53,4 @@ expect 0 "usage: ccgraph shard" -- shard --help
 for d in x1 x2 x3 x4 x5; do
   if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
 done
-echo "shard: $failures failure(s)"
-[ "$failures" -eq 0 ]
+expect_summary shard

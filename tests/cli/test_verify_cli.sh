@@ -13,24 +13,7 @@ rm -rf "$work"
 "$fixtures" "$work" || { echo "FAIL: verify_fixtures"; exit 1; }
 cd "$work" || exit 1
 
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out
-  out=$("${run[@]}" "$@" 2>&1)
-  local got=$?
-  if [ "$got" -ne "$code" ]; then
-    echo "FAIL: ccgraph $* exited $got, expected $code"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  elif ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL: ccgraph $*: output lacks /$pattern/"
-    echo "$out" | sed 's/^/    /' | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 
 expect 0 'usage: ccgraph verify' -- verify --help
 expect 1 'missing DIR or MODEL.onnx' -- verify
@@ -71,5 +54,4 @@ expect 0 '^step: 128 bus bytes on the busiest rank, 1\.024 us at 1 Gbit/s$' -- c
 expect 0 '^ok: 2 ranks, 2 communication' -- verify sym.onnx --dims batch=8
 expect 1 "--dims 'batch' is not NAME=VALUE" -- cost sym.onnx --dims batch
 
-echo "$passes passed, $failures failed"
-[ "$failures" -eq 0 ]
+expect_summary "cli verify"
