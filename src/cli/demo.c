@@ -66,13 +66,8 @@ static size_t act_elems(const demo *d, int w) {
 
 /* Elements of gradient i (a parameter, or x at DEMO_NP) on a rank of w. */
 static size_t grad_elems(const demo *d, int i, int w) {
-  if (i == DEMO_NP)
-    return act_elems(d, w);
   demo_tensor t;
-  if (demo_shard(&d->z, i, d->params[i].data, w, 0, &t) != 0)
-    return 0;
-  free(t.data);
-  return (size_t)t.dims[0] * (size_t)(t.rank == 2 ? t.dims[1] : 1);
+  return i == DEMO_NP ? act_elems(d, w) : demo_shard_dims(&d->z, i, w, &t);
 }
 
 static int fail(const char *what, const char *msg) {

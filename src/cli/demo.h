@@ -41,6 +41,9 @@ typedef struct demo_tensor {
 int demo_params_new(const demo_sizes *z, uint32_t seed, demo_tensor *p);
 void demo_tensors_free(demo_tensor *p, int n);
 
+/* The shape of a rank's part (of w) of parameter i into out (data NULL);
+ * returns its element count. */
+size_t demo_shard_dims(const demo_sizes *z, int i, int w, demo_tensor *out);
 /* Rank r's part (of w) of parameter i, or of its gradient, cut from the
  * unsharded `full` into *out (new data); -1 on OOM. */
 int demo_shard(const demo_sizes *z, int i, const float *full, int w, int r,

@@ -67,15 +67,10 @@ static void take_cols(const float *m, int64_t rows, int64_t cols, int64_t c0,
     memcpy(out + r * nc, m + r * cols + c0, (size_t)nc * sizeof *out);
 }
 
-int demo_shard(const demo_sizes *z, int i, const float *full, int w, int r,
-               demo_tensor *out) {
+size_t demo_shard_dims(const demo_sizes *z, int i, int w, demo_tensor *out) {
   int64_t H = z->hidden, F = z->ffn, hc = H / w, fc = F / w;
-  int rank;
-  int64_t d[2];
-  full_dims(z, i, &rank, d);
-  out->rank = rank;
-  out->dims[0] = d[0];
-  out->dims[1] = d[1];
+  full_dims(z, i, &out->rank, out->dims);
+  out->data = NULL;
   switch (i) {
   case DEMO_QKV_W: /* this rank's heads of q, k and v, side by side */
     out->dims[1] = 3 * hc;
@@ -96,7 +91,13 @@ int demo_shard(const demo_sizes *z, int i, const float *full, int w, int r,
   default: /* replicated */
     break;
   }
-  size_t n = (size_t)out->dims[0] * (size_t)(rank == 2 ? out->dims[1] : 1);
+  return (size_t)out->dims[0] * (size_t)(out->rank == 2 ? out->dims[1] : 1);
+}
+
+int demo_shard(const demo_sizes *z, int i, const float *full, int w, int r,
+               demo_tensor *out) {
+  int64_t H = z->hidden, F = z->ffn, hc = H / w, fc = F / w;
+  size_t n = demo_shard_dims(z, i, w, out);
   if (!(out->data = malloc(n * sizeof(float))))
     return -1;
   switch (i) {

@@ -385,7 +385,7 @@ static void shard_of(ccg_graph *g, const char *name, const ccg_tensor *have,
 /* The reference on one rank with the global inputs; compares the outputs
  * it shares by name with rank 0's. */
 static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
-                 size_t n0, double tol, double *worst, size_t *n_cmp) {
+                 size_t n0, double *worst, size_t *n_cmp) {
   ccg_graph *ref = NULL;
   int rc = cli_import("run", c->check, &ref);
   if (rc != EXIT_OK)
@@ -446,7 +446,6 @@ static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
   for (size_t i = 0; i < no; i++)
     free((void *)out[i].tensor.data);
   ccg_graph_free(ref);
-  (void)tol;
   return rc;
 }
 
@@ -576,7 +575,7 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *mpi) {
     rc = write_outputs(c, graphs, r0, r1, outp, no);
   double tol = c->tol ? strtod(c->tol, NULL) : 1e-4;
   if (rc == EXIT_OK && c->check && r0 == 0)
-    rc = check(c, graphs[0], out[0], no, tol, &worst, &n_cmp);
+    rc = check(c, graphs[0], out[0], no, &worst, &n_cmp);
   if (rc == EXIT_OK && r0 != 0)
     return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
   if (rc == EXIT_OK) {
