@@ -37,7 +37,9 @@ macro(ccg_resolve_optional_deps)
   endif()
 
   set(CCG_HAVE_CUDA OFF)
-  if(NOT CCG_WITH_CUDA STREQUAL "OFF")
+  # The fuzzing build (clang, -fsanitize=fuzzer) leaves the GPU path out:
+  # its link cannot go through nvcc's host linker.
+  if(NOT CCG_WITH_CUDA STREQUAL "OFF" AND NOT CCG_FUZZ)
     find_package(CUDAToolkit QUIET)
     find_library(CCG_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
     find_path(CCG_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include /usr/include)

@@ -35,6 +35,35 @@ CCG_API ccg_status ccg_comm_local_new(int nranks, ccg_comm **out);
 CCG_API ccg_status ccg_comm_mpi_new(ccg_comm **out);
 /* True if this build has the mpi communicator. */
 CCG_API bool ccg_comm_mpi_available(void);
+/* A communicator over NCCL for one GPU per process: this process is rank
+ * `rank` of `world_size`, its GPU is `local_rank` (cudaSetDevice), and its
+ * buffers must be device memory, so it serves executors created with
+ * CCG_DEVICE_CUDA only. The NCCL unique id travels by the rendezvous:
+ * "mpi" (MPI_Bcast over MPI_COMM_WORLD; rank and world from MPI),
+ * "file:PATH" (rank 0 writes PATH, the others wait for it; PATH must not
+ * exist before the launch) or "tcp:HOST:PORT" (rank 0 listens). NULL or
+ * unset fields come from the environment as torchrun-style launchers set
+ * it: RANK, WORLD_SIZE, LOCAL_RANK, CCG_RENDEZVOUS, else MASTER_ADDR and
+ * MASTER_PORT (tcp), else "mpi" under mpirun. Communicators are
+ * non-blocking: every wait polls ncclCommGetAsyncError against the
+ * deadline and aborts on failure (docs/gpu.md). Built without CUDA:
+ * CCG_STATUS_UNSUPPORTED; no usable GPU: CCG_STATUS_BACKEND with the CUDA
+ * error text. "new": free with ccg_comm_free once its executors are freed.
+ * Errors go to the thread's context. */
+typedef struct ccg_nccl_options {
+  size_t size;            /* sizeof(ccg_nccl_options) */
+  int rank;               /* -1: RANK (or the MPI rank) */
+  int world_size;         /* -1: WORLD_SIZE (or the MPI size) */
+  int local_rank;         /* -1: LOCAL_RANK, else 0: the GPU to use */
+  const char *rendezvous; /* NULL: from the environment */
+  double timeout_s;       /* rendezvous and communicator set-up; 300 s */
+} ccg_nccl_options;
+#define CCG_NCCL_OPTIONS_INIT                                                  \
+  { sizeof(ccg_nccl_options), -1, -1, -1, NULL, 300.0 }
+CCG_API ccg_status ccg_comm_nccl_new(const ccg_nccl_options *opts,
+                                     ccg_comm **out);
+/* True if this build has the nccl communicator (a GPU may still lack). */
+CCG_API bool ccg_comm_nccl_available(void);
 CCG_API void ccg_comm_free(ccg_comm *comm);
 /* "local", "mpi", ... Static string. */
 CCG_API const char *ccg_comm_name(const ccg_comm *comm);
