@@ -123,16 +123,24 @@ typedef struct ccg_exec_options {
    * 0 (default): on the calling thread. The environment variable
    * CCG_EXEC_OVERLAP=0 or 1 overrides it. Same results either way. */
   int overlap;
-  /* CCG_DEVICE_CUDA: asking for it where no GPU can be used fails at
-   * create with CCG_STATUS_BACKEND and the CUDA error text (docs/gpu.md
-   * says what exists of the GPU path). */
+  /* CCG_DEVICE_CUDA: the step runs on a GPU (docs/gpu.md); a
+   * communicator must then be the nccl one. Where no GPU can be used,
+   * create fails with CCG_STATUS_BACKEND and the CUDA error text. */
   ccg_device device;
-  int device_index; /* CUDA: the GPU; -1: LOCAL_RANK or 0 */
+  int device_index; /* CUDA: the GPU; -1: the nccl communicator's, else
+                       LOCAL_RANK, else 0 */
+  /* CUDA: 1 captures the second run's step (kernels, cuBLAS, NCCL calls)
+   * into a CUDA Graph and replays it from the third on; inputs are copied
+   * in before each replay. */
+  int cuda_graph;
+  /* CUDA: 1 lets f32 GEMMs use TF32 tensor cores (about 1e-3 relative
+   * error); 0 (default): full f32. */
+  int tf32;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0, CCG_DEVICE_CPU, -1                                              \
+        32, 0, CCG_DEVICE_CPU, -1, 0, 0                                        \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every

@@ -50,10 +50,58 @@ void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,
 
 /* ---- kernels ------------------------------------------------------------ */
 
-static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
-                           void *scratch) {
+/* Host memory: the values' pointers, memcpy and memset. */
+static void *host_ptr(const ccg_exec *x, ccg_value_id v) {
+  return x->vals[v].ptr;
+}
+
+static ccg_status host_copy(ccg_exec *x, const ccg__xnode *n, void *dst,
+                            const void *src, size_t bytes) {
+  (void)x;
+  (void)n;
+  if (dst != src && bytes)
+    memcpy(dst, src, bytes);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status host_zero(ccg_exec *x, const ccg__xnode *n, void *dst,
+                            size_t bytes) {
+  (void)x;
+  (void)n;
+  memset(dst, 0, bytes);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status host_rows(ccg_exec *x, const ccg__xnode *n, void *dst,
+                            size_t dpitch, const void *src, size_t spitch,
+                            size_t row, size_t outer) {
+  (void)x;
+  (void)n;
+  for (size_t o = 0; o < outer && row; o++)
+    memcpy((char *)dst + o * dpitch, (const char *)src + o * spitch, row);
+  return CCG_STATUS_OK;
+}
+
+static ccg_status host_chunks(ccg_exec *x, const ccg__xnode *n, int which,
+                              void *packed, void *full, size_t es, size_t outer,
+                              size_t inner, const int64_t *sizes, int nr,
+                              bool unpack) {
+  (void)x;
+  (void)n;
+  (void)which;
+  ccg__chunk_copy(packed, full, es, outer, inner, sizes, nr, unpack);
+  return CCG_STATUS_OK;
+}
+
+static const ccg__xmem host_mem = {host_ptr, host_copy, host_zero, host_rows,
+                                   host_chunks};
+
+ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                                void *scratch, const ccg__xmem *m) {
   const ccg__xval *a = n->n_in ? ccg__in(x, n, 0) : NULL;
   const ccg__xval *o = n->n_out ? ccg__out(x, n, 0) : NULL;
+  void *ap = a ? m->ptr(x, n->in[0]) : NULL;
+  void *op = o ? m->ptr(x, n->out[0]) : NULL;
   ccg_dtype dt = a ? a->dtype : o->dtype;
   size_t es = ccg_dtype_size(dt);
   ccg__coll k;
@@ -65,24 +113,24 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
   case CCG_OP_ALL_REDUCE:
     if (solo)
       break;
-    return c->vt->all_reduce(c, &k, a->ptr, o->ptr, a->numel);
+    return c->vt->all_reduce(c, &k, ap, op, a->numel);
   case CCG_OP_BROADCAST:
     if (solo)
       break;
-    return c->vt->broadcast(c, &k, a->ptr, o->ptr, a->numel, (int)n->p.i0);
+    return c->vt->broadcast(c, &k, ap, op, a->numel, (int)n->p.i0);
   case CCG_OP_REDUCE:
     if (solo)
       break;
-    return c->vt->reduce(c, &k, a->ptr, o->ptr, a->numel, (int)n->p.i0);
+    return c->vt->reduce(c, &k, ap, op, a->numel, (int)n->p.i0);
   case CCG_OP_ALL_GATHER: {
     if (solo)
       break;
     size_t outer, inner;
     split_dims(o, n->p.axis, &outer, &inner);
-    void *dst = outer == 1 ? o->ptr : scratch;
-    CCG_CHECK(c->vt->all_gatherv(c, &k, a->ptr, dst, n->p.counts));
-    if (dst != o->ptr)
-      ccg__chunk_copy(dst, o->ptr, es, outer, inner, n->p.chunk, W, true);
+    void *dst = outer == 1 ? op : scratch;
+    CCG_CHECK(c->vt->all_gatherv(c, &k, ap, dst, n->p.counts));
+    if (dst != op)
+      return m->chunks(x, n, 1, dst, op, es, outer, inner, n->p.chunk, W, true);
     return CCG_STATUS_OK;
   }
   case CCG_OP_REDUCE_SCATTER: {
@@ -90,12 +138,13 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
       break;
     size_t outer, inner;
     split_dims(a, n->p.axis, &outer, &inner);
-    const void *src = a->ptr;
+    const void *src = ap;
     if (outer > 1) {
-      ccg__chunk_copy(scratch, a->ptr, es, outer, inner, n->p.chunk, W, false);
+      CCG_CHECK(m->chunks(x, n, 0, scratch, ap, es, outer, inner, n->p.chunk, W,
+                          false));
       src = scratch;
     }
-    return c->vt->reduce_scatterv(c, &k, src, o->ptr, n->p.counts);
+    return c->vt->reduce_scatterv(c, &k, src, op, n->p.counts);
   }
   case CCG_OP_ALL_TO_ALL: {
     if (solo)
@@ -103,17 +152,17 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
     size_t so, si, co, ci;
     split_dims(a, n->p.axis, &so, &si);
     split_dims(o, n->p.axis2, &co, &ci);
-    const void *src = a->ptr;
+    const void *src = ap;
     char *scr = scratch;
     if (so > 1) {
-      ccg__chunk_copy(scr, a->ptr, es, so, si, n->p.chunk, W, false);
+      CCG_CHECK(m->chunks(x, n, 0, scr, ap, es, so, si, n->p.chunk, W, false));
       src = scr;
       scr += a->nbytes;
     }
-    void *dst = co == 1 ? o->ptr : scr;
+    void *dst = co == 1 ? op : scr;
     CCG_CHECK(c->vt->all_to_allv(c, &k, src, n->p.counts, dst, n->p.counts2));
-    if (dst != o->ptr)
-      ccg__chunk_copy(dst, o->ptr, es, co, ci, n->p.chunk2, W, true);
+    if (dst != op)
+      return m->chunks(x, n, 1, dst, op, es, co, ci, n->p.chunk2, W, true);
     return CCG_STATUS_OK;
   }
   case CCG_OP_SHARD_SLICE: {
@@ -126,35 +175,28 @@ static ccg_status run_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
         before += (size_t)n->p.chunk[r];
     }
     size_t row = (size_t)n->p.chunk[n->p.gidx] * inner * es;
-    for (size_t oi = 0; oi < outer && row; oi++)
-      memcpy((char *)o->ptr + oi * row,
-             (const char *)a->ptr + (oi * total + before) * inner * es, row);
-    return CCG_STATUS_OK;
+    return m->rows(x, n, op, row, (const char *)ap + before * inner * es,
+                   total * inner * es, row, outer);
   }
   case CCG_OP_COLLECTIVE_PERMUTE: {
     int dst = (int)n->p.i0, src = (int)n->p.i1;
     if (src < 0)
-      memset(o->ptr, 0, o->nbytes);
-    if (W == 1) {
-      if (src >= 0)
-        memcpy(o->ptr, a->ptr, o->nbytes);
-      return CCG_STATUS_OK;
-    }
-    return c->vt->shift(c, &k, a->ptr, dst, o->ptr, src, a->numel);
+      CCG_CHECK(m->zero(x, n, op, o->nbytes));
+    if (W == 1)
+      return src >= 0 ? m->copy(x, n, op, ap, o->nbytes) : CCG_STATUS_OK;
+    return c->vt->shift(c, &k, ap, dst, op, src, a->numel);
   }
   case CCG_OP_SEND:
-    return c->vt->send(c, &k, a->ptr, a->numel, (int)n->p.i0, n->p.i1);
+    return c->vt->send(c, &k, ap, a->numel, (int)n->p.i0, n->p.i1);
   case CCG_OP_RECV:
-    return c->vt->recv(c, &k, o->ptr, o->numel, (int)n->p.i0, n->p.i1);
+    return c->vt->recv(c, &k, op, o->numel, (int)n->p.i0, n->p.i1);
   default:
     return ccg__error(err, CCG_STATUS_INTERNAL,
                       "node '%s' (%s): not a collective", n->name,
                       ccg_op_name(n->op));
   }
   /* one rank: the data stays as it is */
-  if (o->ptr != a->ptr)
-    memcpy(o->ptr, a->ptr, o->nbytes);
-  return CCG_STATUS_OK;
+  return m->copy(x, n, op, ap, o->nbytes);
 }
 
 /* Every collective goes through the flight recorder and, in debug mode,
@@ -170,7 +212,7 @@ ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
             err, &k);
   ccg_status st = ccg__debug_check(x, n, &k);
   if (st == CCG_STATUS_OK)
-    st = run_body(x, n, err, scratch);
+    st = ccg__collective_body(x, n, err, scratch, &host_mem);
   return ccg__flight_end(x, slot, st);
 }
 

@@ -39,10 +39,4 @@ ccg_status ccg__cuda_run(ccg_exec *x) {
   return ccg__cuda_probe(&x->ctx, x->device_index);
 }
 
-ccg_status ccg__cuda_copy_out(ccg_exec *x, const ccg__xval *v, void *dst) {
-  (void)v;
-  (void)dst;
-  return ccg__cuda_probe(&x->ctx, x->device_index);
-}
-
 void ccg__cuda_free(ccg_exec *x) { (void)x; }

@@ -145,6 +145,9 @@ static void free_aligned(ccg_exec *x, void *p) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
+  /* on the GPU, collectives always go to a stream of their own: the
+   * overlap marks say what each node waits for, and the plan keeps their
+   * buffers for as long */
   CCG_CHECK(ccg__overlap_mark(x));
   CCG_CHECK(ccg__plan_memory(x));
   if (x->device == CCG_DEVICE_CUDA)
@@ -210,11 +213,22 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   if ((unsigned)o.device >= CCG_DEVICE_COUNT)
     return ccg__error(err, CCG_STATUS_INVALID_ARG, "unknown device %d",
                       (int)o.device);
-  if (o.comm && strcmp(o.comm->vt->name, "nccl") == 0 &&
-      o.device != CCG_DEVICE_CUDA)
+  bool nccl = o.comm && strcmp(o.comm->vt->name, "nccl") == 0;
+  if (nccl && o.device != CCG_DEVICE_CUDA)
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "the nccl communicator moves GPU memory: create the "
                       "executor with device CCG_DEVICE_CUDA");
+  if (o.comm && !nccl && o.device == CCG_DEVICE_CUDA)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "device cuda: the %s communicator moves host memory; "
+                      "GPU ranks talk through the nccl communicator "
+                      "(ccg_comm_nccl_new)",
+                      o.comm->vt->name);
+  if (o.device == CCG_DEVICE_CUDA && o.debug_collectives)
+    return ccg__error(err, CCG_STATUS_UNSUPPORTED,
+                      "device cuda: debug_collectives (fingerprints through "
+                      "the communicator) runs on the cpu device only; check "
+                      "the models with ccg_verify_program instead");
   if (o.device == CCG_DEVICE_CUDA)
     CCG_CHECK(ccg__cuda_probe(err, o.device_index));
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
@@ -235,13 +249,18 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
     x->overlap = env[0] == '1';
   x->device = o.device;
   x->device_index = o.device_index;
+  x->cuda_graph = o.cuda_graph != 0;
+  x->tf32 = o.tf32 != 0;
+  if (x->device == CCG_DEVICE_CUDA)
+    x->overlap = x->comm != NULL; /* streams, not a thread */
   ccg_status st;
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);
   CCG_CHECK_GOTO(init_memory(x), st, fail);
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
-  CCG_CHECK_GOTO(ccg__overlap_start(x), st, fail);
+  if (x->device == CCG_DEVICE_CPU)
+    CCG_CHECK_GOTO(ccg__overlap_start(x), st, fail);
   *out = x;
   return CCG_STATUS_OK;
 fail:
@@ -351,16 +370,14 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
       return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                         "output '%s' needs %zu bytes but dst holds %zu",
                         t->name, v->nbytes, t->dst_bytes);
-    if (v->nbytes && x->gpu && v->kind == CCG__V_ARENA)
-      CCG_CHECK(ccg__cuda_copy_out(x, v, t->dst));
-    else if (v->nbytes)
+    if (v->nbytes)
       memcpy(t->dst, v->ptr, v->nbytes);
   }
   return CCG_STATUS_OK;
 }
 
 static ccg_status run_steps(ccg_exec *x) {
-  if (x->gpu)
+  if (x->device == CCG_DEVICE_CUDA)
     return ccg__cuda_run(x);
   if (x->ov) {
     CCG_CHECK(ccg__overlap_run(x));

@@ -112,6 +112,7 @@ struct ccg_exec {
 
   ccg_device device;
   int device_index;
+  bool cuda_graph, tf32;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 };
 
@@ -140,6 +141,28 @@ ccg_status ccg__plan_memory(ccg_exec *x);
 ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
                                 void *scratch);
 
+/* How a collective's body reaches memory: the host's (collective.c) or the
+ * device's (cuda/gpu_coll.c, enqueued on the stream of the moment). The
+ * communicator's calls get the pointers `ptr` gives. */
+typedef struct ccg__xmem {
+  void *(*ptr)(const ccg_exec *x, ccg_value_id v);
+  ccg_status (*copy)(ccg_exec *x, const ccg__xnode *n, void *dst,
+                     const void *src, size_t bytes);
+  ccg_status (*zero)(ccg_exec *x, const ccg__xnode *n, void *dst, size_t bytes);
+  /* `outer` rows of `row` bytes, src rows `spitch` bytes apart, dst rows
+   * `dpitch` apart. */
+  ccg_status (*rows)(ccg_exec *x, const ccg__xnode *n, void *dst, size_t dpitch,
+                     const void *src, size_t spitch, size_t row, size_t outer);
+  /* ccg__chunk_copy of the node's input chunks (which 0: p.chunk) or output
+   * chunks (1: p.chunk2, or p.chunk where the node has one list). */
+  ccg_status (*chunks)(ccg_exec *x, const ccg__xnode *n, int which,
+                       void *packed, void *full, size_t es, size_t outer,
+                       size_t inner, const int64_t *sizes, int nr, bool unpack);
+} ccg__xmem;
+/* The body of collective node n over memory m (no recorder, no checks). */
+ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
+                                void *scratch, const ccg__xmem *m);
+
 /* overlap.c: marks the nodes that run on the communication thread and what
  * each node waits for (before the memory plan, which reads them); starts
  * the thread after it. Runs the schedule with collectives posted to the
@@ -154,14 +177,14 @@ ccg_status ccg__overlap_start(ccg_exec *x);
 ccg_status ccg__overlap_run(ccg_exec *x);
 void ccg__overlap_free(ccg_exec *x);
 
-/* The CUDA executor (cuda/, or the refusals of a build without CUDA in
- * cuda_off.c). probe: is the device usable (fails at once with the CUDA
+/* The CUDA executor (cuda/gpu.c, or the refusals of a build without CUDA
+ * in cuda_off.c). probe: is the device usable (fails at once with the CUDA
  * error text)? create: after the memory plan, the device arena, streams,
- * uploads. run: one step over the bound inputs (v->ptr host data). */
+ * uploads. run: one step over the bound inputs (v->ptr: host data); at its
+ * end every graph output's v->ptr is its host copy. */
 ccg_status ccg__cuda_probe(ccg_ctx *err, int device_index);
 ccg_status ccg__cuda_create(ccg_exec *x);
 ccg_status ccg__cuda_run(ccg_exec *x);
-ccg_status ccg__cuda_copy_out(ccg_exec *x, const ccg__xval *v, void *dst);
 void ccg__cuda_free(ccg_exec *x);
 
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel

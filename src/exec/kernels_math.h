@@ -460,6 +460,29 @@ CCG_HD static inline void ccg__cast_elem(ccg_dtype from, const void *a,
 /* ---- reductions ----------------------------------------------------------
  * Floats accumulate in double, integers in int64; Max keeps a NaN. */
 
+/* ScatterND's reductions: o[i] = o[i] (+, *, max, min: red 1..4) u[j];
+ * floats in double, integers wrapping. */
+CCG_HD static inline void ccg__combine_elem(int red, ccg_dtype dt, void *o,
+                                            size_t i, ccg_dtype du,
+                                            const void *u, size_t j) {
+  if (ccg__math_of(dt) != CCG__MATH_I64) {
+    double a = ccg__ld_f64(dt, o, i), b = ccg__ld_f64(du, u, j);
+    double v = red == 1   ? a + b
+               : red == 2 ? a * b
+               : red == 3 ? fmax(a, b)
+                          : fmin(a, b);
+    ccg__st_f64(dt, o, i, v);
+    return;
+  }
+  int64_t a = ccg__ld_i64(dt, o, i), b = ccg__ld_i64(du, u, j);
+  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+  int64_t v = red == 1   ? (int64_t)(ua + ub)
+              : red == 2 ? (int64_t)(ua * ub)
+              : red == 3 ? (a > b ? a : b)
+                         : (a < b ? a : b);
+  ccg__st_i64(dt, o, i, v);
+}
+
 CCG_HD static inline double ccg__red_f64(bool is_max, double acc, double v) {
   if (is_max)
     return (v > acc || v != v) ? v : acc;

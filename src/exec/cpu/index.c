@@ -80,30 +80,6 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* o[i] = o[i] (+, *, max, min: red 1..4) u[j]; floats in double, integers
- * wrapping. */
-static void combine(int64_t red, const ccg__xval *o, size_t i,
-                    const ccg__xval *u, size_t j) {
-  if (ccg_dtype_is_float(o->dtype)) {
-    double a = ccg__ld_f64(o->dtype, o->ptr, i);
-    double b = ccg__ld_f64(u->dtype, u->ptr, j);
-    double v = red == 1   ? a + b
-               : red == 2 ? a * b
-               : red == 3 ? fmax(a, b)
-                          : fmin(a, b);
-    ccg__st_f64(o->dtype, o->ptr, i, v);
-    return;
-  }
-  int64_t a = ccg__ld_i64(o->dtype, o->ptr, i);
-  int64_t b = ccg__ld_i64(u->dtype, u->ptr, j);
-  uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
-  int64_t v = red == 1   ? (int64_t)(ua + ub)
-              : red == 2 ? (int64_t)(ua * ub)
-              : red == 3 ? (a > b ? a : b)
-                         : (a < b ? a : b);
-  ccg__st_i64(o->dtype, o->ptr, i, v);
-}
-
 /* ScatterND: out = data, then each index row's slice of `slice` elements
  * is replaced (p.i0 = 0) or combined (1..4: add, mul, max, min); p.i1 =
  * k, the index length. Negative indices count from the end; out of range is an
@@ -142,7 +118,8 @@ static ccg_status run_scatter_nd(ccg_exec *x, const ccg__xnode *n) {
         dst[i] += src[i];
     } else {
       for (size_t i = 0; i < slice; i++)
-        combine(n->p.i0, o, off + i, u, r * slice + i);
+        ccg__combine_elem((int)n->p.i0, o->dtype, o->ptr, off + i, u->dtype,
+                          u->ptr, r * slice + i);
     }
   }
   return CCG_STATUS_OK;

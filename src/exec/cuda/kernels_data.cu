@@ -184,3 +184,48 @@ extern "C" int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g,
                                                        nout);
   return ccg__launched();
 }
+
+/* ScatterND after out = data: one thread per element of a slice, walking
+ * the index rows in order, so repeated indices combine in the CPU's order
+ * and give its bits. A row out of range is recorded (its number) and
+ * skipped. */
+__global__ static void k_scatter_nd(int red, ccg_dtype dt, size_t es, char *o,
+                                    ccg_dtype du, const char *u, ccg_dtype di,
+                                    const void *idx, size_t rows, int k,
+                                    dims8 dims, size_t slice, ccg__kerr err) {
+  CCG__GRID_LOOP(i, slice) {
+    for (size_t r = 0; r < rows; r++) {
+      size_t off = 0;
+      bool ok = true;
+      for (int d = 0; d < k && ok; d++) {
+        int64_t j = ccg__ld_i64(di, idx, r * (size_t)k + (size_t)d);
+        int64_t dim = dims.d[d];
+        ok = j >= -dim && j < dim;
+        off = off * (size_t)dim + (size_t)(j < 0 ? j + dim : j);
+      }
+      if (!ok) {
+        ccg__kfail(err, (unsigned long long)r);
+        continue;
+      }
+      off = off * slice + i;
+      if (red == 0)
+        copy_elem(o + off * es, u + (r * slice + i) * es, es);
+      else
+        ccg__combine_elem(red, dt, o, off, du, u, r * slice + i);
+    }
+  }
+}
+
+extern "C" int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt,
+                                  void *o, ccg_dtype du, const void *u,
+                                  ccg_dtype di, const void *idx, size_t rows,
+                                  int k, const int64_t *dims, size_t slice,
+                                  ccg__kerr err) {
+  dims8 dd;
+  for (int d = 0; d < CCG_MAX_RANK; d++)
+    dd.d[d] = d < k ? dims[d] : 1;
+  k_scatter_nd<<<ccg__blocks(slice), CCG__THREADS, 0, s>>>(
+      red, dt, ccg_dtype_size(dt), (char *)o, du, (const char *)u, di, idx, rows, k, dd, slice,
+      err);
+  return ccg__launched();
+}
