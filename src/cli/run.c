@@ -17,7 +17,9 @@ static int cmd_run(int argc, char **argv);
 const command cli_run_command = {
     "run", "run a model or per-rank models on local ranks",
     "usage: ccgraph run MODEL.onnx|DIR [--input NAME=FILE]... [--ranks N]\n"
-    "                   [--comm local|mpi] [--random-inputs SEED] [--steps K]\n"
+    "                   [--comm local|mpi|nccl] [--device cpu|cuda]\n"
+    "                   [--cuda-graph] [--tf32] [--random-inputs SEED] "
+    "[--steps K]\n"
     "                   [--output-dir OUT] [--check REFERENCE.onnx]\n"
     "                   [--tolerance T] [--name NAME] [--json]\n"
     "\n"
@@ -33,7 +35,16 @@ const command cli_run_command = {
     "  --comm local|mpi       local: every rank a thread of this process\n"
     "                         (default); mpi: started by mpirun, each process\n"
     "                         runs its own rank (outputs of that rank;\n"
-    "                         rank 0 prints and checks)\n"
+    "                         rank 0 prints and checks); nccl: one GPU per\n"
+    "                         process, started by mpirun or a launcher that\n"
+    "                         sets RANK, WORLD_SIZE, LOCAL_RANK and\n"
+    "                         CCG_RENDEZVOUS or MASTER_ADDR/MASTER_PORT\n"
+    "                         (docs/gpu.md); implies --device cuda\n"
+    "  --device cpu|cuda      where each rank runs (default cpu); cuda runs\n"
+    "                         one rank per process: one rank alone, or\n"
+    "                         with --comm nccl\n"
+    "  --cuda-graph           capture a step as a CUDA Graph, replay it\n"
+    "  --tf32                 f32 GEMMs on TF32 tensor cores\n"
     "  --steps K              steps to run and time (default 1)\n"
     "  --output-dir OUT       where outputs are written (default: none)\n"
     "  --check REFERENCE.onnx run the reference on one rank with the same\n"
@@ -56,7 +67,8 @@ typedef struct global_input {
 typedef struct run_ctx {
   const char *paths[1];
   const char *inputs[MAX_INPUTS], *comm, *seed, *steps, *out, *check, *tol,
-      *ranks, *name;
+      *ranks, *name, *device;
+  bool cuda_graph, tf32;
   size_t n_inputs;
   bool json;
   global_input g_in[MAX_IO];
@@ -302,20 +314,25 @@ static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int r0,
   return EXIT_OK;
 }
 
-/* Rank r of an mpirun job: compiles, runs `steps` steps and copies the
- * outputs (tensor.data, new memory) before the executor goes. */
-static int run_mpi_rank(ccg_graph *g, ccg_comm *comm, int r, int steps,
-                        ccg_exec_tensor *in, size_t ni, ccg_exec_tensor *out,
-                        size_t no, double *secs) {
+/* Rank r of a job with a process per rank (mpi, nccl), or a lone rank on
+ * a GPU (comm NULL): compiles, runs `steps` steps and copies the outputs
+ * (tensor.data, new memory) before the executor goes. */
+static int run_own_rank(const run_ctx *c, ccg_graph *g, ccg_comm *comm, int r,
+                        int steps, ccg_exec_tensor *in, size_t ni,
+                        ccg_exec_tensor *out, size_t no, double *secs) {
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   o.rank = r;
   o.comm = comm;
+  o.device = c->device && strcmp(c->device, "cuda") == 0 ? CCG_DEVICE_CUDA
+                                                         : CCG_DEVICE_CPU;
+  o.cuda_graph = c->cuda_graph;
+  o.tf32 = c->tf32;
   o.input_shapes = in;
   o.n_input_shapes = ni;
   ccg_exec *x = NULL;
   if (ccg_exec_create(g, &o, &x) != CCG_STATUS_OK)
-    return cli_fail(&cli_run_command, EXIT_RUNTIME, "rank %d: %s", r,
-                    ccg_last_error(g));
+    return cli_fail(&cli_run_command, cli_status_code(ccg_last_status(g)),
+                    "rank %d: %s", r, ccg_last_error(g));
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   ccg_status st = CCG_STATUS_OK;
@@ -471,7 +488,7 @@ static int cleanup_run(cli_program *p, int world, ccg_graph **graphs,
   return rc;
 }
 
-static int run_program(run_ctx *c, cli_program *p, ccg_comm *mpi) {
+static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
   const ccg_mesh *m = ccg_graph_mesh(p->graphs[0]);
   int world = m ? (int)ccg_mesh_world_size(m) : 1;
   if (c->ranks) {
@@ -554,18 +571,29 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *mpi) {
   if (rc == EXIT_OK && steps < 1)
     rc =
         usage_error(&cli_run_command, "--steps '%s': give 1 or more", c->steps);
-  /* local: every rank here; mpi: this process's rank of the job */
+  /* local: every rank here; mpi, nccl: this process's rank of the job; a
+   * GPU alone: its one rank */
   int r0 = 0, r1 = world;
-  if (rc == EXIT_OK && mpi) {
-    if (ccg_comm_size(mpi) != world)
+  bool cuda = c->device && strcmp(c->device, "cuda") == 0;
+  if (rc == EXIT_OK && cuda && !comm && world != 1)
+    rc = usage_error(&cli_run_command,
+                     "--device cuda runs one rank per process and the mesh "
+                     "has %d: give --comm nccl and start a process per rank "
+                     "(mpirun, or RANK/WORLD_SIZE/LOCAL_RANK; docs/gpu.md)",
+                     world);
+  if (rc == EXIT_OK && comm) {
+    if (ccg_comm_size(comm) != world)
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "the job has %d ranks, the model's mesh %d",
-                    ccg_comm_size(mpi), world);
-    r0 = ccg_comm_rank(mpi);
+                    ccg_comm_size(comm), world);
+    r0 = ccg_comm_rank(comm);
     r1 = r0 + 1;
     if (rc == EXIT_OK)
-      rc = run_mpi_rank(graphs[r0], mpi, r0, steps, in[r0], ni, out[r0], no,
+      rc = run_own_rank(c, graphs[r0], comm, r0, steps, in[r0], ni, out[r0], no,
                         &secs);
+  } else if (rc == EXIT_OK && cuda) {
+    rc = run_own_rank(c, graphs[0], NULL, 0, steps, in[0], ni, out[0], no,
+                      &secs);
   } else if (rc == EXIT_OK &&
              ccg_exec_run_local_ranks(graphs, world, NULL, steps, inp, ni, outp,
                                       no, NULL, &secs) != CCG_STATUS_OK) {
@@ -618,6 +646,9 @@ static int cmd_run(int argc, char **argv) {
   const option opts[] = {
       {"--input", NULL, NULL, c->inputs, &c->n_inputs, MAX_INPUTS},
       {"--comm", &c->comm, NULL, NULL, NULL, 0},
+      {"--device", &c->device, NULL, NULL, NULL, 0},
+      {"--cuda-graph", NULL, &c->cuda_graph, NULL, NULL, 0},
+      {"--tf32", NULL, &c->tf32, NULL, NULL, 0},
       {"--random-inputs", &c->seed, NULL, NULL, NULL, 0},
       {"--steps", &c->steps, NULL, NULL, NULL, 0},
       {"--output-dir", &c->out, NULL, NULL, NULL, 0},
@@ -632,10 +663,30 @@ static int cmd_run(int argc, char **argv) {
   if (rc < 0 && !c->paths[0])
     rc = usage_error(&cli_run_command, "missing the MODEL or DIR");
   if (rc < 0 && c->comm && strcmp(c->comm, "local") != 0 &&
-      strcmp(c->comm, "mpi") != 0)
+      strcmp(c->comm, "mpi") != 0 && strcmp(c->comm, "nccl") != 0)
     rc = usage_error(&cli_run_command,
-                     "--comm %s: give local (threads) or mpi (under mpirun)",
+                     "--comm %s: give local (threads), mpi (under mpirun) or "
+                     "nccl (GPUs)",
                      c->comm);
+  bool nccl = c->comm && strcmp(c->comm, "nccl") == 0;
+  if (rc < 0 && c->device && strcmp(c->device, "cpu") != 0 &&
+      strcmp(c->device, "cuda") != 0)
+    rc = usage_error(&cli_run_command, "--device %s: give cpu or cuda",
+                     c->device);
+  if (rc < 0 && nccl && c->device && strcmp(c->device, "cpu") == 0)
+    rc = usage_error(&cli_run_command,
+                     "--comm nccl moves GPU memory: give --device cuda");
+  if (rc < 0 && nccl)
+    c->device = "cuda";
+  if (rc < 0 && c->device && strcmp(c->device, "cuda") == 0 && c->comm && !nccl)
+    rc = usage_error(&cli_run_command,
+                     "--device cuda: GPU ranks talk through --comm nccl, not "
+                     "%s",
+                     c->comm);
+  if (rc < 0 && (c->cuda_graph || c->tf32) &&
+      !(c->device && strcmp(c->device, "cuda") == 0))
+    rc = usage_error(&cli_run_command, "--%s needs --device cuda",
+                     c->cuda_graph ? "cuda-graph" : "tf32");
   char *end = NULL;
   if (rc < 0 && c->tol && (strtod(c->tol, &end) < 0 || *end || end == c->tol))
     rc = usage_error(&cli_run_command, "--tolerance '%s': give a number >= 0",
@@ -657,14 +708,18 @@ static int cmd_run(int argc, char **argv) {
     cli_program p;
     rc = cli_load_program("run", c->paths, 1, c->name, &p);
     if (rc == EXIT_OK) {
-      ccg_comm *mpi = NULL;
-      if (c->comm && strcmp(c->comm, "mpi") == 0 &&
-          ccg_comm_mpi_new(&mpi) != CCG_STATUS_OK)
-        rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s",
+      ccg_comm *comm = NULL;
+      ccg_status st = CCG_STATUS_OK;
+      if (c->comm && strcmp(c->comm, "mpi") == 0)
+        st = ccg_comm_mpi_new(&comm);
+      else if (nccl)
+        st = ccg_comm_nccl_new(NULL, &comm);
+      if (st != CCG_STATUS_OK)
+        rc = cli_fail(&cli_run_command, cli_status_code(st), "%s",
                       ccg_last_error(NULL));
       if (rc == EXIT_OK)
-        rc = run_program(c, &p, mpi);
-      ccg_comm_free(mpi);
+        rc = run_program(c, &p, comm);
+      ccg_comm_free(comm);
       cli_program_free(&p);
     }
   }

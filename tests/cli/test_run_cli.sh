@@ -48,7 +48,29 @@ expect 2 "missing.npy: No such file" -- run "$work/tp4" --input ids="$work/missi
 expect 2 "--input 'nope': the model has no value of that name" -- run "$work/tp4" --input ids="$work/ids.npy" --input nope="$work/ids.npy"
 expect 2 "--ranks 3: the model's mesh has 4 ranks" -- run "$work/tp4" --input ids="$work/ids.npy" --ranks 3
 expect 2 "'ids' is i64: --random-inputs fills float inputs only" -- run "$work/tp4" --random-inputs 1
-expect 1 "--comm nccl: give local \\(threads\\) or mpi" -- run "$work/tp4" --comm nccl
+expect 1 "--comm gloo: give local \\(threads\\), mpi \\(under mpirun\\) or nccl" -- run "$work/tp4" --comm gloo
+# The GPU options: where they are refused before anything runs.
+expect 1 "--device tpu: give cpu or cuda" -- run "$work/tp4" --device tpu
+expect 1 "--device cuda runs one rank per process and the mesh has 4: give --comm nccl" -- \
+  run "$work/tp4" --device cuda --input ids="$work/ids.npy"
+expect 1 "--comm nccl moves GPU memory: give --device cuda" -- run "$work/tp4" --comm nccl --device cpu
+expect 1 "--device cuda: GPU ranks talk through --comm nccl, not local" -- run "$work/tp4" --device cuda --comm local
+expect 1 "--tf32 needs --device cuda" -- run "$work/tp4" --tf32
+expect 1 "--cuda-graph needs --device cuda" -- run "$work/tp4" --cuda-graph
+# One rank on the GPU: where none can be used (no driver, no GPU, or a
+# build without CUDA) the refusal says why, with the CUDA error text, and
+# exits 3; on a machine with a GPU it runs and equals the CPU's result.
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  expect 0 'check against .*: ok' -- run "$work/gpt.onnx" --device cuda --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+  expect 0 'check against .*: ok' -- run "$work/gpt.onnx" --device cuda --cuda-graph --steps 3 --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+else
+  expect 3 "device cuda.*(cudaGetDeviceCount: .*\\(cuda[A-Za-z]+\\)|built without CUDA)" -- \
+    run "$work/gpt.onnx" --device cuda --input ids="$work/ids.npy"
+  # the nccl communicator, from a launcher's environment: the same refusal
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 CCG_RENDEZVOUS="file:$work/nccl.id" \
+    expect 3 "(cudaGetDeviceCount|CUDA driver|nccl communicator is not in this build)" -- \
+    run "$work/gpt.onnx" --comm nccl --input ids="$work/ids.npy"
+fi
 # Under mpirun each process runs its own rank; rank 0 checks.
 if command -v mpirun >/dev/null && "$tool" run "$work/gpt.onnx" --comm mpi --input ids="$work/ids.npy" >/dev/null 2>&1; then
   out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe \

@@ -2,7 +2,9 @@
  * and the executor and compares every output with the stored one, with the
  * tolerance of ONNX's own backend tests (rtol 1e-3, atol 1e-7, NaNs equal;
  * integers and bools exact).
- * usage: exec_conformance NODE_TEST_DIR [SUBSTRING]
+ * usage: exec_conformance [--device cuda] NODE_TEST_DIR [SUBSTRING]
+ * With --device cuda every executor runs on the GPU; where none can be used
+ * it prints why (the CUDA error text) and exits 77 (skipped).
  * A test is `unsupported` when the importer or the executor refuses it with
  * CCG_STATUS_UNSUPPORTED (the reason is printed); any other failure, a
  * missing output or a mismatch is `failed`. Ends with one line
@@ -22,6 +24,9 @@
 #define CCG_CONFORMANCE_MIN_PASS 150
 #define MAX_TENSORS 64
 #define RTOL 1e-3
+#define EXIT_SKIP 77
+
+static ccg_device device = CCG_DEVICE_CPU;
 #define ATOL 1e-7
 
 typedef enum verdict { PASSED, FAILED, UNSUPPORTED } verdict;
@@ -238,6 +243,7 @@ static verdict run_set(result *r, ccg_graph *g, const char *dir,
     xout[i].name =
         value_for(g, ccg_graph_num_outputs, ccg_graph_output, want.name[i], i);
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.device = device;
   o.input_shapes = xin;
   o.n_input_shapes = in.n;
   st = ccg_exec_create(g, &o, &x);
@@ -287,10 +293,49 @@ static verdict run_test(result *r, const char *dir) {
   return v;
 }
 
+/* Can the device run anything? The executor's own refusal says why not. */
+static bool device_usable(char *why, size_t size) {
+  ccg_graph *g = NULL;
+  ccg_exec *x = NULL;
+  ccg_value_id a, o;
+  ccg_shape s = ccg_shape_make(1, (int64_t[]){1});
+  bool ok =
+      ccg_graph_new(NULL, &g) == CCG_STATUS_OK &&
+      ccg_graph_add_input(g, "a", CCG_DTYPE_F32, &s, &a) == CCG_STATUS_OK &&
+      ccg_relu(g, a, &o) == CCG_STATUS_OK &&
+      ccg_graph_add_output(g, o) == CCG_STATUS_OK;
+  ccg_exec_options opts = CCG_EXEC_OPTIONS_INIT;
+  opts.device = device;
+  if (ok && ccg_exec_create(g, &opts, &x) != CCG_STATUS_OK) {
+    snprintf(why, size, "%s", ccg_last_error(g));
+    ok = false;
+  }
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+  return ok;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 2 && strcmp(argv[1], "--device") == 0) {
+    if (strcmp(argv[2], "cuda") != 0 && strcmp(argv[2], "cpu") != 0) {
+      fprintf(stderr, "exec_conformance: --device %s: give cpu or cuda\n",
+              argv[2]);
+      return 2;
+    }
+    device = strcmp(argv[2], "cuda") == 0 ? CCG_DEVICE_CUDA : CCG_DEVICE_CPU;
+    argv += 2;
+    argc -= 2;
+  }
   if (argc < 2 || argc > 3) {
-    fprintf(stderr, "usage: exec_conformance NODE_TEST_DIR [SUBSTRING]\n");
+    fprintf(stderr, "usage: exec_conformance [--device cuda] NODE_TEST_DIR "
+                    "[SUBSTRING]\n");
     return 2;
+  }
+  char why[1024];
+  if (!device_usable(why, sizeof why)) {
+    printf("SKIP: the %s device cannot be used here: %s\n",
+           device == CCG_DEVICE_CUDA ? "cuda" : "cpu", why);
+    return EXIT_SKIP;
   }
   const char *root = argv[1], *filter = argc > 2 ? argv[2] : NULL;
   struct dirent **ents = NULL;
