@@ -10,14 +10,21 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
-echo "== build (release, -Werror)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCG_WERROR=ON
+# Where the CUDA toolkit is installed the GPU path must build: ON turns a
+# missing cuBLAS or NCCL into a configure error (AUTO would leave it out).
+cuda=AUTO
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null; then
+  cuda=ON
+fi
+
+echo "== build (release, -Werror, CUDA $cuda)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCG_WERROR=ON -DCCG_WITH_CUDA=$cuda
 cmake --build build -j"$jobs"
 echo "== tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== build (ASan + UBSan)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCG_SANITIZE=ON -DCCG_WERROR=ON
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCCG_SANITIZE=ON -DCCG_WERROR=ON -DCCG_WITH_CUDA=$cuda
 cmake --build build-asan -j"$jobs"
 echo "== unit tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -78,6 +78,20 @@ ccg_status ccg__gpu_check(ccg_exec *x, const ccg__xnode *n, size_t *scratch) {
   case CCG_OP_LAYER_NORM:
     *scratch = (size_t)n->p.i1 * 2 * sizeof(float);
     return CCG_STATUS_OK;
+  case CCG_OP_DROPOUT:
+    /* inference mode is checked on the host: the CPU preparation read the
+     * graph's ratio and training_mode; values fed at run time live on the
+     * device here */
+    for (uint32_t i = 1; i < n->n_in; i++) {
+      const ccg__xval *v = ccg__in(x, n, i);
+      if (v && v->kind != CCG__V_STATIC)
+        return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                          "%s is computed or fed at run time; on the cuda "
+                          "device give it as an initializer or Constant "
+                          "(only inference mode runs)",
+                          i == 1 ? "ratio" : "training_mode");
+    }
+    return CCG_STATUS_OK;
   case CCG_OP_CONSTANT_OF_SHAPE: {
     size_t es = ccg_dtype_size(ccg__out(x, n, 0)->dtype);
     if (es > 8)
