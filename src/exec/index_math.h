@@ -172,4 +172,115 @@ CCG_HD static inline bool ccg__gather_index(int64_t k, int64_t dim,
   return true;
 }
 
+/* ---- views, reductions, Gather, ScatterND -------------------------------
+ * The per-element bodies of the device kernels (src/exec/cuda), here so the
+ * CPU tests run them too (tests/unit/test_device_math.c). */
+
+/* Dims and strides of a strided view (Transpose, Expand, broadcast
+ * parameters). */
+typedef struct ccg__view {
+  int rank;
+  int64_t dims[CCG_MAX_RANK];
+  int64_t st[CCG_MAX_RANK];
+  int64_t base;
+} ccg__view;
+
+/* ReduceSum/Mean/Max: input offsets of kept dims (over the output) and of
+ * reduced dims (over the reduced elements, in input order). */
+typedef struct ccg__red_geom {
+  int nk, nr;
+  int64_t kd[CCG_MAX_RANK], ks[CCG_MAX_RANK];
+  int64_t rd[CCG_MAX_RANK], rs[CCG_MAX_RANK];
+  int64_t count;
+} ccg__red_geom;
+
+/* Geometry of a reduction over input dims whose output strides `ost` are 0
+ * (the CPU preparation's n->p.chunk): kept dims and reduced dims (size > 1)
+ * with their input strides, in input order. */
+static inline ccg__red_geom ccg__red_geom_make(int rank, const int64_t *dims,
+                                               const int64_t *ost,
+                                               int64_t count) {
+  ccg__red_geom g;
+  memset(&g, 0, sizeof g);
+  int64_t st = 1, ist[CCG_MAX_RANK];
+  for (int d = rank - 1; d >= 0; d--) {
+    ist[d] = st;
+    st *= dims[d];
+  }
+  for (int d = 0; d < rank; d++) {
+    if (ost[d] == 0 && dims[d] != 1) {
+      g.rd[g.nr] = dims[d];
+      g.rs[g.nr++] = ist[d];
+    } else {
+      g.kd[g.nk] = dims[d];
+      g.ks[g.nk++] = ist[d];
+    }
+  }
+  g.count = count;
+  return g;
+}
+
+/* Output element j of ReduceSum/Mean/Max: the reduced elements in input
+ * order, floats in double, integers in int64 (the CPU's sums). */
+CCG_HD static inline void ccg__reduce_elem(ccg_op op, const ccg__red_geom *g,
+                                           ccg_dtype di, const void *a,
+                                           ccg_dtype dout, void *o, size_t j) {
+  int64_t base = ccg__strided_offset(g->nk, g->kd, g->ks, 0, j);
+  bool is_max = op == CCG_OP_REDUCE_MAX;
+  if (ccg__math_of(di) == CCG__MATH_I64) {
+    int64_t acc = is_max ? INT64_MIN : 0;
+    for (int64_t k = 0; k < g->count; k++)
+      acc =
+          ccg__red_i64(is_max, acc,
+                       ccg__ld_i64(di, a,
+                                   (size_t)ccg__strided_offset(
+                                       g->nr, g->rd, g->rs, base, (size_t)k)));
+    if (op == CCG_OP_REDUCE_MEAN)
+      acc = g->count ? acc / g->count : 0;
+    ccg__st_i64(dout, o, j, acc);
+    return;
+  }
+  double acc = is_max ? -INFINITY : 0.0;
+  for (int64_t k = 0; k < g->count; k++)
+    acc = ccg__red_f64(is_max, acc,
+                       ccg__ld_f64(di, a,
+                                   (size_t)ccg__strided_offset(
+                                       g->nr, g->rd, g->rs, base, (size_t)k)));
+  if (op == CCG_OP_REDUCE_MEAN)
+    acc = g->count ? acc / (double)g->count : NAN;
+  ccg__st_f64(dout, o, j, acc);
+}
+
+/* Gather's output element e ([outer, ni, inner]): the source element, or
+ * false when index j (*bad) is out of range. */
+CCG_HD static inline bool ccg__gather_src(ccg_dtype di, const void *idx,
+                                          size_t ni, size_t inner, int64_t dim,
+                                          size_t e, size_t *src, size_t *bad) {
+  size_t in = e % inner, j = (e / inner) % ni, oi = e / inner / ni;
+  int64_t k;
+  if (!ccg__gather_index(ccg__ld_i64(di, idx, j), dim, &k)) {
+    *bad = j;
+    return false;
+  }
+  *src = (oi * (size_t)dim + (size_t)k) * inner + in;
+  return true;
+}
+
+/* The flat offset of ScatterND's index row r (k entries over dims), or
+ * false when an entry is out of range. */
+CCG_HD static inline bool ccg__scatter_row(ccg_dtype di, const void *idx,
+                                           size_t r, int k, const int64_t *dims,
+                                           size_t *off) {
+  size_t o = 0;
+  for (int d = 0; d < k; d++) {
+    int64_t j = ccg__ld_i64(di, idx, r * (size_t)k + (size_t)d);
+    int64_t dim = dims[d];
+    if (j < -dim || j >= dim)
+      return false;
+    o = o * (size_t)dim + (size_t)(j < 0 ? j + dim : j);
+  }
+  *off = o;
+  return true;
+}
+
 #endif

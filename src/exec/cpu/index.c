@@ -96,16 +96,17 @@ static ccg_status run_scatter_nd(ccg_exec *x, const ccg__xnode *n) {
     memcpy(o->ptr, a->ptr, o->nbytes);
   for (size_t r = 0; r < rows; r++) {
     size_t off = 0;
-    for (int d = 0; d < k; d++) {
-      int64_t j = ccg__ld_i64(iv->dtype, iv->ptr, r * (size_t)k + (size_t)d);
-      int64_t dim = a->dims[d];
-      if (j < -dim || j >= dim)
-        return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
-                          "index %lld (row %zu, entry %d of '%s') is out of "
-                          "range for dim %d of size %lld",
-                          (long long)j, r, d, ccg_value_name(x->g, n->in[1]), d,
-                          (long long)dim);
-      off = off * (size_t)dim + (size_t)(j < 0 ? j + dim : j);
+    if (!ccg__scatter_row(iv->dtype, iv->ptr, r, k, a->dims, &off)) {
+      for (int d = 0; d < k; d++) { /* name the entry at fault */
+        int64_t j = ccg__ld_i64(iv->dtype, iv->ptr, r * (size_t)k + (size_t)d);
+        int64_t dim = a->dims[d];
+        if (j < -dim || j >= dim)
+          return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                            "index %lld (row %zu, entry %d of '%s') is out of "
+                            "range for dim %d of size %lld",
+                            (long long)j, r, d, ccg_value_name(x->g, n->in[1]),
+                            d, (long long)dim);
+      }
     }
     off *= slice;
     if (!n->p.i0) {

@@ -38,9 +38,11 @@ ccg_status ccg__cublas_fail(ccg_exec *x, const ccg__xnode *n,
                             cublasStatus_t err, const char *what) {
   if (n)
     return ccg__xfail(x, n, CCG_STATUS_BACKEND, "cuBLAS %s: %s (%s)", what,
-                      cublasGetStatusString(err), cublasGetStatusName(err));
+                      ccg__cublas_fn.cublasGetStatusString(err),
+                      ccg__cublas_fn.cublasGetStatusName(err));
   return ccg__error(&x->ctx, CCG_STATUS_BACKEND, "cuBLAS %s: %s (%s)", what,
-                    cublasGetStatusString(err), cublasGetStatusName(err));
+                    ccg__cublas_fn.cublasGetStatusString(err),
+                    ccg__cublas_fn.cublasGetStatusName(err));
 }
 
 #define CU(call, what)                                                         \
@@ -115,19 +117,22 @@ static ccg_status make_events(ccg_exec *x) {
 
 static ccg_status make_blas(ccg_exec *x) {
   ccg__gpu *g = x->gpu;
-  cublasStatus_t st = cublasCreate(&g->blas);
+  CCG_CHECK(ccg__cublas_load(&x->ctx));
+  cublasStatus_t st = ccg__cublas_fn.cublasCreate(&g->blas);
   if (st != CUBLAS_STATUS_SUCCESS) {
     g->blas = NULL;
     return ccg__cublas_fail(x, NULL, st, "cublasCreate");
   }
   CCG_CHECK(dev_alloc(x, &g->blas_ws, CCG__GPU_BLAS_WORKSPACE,
                       "the cuBLAS workspace"));
-  if ((st = cublasSetStream(g->blas, g->cs)) != CUBLAS_STATUS_SUCCESS ||
-      (st = cublasSetWorkspace(g->blas, g->blas_ws, CCG__GPU_BLAS_WORKSPACE)) !=
+  if ((st = ccg__cublas_fn.cublasSetStream(g->blas, g->cs)) !=
           CUBLAS_STATUS_SUCCESS ||
-      (st = cublasSetMathMode(g->blas, g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                               : CUBLAS_DEFAULT_MATH)) !=
-          CUBLAS_STATUS_SUCCESS)
+      (st = ccg__cublas_fn.cublasSetWorkspace(g->blas, g->blas_ws,
+                                              CCG__GPU_BLAS_WORKSPACE)) !=
+          CUBLAS_STATUS_SUCCESS ||
+      (st = ccg__cublas_fn.cublasSetMathMode(
+           g->blas, g->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                            : CUBLAS_DEFAULT_MATH)) != CUBLAS_STATUS_SUCCESS)
     return ccg__cublas_fail(x, NULL, st, "set-up");
   return CCG_STATUS_OK;
 }
@@ -285,7 +290,7 @@ void ccg__cuda_free(ccg_exec *x) {
   if (g->end)
     cudaEventDestroy(g->end);
   if (g->blas)
-    cublasDestroy(g->blas);
+    ccg__cublas_fn.cublasDestroy(g->blas);
   void *blocks[] = {g->arena,        g->statics, g->inputs,  g->scratch,
                     g->comm_scratch, g->tables,  g->blas_ws, g->kerr};
   for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "exec/cuda/dynlib.h"
 #include "exec/cuda/kernels.h"
 #include "exec/internal.h"
 

@@ -230,12 +230,13 @@ static ccg_status gemm(ccg_exec *x, const ccg__xnode *n, const gemm_args *g,
     const void *const *pa = ptrs;
     const void *const *pb = pa + batch;
     void *const *po = (void *const *)(pb + batch);
-    st = cublasGemmBatchedEx(x->gpu->blas, opb, opa, N, M, K, alpha, pb, ty,
-                             ldb, pa, ty, lda, beta, po, ty, N, (int)batch, ct,
-                             CUBLAS_GEMM_DEFAULT);
+    st = ccg__cublas_fn.cublasGemmBatchedEx(
+        x->gpu->blas, opb, opa, N, M, K, alpha, pb, ty, ldb, pa, ty, lda, beta,
+        po, ty, N, (int)batch, ct, CUBLAS_GEMM_DEFAULT);
   } else {
-    st = cublasGemmEx(x->gpu->blas, opb, opa, N, M, K, alpha, b, ty, ldb, a, ty,
-                      lda, beta, o, ty, N, ct, CUBLAS_GEMM_DEFAULT);
+    st = ccg__cublas_fn.cublasGemmEx(x->gpu->blas, opb, opa, N, M, K, alpha, b,
+                                     ty, ldb, a, ty, lda, beta, o, ty, N, ct,
+                                     CUBLAS_GEMM_DEFAULT);
   }
   return st == CUBLAS_STATUS_SUCCESS ? CCG_STATUS_OK
                                      : ccg__cublas_fail(x, n, st, "GEMM");
@@ -384,20 +385,7 @@ static ccg_status run_norm(ccg_exec *x, const ccg__xnode *n) {
 /* ReduceSum/Mean/Max: kept and reduced dims with their input strides. */
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  ccg__red_geom g;
-  memset(&g, 0, sizeof g);
-  int64_t ist[CCG_MAX_RANK];
-  ccg__strides(a->rank, a->dims, ist);
-  for (int d = 0; d < a->rank; d++) {
-    if (n->p.chunk[d] == 0 && a->dims[d] != 1) {
-      g.rd[g.nr] = a->dims[d];
-      g.rs[g.nr++] = ist[d];
-    } else {
-      g.kd[g.nk] = a->dims[d];
-      g.ks[g.nk++] = ist[d];
-    }
-  }
-  g.count = n->p.i0;
+  ccg__red_geom g = ccg__red_geom_make(a->rank, a->dims, n->p.chunk, n->p.i0);
   if (!o->numel)
     return CCG_STATUS_OK;
   return launched(x, n,

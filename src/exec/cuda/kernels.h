@@ -20,24 +20,6 @@ typedef struct ccg__kerr {
   int step;
 } ccg__kerr;
 
-/* Dims and strides of a strided view (Transpose, Expand, broadcast
- * parameters). */
-typedef struct ccg__view {
-  int rank;
-  int64_t dims[CCG_MAX_RANK];
-  int64_t st[CCG_MAX_RANK];
-  int64_t base;
-} ccg__view;
-
-/* ReduceSum/Mean/Max: input offsets of kept dims (over the output) and of
- * reduced dims (over the reduced elements, in input order). */
-typedef struct ccg__red_geom {
-  int nk, nr;
-  int64_t kd[CCG_MAX_RANK], ks[CCG_MAX_RANK];
-  int64_t rd[CCG_MAX_RANK], rs[CCG_MAX_RANK];
-  int64_t count;
-} ccg__red_geom;
-
 /* kernels_ew.cu */
 int ccg__cu_binary(cudaStream_t s, ccg_op op, ccg__bcast b, ccg_dtype da,
                    const void *a, ccg_dtype db, const void *bb, ccg_dtype dout,
@@ -81,8 +63,8 @@ int ccg__cu_pack(cudaStream_t s, size_t es, void *packed, void *full,
  * elements per index row. An out-of-range row records its number. */
 int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt, void *o,
                        ccg_dtype du, const void *u, ccg_dtype di,
-                       const void *idx, size_t rows, int k,
-                       const int64_t *dims, size_t slice, ccg__kerr err);
+                       const void *idx, size_t rows, int k, const int64_t *dims,
+                       size_t slice, ccg__kerr err);
 int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g, ccg_dtype di,
                    const void *a, ccg_dtype dout, void *o, size_t nout);
 

@@ -100,14 +100,12 @@ __global__ static void k_gather(size_t es, const char *a, ccg_dtype di,
                                 size_t inner, int64_t dim, size_t n,
                                 ccg__kerr err) {
   CCG__GRID_LOOP(e, n) {
-    size_t in = e % inner, j = (e / inner) % ni, oi = e / inner / ni;
-    int64_t k;
-    if (!ccg__gather_index(ccg__ld_i64(di, idx, j), dim, &k)) {
-      ccg__kfail(err, (unsigned long long)j);
-      k = 0;
+    size_t src = 0, bad = 0;
+    if (!ccg__gather_src(di, idx, ni, inner, dim, e, &src, &bad)) {
+      ccg__kfail(err, (unsigned long long)bad);
+      src = 0;
     }
-    copy_elem(o + e * es, a + ((oi * (size_t)dim + (size_t)k) * inner + in) * es,
-              es);
+    copy_elem(o + e * es, a + src * es, es);
   }
 }
 
@@ -143,38 +141,11 @@ extern "C" int ccg__cu_pack(cudaStream_t s, size_t es, void *packed,
   return ccg__launched();
 }
 
-/* One thread per output element, the reduced elements in input order:
- * the same sums as the CPU's. */
+/* One thread per output element (ccg__reduce_elem): the CPU's sums. */
 __global__ static void k_reduce(ccg_op op, ccg__red_geom g, ccg_dtype di,
                                 const void *a, ccg_dtype dout, void *o,
                                 size_t n) {
-  CCG__GRID_LOOP(j, n) {
-    int64_t base = ccg__strided_offset(g.nk, g.kd, g.ks, 0, j);
-    bool is_max = op == CCG_OP_REDUCE_MAX;
-    if (ccg__math_of(di) == CCG__MATH_I64) {
-      int64_t acc = is_max ? INT64_MIN : 0;
-      for (int64_t k = 0; k < g.count; k++)
-        acc = ccg__red_i64(
-            is_max, acc,
-            ccg__ld_i64(di, a,
-                        (size_t)ccg__strided_offset(g.nr, g.rd, g.rs, base,
-                                                    (size_t)k)));
-      if (op == CCG_OP_REDUCE_MEAN)
-        acc = g.count ? acc / g.count : 0;
-      ccg__st_i64(dout, o, j, acc);
-    } else {
-      double acc = is_max ? -INFINITY : 0.0;
-      for (int64_t k = 0; k < g.count; k++)
-        acc = ccg__red_f64(
-            is_max, acc,
-            ccg__ld_f64(di, a,
-                        (size_t)ccg__strided_offset(g.nr, g.rd, g.rs, base,
-                                                    (size_t)k)));
-      if (op == CCG_OP_REDUCE_MEAN)
-        acc = g.count ? acc / (double)g.count : NAN;
-      ccg__st_f64(dout, o, j, acc);
-    }
-  }
+  CCG__GRID_LOOP(j, n) { ccg__reduce_elem(op, &g, di, a, dout, o, j); }
 }
 
 extern "C" int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g,
@@ -196,14 +167,7 @@ __global__ static void k_scatter_nd(int red, ccg_dtype dt, size_t es, char *o,
   CCG__GRID_LOOP(i, slice) {
     for (size_t r = 0; r < rows; r++) {
       size_t off = 0;
-      bool ok = true;
-      for (int d = 0; d < k && ok; d++) {
-        int64_t j = ccg__ld_i64(di, idx, r * (size_t)k + (size_t)d);
-        int64_t dim = dims.d[d];
-        ok = j >= -dim && j < dim;
-        off = off * (size_t)dim + (size_t)(j < 0 ? j + dim : j);
-      }
-      if (!ok) {
+      if (!ccg__scatter_row(di, idx, r, k, dims.d, &off)) {
         ccg__kfail(err, (unsigned long long)r);
         continue;
       }

@@ -1,0 +1,19 @@
+/* Built (not run) against cuBLAS and NCCL: takes the address of every
+ * function the GPU path loads at run time (dynlib.h), so a function the
+ * installed libraries lack fails the build, as a direct link would. */
+#include <stdio.h>
+
+#include "exec/cuda/dynlib.h"
+
+int main(void) {
+  const void *volatile p = NULL;
+  int n = 0;
+#define CCG__TAKE(f)                                                           \
+  p = (const void *)&f;                                                        \
+  n += p != NULL;
+  CCG__CUBLAS_FNS(CCG__TAKE)
+  CCG__NCCL_FNS(CCG__TAKE)
+#undef CCG__TAKE
+  printf("%d functions of cuBLAS and NCCL linked\n", n);
+  return 0;
+}
