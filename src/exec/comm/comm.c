@@ -27,3 +27,18 @@ ccg_status ccg_comm_mpi_new(ccg_comm **out) {
 
 bool ccg_comm_mpi_available(void) { return false; }
 #endif
+
+#ifndef CCG_HAVE_CUDA
+/* Built without CUDA: the constructor says so (nccl.c has the real one). */
+ccg_status ccg_comm_nccl_new(const ccg_nccl_options *opts, ccg_comm **out) {
+  (void)opts;
+  if (out)
+    *out = NULL;
+  return ccg__error(NULL, CCG_STATUS_UNSUPPORTED,
+                    "the nccl communicator is not in this build: ccgraph was "
+                    "configured without CUDA (install the CUDA toolkit with "
+                    "cuBLAS and NCCL and configure with -DCCG_WITH_CUDA=ON)");
+}
+
+bool ccg_comm_nccl_available(void) { return false; }
+#endif

@@ -339,8 +339,7 @@ static void finalize_at_exit(void) {
     MPI_Finalize();
 }
 
-/* MPI up with the best thread level it gives; *provided is that level. */
-static ccg_status init_mpi(int *provided) {
+ccg_status ccg__mpi_init(int *provided) {
   pthread_mutex_lock(&init_lock);
   int inited = 0, done = 0;
   MPI_Initialized(&inited);
@@ -378,7 +377,7 @@ ccg_status ccg_comm_mpi_new(ccg_comm **out) {
                       "ccg_comm_mpi_new: out is NULL");
   *out = NULL;
   int provided = MPI_THREAD_SINGLE;
-  CCG_CHECK(init_mpi(&provided));
+  CCG_CHECK(ccg__mpi_init(&provided));
   ccg__mpi *M = calloc(1, sizeof *M);
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
