@@ -364,9 +364,14 @@ static ccg_status nccl_flush(ccg_comm *c, const ccg__coll *k) {
   ccg__nccl *N = (ccg__nccl *)c;
   pthread_mutex_lock(&N->lock);
   ccg_status st = ccg__nccl_check(N, k);
+  cudaError_t e = st == CCG_STATUS_OK ? cudaSetDevice(N->device) : cudaSuccess;
+  if (e != cudaSuccess)
+    st = ccg__nccl_fail(N, k, CCG_STATUS_BACKEND,
+                        "%s at node '%s' on rank %d: cudaSetDevice(%d): %s",
+                        k->op, k->node, k->rank, N->device,
+                        cudaGetErrorString(e));
   if (st == CCG_STATUS_OK)
     st = give_sends(N, k);
-  cudaError_t e = cudaSuccess;
   if (st == CCG_STATUS_OK &&
       (e = cudaEventRecord(N->done, N->stream)) != cudaSuccess)
     st = ccg__nccl_fail(N, k, CCG_STATUS_BACKEND,
