@@ -101,8 +101,11 @@ static ccg_status boot_shared(ccg__launch *l, boot_msg *m, double deadline) {
   char my_msg[CCG__ERRMSG_MAX] = "";
   if (mine != CCG_STATUS_OK) {
     snprintf(my_msg, sizeof my_msg, "%s", ccg_last_error(NULL));
-    if (l->rank == 0)
-      snprintf(m->why, sizeof m->why, "%s", my_msg);
+    size_t n = strnlen(my_msg, sizeof m->why - 1); /* cut to fit */
+    if (l->rank == 0) {
+      memcpy(m->why, my_msg, n);
+      m->why[n] = '\0';
+    }
   }
   if (l->world > 1) {
     double left = deadline - ccg__rdv_now();

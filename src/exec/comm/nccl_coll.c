@@ -71,7 +71,8 @@ static ccg_status give_sends(ccg__nccl *N, const ccg__coll *k);
 
 /* Takes the lock and readies a call: refuses once failed, checks dtype
  * and op, finds the communicator (the world one for point-to-point), and
- * gives held sends to NCCL unless this call is a send or recv. */
+ * gives held sends to NCCL unless this call is a send or recv. The caller
+ * ends with leave() whatever this returns. */
 static ccg_status begin(ccg__nccl *N, const ccg__coll *k, bool reduce, bool p2p,
                         call *x) {
   pthread_mutex_lock(&N->lock);

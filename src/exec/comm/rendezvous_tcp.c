@@ -108,8 +108,7 @@ static ccg_status resolve(const ccg__rdv *r, bool passive,
 
 /* ---- rank 0 -------------------------------------------------------------- */
 
-static ccg_status listen_on(const ccg__rdv *r, int world, int *out,
-                            ccg_ctx *err) {
+static ccg_status listen_on(const ccg__rdv *r, int *out, ccg_ctx *err) {
   struct addrinfo *ai = NULL;
   CCG_CHECK(resolve(r, true, &ai, err));
   /* the wildcard address of HOST's family: HOST is where the others
@@ -140,7 +139,7 @@ static ccg_status listen_on(const ccg__rdv *r, int world, int *out,
     call = "setsockopt(SO_REUSEADDR)";
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
         (call = "bind", bind(fd, (struct sockaddr *)&sa, len) == 0) &&
-        (call = "listen", listen(fd, world < 128 ? world : 128) == 0) &&
+        (call = "listen", listen(fd, SOMAXCONN) == 0) &&
         (call = "fcntl", nonblocking(fd))) {
       *out = fd;
       return CCG_STATUS_OK;
@@ -209,7 +208,7 @@ static ccg_status give(const ccg__rdv *r, int world, const void *blob,
   if (world == 1)
     return CCG_STATUS_OK; /* nobody to give it to: no port taken */
   int lfd = -1;
-  CCG_CHECK(listen_on(r, world, &lfd, err));
+  CCG_CHECK(listen_on(r, &lfd, err));
   int *fds = malloc((size_t)world * sizeof *fds);
   if (!fds) {
     close(lfd);
