@@ -307,7 +307,8 @@ static ccg_status agree(ccg__nccl *N, const ccg_mesh *mesh, int rank,
 
 /* One ncclCommSplit per mesh-axis mask with groups of two or more, in mask
  * order on every rank: the color is the smallest rank of the group, the
- * key the index in it. */
+ * key the index in it. The mask of every axis needs none: its one group is
+ * the world communicator (each NCCL communicator costs GPU memory). */
 static ccg_status split_masks(ccg__nccl *N, const ccg_mesh *mesh,
                               const ccg__coll *k) {
   int self = N->base.rank;
@@ -315,6 +316,8 @@ static ccg_status split_masks(ccg__nccl *N, const ccg_mesh *mesh,
     int64_t gsize = ccg_mesh_group_size(mesh, mask);
     if (gsize < 2)
       continue; /* one rank: never calls the communicator */
+    if (mask == (1u << mesh->ndims) - 1)
+      continue; /* every axis: the world in rank order, its own comm */
     int64_t *ranks = calloc((size_t)gsize, sizeof(int64_t));
     if (!ranks || !grow((void **)&N->subs, &N->cap_subs, N->n_subs + 1,
                         sizeof *N->subs)) {
