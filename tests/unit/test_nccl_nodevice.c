@@ -16,27 +16,12 @@
 #include <unistd.h>
 
 #include "ccgraph/ccgraph.h"
+#include "test_util.h"
 #ifdef CCG_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include "exec/comm/nccl.h"
 #endif
-
-static void clear_env(void) {
-  static const char *const vars[] = {"RANK",
-                                     "WORLD_SIZE",
-                                     "LOCAL_RANK",
-                                     "CCG_RENDEZVOUS",
-                                     "MASTER_ADDR",
-                                     "MASTER_PORT",
-                                     "OMPI_COMM_WORLD_SIZE",
-                                     "PMI_SIZE",
-                                     "PMIX_RANK",
-                                     "OMPI_COMM_WORLD_LOCAL_RANK",
-                                     "MPI_LOCALRANKID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    unsetenv(vars[i]);
-}
 
 /* ccg_comm_nccl_new refuses with st and a message holding `says`. */
 static void refused(const ccg_nccl_options *o, ccg_status st,
@@ -51,7 +36,7 @@ static void refused(const ccg_nccl_options *o, ccg_status st,
 
 static void bad_options(void **state) {
   (void)state;
-  clear_env();
+  ccg_test_clear_launch_env();
   ccg_nccl_options o = CCG_NCCL_OPTIONS_INIT;
   if (!ccg_comm_nccl_available()) {
     refused(&o, CCG_STATUS_UNSUPPORTED, "without CUDA");
@@ -79,7 +64,7 @@ static void bad_options(void **state) {
   refused(&o, CCG_STATUS_INVALID_ARG, "WORLD_SIZE='one'");
   setenv("WORLD_SIZE", "1", 1);
   refused(&o, CCG_STATUS_INVALID_ARG, "rank 1 (RANK)");
-  clear_env();
+  ccg_test_clear_launch_env();
   assert_int_equal(ccg_comm_nccl_new(NULL, NULL), CCG_STATUS_INVALID_ARG);
 }
 
@@ -139,7 +124,7 @@ static void run_on_gpu(ccg_comm *c) {
 
 static void world_of_one(void **state) {
   (void)state;
-  clear_env();
+  ccg_test_clear_launch_env();
   char dir[] = "/tmp/ccg_nccl_XXXXXX", spec[64];
   assert_non_null(mkdtemp(dir));
   snprintf(spec, sizeof spec, "file:%s/id", dir);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "exec/comm/rendezvous.h"
+#include "test_util.h"
 
 #define ID_BYTES 128
 #define MAX_RANKS 4
@@ -77,26 +78,10 @@ static void spec_bad(void **state) {
 
 /* ---- the environment ----------------------------------------------------- */
 
-static void clear_env(void) {
-  static const char *const vars[] = {"RANK",
-                                     "WORLD_SIZE",
-                                     "LOCAL_RANK",
-                                     "CCG_RENDEZVOUS",
-                                     "MASTER_ADDR",
-                                     "MASTER_PORT",
-                                     "OMPI_COMM_WORLD_SIZE",
-                                     "PMI_SIZE",
-                                     "PMIX_RANK",
-                                     "OMPI_COMM_WORLD_LOCAL_RANK",
-                                     "MPI_LOCALRANKID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
-    unsetenv(vars[i]);
-}
-
 static void env_good(void **state) {
   (void)state;
   ccg__launch l;
-  clear_env();
+  ccg_test_clear_launch_env();
   /* nothing set: a process on its own */
   assert_int_equal(ccg__launch_resolve(-1, -1, -1, NULL, &l, NULL),
                    CCG_STATUS_OK);
@@ -138,7 +123,7 @@ static void env_good(void **state) {
                    CCG_STATUS_OK);
   assert_string_equal(l.rdv.host, "fd00::7");
   /* under mpirun: mpi, rank and world left to MPI */
-  clear_env();
+  ccg_test_clear_launch_env();
   setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
   assert_int_equal(ccg__launch_resolve(-1, -1, -1, NULL, &l, NULL),
@@ -147,12 +132,12 @@ static void env_good(void **state) {
   assert_int_equal(l.rank, -1);
   assert_int_equal(l.world, -1);
   assert_int_equal(l.local_rank, 2);
-  clear_env();
+  ccg_test_clear_launch_env();
   setenv("PMIX_RANK", "0", 1);
   assert_int_equal(ccg__launch_resolve(-1, -1, -1, NULL, &l, NULL),
                    CCG_STATUS_OK);
   assert_int_equal(l.rdv.kind, CCG__RDV_MPI);
-  clear_env();
+  ccg_test_clear_launch_env();
 }
 
 /* resolve fails with INVALID_ARG and a message holding every `says`. */
@@ -170,7 +155,7 @@ static void expect_bad(int rank, int world, int local, const char *spec,
 
 static void env_bad(void **state) {
   (void)state;
-  clear_env();
+  ccg_test_clear_launch_env();
   setenv("RANK", "two", 1);
   setenv("WORLD_SIZE", "4", 1);
   expect_bad(-1, -1, -1, "mpi", "RANK='two'", NULL);
@@ -192,10 +177,10 @@ static void env_bad(void **state) {
   expect_bad(0, 0, -1, "file:/x", "options.world_size is 0", NULL);
   expect_bad(0, 2, -7, "file:/x", "options.local_rank is -7", NULL);
   expect_bad(0, 2, -1, "tcp:host", "options.rendezvous", "tcp:host");
-  clear_env();
+  ccg_test_clear_launch_env();
   setenv("CCG_RENDEZVOUS", "nfs:/x", 1);
   expect_bad(0, 2, -1, NULL, "CCG_RENDEZVOUS", "nfs:/x");
-  clear_env();
+  ccg_test_clear_launch_env();
   expect_bad(0, 2, -1, NULL, "needs a rendezvous", NULL);
   expect_bad(-1, 2, -1, "file:/x", "rank is not known", NULL);
   expect_bad(1, -1, -1, "file:/x", "world size is not known", NULL);
@@ -203,7 +188,7 @@ static void env_bad(void **state) {
   expect_bad(0, 2, -1, NULL, "MASTER_PORT is not", NULL);
   setenv("MASTER_PORT", "99999", 1);
   expect_bad(0, 2, -1, NULL, "MASTER_ADDR/MASTER_PORT", "65535");
-  clear_env();
+  ccg_test_clear_launch_env();
 }
 
 /* ---- sharing, ranks as threads ------------------------------------------- */

@@ -14,10 +14,10 @@
 #include "exec/comm/nccl_comm.h"
 #include "exec/comm/rendezvous.h"
 
-#define SPINS 64                    /* polls before the first sleep */
-#define NAP_MIN 2e-6                /* seconds, doubling up to */
-#define NAP_MAX 1e-3                /* this between polls */
-#define NFP (2 + CCG_MAX_MESH_AXES) /* a rank's view of prepare */
+#define SPINS 64          /* polls before the first sleep */
+#define NAP_MIN 2e-6      /* seconds, doubling up to */
+#define NAP_MAX 1e-3      /* this between polls */
+#define NFP CCG__VIEW_LEN /* a rank's view of prepare */
 
 static double next_nap(unsigned it, double nap) {
   if (it < SPINS) {
@@ -176,13 +176,6 @@ void ccg__nccl_abort(ccg_comm *c, int rank, const char *msg) {
 
 /* ---- sub-communicators --------------------------------------------------- */
 
-static void format_group(const ccg__coll *k, char *buf, size_t size) {
-  size_t at = (size_t)snprintf(buf, size, "the group of ranks ");
-  for (int i = 0; i < k->gsize && at < size; i++)
-    at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? "," : "",
-                           (long long)k->group[i]);
-}
-
 ccg_status ccg__nccl_comm_of(ccg__nccl *N, const ccg__coll *k,
                              ncclComm_t *out) {
   size_t bytes = (size_t)k->gsize * sizeof(int64_t);
@@ -205,33 +198,12 @@ ccg_status ccg__nccl_comm_of(ccg__nccl *N, const ccg__coll *k,
   }
   char who[256] = "no group";
   if (k->group)
-    format_group(k, who, sizeof who);
+    ccg__coll_format_group(k, who, sizeof who);
   return ccg__error(k->err, CCG_STATUS_INVALID_ARG,
                     "%s at node '%s' on rank %d: the nccl communicator has no "
                     "sub-communicator for %s (was the executor created with "
                     "this communicator?)",
                     k->op, k->node, k->rank, who);
-}
-
-static bool grow(void **p, size_t *cap, size_t need, size_t each) {
-  if (need <= *cap)
-    return true;
-  size_t n = *cap ? *cap * 2 : 8;
-  void *q = realloc(*p, n * each);
-  if (!q)
-    return false;
-  *p = q;
-  *cap = n;
-  return true;
-}
-
-static bool same_shape(const ccg_mesh *a, const ccg_mesh *b) {
-  if (a->ndims != b->ndims)
-    return false;
-  for (int d = 0; d < a->ndims; d++)
-    if (a->sizes[d] != b->sizes[d])
-      return false;
-  return true;
 }
 
 /* Every rank's view of prepare (its rank check, the mesh shape) gathered
@@ -278,29 +250,15 @@ static ccg_status gather_views(ccg__nccl *N, const ccg__coll *k,
  * ncclCommSplit. A rank that never comes makes the others time out. */
 static ccg_status agree(ccg__nccl *N, const ccg_mesh *mesh, int rank,
                         const ccg__coll *k) {
-  int64_t fp[NFP] = {rank == N->base.rank ? -1 : rank, mesh->ndims};
-  for (int d = 0; d < mesh->ndims; d++)
-    fp[2 + d] = mesh->sizes[d];
+  int64_t fp[NFP];
+  ccg__prepare_view(mesh, rank, N->base.rank, fp);
   int64_t *all = calloc((size_t)N->base.nranks * NFP, sizeof(int64_t));
   if (!all)
     return ccg__error(k->err, CCG_STATUS_OOM, "out of memory");
   ccg_status st = gather_views(N, k, fp, all);
-  char want[128];
-  ccg_mesh_format(mesh, want, sizeof want);
-  for (int r = 0; r < N->base.nranks && st == CCG_STATUS_OK; r++) {
-    const int64_t *f = all + (size_t)r * NFP;
-    if (f[0] != -1)
-      st = ccg__error(k->err, CCG_STATUS_INVALID_ARG,
-                      "rank %d was created with options.rank %lld (it must be "
-                      "its rank in the nccl communicator, ccg_comm_rank)",
-                      r, (long long)f[0]);
-    else if (memcmp(f + 1, fp + 1, (NFP - 1) * sizeof(int64_t)) != 0)
-      st = ccg__error(k->err, CCG_STATUS_INVALID_ARG,
-                      "rank %d creates an executor for mesh %s while rank %d "
-                      "creates one for another mesh shape (executors must be "
-                      "created in the same order on every rank)",
-                      N->base.rank, want, r);
-  }
+  if (st == CCG_STATUS_OK)
+    st = ccg__prepare_agree(all, N->base.nranks, fp, N->base.rank, mesh,
+                            "its rank in the nccl communicator", k->err);
   free(all);
   return st;
 }
@@ -319,16 +277,14 @@ static ccg_status split_masks(ccg__nccl *N, const ccg_mesh *mesh,
     if (mask == (1u << mesh->ndims) - 1)
       continue; /* every axis: the world in rank order, its own comm */
     int64_t *ranks = calloc((size_t)gsize, sizeof(int64_t));
-    if (!ranks || !grow((void **)&N->subs, &N->cap_subs, N->n_subs + 1,
-                        sizeof *N->subs)) {
+    if (!ranks || !ccg__vec_reserve(NULL, (void **)&N->subs, &N->cap_subs,
+                                    N->n_subs + 1, sizeof *N->subs)) {
       free(ranks);
       return ccg__error(k->err, CCG_STATUS_OOM, "out of memory");
     }
-    ccg_mesh_group_ranks(mesh, self, mask, ranks);
-    int64_t color = ranks[0];
-    for (int64_t i = 1; i < gsize; i++)
-      color = ranks[i] < color ? ranks[i] : color;
-    int gidx = (int)ccg_mesh_rank_in_group(mesh, self, mask);
+    int64_t color;
+    int gidx;
+    ccg__mesh_split_of(mesh, self, mask, ranks, &color, &gidx);
     pthread_mutex_lock(&N->lock);
     ccg_status st = ccg__nccl_check(N, k);
     if (st != CCG_STATUS_OK) {
@@ -369,7 +325,7 @@ ccg_status ccg__nccl_prepare(ccg_comm *c, const ccg_mesh *mesh, int rank,
   CCG_CHECK(st);
   bool known = !mesh;
   for (size_t i = 0; mesh && i < N->n_meshes && !known; i++)
-    known = same_shape(&N->meshes[i], mesh);
+    known = ccg__mesh_same_shape(&N->meshes[i], mesh);
   if (rank != c->rank && known)
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "options.rank is %d but this process is rank %d of "
@@ -383,8 +339,8 @@ ccg_status ccg__nccl_prepare(ccg_comm *c, const ccg_mesh *mesh, int rank,
                       "nccl communicator on rank %d: cudaSetDevice(%d): %s",
                       c->rank, N->device, cudaGetErrorString(e));
   CCG_CHECK(agree(N, mesh, rank, &k));
-  if (!grow((void **)&N->meshes, &N->cap_meshes, N->n_meshes + 1,
-            sizeof *N->meshes))
+  if (!ccg__vec_reserve(NULL, (void **)&N->meshes, &N->cap_meshes,
+                        N->n_meshes + 1, sizeof *N->meshes))
     return ccg__error(err, CCG_STATUS_OOM, "out of memory");
   N->meshes[N->n_meshes++] = *mesh;
   return split_masks(N, mesh, &k);

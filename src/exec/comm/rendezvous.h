@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/error.h"
 
@@ -71,6 +72,18 @@ ccg_status ccg__launch_resolve(int rank, int world, int local_rank,
  * path. Not for CCG__RDV_MPI or NONE (INVALID_ARG). */
 ccg_status ccg__rdv_share(const ccg__rdv *r, int rank, int world, void *blob,
                           size_t bytes, double timeout_s, ccg_ctx *err);
+
+/* Little-endian words of the transports' messages. */
+static inline void ccg__rdv_put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t ccg__rdv_get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++)
+    v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
 
 /* Seconds on a monotonic clock. */
 double ccg__rdv_now(void);

@@ -25,18 +25,6 @@ static const char ACK_MAGIC[8] = {'C', 'C', 'G', 'A', 'C', 'K', '1', '\n'};
 
 typedef char name_buf[CCG__RDV_PATH_MAX + 64];
 
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++)
-    v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
 static void sibling(name_buf out, const char *path, const char *what,
                     int rank) {
   snprintf(out, sizeof(name_buf), "%s.%s.%d", path, what, rank);
@@ -170,11 +158,11 @@ static ccg_status look_for_ack(const char *path, int r, int world, bool *acked,
   if (got < 0)
     return CCG_STATUS_OK;
   if (got != HEADER || memcmp(ack, ACK_MAGIC, 8) != 0 ||
-      get_u32(ack + 12) != (uint32_t)r)
+      ccg__rdv_get_u32(ack + 12) != (uint32_t)r)
     return ccg__error(err, CCG_STATUS_IO,
                       "rendezvous: '%s' is not an acknowledgement of rank %d",
                       name, r);
-  uint32_t theirs = get_u32(ack + 8);
+  uint32_t theirs = ccg__rdv_get_u32(ack + 8);
   if (theirs != (uint32_t)world)
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "rendezvous '%s': rank %d was launched with a world "
@@ -197,8 +185,8 @@ static ccg_status give(const char *path, int world, const void *blob,
   if (!msg)
     return ccg__error(err, CCG_STATUS_OOM, "rendezvous: out of memory");
   memcpy(msg, ID_MAGIC, 8);
-  put_u32(msg + 8, (uint32_t)world);
-  put_u32(msg + 12, (uint32_t)bytes);
+  ccg__rdv_put_u32(msg + 8, (uint32_t)world);
+  ccg__rdv_put_u32(msg + 12, (uint32_t)bytes);
   memcpy(msg + HEADER, blob, bytes);
   bool taken = false;
   ccg_status st = publish(path, msg, HEADER + bytes, &taken, err);
@@ -247,8 +235,8 @@ static ccg_status give(const char *path, int world, const void *blob,
 static ccg_status answer(const char *path, int rank, int world, ccg_ctx *err) {
   unsigned char ack[HEADER];
   memcpy(ack, ACK_MAGIC, 8);
-  put_u32(ack + 8, (uint32_t)world);
-  put_u32(ack + 12, (uint32_t)rank);
+  ccg__rdv_put_u32(ack + 8, (uint32_t)world);
+  ccg__rdv_put_u32(ack + 12, (uint32_t)rank);
   name_buf name;
   sibling(name, path, "ack", rank);
   bool taken = false;
@@ -288,7 +276,7 @@ static ccg_status take(const char *path, int rank, int world, void *blob,
     ccg__rdv_nap(nap);
     nap = nap * 2 < NAP_MAX ? nap * 2 : NAP_MAX;
   }
-  uint32_t theirs = got >= HEADER ? get_u32(msg + 8) : 0;
+  uint32_t theirs = got >= HEADER ? ccg__rdv_get_u32(msg + 8) : 0;
   if (st != CCG_STATUS_OK) {
     /* nothing read */
   } else if (got < HEADER || memcmp(msg, ID_MAGIC, 8) != 0) {
@@ -302,10 +290,11 @@ static ccg_status take(const char *path, int rank, int world, void *blob,
                     "rendezvous '%s': rank %d was launched with a world size "
                     "of %d, rank 0 with %u",
                     path, rank, world, (unsigned)theirs);
-  } else if (get_u32(msg + 12) != bytes || (size_t)got != HEADER + bytes) {
+  } else if (ccg__rdv_get_u32(msg + 12) != bytes ||
+             (size_t)got != HEADER + bytes) {
     st = ccg__error(err, CCG_STATUS_IO,
                     "rendezvous: '%s' holds %u bytes, rank %d expects %zu",
-                    path, (unsigned)get_u32(msg + 12), rank, bytes);
+                    path, (unsigned)ccg__rdv_get_u32(msg + 12), rank, bytes);
   } else {
     memcpy(blob, msg + HEADER, bytes);
     st = answer(path, rank, world, err);

@@ -25,18 +25,6 @@
 #define MSG_MAX 512
 #define RETRY_NAP 0.02
 
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++)
-    v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
 /* Milliseconds left until the deadline, at least 0, at most `cap`. */
 static int ms_left(double deadline, int cap) {
   double ms = (deadline - ccg__rdv_now()) * 1e3;
@@ -82,9 +70,9 @@ static io_result io_all(int fd, void *buf, size_t n, bool out,
 static io_result reply(int fd, uint32_t status, const void *data, size_t n,
                        double deadline) {
   unsigned char head[12];
-  put_u32(head, REPLY_MAGIC);
-  put_u32(head + 4, status);
-  put_u32(head + 8, (uint32_t)n);
+  ccg__rdv_put_u32(head, REPLY_MAGIC);
+  ccg__rdv_put_u32(head + 4, status);
+  ccg__rdv_put_u32(head + 8, (uint32_t)n);
   io_result r = io_all(fd, head, sizeof head, true, deadline);
   return r == IO_DONE && n ? io_all(fd, (void *)data, n, true, deadline) : r;
 }
@@ -178,12 +166,12 @@ static ccg_status take_hello(int lfd, int *peer, uint32_t *rank,
   unsigned char hello[12];
   if (!nonblocking(fd) ||
       io_all(fd, hello, sizeof hello, false, deadline) != IO_DONE ||
-      get_u32(hello) != HELLO_MAGIC) {
+      ccg__rdv_get_u32(hello) != HELLO_MAGIC) {
     close(fd); /* not one of ours, or gone: the others may still come */
     return CCG_STATUS_OK;
   }
-  *rank = get_u32(hello + 4);
-  *world = get_u32(hello + 8);
+  *rank = ccg__rdv_get_u32(hello + 4);
+  *world = ccg__rdv_get_u32(hello + 8);
   *peer = fd;
   return CCG_STATUS_OK;
 }
@@ -334,9 +322,9 @@ static ccg_status take(const ccg__rdv *r, int rank, int world, void *blob,
   int fd = -1;
   CCG_CHECK(connect_to(r, rank, deadline, &fd, err));
   unsigned char hello[12], head[12] = {0};
-  put_u32(hello, HELLO_MAGIC);
-  put_u32(hello + 4, (uint32_t)rank);
-  put_u32(hello + 8, (uint32_t)world);
+  ccg__rdv_put_u32(hello, HELLO_MAGIC);
+  ccg__rdv_put_u32(hello + 4, (uint32_t)rank);
+  ccg__rdv_put_u32(hello + 8, (uint32_t)world);
   ccg_status st = CCG_STATUS_OK;
   io_result res = io_all(fd, hello, sizeof hello, true, deadline);
   if (res != IO_DONE)
@@ -344,10 +332,10 @@ static ccg_status take(const ccg__rdv *r, int rank, int world, void *blob,
   if (st == CCG_STATUS_OK &&
       (res = io_all(fd, head, sizeof head, false, deadline)) != IO_DONE)
     st = io_error(r, rank, res, "waiting for the answer of", err);
-  uint32_t status = get_u32(head + 4), n = get_u32(head + 8);
+  uint32_t status = ccg__rdv_get_u32(head + 4), n = ccg__rdv_get_u32(head + 8);
   if (st != CCG_STATUS_OK) {
     /* nothing to read */
-  } else if (get_u32(head) != REPLY_MAGIC ||
+  } else if (ccg__rdv_get_u32(head) != REPLY_MAGIC ||
              (status == REPLY_OK && n != bytes) ||
              (status != REPLY_OK && n >= MSG_MAX)) {
     st = ccg__error(err, CCG_STATUS_COMM,
