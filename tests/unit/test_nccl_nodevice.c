@@ -10,12 +10,14 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ccgraph/ccgraph.h"
+#include "net_util.h"
 #include "test_util.h"
 #ifdef CCG_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -162,8 +164,78 @@ static void world_of_one(void **state) {
   expect_empty(dir); /* a world of one writes no rendezvous file */
 }
 
+/* True where the nccl communicator can reach a GPU. */
+static bool gpu_usable(void) {
+#ifdef CCG_HAVE_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+  return false;
+#endif
+}
+
+typedef struct proc {
+  ccg_nccl_options o;
+  ccg_status st;
+  char msg[1024];
+} proc;
+
+static void *run_proc(void *arg) {
+  proc *p = arg;
+  ccg_comm *c = NULL;
+  p->st = ccg_comm_nccl_new(&p->o, &c);
+  snprintf(p->msg, sizeof p->msg, "%s", ccg_last_error(NULL));
+  ccg_comm_free(c);
+  return NULL;
+}
+
+/* Two ranks (threads) through the file and the tcp rendezvous: without a
+ * GPU each fails on its own GPU, after the rendezvous, and nothing waits
+ * out the timeout or stays behind. */
+static void two_ranks(void **state) {
+  (void)state;
+  if (gpu_usable()) {
+    print_message("skipped: a GPU is present, and two ranks of one process "
+                  "cannot share it\n");
+    return;
+  }
+  ccg_test_clear_launch_env();
+  char dir[] = "/tmp/ccg_nccl_XXXXXX", specs[2][64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(specs[0], sizeof specs[0], "file:%s/id", dir);
+  snprintf(specs[1], sizeof specs[1], "tcp:127.0.0.1:%d", ccg_test_free_port());
+  for (int s = 0; s < 2; s++) {
+    proc p[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+      p[r].o = (ccg_nccl_options)CCG_NCCL_OPTIONS_INIT;
+      p[r].o.rank = r;
+      p[r].o.world_size = 2;
+      p[r].o.rendezvous = specs[s];
+      p[r].o.timeout_s = 20;
+      assert_int_equal(pthread_create(&th[r], NULL, run_proc, &p[r]), 0);
+    }
+    for (int r = 0; r < 2; r++)
+      pthread_join(th[r], NULL);
+    for (int r = 0; r < 2; r++) {
+      print_message("%s, rank %d: %s\n", specs[s], r, p[r].msg);
+      if (!ccg_comm_nccl_available()) {
+        assert_int_equal(p[r].st, CCG_STATUS_UNSUPPORTED);
+        continue;
+      }
+      char who[32];
+      snprintf(who, sizeof who, "rank %d:", r);
+      assert_int_equal(p[r].st, CCG_STATUS_BACKEND);
+      assert_non_null(strstr(p[r].msg, who));
+      assert_non_null(strstr(p[r].msg, "cudaGetDeviceCount"));
+    }
+  }
+  expect_empty(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(bad_options),
-                                     cmocka_unit_test(world_of_one)};
+                                     cmocka_unit_test(world_of_one),
+                                     cmocka_unit_test(two_ranks)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,17 +7,15 @@
 
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <dirent.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "exec/comm/rendezvous.h"
+#include "net_util.h"
 #include "test_util.h"
 
 #define ID_BYTES 128
@@ -268,20 +266,9 @@ static void expect_clean(const char *dir) {
   assert_int_equal(rmdir(dir), 0);
 }
 
-/* A port nobody listens on right now: the kernel's pick for port 0. */
 static void tcp_rdv(ccg__rdv *r) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(fd >= 0);
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  socklen_t len = sizeof sa;
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
-  close(fd);
   char spec[64];
-  snprintf(spec, sizeof spec, "tcp:127.0.0.1:%d", ntohs(sa.sin_port));
+  snprintf(spec, sizeof spec, "tcp:127.0.0.1:%d", ccg_test_free_port());
   assert_int_equal(ccg__rdv_parse(spec, r, NULL), CCG_STATUS_OK);
 }
 
