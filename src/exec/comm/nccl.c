@@ -294,7 +294,7 @@ static void finalize_all(ccg__nccl *N) {
       "Finalize",   "(communicator destroy)", N->base.rank, NULL,  0, 0, 0,
       CCG_DTYPE_U8, CCG_REDUCE_SUM,           N->timeout_s, &quiet};
   double start = ccg__rdv_now();
-  for (size_t i = N->n_subs + 1; i-- > 0 && !N->failed;) {
+  for (size_t i = 0; i <= N->n_subs && !N->failed; i++) {
     ncclComm_t comm = i < N->n_subs ? N->subs[i].comm : N->world;
     if (comm)
       (void)ccg__nccl_settle(N, comm, ncclCommFinalize(comm), &k,
