@@ -44,9 +44,12 @@ CCG_API bool ccg_comm_mpi_available(void);
  * exist before the launch) or "tcp:HOST:PORT" (rank 0 listens). NULL or
  * unset fields come from the environment as torchrun-style launchers set
  * it: RANK, WORLD_SIZE, LOCAL_RANK, CCG_RENDEZVOUS, else MASTER_ADDR and
- * MASTER_PORT (tcp), else "mpi" under mpirun. Communicators are
- * non-blocking: every wait polls ncclCommGetAsyncError against the
- * deadline and aborts on failure (docs/gpu.md). Built without CUDA:
+ * MASTER_PORT (tcp), else "mpi" under mpirun; with nothing set, rank 0 of
+ * a world of one. A bad option or variable fails with
+ * CCG_STATUS_INVALID_ARG naming it, before CUDA is touched. Collective:
+ * every rank calls it. Communicators are non-blocking: every wait polls
+ * ncclCommGetAsyncError against the deadline and aborts on failure
+ * (docs/gpu.md). Built without CUDA:
  * CCG_STATUS_UNSUPPORTED; no usable GPU: CCG_STATUS_BACKEND with the CUDA
  * error text. "new": free with ccg_comm_free once its executors are freed.
  * Errors go to the thread's context. */

@@ -99,4 +99,23 @@ static inline const char *ccg_test_shape(ccg_graph *g, ccg_value_id v) {
   return buf;
 }
 
+/* Unsets every variable the nccl communicator's launch reads (RANK,
+ * WORLD_SIZE, CCG_RENDEZVOUS, mpirun's, ...), so a test sees only what it
+ * sets itself. */
+static inline void ccg_test_clear_launch_env(void) {
+  static const char *const vars[] = {"RANK",
+                                     "WORLD_SIZE",
+                                     "LOCAL_RANK",
+                                     "CCG_RENDEZVOUS",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "OMPI_COMM_WORLD_SIZE",
+                                     "PMI_SIZE",
+                                     "PMIX_RANK",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "MPI_LOCALRANKID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+    unsetenv(vars[i]);
+}
+
 #endif

@@ -74,6 +74,30 @@ struct ccg_comm {
   int rank; /* the rank this process holds; -1: every rank (local) */
 };
 
+/* "the group of ranks 0,2,4" for messages about k's group. */
+void ccg__coll_format_group(const ccg__coll *k, char *buf, size_t size);
+/* True if two meshes have the same axis sizes (names do not matter). */
+bool ccg__mesh_same_shape(const ccg_mesh *a, const ccg_mesh *b);
+/* The group over `mask` of `rank` as a split makes it: its global ranks in
+ * group order (ccg_mesh_group_size entries), the smallest of them (the
+ * split's color) and rank's index in it (its key). */
+void ccg__mesh_split_of(const ccg_mesh *mesh, int rank, unsigned mask,
+                        int64_t *ranks, int64_t *color, int *key);
+
+/* What a rank shows the others before its first split for a mesh shape
+ * (mpi, nccl), so that all split or all fail: its rank check (-1: this
+ * process holds `rank`) and the mesh's axis sizes. */
+#define CCG__VIEW_LEN (2 + CCG_MAX_MESH_AXES)
+void ccg__prepare_view(const ccg_mesh *mesh, int rank, int self,
+                       int64_t view[CCG__VIEW_LEN]);
+/* Every rank's view (rank-major) against this rank's `mine`:
+ * INVALID_ARG on err naming the first rank that differs; `must` says what
+ * options.rank must be ("its MPI rank"). */
+ccg_status ccg__prepare_agree(const int64_t *all, int nranks,
+                              const int64_t *mine, int self,
+                              const ccg_mesh *mesh, const char *must,
+                              ccg_ctx *err);
+
 /* One step of a spin wait: a pause instruction where there is one. */
 static inline void ccg__cpu_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -119,13 +119,6 @@ ccg_status ccg__mpi_error(ccg__mpi *M, const ccg__coll *k, int rc,
 
 /* ---- waits --------------------------------------------------------------- */
 
-static void format_group(const ccg__coll *k, char *buf, size_t size) {
-  size_t at = (size_t)snprintf(buf, size, "the group of ranks ");
-  for (int i = 0; i < k->gsize && at < size; i++)
-    at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? "," : "",
-                           (long long)k->group[i]);
-}
-
 ccg_status ccg__mpi_wait(ccg__mpi *M, const ccg__coll *k, int n,
                          MPI_Request *reqs, int64_t peer, double start) {
   for (unsigned it = 0;; it++) {
@@ -157,7 +150,7 @@ ccg_status ccg__mpi_timeout(ccg__mpi *M, const ccg__coll *k, int64_t peer) {
   if (peer >= 0 || !k->group)
     snprintf(who, sizeof who, "rank %lld", (long long)peer);
   else
-    format_group(k, who, sizeof who);
+    ccg__coll_format_group(k, who, sizeof who);
   ccg_status st = ccg__error(
       k->err, CCG_STATUS_TIMEOUT,
       "%s at node '%s' on rank %d: %s did not complete it within the "
@@ -200,33 +193,12 @@ ccg_status ccg__mpi_sub_of(ccg__mpi *M, const ccg__coll *k, MPI_Comm *out) {
     }
   }
   char who[256];
-  format_group(k, who, sizeof who);
+  ccg__coll_format_group(k, who, sizeof who);
   return ccg__error(k->err, CCG_STATUS_INVALID_ARG,
                     "%s at node '%s' on rank %d: the mpi communicator has no "
                     "sub-communicator for %s (was the executor created with "
                     "this communicator?)",
                     k->op, k->node, k->rank, who);
-}
-
-static bool same_shape(const ccg_mesh *a, const ccg_mesh *b) {
-  if (a->ndims != b->ndims)
-    return false;
-  for (int d = 0; d < a->ndims; d++)
-    if (a->sizes[d] != b->sizes[d])
-      return false;
-  return true;
-}
-
-static bool grow(void **p, size_t *cap, size_t need, size_t each) {
-  if (need <= *cap)
-    return true;
-  size_t n = *cap ? *cap * 2 : 8;
-  void *q = realloc(*p, n * each);
-  if (!q)
-    return false;
-  *p = q;
-  *cap = n;
-  return true;
 }
 
 /* One MPI_Comm_split per mesh-axis mask, in mask order on every rank: the
@@ -238,18 +210,17 @@ static ccg_status split_masks(ccg__mpi *M, const ccg_mesh *mesh,
     int64_t gsize = ccg_mesh_group_size(mesh, mask);
     if (gsize < 2)
       continue; /* one rank: never calls the communicator */
-    if (!grow((void **)&M->subs, &M->cap_subs, M->n_subs + 1, sizeof *M->subs))
+    if (!ccg__vec_reserve(NULL, (void **)&M->subs, &M->cap_subs, M->n_subs + 1,
+                          sizeof *M->subs))
       return ccg__error(k->err, CCG_STATUS_OOM, "out of memory");
     ccg__mpi_sub *s = &M->subs[M->n_subs];
     s->ranks = calloc((size_t)gsize, sizeof(int64_t));
     if (!s->ranks)
       return ccg__error(k->err, CCG_STATUS_OOM, "out of memory");
     s->gsize = (int)gsize;
-    ccg_mesh_group_ranks(mesh, self, mask, s->ranks);
-    int64_t color = s->ranks[0];
-    for (int64_t i = 1; i < gsize; i++)
-      color = s->ranks[i] < color ? s->ranks[i] : color;
-    int gidx = (int)ccg_mesh_rank_in_group(mesh, self, mask), got = -1;
+    int64_t color;
+    int gidx, got = -1;
+    ccg__mesh_split_of(mesh, self, mask, s->ranks, &color, &gidx);
     ccg__mpi_lock(M);
     int rc = MPI_Comm_split(M->coll, (int)color, gidx, &s->comm);
     if (rc == MPI_SUCCESS)
@@ -279,21 +250,19 @@ ccg_status ccg__mpi_prepare(ccg_comm *c, const ccg_mesh *mesh, int rank,
   ccg__coll k = {"CommSplit",  "(sub-communicators)", c->rank,    NULL, 0, 0, 0,
                  CCG_DTYPE_U8, CCG_REDUCE_SUM,        deadline_s, err};
   CCG_CHECK(ccg__mpi_check(M, &k));
-  bool rank_ok = rank == c->rank;
   bool known = !mesh;
   for (size_t i = 0; mesh && i < M->n_meshes && !known; i++)
-    known = same_shape(&M->meshes[i], mesh);
-  if (!rank_ok && known)
+    known = ccg__mesh_same_shape(&M->meshes[i], mesh);
+  if (rank != c->rank && known)
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "options.rank is %d but this process is rank %d of "
                       "the mpi communicator (ccg_comm_rank)",
                       rank, c->rank);
   if (known)
     return CCG_STATUS_OK;
-  enum { NFP = 2 + CCG_MAX_MESH_AXES };
-  int64_t fp[NFP] = {rank_ok ? -1 : rank, mesh->ndims};
-  for (int d = 0; d < mesh->ndims; d++)
-    fp[2 + d] = mesh->sizes[d];
+  enum { NFP = CCG__VIEW_LEN };
+  int64_t fp[NFP];
+  ccg__prepare_view(mesh, rank, c->rank, fp);
   int64_t *all = calloc((size_t)c->nranks * NFP, sizeof(int64_t));
   if (!all)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory");
@@ -305,26 +274,13 @@ ccg_status ccg__mpi_prepare(ccg_comm *c, const ccg_mesh *mesh, int rank,
   ccg_status st = rc == MPI_SUCCESS
                       ? ccg__mpi_wait(M, &k, 1, &req, -1, ccg__mpi_now())
                       : ccg__mpi_error(M, &k, rc, "MPI_Iallgather");
-  char want[128];
-  ccg_mesh_format(mesh, want, sizeof want);
-  for (int r = 0; r < c->nranks && st == CCG_STATUS_OK; r++) {
-    const int64_t *f = all + (size_t)r * NFP;
-    if (f[0] != -1)
-      st = ccg__error(err, CCG_STATUS_INVALID_ARG,
-                      "rank %d was created with options.rank %lld (it must be "
-                      "its MPI rank, ccg_comm_rank)",
-                      r, (long long)f[0]);
-    else if (memcmp(f + 1, fp + 1, (NFP - 1) * sizeof(int64_t)) != 0)
-      st = ccg__error(err, CCG_STATUS_INVALID_ARG,
-                      "rank %d creates an executor for mesh %s while rank %d "
-                      "creates one for another mesh shape (executors must be "
-                      "created in the same order on every rank)",
-                      c->rank, want, r);
-  }
+  if (st == CCG_STATUS_OK)
+    st = ccg__prepare_agree(all, c->nranks, fp, c->rank, mesh, "its MPI rank",
+                            err);
   free(all);
   CCG_CHECK(st);
-  if (!grow((void **)&M->meshes, &M->cap_meshes, M->n_meshes + 1,
-            sizeof *M->meshes))
+  if (!ccg__vec_reserve(NULL, (void **)&M->meshes, &M->cap_meshes,
+                        M->n_meshes + 1, sizeof *M->meshes))
     return ccg__error(err, CCG_STATUS_OOM, "out of memory");
   M->meshes[M->n_meshes++] = *mesh;
   return split_masks(M, mesh, &k);
@@ -339,8 +295,7 @@ static void finalize_at_exit(void) {
     MPI_Finalize();
 }
 
-/* MPI up with the best thread level it gives; *provided is that level. */
-static ccg_status init_mpi(int *provided) {
+ccg_status ccg__mpi_init(int *provided) {
   pthread_mutex_lock(&init_lock);
   int inited = 0, done = 0;
   MPI_Initialized(&inited);
@@ -378,7 +333,7 @@ ccg_status ccg_comm_mpi_new(ccg_comm **out) {
                       "ccg_comm_mpi_new: out is NULL");
   *out = NULL;
   int provided = MPI_THREAD_SINGLE;
-  CCG_CHECK(init_mpi(&provided));
+  CCG_CHECK(ccg__mpi_init(&provided));
   ccg__mpi *M = calloc(1, sizeof *M);
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);

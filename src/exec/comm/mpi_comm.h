@@ -88,6 +88,11 @@ ccg_status ccg__mpi_scratch(ccg__mpi *M, const ccg__coll *k, size_t bytes,
 void ccg__mpi_tell(ccg__mpi *M, int rank, const char *text);
 double ccg__mpi_now(void);
 
+/* MPI up (once per process, finalized at exit if this library started
+ * it) with the best thread level it gives; *provided is that level. The
+ * nccl communicator's "mpi" rendezvous starts MPI through it too. */
+ccg_status ccg__mpi_init(int *provided);
+
 /* mpi.c: the vtable's lifecycle entries; mpi_coll.c holds the table. */
 void ccg__mpi_abort(ccg_comm *c, int rank, const char *msg);
 void ccg__mpi_destroy(ccg_comm *c);

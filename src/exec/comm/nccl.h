@@ -16,6 +16,10 @@ bool ccg__comm_is_nccl(const ccg_comm *c);
 int ccg__nccl_device(const ccg_comm *c);
 /* The stream the next calls enqueue on. */
 void ccg__nccl_set_stream(ccg_comm *c, cudaStream_t s);
+/* Gives held sends (see nccl_coll.c) to NCCL on their stream, without
+ * waiting: the executor calls it at the end of each step, before it joins
+ * the communication stream. */
+ccg_status ccg__nccl_release(ccg_comm *c, const ccg__coll *k);
 /* Waits until `ev` (recorded after the calls of collective k) has
  * completed, polling ncclCommGetAsyncError of every communicator while it
  * waits. An asynchronous NCCL error, a CUDA error or k->deadline_s passing

@@ -104,6 +104,7 @@ static ccg_status make_events(ccg_exec *x) {
   ccg__gpu *g = x->gpu;
   unsigned fl = cudaEventDisableTiming;
   CU(cudaEventCreateWithFlags(&g->end, fl), "cudaEventCreate");
+  CU(cudaEventCreateWithFlags(&g->tail, fl), "cudaEventCreate");
   for (size_t s = 0; s < x->n_steps; s++) {
     if (!talks_on_stream(&x->steps[s]))
       continue;
@@ -289,6 +290,8 @@ void ccg__cuda_free(ccg_exec *x) {
   }
   if (g->end)
     cudaEventDestroy(g->end);
+  if (g->tail)
+    cudaEventDestroy(g->tail);
   if (g->blas)
     ccg__cublas_fn.cublasDestroy(g->blas);
   void *blocks[] = {g->arena,        g->statics, g->inputs,  g->scratch,
@@ -368,6 +371,17 @@ static ccg_status enqueue_step(ccg_exec *x, bool capturing) {
     if (x->steps[next].comm)
       CU(cudaStreamWaitEvent(g->cs, g->steps[next].done, 0),
          "cudaStreamWaitEvent");
+  if (x->comm) {
+    /* Sends the communicator still holds (it pairs each with the next
+     * recv) go now, and the compute stream joins them */
+    ccg__coll k = {
+        "Send", "(end of step)", x->rank,        NULL,          0,      0,
+        0,      CCG_DTYPE_U8,    CCG_REDUCE_SUM, x->deadline_s, &x->ctx};
+    ccg__nccl_set_stream(x->comm, g->ms);
+    CCG_CHECK(ccg__nccl_release(x->comm, &k));
+    CU(cudaEventRecord(g->tail, g->ms), "cudaEventRecord");
+    CU(cudaStreamWaitEvent(g->cs, g->tail, 0), "cudaStreamWaitEvent");
+  }
   return CCG_STATUS_OK;
 }
 

@@ -31,6 +31,7 @@ typedef struct ccg__gpu {
   cudaStream_t ms;  /* communication */
   cudaStream_t cur; /* where the collective of the moment enqueues */
   cudaEvent_t end;  /* both streams done */
+  cudaEvent_t tail; /* the communication stream after the step's last call */
   cublasHandle_t blas;
   bool tf32;
   bool use_graph;  /* capture a whole step once, replay it after */
