@@ -13,7 +13,7 @@ static int cmd_grad(int argc, char **argv);
 const command cli_grad_command = {
     "grad", "add the backward of a model (or of per-rank models)",
     "usage: ccgraph grad MODEL.onnx|DIR --loss NAME -o OUT [--wrt P,...]\n"
-    "                    [--name NAME] [--opset N]\n"
+    "                    [--name NAME] [--opset N] [--json]\n"
     "\n"
     "Derives the gradients of the sum of value NAME's elements (a scalar\n"
     "loss, or any float value) with respect to the inputs and initializers\n"
@@ -31,7 +31,9 @@ const command cli_grad_command = {
     "  --wrt P,...   what to differentiate for (comma-separated)\n"
     "  --name NAME   the program in a folder holding several\n"
     "  --opset N     ai.onnx opset of the written models (17..21, default "
-    "17)\n",
+    "17)\n"
+    "  --json        one JSON document on stdout: the models written, their\n"
+    "                nodes and the gradients (rank 0's)\n",
     cmd_grad};
 
 #define MAX_WRT 64
@@ -90,14 +92,35 @@ static int write_ranks(const cli_program *p, const char *out,
   return rc;
 }
 
+/* --json: what was written and rank 0's gradients (its grad/ outputs). */
+static int print_summary(const cli_program *p, const char *out) {
+  ccg_graph *g = p->graphs[0];
+  json_t *grads = json_array();
+  for (size_t i = 0; grads && i < ccg_graph_num_outputs(g); i++) {
+    const char *n = ccg_value_name(g, ccg_graph_output(g, i));
+    if (n && strncmp(n, "grad/", 5) == 0)
+      json_array_append_new(grads, json_string(n));
+  }
+  json_t *doc =
+      json_pack("{s:s,s:I,s:b,s:I,s:o*}", "out", out, "models",
+                (json_int_t)p->n, "per_rank", p->per_rank, "nodes_rank0",
+                (json_int_t)ccg_graph_num_nodes(g), "gradients", grads);
+  if (!doc)
+    return cli_fail(&cli_grad_command, EXIT_RUNTIME, "out of memory");
+  return print_json(doc);
+}
+
 static int cmd_grad(int argc, char **argv) {
   const command *self = &cli_grad_command;
   const char *loss = NULL, *out = NULL, *wrt_arg = NULL, *name = NULL,
              *opset = NULL, *path = NULL;
+  bool json = false;
   const option opts[] = {{"--loss", &loss, NULL}, {"-o", &out, NULL},
                          {"--out", &out, NULL},   {"--wrt", &wrt_arg, NULL},
-                         {"--name", &name, NULL}, {"--opset", &opset, NULL}};
-  int rc = parse_args(self, argc, argv, opts, 6, &path, 1);
+                         {"--name", &name, NULL}, {"--opset", &opset, NULL},
+                         {"--json", NULL, &json}};
+  int rc =
+      parse_args(self, argc, argv, opts, sizeof opts / sizeof *opts, &path, 1);
   if (rc >= 0)
     return rc;
   if (!path)
@@ -151,7 +174,9 @@ static int cmd_grad(int argc, char **argv) {
       rc = EXIT_RUNTIME;
     }
   }
-  if (rc == EXIT_OK)
+  if (rc == EXIT_OK && json)
+    rc = print_summary(&p, out);
+  else if (rc == EXIT_OK)
     printf("ccgraph grad: %zu model%s written to %s (%zu nodes%s)\n", p.n,
            p.n == 1 ? "" : "s", out, ccg_graph_num_nodes(p.graphs[0]),
            p.n == 1 ? "" : " on rank 0");

@@ -18,6 +18,17 @@ expect 0 'usage: ccgraph grad' -- grad --help
 expect 0 '1 model written to .*/mlp_grad.onnx' -- grad "$models/megatron_mlp.onnx" --loss "$loss" -o "$work/mlp_grad.onnx"
 expect 0 '2 models written to' -- grad "$models" --name megatron_tp2 --loss "$loss" --wrt 'fc*.weight' -o "$work/ranks"
 expect 0 'ok: 2 ranks, 2 communication calls match' -- verify "$work/ranks"
+expect 0 '"grad/fc2.weight"' -- grad "$models" --name megatron_tp2 --loss "$loss" --wrt 'fc*.weight' -o "$work/ranks_json" --json
+if /usr/bin/python3 -c "
+import json, subprocess, sys
+d = json.loads(subprocess.run(sys.argv[1:], capture_output=True, text=True).stdout)
+sys.exit(0 if d['models'] == 2 and d['per_rank'] and len(d['gradients']) == 2 else 1)" \
+  "$tool" grad "$models" --name megatron_tp2 --loss "$loss" --wrt 'fc*.weight' -o "$work/ranks_json2" --json; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: grad --json is not the expected document"
+  failures=$((failures + 1))
+fi
 mkdir "$work/bad"
 expect 2 "no value named 'nope' to use as the loss" -- grad "$models/megatron_mlp.onnx" --loss nope -o "$work/bad/a.onnx"
 expect 2 "wrt 'nothing\*' matches no float graph input or initializer" -- grad "$models/megatron_tp2.rank0.onnx" --loss "$loss" --wrt 'nothing*' -o "$work/bad/r"
