@@ -11,8 +11,12 @@ weights torch writes) and biases and norms under their parameter names.
      x + fc2(gelu(fc1(ln_2(x))))     gelu in its erf form (opset 17)
   -> ln_f -> lm_head -> logits [B,S,V]
 
+With --core-scope the attention core (QK^T, mask, Softmax, PV: heads in,
+heads out, [B, heads, S, d]) is a module of its own, h.<i>.attn.core, as a
+Ulysses wrapper around the local attention would name it.
+
 Deterministic weights (seeded). usage:
-  make_gpt_block.py OUT.onnx [--fused-qkv] [--layers N] [--seed S]
+  make_gpt_block.py OUT.onnx [--fused-qkv] [--core-scope] [--layers N] [--seed S]
 Only the python3-onnx helper API and numpy are used."""
 import argparse
 import sys
@@ -80,8 +84,9 @@ def heads(b, scope, x, perm):
     return b.node(scope, "Transpose", [r], perm=perm)
 
 
-def attention(b, i, x, fused):
+def attention(b, i, x, fused, core_scope):
     sc, pn = f"/h.{i}/attn", f"h.{i}.attn"
+    cs = f"{sc}/core" if core_scope else sc
     if fused:
         qkv = b.linear(f"{sc}/qkv", f"{pn}.qkv", x, H, 3 * H)
         split = b.init(f"{pn}.split_sizes", np.array([H, H, H], np.int64))
@@ -93,11 +98,11 @@ def attention(b, i, x, fused):
     q = heads(b, sc, q, [0, 2, 1, 3])
     k = heads(b, sc, k, [0, 2, 3, 1])
     v = heads(b, sc, v, [0, 2, 1, 3])
-    s = b.node(sc, "MatMul", [q, k])
-    s = b.node(sc, "Div", [s, "attn_scale"])
-    s = b.node(sc, "Add", [s, "causal_mask"])
-    p = b.node(sc, "Softmax", [s], axis=-1)
-    o = b.node(sc, "MatMul", [p, v])
+    s = b.node(cs, "MatMul", [q, k])
+    s = b.node(cs, "Div", [s, "attn_scale"])
+    s = b.node(cs, "Add", [s, "causal_mask"])
+    p = b.node(cs, "Softmax", [s], axis=-1)
+    o = b.node(cs, "MatMul", [p, v])
     o = b.node(sc, "Transpose", [o], perm=[0, 2, 1, 3])
     o = b.node(sc, "Reshape", [o, b.const(sc, [B, S, H])])
     return b.linear(f"{sc}/out_proj", f"{pn}.out_proj", o, H, H)
@@ -111,7 +116,7 @@ def gelu(b, scope, x):
     return b.node(scope, "Mul", [t, "gelu_half"])
 
 
-def build(fused, layers, seed):
+def build(fused, layers, seed, core_scope=False):
     b = Builder(np.random.default_rng(seed))
     b.init("attn_scale", np.array(np.sqrt(HD), np.float32))
     mask = np.triu(np.full((S, S), -1e4, np.float32), 1)
@@ -125,7 +130,7 @@ def build(fused, layers, seed):
     x = b.node("", "Add", [x, wpe])
     for i in range(layers):
         h = b.layer_norm(f"/h.{i}/ln_1", f"h.{i}.ln_1", x)
-        x = b.node(f"/h.{i}", "Add", [x, attention(b, i, h, fused)])
+        x = b.node(f"/h.{i}", "Add", [x, attention(b, i, h, fused, core_scope)])
         h = b.layer_norm(f"/h.{i}/ln_2", f"h.{i}.ln_2", x)
         h = b.linear(f"/h.{i}/mlp/fc1", f"h.{i}.mlp.fc1", h, H, FFN)
         h = gelu(b, f"/h.{i}/mlp/act", h)
@@ -152,10 +157,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--fused-qkv", action="store_true")
+    ap.add_argument("--core-scope", action="store_true")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    onnx.save(build(a.fused_qkv, a.layers, a.seed), a.out)
+    onnx.save(build(a.fused_qkv, a.layers, a.seed, a.core_scope), a.out)
     print(f"wrote {a.out}")
     return 0
 

@@ -30,6 +30,13 @@ for m in gpt gpt_fused; do
 done
 expect 0 '"reshape_rewrites": 8' -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2,tp=2 -o "$work/dp" --json
 expect 0 'AllGather 6, ReduceScatter 5' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/sp" --sequence-parallel
+# Ulysses around the attention core: q, k, v to the head shard and the
+# result back to the sequence shard, one AllToAll each per layer.
+$py "$gen" "$work/gpt_core.onnx" --core-scope >/dev/null || exit 1
+expect 0 'AllGather 1, AllToAll 8, ShardSlice 2' -- shard "$work/gpt_core.onnx" \
+  --plan "$src/samples/plan_gpt_ulysses.json" --mesh tp=2 -o "$work/out_ulysses" --sequence-parallel
+for f in "$work/out_ulysses"/*.onnx; do cp "$f" "$work/all/ulysses_$(basename "$f")"; done
+expect 0 'ok: 2 ranks' -- verify "$work/out_ulysses"
 $py "$src/tests/onnx/check_models.py" "$work/all" | tail -1 || failures=$((failures + 1))
 
 # inspect: a folder's per-rank summary, a rank model as text, JSON and DOT

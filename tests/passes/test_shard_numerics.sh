@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The shard pass on the GPT-style sample (separate and fused QKV, with and
-# without sequence parallel, tp=2 and 4): every rank's logits equal the
-# unsharded model's run by the same executor within 1e-5.
+# without sequence parallel, tp=2 and 4; Ulysses around the attention core
+# with sequence parallel): every rank's logits equal the unsharded model's
+# run by the same executor within 1e-5.
 # usage: test_shard_numerics.sh SHARD_CHECK SOURCE_DIR WORK_DIR
 set -eu
 check=$1 src=$2 work=$3
@@ -13,4 +14,8 @@ for m in gpt gpt_fused; do
     "$check" "$work/$m.onnx" "$src/samples/plan_gpt_block.json" $tp
     "$check" "$work/$m.onnx" "$src/samples/plan_gpt_block.json" $tp sp
   done
+done
+/usr/bin/python3 "$src/samples/make_gpt_block.py" "$work/gpt_core.onnx" --core-scope >/dev/null
+for tp in 2 4; do
+  "$check" "$work/gpt_core.onnx" "$src/samples/plan_gpt_ulysses.json" $tp sp
 done
