@@ -1,8 +1,10 @@
 /* The memory plan: liveness over the schedule (under overlap a
  * collective's buffers live until the step that waits for it), outputs written
- * over dying inputs for elementwise ops, then best-fit offsets in one arena.
+ * over dying inputs for elementwise ops, then offsets in one arena: the
+ * smaller of an online best fit and an offline greedy-by-size plan.
  * Also the figures to judge it by: the naive sum and the max-live lower bound.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/internal.h"
@@ -74,6 +76,57 @@ static void fl_free(freelist *f, size_t off, size_t size) {
     memmove(&f->b[i], &f->b[i + 1], (f->n - i - 1) * sizeof(block));
     f->n--;
   }
+}
+
+/* The offline plan (greedy by size): the largest buffers first, each at the
+ * lowest offset where it overlaps no placed buffer alive at the same time.
+ * Knowing every lifetime, it often packs tighter than the online best fit;
+ * the planner keeps whichever is smaller. O(n^2): only up to
+ * BY_SIZE_MAX buffers. Returns the arena size; offsets into `off`. */
+#define BY_SIZE_MAX 8192
+
+typedef struct size_key {
+  size_t size, idx;
+  int start;
+} size_key;
+
+static int by_size(const void *a, const void *b) {
+  const size_key *x = a, *y = b;
+  if (x->size != y->size)
+    return x->size < y->size ? 1 : -1;
+  if (x->start != y->start)
+    return (x->start > y->start) - (x->start < y->start);
+  return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static size_t plan_by_size(const buffer *bufs, size_t nb, size_key *order,
+                           size_t *placed, size_t *off) {
+  for (size_t i = 0; i < nb; i++)
+    order[i] = (size_key){bufs[i].size, i, bufs[i].start};
+  qsort(order, nb, sizeof *order, by_size);
+  size_t n_placed = 0, top = 0;
+  for (size_t k = 0; k < nb; k++) {
+    const buffer *b = &bufs[order[k].idx];
+    /* placed is sorted by offset: the first gap that fits */
+    size_t at = 0, pos = n_placed;
+    for (size_t i = 0; i < n_placed; i++) {
+      const buffer *p = &bufs[placed[i]];
+      if (p->start > b->last || b->start > p->last || !p->size)
+        continue;
+      size_t p_off = off[placed[i]];
+      if (p_off >= at + b->size)
+        break;
+      at = p_off + p->size > at ? p_off + p->size : at;
+    }
+    off[order[k].idx] = at;
+    for (pos = 0; pos < n_placed && off[placed[pos]] <= at; pos++)
+      ;
+    memmove(&placed[pos + 1], &placed[pos], (n_placed - pos) * sizeof *placed);
+    placed[pos] = order[k].idx;
+    n_placed++;
+    top = at + b->size > top ? at + b->size : top;
+  }
+  return top;
 }
 
 static void liveness(ccg_exec *x) {
@@ -196,6 +249,19 @@ ccg_status ccg__plan_memory(ccg_exec *x) {
       x->mem.max_live_bytes = (size_t)live;
   }
   x->mem.peak_bytes = fl.top;
+  if (nb <= BY_SIZE_MAX) {
+    size_key *order = ccg__arena_calloc(&x->arena, nb + 1, sizeof(size_key));
+    size_t *placed = ccg__arena_calloc(&x->arena, nb + 1, sizeof(size_t));
+    size_t *off = ccg__arena_calloc(&x->arena, nb + 1, sizeof(size_t));
+    if (!order || !placed || !off)
+      return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory planning");
+    size_t top = plan_by_size(bufs, nb, order, placed, off);
+    if (top < fl.top) {
+      for (size_t b = 0; b < nb; b++)
+        bufs[b].offset = off[b];
+      x->mem.peak_bytes = top;
+    }
+  }
   for (size_t i = 0; i < x->n_vals; i++)
     if (x->vals[i].kind == CCG__V_ARENA && x->vals[i].buffer >= 0)
       x->vals[i].offset = bufs[x->vals[i].buffer].offset;
