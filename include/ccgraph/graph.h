@@ -280,6 +280,7 @@ typedef struct ccg_attr {
   X(SLICE, "Slice", "", 3, 5, 1, 1)                                            \
   X(GATHER, "Gather", "", 2, 2, 1, 1)                                          \
   X(SCATTER_ND, "ScatterND", "", 3, 3, 1, 1)                                   \
+  X(GATHER_ND, "GatherND", "", 2, 2, 1, 1)                                     \
   /* collective.c */                                                           \
   X(ALL_REDUCE, "AllReduce", "ccgraph", 1, 1, 1, 1)                            \
   X(ALL_GATHER, "AllGather", "ccgraph", 1, 1, 1, 1)                            \
@@ -630,6 +631,11 @@ CCG_API ccg_status ccg_gather(ccg_graph *g, ccg_value_id data,
 CCG_API ccg_status ccg_scatter_nd(ccg_graph *g, ccg_value_id data,
                                   ccg_value_id indices, ccg_value_id updates,
                                   const char *reduction, ccg_value_id *out);
+/* ONNX GatherND (opset 13, batch_dims 0): the slices of data named by the
+ * rows of i64 indices [..., k], shaped indices.shape[:-1] + data.shape[k:]
+ * (ScatterND's updates' gradient, and ScatterND adds its own). */
+CCG_API ccg_status ccg_gather_nd(ccg_graph *g, ccg_value_id data,
+                                 ccg_value_id indices, ccg_value_id *out);
 CCG_API ccg_status ccg_unsqueeze(ccg_graph *g, ccg_value_id x,
                                  const int64_t *axes, size_t n,
                                  ccg_value_id *out);

@@ -411,22 +411,20 @@ static ccg_status infer_scatter_nd(ccg__infer *ix) {
 }
 
 /* data's gradient: dy (reduction add), or dy with the overwritten slices
- * zeroed (none). An updates gradient would gather dy's slices (GatherND,
- * not in the IR): asked for, it is an error. */
+ * zeroed (none); updates' gradient: dy's slices at the indices (GatherND;
+ * with none and repeated indices only the last write reached y, which
+ * ONNX leaves undefined). */
 static ccg_status grad_scatter_nd(ccg__grad *gx) {
-  if (gx->need[2])
-    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "the gradient of updates '%s' needs GatherND, which "
-                          "the IR does not have",
-                          ccg_value_name(gx->g, gx->in[2]));
-  if (!gx->need[0])
-    return CCG_STATUS_OK;
   const char *red = ccg__grad_attr_s(gx, "reduction");
   if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
     return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
                           "reduction '%s' has no gradient rule (none and add "
                           "do)",
                           red);
+  if (gx->need[2])
+    CCG_CHECK(ccg_gather_nd(gx->g, gx->gout[0], gx->in[1], &gx->gin[2]));
+  if (!gx->need[0])
+    return CCG_STATUS_OK;
   if (strcmp(red, "add") == 0) {
     gx->gin[0] = gx->gout[0];
     return CCG_STATUS_OK;
@@ -438,6 +436,52 @@ static ccg_status grad_scatter_nd(ccg__grad *gx) {
 
 const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs), 0,
                                            infer_scatter_nd, grad_scatter_nd};
+
+/* ---- GatherND ------------------------------------------------------------ */
+
+static const ccg__attr_spec gather_nd_attrs[] = {
+    {"batch_dims", CCG_ATTR_INT, false, 0, 0, NULL},
+};
+
+/* out = indices.shape[:-1] + data.shape[k:]; batch_dims 0 only. */
+static ccg_status infer_gather_nd(ccg__infer *ix) {
+  int64_t bd = ccg__attr_i(ix, "batch_dims");
+  if (bd != 0)
+    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
+                     "batch_dims %lld: only 0 is supported", (long long)bd);
+  CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "i64 indices"));
+  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
+  char db[BUF], qb[BUF];
+  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
+  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "indices %s: the last dim must be a number in 1..%d "
+                     "(the rank of data %s)",
+                     ccg__shape_str(q, qb, BUF), d->rank,
+                     ccg__shape_str(d, db, BUF));
+  int k = (int)kd.size;
+  ccg_shape *out = &ix->out_shape[0];
+  out->rank = 0;
+  for (int i = 0; i < q->rank - 1; i++)
+    out->dims[out->rank++] = q->dims[i];
+  for (int i = k; i < d->rank; i++)
+    out->dims[out->rank++] = d->dims[i];
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  return CCG_STATUS_OK;
+}
+
+/* data's gradient: dy's slices added at the indices into zeros
+ * (ScatterND, reduction add: repeated indices add up). */
+static ccg_status grad_gather_nd(ccg__grad *gx) {
+  if (!gx->need[0])
+    return CCG_STATUS_OK;
+  ccg_value_id z;
+  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[0], &z));
+  return ccg_scatter_nd(gx->g, z, gx->in[1], gx->gout[0], "add", &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_GATHER_ND = {CCG__ATTRS(gather_nd_attrs), 0,
+                                          infer_gather_nd, grad_gather_nd};
 
 /* ---- builders ----------------------------------------------------------- */
 
@@ -467,6 +511,12 @@ ccg_status ccg_gather(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
   ccg_value_id in[2] = {data, indices};
   ccg_attr a = CCG_ATTR_I("axis", axis);
   return ccg__build(g, CCG_OP_GATHER, in, 2, &a, 1, 1, out, NULL);
+}
+
+ccg_status ccg_gather_nd(ccg_graph *g, ccg_value_id data, ccg_value_id indices,
+                         ccg_value_id *out) {
+  ccg_value_id in[2] = {data, indices};
+  return ccg__build(g, CCG_OP_GATHER_ND, in, 2, NULL, 0, 1, out, NULL);
 }
 
 ccg_status ccg_scatter_nd(ccg_graph *g, ccg_value_id data, ccg_value_id indices,

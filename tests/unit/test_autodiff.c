@@ -298,6 +298,38 @@ static ccg_status b_scatter_none(ccg_graph *g, const ccg_value_id *in,
                                  ccg_value_id *y) {
   return scatter(g, in, "none", y);
 }
+/* updates as the variable: rows 0 and 2 of fixed data, row 0 twice where
+ * the reduction adds */
+static ccg_status scatter_updates(ccg_graph *g, const ccg_value_id *in,
+                                  const char *red, ccg_value_id *y) {
+  int64_t idx[3] = {0, -1, 0};
+  double data[12] = {1, -2, 3, -4, 5, -6, 7, -8, 9, -10, 11, -12};
+  ccg_tensor ti = {CCG_DTYPE_I64, 2, {strcmp(red, "add") ? 2 : 3, 1}, idx};
+  ccg_tensor td = {CCG_DTYPE_F64, 2, {3, 4}, data};
+  ccg_value_id iv, dv;
+  CCG_CHECK(ccg_constant(g, &ti, &iv));
+  CCG_CHECK(ccg_constant(g, &td, &dv));
+  CCG_CHECK(ccg_scatter_nd(g, dv, iv, in[0], red, y));
+  return ccg_mul(g, *y, *y, y);
+}
+static ccg_status b_scatter_updates_add(ccg_graph *g, const ccg_value_id *in,
+                                        ccg_value_id *y) {
+  return scatter_updates(g, in, "add", y);
+}
+static ccg_status b_scatter_updates_none(ccg_graph *g, const ccg_value_id *in,
+                                         ccg_value_id *y) {
+  return scatter_updates(g, in, "none", y);
+}
+/* slices [1,-1] and [0,2] (twice: their gradients add) of a [2,3,2] x */
+static ccg_status b_gather_nd(ccg_graph *g, const ccg_value_id *in,
+                              ccg_value_id *y) {
+  int64_t idx[6] = {1, -1, 0, 2, 0, 2};
+  ccg_tensor ti = {CCG_DTYPE_I64, 2, {3, 2}, idx};
+  ccg_value_id iv;
+  CCG_CHECK(ccg_constant(g, &ti, &iv));
+  CCG_CHECK(ccg_gather_nd(g, in[0], iv, y));
+  return ccg_mul(g, *y, *y, y);
+}
 static ccg_status b_expand(ccg_graph *g, const ccg_value_id *in,
                            ccg_value_id *y) {
   int64_t d[3] = {2, 3, 4};
@@ -389,6 +421,17 @@ static const fd_case cases[] = {
     {"gather", 1, {S("x", 2, 2, 3)}, b_gather, false},
     {"scatter_nd_add", 1, {S("x", 2, 3, 4)}, b_scatter_add, false},
     {"scatter_nd_none", 1, {S("x", 2, 3, 4)}, b_scatter_none, false},
+    {"scatter_nd_updates_add",
+     1,
+     {S("u", 2, 3, 4)},
+     b_scatter_updates_add,
+     false},
+    {"scatter_nd_updates_none",
+     1,
+     {S("u", 2, 2, 4)},
+     b_scatter_updates_none,
+     false},
+    {"gather_nd", 1, {S("x", 3, 2, 3, 2)}, b_gather_nd, false},
     {"expand", 1, {S("x", 2, 3, 1)}, b_expand, false},
     {"squeeze_unsqueeze", 1, {S("x", 3, 2, 1, 3)}, b_squeeze, false},
 };

@@ -114,6 +114,59 @@ static void test_gather(void **state) {
   ccg_graph_free(g);
 }
 
+/* GatherND on [2,3,4]: rows of k = 2 (negative entries) give [3,4]
+ * slices, k = 1 whole [3,4] blocks; an entry out of range is named. */
+static void test_gather_nd(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
+  ccg_value_id i = ccg_test_input(g, "i", CCG_DTYPE_I64, "[3,2]"), y;
+  assert_ok(g, ccg_gather_nd(g, x, i, &y));
+  assert_string_equal(ccg_test_shape(g, y), "[3,4]");
+  int64_t idx[6] = {1, 2, -2, -1, 0, 0};
+  float out[12];
+  ccg_exec_tensor in[2] = {
+      XT_F32("x", seq24, 2, 3, 4),
+      xt_in("i", CCG_DTYPE_I64, idx, 2, (const int64_t[]){3, 2})};
+  run_one(g, in, 2, y, out, sizeof out);
+  const int rows[3][2] = {{1, 2}, {0, 2}, {0, 0}};
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < 4; k++)
+      assert_true(out[r * 4 + k] ==
+                  seq24[(rows[r][0] * 3 + rows[r][1]) * 4 + k]);
+  idx[3] = 3; /* row 1, entry 1: dim 1 has 3 */
+  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
+  eo.input_shapes = in;
+  eo.n_input_shapes = 2;
+  ccg_exec *ex = NULL;
+  assert_ok(g, ccg_exec_create(g, &eo, &ex));
+  assert_fails(ex, CCG_STATUS_INVALID_ARG, ccg_exec_run(ex, in, 2, NULL, 0),
+               "(GatherND)", "index 3 (row 1, entry 1 of 'i')",
+               "dim 1 of size 3");
+  ccg_exec_free(ex);
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
+  i = ccg_test_input(g, "i", CCG_DTYPE_I64, "[1]");
+  assert_ok(g, ccg_gather_nd(g, x, i, &y));
+  assert_string_equal(ccg_test_shape(g, y), "[3,4]");
+  int64_t one = 1;
+  ccg_exec_tensor in1[2] = {
+      XT_F32("x", seq24, 2, 3, 4),
+      xt_in("i", CCG_DTYPE_I64, &one, 1, (const int64_t[]){1})};
+  run_one(g, in1, 2, y, out, sizeof out);
+  for (int k = 0; k < 12; k++)
+    assert_true(out[k] == seq24[12 + k]);
+  /* batch_dims other than 0 and indices without a last dim are refused */
+  ccg_value_id bad;
+  assert_fails(
+      g, CCG_STATUS_SHAPE,
+      ccg_gather_nd(g, x, ccg_test_input(g, "s", CCG_DTYPE_I64, "[2,4]"), &bad),
+      "the last dim must be a number in 1..3");
+  ccg_graph_free(g);
+}
+
 static void test_expand_squeeze(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -212,11 +265,9 @@ static void test_shape_chain(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_transpose),
-      cmocka_unit_test(test_concat_split),
-      cmocka_unit_test(test_slice),
-      cmocka_unit_test(test_gather),
-      cmocka_unit_test(test_expand_squeeze),
+      cmocka_unit_test(test_transpose),   cmocka_unit_test(test_concat_split),
+      cmocka_unit_test(test_slice),       cmocka_unit_test(test_gather),
+      cmocka_unit_test(test_gather_nd),   cmocka_unit_test(test_expand_squeeze),
       cmocka_unit_test(test_shape_chain),
   };
   return cmocka_run_group_tests(tests, setup, NULL);

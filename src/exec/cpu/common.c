@@ -255,6 +255,7 @@ static prep_fn family_of(ccg_op op) {
   case CCG_OP_SLICE:
   case CCG_OP_GATHER:
   case CCG_OP_SCATTER_ND:
+  case CCG_OP_GATHER_ND:
     return ccg__prep_index;
   default:
     if (op < CCG_OP_COUNT && ccg_op_is_collective(op))

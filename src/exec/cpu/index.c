@@ -1,6 +1,6 @@
-/* Slice (bounds read at run time, ONNX clamping, any steps), Gather and
- * ScatterND (replace or add; negative indices, bounds checked). Any
- * dtype. */
+/* Slice (bounds read at run time, ONNX clamping, any steps), Gather,
+ * GatherND and ScatterND (replace or combine; negative indices, bounds
+ * checked). Any dtype. */
 #include <math.h>
 #include <string.h>
 
@@ -80,6 +80,24 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+/* Index row r of input 1 (k entries over data a's dims) is out of range:
+ * the error names the entry at fault. */
+static ccg_status index_row_error(ccg_exec *x, const ccg__xnode *n, size_t r,
+                                  int k, const ccg__xval *a) {
+  const ccg__xval *iv = ccg__in(x, n, 1);
+  for (int d = 0; d < k; d++) {
+    int64_t j = ccg__ld_i64(iv->dtype, iv->ptr, r * (size_t)k + (size_t)d);
+    int64_t dim = a->dims[d];
+    if (j < -dim || j >= dim)
+      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                        "index %lld (row %zu, entry %d of '%s') is out of "
+                        "range for dim %d of size %lld",
+                        (long long)j, r, d, ccg_value_name(x->g, n->in[1]), d,
+                        (long long)dim);
+  }
+  return ccg__xfail(x, n, CCG_STATUS_INTERNAL, "index row %zu", r);
+}
+
 /* ScatterND: out = data, then each index row's slice of `slice` elements
  * is replaced (p.i0 = 0) or combined (1..4: add, mul, max, min); p.i1 =
  * k, the index length. Negative indices count from the end; out of range is an
@@ -96,18 +114,8 @@ static ccg_status run_scatter_nd(ccg_exec *x, const ccg__xnode *n) {
     memcpy(o->ptr, a->ptr, o->nbytes);
   for (size_t r = 0; r < rows; r++) {
     size_t off = 0;
-    if (!ccg__scatter_row(iv->dtype, iv->ptr, r, k, a->dims, &off)) {
-      for (int d = 0; d < k; d++) { /* name the entry at fault */
-        int64_t j = ccg__ld_i64(iv->dtype, iv->ptr, r * (size_t)k + (size_t)d);
-        int64_t dim = a->dims[d];
-        if (j < -dim || j >= dim)
-          return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
-                            "index %lld (row %zu, entry %d of '%s') is out of "
-                            "range for dim %d of size %lld",
-                            (long long)j, r, d, ccg_value_name(x->g, n->in[1]),
-                            d, (long long)dim);
-      }
-    }
+    if (!ccg__scatter_row(iv->dtype, iv->ptr, r, k, a->dims, &off))
+      return index_row_error(x, n, r, k, a);
     off *= slice;
     if (!n->p.i0) {
       memcpy((char *)o->ptr + off * es, (const char *)u->ptr + r * slice * es,
@@ -123,6 +131,35 @@ static ccg_status run_scatter_nd(ccg_exec *x, const ccg__xnode *n) {
                           u->ptr, r * slice + i);
     }
   }
+  return CCG_STATUS_OK;
+}
+
+/* GatherND: out row r = data's slice at index row r; p.i1 = k. */
+static ccg_status run_gather_nd(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
+  const ccg__xval *o = ccg__out(x, n, 0);
+  int k = (int)n->p.i1;
+  size_t es = ccg_dtype_size(o->dtype), slice = 1;
+  for (int d = k; d < a->rank; d++)
+    slice *= (size_t)a->dims[d];
+  size_t rows = iv->numel / (size_t)k;
+  for (size_t r = 0; r < rows; r++) {
+    size_t off = 0;
+    if (!ccg__scatter_row(iv->dtype, iv->ptr, r, k, a->dims, &off))
+      return index_row_error(x, n, r, k, a);
+    memcpy((char *)o->ptr + r * slice * es,
+           (const char *)a->ptr + off * slice * es, slice * es);
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status prep_gather_nd(ccg_exec *x, ccg__xnode *n) {
+  const ccg__xval *iv = ccg__in(x, n, 1);
+  n->p.i1 = iv->rank ? iv->dims[iv->rank - 1] : 0;
+  if (n->p.i1 < 1)
+    return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                      "indices need a last dim of 1 or more");
+  n->run = run_gather_nd;
   return CCG_STATUS_OK;
 }
 
@@ -147,6 +184,8 @@ ccg_status ccg__prep_index(ccg_exec *x, ccg__xnode *n) {
   }
   if (n->op == CCG_OP_SCATTER_ND)
     return prep_scatter_nd(x, n);
+  if (n->op == CCG_OP_GATHER_ND)
+    return prep_gather_nd(x, n);
   const ccg__xval *a = ccg__in(x, n, 0);
   int64_t axis;
   int ax;

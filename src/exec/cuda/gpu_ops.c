@@ -495,12 +495,20 @@ static ccg_status run_index(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                    (size_t)n->p.i0, iv->numel, (size_t)n->p.i1,
                                    a->dims[n->p.axis], kerr_of(x, s)));
   }
-  /* ScatterND */
-  CCG_CHECK(copy_async(x, n, ccg__dout(x, n, 0), ccg__din(x, n, 0), o->nbytes));
   int k = (int)n->p.i1;
   size_t slice = 1;
   for (int d = k; d < a->rank; d++)
     slice *= (size_t)a->dims[d];
+  if (n->op == CCG_OP_GATHER_ND) {
+    if (!o->numel)
+      return CCG_STATUS_OK;
+    return launched(x, n,
+                    ccg__cu_gather_nd(cs, es, ccg__din(x, n, 0), iv->dtype,
+                                      ccg__din(x, n, 1), ccg__dout(x, n, 0), k,
+                                      a->dims, slice, o->numel, kerr_of(x, s)));
+  }
+  /* ScatterND */
+  CCG_CHECK(copy_async(x, n, ccg__dout(x, n, 0), ccg__din(x, n, 0), o->nbytes));
   size_t rows = k ? iv->numel / (size_t)k : 0;
   if (!rows || !slice)
     return CCG_STATUS_OK;
@@ -536,6 +544,7 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
   case CCG_OP_SLICE:
   case CCG_OP_GATHER:
   case CCG_OP_SCATTER_ND:
+  case CCG_OP_GATHER_ND:
     return run_index(x, n, s);
   default:
     if (ccg_op_is_collective(n->op))
@@ -564,6 +573,7 @@ ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
                       n->p.axis, (long long)ccg__in(x, n, 0)->dims[n->p.axis]);
   }
   case CCG_OP_SCATTER_ND:
+  case CCG_OP_GATHER_ND:
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "index row %llu of '%s' is out of range", detail,
                       ccg_value_name(x->g, n->in[1]));

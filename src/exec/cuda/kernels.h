@@ -65,6 +65,11 @@ int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt, void *o,
                        ccg_dtype du, const void *u, ccg_dtype di,
                        const void *idx, size_t rows, int k, const int64_t *dims,
                        size_t slice, ccg__kerr err);
+/* GatherND: n = rows * slice output elements; an out-of-range row records
+ * its number. */
+int ccg__cu_gather_nd(cudaStream_t s, size_t es, const void *a, ccg_dtype di,
+                      const void *idx, void *o, int k, const int64_t *dims,
+                      size_t slice, size_t n, ccg__kerr err);
 int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g, ccg_dtype di,
                    const void *a, ccg_dtype dout, void *o, size_t nout);
 

@@ -193,3 +193,30 @@ extern "C" int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt,
       err);
   return ccg__launched();
 }
+
+/* GatherND: out element e is element e % slice of data's slice at index
+ * row e / slice; a row out of range records its number and reads slice 0. */
+__global__ static void k_gather_nd(size_t es, const char *a, ccg_dtype di,
+                                   const void *idx, char *o, int k, dims8 dims,
+                                   size_t slice, size_t n, ccg__kerr err) {
+  CCG__GRID_LOOP(e, n) {
+    size_t r = e / slice, off = 0;
+    if (!ccg__scatter_row(di, idx, r, k, dims.d, &off)) {
+      ccg__kfail(err, (unsigned long long)r);
+      off = 0;
+    }
+    copy_elem(o + e * es, a + (off * slice + e % slice) * es, es);
+  }
+}
+
+extern "C" int ccg__cu_gather_nd(cudaStream_t s, size_t es, const void *a,
+                                 ccg_dtype di, const void *idx, void *o, int k,
+                                 const int64_t *dims, size_t slice, size_t n,
+                                 ccg__kerr err) {
+  dims8 dd;
+  for (int d = 0; d < CCG_MAX_RANK; d++)
+    dd.d[d] = d < k ? dims[d] : 1;
+  k_gather_nd<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
+      es, (const char *)a, di, idx, (char *)o, k, dd, slice, n, err);
+  return ccg__launched();
+}
