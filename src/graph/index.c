@@ -370,6 +370,22 @@ static const ccg__attr_spec scatter_nd_attrs[] = {
     {"reduction", CCG_ATTR_STRING, false, 0, 0, "none"},
 };
 
+/* k, the length of an index row of GatherND / ScatterND: the last dim of
+ * indices (input 1), a number in 1..rank(data). */
+static ccg_status index_depth(ccg__infer *ix, int *k) {
+  const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
+  char db[BUF], qb[BUF];
+  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
+  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "indices %s: the last dim must be a number in 1..%d "
+                     "(the rank of data %s)",
+                     ccg__shape_str(q, qb, BUF), d->rank,
+                     ccg__shape_str(d, db, BUF));
+  *k = (int)kd.size;
+  return CCG_STATUS_OK;
+}
+
 /* updates must be indices.shape[:-1] + data.shape[k:]. */
 static ccg_status infer_scatter_nd(ccg__infer *ix) {
   const char *red = ccg__attr_s(ix, "reduction");
@@ -386,14 +402,9 @@ static ccg_status infer_scatter_nd(ccg__infer *ix) {
   const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
   const ccg_shape *u = ccg__in_shape(ix, 2);
   char db[BUF], qb[BUF], ub[BUF];
-  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
-  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
-    return ccg__fail(ix, CCG_STATUS_SHAPE,
-                     "indices %s: the last dim must be a number in 1..%d "
-                     "(the rank of data %s)",
-                     ccg__shape_str(q, qb, BUF), d->rank,
-                     ccg__shape_str(d, db, BUF));
-  int k = (int)kd.size, want = q->rank - 1 + d->rank - k;
+  int k;
+  CCG_CHECK(index_depth(ix, &k));
+  int want = q->rank - 1 + d->rank - k;
   bool ok = u->rank == want;
   for (int i = 0; ok && i < want; i++) {
     ccg_dim e = i < q->rank - 1 ? q->dims[i] : d->dims[k + i - (q->rank - 1)];
@@ -451,15 +462,8 @@ static ccg_status infer_gather_nd(ccg__infer *ix) {
                      "batch_dims %lld: only 0 is supported", (long long)bd);
   CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "i64 indices"));
   const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
-  char db[BUF], qb[BUF];
-  ccg_dim kd = q->rank ? q->dims[q->rank - 1] : ccg_dim_num(-1);
-  if (q->rank < 1 || ccg_dim_is_sym(kd) || kd.size < 1 || kd.size > d->rank)
-    return ccg__fail(ix, CCG_STATUS_SHAPE,
-                     "indices %s: the last dim must be a number in 1..%d "
-                     "(the rank of data %s)",
-                     ccg__shape_str(q, qb, BUF), d->rank,
-                     ccg__shape_str(d, db, BUF));
-  int k = (int)kd.size;
+  int k;
+  CCG_CHECK(index_depth(ix, &k));
   ccg_shape *out = &ix->out_shape[0];
   out->rank = 0;
   for (int i = 0; i < q->rank - 1; i++)
