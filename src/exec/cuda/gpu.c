@@ -371,9 +371,12 @@ static ccg_status enqueue_step(ccg_exec *x, bool capturing) {
     if (x->steps[next].comm)
       CU(cudaStreamWaitEvent(g->cs, g->steps[next].done, 0),
          "cudaStreamWaitEvent");
-  if (x->comm) {
+  if (x->comm && x->n_comm) {
     /* Sends the communicator still holds (it pairs each with the next
-     * recv) go now, and the compute stream joins them */
+     * recv) go now, and the compute stream joins them. Only after a node
+     * that talks: a capture takes in the communication stream at the
+     * first one, and waiting on an event recorded outside the capture
+     * would break it. */
     ccg__coll k = {
         "Send", "(end of step)", x->rank,        NULL,          0,      0,
         0,      CCG_DTYPE_U8,    CCG_REDUCE_SUM, x->deadline_s, &x->ctx};
