@@ -403,8 +403,14 @@ static ccg_status capture_step(ccg_exec *x) {
                ? st
                : ccg__cuda_fail(x, NULL, e, "cudaStreamEndCapture");
   }
+  e = cudaGraphInstantiate(&g->gexec, graph, 0);
+  if (e != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    g->gexec = NULL;
+    g->use_graph = false; /* later runs go eager, as for a failed capture */
+    return ccg__cuda_fail(x, NULL, e, "cudaGraphInstantiate");
+  }
   g->graph = graph;
-  CU(cudaGraphInstantiate(&g->gexec, graph, 0), "cudaGraphInstantiate");
   return CCG_STATUS_OK;
 }
 
