@@ -263,6 +263,10 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   CU(cudaMemset(g->kerr, 0, 2 * sizeof(unsigned long long)), "cudaMemset");
   CCG_CHECK(place_values(x, outs));
   CCG_CHECK(upload_tables(x, tables));
+  /* cudaMemcpy from pageable memory returns once the data is staged, and
+   * the non-blocking streams do not wait for the legacy stream it uses:
+   * the uploads must be complete before the first run's kernels read them */
+  CU(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the uploads");
   return CCG_STATUS_OK;
 }
 
