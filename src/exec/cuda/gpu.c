@@ -52,6 +52,28 @@ ccg_status ccg__cublas_fail(ccg_exec *x, const ccg__xnode *n,
       return ccg__cuda_fail(x, NULL, e_, what);                                \
   } while (0)
 
+ccg_status ccg__gpu_rows(ccg_exec *x, const ccg__xnode *n, cudaStream_t st,
+                         void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t row, size_t outer) {
+  if (!row || !outer)
+    return CCG_STATUS_OK;
+  cudaError_t e;
+  size_t max = x->gpu->max_pitch;
+  if (outer > 1 && dpitch <= max && spitch <= max) {
+    e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, row, outer,
+                          cudaMemcpyDeviceToDevice, st);
+    return e ? ccg__cuda_fail(x, n, e, "cudaMemcpy2DAsync") : CCG_STATUS_OK;
+  }
+  for (size_t o = 0; o < outer; o++) {
+    e = cudaMemcpyAsync((char *)dst + o * dpitch,
+                        (const char *)src + o * spitch, row,
+                        cudaMemcpyDeviceToDevice, st);
+    if (e)
+      return ccg__cuda_fail(x, n, e, "cudaMemcpyAsync");
+  }
+  return CCG_STATUS_OK;
+}
+
 /* ---- the device --------------------------------------------------------- */
 
 /* -1: LOCAL_RANK (as launchers set it), else 0. */
@@ -242,6 +264,10 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   for (size_t s = 0; s < x->n_steps; s++)
     g->steps[s].flight = SIZE_MAX;
   CU(cudaSetDevice(g->dev), "cudaSetDevice");
+  int max_pitch = 0;
+  CU(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, g->dev),
+     "cudaDeviceGetAttribute");
+  g->max_pitch = max_pitch > 0 ? (size_t)max_pitch : 0;
   CU(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking),
      "cudaStreamCreate");
   CU(cudaStreamCreateWithFlags(&g->ms, cudaStreamNonBlocking),
