@@ -256,6 +256,14 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   if (!g->steps || !g->dptr || !g->out_ptr || !g->dirty)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   x->gpu = g;
+  /* NCCL makes its own GPU current at every call (and talks over it): the
+   * executor's streams and buffers must be on that GPU too */
+  if (x->comm && x->device_index >= 0 &&
+      x->device_index != ccg__nccl_device(x->comm))
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "device cuda: device_index %d but the nccl communicator "
+                      "is on GPU %d (leave device_index at -1 to take it)",
+                      x->device_index, ccg__nccl_device(x->comm));
   g->tf32 = x->tf32;
   g->use_graph = x->cuda_graph;
   g->dev = x->device_index >= 0 ? x->device_index
