@@ -359,8 +359,10 @@ static ccg_status nccl_recv(ccg_comm *c, const ccg__coll *k, void *out,
     st = bad_peer(k, peer, c->nranks);
   if (st != CCG_STATUS_OK || (count == 0 && N->n_sends == 0))
     return leave(N, st);
-  /* the held sends and this recv in one group */
-  ncclResult_t rc = first(ccg__nccl_fn.ncclGroupStart(), post_sends(N));
+  /* the held sends and this recv in one group: the group opens first (one
+   * statement each: C leaves the order of a call's arguments open) */
+  ncclResult_t rc = ccg__nccl_fn.ncclGroupStart();
+  rc = first(rc, post_sends(N));
   if (count)
     rc = first(
         rc, ccg__nccl_fn.ncclRecv(out, count, x.type, peer, x.comm, N->stream));

@@ -215,12 +215,14 @@ static ccg_status gather_views(ccg__nccl *N, const ccg__coll *k,
   size_t n = (size_t)N->base.nranks, bytes = NFP * sizeof(int64_t);
   int64_t *dev = NULL;
   cudaError_t e = cudaMalloc((void **)&dev, bytes * (n + 1));
+  /* on the stream of the gather: a cudaMemcpy from pageable memory
+   * returns before its copy is done, on a stream `own` does not wait for */
   if (e == cudaSuccess)
-    e = cudaMemcpy(dev, fp, bytes, cudaMemcpyHostToDevice);
+    e = cudaMemcpyAsync(dev, fp, bytes, cudaMemcpyHostToDevice, N->own);
   if (e != cudaSuccess) {
     cudaFree(dev);
     return ccg__error(k->err, CCG_STATUS_BACKEND, "%s on rank %d: %s: %s",
-                      k->op, k->rank, dev ? "cudaMemcpy" : "cudaMalloc",
+                      k->op, k->rank, dev ? "cudaMemcpyAsync" : "cudaMalloc",
                       cudaGetErrorString(e));
   }
   pthread_mutex_lock(&N->lock);

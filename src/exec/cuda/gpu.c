@@ -52,6 +52,28 @@ ccg_status ccg__cublas_fail(ccg_exec *x, const ccg__xnode *n,
       return ccg__cuda_fail(x, NULL, e_, what);                                \
   } while (0)
 
+ccg_status ccg__gpu_rows(ccg_exec *x, const ccg__xnode *n, cudaStream_t st,
+                         void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t row, size_t outer) {
+  if (!row || !outer)
+    return CCG_STATUS_OK;
+  cudaError_t e;
+  size_t max = x->gpu->max_pitch;
+  if (outer > 1 && dpitch <= max && spitch <= max) {
+    e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, row, outer,
+                          cudaMemcpyDeviceToDevice, st);
+    return e ? ccg__cuda_fail(x, n, e, "cudaMemcpy2DAsync") : CCG_STATUS_OK;
+  }
+  for (size_t o = 0; o < outer; o++) {
+    e = cudaMemcpyAsync((char *)dst + o * dpitch,
+                        (const char *)src + o * spitch, row,
+                        cudaMemcpyDeviceToDevice, st);
+    if (e)
+      return ccg__cuda_fail(x, n, e, "cudaMemcpyAsync");
+  }
+  return CCG_STATUS_OK;
+}
+
 /* ---- the device --------------------------------------------------------- */
 
 /* -1: LOCAL_RANK (as launchers set it), else 0. */
@@ -234,6 +256,14 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   if (!g->steps || !g->dptr || !g->out_ptr || !g->dirty)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   x->gpu = g;
+  /* NCCL makes its own GPU current at every call (and talks over it): the
+   * executor's streams and buffers must be on that GPU too */
+  if (x->comm && x->device_index >= 0 &&
+      x->device_index != ccg__nccl_device(x->comm))
+    return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                      "device cuda: device_index %d but the nccl communicator "
+                      "is on GPU %d (leave device_index at -1 to take it)",
+                      x->device_index, ccg__nccl_device(x->comm));
   g->tf32 = x->tf32;
   g->use_graph = x->cuda_graph;
   g->dev = x->device_index >= 0 ? x->device_index
@@ -242,6 +272,10 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   for (size_t s = 0; s < x->n_steps; s++)
     g->steps[s].flight = SIZE_MAX;
   CU(cudaSetDevice(g->dev), "cudaSetDevice");
+  int max_pitch = 0;
+  CU(cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, g->dev),
+     "cudaDeviceGetAttribute");
+  g->max_pitch = max_pitch > 0 ? (size_t)max_pitch : 0;
   CU(cudaStreamCreateWithFlags(&g->cs, cudaStreamNonBlocking),
      "cudaStreamCreate");
   CU(cudaStreamCreateWithFlags(&g->ms, cudaStreamNonBlocking),
@@ -263,6 +297,10 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   CU(cudaMemset(g->kerr, 0, 2 * sizeof(unsigned long long)), "cudaMemset");
   CCG_CHECK(place_values(x, outs));
   CCG_CHECK(upload_tables(x, tables));
+  /* cudaMemcpy from pageable memory returns once the data is staged, and
+   * the non-blocking streams do not wait for the legacy stream it uses:
+   * the uploads must be complete before the first run's kernels read them */
+  CU(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the uploads");
   return CCG_STATUS_OK;
 }
 
@@ -371,9 +409,12 @@ static ccg_status enqueue_step(ccg_exec *x, bool capturing) {
     if (x->steps[next].comm)
       CU(cudaStreamWaitEvent(g->cs, g->steps[next].done, 0),
          "cudaStreamWaitEvent");
-  if (x->comm) {
+  if (x->comm && x->n_comm) {
     /* Sends the communicator still holds (it pairs each with the next
-     * recv) go now, and the compute stream joins them */
+     * recv) go now, and the compute stream joins them. Only after a node
+     * that talks: a capture takes in the communication stream at the
+     * first one, and waiting on an event recorded outside the capture
+     * would break it. */
     ccg__coll k = {
         "Send", "(end of step)", x->rank,        NULL,          0,      0,
         0,      CCG_DTYPE_U8,    CCG_REDUCE_SUM, x->deadline_s, &x->ctx};
@@ -400,8 +441,14 @@ static ccg_status capture_step(ccg_exec *x) {
                ? st
                : ccg__cuda_fail(x, NULL, e, "cudaStreamEndCapture");
   }
+  e = cudaGraphInstantiate(&g->gexec, graph, 0);
+  if (e != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    g->gexec = NULL;
+    g->use_graph = false; /* later runs go eager, as for a failed capture */
+    return ccg__cuda_fail(x, NULL, e, "cudaGraphInstantiate");
+  }
   g->graph = graph;
-  CU(cudaGraphInstantiate(&g->gexec, graph, 0), "cudaGraphInstantiate");
   return CCG_STATUS_OK;
 }
 

@@ -34,8 +34,9 @@ typedef struct ccg__gpu {
   cudaEvent_t tail; /* the communication stream after the step's last call */
   cublasHandle_t blas;
   bool tf32;
-  bool use_graph;  /* capture a whole step once, replay it after */
-  int graph_state; /* 0: next run eager, 1: capture next, 2: replay */
+  size_t max_pitch; /* cudaDevAttrMaxPitch: the widest 2-D copy pitch */
+  bool use_graph;   /* capture a whole step once, replay it after */
+  int graph_state;  /* 0: next run eager, 1: capture next, 2: replay */
   cudaGraph_t graph;
   cudaGraphExec_t gexec;
 
@@ -76,6 +77,13 @@ ccg_status ccg__cuda_fail(ccg_exec *x, const ccg__xnode *n, int err,
                           const char *what);
 ccg_status ccg__cublas_fail(ccg_exec *x, const ccg__xnode *n,
                             cublasStatus_t err, const char *what);
+
+/* `outer` rows of `row` bytes, src rows `spitch` bytes apart, dst rows
+ * `dpitch` apart, enqueued on st: one 2-D copy, or a copy per row where
+ * there is one row or a pitch exceeds what 2-D copies take. */
+ccg_status ccg__gpu_rows(ccg_exec *x, const ccg__xnode *n, cudaStream_t st,
+                         void *dst, size_t dpitch, const void *src,
+                         size_t spitch, size_t row, size_t outer);
 
 /* gpu_ops.c. At create: whether the node has a device kernel for its
  * dtypes (UNSUPPORTED naming it otherwise), its compute scratch bytes and

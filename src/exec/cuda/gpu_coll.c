@@ -30,11 +30,7 @@ static ccg_status dev_zero(ccg_exec *x, const ccg__xnode *n, void *dst,
 static ccg_status dev_rows(ccg_exec *x, const ccg__xnode *n, void *dst,
                            size_t dpitch, const void *src, size_t spitch,
                            size_t row, size_t outer) {
-  if (!row || !outer)
-    return CCG_STATUS_OK;
-  cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, row, outer,
-                                    cudaMemcpyDeviceToDevice, x->gpu->cur);
-  return e ? ccg__cuda_fail(x, n, e, "cudaMemcpy2DAsync") : CCG_STATUS_OK;
+  return ccg__gpu_rows(x, n, x->gpu->cur, dst, dpitch, src, spitch, row, outer);
 }
 
 /* The packing kernel over the chunk starts made at create (gpu_ops.c). */

@@ -32,17 +32,6 @@ static ccg_status copy_async(ccg_exec *x, const ccg__xnode *n, void *dst,
   return e ? ccg__cuda_fail(x, n, e, "cudaMemcpyAsync") : CCG_STATUS_OK;
 }
 
-/* outer rows of `row` bytes between pitched layouts (Concat, Split). */
-static ccg_status rows_async(ccg_exec *x, const ccg__xnode *n, void *dst,
-                             size_t dpitch, const void *src, size_t spitch,
-                             size_t row, size_t outer) {
-  if (!row || !outer)
-    return CCG_STATUS_OK;
-  cudaError_t e = cudaMemcpy2DAsync(dst, dpitch, src, spitch, row, outer,
-                                    cudaMemcpyDeviceToDevice, x->gpu->cs);
-  return e ? ccg__cuda_fail(x, n, e, "cudaMemcpy2DAsync") : CCG_STATUS_OK;
-}
-
 /* ---- create-time checks and tables -------------------------------------- */
 
 static bool blas_dtype(ccg_dtype dt) {
@@ -418,8 +407,8 @@ static ccg_status run_shape_op(ccg_exec *x, const ccg__xnode *n) {
     for (uint32_t k = 0; k < n->n_in; k++) {
       const ccg__xval *in = ccg__in(x, n, k);
       size_t row = (size_t)in->dims[n->p.axis] * (size_t)n->p.i1 * es;
-      CCG_CHECK(rows_async(x, n, (char *)op + at, orow, ccg__din(x, n, k), row,
-                           row, outer));
+      CCG_CHECK(ccg__gpu_rows(x, n, cs, (char *)op + at, orow,
+                              ccg__din(x, n, k), row, row, outer));
       at += row;
     }
     return CCG_STATUS_OK;
@@ -430,9 +419,9 @@ static ccg_status run_shape_op(ccg_exec *x, const ccg__xnode *n) {
     for (uint32_t k = 0; k < n->n_out; k++) {
       const ccg__xval *out = ccg__out(x, n, k);
       size_t row = (size_t)out->dims[n->p.axis] * (size_t)n->p.i1 * es;
-      CCG_CHECK(rows_async(x, n, ccg__dout(x, n, k), row,
-                           (const char *)ccg__din(x, n, 0) + at, irow, row,
-                           outer));
+      CCG_CHECK(ccg__gpu_rows(x, n, cs, ccg__dout(x, n, k), row,
+                              (const char *)ccg__din(x, n, 0) + at, irow, row,
+                              outer));
       at += row;
     }
     return CCG_STATUS_OK;
