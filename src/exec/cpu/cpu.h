@@ -47,6 +47,12 @@ void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,
 ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
                             const ccg__slice_args *sa, ccg__slice *out);
 
+/* Dropout runs in inference mode only: training mode with a ratio above 0
+ * is CCG_STATUS_UNSUPPORTED naming the node. Reads the graph's data at
+ * create (at_run false: values fed at run time are not known yet) or the
+ * run's host data (the values' ptr). */
+ccg_status ccg__dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run);
+
 /* Per-family preparation (attributes into n->p, n->run, n->scratch). */
 ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n);
 ccg_status ccg__prep_matmul(ccg_exec *x, ccg__xnode *n);

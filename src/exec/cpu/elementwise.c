@@ -178,10 +178,9 @@ static ccg_status run_copy(ccg_exec *x, const ccg__xnode *n) {
 }
 
 /* Dropout runs in inference mode: training mode with a ratio above 0 draws
- * a random mask, which ccgraph does not support. training_mode and ratio
- * are read from the graph's data at create (static) or from the run's data
- * (`at_run`); NULL data means "not known yet". */
-static ccg_status dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run) {
+ * a random mask, which ccgraph does not support (cpu.h); NULL data means
+ * "not known yet". */
+ccg_status ccg__dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run) {
   const ccg__xval *t = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const ccg__xval *r = n->n_in > 1 ? ccg__in(x, n, 1) : NULL;
   const void *tp = !t ? NULL : at_run ? t->ptr : t->init;
@@ -201,7 +200,7 @@ static ccg_status dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run) {
 }
 
 static ccg_status run_dropout(ccg_exec *x, const ccg__xnode *n) {
-  CCG_CHECK(dropout_mode(x, n, true));
+  CCG_CHECK(ccg__dropout_mode(x, n, true));
   return run_copy(x, n);
 }
 
@@ -260,7 +259,7 @@ ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n) {
     n->run = run_copy;
     return CCG_STATUS_OK;
   case CCG_OP_DROPOUT:
-    CCG_CHECK(dropout_mode(x, n, false));
+    CCG_CHECK(ccg__dropout_mode(x, n, false));
     n->run = run_dropout;
     return CCG_STATUS_OK;
   case CCG_OP_ADD:

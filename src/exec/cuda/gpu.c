@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "exec/comm/nccl.h"
+#include "exec/cpu/cpu.h"
 #include "exec/cuda/gpu.h"
 #include "exec/debug.h"
 
@@ -292,9 +293,11 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   CCG_CHECK(dev_alloc(x, &g->comm_scratch, x->comm_scratch_bytes,
                       "collective packing"));
   CCG_CHECK(dev_alloc(x, &g->tables, tables, "node tables"));
-  CCG_CHECK(dev_alloc(x, (void **)&g->kerr, 2 * sizeof(unsigned long long),
+  CCG_CHECK(dev_alloc(x, (void **)&g->kerr,
+                      CCG__KERR_WORDS * sizeof(unsigned long long),
                       "the kernel failure word"));
-  CU(cudaMemset(g->kerr, 0, 2 * sizeof(unsigned long long)), "cudaMemset");
+  CU(cudaMemset(g->kerr, 0, CCG__KERR_WORDS * sizeof(unsigned long long)),
+     "cudaMemset");
   CCG_CHECK(place_values(x, outs));
   CCG_CHECK(upload_tables(x, tables));
   /* cudaMemcpy from pageable memory returns once the data is staged, and
@@ -500,20 +503,27 @@ static ccg_status wait_step(ccg_exec *x, double t0) {
 }
 
 static ccg_status check_kernels(ccg_exec *x) {
-  unsigned long long w[2];
+  unsigned long long w[CCG__KERR_WORDS];
   CU(cudaMemcpy(w, x->gpu->kerr, sizeof w, cudaMemcpyDeviceToHost),
      "reading the kernel failure word");
   if (w[0] == 0 || w[0] > x->n_steps)
     return CCG_STATUS_OK;
-  return ccg__gpu_kernel_error(x, &x->steps[w[0] - 1], w[1]);
+  return ccg__gpu_kernel_error(x, &x->steps[w[0] - 1], w[1], w[2]);
 }
 
 ccg_status ccg__cuda_run(ccg_exec *x) {
   ccg__gpu *g = x->gpu;
   double t0 = now_s();
   CU(cudaSetDevice(g->dev), "cudaSetDevice");
+  /* an initializer replaced for this run may turn Dropout's training mode
+   * on: refused on the host, as the CPU does (ratio and training_mode are
+   * initializers or Constants here, gpu_ops.c) */
+  for (size_t s = 0; s < x->n_steps; s++)
+    if (x->steps[s].op == CCG_OP_DROPOUT)
+      CCG_CHECK(ccg__dropout_mode(x, &x->steps[s], true));
   CCG_CHECK(upload_inputs(x));
-  CU(cudaMemsetAsync(g->kerr, 0, 2 * sizeof(unsigned long long), g->cs),
+  CU(cudaMemsetAsync(g->kerr, 0, CCG__KERR_WORDS * sizeof(unsigned long long),
+                     g->cs),
      "cudaMemsetAsync");
   for (size_t s = 0; s < x->n_steps; s++)
     if (x->steps[s].comm)

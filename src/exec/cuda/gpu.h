@@ -95,10 +95,11 @@ size_t ccg__gpu_table_bytes(const ccg_exec *x, const ccg__xnode *n, size_t s);
 void ccg__gpu_fill_tables(ccg_exec *x, const ccg__xnode *n, size_t s,
                           char *host_tables);
 ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s);
-/* The message for a kernel failure recorded for node n (detail: the
- * kernel's word). */
+/* The message for a kernel failure recorded for node n (detail and value:
+ * the kernel's words [1] and [2]). */
 ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
-                                 unsigned long long detail);
+                                 unsigned long long detail,
+                                 unsigned long long value);
 
 /* gpu_coll.c: enqueues collective n (a comm node) on the communication
  * stream: the packing kernels around the communicator's calls. Collectives

@@ -543,24 +543,15 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
 }
 
 ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
-                                 unsigned long long detail) {
+                                 unsigned long long detail,
+                                 unsigned long long value) {
   switch (n->op) {
-  case CCG_OP_GATHER: {
-    /* the index itself, read back, for the CPU's message */
-    const ccg__xval *iv = ccg__in(x, n, 1);
-    size_t es = ccg_dtype_size(iv->dtype);
-    int64_t k = 0;
-    unsigned char raw[8] = {0};
-    if (detail < iv->numel &&
-        cudaMemcpy(raw, (const char *)ccg__din(x, n, 1) + detail * es, es,
-                   cudaMemcpyDeviceToHost) == cudaSuccess)
-      k = ccg__ld_i64(iv->dtype, raw, 0);
+  case CCG_OP_GATHER: /* the kernel kept the bad index beside its place */
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "index %lld (element %llu of '%s') is out of range for "
                       "dim %d of size %lld",
-                      (long long)k, detail, ccg_value_name(x->g, n->in[1]),
+                      (long long)value, detail, ccg_value_name(x->g, n->in[1]),
                       n->p.axis, (long long)ccg__in(x, n, 0)->dims[n->p.axis]);
-  }
   case CCG_OP_SCATTER_ND:
   case CCG_OP_GATHER_ND:
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,

@@ -13,8 +13,10 @@
 extern "C" {
 #endif
 
-/* A device word pair where kernels record the first failure: [0] = step
- * + 1, [1] = the failing element's detail (an index, an entry). */
+/* Device words where kernels record the first failure: [0] = step + 1,
+ * [1] = the failing element's detail (an index, an entry), [2] = a value
+ * that goes with it (Gather: the bad index itself). */
+#define CCG__KERR_WORDS 3
 typedef struct ccg__kerr {
   unsigned long long *word;
   int step;

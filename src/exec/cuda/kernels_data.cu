@@ -102,7 +102,8 @@ __global__ static void k_gather(size_t es, const char *a, ccg_dtype di,
   CCG__GRID_LOOP(e, n) {
     size_t src = 0, bad = 0;
     if (!ccg__gather_src(di, idx, ni, inner, dim, e, &src, &bad)) {
-      ccg__kfail(err, (unsigned long long)bad);
+      ccg__kfail2(err, (unsigned long long)bad,
+                  (unsigned long long)ccg__ld_i64(di, idx, bad));
       src = 0;
     }
     copy_elem(o + e * es, a + src * es, es);

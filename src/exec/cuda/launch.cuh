@@ -22,6 +22,15 @@ __device__ static inline void ccg__kfail(ccg__kerr e, unsigned long long d) {
     e.word[1] = d;
 }
 
+/* The same with a value kept beside the detail. */
+__device__ static inline void ccg__kfail2(ccg__kerr e, unsigned long long d,
+                                          unsigned long long v) {
+  if (atomicCAS(e.word, 0ull, (unsigned long long)(e.step + 1)) == 0ull) {
+    e.word[1] = d;
+    e.word[2] = v;
+  }
+}
+
 static inline int ccg__launched(void) { return (int)cudaGetLastError(); }
 
 #endif
