@@ -51,10 +51,6 @@ void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,
 /* ---- kernels ------------------------------------------------------------ */
 
 /* Host memory: the values' pointers, memcpy and memset. */
-static void *host_ptr(const ccg_exec *x, ccg_value_id v) {
-  return x->vals[v].ptr;
-}
-
 static ccg_status host_copy(ccg_exec *x, const ccg__xnode *n, void *dst,
                             const void *src, size_t bytes) {
   (void)x;
@@ -93,8 +89,8 @@ static ccg_status host_chunks(ccg_exec *x, const ccg__xnode *n, int which,
   return CCG_STATUS_OK;
 }
 
-static const ccg__xmem host_mem = {host_ptr, host_copy, host_zero, host_rows,
-                                   host_chunks};
+static const ccg__xmem host_mem = {ccg__host_ptr, host_copy, host_zero,
+                                   host_rows, host_chunks};
 
 ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
                                 void *scratch, const ccg__xmem *m) {

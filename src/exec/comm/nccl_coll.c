@@ -369,8 +369,9 @@ static ccg_status nccl_recv(ccg_comm *c, const ccg__coll *k, void *out,
   return leave(N, end_group(N, k, &x, rc, "ncclSend/ncclRecv (grouped)"));
 }
 
-ccg_status ccg__nccl_release(ccg_comm *c, const ccg__coll *k) {
-  ccg__nccl *N = (ccg__nccl *)c;
+/* Gives held sends to NCCL; with `record`, then records N->done after
+ * them. Takes the lock. */
+static ccg_status release(ccg__nccl *N, const ccg__coll *k, bool record) {
   pthread_mutex_lock(&N->lock);
   ccg_status st = ccg__nccl_check(N, k);
   cudaError_t e = st == CCG_STATUS_OK ? cudaSetDevice(N->device) : cudaSuccess;
@@ -381,30 +382,24 @@ ccg_status ccg__nccl_release(ccg_comm *c, const ccg__coll *k) {
                         cudaGetErrorString(e));
   if (st == CCG_STATUS_OK)
     st = give_sends(N, k);
-  pthread_mutex_unlock(&N->lock);
-  return st;
-}
-
-/* Gives held sends to NCCL and waits until the stream has done them. */
-static ccg_status nccl_flush(ccg_comm *c, const ccg__coll *k) {
-  ccg__nccl *N = (ccg__nccl *)c;
-  pthread_mutex_lock(&N->lock);
-  ccg_status st = ccg__nccl_check(N, k);
-  cudaError_t e = st == CCG_STATUS_OK ? cudaSetDevice(N->device) : cudaSuccess;
-  if (e != cudaSuccess)
-    st = ccg__nccl_fail(N, k, CCG_STATUS_BACKEND,
-                        "%s at node '%s' on rank %d: cudaSetDevice(%d): %s",
-                        k->op, k->node, k->rank, N->device,
-                        cudaGetErrorString(e));
-  if (st == CCG_STATUS_OK)
-    st = give_sends(N, k);
-  if (st == CCG_STATUS_OK &&
+  if (st == CCG_STATUS_OK && record &&
       (e = cudaEventRecord(N->done, N->stream)) != cudaSuccess)
     st = ccg__nccl_fail(N, k, CCG_STATUS_BACKEND,
                         "%s at node '%s' on rank %d: cudaEventRecord: %s",
                         k->op, k->node, k->rank, cudaGetErrorString(e));
   pthread_mutex_unlock(&N->lock);
-  return st != CCG_STATUS_OK ? st : ccg__nccl_wait_event(N, N->done, k);
+  return st;
+}
+
+ccg_status ccg__nccl_release(ccg_comm *c, const ccg__coll *k) {
+  return release((ccg__nccl *)c, k, false);
+}
+
+/* Gives held sends to NCCL and waits until the stream has done them. */
+static ccg_status nccl_flush(ccg_comm *c, const ccg__coll *k) {
+  ccg__nccl *N = (ccg__nccl *)c;
+  CCG_CHECK(release(N, k, true));
+  return ccg__nccl_wait_event(N, N->done, k);
 }
 
 const ccg__comm_vt ccg__nccl_vt = {

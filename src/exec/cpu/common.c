@@ -299,3 +299,7 @@ bool ccg__op_inplace_ok(ccg_op op) {
     return false;
   }
 }
+
+void *ccg__host_ptr(const ccg_exec *x, ccg_value_id v) {
+  return x->vals[v].ptr;
+}

@@ -42,6 +42,30 @@ void ccg__strides(int rank, const int64_t *dims, int64_t *st);
 void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,
                      size_t inner, const int64_t *sizes, int n, bool unpack);
 
+/* Slice node n's bounds arguments over the memory its bounds inputs are in
+ * (ptr: the values' host data, or the device's). */
+typedef void *(*ccg__value_ptr_fn)(const ccg_exec *x, ccg_value_id v);
+/* A value's host data during a run (its ptr). */
+void *ccg__host_ptr(const ccg_exec *x, ccg_value_id v);
+ccg__slice_args ccg__slice_args_of(const ccg_exec *x, const ccg__xnode *n,
+                                   ccg__value_ptr_fn ptr);
+
+/* MatMul's batch walk (matmul.c's n->p): from the batch index idx and the
+ * element offsets of A's and B's matrices, the next batch entry's. */
+static inline void ccg__matmul_batch_next(const ccg__xnode *n, int64_t *idx,
+                                          int64_t *ao, int64_t *bo) {
+  for (int d = (int)n->p.n_list - 1; d >= 0; d--) {
+    idx[d]++;
+    *ao += n->p.chunk[d];
+    *bo += n->p.chunk2[d];
+    if (idx[d] < n->p.list[d])
+      return;
+    *ao -= n->p.chunk[d] * n->p.list[d];
+    *bo -= n->p.chunk2[d] * n->p.list[d];
+    idx[d] = 0;
+  }
+}
+
 /* Slice bounds (ccg__slice_setup) with a failure recorded on x naming the
  * node and the entry at fault. */
 ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,

@@ -29,7 +29,8 @@ ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
   }
 }
 
-static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
+ccg__slice_args ccg__slice_args_of(const ccg_exec *x, const ccg__xnode *n,
+                                   ccg__value_ptr_fn ptr) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const ccg__xval *sv = ccg__in(x, n, 1), *ev = ccg__in(x, n, 2);
   const ccg__xval *av = n->n_in > 3 ? ccg__in(x, n, 3) : NULL;
@@ -42,10 +43,16 @@ static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
                         ev->dtype,
                         av ? av->dtype : CCG_DTYPE_I64,
                         pv ? pv->dtype : CCG_DTYPE_I64,
-                        sv->ptr,
-                        ev->ptr,
-                        av ? av->ptr : NULL,
-                        pv ? pv->ptr : NULL};
+                        ptr(x, n->in[1]),
+                        ptr(x, n->in[2]),
+                        av ? ptr(x, n->in[3]) : NULL,
+                        pv ? ptr(x, n->in[4]) : NULL};
+  return sa;
+}
+
+static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  ccg__slice_args sa = ccg__slice_args_of(x, n, ccg__host_ptr);
   ccg__slice sl;
   CCG_CHECK(ccg__slice_check(x, n, &sa, &sl));
   if (o->numel)

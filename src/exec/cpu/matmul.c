@@ -35,22 +35,12 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(batch * M),
                 (int)N, (int)K, 1.0f, a, (int)K, b, (int)N, 0.0f, o, (int)N);
   } else {
-    int nb = (int)n->p.n_list;
     int64_t idx[CCG_MAX_RANK] = {0}, ao = 0, bo = 0;
     for (int64_t t = 0; t < batch; t++) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N,
                   (int)K, 1.0f, a + ao, (int)K, b + bo, (int)N, 0.0f,
                   o + t * M * N, (int)N);
-      for (int d = nb - 1; d >= 0; d--) {
-        idx[d]++;
-        ao += n->p.chunk[d];
-        bo += n->p.chunk2[d];
-        if (idx[d] < n->p.list[d])
-          break;
-        ao -= n->p.chunk[d] * n->p.list[d];
-        bo -= n->p.chunk2[d] * n->p.list[d];
-        idx[d] = 0;
-      }
+      ccg__matmul_batch_next(n, idx, &ao, &bo);
     }
   }
   if (o != ov->ptr)

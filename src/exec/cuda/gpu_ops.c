@@ -150,22 +150,12 @@ void ccg__gpu_fill_tables(ccg_exec *x, const ccg__xnode *n, size_t s,
     int64_t M = n->p.i0, N = n->p.i2, batch = n->p.i3;
     void **pa = (void **)(host + gs->t_ptrs), **pb = pa + batch,
          **po = pb + batch;
-    int nb = (int)n->p.n_list;
     int64_t idx[CCG_MAX_RANK] = {0}, ao = 0, bo = 0;
     for (int64_t t = 0; t < batch; t++) {
       pa[t] = a + (size_t)ao * es;
       pb[t] = b + (size_t)bo * es;
       po[t] = o + (size_t)(t * M * N) * es;
-      for (int d = nb - 1; d >= 0; d--) {
-        idx[d]++;
-        ao += n->p.chunk[d];
-        bo += n->p.chunk2[d];
-        if (idx[d] < n->p.list[d])
-          break;
-        ao -= n->p.chunk[d] * n->p.list[d];
-        bo -= n->p.chunk2[d] * n->p.list[d];
-        idx[d] = 0;
-      }
+      ccg__matmul_batch_next(n, idx, &ao, &bo);
     }
   }
 }
@@ -450,21 +440,7 @@ static ccg_status run_index(ccg_exec *x, const ccg__xnode *n, size_t s) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   size_t es = ccg_dtype_size(o->dtype);
   if (n->op == CCG_OP_SLICE) {
-    const ccg__xval *sv = ccg__in(x, n, 1), *ev = ccg__in(x, n, 2);
-    const ccg__xval *av = n->n_in > 3 ? ccg__in(x, n, 3) : NULL;
-    const ccg__xval *pv = n->n_in > 4 ? ccg__in(x, n, 4) : NULL;
-    ccg__slice_args sa = {a->rank,
-                          a->dims,
-                          o->dims,
-                          sv->numel,
-                          sv->dtype,
-                          ev->dtype,
-                          av ? av->dtype : CCG_DTYPE_I64,
-                          pv ? pv->dtype : CCG_DTYPE_I64,
-                          ccg__din(x, n, 1),
-                          ccg__din(x, n, 2),
-                          av ? ccg__din(x, n, 3) : NULL,
-                          pv ? ccg__din(x, n, 4) : NULL};
+    ccg__slice_args sa = ccg__slice_args_of(x, n, ccg__dptr);
     ccg__slice *sl = ccg__dtable(x, x->gpu->steps[s].t_slice);
     CCG_CHECK(launched(x, n, ccg__cu_slice_setup(cs, sa, sl, kerr_of(x, s))));
     if (!o->numel)
