@@ -140,17 +140,14 @@ typedef struct rank_job {
   float *result;
   double step_s;
   ccg_exec_memory mem;
+  ccg_exec *x; /* compiled before the threads start (creation is serial) */
 } rank_job;
 
 static void *rank_main(void *arg) {
   rank_job *j = arg;
   ccg_exec_tensor in[7];
   inputs(&j->w, j->s, in);
-  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
-  o.rank = j->rank;
-  o.comm = j->comm;
-  ccg_exec *x;
-  CHECK(j->g, ccg_exec_create(j->g, &o, &x));
+  ccg_exec *x = j->x;
   CHECK(x, ccg_exec_memory_info(x, &j->mem));
   size_t bytes = (size_t)(j->s->tokens * j->s->hidden) * sizeof(float);
   ccg_exec_tensor out = {ccg_value_name(j->g, j->out), {0}, j->result, bytes};
@@ -176,14 +173,23 @@ static rank_job run(int tp, const sizes *full_sizes, const weights *w,
   rank_job jobs[8];
   pthread_t th[8];
   size_t bytes = (size_t)(s.tokens * s.hidden) * sizeof(float);
+  /* every executor compiled here, one after another: compiling from
+   * several threads at once is not safe on one graph (exec.h) */
   for (int r = 0; r < tp; r++) {
-    jobs[r] = (rank_job){g, out, comm, r, iters, &s, *w, NULL, 0, {0}};
+    jobs[r] = (rank_job){g, out, comm, r, iters, &s, *w, NULL, 0, {0}, NULL};
     if (tp > 1)
       shard(w, full_sizes, tp, r, &jobs[r].w);
     jobs[r].result = r == 0 ? result : malloc(bytes);
-    if (!jobs[r].result || pthread_create(&th[r], NULL, rank_main, &jobs[r]))
+    if (!jobs[r].result)
       exit(3);
+    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+    o.rank = r;
+    o.comm = comm;
+    CHECK(g, ccg_exec_create(g, &o, &jobs[r].x));
   }
+  for (int r = 0; r < tp; r++)
+    if (pthread_create(&th[r], NULL, rank_main, &jobs[r]))
+      exit(3);
   for (int r = 0; r < tp; r++)
     pthread_join(th[r], NULL);
   rank_job worst = jobs[0];

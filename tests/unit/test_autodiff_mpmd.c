@@ -86,7 +86,7 @@ static void pipeline(int n) {
   assert_true(n >= 2 && n <= MAXS);
   float x[16], w[MAXS][16];
   xt_fill(x, 16, 1);
-  char wn[MAXS][8], gn[MAXS][16];
+  char wn[MAXS][16], gn[MAXS][32];
   const char *names[MAXS + 1] = {"x"};
   for (int i = 0; i < n; i++) {
     xt_fill(w[i], 16, (uint32_t)(2 + i));
@@ -158,7 +158,7 @@ static void pipeline(int n) {
   }
   run_ranks(jobs, n);
   for (int i = 0; i <= n; i++) {
-    char what[48];
+    char what[96];
     snprintf(what, sizeof what, "%d stages: %s", n, i ? gn[i - 1] : "grad/x");
     xt_close(got[i], want[i], 16, 1e-4, 1e-3, what);
   }
