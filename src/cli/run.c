@@ -49,7 +49,9 @@ const command cli_run_command = {
     "  --output-dir OUT       where outputs are written (default: none)\n"
     "  --check REFERENCE.onnx run the reference on one rank with the same\n"
     "                         inputs and compare every output it shares with\n"
-    "                         rank 0 (exit 4 above the tolerance)\n"
+    "                         every rank run here (under mpirun: rank 0),\n"
+    "                         each rank's shard with its part of the\n"
+    "                         reference (exit 4 above the tolerance)\n"
     "  --tolerance T          largest accepted difference (default 1e-4)\n"
     "  --name NAME            the program in a folder holding several\n"
     "  --json                 one JSON document on stdout\n",
@@ -360,26 +362,33 @@ static int run_own_rank(const run_ctx *c, ccg_graph *g, ccg_comm *comm, int r,
   return rc;
 }
 
-/* Where rank 0 holds a part of an output (its placement, or for
- * "grad/<name>" the placement of <name>, is Shard(d) and the reference's dim
- * d is the ranks times rank 0's): *want becomes the reference's first chunk
- * along d (rank 0's coordinate), copied into *part. */
-static void shard_of(ccg_graph *g, const char *name, const ccg_tensor *have,
-                     ccg_tensor *want, void **part) {
+/* Rank r's part of a reference output: along every mesh axis where the
+ * output (or for "grad/<name>", <name>) is Shard(d), the reference's dim d
+ * is cut into that axis' size and the chunk at r's coordinate kept
+ * (nested axes of one dim, first axis outermost). *want becomes that part,
+ * copied into *part; where a dim does not divide, it is left whole (the
+ * shapes then differ and the output is skipped). */
+static void shard_of(ccg_graph *g, const char *name, int r, ccg_tensor *want,
+                     void **part) {
   ccg_value_id v;
   ccg_placement pl[CCG_MAX_MESH_AXES];
   int np = 0;
+  const ccg_mesh *m = ccg_graph_mesh(g);
+  int64_t coords[CCG_MAX_MESH_AXES];
+  if (!m || ccg_mesh_coords(m, r, coords) != CCG_STATUS_OK)
+    return;
   if (ccg_graph_find_value(g, name, &v) == CCG_STATUS_OK)
     np = ccg_value_placements(g, v, pl);
   if (!np && strncmp(name, "grad/", 5) == 0 &&
       ccg_graph_find_value(g, name + 5, &v) == CCG_STATUS_OK)
     np = ccg_value_placements(g, v, pl);
-  for (int a = 0; a < np; a++) {
+  for (int a = 0; a < np && a < m->ndims; a++) {
     int d = pl[a].kind == CCG_PLACEMENT_SHARD ? pl[a].dim : -1;
-    if (d < 0 || d >= want->rank || have->rank != want->rank ||
-        have->dims[d] >= want->dims[d] || want->dims[d] % have->dims[d])
+    d = d < 0 && pl[a].kind == CCG_PLACEMENT_SHARD ? d + want->rank : d;
+    int64_t W = m->sizes[a];
+    if (d < 0 || d >= want->rank || W < 2 || want->dims[d] % W)
       continue;
-    int64_t outer = 1, inner = 1, full = want->dims[d], chunk = have->dims[d];
+    int64_t outer = 1, inner = 1, full = want->dims[d], chunk = full / W;
     for (int k = 0; k < d; k++)
       outer *= want->dims[k];
     for (int k = d + 1; k < want->rank; k++)
@@ -390,7 +399,8 @@ static void shard_of(ccg_graph *g, const char *name, const ccg_tensor *have,
       return;
     for (int64_t o = 0; o < outer; o++)
       memcpy(p + (size_t)(o * chunk * inner) * es,
-             (const char *)want->data + (size_t)(o * full * inner) * es,
+             (const char *)want->data +
+                 (size_t)((o * full + coords[a] * chunk) * inner) * es,
              (size_t)(chunk * inner) * es);
     free(*part);
     *part = p;
@@ -400,9 +410,11 @@ static void shard_of(ccg_graph *g, const char *name, const ccg_tensor *have,
 }
 
 /* The reference on one rank with the global inputs; compares the outputs
- * it shares by name with rank 0's. */
-static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
-                 size_t n0, double *worst, size_t *n_cmp) {
+ * it shares by name with every rank this process ran (r0..r1-1): each
+ * against its part of the reference. */
+static int check(run_ctx *c, ccg_graph *const *graphs,
+                 ccg_exec_tensor (*outs)[MAX_IO], int r0, int r1, size_t n0,
+                 double *worst, size_t *n_cmp) {
   ccg_graph *ref = NULL;
   int rc = cli_import("run", c->check, &ref);
   if (rc != EXIT_OK)
@@ -436,29 +448,32 @@ static int check(run_ctx *c, ccg_graph *g0, const ccg_exec_tensor *outs0,
     *worst = 0;
     *n_cmp = 0;
     for (size_t i = 0; i < no && rc == EXIT_OK; i++)
-      for (size_t k = 0; k < n0; k++) {
-        if (strcmp(out[i].name, outs0[k].name) != 0)
-          continue;
-        bool ok;
-        ccg_tensor want = out[i].tensor;
-        void *part = NULL;
-        shard_of(g0, outs0[k].name, &outs0[k].tensor, &want, &part);
-        double e = max_abs_diff(&outs0[k].tensor, &want, &ok);
-        free(part);
-        if (!ok) {
-          if (!c->json)
-            printf("check: output '%s' skipped: rank 0's shape is not the "
-                   "reference's or a slice of it along a sharded dim\n",
-                   out[i].name);
-          continue;
+      for (int r = r0; r < r1; r++)
+        for (size_t k = 0; k < n0; k++) {
+          const ccg_exec_tensor *have = &outs[r][k];
+          if (strcmp(out[i].name, have->name) != 0)
+            continue;
+          bool ok;
+          ccg_tensor want = out[i].tensor;
+          void *part = NULL;
+          shard_of(graphs[r], have->name, r, &want, &part);
+          double e = max_abs_diff(&have->tensor, &want, &ok);
+          free(part);
+          if (!ok) {
+            if (!c->json)
+              printf("check: output '%s' of rank %d skipped: its shape is "
+                     "not the reference's or its part of it along a sharded "
+                     "dim\n",
+                     out[i].name, r);
+            continue;
+          }
+          *worst = e > *worst ? e : *worst;
+          (*n_cmp)++;
         }
-        *worst = e > *worst ? e : *worst;
-        (*n_cmp)++;
-      }
     if (rc == EXIT_OK && *n_cmp == 0)
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                    "the reference shares no comparable output with rank 0 "
-                    "(same name, and the same shape or a shard of it)");
+                    "the reference shares no comparable output with the "
+                    "ranks (same name, and the same shape or a shard of it)");
   }
   for (size_t i = 0; i < no; i++)
     free((void *)out[i].tensor.data);
@@ -603,7 +618,7 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
     rc = write_outputs(c, graphs, r0, r1, outp, no);
   double tol = c->tol ? strtod(c->tol, NULL) : 1e-4;
   if (rc == EXIT_OK && c->check && r0 == 0)
-    rc = check(c, graphs[0], out[0], no, &worst, &n_cmp);
+    rc = check(c, graphs, out, r0, r1, no, &worst, &n_cmp);
   if (rc == EXIT_OK && r0 != 0)
     return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
   if (rc == EXIT_OK) {
@@ -628,10 +643,10 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
              secs * 1e3, no, no == 1 ? "" : "s", c->out ? " written to " : "",
              c->out ? c->out : "");
       if (c->check)
-        printf("check against %s: %zu output%s, max |diff| %.3g (tolerance "
-               "%.3g): %s\n",
-               c->check, n_cmp, n_cmp == 1 ? "" : "s", worst, tol,
-               ok ? "ok" : "FAILED");
+        printf("check against %s: %zu output%s on %d rank%s, max |diff| "
+               "%.3g (tolerance %.3g): %s\n",
+               c->check, n_cmp, n_cmp == 1 ? "" : "s", r1 - r0,
+               r1 - r0 == 1 ? "" : "s", worst, tol, ok ? "ok" : "FAILED");
     }
     if (rc == EXIT_OK && !ok)
       rc = EXIT_CHECK;

@@ -249,8 +249,11 @@ static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
 }
 
 /* Embedding rows split over the ranks: rank r holds rows [r*V/W, (r+1)*V/W)
- * and a zero row after them; its per-rank map sends a global id to its local
- * row, or to the zero row when another rank holds it. The Gather's result is
+ * of the weight, nothing more (its gradient is that slice of the unsharded
+ * one). Per rank, `<weight>.vocab_map` sends a global id to its local row
+ * (another rank's ids to row 0) and `<weight>.vocab_mask` (bool) says
+ * whether this rank holds it; the gathered rows of foreign ids are zeroed
+ * by Where, so neither they nor their gradients reach row 0. The result is
  * Partial (each row comes from one rank) and goes to the output layout. */
 static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
                                  const ccg_plan_entry *e, bool *done) {
@@ -271,43 +274,66 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   size_t es = ccg_dtype_size(t->dtype), row = es;
   for (int i = 1; i < t->rank; i++)
     row *= (size_t)t->dims[i];
-  size_t wbytes = (size_t)(c + 1) * row, mbytes = (size_t)V * sizeof(int64_t);
-  unsigned char *mem = calloc((size_t)W, wbytes + mbytes);
+  size_t mbytes = (size_t)V * sizeof(int64_t), kbytes = (size_t)V;
+  size_t per = mbytes + kbytes;
+  unsigned char *mem = calloc((size_t)W, per);
   unsigned char **wch = calloc((size_t)W, sizeof *wch);
   unsigned char **mch = calloc((size_t)W, sizeof *mch);
+  unsigned char **kch = calloc((size_t)W, sizeof *kch);
   ccg_status st = CCG_STATUS_OK;
-  if (!mem || !wch || !mch) {
+  if (!mem || !wch || !mch || !kch) {
     st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for embedding '%s'", wname);
     goto out;
   }
   for (int64_t r = 0; r < W; r++) {
-    wch[r] = mem + (size_t)r * (wbytes + mbytes);
-    mch[r] = wch[r] + wbytes;
-    memcpy(wch[r], (const unsigned char *)t->data + (size_t)(r * c) * row,
-           (size_t)c * row);
+    /* the weight's rows are the graph's own data: chunk r starts there */
+    wch[r] = (unsigned char *)(uintptr_t)t->data + (size_t)(r * c) * row;
+    mch[r] = mem + (size_t)r * per;
+    kch[r] = mch[r] + mbytes;
     for (int64_t i = 0; i < V; i++) {
-      int64_t local = i >= r * c && i < (r + 1) * c ? i - r * c : c;
+      bool mine = i >= r * c && i < (r + 1) * c;
+      int64_t local = mine ? i - r * c : 0;
       memcpy(mch[r] + (size_t)i * sizeof local, &local, sizeof local);
+      kch[r][i] = mine;
     }
   }
   int64_t wd[CCG_MAX_RANK], md[1] = {V};
   memcpy(wd, t->dims, sizeof wd);
-  wd[0] = c + 1;
-  char mname[512];
+  wd[0] = c;
+  char mname[512], kname[512];
   snprintf(mname, sizeof mname, "%s.vocab_map", wname);
-  ccg_value_id w, map, idr, lid, part, y;
+  snprintf(kname, sizeof kname, "%s.vocab_mask", wname);
+  ccg_value_id w, map, mask, idr, lid, part, keep, zero, y;
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, wname, t->dtype, t->rank, wd, wch, sh_S(0), &w),
       st, out);
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch, sh_R(), &map),
       st, out);
-  sh->rep.n_sharded_params--; /* the map is not a parameter */
+  CCG_CHECK_GOTO(
+      sh_add_rank_weight(sh, kname, CCG_DTYPE_BOOL, 1, md, kch, sh_R(), &mask),
+      st, out);
+  sh->rep.n_sharded_params -= 2; /* the map and mask are not parameters */
   CCG_CHECK_GOTO(sh_get(sh, ids, sh_R(), 1, false, &idr), st, out);
   int pushed = push(sh, n);
+  /* keep: the ids' mask with the row's dims as 1s, for Where */
+  int ri = ccg_value_shape(sh->s, idr)->rank;
+  int64_t axes[CCG_MAX_RANK];
+  for (int i = 0; i < t->rank - 1; i++)
+    axes[i] = ri + i;
+  unsigned char zbytes[16] = {0};
+  ccg_tensor zt = {t->dtype, 0, {0}, zbytes};
   st = ccg_gather(sh->s, map, idr, 0, &lid);
   if (st == CCG_STATUS_OK)
     st = ccg_gather(sh->s, w, lid, 0, &part);
+  if (st == CCG_STATUS_OK)
+    st = ccg_gather(sh->s, mask, idr, 0, &keep);
+  if (st == CCG_STATUS_OK && t->rank > 1)
+    st = ccg_unsqueeze(sh->s, keep, axes, (size_t)t->rank - 1, &keep);
+  if (st == CCG_STATUS_OK)
+    st = ccg_constant(sh->s, &zt, &zero);
+  if (st == CCG_STATUS_OK)
+    st = ccg_where(sh->s, keep, part, zero, &part);
   pop(sh, pushed);
   if (st != CCG_STATUS_OK) {
     st = s_fail(sh, st);
@@ -325,6 +351,7 @@ out:
   free(mem);
   free(wch);
   free(mch);
+  free(kch);
   return st;
 }
 
