@@ -110,6 +110,15 @@ int cli_parse_program_args(const command *self, int argc, char **argv,
 /* The stage axis and named dims of a into o (borrowed from a). */
 void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
 void cli_program_free(cli_program *p);
+/* The export options of --opset and --dialect (either may be NULL: the
+ * default). A bad value is a usage error: returns EXIT_USAGE, else -1. */
+int cli_export_options(const command *self, const char *opset,
+                       const char *dialect, ccg_onnx_export_options *eo);
+/* Writes p: one model file `out`, or for per-rank models the folder `out`
+ * (made if missing) with <name>.rank<r>.onnx; if any rank fails, what was
+ * written is removed. Returns the exit status (messages printed). */
+int cli_write_program(const command *self, const cli_program *p,
+                      const char *out, const ccg_onnx_export_options *eo);
 
 extern const command cli_demo_command;
 extern const command cli_grad_command;
@@ -118,6 +127,7 @@ extern const command cli_inspect_command;
 extern const command cli_run_command;
 extern const command cli_verify_command;
 extern const command cli_cost_command;
+extern const command cli_export_command;
 
 /* npy.c: NumPy .npy files (format 1.0-3.0, C order, little-endian; the
  * IR's dtypes but bf16). Reading: errors print "ccgraph CMD: FILE: ..." and

@@ -23,15 +23,12 @@ static void model_name(const char *path, char *buf, size_t size) {
 }
 
 typedef struct shard_args {
-  const char *model, *plan, *mesh, *out, *dialect, *axis;
+  const char *model, *plan, *mesh, *out, *dialect, *axis, *opset;
   bool sp, json;
 } shard_args;
 
 static int export_all(const command *self, ccg_graph *s, const shard_args *a,
-                      const char *name) {
-  ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
-  if (a->dialect && ccg_onnx_dialect_parse(a->dialect, &eo.dialect) != 0)
-    return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
+                      const char *name, const ccg_onnx_export_options *eo) {
   bool created = false;
   if (!cli_is_dir(a->out)) {
     if (mkdir(a->out, 0777) != 0)
@@ -40,7 +37,7 @@ static int export_all(const command *self, ccg_graph *s, const shard_args *a,
     created = true;
   }
   cli_progress("exporting", 0, 1);
-  ccg_status st = ccg_onnx_export_ranks(s, a->out, name, &eo);
+  ccg_status st = ccg_onnx_export_ranks(s, a->out, name, eo);
   cli_progress_done();
   if (st != CCG_STATUS_OK) {
     int rc = cli_fail(self, cli_status_code(st), "%s", ccg_last_error(s));
@@ -94,6 +91,7 @@ static int run_shard(int argc, char **argv) {
       {"-o", &a.out, NULL},
       {"--out", &a.out, NULL},
       {"--dialect", &a.dialect, NULL},
+      {"--opset", &a.opset, NULL},
       {"--axis", &a.axis, NULL},
       {"--sequence-parallel", NULL, &a.sp},
       {"--json", NULL, &a.json},
@@ -109,9 +107,10 @@ static int run_shard(int argc, char **argv) {
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
-  ccg_onnx_dialect dialect;
-  if (a.dialect && ccg_onnx_dialect_parse(a.dialect, &dialect) != 0)
-    return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
+  ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  rc = cli_export_options(self, a.opset, a.dialect, &eo);
+  if (rc >= 0)
+    return rc;
   ccg_plan *plan = NULL;
   if (ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
@@ -134,7 +133,7 @@ static int run_shard(int argc, char **argv) {
   } else {
     char name[256];
     model_name(a.model, name, sizeof name);
-    rc = export_all(self, s, &a, name);
+    rc = export_all(self, s, &a, name, &eo);
     if (rc == EXIT_OK)
       rc = report(&a, s, name, &rep);
   }
@@ -148,7 +147,7 @@ const command cli_shard_command = {
     "shard", "apply a parallel plan to an ONNX model: one model per rank",
     "usage: ccgraph shard MODEL.onnx --plan PLAN.json --mesh tp=4[,dp=2]\n"
     "                     -o DIR [--sequence-parallel] [--dialect ort]\n"
-    "                     [--axis tp] [--json]\n"
+    "                     [--opset N] [--axis tp] [--json]\n"
     "\n"
     "Applies a DTensor-style plan ({module-or-parameter pattern: style},\n"
     "styles colwise, rowwise, sequence_parallel, vocab_parallel, replicate,\n"
@@ -164,6 +163,7 @@ const command cli_shard_command = {
     "                        vocab_parallel outputs reduce-scattered on dim 1\n"
     "  --dialect ccgraph|ort collectives in our domain (default) or as\n"
     "                        ONNX Runtime's com.microsoft ops\n"
+    "  --opset N             ai.onnx opset of the models, 17..21 (default 17)\n"
     "  --axis AXIS           the mesh axis the plan shards over (default tp)\n"
     "  --json                a JSON summary on stdout\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"

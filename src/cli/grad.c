@@ -3,8 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -60,38 +58,6 @@ static int differentiate(ccg_graph *g, const char *loss, const char *const *wrt,
   return EXIT_OK;
 }
 
-/* Per-rank models into folder `out`; on failure removes what it wrote. */
-static int write_ranks(const cli_program *p, const char *out,
-                       const ccg_onnx_export_options *eo) {
-  if (mkdir(out, 0777) != 0) {
-    struct stat st;
-    if (stat(out, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      fprintf(stderr, "ccgraph grad: cannot create folder '%s'\n", out);
-      return EXIT_BAD_INPUT;
-    }
-  }
-  char path[4096];
-  size_t done = 0;
-  int rc = EXIT_OK;
-  for (; done < p->n; done++) {
-    snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, done);
-    if (ccg_onnx_export_file(p->graphs[done], path, eo) != CCG_STATUS_OK) {
-      fprintf(stderr, "ccgraph grad: rank %zu: %s\n", done,
-              ccg_last_error(p->graphs[done]));
-      rc = EXIT_RUNTIME;
-      break;
-    }
-  }
-  if (rc != EXIT_OK)
-    for (size_t r = 0; r < done; r++) {
-      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, r);
-      unlink(path);
-      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx.data", out, p->name, r);
-      unlink(path);
-    }
-  return rc;
-}
-
 /* --json: what was written and rank 0's gradients (its grad/ outputs). */
 static int print_summary(const cli_program *p, const char *out) {
   ccg_graph *g = p->graphs[0];
@@ -130,13 +96,9 @@ static int cmd_grad(int argc, char **argv) {
   if (!out)
     return usage_error(self, "missing -o OUT%s", "");
   ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
-  if (opset) {
-    char *end;
-    long v = strtol(opset, &end, 10);
-    if (*end || end == opset || v < 17 || v > 21)
-      return usage_error(self, "--opset '%s': give 17 to 21", opset);
-    eo.opset = v;
-  }
+  rc = cli_export_options(self, opset, NULL, &eo);
+  if (rc >= 0)
+    return rc;
   char wrt_text[2048];
   const char *wrt[MAX_WRT];
   size_t n_wrt = 0;
@@ -166,14 +128,8 @@ static int cmd_grad(int argc, char **argv) {
       snprintf(what, sizeof what, "%s", path);
     rc = differentiate(p.graphs[r], loss, wrt, n_wrt, what);
   }
-  if (rc == EXIT_OK) {
-    if (p.per_rank) {
-      rc = write_ranks(&p, out, &eo);
-    } else if (ccg_onnx_export_file(p.graphs[0], out, &eo) != CCG_STATUS_OK) {
-      fprintf(stderr, "ccgraph grad: %s\n", ccg_last_error(p.graphs[0]));
-      rc = EXIT_RUNTIME;
-    }
-  }
+  if (rc == EXIT_OK)
+    rc = cli_write_program(self, &p, out, &eo);
   if (rc == EXIT_OK && json)
     rc = print_summary(&p, out);
   else if (rc == EXIT_OK)

@@ -3,10 +3,12 @@
  * single file <name>.rank<r>.onnx stands for all ranks of <name> beside
  * it; any other single file is one SPMD model. */
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -209,4 +211,57 @@ void cli_program_options(const cli_program_args *a, ccg_verify_options *o) {
   o->dim_names = a->dim_names;
   o->dim_values = a->dim_values;
   o->n_dims = a->n_dims;
+}
+
+int cli_export_options(const command *self, const char *opset,
+                       const char *dialect, ccg_onnx_export_options *eo) {
+  if (opset) {
+    char *end;
+    long v = strtol(opset, &end, 10);
+    if (*end || end == opset || v < 17 || v > 21)
+      return usage_error(self, "--opset '%s': give 17 to 21", opset);
+    eo->opset = v;
+  }
+  if (dialect && ccg_onnx_dialect_parse(dialect, &eo->dialect) != 0)
+    return usage_error(self, "--dialect '%s': give ccgraph or ort", dialect);
+  return -1;
+}
+
+int cli_write_program(const command *self, const cli_program *p,
+                      const char *out, const ccg_onnx_export_options *eo) {
+  if (!p->per_rank) {
+    if (ccg_onnx_export_file(p->graphs[0], out, eo) != CCG_STATUS_OK)
+      return cli_fail(self, cli_status_code(ccg_last_status(p->graphs[0])),
+                      "%s", ccg_last_error(p->graphs[0]));
+    return EXIT_OK;
+  }
+  bool created = false;
+  if (!cli_is_dir(out)) {
+    if (mkdir(out, 0777) != 0)
+      return cli_fail(self, EXIT_BAD_INPUT, "cannot create folder '%s': %s",
+                      out, strerror(errno));
+    created = true;
+  }
+  char path[4096];
+  size_t done = 0;
+  int rc = EXIT_OK;
+  for (; done < p->n && rc == EXIT_OK; done++) {
+    snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, done);
+    cli_progress("exporting", done, p->n);
+    if (ccg_onnx_export_file(p->graphs[done], path, eo) != CCG_STATUS_OK)
+      rc = cli_fail(self, cli_status_code(ccg_last_status(p->graphs[done])),
+                    "rank %zu: %s", done, ccg_last_error(p->graphs[done]));
+  }
+  cli_progress_done();
+  if (rc != EXIT_OK) {
+    for (size_t r = 0; r < done; r++) {
+      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, r);
+      unlink(path);
+      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx.data", out, p->name, r);
+      unlink(path);
+    }
+    if (created)
+      rmdir(out);
+  }
+  return rc;
 }

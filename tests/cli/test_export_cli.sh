@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ccgraph export: a sharded GPT block's per-rank models rewritten in the
+# ONNX Runtime dialect (com.microsoft collectives) at opset 18 still pass
+# onnx.checker and verify and run equal to the unsharded model, and come
+# back to the ccgraph dialect; one model at opset 21; a model the ORT
+# dialect cannot express (reduce-scatter) fails naming the node and leaves
+# nothing; bad options are usage errors.
+# usage: test_export_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+py=/usr/bin/python3
+failures=0
+passes=0
+plan=$src/samples/plan_gpt_block.json
+$py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" >/dev/null || exit 1
+"$tool" shard "$work/gpt.onnx" --plan "$plan" --mesh tp=4 -o "$work/tp4" >/dev/null || exit 1
+"$tool" shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/sp" --sequence-parallel >/dev/null || exit 1
+$py -c "import numpy as np; np.save('$work/ids.npy', (np.arange(16).reshape(2, 8) * 7 % 50).astype(np.int64))" || exit 1
+
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
+
+expect 0 'usage: ccgraph export' -- export --help
+expect 0 '4 models written to .*/ort \(opset 18, ort dialect\)' -- export "$work/tp4" -o "$work/ort" --dialect ort --opset 18
+expect 0 'ok: 4 ranks, 24 communication calls match' -- verify "$work/ort"
+if $py -c "import onnx, sys; m = onnx.load('$work/ort/gpt.rank0.onnx'); sys.exit(0 if any(n.domain == 'com.microsoft' and n.op_type == 'AllReduce' for n in m.graph.node) else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: export --dialect ort wrote no com.microsoft AllReduce"
+  failures=$((failures + 1))
+fi
+expect 0 'check against .*: 4 outputs on 4 ranks, .*: ok' -- run "$work/ort" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+expect 0 '"dialect": "ccgraph"' -- export "$work/ort" -o "$work/back" --json
+expect 0 'check against .*: 4 outputs on 4 ranks, .*: ok' -- run "$work/back" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+expect 0 '1 model written to .*gpt18.onnx \(opset 18' -- export "$work/gpt.onnx" -o "$work/gpt18.onnx" --opset 18 --inline
+expect 0 '1 model written to .*gpt21.onnx \(opset 21' -- export "$work/gpt.onnx" -o "$work/gpt21.onnx" --opset 21
+if $py -c "import onnx, sys; m = onnx.load('$work/gpt21.onnx', load_external_data=False); sys.exit(0 if [o.version for o in m.opset_import if o.domain == ''] == [21] else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: export --opset 21 did not write opset 21"
+  failures=$((failures + 1))
+fi
+mkdir -p "$work/checked"
+cp "$work"/ort/*.onnx "$work/checked/" && cp "$work/gpt18.onnx" "$work/checked/"
+if $py "$src/tests/onnx/check_models.py" "$work/checked" >"$work/checker.log" 2>&1; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: onnx.checker refused a model ccgraph export wrote:"
+  sed 's/^/    /' "$work/checker.log"
+  failures=$((failures + 1))
+fi
+# failures leave nothing behind
+expect 2 "node '.*ReduceScatter.*' \(ReduceScatter\): com.microsoft has no such collective" -- \
+  export "$work/sp" -o "$work/no_ort" --dialect ort
+expect 1 "--opset '9': give 17 to 21" -- export "$work/tp4" -o "$work/no_9" --opset 9
+expect 1 "--dialect 'xyz': give ccgraph or ort" -- export "$work/tp4" -o "$work/no_x" --dialect xyz
+expect 1 'missing -o OUT' -- export "$work/tp4"
+expect 2 'nope.onnx' -- export "$work/nope.onnx" -o "$work/no_nope.onnx"
+for d in no_ort no_9 no_x no_nope.onnx; do
+  if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
+done
+expect 1 "--opset '22': give 17 to 21" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/no_22" --opset 22
+expect 0 'wrote .*rank0.onnx' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/o19" --opset 19
+if $py -c "import onnx, sys; m = onnx.load('$work/o19/gpt.rank0.onnx'); sys.exit(0 if [o.version for o in m.opset_import if o.domain == ''] == [19] else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: shard --opset 19 did not write opset 19"
+  failures=$((failures + 1))
+fi
+expect_summary "cli export"
