@@ -76,9 +76,10 @@ CCG_API ccg_status ccg_onnx_export_buffer(ccg_graph *g,
 
 /* One model per rank of g's mesh (a graph without a mesh has one rank):
  * dir/<name>.rank<r>.onnx, each with that rank's initializer data
- * (ccg_graph_set_initializer_rank_data) or else the common data. All files
- * are written under temporary names and renamed only when every rank
- * succeeded; on failure none is left. opts->rank is ignored. */
+ * (ccg_graph_set_initializer_rank_data) or else the common data. A missing
+ * dir is created (its parent must exist). All files are written under
+ * temporary names and renamed only when every rank succeeded; on failure
+ * none is left (nor a folder made for them). opts->rank is ignored. */
 CCG_API ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
                                          const char *name,
                                          const ccg_onnx_export_options *opts);

@@ -29,22 +29,12 @@ typedef struct shard_args {
 
 static int export_all(const command *self, ccg_graph *s, const shard_args *a,
                       const char *name, const ccg_onnx_export_options *eo) {
-  bool created = false;
-  if (!cli_is_dir(a->out)) {
-    if (mkdir(a->out, 0777) != 0)
-      return cli_fail(self, EXIT_BAD_INPUT, "cannot create folder '%s': %s",
-                      a->out, strerror(errno));
-    created = true;
-  }
   cli_progress("exporting", 0, 1);
+  /* the folder is made if missing, and nothing is left on failure */
   ccg_status st = ccg_onnx_export_ranks(s, a->out, name, eo);
   cli_progress_done();
-  if (st != CCG_STATUS_OK) {
-    int rc = cli_fail(self, cli_status_code(st), "%s", ccg_last_error(s));
-    if (created)
-      rmdir(a->out); /* nothing left behind */
-    return rc;
-  }
+  if (st != CCG_STATUS_OK)
+    return cli_fail(self, cli_status_code(st), "%s", ccg_last_error(s));
   return EXIT_OK;
 }
 

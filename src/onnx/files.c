@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "onnx/internal.h"
@@ -168,7 +169,25 @@ ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
     }
     snprintf(ps[r].path, len, "%s/%s.rank%zu.onnx", dir, name, r);
   }
+  /* the folder itself when it is missing (one level), gone again if the
+   * export fails */
+  struct stat sb;
+  bool made = false;
+  if (stat(dir, &sb) != 0) {
+    if (mkdir(dir, 0777) != 0) {
+      int e = errno;
+      for (size_t r = 0; r < world; r++)
+        pending_free(&ps[r]);
+      free(ps);
+      return ccg__error(&g->ctx, CCG_STATUS_IO,
+                        "ONNX export: cannot create folder '%s': %s", dir,
+                        strerror(e));
+    }
+    made = true;
+  }
   ccg_status st = export_all(g, &o, ps, world, true);
   free(ps);
+  if (st != CCG_STATUS_OK && made)
+    rmdir(dir);
   return st;
 }

@@ -607,12 +607,24 @@ static void test_export_ranks_failure_leaves_nothing(void **state) {
                "mlp.rank2.onnx");
   assert_int_equal(count_files(tmpdir), 1); /* only the blocking folder */
   assert_int_equal(rmdir(blocker), 0);
-  /* A folder that does not exist. */
+  /* A folder whose parent does not exist: nothing is made. */
   char missing[512];
-  snprintf(missing, sizeof missing, "%s/missing", tmpdir);
+  snprintf(missing, sizeof missing, "%s/missing/deeper", tmpdir);
   assert_fails(g, CCG_STATUS_IO, ccg_onnx_export_ranks(g, missing, "mlp", &o),
-               "mlp.rank0.onnx");
+               "cannot create folder", "missing/deeper");
   assert_int_equal(count_files(tmpdir), 0);
+  /* A missing folder is made, and holds every rank's model. */
+  snprintf(missing, sizeof missing, "%s/made", tmpdir);
+  assert_ok(g, ccg_onnx_export_ranks(g, missing, "mlp", &o));
+  assert_int_equal(count_files(missing), 8); /* 4 models, 4 data files */
+  for (int r = 0; r < 4; r++) {
+    char f[600];
+    snprintf(f, sizeof f, "%s/mlp.rank%d.onnx", missing, r);
+    assert_int_equal(unlink(f), 0);
+    snprintf(f, sizeof f, "%s/mlp.rank%d.onnx.data", missing, r);
+    assert_int_equal(unlink(f), 0);
+  }
+  assert_int_equal(rmdir(missing), 0);
   assert_fails(g, CCG_STATUS_INVALID_ARG,
                ccg_onnx_export_ranks(g, tmpdir, "a/b", &o), "a/b");
   ccg_graph_free(g);
