@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "core/half.h"
 #include "graph/internal.h"
 
 /* Tensors up to this many elements are dumped value by value (JSON); the
@@ -48,28 +49,6 @@ static bool utf8_valid(const char *s) {
   return true;
 }
 
-/* IEEE binary16 -> float (exact). */
-static float f16_to_float(uint16_t h) {
-  int exp = (h >> 10) & 0x1f;
-  int man = h & 0x3ff;
-  float v;
-  if (exp == 0)
-    v = ldexpf((float)man, -24);
-  else if (exp == 31)
-    v = man ? NAN : INFINITY;
-  else
-    v = ldexpf((float)(man | 0x400), exp - 25);
-  return (h & 0x8000) ? -v : v;
-}
-
-/* bfloat16 is the upper half of a float. */
-static float bf16_to_float(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float v;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
 /* Shortest "%g" text that reads back as the same value: the same number
  * always prints the same way, and 0.1f prints as 0.1. */
 static const char *fmt_real(double d, bool f64, char *buf, size_t size) {
@@ -102,8 +81,8 @@ static elem_kind elem_read(const ccg_tensor *t, size_t i, int64_t *iv,
   if (ccg_dtype_is_float(dt)) {
     *dv = dt == CCG_DTYPE_F32   ? u.f
           : dt == CCG_DTYPE_F64 ? u.d
-          : dt == CCG_DTYPE_F16 ? f16_to_float(u.u16)
-                                : bf16_to_float(u.u16);
+          : dt == CCG_DTYPE_F16 ? ccg__f16_to_f32(u.u16)
+                                : ccg__bf16_to_f32(u.u16);
     return ELEM_REAL;
   }
   *iv = dt == CCG_DTYPE_I64   ? u.i64
