@@ -212,6 +212,25 @@ ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
   return ccg__flight_end(x, slot, st);
 }
 
+ccg_status ccg__collective_reserve(ccg_exec *x) {
+  ccg_comm *c = x->comm;
+  if (!c || !c->vt->reserve)
+    return CCG_STATUS_OK;
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    bool reducing = n->op == CCG_OP_ALL_REDUCE ||
+                    n->op == CCG_OP_REDUCE_SCATTER || n->op == CCG_OP_REDUCE;
+    if (!reducing || n->p.gsize < 2)
+      continue;
+    const ccg__xval *a = ccg__in(x, n, 0);
+    ccg__coll k;
+    make_coll(x, n, a->dtype, &x->ctx, &k);
+    CCG_CHECK(
+        c->vt->reserve(c, &k, n->op, a->numel, n->p.counts, (int)n->p.i0));
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status run_collective(ccg_exec *x, const ccg__xnode *n) {
   return ccg__collective_exec(x, n, &x->ctx, x->comm_scratch);
 }

@@ -257,6 +257,8 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);
+  if (x->device == CCG_DEVICE_CPU)
+    CCG_CHECK_GOTO(ccg__collective_reserve(x), st, fail);
   CCG_CHECK_GOTO(init_memory(x), st, fail);
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
   if (x->device == CCG_DEVICE_CPU)

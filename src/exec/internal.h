@@ -159,6 +159,9 @@ typedef struct ccg__xmem {
                        void *packed, void *full, size_t es, size_t outer,
                        size_t inner, const int64_t *sizes, int nr, bool unpack);
 } ccg__xmem;
+/* Asks the communicator to ready what the executor's reducing collectives
+ * will need (ccg__comm_vt.reserve), so that runs allocate nothing. */
+ccg_status ccg__collective_reserve(ccg_exec *x);
 /* The body of collective node n over memory m (no recorder, no checks). */
 ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
                                 void *scratch, const ccg__xmem *m);

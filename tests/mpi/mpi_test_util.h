@@ -52,6 +52,7 @@ static inline void mt_fail(const char *file, int line, const char *fmt, ...) {
 #include "unit/test_util.h"
 
 #include "unit/exec_test_util.h"
+#include "exec/comm/mpi_comm.h"
 
 #define MT_MAX_IO 8
 #define MT_MAX_RANKS 8
@@ -91,8 +92,20 @@ static inline void mt_run(mt_rank_run *j) {
   ccg_exec_tensor outs[MT_MAX_IO];
   for (size_t i = 0; i < j->n_out; i++)
     outs[i] = xt_out(j->out_names[i], j->out[i], j->out_bytes[i]);
+  /* the mpi communicator's receive space is readied at create: a run
+   * allocates nothing */
+  bool mpi = j->comm && strcmp(ccg_comm_name(j->comm), "mpi") == 0;
+  size_t before = mpi ? ((const ccg__mpi *)j->comm)->scratch_bytes : 0;
   j->st = ccg_exec_run(x, j->in, j->n_in, outs, j->n_out);
   snprintf(j->msg, sizeof j->msg, "%s", ccg_last_error(x));
+  size_t after = mpi ? ((const ccg__mpi *)j->comm)->scratch_bytes : 0;
+  if (j->st == CCG_STATUS_OK && after != before) {
+    j->st = CCG_STATUS_INTERNAL;
+    snprintf(j->msg, sizeof j->msg,
+             "the run grew the mpi communicator's receive space from %zu to "
+             "%zu bytes (create should have reserved it)",
+             before, after);
+  }
   for (size_t i = 0; i < j->n_out && j->st == CCG_STATUS_OK; i++)
     ccg_tensor_nbytes(&outs[i].tensor, &j->out_bytes[i]);
   ccg_exec_free(x);

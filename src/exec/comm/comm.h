@@ -65,6 +65,13 @@ typedef struct ccg__comm_vt {
    * serve. May be collective across every rank (mpi: sub-communicators). */
   ccg_status (*prepare)(ccg_comm *c, const ccg_mesh *mesh, int rank,
                         double deadline_s, ccg_ctx *err);
+  /* Optional (NULL: nothing to keep). Called by ccg_exec_create for every
+   * all-reduce, reduce-scatter and reduce it will issue (count: elements
+   * of the input; counts: per group rank, reduce-scatter only; root:
+   * reduce only): readies the space the call will need, so that runs
+   * allocate nothing. */
+  ccg_status (*reserve)(ccg_comm *c, const ccg__coll *k, ccg_op op,
+                        size_t count, const size_t *counts, int root);
 } ccg__comm_vt;
 
 struct ccg_comm {

@@ -357,6 +357,30 @@ static ccg_status mpi_flush(ccg_comm *c, const ccg__coll *k) {
   return CCG_STATUS_OK;
 }
 
+/* The receive space each reducing call takes (the same sizes they ask of
+ * ccg__mpi_scratch), kept from create on. */
+static ccg_status mpi_reserve(ccg_comm *c, const ccg__coll *k, ccg_op op,
+                              size_t count, const size_t *counts, int root) {
+  ccg__mpi *M = (ccg__mpi *)c;
+  size_t es = esize(k), n = (size_t)k->gsize, need = 0, lo, hi;
+  switch (op) {
+  case CCG_OP_ALL_REDUCE:
+    share(count, k->gsize, k->gidx, &lo, &hi);
+    need = count * es <= SMALL_BYTES ? n * count * es : n * (hi - lo) * es + 1;
+    break;
+  case CCG_OP_REDUCE_SCATTER:
+    need = n * counts[k->gidx] * es + 1;
+    break;
+  case CCG_OP_REDUCE:
+    need = k->gidx == root ? n * count * es + 1 : 0;
+    break;
+  default:
+    return CCG_STATUS_OK;
+  }
+  char *buf;
+  return need ? ccg__mpi_scratch(M, k, need, &buf) : CCG_STATUS_OK;
+}
+
 const ccg__comm_vt ccg__mpi_vt = {
     "mpi",
     mpi_all_reduce,
@@ -372,4 +396,5 @@ const ccg__comm_vt ccg__mpi_vt = {
     ccg__mpi_abort,
     ccg__mpi_destroy,
     ccg__mpi_prepare,
+    mpi_reserve,
 };
