@@ -30,7 +30,8 @@ extern "C" {
   X(MISSING, "missing")                                                        \
   X(UNMATCHED_SEND, "unmatched_send")                                          \
   X(UNMATCHED_RECV, "unmatched_recv")                                          \
-  X(DEADLOCK, "deadlock")
+  X(DEADLOCK, "deadlock")                                                      \
+  X(PLACEMENT, "placement")
 
 /* clang-format off */
 typedef enum ccg_verify_kind {
@@ -93,6 +94,21 @@ typedef struct ccg_verify_report {
 CCG_API ccg_status ccg_verify_program(ccg_graph *const *graphs, size_t n,
                                       const ccg_verify_options *opts,
                                       ccg_verify_report *report);
+
+/* The placements g declares (Replicate / Shard(d) / Partial per mesh axis,
+ * ccg_value_placements) against what its nodes do to them: each
+ * collective's input and output on the axes of its group must be a move it
+ * makes (AllReduce: Partial -> Replicate; AllGather(d): Shard(d) ->
+ * Replicate; ReduceScatter(d): Partial -> Shard(d); ShardSlice(d):
+ * Replicate -> Shard(d); AllToAll: Shard(concat) -> Shard(split)), and
+ * elementwise unary ops keep them. Values without placements are not
+ * judged. CCG_STATUS_OK when every declared pair fits; else
+ * CCG_STATUS_INVALID_ARG with kind CCG_VERIFY_PLACEMENT, the node in
+ * node_a, the mesh axis in group and the message (naming node, op, axis,
+ * both values and placements, and what the node does) in *report and the
+ * thread's context. report may be NULL. g is borrowed. */
+CCG_API ccg_status ccg_verify_placements(ccg_graph *g,
+                                         ccg_verify_report *report);
 
 /* ---- cost ---------------------------------------------------------------- */
 

@@ -2,6 +2,7 @@
  * and p2p calls (ccg_verify_program) before anything runs. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -17,8 +18,11 @@ const command cli_verify_command = {
     "that the ranks of every group issue the same collectives (op, group,\n"
     "dtype, shapes, reduce_op, root, axes, split sizes), that every Send\n"
     "meets a Recv of the same tag, dtype and shape, and that no rank waits\n"
-    "forever. The first disagreement is printed with both ranks, nodes and\n"
-    "its position; exit status 2.\n"
+    "forever; then that every value's declared placement (Replicate,\n"
+    "Shard(d), Partial) is what its collective or elementwise op makes of\n"
+    "its input's (a Partial value sliced instead of reduce-scattered is an\n"
+    "error). The first disagreement is printed with the ranks, nodes and\n"
+    "position; exit status 2.\n"
     "\n"
     "DIR holds per-rank models <name>.rank<r>.onnx (a file of that form\n"
     "stands for all of them). One other MODEL.onnx is an SPMD graph run by\n"
@@ -72,6 +76,29 @@ static int cmd_verify(int argc, char **argv) {
     return rc;
   ccg_verify_report rep;
   ccg_status st = ccg_verify_program(prog.graphs, prog.n, &o, &rep);
+  /* then what each graph's placements say against its collectives */
+  for (size_t i = 0; i < prog.n && st == CCG_STATUS_OK; i++) {
+    ccg_verify_report pr;
+    if (ccg_verify_placements(prog.graphs[i], &pr) != CCG_STATUS_OK) {
+      if (pr.kind != CCG_VERIFY_PLACEMENT) {
+        st = ccg_last_status(NULL);
+        break;
+      }
+      pr.n_calls = rep.n_calls;
+      pr.rank_a = prog.per_rank ? (int)i : -1;
+      if (prog.per_rank) {
+        /* "rank i: " in front, the message cut to fit */
+        char head[32];
+        int hl = snprintf(head, sizeof head, "rank %zu: ", i);
+        size_t keep = sizeof pr.message - (size_t)hl - 1;
+        memmove(pr.message + hl, pr.message, keep);
+        memcpy(pr.message, head, (size_t)hl);
+        pr.message[sizeof pr.message - 1] = '\0';
+      }
+      rep = pr;
+      st = CCG_STATUS_COMM;
+    }
+  }
   const ccg_mesh *m = ccg_graph_mesh(prog.graphs[0]);
   int world = m ? (int)ccg_mesh_world_size(m) : 1;
   size_t n_graphs = prog.n;
@@ -90,6 +117,8 @@ static int cmd_verify(int argc, char **argv) {
     fprintf(stderr, "ccgraph verify: %s\n", rep.message);
     return EXIT_BAD_INPUT;
   }
-  printf("ok: %d ranks, %zu communication calls match\n", world, rep.n_calls);
+  printf("ok: %d ranks, %zu communication calls match; placements agree "
+         "with every collective\n",
+         world, rep.n_calls);
   return EXIT_OK;
 }

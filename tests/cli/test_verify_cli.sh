@@ -18,9 +18,9 @@ cd "$work" || exit 1
 expect 0 'usage: ccgraph verify' -- verify --help
 expect 1 'missing DIR or MODEL.onnx' -- verify
 expect 1 "--p2p-buffer 'x' is not a count" -- verify mlp --p2p-buffer x
-expect 0 '^ok: 2 ranks, 6 communication calls match$' -- verify mlp
-expect 0 '^ok: 2 ranks, 6 communication calls match$' -- verify mlp/mlp.rank1.onnx
-expect 0 '^ok: 4 ranks, 12 communication calls match$' -- verify spmd_tp4.onnx
+expect 0 '^ok: 2 ranks, 6 communication calls match; placements agree with every collective$' -- verify mlp
+expect 0 '^ok: 2 ranks, 6 communication calls match; placements agree with every collective$' -- verify mlp/mlp.rank1.onnx
+expect 0 '^ok: 4 ranks, 12 communication calls match; placements agree with every collective$' -- verify spmd_tp4.onnx
 expect 0 '"ok": true' -- verify moe --json
 expect 0 '^ok: 2 ranks' -- verify --stage-axis pp pipe/stage0.onnx pipe/stage1.onnx
 expect 0 '^ok: 2 ranks' -- verify --stage-axis pp --p2p-buffer 0 pipe/stage0.onnx pipe/stage1.onnx
@@ -32,6 +32,8 @@ expect 2 'group mismatch: .* on rank 0 is over tp \[0 1\] \(position 1\) while .
 expect 2 'split mismatch at position 0 .* on rank 0 sends in_splits\[1\]=3 \(48 elements\) to rank 1, but .* on rank 1 expects out_splits\[0\]=2' -- verify moe_splits
 expect 2 "deadlock: a cycle of blocking waits: rank 0 at Recv '.*' waits for rank 1; rank 1 at Recv '.*' waits for rank 0" -- verify --stage-axis pp pipe_cycle/stage0.onnx pipe_cycle/stage1.onnx
 expect 2 'unmatched send: Send .* on rank 0 \(message 5 to rank 1, tag 7\) is never received' -- verify --stage-axis pp pipe_unmatched/stage0.onnx pipe_unmatched/stage1.onnx
+expect 2 "rank 0: placement: node '.*' \(ShardSlice\) on mesh axis 'tp' takes 'grad_w' as Partial\(sum\) and gives '.*' as Shard\(0\): slicing keeps each rank's partial sum unreduced \(a reduce-scatter was meant\)" -- verify placement
+expect 2 '"kind": "placement"' -- verify placement --json
 expect 2 "holds the models of several programs" -- verify two
 expect 0 '^ok: 2 ranks, 6 communication' -- verify two --name a
 expect 2 "x.rank1.onnx' is missing" -- verify gap

@@ -100,6 +100,22 @@ int main(int argc, char **argv) {
   sub(out, "two", d, sizeof d);
   bad |= write_rank(vp_mlp("tp=2", 0, VM_NONE, -1), d, "a", 0);
   bad |= write_rank(vp_mlp("tp=2", 0, VM_NONE, -1), d, "b", 0);
+  /* a Partial value sliced where a reduce-scatter was meant */
+  sub(out, "placement", d, sizeof d);
+  for (int r = 0; r < 2; r++) {
+    ccg_graph *pg = vp_graph("placement", "tp=2");
+    ccg_shape ps = {2, {ccg_dim_num(4), ccg_dim_num(4)}};
+    ccg_placement pp = {CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_SUM};
+    ccg_placement s0 = {CCG_PLACEMENT_SHARD, 0, CCG_REDUCE_SUM};
+    ccg_value_id px, py;
+    if (!pg || ccg_graph_add_input(pg, "grad_w", CCG_DTYPE_F32, &ps, &px) ||
+        ccg_value_set_placements(pg, px, &pp, 1) ||
+        ccg_shard_slice(pg, px, "tp", 0, NULL, &py) ||
+        ccg_value_set_placements(pg, py, &s0, 1) ||
+        ccg_graph_add_output(pg, py))
+      bad = 1;
+    bad |= write_rank(pg, d, "bad", r);
+  }
   sub(out, "gap", d, sizeof d);
   bad |= write_rank(vp_mlp("tp=4", 0, VM_NONE, -1), d, "x", 0);
   bad |= write_rank(vp_mlp("tp=4", 2, VM_NONE, -1), d, "x", 2);
