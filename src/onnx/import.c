@@ -1,4 +1,4 @@
-/* ModelProto -> IR. Standard models (opsets 13..21), ONNX Runtime's
+/* ModelProto -> IR. Standard models (opsets 11..21), ONNX Runtime's
  * com.microsoft collectives and our own domain. Inputs that later opsets
  * moved out of attributes (axes, split) must be constants and become
  * attributes again; the constants that only fed them are dropped, which is

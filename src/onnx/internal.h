@@ -12,7 +12,7 @@
 #include "graph/internal.h"
 #include "onnx.pb-c.h"
 
-#define CCG__ONNX_MIN_OPSET 13 /* oldest ai.onnx opset import reads */
+#define CCG__ONNX_MIN_OPSET 11 /* oldest ai.onnx opset import reads */
 #define CCG__ONNX_MAX_OPSET 21
 #define CCG__ONNX_MIN_EXPORT_OPSET 17
 #define CCG__ONNX_DOMAIN_MS "com.microsoft"

@@ -300,12 +300,12 @@ static void test_unknown_op(void **state) {
   assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g), "node 'f'",
                "op 'Fancy'", "domain 'com.example'", "opset 3");
 
-  k = mk_new(11);
+  k = mk_new(10);
   mk_input(k, "x", 2, d23);
   mk_node(k, "Relu", "r", "x", NULL, "y", NULL);
   mk_output(k, "y");
-  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g), "opset 11",
-               "13..21");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g), "opset 10",
+               "11..21");
 
   k = mk_new(17);
   mk_input(k, "x", 2, d23);
@@ -313,6 +313,48 @@ static void test_unknown_op(void **state) {
   mk_output(k, "y");
   assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
                "node 'gelu'", "opset 20");
+}
+
+/* Opsets 11 and 12: axes and split as attributes, Dropout's ratio as an
+ * attribute (inference: dropped), Softmax over the input flattened at
+ * `axis` (default 1): read where that is the last dim, refused elsewhere. */
+static void test_opset_11(void **state) {
+  (void)state;
+  mk *k = mk_new(11);
+  mk_input(k, "x", 2, d23);
+  Onnx__NodeProto *n = mk_node(k, "Unsqueeze", "u", "x", NULL, "xu", NULL);
+  Onnx__AttributeProto *a =
+      mk_attr(k, n, "axes", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+  static int64_t zero[] = {0};
+  a->ints = zero;
+  a->n_ints = 1;
+  n = mk_node(k, "Dropout", "d", "x", NULL, "xd", NULL);
+  a = mk_attr(k, n, "ratio", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+  a->f = 0.25f;
+  mk_node(k, "Softmax", "s", "xd", NULL, "y", NULL); /* axis 1 of [2,3] */
+  mk_output(k, "y");
+  mk_output(k, "xu");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  ccg_value_id v;
+  assert_ok(g, ccg_graph_find_value(g, "xu", &v));
+  assert_string_equal(ccg_test_shape(g, v), "[1,2,3]");
+  ccg_node_id sn;
+  assert_ok(g, ccg_graph_find_node(g, "s", &sn));
+  const ccg_attr *ax = ccg_node_attr(g, sn, "axis");
+  assert_non_null(ax);
+  assert_int_equal(ax->i, -1);
+  ccg_graph_free(g);
+
+  static const int64_t d234[] = {2, 3, 4};
+  k = mk_new(12);
+  mk_input(k, "x", 3, d234);
+  mk_node(k, "Softmax", "s3", "x", NULL, "y", NULL); /* default axis 1 */
+  mk_output(k, "y");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "node 's3'", "Softmax of opset 12", "axis 1 of rank 3",
+               "only the last axis");
+  assert_null(g);
 }
 
 static void test_runtime_axes(void **state) {
@@ -520,6 +562,7 @@ int main(void) {
       cmocka_unit_test(test_split_num_outputs),
       cmocka_unit_test(test_ort_per_rank_model),
       cmocka_unit_test(test_unknown_op),
+      cmocka_unit_test(test_opset_11),
       cmocka_unit_test(test_runtime_axes),
       cmocka_unit_test(test_bad_tensors),
       cmocka_unit_test(test_not_onnx),
