@@ -13,5 +13,6 @@
 #include "ccgraph/autodiff.h"
 #include "ccgraph/verify.h"
 #include "ccgraph/shard.h"
+#include "ccgraph/lower.h"
 
 #endif

@@ -248,7 +248,9 @@ int cli_write_program(const command *self, const cli_program *p,
   for (; done < p->n && rc == EXIT_OK; done++) {
     snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, done);
     cli_progress("exporting", done, p->n);
-    if (ccg_onnx_export_file(p->graphs[done], path, eo) != CCG_STATUS_OK)
+    ccg_onnx_export_options ro = *eo;
+    ro.rank = (int)done; /* this rank's own model */
+    if (ccg_onnx_export_file(p->graphs[done], path, &ro) != CCG_STATUS_OK)
       rc = cli_fail(self, cli_status_code(ccg_last_status(p->graphs[done])),
                     "rank %zu: %s", done, ccg_last_error(p->graphs[done]));
   }

@@ -2,9 +2,10 @@
 # ccgraph export: a sharded GPT block's per-rank models rewritten in the
 # ONNX Runtime dialect (com.microsoft collectives) at opset 18 still pass
 # onnx.checker and verify and run equal to the unsharded model, and come
-# back to the ccgraph dialect; one model at opset 21; a model the ORT
-# dialect cannot express (reduce-scatter) fails naming the node and leaves
-# nothing; bad options are usage errors.
+# back to the ccgraph dialect; a sequence-parallel model lowered for ORT
+# (ccg_lower) runs equal too; one model at opset 21; a model the ORT
+# dialect cannot express (a group of part of the mesh) fails naming the
+# node and leaves nothing; bad options are usage errors.
 # usage: test_export_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
 set -u
 tool=$1 src=$2 work=$3
@@ -41,8 +42,24 @@ else
   echo "FAIL: export --opset 21 did not write opset 21"
   failures=$((failures + 1))
 fi
+# sequence parallel in the ORT dialect: each rank's ShardSlices become
+# Slices of its chunk and its ReduceScatters AllReduce + Slice (ccg_lower)
+expect 0 '2 models written to .*/ort_sp' -- export "$work/sp" -o "$work/ort_sp" --dialect ort
+expect 0 'ok: 2 ranks, .*placements agree' -- verify "$work/ort_sp"
+expect 0 'check against .*: 2 outputs on 2 ranks, .*: ok' -- run "$work/ort_sp" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+if $py -c "
+import onnx, sys
+m = onnx.load('$work/ort_sp/gpt.rank1.onnx')
+ops = [(n.domain, n.op_type) for n in m.graph.node]
+sys.exit(0 if ('com.microsoft', 'AllReduce') in ops and ('', 'Slice') in ops and not any(d == 'ccgraph' for d, _ in ops) else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: the lowered ORT model still has ccgraph collectives"
+  failures=$((failures + 1))
+fi
 mkdir -p "$work/checked"
 cp "$work"/ort/*.onnx "$work/checked/" && cp "$work/gpt18.onnx" "$work/checked/"
+for f in "$work"/ort_sp/*.onnx; do cp "$f" "$work/checked/sp_$(basename "$f")"; done
 if $py "$src/tests/onnx/check_models.py" "$work/checked" >"$work/checker.log" 2>&1; then
   passes=$((passes + 1))
 else
@@ -50,9 +67,10 @@ else
   sed 's/^/    /' "$work/checker.log"
   failures=$((failures + 1))
 fi
-# failures leave nothing behind
-expect 2 "node '.*ReduceScatter.*' \(ReduceScatter\): com.microsoft has no such collective" -- \
-  export "$work/sp" -o "$work/no_ort" --dialect ort
+# what the ORT dialect cannot say fails naming the node, and leaves nothing
+"$tool" shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2,tp=2 -o "$work/dptp" >/dev/null || exit 1
+expect 2 "node '.*AllReduce.*' \(AllReduce\): com.microsoft collectives span every rank" -- \
+  export "$work/dptp" -o "$work/no_ort" --dialect ort
 expect 1 "--opset '9': give 17 to 21" -- export "$work/tp4" -o "$work/no_9" --opset 9
 expect 1 "--dialect 'xyz': give ccgraph or ort" -- export "$work/tp4" -o "$work/no_x" --dialect xyz
 expect 1 'missing -o OUT' -- export "$work/tp4"
