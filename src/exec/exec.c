@@ -118,66 +118,12 @@ static ccg_status init_steps(ccg_exec *x) {
   return CCG_STATUS_OK;
 }
 
-/* Aligned blocks from the allocator: the raw pointer is kept just below. */
-static void *alloc_aligned(ccg_exec *x, size_t size) {
-  size_t total;
-  if (__builtin_add_overflow(
-          size, (size_t)CCG__ALIGN + sizeof(void *) + sizeof(size_t), &total))
-    return NULL;
-  char *raw = ccg__alloc(&x->alloc, total);
-  if (!raw)
-    return NULL;
-  uintptr_t p = (uintptr_t)(raw + sizeof(void *) + sizeof(size_t));
-  p = (p + CCG__ALIGN - 1) & ~(uintptr_t)(CCG__ALIGN - 1);
-  memcpy((char *)p - sizeof(void *), &raw, sizeof raw);
-  memcpy((char *)p - sizeof(void *) - sizeof(size_t), &total, sizeof total);
-  return (void *)p;
-}
-
-static void free_aligned(ccg_exec *x, void *p) {
-  if (!p)
-    return;
-  char *raw;
-  size_t total;
-  memcpy(&raw, (char *)p - sizeof(void *), sizeof raw);
-  memcpy(&total, (char *)p - sizeof(void *) - sizeof(size_t), sizeof total);
-  ccg__free(&x->alloc, raw, total);
-}
-
 static ccg_status init_memory(ccg_exec *x) {
-  /* on the GPU, collectives always go to a stream of their own: the
-   * overlap marks say what each node waits for, and the plan keeps their
-   * buffers for as long */
+  /* the overlap marks say what each node waits for (the communication
+   * thread on the CPU, the communication stream on a GPU), and the plan
+   * keeps a collective's buffers for as long */
   CCG_CHECK(ccg__overlap_mark(x));
-  CCG_CHECK(ccg__plan_memory(x));
-  if (x->device == CCG_DEVICE_CUDA)
-    return ccg__cuda_create(x);
-  /* collectives pack in a block of their own: under overlap they run on
-   * the communication thread while compute nodes use theirs */
-  size_t scratch = 0, comm = 0;
-  for (size_t s = 0; s < x->n_steps; s++) {
-    size_t *m = ccg_op_is_collective(x->steps[s].op) ? &comm : &scratch;
-    *m = x->steps[s].scratch > *m ? x->steps[s].scratch : *m;
-  }
-  x->data_bytes = x->mem.peak_bytes;
-  x->scratch_bytes = scratch;
-  x->comm_scratch_bytes = comm;
-  x->data = alloc_aligned(x, x->data_bytes ? x->data_bytes : 1);
-  x->scratch = alloc_aligned(x, scratch ? scratch : 1);
-  x->comm_scratch = alloc_aligned(x, comm ? comm : 1);
-  if (!x->data || !x->scratch || !x->comm_scratch)
-    return ccg__error(&x->ctx, CCG_STATUS_OOM,
-                      "out of memory for an arena of %zu bytes and %zu of "
-                      "scratch",
-                      x->data_bytes, scratch + comm);
-  for (size_t i = 0; i < x->n_vals; i++) {
-    ccg__xval *v = &x->vals[i];
-    if (v->kind == CCG__V_ARENA)
-      v->ptr = (char *)x->data + v->offset;
-    else if (v->kind == CCG__V_STATIC)
-      v->ptr = (void *)(uintptr_t)v->init;
-  }
-  return CCG_STATUS_OK;
+  return ccg__plan_memory(x);
 }
 
 ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
@@ -229,8 +175,10 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
                       "device cuda: debug_collectives (fingerprints through "
                       "the communicator) runs on the cpu device only; check "
                       "the models with ccg_verify_program instead");
-  if (o.device == CCG_DEVICE_CUDA)
-    CCG_CHECK(ccg__cuda_probe(err, o.device_index));
+  const ccg__backend_vt *backend =
+      o.device == CCG_DEVICE_CUDA ? &ccg__cuda_backend : &ccg__cpu_backend;
+  if (backend->probe)
+    CCG_CHECK(backend->probe(err, o.device_index));
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
@@ -251,18 +199,16 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   x->device_index = o.device_index;
   x->cuda_graph = o.cuda_graph != 0;
   x->tf32 = o.tf32 != 0;
-  if (x->device == CCG_DEVICE_CUDA)
-    x->overlap = x->comm != NULL; /* streams, not a thread */
+  x->backend = backend;
+  if (backend->configure)
+    backend->configure(x);
   ccg_status st;
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);
-  if (x->device == CCG_DEVICE_CPU)
-    CCG_CHECK_GOTO(ccg__collective_reserve(x), st, fail);
   CCG_CHECK_GOTO(init_memory(x), st, fail);
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
-  if (x->device == CCG_DEVICE_CPU)
-    CCG_CHECK_GOTO(ccg__overlap_start(x), st, fail);
+  CCG_CHECK_GOTO(backend->create(x), st, fail);
   *out = x;
   return CCG_STATUS_OK;
 fail:
@@ -279,11 +225,8 @@ ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
 void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
-  ccg__overlap_free(x); /* joins the communication thread */
-  ccg__cuda_free(x);
-  free_aligned(x, x->data);
-  free_aligned(x, x->scratch);
-  free_aligned(x, x->comm_scratch);
+  if (x->backend)
+    x->backend->destroy(x);
   ccg__arena_free(&x->arena);
   ccg_allocator a = x->alloc;
   ccg__free(&a, x, sizeof *x);
@@ -378,26 +321,6 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status run_steps(ccg_exec *x) {
-  if (x->device == CCG_DEVICE_CUDA)
-    return ccg__cuda_run(x);
-  if (x->ov) {
-    CCG_CHECK(ccg__overlap_run(x));
-  } else {
-    for (size_t s = 0; s < x->n_steps; s++) {
-      const ccg__xnode *n = &x->steps[s];
-      if (n->run)
-        CCG_CHECK(n->run(x, n));
-    }
-  }
-  if (x->comm) {
-    ccg__coll k = {"Send",       "(end of run)", x->rank,       NULL,   0, 0, 0,
-                   CCG_DTYPE_U8, CCG_REDUCE_SUM, x->deadline_s, &x->ctx};
-    return x->comm->vt->flush(x->comm, &k);
-  }
-  return CCG_STATUS_OK;
-}
-
 ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                         size_t n_inputs, ccg_exec_tensor *outputs,
                         size_t n_outputs) {
@@ -419,7 +342,7 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
   if (st == CCG_STATUS_OK)
-    st = run_steps(x);
+    st = x->backend->run(x);
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK; i++)
     st = fill_output(x, &outputs[i]);
   if (st != CCG_STATUS_OK)

@@ -76,6 +76,30 @@ struct ccg__xnode {
 
 typedef struct ccg__overlap ccg__overlap;
 
+/* A backend runs a compiled executor on one kind of device (DESIGN's
+ * backend vtable): backend_cpu.c (the CPU kernels, threads, the local and
+ * mpi communicators) and cuda/gpu.c (or, built without CUDA, the refusals
+ * of cuda_off.c). Fields marked optional may be NULL. */
+typedef struct ccg__backend_vt {
+  const char *name;
+  /* optional: can the device be used at all? Fails at once, before
+   * anything is compiled, with the reason. */
+  ccg_status (*probe)(ccg_ctx *err, int device_index);
+  /* optional: settles options the device decides (called before the
+   * schedule is made) */
+  void (*configure)(ccg_exec *x);
+  /* after the memory plan: memory, streams or threads, uploads */
+  ccg_status (*create)(ccg_exec *x);
+  /* one step over the bound inputs (v->ptr: host data); at its end every
+   * graph output's v->ptr is its host data */
+  ccg_status (*run)(ccg_exec *x);
+  /* releases what create made (also after a create that failed half-way) */
+  void (*destroy)(ccg_exec *x);
+} ccg__backend_vt;
+
+extern const ccg__backend_vt ccg__cpu_backend;
+extern const ccg__backend_vt ccg__cuda_backend;
+
 struct ccg_exec {
   ccg_ctx ctx; /* first: see ccg_last_error */
   ccg_allocator alloc;
@@ -110,6 +134,7 @@ struct ccg_exec {
   bool failed_comm;         /* the communicator has been told of a failure */
   struct ccg__debug *debug; /* debug.c: collective checks, flight recorder */
 
+  const ccg__backend_vt *backend;
   ccg_device device;
   int device_index;
   bool cuda_graph, tf32;
@@ -179,16 +204,6 @@ ccg_status ccg__overlap_schedule(ccg_exec *x);
 ccg_status ccg__overlap_start(ccg_exec *x);
 ccg_status ccg__overlap_run(ccg_exec *x);
 void ccg__overlap_free(ccg_exec *x);
-
-/* The CUDA executor (cuda/gpu.c, or the refusals of a build without CUDA
- * in cuda_off.c). probe: is the device usable (fails at once with the CUDA
- * error text)? create: after the memory plan, the device arena, streams,
- * uploads. run: one step over the bound inputs (v->ptr: host data); at its
- * end every graph output's v->ptr is its host copy. */
-ccg_status ccg__cuda_probe(ccg_ctx *err, int device_index);
-ccg_status ccg__cuda_create(ccg_exec *x);
-ccg_status ccg__cuda_run(ccg_exec *x);
-void ccg__cuda_free(ccg_exec *x);
 
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
  * is CCG_STATUS_UNSUPPORTED naming the node. */

@@ -87,7 +87,7 @@ static int pick_device(int index) {
   return end && *end ? 0 : (int)(v < 0 ? 0 : v);
 }
 
-ccg_status ccg__cuda_probe(ccg_ctx *err, int device_index) {
+static ccg_status cuda_probe(ccg_ctx *err, int device_index) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess)
@@ -246,7 +246,7 @@ static ccg_status upload_tables(ccg_exec *x, size_t bytes) {
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__cuda_create(ccg_exec *x) {
+static ccg_status cuda_create(ccg_exec *x) {
   ccg__gpu *g = ccg__arena_calloc(&x->arena, 1, sizeof *g);
   if (!g)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
@@ -307,7 +307,7 @@ ccg_status ccg__cuda_create(ccg_exec *x) {
   return CCG_STATUS_OK;
 }
 
-void ccg__cuda_free(ccg_exec *x) {
+static void cuda_destroy(ccg_exec *x) {
   ccg__gpu *g = x ? x->gpu : NULL;
   if (!g)
     return;
@@ -511,7 +511,7 @@ static ccg_status check_kernels(ccg_exec *x) {
   return ccg__gpu_kernel_error(x, &x->steps[w[0] - 1], w[1], w[2]);
 }
 
-ccg_status ccg__cuda_run(ccg_exec *x) {
+static ccg_status cuda_run(ccg_exec *x) {
   ccg__gpu *g = x->gpu;
   double t0 = now_s();
   CU(cudaSetDevice(g->dev), "cudaSetDevice");
@@ -553,3 +553,10 @@ ccg_status ccg__cuda_run(ccg_exec *x) {
       x->vals[i].ptr = g->out_ptr[i];
   return CCG_STATUS_OK;
 }
+
+/* Collectives go to the communication stream whenever there is a
+ * communicator (the overlap marks and schedule serve the streams). */
+static void cuda_configure(ccg_exec *x) { x->overlap = x->comm != NULL; }
+
+const ccg__backend_vt ccg__cuda_backend = {
+    "cuda", cuda_probe, cuda_configure, cuda_create, cuda_run, cuda_destroy};
