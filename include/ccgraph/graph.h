@@ -697,6 +697,15 @@ CCG_API ccg_status ccg_send(ccg_graph *g, ccg_value_id x, const char *axis,
 CCG_API ccg_status ccg_recv(ccg_graph *g, const char *axis, int64_t peer_offset,
                             int64_t tag, ccg_dtype dtype,
                             const ccg_shape *shape, ccg_value_id *out);
+/* The same with the peer given by its index on `axis` (attribute "peer"):
+ * for per-rank graphs, where every rank knows whom it talks to, such as
+ * pipeline stages. */
+CCG_API ccg_status ccg_send_peer(ccg_graph *g, ccg_value_id x, const char *axis,
+                                 int64_t peer, int64_t tag,
+                                 ccg_node_id *out_node);
+CCG_API ccg_status ccg_recv_peer(ccg_graph *g, const char *axis, int64_t peer,
+                                 int64_t tag, ccg_dtype dtype,
+                                 const ccg_shape *shape, ccg_value_id *out);
 /* Sends to coordinate own + shift and receives from own - shift along one
  * axis; rotate = 1 wraps around the ends (a ring), 0 leaves the edge ranks'
  * missing input zero. */

@@ -376,10 +376,19 @@ ccg_status ccg__prep_collective(ccg_exec *x, ccg__xnode *n) {
   }
   case CCG_OP_SEND:
   case CCG_OP_RECV: {
-    int64_t off;
-    CCG_CHECK(ccg__xattr_i(x, n, "peer_offset", &off));
+    int64_t off, p;
     CCG_CHECK(ccg__xattr_i(x, n, "tag", &n->p.i1));
-    int64_t p = ((n->p.gidx + off) % W + W) % W;
+    if (ccg_node_attr(x->g, n->id, "peer")) { /* the peer's index */
+      CCG_CHECK(ccg__xattr_i(x, n, "peer", &p));
+      if (p == n->p.gidx)
+        return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                          "rank %d would talk to itself (peer %lld is its own "
+                          "index on the axis)",
+                          x->rank, (long long)p);
+    } else {
+      CCG_CHECK(ccg__xattr_i(x, n, "peer_offset", &off));
+      p = ((n->p.gidx + off) % W + W) % W;
+    }
     n->p.i0 = n->p.group[p];
     return CCG_STATUS_OK;
   }

@@ -147,11 +147,25 @@ static ccg_status check_offset(ccg__infer *ix, const char *attr,
                    (long long)(1 - size), (long long)(size - 1));
 }
 
+/* The peer: peer_offset (a step along the axis' ring) or peer (its index
+ * on the axis, for per-rank graphs such as pipeline stages), one of them. */
 static ccg_status check_p2p(ccg__infer *ix) {
   int64_t size;
   const char *axis;
   CCG_CHECK(read_p2p_axis(ix, &size, &axis));
-  CCG_CHECK(check_offset(ix, "peer_offset", axis, size));
+  bool has_off = ccg__attr(ix, "peer_offset") != NULL;
+  bool has_peer = ccg__attr(ix, "peer") != NULL;
+  if (has_off == has_peer)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "give exactly one of peer_offset and peer (%s)",
+                     has_off ? "both are set" : "neither is set");
+  if (has_off)
+    CCG_CHECK(check_offset(ix, "peer_offset", axis, size));
+  int64_t peer = ccg__attr_i(ix, "peer");
+  if (has_peer && (peer < 0 || peer >= size))
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "peer is %lld; mesh axis '%s' has ranks 0..%lld",
+                     (long long)peer, axis, (long long)(size - 1));
   int64_t tag = ccg__attr_i(ix, "tag");
   if (tag < 0 || tag > INT32_MAX) /* MPI tags are non-negative ints */
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "tag is %lld; expected 0..%d",
@@ -497,15 +511,16 @@ static ccg_status infer_all_to_all(ccg__infer *ix) {
 
 static const ccg__attr_spec send_attrs[] = {
     REQ("mesh_axis", STRING),
-    REQ("peer_offset", INT),
+    OPT("peer_offset", INT),
+    OPT("peer", INT),
     REQ("tag", INT),
 };
 
 static ccg_status infer_send(ccg__infer *ix) { return check_p2p(ix); }
 
 static const ccg__attr_spec recv_attrs[] = {
-    REQ("mesh_axis", STRING), REQ("peer_offset", INT), REQ("tag", INT),
-    REQ("dtype", STRING),     REQ("shape", INTS),
+    REQ("mesh_axis", STRING), OPT("peer_offset", INT), OPT("peer", INT),
+    REQ("tag", INT),          REQ("dtype", STRING),    REQ("shape", INTS),
 };
 
 static ccg_status infer_recv(ccg__infer *ix) {
@@ -673,6 +688,11 @@ static ccg_status grad_send(ccg__grad *gx) {
                           "the gradient of '%s' is received, which needs a "
                           "static shape",
                           ccg_value_name(gx->g, gx->in[0]));
+  if (ccg_node_attr(gx->g, gx->node, "peer"))
+    return ccg_recv_peer(gx->g, ccg__grad_attr_s(gx, "mesh_axis"),
+                         ccg__grad_attr_i(gx, "peer"),
+                         ccg__grad_attr_i(gx, "tag"),
+                         ccg_value_dtype(gx->g, gx->in[0]), &s, &gx->gin[0]);
   return ccg_recv(gx->g, ccg__grad_attr_s(gx, "mesh_axis"),
                   ccg__grad_attr_i(gx, "peer_offset"),
                   ccg__grad_attr_i(gx, "tag"),
@@ -682,6 +702,10 @@ static ccg_status grad_send(ccg__grad *gx) {
 /* A received value's gradient goes back to its sender. */
 static ccg_status grad_recv(ccg__grad *gx) {
   ccg_node_id n;
+  if (ccg_node_attr(gx->g, gx->node, "peer"))
+    return ccg_send_peer(gx->g, gx->gout[0], ccg__grad_attr_s(gx, "mesh_axis"),
+                         ccg__grad_attr_i(gx, "peer"),
+                         ccg__grad_attr_i(gx, "tag"), &n);
   return ccg_send(gx->g, gx->gout[0], ccg__grad_attr_s(gx, "mesh_axis"),
                   ccg__grad_attr_i(gx, "peer_offset"),
                   ccg__grad_attr_i(gx, "tag"), &n);

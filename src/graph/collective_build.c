@@ -155,6 +155,13 @@ ccg_status ccg_send(ccg_graph *g, ccg_value_id x, const char *axis,
   return ccg__build(g, CCG_OP_SEND, &x, 1, a, 3, 0, NULL, out_node);
 }
 
+ccg_status ccg_send_peer(ccg_graph *g, ccg_value_id x, const char *axis,
+                         int64_t peer, int64_t tag, ccg_node_id *out_node) {
+  ccg_attr a[3] = {CCG_ATTR_S("mesh_axis", axis ? axis : ""),
+                   CCG_ATTR_I("peer", peer), CCG_ATTR_I("tag", tag)};
+  return ccg__build(g, CCG_OP_SEND, &x, 1, a, 3, 0, NULL, out_node);
+}
+
 /* The receiver allocates before any data arrives, so the shape is static. */
 static ccg_status static_dims(ccg_graph *g, const ccg_shape *s, int64_t *dims) {
   if (!s || s->rank < 0 || s->rank > CCG_MAX_RANK)
@@ -174,17 +181,29 @@ static ccg_status static_dims(ccg_graph *g, const ccg_shape *s, int64_t *dims) {
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg_recv(ccg_graph *g, const char *axis, int64_t peer_offset,
-                    int64_t tag, ccg_dtype dtype, const ccg_shape *shape,
-                    ccg_value_id *out) {
+/* Recv with its peer given as `peer_attr` ("peer_offset" or "peer"). */
+static ccg_status recv_of(ccg_graph *g, const char *axis, const char *peer_attr,
+                          int64_t peer, int64_t tag, ccg_dtype dtype,
+                          const ccg_shape *shape, ccg_value_id *out) {
   int64_t dims[CCG_MAX_RANK];
   CCG_CHECK(static_dims(g, shape, dims));
   ccg_attr a[5] = {CCG_ATTR_S("mesh_axis", axis ? axis : ""),
-                   CCG_ATTR_I("peer_offset", peer_offset),
-                   CCG_ATTR_I("tag", tag),
+                   CCG_ATTR_I(peer_attr, peer), CCG_ATTR_I("tag", tag),
                    CCG_ATTR_S("dtype", ccg_dtype_name(dtype)),
                    CCG_ATTR_IS("shape", dims, (size_t)shape->rank)};
   return ccg__build(g, CCG_OP_RECV, NULL, 0, a, 5, 1, out, NULL);
+}
+
+ccg_status ccg_recv(ccg_graph *g, const char *axis, int64_t peer_offset,
+                    int64_t tag, ccg_dtype dtype, const ccg_shape *shape,
+                    ccg_value_id *out) {
+  return recv_of(g, axis, "peer_offset", peer_offset, tag, dtype, shape, out);
+}
+
+ccg_status ccg_recv_peer(ccg_graph *g, const char *axis, int64_t peer,
+                         int64_t tag, ccg_dtype dtype, const ccg_shape *shape,
+                         ccg_value_id *out) {
+  return recv_of(g, axis, "peer", peer, tag, dtype, shape, out);
 }
 
 ccg_status ccg_collective_permute(ccg_graph *g, ccg_value_id x,

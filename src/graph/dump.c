@@ -598,7 +598,7 @@ static void dot_esc(FILE *f, const char *s) { put_escaped(f, s, true); }
 static void dot_key_attrs(FILE *f, const ccg__node *x) {
   static const char *const keys[] = {"axis",      "split_axis", "concat_axis",
                                      "reduce_op", "root",       "peer_offset",
-                                     "shift",     "group_size"};
+                                     "peer",      "shift",      "group_size"};
   bool first = true;
   for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
     const ccg_attr *a = NULL;

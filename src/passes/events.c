@@ -211,8 +211,15 @@ static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
     return CCG_STATUS_OK;
   case CCG_OP_SEND:
   case CCG_OP_RECV: {
-    int64_t off = attr_i(g, n, "peer_offset", 1);
     e->tag = attr_i(g, n, "tag", 0);
+    if (ccg_node_attr(g, n, "peer")) { /* the peer's index on the axis */
+      int64_t p = attr_i(g, n, "peer", 0);
+      if (p < 0 || p >= W || p == e->gidx)
+        return node_error(g, n, rank, "peer out of range or the rank itself");
+      e->peer = e->group[p];
+      return CCG_STATUS_OK;
+    }
+    int64_t off = attr_i(g, n, "peer_offset", 1);
     e->peer = e->group[((e->gidx + off) % W + W) % W];
     return CCG_STATUS_OK;
   }

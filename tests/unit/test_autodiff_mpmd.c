@@ -81,7 +81,9 @@ static ccg_value_id input(ccg_graph *g, const char *name, int64_t d0,
  * ColossalAI's recv_forward / send_forward; the gradients come back by the
  * mirrored Send / Recv. */
 
-static void pipeline(int n) {
+/* by_peer: the stages talk through plain Send / Recv naming their peer's
+ * index on pp (ccg_send_peer, ccg_recv_peer) instead of the mapping. */
+static void pipeline(int n, bool by_peer) {
   enum { MAXS = 4 };
   assert_true(n >= 2 && n <= MAXS);
   float x[16], w[MAXS][16];
@@ -124,6 +126,9 @@ static void pipeline(int n) {
     size_t k = 1;
     if (i == 0) {
       h = input(s, "x", 4, 4);
+    } else if (by_peer) {
+      ccg_shape hs = CCG_SHAPE(4, 4);
+      assert_ok(s, ccg_recv_peer(s, "pp", i - 1, 7, CCG_DTYPE_F32, &hs, &h));
     } else {
       snprintf(spec, sizeof spec,
                "{\"stage\":%d,\"num_stages\":%d,\"input_tensor_shape\":[4,4]}",
@@ -137,8 +142,12 @@ static void pipeline(int n) {
       assert_ok(s, ccg_tanh(s, h, &h));
       snprintf(spec, sizeof spec, "{\"stage\":%d,\"num_stages\":%d}", i, n);
       k = 1;
-      assert_ok(s, ccg_mapping_apply(s, "colossal.send_forward", spec, &h, 1,
-                                     none, &k));
+      ccg_node_id sn;
+      if (by_peer)
+        assert_ok(s, ccg_send_peer(s, h, "pp", i + 1, 7, &sn));
+      else
+        assert_ok(s, ccg_mapping_apply(s, "colossal.send_forward", spec, &h, 1,
+                                       none, &k));
       ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
       o.wrt = i == 0 ? names : names + i + 1;
       o.n_wrt = i == 0 ? 2 : 1;
@@ -156,6 +165,10 @@ static void pipeline(int n) {
     jobs[i].n_in = ni;
     jobs[i].out[jobs[i].n_out++] = xt_out(gn[i], got[i + 1], 64);
   }
+  /* the stages' communication matches before anything runs */
+  ccg_verify_report rep;
+  assert_int_equal(ccg_verify_program(st, (size_t)n, NULL, &rep),
+                   CCG_STATUS_OK);
   run_ranks(jobs, n);
   for (int i = 0; i <= n; i++) {
     char what[96];
@@ -168,12 +181,13 @@ static void pipeline(int n) {
 
 static void test_pipeline_two_stages(void **state) {
   (void)state;
-  pipeline(2);
+  pipeline(2, false);
 }
 
 static void test_pipeline_four_stages(void **state) {
   (void)state;
-  pipeline(4);
+  pipeline(4, false);
+  pipeline(4, true);
 }
 
 /* ---- MoE-style uneven all-to-all --------------------------------------------

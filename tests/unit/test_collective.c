@@ -619,10 +619,58 @@ static void test_sequence_parallel_flow(void **state) {
   ccg_graph_free(g);
 }
 
+/* Send/Recv name their peer by offset or by index (peer), exactly one. */
+static void test_p2p_peer_attribute(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("pp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), y;
+  ccg_node_id n;
+  assert_ok(g, ccg_send_peer(g, x, "pp", 1, 3, &n));
+  assert_int_equal(ccg_node_attr(g, n, "peer")->i, 1);
+  assert_null(ccg_node_attr(g, n, "peer_offset"));
+  ccg_shape s = CCG_SHAPE(4);
+  assert_ok(g, ccg_recv_peer(g, "pp", 1, 4, CCG_DTYPE_F32, &s, &y));
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_send_peer(g, x, "pp", 5, 3, &n),
+               "peer is 5; mesh axis 'pp' has ranks 0..1");
+  ccg_attr both[4] = {CCG_ATTR_S("mesh_axis", "pp"),
+                      CCG_ATTR_I("peer_offset", 1), CCG_ATTR_I("peer", 1),
+                      CCG_ATTR_I("tag", 0)};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Send";
+  d.domain = "ccgraph";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.attrs = both;
+  d.n_attrs = 4;
+  d.n_outputs = 0;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, NULL),
+               "exactly one of peer_offset and peer (both are set)");
+  d.attrs = (ccg_attr[]){CCG_ATTR_S("mesh_axis", "pp"), CCG_ATTR_I("tag", 0)};
+  d.n_attrs = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, NULL),
+               "(neither is set)");
+  ccg_graph_free(g);
+  /* an SPMD graph whose rank 1 would send to itself */
+  g = ccg_test_graph("pp=2");
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  assert_ok(g, ccg_send_peer(g, x, "pp", 1, 3, &n));
+  ccg_comm *c = NULL;
+  assert_int_equal(ccg_comm_local_new(2, &c), CCG_STATUS_OK);
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.rank = 1;
+  o.comm = c;
+  ccg_exec *ex = NULL;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_exec_create(g, &o, &ex),
+               "rank 1 would talk to itself");
+  ccg_comm_free(c);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_registry_flags),
       cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_p2p_peer_attribute),
       cmocka_unit_test(test_no_mesh),
       cmocka_unit_test(test_groups_2d),
       cmocka_unit_test(test_all_gather),
