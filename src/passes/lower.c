@@ -125,21 +125,31 @@ static ccg_status rewrite_ort(lower *l, ccg_node_id n, bool *done) {
   const ccg_tag *tag = ccg_node_tag(g, n);
   ccg_status st = CCG_STATUS_OK;
   if (op == CCG_OP_REDUCE_SCATTER) {
-    const char *red = NULL;
-    ccg_reduce_op rop = CCG_REDUCE_SUM;
-    CCG_CHECK(ccg_node_attr_string(g, n, "reduce_op", &red));
-    st = ccg_reduce_op_parse(red, &rop);
-    const ccg_attr *axes = ccg_node_attr(g, n, "mesh_axes");
-    char list[256] = "";
-    for (size_t i = 0; st == CCG_STATUS_OK && axes && i < axes->n; i++) {
-      size_t len = strlen(list);
-      snprintf(list + len, sizeof list - len, "%s%s", i ? "," : "",
-               axes->strings[i]);
+    /* named after n: a generated "AllReduce_<k>" may be a later node's */
+    char nm[600];
+    snprintf(nm, sizeof nm, "%s/lower.AllReduce", ccg_node_name(g, n));
+    ccg_attr at[3];
+    size_t na = 0;
+    static const char *const keep[3] = {"mesh_axes", "group_size", "reduce_op"};
+    for (int k = 0; k < 3; k++) {
+      const ccg_attr *a = ccg_node_attr(g, n, keep[k]);
+      if (a)
+        at[na++] = *a;
     }
+    ccg_node_desc d = CCG_NODE_DESC_INIT;
+    d.op = "AllReduce";
+    d.domain = CCG_DOMAIN_CCGRAPH;
+    d.name = nm;
+    d.inputs = &v;
+    d.n_inputs = 1;
+    d.attrs = at;
+    d.n_attrs = na;
+    ccg_node_id ar = CCG_NONE;
+    st = ccg_graph_add_node(l->s, &d, &ar);
     if (st == CCG_STATUS_OK)
-      st = ccg_all_reduce(l->s, v, list, rop, &v);
+      v = ccg_node_output(l->s, ar, 0);
     if (st == CCG_STATUS_OK && tag)
-      st = ccg_node_set_tag(l->s, ccg_value_producer(l->s, v), tag);
+      st = ccg_node_set_tag(l->s, ar, tag);
   }
   if (st == CCG_STATUS_OK)
     st = slice_as(l, n, v, lo, hi, axis, ccg_value_name(g, y), &out);

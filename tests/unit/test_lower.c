@@ -85,10 +85,35 @@ static void reduce_scatter_becomes_all_reduce_and_slice(void **state) {
   ccg_graph_free(g);
 }
 
+/* The AllReduce a rewrite adds is named after its ReduceScatter: a
+ * generated "AllReduce_<k>" could be the name of a node of g copied later
+ * (two ReduceScatters, then an AllReduce). */
+static void added_names_do_not_clash(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,6]"), a, b, c;
+  assert_ok(g, ccg_reduce_scatter(g, x, "tp", 0, CCG_REDUCE_SUM, NULL, &a));
+  assert_ok(g, ccg_reduce_scatter(g, x, "tp", 0, CCG_REDUCE_SUM, NULL, &b));
+  assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &c));
+  assert_ok(g, ccg_graph_add_output(g, a));
+  assert_ok(g, ccg_graph_add_output(g, b));
+  assert_ok(g, ccg_graph_add_output(g, c));
+  ccg_graph *l = NULL;
+  assert_ok(g, ccg_lower(g, 0, CCG_LOWER_ORT, &l));
+  assert_int_equal(count_op(l, CCG_OP_ALL_REDUCE), 3);
+  ccg_node_id n;
+  assert_ok(l, ccg_graph_find_node(
+                   l, ccg_node_name(g, ccg_value_producer(g, c)), &n));
+  assert_int_equal(ccg_node_output(l, n, 0), ccg_graph_output(l, 2));
+  ccg_graph_free(l);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shard_slice_becomes_slice),
       cmocka_unit_test(reduce_scatter_becomes_all_reduce_and_slice),
+      cmocka_unit_test(added_names_do_not_clash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
