@@ -260,8 +260,10 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   ccg_graph *g = sh->g;
   ccg_value_id wv = ccg_node_input(g, n, 0), ids = ccg_node_input(g, n, 1);
   int64_t axis = 0;
+  if (ccg_node_op(g, n) != CCG_OP_GATHER || !sh_is_weight(sh, wv))
+    return CCG_STATUS_OK; /* the module's other nodes: the rules */
   CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
-  if (ccg_node_op(g, n) != CCG_OP_GATHER || !sh_is_weight(sh, wv) || axis != 0)
+  if (axis != 0)
     return CCG_STATUS_OK;
   const ccg_tensor *t = ccg_value_data(g, wv);
   const char *wname = ccg_value_name(g, wv);

@@ -1,0 +1,64 @@
+/* The shard pass's styles on small graphs built in memory: a
+ * vocab_parallel module holding more than its Gather (a scaled embedding)
+ * shards the Gather and leaves the other nodes to the propagation rules. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+
+static size_t count_op(ccg_graph *g, ccg_op op) {
+  size_t n = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++)
+    n += ccg_node_op(g, (ccg_node_id)i) == op;
+  return n;
+}
+
+static void vocab_parallel_module_with_a_mul(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id ids = ccg_test_input(g, "ids", CCG_DTYPE_I64, "[2,3]");
+  float wdata[8 * 4] = {0}, two = 2.0f;
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {8, 4}, wdata};
+  ccg_tensor st = {CCG_DTYPE_F32, 0, {0}, &two};
+  ccg_value_id w, s, e, y;
+  assert_ok(g, ccg_graph_add_initializer(g, "wte.weight", &wt, &w));
+  assert_ok(g, ccg_graph_add_initializer(g, "wte.scale", &st, &s));
+  ccg_value_id gin[2] = {w, ids};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Gather";
+  d.name = "/wte/Gather";
+  d.inputs = gin;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  e = ccg_node_output(g, n, 0);
+  ccg_value_id min[2] = {e, s};
+  d.op = "Mul";
+  d.name = "/wte/Mul";
+  d.inputs = min;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  y = ccg_node_output(g, n, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"wte\": \"vocab_parallel\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *out = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  assert_int_equal(count_op(out, CCG_OP_WHERE), 1);
+  assert_int_equal(count_op(out, CCG_OP_MUL), 1);
+  assert_string_equal(ccg_test_shape(out, ccg_graph_output(out, 0)), "[2,3,4]");
+  ccg_graph_free(out);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(vocab_parallel_module_with_a_mul),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
