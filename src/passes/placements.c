@@ -96,6 +96,22 @@ static int64_t attr_i(const pcheck *c, ccg_node_id n, const char *name,
   return v < 0 ? v + rank : v;
 }
 
+/* A Partial input must be reduced with its own op (sum partials by sum). */
+static ccg_status check_reduce_op(pcheck *c, ccg_node_id n, int axis,
+                                  ccg_value_id in, ccg_placement pi,
+                                  ccg_value_id out, ccg_placement po) {
+  const ccg_attr *a = ccg_node_attr(c->g, n, "reduce_op");
+  ccg_reduce_op rop;
+  if (pi.kind != CCG_PLACEMENT_PARTIAL || !a || a->type != CCG_ATTR_STRING ||
+      ccg_reduce_op_parse(a->s, &rop) != CCG_STATUS_OK || rop == pi.reduce)
+    return CCG_STATUS_OK;
+  char why[128];
+  snprintf(why, sizeof why,
+           "the partial values combine by %s but the node reduces with %s",
+           ccg_reduce_op_name(pi.reduce), ccg_reduce_op_name(rop));
+  return fail(c, n, axis, in, pi, out, po, why);
+}
+
 /* One collective on one axis of its group: is in -> out a move it makes? */
 static ccg_status check_collective(pcheck *c, ccg_node_id n, int axis,
                                    ccg_value_id in, ccg_placement pi,
@@ -115,7 +131,7 @@ static ccg_status check_collective(pcheck *c, ccg_node_id n, int axis,
     if (!po_r)
       return fail(c, n, axis, in, pi, out, po,
                   "an all-reduce leaves every rank the same whole value");
-    return CCG_STATUS_OK;
+    return check_reduce_op(c, n, axis, in, pi, out, po);
   case CCG_OP_ALL_GATHER: {
     int d = (int)attr_i(c, n, "axis", ro);
     if (pi_p)
@@ -148,7 +164,7 @@ static ccg_status check_collective(pcheck *c, ccg_node_id n, int axis,
     if (po.kind != CCG_PLACEMENT_SHARD || po.dim != d)
       return fail(c, n, axis, in, pi, out, po,
                   "the result is each rank's slice along the node's axis");
-    return CCG_STATUS_OK;
+    return check_reduce_op(c, n, axis, in, pi, out, po);
   }
   case CCG_OP_ALL_TO_ALL: {
     int s = (int)attr_i(c, n, "split_axis", ri);

@@ -96,6 +96,12 @@ static void wrong_moves_are_named(void **state) {
   expect_bad(A2A, S(0), S(0), "(AllToAll)", "along the concat axis");
   expect_bad(RELU, R, S(0), "(Relu)", "takes a collective");
   expect_bad(RELU, P, R, "(Relu)", "takes a collective");
+  /* max partials reduced by the node's sum */
+  const ccg_placement pmax = {CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_MAX};
+  expect_bad(AR, pmax, R, "(AllReduce)",
+             "combine by max but the node "
+             "reduces with sum");
+  expect_bad(RS, pmax, S(0), "(ReduceScatter)", "combine by max");
 }
 
 /* Unlabelled values are not judged; a graph without a mesh has nothing to
