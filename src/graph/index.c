@@ -464,6 +464,13 @@ static ccg_status infer_gather_nd(ccg__infer *ix) {
   const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);
   int k;
   CCG_CHECK(index_depth(ix, &k));
+  if (q->rank - 1 + d->rank - k > CCG_MAX_RANK) {
+    char db[BUF], qb[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "data %s with indices %s gives rank %d; at most %d",
+                     ccg__shape_str(d, db, BUF), ccg__shape_str(q, qb, BUF),
+                     q->rank - 1 + d->rank - k, CCG_MAX_RANK);
+  }
   ccg_shape *out = &ix->out_shape[0];
   out->rank = 0;
   for (int i = 0; i < q->rank - 1; i++)

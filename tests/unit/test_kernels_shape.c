@@ -164,6 +164,11 @@ static void test_gather_nd(void **state) {
       g, CCG_STATUS_SHAPE,
       ccg_gather_nd(g, x, ccg_test_input(g, "s", CCG_DTYPE_I64, "[2,4]"), &bad),
       "the last dim must be a number in 1..3");
+  /* a result of more than CCG_MAX_RANK dims is refused, not written */
+  ccg_value_id d8 = ccg_test_input(g, "d8", CCG_DTYPE_F32, "[2,2,2,2,2,2,2,2]");
+  ccg_value_id i8 = ccg_test_input(g, "i8", CCG_DTYPE_I64, "[2,2,2,2,2,2,2,1]");
+  assert_fails(g, CCG_STATUS_SHAPE, ccg_gather_nd(g, d8, i8, &bad),
+               "gives rank 14; at most 8");
   ccg_graph_free(g);
 }
 
