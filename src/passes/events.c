@@ -214,8 +214,15 @@ static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
     e->tag = attr_i(g, n, "tag", 0);
     if (ccg_node_attr(g, n, "peer")) { /* the peer's index on the axis */
       int64_t p = attr_i(g, n, "peer", 0);
-      if (p < 0 || p >= W || p == e->gidx)
-        return node_error(g, n, rank, "peer out of range or the rank itself");
+      if (p < 0 || p >= W || p == e->gidx) {
+        const ccg_attr *ax = ccg_node_attr(g, n, "mesh_axis");
+        char why[160];
+        snprintf(why, sizeof why, "peer %lld is %s on axis '%s' (0..%d)",
+                 (long long)p,
+                 p == e->gidx ? "the rank's own index" : "out of range",
+                 ax && ax->s ? ax->s : "?", W - 1);
+        return node_error(g, n, rank, why);
+      }
       e->peer = e->group[p];
       return CCG_STATUS_OK;
     }

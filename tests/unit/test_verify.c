@@ -319,6 +319,15 @@ static void test_bad_programs(void **state) {
   ccg_graph_free(other);
   assert_fails(NULL, CCG_STATUS_INVALID_ARG,
                ccg_verify_program(NULL, 0, NULL, NULL), "no graphs");
+  /* an SPMD graph whose rank 1 names itself as the peer */
+  ccg_graph *self = ccg_test_graph("pp=2");
+  ccg_value_id x = ccg_test_input(self, "x", CCG_DTYPE_F32, "[4]");
+  ccg_node_id sn;
+  assert_ok(self, ccg_send_peer(self, x, "pp", 1, 3, &sn));
+  assert_fails(NULL, CCG_STATUS_INVALID_ARG,
+               ccg_verify_program(&self, 1, NULL, NULL),
+               "(Send) on rank 1: peer 1 is the rank's own index on axis 'pp'");
+  ccg_graph_free(self);
   assert_string_equal(ccg_verify_kind_name(CCG_VERIFY_DEADLOCK), "deadlock");
   assert_string_equal(ccg_verify_kind_name(CCG_VERIFY_KIND_COUNT), "invalid");
   prog_free(&p);
