@@ -83,6 +83,12 @@ CCG_API ccg_status ccg_onnx_export_buffer(ccg_graph *g,
 CCG_API ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
                                          const char *name,
                                          const ccg_onnx_export_options *opts);
+/* The same for a program with one graph per rank: graphs[r] (n of them) is
+ * written as rank r (its per-rank data for r, if any). All or nothing: an
+ * older program in dir keeps every file if any rank fails. */
+CCG_API ccg_status ccg_onnx_export_rank_graphs(
+    ccg_graph *const *graphs, size_t n, const char *dir, const char *name,
+    const ccg_onnx_export_options *opts);
 
 /* Reads an ONNX model file; external data is looked up in the file's folder
  * and must stay inside it. "new": *out is freed with ccg_graph_free. Errors

@@ -3,12 +3,10 @@
  * single file <name>.rank<r>.onnx stands for all ranks of <name> beside
  * it; any other single file is one SPMD model. */
 #include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -229,41 +227,11 @@ int cli_export_options(const command *self, const char *opset,
 
 int cli_write_program(const command *self, const cli_program *p,
                       const char *out, const ccg_onnx_export_options *eo) {
-  if (!p->per_rank) {
-    if (ccg_onnx_export_file(p->graphs[0], out, eo) != CCG_STATUS_OK)
-      return cli_fail(self, cli_status_code(ccg_last_status(p->graphs[0])),
-                      "%s", ccg_last_error(p->graphs[0]));
-    return EXIT_OK;
-  }
-  bool created = false;
-  if (!cli_is_dir(out)) {
-    if (mkdir(out, 0777) != 0)
-      return cli_fail(self, EXIT_BAD_INPUT, "cannot create folder '%s': %s",
-                      out, strerror(errno));
-    created = true;
-  }
-  char path[4096];
-  size_t done = 0;
-  int rc = EXIT_OK;
-  for (; done < p->n && rc == EXIT_OK; done++) {
-    snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, done);
-    cli_progress("exporting", done, p->n);
-    ccg_onnx_export_options ro = *eo;
-    ro.rank = (int)done; /* this rank's own model */
-    if (ccg_onnx_export_file(p->graphs[done], path, &ro) != CCG_STATUS_OK)
-      rc = cli_fail(self, cli_status_code(ccg_last_status(p->graphs[done])),
-                    "rank %zu: %s", done, ccg_last_error(p->graphs[done]));
-  }
-  cli_progress_done();
-  if (rc != EXIT_OK) {
-    for (size_t r = 0; r < done; r++) {
-      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx", out, p->name, r);
-      unlink(path);
-      snprintf(path, sizeof path, "%s/%s.rank%zu.onnx.data", out, p->name, r);
-      unlink(path);
-    }
-    if (created)
-      rmdir(out);
-  }
-  return rc;
+  ccg_status st = p->per_rank ? ccg_onnx_export_rank_graphs(p->graphs, p->n,
+                                                            out, p->name, eo)
+                              : ccg_onnx_export_file(p->graphs[0], out, eo);
+  if (st != CCG_STATUS_OK)
+    return cli_fail(self, cli_status_code(st), "%s",
+                    ccg_last_error(p->graphs[0]));
+  return EXIT_OK;
 }

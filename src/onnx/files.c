@@ -11,6 +11,16 @@
 #include "ccgraph/lower.h"
 #include "onnx/internal.h"
 
+/* Collectives com.microsoft lacks but ccg_lower rewrites. */
+static bool needs_ort_lowering(ccg_graph *g) {
+  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
+    ccg_op op = ccg_node_op(g, (ccg_node_id)i);
+    if (op == CCG_OP_SHARD_SLICE || op == CCG_OP_REDUCE_SCATTER)
+      return true;
+  }
+  return false;
+}
+
 ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                                   const ccg_onnx_export_options *opts,
                                   void **data, size_t *size) {
@@ -21,13 +31,27 @@ ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                       "ONNX export: no output buffer");
   ccg_onnx_export_options o;
   CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
+  /* one rank in the ORT dialect: lowered first, as the file exports do */
+  ccg_graph *src = g, *lg = NULL;
+  int64_t rank = o.rank;
+  if (o.dialect == CCG_ONNX_DIALECT_ORT && rank >= 0 && needs_ort_lowering(g)) {
+    if (ccg_lower(g, rank, CCG_LOWER_ORT, &lg) != CCG_STATUS_OK)
+      return ccg_last_status(g);
+    src = lg;
+    rank = -1;
+  }
   ccg_arena a;
   ccg__arena_init(&a, &g->alloc, 0);
   Onnx__ModelProto *m = NULL;
-  ccg_status st = ccg__onnx_build_model(g, &o, o.rank, &a, NULL, &m);
+  ccg_status st = ccg__onnx_build_model(src, &o, rank, &a, NULL, &m);
   if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack(g, m, data, size);
+    st = ccg__onnx_pack(src, m, data, size);
   ccg__arena_free(&a);
+  if (lg) {
+    if (st != CCG_STATUS_OK)
+      ccg__error_copy(&g->ctx, &lg->ctx);
+    ccg_graph_free(lg);
+  }
   return st;
 }
 
@@ -64,16 +88,6 @@ static void pending_discard(pending *p) {
     unlink(p->path);
   if (p->data_renamed)
     unlink(p->data_path);
-}
-
-/* Collectives com.microsoft lacks but ccg_lower rewrites. */
-static bool needs_ort_lowering(ccg_graph *g) {
-  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
-    ccg_op op = ccg_node_op(g, (ccg_node_id)i);
-    if (op == CCG_OP_SHARD_SLICE || op == CCG_OP_REDUCE_SCATTER)
-      return true;
-  }
-  return false;
 }
 
 /* Writes the model for `rank` to p->tmp (and its data to p->data_tmp). */
@@ -136,13 +150,21 @@ static ccg_status commit(ccg_graph *g, pending *p) {
 
 /* Writes every pending file, then renames them all; on any failure removes
  * everything written, renamed files included. */
-static ccg_status export_all(ccg_graph *g, const ccg_onnx_export_options *o,
-                             pending *ps, size_t n, bool per_rank) {
+static ccg_status export_all(ccg_graph *const *gs,
+                             const ccg_onnx_export_options *o, pending *ps,
+                             size_t n, bool per_rank) {
   ccg_status st = CCG_STATUS_OK;
+  size_t bad = n; /* the rank whose step failed */
   for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
-    st = write_pending(g, o, per_rank ? (int64_t)r : o->rank, &ps[r]);
+    if ((st = write_pending(gs[r], o, per_rank ? (int64_t)r : o->rank,
+                            &ps[r])) != CCG_STATUS_OK)
+      bad = r;
   for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
-    st = commit(g, &ps[r]);
+    if ((st = commit(gs[r], &ps[r])) != CCG_STATUS_OK)
+      bad = r;
+  /* the first graph carries the failure, whichever rank's it was */
+  if (st != CCG_STATUS_OK && bad < n && gs[bad] != gs[0])
+    ccg__error_copy(&gs[0]->ctx, &gs[bad]->ctx);
   for (size_t r = 0; r < n; r++) {
     if (st != CCG_STATUS_OK)
       pending_discard(&ps[r]);
@@ -164,14 +186,14 @@ ccg_status ccg_onnx_export_file(ccg_graph *g, const char *path,
   p.path = join(path, "");
   if (!p.path)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting '%s'", path);
-  return export_all(g, &o, &p, 1, false);
+  return export_all(&g, &o, &p, 1, false);
 }
 
-ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
-                                 const char *name,
-                                 const ccg_onnx_export_options *opts) {
-  if (!g)
-    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+/* Graph r as rank r into dir/<name>.rank<r>.onnx, all or nothing. */
+static ccg_status export_each(ccg_graph *const *gs, size_t world,
+                              const char *dir, const char *name,
+                              const ccg_onnx_export_options *opts) {
+  ccg_graph *g = gs[0];
   if (!dir || !*dir || !name || !*name || strchr(name, '/'))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "ONNX export: per-rank export needs a folder and a "
@@ -179,8 +201,6 @@ ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
                       name ? name : "(null)");
   ccg_onnx_export_options o;
   CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
-  const ccg_mesh *mesh = ccg_graph_mesh(g);
-  size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
   pending *ps = calloc(world, sizeof *ps);
   if (!ps)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks", world);
@@ -211,9 +231,38 @@ ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
     }
     made = true;
   }
-  ccg_status st = export_all(g, &o, ps, world, true);
+  ccg_status st = export_all(gs, &o, ps, world, true);
   free(ps);
   if (st != CCG_STATUS_OK && made)
     rmdir(dir);
   return st;
+}
+
+ccg_status ccg_onnx_export_ranks(ccg_graph *g, const char *dir,
+                                 const char *name,
+                                 const ccg_onnx_export_options *opts) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
+  ccg_graph **gs = calloc(world, sizeof *gs);
+  if (!gs)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting %zu ranks", world);
+  for (size_t r = 0; r < world; r++)
+    gs[r] = g;
+  ccg_status st = export_each(gs, world, dir, name, opts);
+  free(gs);
+  return st;
+}
+
+ccg_status ccg_onnx_export_rank_graphs(ccg_graph *const *graphs, size_t n,
+                                       const char *dir, const char *name,
+                                       const ccg_onnx_export_options *opts) {
+  if (!graphs || n == 0)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graphs");
+  for (size_t r = 0; r < n; r++)
+    if (!graphs[r])
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                        "ONNX export: graph %zu is NULL", r);
+  return export_each(graphs, n, dir, name, opts);
 }

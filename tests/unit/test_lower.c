@@ -109,10 +109,36 @@ static void added_names_do_not_clash(void **state) {
   ccg_graph_free(g);
 }
 
+/* A buffer export in the ORT dialect for one rank lowers too; without a
+ * rank there is nothing to lower with, and ShardSlice is refused. */
+static void ort_buffer_export_lowers(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,6]"), y;
+  assert_ok(g, ccg_shard_slice(g, x, "tp", 1, NULL, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.dialect = CCG_ONNX_DIALECT_ORT;
+  void *buf = NULL;
+  size_t n = 0;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED,
+               ccg_onnx_export_buffer(g, &o, &buf, &n), "ShardSlice");
+  o.rank = 1;
+  assert_ok(g, ccg_onnx_export_buffer(g, &o, &buf, &n));
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(buf, n, NULL, NULL, &back));
+  assert_int_equal(count_op(back, CCG_OP_SHARD_SLICE), 0);
+  assert_int_equal(count_op(back, CCG_OP_SLICE), 1);
+  free(buf);
+  ccg_graph_free(back);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(shard_slice_becomes_slice),
       cmocka_unit_test(reduce_scatter_becomes_all_reduce_and_slice),
+      cmocka_unit_test(ort_buffer_export_lowers),
       cmocka_unit_test(added_names_do_not_clash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

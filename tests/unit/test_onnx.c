@@ -630,6 +630,50 @@ static void test_export_ranks_failure_leaves_nothing(void **state) {
   ccg_graph_free(g);
 }
 
+/* One graph per rank, all or nothing: an older program in the folder keeps
+ * every file, unchanged, when a later rank cannot be written (an AllReduce
+ * of max in the ORT dialect), and the failing rank's message reaches the
+ * first graph. */
+static void test_export_rank_graphs_all_or_nothing(void **state) {
+  (void)state;
+  ccg_graph *ok = onnx_test_megatron_mlp(2, 16);
+  ccg_graph *bad = onnx_test_megatron_mlp(2, 16);
+  assert_ok(ok, ccg_onnx_export_ranks(ok, tmpdir, "prog", NULL));
+  char path[600];
+  snprintf(path, sizeof path, "%s/prog.rank0.onnx", tmpdir);
+  struct stat before, after;
+  assert_int_equal(stat(path, &before), 0);
+  ccg_value_id x = ccg_test_input(bad, "extra", CCG_DTYPE_F32, "[4]"), y;
+  assert_ok(bad, ccg_all_reduce(bad, x, "tp", CCG_REDUCE_MAX, &y));
+  assert_ok(bad, ccg_graph_add_output(bad, y));
+  ccg_graph *gs[2] = {ok, bad};
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.dialect = CCG_ONNX_DIALECT_ORT;
+  assert_fails(ok, CCG_STATUS_UNSUPPORTED,
+               ccg_onnx_export_rank_graphs(gs, 2, tmpdir, "prog", &o),
+               "prog.rank1.onnx", "com.microsoft AllReduce only sums");
+  assert_int_equal(stat(path, &after), 0);
+  assert_true(after.st_mtime == before.st_mtime &&
+              after.st_size == before.st_size && after.st_ino == before.st_ino);
+  assert_int_equal(count_files(tmpdir), 2); /* the older two, nothing else */
+  /* both written when both can be */
+  assert_ok(ok, ccg_onnx_export_rank_graphs(gs, 2, tmpdir, "prog", NULL));
+  snprintf(path, sizeof path, "%s/prog.rank1.onnx", tmpdir);
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_file(path, NULL, &back));
+  ccg_value_id e;
+  assert_ok(back, ccg_graph_find_value(back, "extra", &e)); /* rank 1's own */
+  ccg_graph_free(back);
+  assert_int_equal(ccg_onnx_export_rank_graphs(NULL, 0, tmpdir, "p", NULL),
+                   CCG_STATUS_INVALID_ARG);
+  for (int r = 0; r < 2; r++) {
+    snprintf(path, sizeof path, "%s/prog.rank%d.onnx", tmpdir, r);
+    unlink(path);
+  }
+  ccg_graph_free(ok);
+  ccg_graph_free(bad);
+}
+
 /* The rank models of the samples' graphs, kept for the checker. */
 static void test_rank_models_for_checker(void **state) {
   (void)state;
@@ -666,6 +710,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
                                       remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,
+                                      make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_export_rank_graphs_all_or_nothing,
                                       make_tmpdir, remove_tmpdir),
       cmocka_unit_test(test_rank_models_for_checker),
   };
