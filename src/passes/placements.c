@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "passes/op_kinds.h"
 #include "ccgraph/verify.h"
 
 typedef struct pcheck {
@@ -185,28 +186,6 @@ static ccg_status check_collective(pcheck *c, ccg_node_id n, int axis,
   }
 }
 
-/* Ops that work element by element on same-shape operands: they keep
- * placements. */
-static bool keeps_placements(ccg_op op) {
-  switch (op) {
-  case CCG_OP_IDENTITY:
-  case CCG_OP_NEG:
-  case CCG_OP_RELU:
-  case CCG_OP_GELU:
-  case CCG_OP_TANH:
-  case CCG_OP_ERF:
-  case CCG_OP_SIGMOID:
-  case CCG_OP_EXP:
-  case CCG_OP_LOG:
-  case CCG_OP_SQRT:
-  case CCG_OP_CAST:
-  case CCG_OP_DROPOUT:
-    return true;
-  default:
-    return false;
-  }
-}
-
 static ccg_status check_node(pcheck *c, ccg_node_id n) {
   const ccg_graph *g = c->g;
   ccg_op op = ccg_node_op(g, n);
@@ -226,7 +205,7 @@ static ccg_status check_node(pcheck *c, ccg_node_id n) {
     }
     return CCG_STATUS_OK;
   }
-  if (!keeps_placements(op))
+  if (!ccg__op_keeps_placement(op))
     return CCG_STATUS_OK;
   for (int a = 0; a < c->mesh->ndims; a++) {
     ccg_placement pi, po;

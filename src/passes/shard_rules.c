@@ -6,6 +6,7 @@
  * perhaps not the least communication. */
 #include <string.h>
 
+#include "passes/op_kinds.h"
 #include "passes/shard_internal.h"
 
 static bool is_shard(ccg_placement p) { return p.kind == CCG_PLACEMENT_SHARD; }
@@ -448,7 +449,10 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
 }
 
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
-  switch (ccg_node_op(sh->g, n)) {
+  ccg_op op = ccg_node_op(sh->g, n);
+  if (ccg__op_keeps_placement(op))
+    return rule_unary(sh, n);
+  switch (op) {
   case CCG_OP_ADD:
   case CCG_OP_SUB:
   case CCG_OP_MUL:
@@ -456,19 +460,6 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_POW:
   case CCG_OP_WHERE:
     return rule_broadcast(sh, n);
-  case CCG_OP_IDENTITY:
-  case CCG_OP_NEG:
-  case CCG_OP_RELU:
-  case CCG_OP_GELU:
-  case CCG_OP_TANH:
-  case CCG_OP_ERF:
-  case CCG_OP_SIGMOID:
-  case CCG_OP_EXP:
-  case CCG_OP_LOG:
-  case CCG_OP_SQRT:
-  case CCG_OP_CAST:
-  case CCG_OP_DROPOUT:
-    return rule_unary(sh, n);
   case CCG_OP_SOFTMAX:
     return rule_softmax(sh, n);
   case CCG_OP_LAYER_NORM:

@@ -169,7 +169,9 @@ int main(void) {
 #else
 static void no_nccl(void **state) {
   (void)state;
-  skip(); /* built without CUDA: no nccl communicator */
+  print_message("SKIP: built without CUDA, so there is no nccl communicator "
+                "to check\n");
+  skip();
 }
 
 int main(void) {
