@@ -232,11 +232,13 @@ typedef struct ccg_attr {
 /* ---- the op registry --------------------------------------------------- */
 
 /* X(ID, ONNX name, domain, min inputs, max inputs, min outputs, max outputs).
- * Domain "" is the default ONNX domain (opset 17 semantics unless the op's
- * doc in docs/ir.md says otherwise); "ccgraph" is ours. -1 = unbounded. Each
- * op's attributes and shape rule live in its family file (src/graph/). */
-#define CCG_OP_LIST(X)                                                         \
-  /* elementwise.c */                                                          \
+ * Domain "" is the default ONNX domain (the op's newest version unless its
+ * doc in docs/ops.md says otherwise); "ccgraph" is ours. -1 = unbounded.
+ * One list per op family: the family's file in src/graph/ gives each op its
+ * attributes, shape rule, gradient rule, shard rule and ONNX versions, and
+ * the executors' family files its kernels (ccg_op_family). */
+/* elementwise.c: arithmetic, activations, Where, Cast, Dropout */
+#define CCG_OP_LIST_ELEMENTWISE(X)                                             \
   X(IDENTITY, "Identity", "", 1, 1, 1, 1)                                      \
   X(ADD, "Add", "", 2, 2, 1, 1)                                                \
   X(SUB, "Sub", "", 2, 2, 1, 1)                                                \
@@ -254,18 +256,32 @@ typedef struct ccg_attr {
   X(SQRT, "Sqrt", "", 1, 1, 1, 1)                                              \
   X(WHERE, "Where", "", 3, 3, 1, 1)                                            \
   X(CAST, "Cast", "", 1, 1, 1, 1)                                              \
-  X(DROPOUT, "Dropout", "", 1, 3, 1, 2)                                        \
-  /* matmul.c */                                                               \
+  X(DROPOUT, "Dropout", "", 1, 3, 1, 2)
+
+/* logic.c: comparisons, logic, bitwise ops, variadic Min/Max/Sum/Mean, Mod */
+#define CCG_OP_LIST_LOGIC(X)
+
+/* matmul.c */
+#define CCG_OP_LIST_MATMUL(X)                                                  \
   X(MATMUL, "MatMul", "", 2, 2, 1, 1)                                          \
-  X(GEMM, "Gemm", "", 2, 3, 1, 1)                                              \
-  /* norm.c */                                                                 \
+  X(GEMM, "Gemm", "", 2, 3, 1, 1)
+
+/* norm.c: softmaxes and normalizations */
+#define CCG_OP_LIST_NORM(X)                                                    \
   X(SOFTMAX, "Softmax", "", 1, 1, 1, 1)                                        \
-  X(LAYER_NORM, "LayerNormalization", "", 2, 3, 1, 3)                          \
-  /* reduce.c */                                                               \
+  X(LAYER_NORM, "LayerNormalization", "", 2, 3, 1, 3)
+
+/* reduce.c */
+#define CCG_OP_LIST_REDUCE(X)                                                  \
   X(REDUCE_SUM, "ReduceSum", "", 1, 1, 1, 1)                                   \
   X(REDUCE_MEAN, "ReduceMean", "", 1, 1, 1, 1)                                 \
-  X(REDUCE_MAX, "ReduceMax", "", 1, 1, 1, 1)                                   \
-  /* shape.c */                                                                \
+  X(REDUCE_MAX, "ReduceMax", "", 1, 1, 1, 1)
+
+/* loss.c: training losses */
+#define CCG_OP_LIST_LOSS(X)
+
+/* shape.c */
+#define CCG_OP_LIST_SHAPE(X)                                                   \
   X(RESHAPE, "Reshape", "", 2, 2, 1, 1)                                        \
   X(TRANSPOSE, "Transpose", "", 1, 1, 1, 1)                                    \
   X(CONCAT, "Concat", "", 1, -1, 1, 1)                                         \
@@ -275,13 +291,26 @@ typedef struct ccg_attr {
   X(EXPAND, "Expand", "", 2, 2, 1, 1)                                          \
   X(SHAPE, "Shape", "", 1, 1, 1, 1)                                            \
   X(CONSTANT, "Constant", "", 0, 0, 1, 1)                                      \
-  X(CONSTANT_OF_SHAPE, "ConstantOfShape", "", 1, 1, 1, 1)                      \
-  /* index.c */                                                                \
+  X(CONSTANT_OF_SHAPE, "ConstantOfShape", "", 1, 1, 1, 1)
+
+/* data.c: Range, Trilu, CumSum, Tile, Pad, Einsum, ... */
+#define CCG_OP_LIST_DATA(X)
+
+/* index.c */
+#define CCG_OP_LIST_INDEX(X)                                                   \
   X(SLICE, "Slice", "", 3, 5, 1, 1)                                            \
   X(GATHER, "Gather", "", 2, 2, 1, 1)                                          \
   X(SCATTER_ND, "ScatterND", "", 3, 3, 1, 1)                                   \
-  X(GATHER_ND, "GatherND", "", 2, 2, 1, 1)                                     \
-  /* collective.c */                                                           \
+  X(GATHER_ND, "GatherND", "", 2, 2, 1, 1)
+
+/* select.c: GatherElements, ScatterElements, TopK, ArgMax/ArgMin, NonZero */
+#define CCG_OP_LIST_SELECT(X)
+
+/* vision.c: convolutions, pooling, Resize */
+#define CCG_OP_LIST_VISION(X)
+
+/* collective.c */
+#define CCG_OP_LIST_COLLECTIVE(X)                                              \
   X(ALL_REDUCE, "AllReduce", "ccgraph", 1, 1, 1, 1)                            \
   X(ALL_GATHER, "AllGather", "ccgraph", 1, 1, 1, 1)                            \
   X(REDUCE_SCATTER, "ReduceScatter", "ccgraph", 1, 1, 1, 1)                    \
@@ -293,6 +322,36 @@ typedef struct ccg_attr {
   X(RECV, "Recv", "ccgraph", 0, 0, 1, 1)                                       \
   X(COLLECTIVE_PERMUTE, "CollectivePermute", "ccgraph", 1, 1, 1, 1)
 
+#define CCG_OP_LIST(X)                                                         \
+  CCG_OP_LIST_ELEMENTWISE(X)                                                   \
+  CCG_OP_LIST_LOGIC(X)                                                         \
+  CCG_OP_LIST_MATMUL(X)                                                        \
+  CCG_OP_LIST_NORM(X)                                                          \
+  CCG_OP_LIST_REDUCE(X)                                                        \
+  CCG_OP_LIST_LOSS(X)                                                          \
+  CCG_OP_LIST_SHAPE(X)                                                         \
+  CCG_OP_LIST_DATA(X)                                                          \
+  CCG_OP_LIST_INDEX(X)                                                         \
+  CCG_OP_LIST_SELECT(X)                                                        \
+  CCG_OP_LIST_VISION(X)                                                        \
+  CCG_OP_LIST_COLLECTIVE(X)
+
+/* The op families, in CCG_OP_LIST's order: which family file of each layer
+ * holds an op's rules and kernels. */
+#define CCG_OP_FAMILY_LIST(X)                                                  \
+  X(ELEMENTWISE, "elementwise")                                                \
+  X(LOGIC, "logic")                                                            \
+  X(MATMUL, "matmul")                                                          \
+  X(NORM, "norm")                                                              \
+  X(REDUCE, "reduce")                                                          \
+  X(LOSS, "loss")                                                              \
+  X(SHAPE, "shape")                                                            \
+  X(DATA, "data")                                                              \
+  X(INDEX, "index")                                                            \
+  X(SELECT, "select")                                                          \
+  X(VISION, "vision")                                                          \
+  X(COLLECTIVE, "collective")
+
 /* clang-format off */
 typedef enum ccg_op {
 #define CCG__OP_ENUM(id, name, domain, imin, imax, omin, omax) CCG_OP_##id,
@@ -301,6 +360,27 @@ typedef enum ccg_op {
   CCG_OP_COUNT
 } ccg_op;
 /* clang-format on */
+
+/* clang-format off */
+typedef enum ccg_op_family {
+#define CCG__OP_FAMILY_ENUM(id, name) CCG_OP_FAMILY_##id,
+  CCG_OP_FAMILY_LIST(CCG__OP_FAMILY_ENUM)
+#undef CCG__OP_FAMILY_ENUM
+  CCG_OP_FAMILY_COUNT
+} ccg_op_family;
+/* clang-format on */
+
+/* How the shard pass carries placements through an op (and what the
+ * placement check expects of it). */
+typedef enum ccg_op_shard {
+  CCG_OP_SHARD_REPLICATE, /* no rule: inputs are made replicated first */
+  CCG_OP_SHARD_KEEP,      /* one data input, element i -> element i: a
+                             placement goes through unchanged */
+  CCG_OP_SHARD_BROADCAST, /* elementwise over broadcast inputs: Shard(d)
+                             of the output's dims is kept */
+  CCG_OP_SHARD_OWN,       /* the shard pass has a rule of its own */
+  CCG_OP_SHARD_COUNT
+} ccg_op_shard;
 
 #define CCG_DOMAIN_ONNX ""
 #define CCG_DOMAIN_CCGRAPH "ccgraph"
@@ -312,6 +392,16 @@ CCG_API ccg_status ccg_op_find(const char *domain, const char *name,
 CCG_API const char *ccg_op_name(ccg_op op);
 CCG_API const char *ccg_op_domain(ccg_op op);
 CCG_API bool ccg_op_is_collective(ccg_op op);
+/* The family an op belongs to (its list in CCG_OP_LIST). */
+CCG_API ccg_op_family ccg_op_family_of(ccg_op op);
+CCG_API const char *ccg_op_family_name(ccg_op_family f);
+/* The op's shard rule kind. */
+CCG_API ccg_op_shard ccg_op_shard_rule(ccg_op op);
+/* Ops of the default ONNX domain: the lowest ai.onnx opset whose version of
+ * the op means what the IR's op means (import refuses older ones by name);
+ * 0 for ops of other domains. */
+CCG_API int ccg_op_onnx_since(ccg_op op);
+
 /* Arity; -1 max means unbounded. */
 CCG_API void ccg_op_arity(ccg_op op, int *min_in, int *max_in, int *min_out,
                           int *max_out);

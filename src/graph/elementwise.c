@@ -166,11 +166,16 @@ static ccg_status grad_pow(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS, 0, infer_add, grad_add};
-const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS, 0, infer_sub, grad_sub};
-const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS, 0, infer_mul, grad_mul};
-const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS, 0, infer_div, grad_div};
-const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS, 0, infer_pow, grad_pow};
+const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS, 0, infer_add, grad_add,
+                                    .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS, 0, infer_sub, grad_sub,
+                                    .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS, 0, infer_mul, grad_mul,
+                                    .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS, 0, infer_div, grad_div,
+                                    .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS, 0, infer_pow, grad_pow,
+                                    .shard = CCG_OP_SHARD_BROADCAST};
 
 /* ---- unary -------------------------------------------------------------- */
 
@@ -331,25 +336,35 @@ static ccg_status grad_sqrt(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_IDENTITY = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                         infer_identity, grad_identity};
+                                         infer_identity, grad_identity,
+                                         .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_NEG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_neg, grad_neg};
+                                    infer_neg, grad_neg,
+                                    .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_RELU = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_neg, grad_relu};
-const ccg__op_def ccg__opdef_GELU = {
-    CCG__ATTRS(gelu_attrs), CCG__OP_ELEMENTWISE, infer_gelu, grad_gelu};
+                                     infer_neg, grad_relu,
+                                     .shard = CCG_OP_SHARD_KEEP};
+const ccg__op_def ccg__opdef_GELU = {CCG__ATTRS(gelu_attrs),
+                                     CCG__OP_ELEMENTWISE, infer_gelu, grad_gelu,
+                                     .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_TANH = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary, grad_tanh};
+                                     infer_float_unary, grad_tanh,
+                                     .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_ERF = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_erf};
+                                    infer_float_unary, grad_erf,
+                                    .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_SIGMOID = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                        infer_float_unary, grad_sigmoid};
+                                        infer_float_unary, grad_sigmoid,
+                                        .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_EXP = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_exp};
+                                    infer_float_unary, grad_exp,
+                                    .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_LOG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_log};
+                                    infer_float_unary, grad_log,
+                                    .shard = CCG_OP_SHARD_KEEP};
 const ccg__op_def ccg__opdef_SQRT = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary, grad_sqrt};
+                                     infer_float_unary, grad_sqrt,
+                                     .shard = CCG_OP_SHARD_KEEP};
 
 /* ---- Where, Cast, Dropout ----------------------------------------------- */
 
@@ -381,8 +396,8 @@ static ccg_status grad_where(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS, 0, infer_where,
-                                      grad_where};
+const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS, 0, infer_where, grad_where,
+                                      .shard = CCG_OP_SHARD_BROADCAST};
 
 static const ccg__attr_spec cast_attrs[] = {
     {"to", CCG_ATTR_STRING, true, 0, 0, NULL},
@@ -410,7 +425,7 @@ static ccg_status grad_cast(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_CAST = {CCG__ATTRS(cast_attrs), 0, infer_cast,
-                                     grad_cast};
+                                     grad_cast, .shard = CCG_OP_SHARD_KEEP};
 
 static const ccg__attr_spec dropout_attrs[] = {
     {"seed", CCG_ATTR_INT, false, 0, 0, NULL},
@@ -451,7 +466,8 @@ static ccg_status grad_dropout(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_DROPOUT = {CCG__ATTRS(dropout_attrs), 0,
-                                        infer_dropout, grad_dropout};
+                                        infer_dropout, grad_dropout,
+                                        .shard = CCG_OP_SHARD_KEEP};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -362,7 +362,8 @@ static ccg_status grad_gather(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
-                                       infer_gather, grad_gather};
+                                       infer_gather, grad_gather,
+                                       .shard = CCG_OP_SHARD_OWN};
 
 /* ---- ScatterND ----------------------------------------------------------- */
 

@@ -182,7 +182,14 @@ typedef struct ccg__op_def {
    * from ordinary nodes. NULL: the op has no rule (the backward pass reports
    * it naming op and node when a gradient has to cross it). */
   ccg_status (*grad)(ccg__grad *gx);
+  ccg_op_shard shard; /* default: REPLICATE */
+  /* Default-domain ops: the lowest ai.onnx opset whose version of the op
+   * the IR implements (0: CCG__ONNX_SINCE_DEFAULT). */
+  int onnx_since;
 } ccg__op_def;
+
+/* The oldest opset an op is read from when its def names none. */
+#define CCG__ONNX_SINCE_DEFAULT 11
 
 typedef struct ccg__op_info {
   const char *name;

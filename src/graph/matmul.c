@@ -117,7 +117,7 @@ static ccg_status grad_matmul(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS, 0, infer_matmul,
-                                       grad_matmul};
+                                       grad_matmul, .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Gemm --------------------------------------------------------------- */
 

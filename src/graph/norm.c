@@ -34,7 +34,8 @@ static ccg_status grad_softmax(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_SOFTMAX = {CCG__ATTRS(softmax_attrs), 0,
-                                        infer_softmax, grad_softmax};
+                                        infer_softmax, grad_softmax,
+                                        .shard = CCG_OP_SHARD_OWN};
 
 /* ---- LayerNormalization ------------------------------------------------- */
 
@@ -194,7 +195,8 @@ static ccg_status grad_layer_norm(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_LAYER_NORM = {CCG__ATTRS(layer_norm_attrs), 0,
-                                           infer_layer_norm, grad_layer_norm};
+                                           infer_layer_norm, grad_layer_norm,
+                                           .shard = CCG_OP_SHARD_OWN};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -159,11 +159,14 @@ static ccg_status grad_reduce_max(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_REDUCE_SUM = {CCG__ATTRS(reduce_attrs), 0,
-                                           infer_reduce, grad_reduce_sum};
+                                           infer_reduce, grad_reduce_sum,
+                                           .shard = CCG_OP_SHARD_OWN};
 const ccg__op_def ccg__opdef_REDUCE_MEAN = {CCG__ATTRS(reduce_attrs), 0,
-                                            infer_reduce, grad_reduce_mean};
+                                            infer_reduce, grad_reduce_mean,
+                                            .shard = CCG_OP_SHARD_OWN};
 const ccg__op_def ccg__opdef_REDUCE_MAX = {CCG__ATTRS(reduce_attrs), 0,
-                                           infer_reduce, grad_reduce_max};
+                                           infer_reduce, grad_reduce_max,
+                                           .shard = CCG_OP_SHARD_OWN};
 
 /* ---- builders ----------------------------------------------------------- */
 

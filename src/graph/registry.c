@@ -15,6 +15,36 @@ static const ccg__op_info op_table[] = {
 _Static_assert(sizeof(op_table) / sizeof(op_table[0]) == CCG_OP_COUNT,
                "op_table must cover ccg_op");
 
+/* Each op's family: the family lists joined in CCG_OP_LIST's order. */
+/* clang-format off */
+#define ROW_ELEMENTWISE(id, ...) CCG_OP_FAMILY_ELEMENTWISE,
+#define ROW_LOGIC(id, ...) CCG_OP_FAMILY_LOGIC,
+#define ROW_MATMUL(id, ...) CCG_OP_FAMILY_MATMUL,
+#define ROW_NORM(id, ...) CCG_OP_FAMILY_NORM,
+#define ROW_REDUCE(id, ...) CCG_OP_FAMILY_REDUCE,
+#define ROW_LOSS(id, ...) CCG_OP_FAMILY_LOSS,
+#define ROW_SHAPE(id, ...) CCG_OP_FAMILY_SHAPE,
+#define ROW_DATA(id, ...) CCG_OP_FAMILY_DATA,
+#define ROW_INDEX(id, ...) CCG_OP_FAMILY_INDEX,
+#define ROW_SELECT(id, ...) CCG_OP_FAMILY_SELECT,
+#define ROW_VISION(id, ...) CCG_OP_FAMILY_VISION,
+#define ROW_COLLECTIVE(id, ...) CCG_OP_FAMILY_COLLECTIVE,
+#define FAMILY(id, name) CCG_OP_LIST_##id(ROW_##id)
+static const uint8_t op_family[] = {CCG_OP_FAMILY_LIST(FAMILY)};
+#undef FAMILY
+/* clang-format on */
+_Static_assert(sizeof(op_family) == CCG_OP_COUNT,
+               "op_family must cover ccg_op");
+
+static const char *const family_names[] = {
+#define NAME(id, name) name,
+    CCG_OP_FAMILY_LIST(NAME)
+#undef NAME
+};
+_Static_assert(sizeof(family_names) / sizeof(family_names[0]) ==
+                   CCG_OP_FAMILY_COUNT,
+               "family_names must cover ccg_op_family");
+
 /* Look-up by "domain\x1fname": filled once, read-only afterwards. */
 static ccg_strmap op_index;
 static char op_keys[CCG_OP_COUNT][64];
@@ -113,4 +143,25 @@ const char *ccg_op_attr_info(ccg_op op, size_t i, ccg_attr_type *type,
   if (required)
     *required = a->required;
   return a->name;
+}
+
+ccg_op_family ccg_op_family_of(ccg_op op) {
+  return (unsigned)op < CCG_OP_COUNT ? (ccg_op_family)op_family[op]
+                                     : CCG_OP_FAMILY_COUNT;
+}
+
+const char *ccg_op_family_name(ccg_op_family f) {
+  return (unsigned)f < CCG_OP_FAMILY_COUNT ? family_names[f] : "invalid";
+}
+
+ccg_op_shard ccg_op_shard_rule(ccg_op op) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  return o ? o->def->shard : CCG_OP_SHARD_REPLICATE;
+}
+
+int ccg_op_onnx_since(ccg_op op) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  if (!o || *o->domain)
+    return 0;
+  return o->def->onnx_since ? o->def->onnx_since : CCG__ONNX_SINCE_DEFAULT;
 }

@@ -230,7 +230,8 @@ static ccg_status grad_reshape(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs), 0,
-                                        infer_reshape, grad_reshape};
+                                        infer_reshape, grad_reshape,
+                                        .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Transpose ---------------------------------------------------------- */
 
@@ -278,7 +279,8 @@ static ccg_status grad_transpose(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs), 0,
-                                          infer_transpose, grad_transpose};
+                                          infer_transpose, grad_transpose,
+                                          .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Concat ------------------------------------------------------------- */
 
@@ -374,7 +376,8 @@ static ccg_status grad_concat(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs), 0,
-                                       infer_concat, grad_concat};
+                                       infer_concat, grad_concat,
+                                       .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Split -------------------------------------------------------------- */
 
@@ -476,7 +479,7 @@ static ccg_status grad_split(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split,
-                                      grad_split};
+                                      grad_split, .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Unsqueeze, Squeeze ------------------------------------------------- */
 
@@ -554,9 +557,11 @@ static ccg_status infer_squeeze(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs), 0,
-                                          infer_unsqueeze, grad_reshape};
+                                          infer_unsqueeze, grad_reshape,
+                                          .shard = CCG_OP_SHARD_OWN};
 const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs), 0,
-                                        infer_squeeze, grad_reshape};
+                                        infer_squeeze, grad_reshape,
+                                        .shard = CCG_OP_SHARD_OWN};
 
 /* ---- Expand ------------------------------------------------------------- */
 

@@ -10,23 +10,7 @@
  * their output: a placement goes through them unchanged (the shard pass's
  * unary rule, the placement check). */
 static inline bool ccg__op_keeps_placement(ccg_op op) {
-  switch (op) {
-  case CCG_OP_IDENTITY:
-  case CCG_OP_NEG:
-  case CCG_OP_RELU:
-  case CCG_OP_GELU:
-  case CCG_OP_TANH:
-  case CCG_OP_ERF:
-  case CCG_OP_SIGMOID:
-  case CCG_OP_EXP:
-  case CCG_OP_LOG:
-  case CCG_OP_SQRT:
-  case CCG_OP_CAST:
-  case CCG_OP_DROPOUT:
-    return true;
-  default:
-    return false;
-  }
+  return ccg_op_shard_rule(op) == CCG_OP_SHARD_KEEP;
 }
 
 #endif

@@ -94,12 +94,17 @@ static bool partial_ok(ccg_op op, const ccg_placement *p, size_t nin) {
   return op == CCG_OP_DIV && np == 1 && is_partial(p[0]);
 }
 
+/* Variadic ops (Sum, Min, ...) with more inputs see them replicated. */
+#define BROADCAST_MAX_IN 8
+
 static ccg_status rule_broadcast(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_op op = ccg_node_op(g, n);
   size_t nin = ccg_node_num_inputs(g, n);
-  ccg_placement p[3], want[3];
-  int blocks[3], wblocks[3];
+  ccg_placement p[BROADCAST_MAX_IN], want[BROADCAST_MAX_IN];
+  int blocks[BROADCAST_MAX_IN], wblocks[BROADCAST_MAX_IN];
+  if (nin > BROADCAST_MAX_IN)
+    return sh_replicate(sh, n);
   for (size_t i = 0; i < nin; i++)
     p[i] = sh_cur(sh, ccg_node_input(g, n, i), &blocks[i]);
   if (partial_ok(op, p, nin)) {
@@ -450,16 +455,18 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
 
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
-  if (ccg__op_keeps_placement(op))
+  switch (ccg_op_shard_rule(op)) {
+  case CCG_OP_SHARD_KEEP:
     return rule_unary(sh, n);
-  switch (op) {
-  case CCG_OP_ADD:
-  case CCG_OP_SUB:
-  case CCG_OP_MUL:
-  case CCG_OP_DIV:
-  case CCG_OP_POW:
-  case CCG_OP_WHERE:
+  case CCG_OP_SHARD_BROADCAST:
     return rule_broadcast(sh, n);
+  case CCG_OP_SHARD_OWN:
+    break;
+  default:
+    return sh_replicate(sh, n);
+  }
+  /* The ops whose def says CCG_OP_SHARD_OWN. */
+  switch (op) {
   case CCG_OP_SOFTMAX:
     return rule_softmax(sh, n);
   case CCG_OP_LAYER_NORM:

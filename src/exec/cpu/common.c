@@ -229,39 +229,28 @@ ccg_status ccg__xaxis(ccg_exec *x, const ccg__xnode *n, int64_t axis, int rank,
 
 typedef ccg_status (*prep_fn)(ccg_exec *x, ccg__xnode *n);
 
+/* Each family's preparation, as ccg_op_family_of says (one file each). */
+static const prep_fn family_prep[] = {
+    [CCG_OP_FAMILY_ELEMENTWISE] = ccg__prep_elementwise,
+    [CCG_OP_FAMILY_LOGIC] = ccg__prep_logic,
+    [CCG_OP_FAMILY_MATMUL] = ccg__prep_matmul,
+    [CCG_OP_FAMILY_NORM] = ccg__prep_norm,
+    [CCG_OP_FAMILY_REDUCE] = ccg__prep_reduce,
+    [CCG_OP_FAMILY_LOSS] = ccg__prep_loss,
+    [CCG_OP_FAMILY_SHAPE] = ccg__prep_shape,
+    [CCG_OP_FAMILY_DATA] = ccg__prep_data,
+    [CCG_OP_FAMILY_INDEX] = ccg__prep_index,
+    [CCG_OP_FAMILY_SELECT] = ccg__prep_select,
+    [CCG_OP_FAMILY_VISION] = ccg__prep_vision,
+    [CCG_OP_FAMILY_COLLECTIVE] = ccg__prep_collective,
+};
+_Static_assert(sizeof(family_prep) / sizeof(family_prep[0]) ==
+                   CCG_OP_FAMILY_COUNT,
+               "family_prep must cover ccg_op_family");
+
 static prep_fn family_of(ccg_op op) {
-  switch (op) {
-  case CCG_OP_MATMUL:
-  case CCG_OP_GEMM:
-    return ccg__prep_matmul;
-  case CCG_OP_SOFTMAX:
-  case CCG_OP_LAYER_NORM:
-    return ccg__prep_norm;
-  case CCG_OP_REDUCE_SUM:
-  case CCG_OP_REDUCE_MEAN:
-  case CCG_OP_REDUCE_MAX:
-    return ccg__prep_reduce;
-  case CCG_OP_RESHAPE:
-  case CCG_OP_TRANSPOSE:
-  case CCG_OP_CONCAT:
-  case CCG_OP_SPLIT:
-  case CCG_OP_UNSQUEEZE:
-  case CCG_OP_SQUEEZE:
-  case CCG_OP_EXPAND:
-  case CCG_OP_SHAPE:
-  case CCG_OP_CONSTANT:
-  case CCG_OP_CONSTANT_OF_SHAPE:
-    return ccg__prep_shape;
-  case CCG_OP_SLICE:
-  case CCG_OP_GATHER:
-  case CCG_OP_SCATTER_ND:
-  case CCG_OP_GATHER_ND:
-    return ccg__prep_index;
-  default:
-    if (op < CCG_OP_COUNT && ccg_op_is_collective(op))
-      return ccg__prep_collective;
-    return op < CCG_OP_COUNT ? ccg__prep_elementwise : NULL;
-  }
+  ccg_op_family f = ccg_op_family_of(op);
+  return f < CCG_OP_FAMILY_COUNT ? family_prep[f] : NULL;
 }
 
 ccg_status ccg__prepare_node(ccg_exec *x, ccg__xnode *n) {

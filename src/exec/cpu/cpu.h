@@ -85,6 +85,11 @@ ccg_status ccg__prep_reduce(ccg_exec *x, ccg__xnode *n);
 ccg_status ccg__prep_shape(ccg_exec *x, ccg__xnode *n);
 ccg_status ccg__prep_index(ccg_exec *x, ccg__xnode *n);
 ccg_status ccg__prep_collective(ccg_exec *x, ccg__xnode *n);
+ccg_status ccg__prep_logic(ccg_exec *x, ccg__xnode *n);
+ccg_status ccg__prep_loss(ccg_exec *x, ccg__xnode *n);
+ccg_status ccg__prep_data(ccg_exec *x, ccg__xnode *n);
+ccg_status ccg__prep_select(ccg_exec *x, ccg__xnode *n);
+ccg_status ccg__prep_vision(ccg_exec *x, ccg__xnode *n);
 
 /* Attribute reads with the op's defaults; failures recorded on x naming
  * the node. */

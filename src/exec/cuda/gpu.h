@@ -95,6 +95,18 @@ size_t ccg__gpu_table_bytes(const ccg_exec *x, const ccg__xnode *n, size_t s);
 void ccg__gpu_fill_tables(ccg_exec *x, const ccg__xnode *n, size_t s,
                           char *host_tables);
 ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s);
+/* The families in files of their own (gpu_<family>.c): the check (with the
+ * node's device scratch bytes) and the launch, as above. */
+#define CCG__GPU_FAMILY(f)                                                     \
+  ccg_status ccg__gpu_check_##f(ccg_exec *x, const ccg__xnode *n,              \
+                                size_t *scratch);                              \
+  ccg_status ccg__gpu_launch_##f(ccg_exec *x, const ccg__xnode *n, size_t s);
+CCG__GPU_FAMILY(logic)
+CCG__GPU_FAMILY(loss)
+CCG__GPU_FAMILY(data)
+CCG__GPU_FAMILY(select)
+CCG__GPU_FAMILY(vision)
+#undef CCG__GPU_FAMILY
 /* The message for a kernel failure recorded for node n (detail and value:
  * the kernel's words [1] and [2]). */
 ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,

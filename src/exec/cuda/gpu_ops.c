@@ -47,6 +47,20 @@ static bool matmul_batched(const ccg__xnode *n) {
 
 ccg_status ccg__gpu_check(ccg_exec *x, const ccg__xnode *n, size_t *scratch) {
   *scratch = 0;
+  switch (ccg_op_family_of(n->op)) {
+  case CCG_OP_FAMILY_LOGIC:
+    return ccg__gpu_check_logic(x, n, scratch);
+  case CCG_OP_FAMILY_LOSS:
+    return ccg__gpu_check_loss(x, n, scratch);
+  case CCG_OP_FAMILY_DATA:
+    return ccg__gpu_check_data(x, n, scratch);
+  case CCG_OP_FAMILY_SELECT:
+    return ccg__gpu_check_select(x, n, scratch);
+  case CCG_OP_FAMILY_VISION:
+    return ccg__gpu_check_vision(x, n, scratch);
+  default:
+    break;
+  }
   switch (n->op) {
   case CCG_OP_MATMUL:
   case CCG_OP_GEMM: {
@@ -486,6 +500,20 @@ static ccg_status run_index(ccg_exec *x, const ccg__xnode *n, size_t s) {
 }
 
 ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
+  switch (ccg_op_family_of(n->op)) {
+  case CCG_OP_FAMILY_LOGIC:
+    return ccg__gpu_launch_logic(x, n, s);
+  case CCG_OP_FAMILY_LOSS:
+    return ccg__gpu_launch_loss(x, n, s);
+  case CCG_OP_FAMILY_DATA:
+    return ccg__gpu_launch_data(x, n, s);
+  case CCG_OP_FAMILY_SELECT:
+    return ccg__gpu_launch_select(x, n, s);
+  case CCG_OP_FAMILY_VISION:
+    return ccg__gpu_launch_vision(x, n, s);
+  default:
+    break;
+  }
   switch (n->op) {
   case CCG_OP_MATMUL:
     return run_matmul(x, n, s);
