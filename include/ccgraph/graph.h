@@ -401,6 +401,9 @@ CCG_API ccg_op_shard ccg_op_shard_rule(ccg_op op);
  * the op means what the IR's op means (import refuses older ones by name);
  * 0 for ops of other domains. */
 CCG_API int ccg_op_onnx_since(ccg_op op);
+/* The dtypes of the op's main data input its rules take, one bit per
+ * ccg_dtype (1u << CCG_DTYPE_F32, ...); 0 when the op does not say. */
+CCG_API unsigned ccg_op_dtypes(ccg_op op);
 
 /* Arity; -1 max means unbounded. */
 CCG_API void ccg_op_arity(ccg_op op, int *min_in, int *max_in, int *min_out,

@@ -183,6 +183,9 @@ typedef struct ccg__op_def {
    * it naming op and node when a gradient has to cross it). */
   ccg_status (*grad)(ccg__grad *gx);
   ccg_op_shard shard; /* default: REPLICATE */
+  /* The dtypes of its main data input the op takes (CCG__DT bits, for
+   * docs/ops.md; the shape rule is what checks); 0: not said. */
+  unsigned dtypes;
   /* Default-domain ops: the lowest ai.onnx opset whose version of the op
    * the IR implements (0: CCG__ONNX_SINCE_DEFAULT). */
   int onnx_since;

@@ -165,3 +165,8 @@ int ccg_op_onnx_since(ccg_op op) {
     return 0;
   return o->def->onnx_since ? o->def->onnx_since : CCG__ONNX_SINCE_DEFAULT;
 }
+
+unsigned ccg_op_dtypes(ccg_op op) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  return o ? o->def->dtypes : 0;
+}
