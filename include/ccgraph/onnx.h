@@ -30,7 +30,7 @@ CCG_API ccg_status ccg_onnx_dialect_parse(const char *name,
 
 typedef struct ccg_onnx_export_options {
   size_t size;               /* sizeof(ccg_onnx_export_options) */
-  int64_t opset;             /* ai.onnx opset, 17..21 (default 17) */
+  int64_t opset;             /* ai.onnx opset, 17..24 (default 17) */
   ccg_onnx_dialect dialect;  /* default CCGRAPH */
   size_t external_threshold; /* initializers of more bytes than this go to
                                 an external data file (default 1 MiB);

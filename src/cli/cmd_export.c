@@ -24,7 +24,7 @@ const command cli_export_command = {
     "                         models\n"
     "  --dialect ccgraph|ort  collectives in the ccgraph domain (default) or\n"
     "                         as ONNX Runtime's com.microsoft ops\n"
-    "  --opset N              ai.onnx opset, 17..21 (default 17)\n"
+    "  --opset N              ai.onnx opset, 17..24 (default 17)\n"
     "  --inline               every initializer inside the model (default:\n"
     "                         those above 1 MiB in OUT.data beside it)\n"
     "  --name NAME            the program in a folder holding several\n"

@@ -153,7 +153,7 @@ const command cli_shard_command = {
     "                        vocab_parallel outputs reduce-scattered on dim 1\n"
     "  --dialect ccgraph|ort collectives in our domain (default) or as\n"
     "                        ONNX Runtime's com.microsoft ops\n"
-    "  --opset N             ai.onnx opset of the models, 17..21 (default 17)\n"
+    "  --opset N             ai.onnx opset of the models, 17..24 (default 17)\n"
     "  --axis AXIS           the mesh axis the plan shards over (default tp)\n"
     "  --json                a JSON summary on stdout\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"

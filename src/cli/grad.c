@@ -28,7 +28,7 @@ const command cli_grad_command = {
     "  -o OUT        the model file, or the folder for per-rank models\n"
     "  --wrt P,...   what to differentiate for (comma-separated)\n"
     "  --name NAME   the program in a folder holding several\n"
-    "  --opset N     ai.onnx opset of the written models (17..21, default "
+    "  --opset N     ai.onnx opset of the written models (17..24, default "
     "17)\n"
     "  --json        one JSON document on stdout: the models written, their\n"
     "                nodes and the gradients (rank 0's)\n",

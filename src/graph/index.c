@@ -260,8 +260,8 @@ static ccg_status grad_slice(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice,
-                                      grad_slice};
+const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice, grad_slice,
+                                      .onnx_since = 10};
 
 /* ---- Gather ------------------------------------------------------------- */
 
@@ -361,9 +361,12 @@ static ccg_status grad_gather(ccg__grad *gx) {
   return ccg__grad_reshape_like(g, dy, gx->in[0], &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs), 0,
-                                       infer_gather, grad_gather,
-                                       .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs),
+                                       0,
+                                       infer_gather,
+                                       grad_gather,
+                                       .shard = CCG_OP_SHARD_OWN,
+                                       .onnx_since = 1};
 
 /* ---- ScatterND ----------------------------------------------------------- */
 
@@ -447,7 +450,8 @@ static ccg_status grad_scatter_nd(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs), 0,
-                                           infer_scatter_nd, grad_scatter_nd};
+                                           infer_scatter_nd, grad_scatter_nd,
+                                           .onnx_since = 11};
 
 /* ---- GatherND ------------------------------------------------------------ */
 
@@ -493,7 +497,8 @@ static ccg_status grad_gather_nd(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_GATHER_ND = {CCG__ATTRS(gather_nd_attrs), 0,
-                                          infer_gather_nd, grad_gather_nd};
+                                          infer_gather_nd, grad_gather_nd,
+                                          .onnx_since = 11};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -229,9 +229,12 @@ static ccg_status grad_reshape(ccg__grad *gx) {
   return ccg__grad_reshape_like(gx->g, gx->gout[0], gx->in[0], &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs), 0,
-                                        infer_reshape, grad_reshape,
-                                        .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs),
+                                        0,
+                                        infer_reshape,
+                                        grad_reshape,
+                                        .shard = CCG_OP_SHARD_OWN,
+                                        .onnx_since = 5};
 
 /* ---- Transpose ---------------------------------------------------------- */
 
@@ -278,9 +281,12 @@ static ccg_status grad_transpose(ccg__grad *gx) {
   return ccg_transpose(gx->g, gx->gout[0], inv, n, &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs), 0,
-                                          infer_transpose, grad_transpose,
-                                          .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs),
+                                          0,
+                                          infer_transpose,
+                                          grad_transpose,
+                                          .shard = CCG_OP_SHARD_OWN,
+                                          .onnx_since = 1};
 
 /* ---- Concat ------------------------------------------------------------- */
 
@@ -375,9 +381,12 @@ static ccg_status grad_concat(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs), 0,
-                                       infer_concat, grad_concat,
-                                       .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs),
+                                       0,
+                                       infer_concat,
+                                       grad_concat,
+                                       .shard = CCG_OP_SHARD_OWN,
+                                       .onnx_since = 4};
 
 /* ---- Split -------------------------------------------------------------- */
 
@@ -478,8 +487,12 @@ static ccg_status grad_split(ccg__grad *gx) {
                     &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs), 0, infer_split,
-                                      grad_split, .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs),
+                                      0,
+                                      infer_split,
+                                      grad_split,
+                                      .shard = CCG_OP_SHARD_OWN,
+                                      .onnx_since = 2};
 
 /* ---- Unsqueeze, Squeeze ------------------------------------------------- */
 
@@ -556,12 +569,18 @@ static ccg_status infer_squeeze(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs), 0,
-                                          infer_unsqueeze, grad_reshape,
-                                          .shard = CCG_OP_SHARD_OWN};
-const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs), 0,
-                                        infer_squeeze, grad_reshape,
-                                        .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs),
+                                          0,
+                                          infer_unsqueeze,
+                                          grad_reshape,
+                                          .shard = CCG_OP_SHARD_OWN,
+                                          .onnx_since = 1};
+const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs),
+                                        0,
+                                        infer_squeeze,
+                                        grad_reshape,
+                                        .shard = CCG_OP_SHARD_OWN,
+                                        .onnx_since = 1};
 
 /* ---- Expand ------------------------------------------------------------- */
 
@@ -600,7 +619,7 @@ static ccg_status grad_expand(ccg__grad *gx) {
 }
 
 const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_expand,
-                                       grad_expand};
+                                       grad_expand, .onnx_since = 8};
 
 /* ---- Shape -------------------------------------------------------------- */
 
@@ -630,7 +649,7 @@ static ccg_status infer_shape(ccg__infer *ix) {
 /* Shape, Constant and ConstantOfShape: integer or constant outputs, no
  * gradient flows (the rule is never asked for). */
 const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs), 0, infer_shape,
-                                      NULL};
+                                      NULL, .onnx_since = 1};
 
 /* ---- Constant, ConstantOfShape ------------------------------------------ */
 
@@ -683,7 +702,7 @@ static ccg_status infer_constant(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_CONSTANT = {CCG__ATTRS(constant_attrs), 0,
-                                         infer_constant, NULL};
+                                         infer_constant, NULL, .onnx_since = 9};
 
 static const ccg__attr_spec constant_of_shape_attrs[] = {
     {"value", CCG_ATTR_TENSOR, false, 0, 0, NULL},
@@ -712,7 +731,8 @@ static ccg_status infer_constant_of_shape(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {
-    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape, NULL};
+    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape, NULL,
+    .onnx_since = 9};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -350,6 +350,12 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
   ccg_op op = ccg_node_op(e->g, n);
   no->op_type = ccg_op_name(op);
   no->domain = ccg_op_domain(op);
+  if (ccg_op_onnx_since(op) > e->o->opset) {
+    char why[96];
+    snprintf(why, sizeof why, "the op has this meaning from opset %d on",
+             ccg_op_onnx_since(op));
+    return fail_node(e, n, CCG_STATUS_UNSUPPORTED, why);
+  }
   switch (op) {
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:

@@ -1,8 +1,9 @@
-/* ModelProto -> IR. Standard models (opsets 11..21), ONNX Runtime's
- * com.microsoft collectives and our own domain. Inputs that later opsets
- * moved out of attributes (axes, split) must be constants and become
- * attributes again; the constants that only fed them are dropped, which is
- * what makes export -> import -> export give the same bytes. */
+/* ModelProto -> IR. Standard models (ai.onnx opsets 1..24, each op from the
+ * opset its meaning dates from), ONNX Runtime's com.microsoft collectives and
+ * our own domain. Inputs that later opsets moved out of attributes (axes,
+ * split) must be constants and become attributes again; the constants that only
+ * fed them are dropped, which is what makes export -> import -> export give the
+ * same bytes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -12,8 +12,12 @@
 #include "graph/internal.h"
 #include "onnx.pb-c.h"
 
-#define CCG__ONNX_MIN_OPSET 11 /* oldest ai.onnx opset import reads */
-#define CCG__ONNX_MAX_OPSET 21
+/* The ai.onnx opsets a model may import: each op is then read from its own
+ * oldest opset on (ccg_op_onnx_since), so an old model whose every op has
+ * today's meaning imports, and one that uses an op's older form is refused
+ * naming the node and the op. */
+#define CCG__ONNX_MIN_OPSET 1
+#define CCG__ONNX_MAX_OPSET 24
 #define CCG__ONNX_MIN_EXPORT_OPSET 17
 #define CCG__ONNX_DOMAIN_MS "com.microsoft"
 

@@ -89,6 +89,12 @@ static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
     ccg_clear_error(NULL);
     return node_fail(m, np, CCG_STATUS_UNSUPPORTED, "not supported by ccgraph");
   }
+  int since = ccg_op_onnx_since(*op);
+  if (!*d && m->opset < since)
+    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                     "ccgraph reads %s from opset %d on (its version in opset "
+                     "%lld differs)",
+                     t, since, (long long)m->opset);
   return CCG_STATUS_OK;
 }
 

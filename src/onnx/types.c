@@ -41,6 +41,10 @@ const char *ccg__onnx_dtype_code_name(int64_t code) {
 
 int64_t ccg__onnx_ir_version(int64_t opset) {
   /* The IR version that came out with each opset (ONNX's release table). */
+  if (opset >= 24)
+    return 12;
+  if (opset >= 23)
+    return 11;
   if (opset >= 21)
     return 10;
   if (opset >= 19)

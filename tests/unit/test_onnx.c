@@ -383,9 +383,9 @@ static void test_bad_options(void **state) {
   o.opset = 16;
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_onnx_export_buffer(g, &o, &b, &n),
                "opset 16");
-  o.opset = 22;
+  o.opset = 25;
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_onnx_export_buffer(g, &o, &b, &n),
-               "opset 22");
+               "opset 25");
   ccg_onnx_dialect d;
   assert_int_equal(ccg_onnx_dialect_parse("ORT", &d), CCG_STATUS_OK);
   assert_int_equal(d, CCG_ONNX_DIALECT_ORT);
