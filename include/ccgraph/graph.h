@@ -404,6 +404,9 @@ CCG_API int ccg_op_onnx_since(ccg_op op);
 /* The dtypes of the op's main data input its rules take, one bit per
  * ccg_dtype (1u << CCG_DTYPE_F32, ...); 0 when the op does not say. */
 CCG_API unsigned ccg_op_dtypes(ccg_op op);
+/* Whether the op has a gradient rule (the backward pass can cross it). */
+CCG_API bool ccg_op_has_grad(ccg_op op);
+CCG_API const char *ccg_op_shard_name(ccg_op_shard s);
 
 /* Arity; -1 max means unbounded. */
 CCG_API void ccg_op_arity(ccg_op op, int *min_in, int *max_in, int *min_out,

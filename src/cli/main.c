@@ -14,11 +14,13 @@ static int cmd_mesh(int argc, char **argv);
 
 static const command ops_command = {
     "ops", "list the op registry (ops, domains, arity, attributes)",
-    "usage: ccgraph ops [--json]\n"
+    "usage: ccgraph ops [--json | --markdown]\n"
     "\n"
     "Lists every op of the IR: name, domain, inputs, outputs and attributes\n"
     "(with their types and defaults).\n"
-    "  --json   one JSON document instead of a table\n",
+    "  --json       one JSON document instead of a table\n"
+    "  --markdown   the op table of docs/ops.md: family, oldest ONNX opset,\n"
+    "               dtypes, gradient, shard rule and kernel files\n",
     cmd_ops};
 static const command mesh_command = {
     "mesh", "show a device mesh: ranks, coordinates and groups",
@@ -64,12 +66,70 @@ static void print_main_usage(FILE *f) {
 
 /* ---- ops ----------------------------------------------------------------- */
 
+/* "f32 f16 ..." of a dtype mask into buf. */
+static const char *dtypes_str(unsigned mask, char *buf, size_t size) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int d = 1; d < CCG_DTYPE_COUNT && used < size; d++)
+    if (mask & (1u << d))
+      used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "",
+                               ccg_dtype_name((ccg_dtype)d));
+  return mask ? buf : "-";
+}
+
+/* The files of src/exec that hold a family's CPU and CUDA kernels: the
+ * families older than the per-family CUDA files share gpu_ops.c. */
+static void kernel_files(ccg_op_family f, char *cpu, char *gpu, size_t size) {
+  const char *name = ccg_op_family_name(f);
+  switch (f) {
+  case CCG_OP_FAMILY_COLLECTIVE:
+    snprintf(cpu, size, "collective.c");
+    snprintf(gpu, size, "cuda/gpu_coll.c");
+    return;
+  case CCG_OP_FAMILY_LOGIC:
+  case CCG_OP_FAMILY_LOSS:
+  case CCG_OP_FAMILY_DATA:
+  case CCG_OP_FAMILY_SELECT:
+  case CCG_OP_FAMILY_VISION:
+    snprintf(gpu, size, "cuda/gpu_%s.c", name);
+    break;
+  default:
+    snprintf(gpu, size, "cuda/gpu_ops.c");
+    break;
+  }
+  snprintf(cpu, size, "cpu/%s.c", name);
+}
+
+/* docs/ops.md's table (scripts/ops-doc.py keeps the page equal to it). */
+static int ops_markdown(void) {
+  printf("| op | domain | family | ONNX since | dtypes | gradient | shard | "
+         "CPU | CUDA |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < CCG_OP_COUNT; i++) {
+    ccg_op op = (ccg_op)i;
+    const char *fam = ccg_op_family_name(ccg_op_family_of(op));
+    bool coll = ccg_op_is_collective(op);
+    char since[16], dts[128];
+    snprintf(since, sizeof since, "%d", ccg_op_onnx_since(op));
+    char cpu[48], gpu[48];
+    kernel_files(ccg_op_family_of(op), cpu, gpu, sizeof cpu);
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", ccg_op_name(op),
+           *ccg_op_domain(op) ? ccg_op_domain(op) : "ai.onnx", fam,
+           coll ? "-" : since, dtypes_str(ccg_op_dtypes(op), dts, sizeof dts),
+           ccg_op_has_grad(op) ? "yes" : "no",
+           ccg_op_shard_name(ccg_op_shard_rule(op)), cpu, gpu);
+  }
+  return EXIT_OK;
+}
+
 static int cmd_ops(int argc, char **argv) {
-  bool json = false;
-  const option opts[] = {{"--json", NULL, &json}};
-  int rc = parse_args(&ops_command, argc, argv, opts, 1, NULL, 0);
+  bool json = false, markdown = false;
+  const option opts[] = {{"--json", NULL, &json},
+                         {"--markdown", NULL, &markdown}};
+  int rc = parse_args(&ops_command, argc, argv, opts, 2, NULL, 0);
   if (rc >= 0)
     return rc;
+  if (markdown)
+    return ops_markdown();
   json_t *arr = json ? json_array() : NULL;
   if (!json)
     printf("%-20s %-8s %-7s %-7s %s\n", "op", "domain", "inputs", "outputs",

@@ -170,3 +170,18 @@ unsigned ccg_op_dtypes(ccg_op op) {
   const ccg__op_info *o = ccg__op_info_of(op);
   return o ? o->def->dtypes : 0;
 }
+
+bool ccg_op_has_grad(ccg_op op) {
+  const ccg__op_info *o = ccg__op_info_of(op);
+  return o && o->def->grad;
+}
+
+static const char *const shard_names[] = {"replicate", "keep", "broadcast",
+                                          "own"};
+_Static_assert(sizeof(shard_names) / sizeof(shard_names[0]) ==
+                   CCG_OP_SHARD_COUNT,
+               "shard_names must cover ccg_op_shard");
+
+const char *ccg_op_shard_name(ccg_op_shard s) {
+  return (unsigned)s < CCG_OP_SHARD_COUNT ? shard_names[s] : "invalid";
+}
