@@ -119,6 +119,10 @@ int cli_export_options(const command *self, const char *opset,
  * written is removed. Returns the exit status (messages printed). */
 int cli_write_program(const command *self, const cli_program *p,
                       const char *out, const ccg_onnx_export_options *eo);
+/* Every rank's view of the SPMD graph g as dir/<name>.rank<r>.onnx, as
+ * cli_write_program writes per-rank models. Returns the exit status. */
+int cli_export_spmd(const command *self, ccg_graph *g, const char *dir,
+                    const char *name, const ccg_onnx_export_options *eo);
 
 extern const command cli_demo_command;
 extern const command cli_grad_command;

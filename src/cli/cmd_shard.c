@@ -31,11 +31,9 @@ static int export_all(const command *self, ccg_graph *s, const shard_args *a,
                       const char *name, const ccg_onnx_export_options *eo) {
   cli_progress("exporting", 0, 1);
   /* the folder is made if missing, and nothing is left on failure */
-  ccg_status st = ccg_onnx_export_ranks(s, a->out, name, eo);
+  int rc = cli_export_spmd(self, s, a->out, name, eo);
   cli_progress_done();
-  if (st != CCG_STATUS_OK)
-    return cli_fail(self, cli_status_code(st), "%s", ccg_last_error(s));
-  return EXIT_OK;
+  return rc;
 }
 
 static int report(const shard_args *a, ccg_graph *s, const char *name,

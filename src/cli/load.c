@@ -216,8 +216,8 @@ int cli_export_options(const command *self, const char *opset,
   if (opset) {
     char *end;
     long v = strtol(opset, &end, 10);
-    if (*end || end == opset || v < 17 || v > 21)
-      return usage_error(self, "--opset '%s': give 17 to 21", opset);
+    if (*end || end == opset || v < 17 || v > 24)
+      return usage_error(self, "--opset '%s': give 17 to 24", opset);
     eo->opset = v;
   }
   if (dialect && ccg_onnx_dialect_parse(dialect, &eo->dialect) != 0)
@@ -225,13 +225,67 @@ int cli_export_options(const command *self, const char *opset,
   return -1;
 }
 
+/* Per-rank models in `dir`, graph r (or one SPMD graph, rank r's view,
+ * when spmd) as rank r. The ORT dialect lacks ShardSlice and whole-mesh
+ * ReduceScatter: each rank's graph is lowered first (ccg_lower), as ONNX
+ * Runtime would run it. The message of a failure goes to msg. */
+static ccg_status export_ranks(ccg_graph *const *gs, size_t n, bool spmd,
+                               const char *dir, const char *name,
+                               const ccg_onnx_export_options *eo, char *msg,
+                               size_t size) {
+  ccg_status st;
+  if (eo->dialect != CCG_ONNX_DIALECT_ORT) {
+    st = spmd ? ccg_onnx_export_ranks(gs[0], dir, name, eo)
+              : ccg_onnx_export_rank_graphs(gs, n, dir, name, eo);
+    if (st != CCG_STATUS_OK)
+      snprintf(msg, size, "%s", ccg_last_error(gs[0]));
+    return st;
+  }
+  ccg_graph **low = calloc(n, sizeof *low);
+  if (!low) {
+    snprintf(msg, size, "out of memory lowering %zu ranks", n);
+    return CCG_STATUS_OOM;
+  }
+  st = CCG_STATUS_OK;
+  for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++) {
+    ccg_graph *g = spmd ? gs[0] : gs[r];
+    if ((st = ccg_lower(g, (int64_t)r, CCG_LOWER_ORT, &low[r])) != 0)
+      snprintf(msg, size, "rank %zu: %s", r, ccg_last_error(g));
+  }
+  if (st == CCG_STATUS_OK) {
+    ccg_onnx_export_options o = *eo;
+    o.rank = -1; /* each lowered graph holds its rank's data */
+    if ((st = ccg_onnx_export_rank_graphs(low, n, dir, name, &o)) != 0)
+      snprintf(msg, size, "%s", ccg_last_error(low[0]));
+  }
+  for (size_t r = 0; r < n; r++)
+    ccg_graph_free(low[r]);
+  free(low);
+  return st;
+}
+
+int cli_export_spmd(const command *self, ccg_graph *g, const char *dir,
+                    const char *name, const ccg_onnx_export_options *eo) {
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
+  char msg[1024];
+  ccg_status st = export_ranks(&g, world, true, dir, name, eo, msg, sizeof msg);
+  if (st != CCG_STATUS_OK)
+    return cli_fail(self, cli_status_code(st), "%s", msg);
+  return EXIT_OK;
+}
+
 int cli_write_program(const command *self, const cli_program *p,
                       const char *out, const ccg_onnx_export_options *eo) {
-  ccg_status st = p->per_rank ? ccg_onnx_export_rank_graphs(p->graphs, p->n,
-                                                            out, p->name, eo)
-                              : ccg_onnx_export_file(p->graphs[0], out, eo);
+  char msg[1024] = "";
+  ccg_status st;
+  if (p->per_rank) {
+    st =
+        export_ranks(p->graphs, p->n, false, out, p->name, eo, msg, sizeof msg);
+  } else if ((st = ccg_onnx_export_file(p->graphs[0], out, eo)) != 0) {
+    snprintf(msg, sizeof msg, "%s", ccg_last_error(p->graphs[0]));
+  }
   if (st != CCG_STATUS_OK)
-    return cli_fail(self, cli_status_code(st), "%s",
-                    ccg_last_error(p->graphs[0]));
+    return cli_fail(self, cli_status_code(st), "%s", msg);
   return EXIT_OK;
 }

@@ -336,7 +336,8 @@ static ccg_status ort_node(ex *e, ccg_node_id n, node_out *no,
   default:
     return fail_node(e, n, CCG_STATUS_UNSUPPORTED,
                      "com.microsoft has no such collective (only AllReduce, "
-                     "AllGather, AllToAll)");
+                     "AllGather, AllToAll; ccg_lower rewrites one rank's "
+                     "ShardSlice and ReduceScatter into them)");
   }
   no->op_type = ccg_op_name(op);
   no->domain = CCG__ONNX_DOMAIN_MS;

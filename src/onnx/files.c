@@ -8,18 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ccgraph/lower.h"
 #include "onnx/internal.h"
-
-/* Collectives com.microsoft lacks but ccg_lower rewrites. */
-static bool needs_ort_lowering(ccg_graph *g) {
-  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
-    ccg_op op = ccg_node_op(g, (ccg_node_id)i);
-    if (op == CCG_OP_SHARD_SLICE || op == CCG_OP_REDUCE_SCATTER)
-      return true;
-  }
-  return false;
-}
 
 ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                                   const ccg_onnx_export_options *opts,
@@ -31,27 +20,13 @@ ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                       "ONNX export: no output buffer");
   ccg_onnx_export_options o;
   CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
-  /* one rank in the ORT dialect: lowered first, as the file exports do */
-  ccg_graph *src = g, *lg = NULL;
-  int64_t rank = o.rank;
-  if (o.dialect == CCG_ONNX_DIALECT_ORT && rank >= 0 && needs_ort_lowering(g)) {
-    if (ccg_lower(g, rank, CCG_LOWER_ORT, &lg) != CCG_STATUS_OK)
-      return ccg_last_status(g);
-    src = lg;
-    rank = -1;
-  }
   ccg_arena a;
   ccg__arena_init(&a, &g->alloc, 0);
   Onnx__ModelProto *m = NULL;
-  ccg_status st = ccg__onnx_build_model(src, &o, rank, &a, NULL, &m);
+  ccg_status st = ccg__onnx_build_model(g, &o, o.rank, &a, NULL, &m);
   if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack(src, m, data, size);
+    st = ccg__onnx_pack(g, m, data, size);
   ccg__arena_free(&a);
-  if (lg) {
-    if (st != CCG_STATUS_OK)
-      ccg__error_copy(&g->ctx, &lg->ctx);
-    ccg_graph_free(lg);
-  }
   return st;
 }
 
@@ -103,32 +78,17 @@ static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
   const char *base = strrchr(p->data_path, '/');
   ccg__onnx_ext ext = {NULL, p->data_tmp, base ? base + 1 : p->data_path, 0,
                        false};
-  /* the ORT dialect of one rank: its ShardSlices and ReduceScatters
-   * lowered to what com.microsoft has (ccg_lower) */
-  ccg_graph *src = g, *lg = NULL;
-  if (o->dialect == CCG_ONNX_DIALECT_ORT && rank >= 0 &&
-      needs_ort_lowering(g)) {
-    if (ccg_lower(g, rank, CCG_LOWER_ORT, &lg) != CCG_STATUS_OK)
-      return ccg__error_prefix(&g->ctx, "exporting '%s'", p->path);
-    src = lg;
-    rank = -1; /* the lowered graph holds this rank's data */
-  }
   ccg_arena a;
   ccg__arena_init(&a, &g->alloc, 0);
   Onnx__ModelProto *m = NULL;
-  ccg_status st = ccg__onnx_build_model(src, o, rank, &a, &ext, &m);
+  ccg_status st = ccg__onnx_build_model(g, o, rank, &a, &ext, &m);
   if (ext.file && fclose(ext.file) != 0 && st == CCG_STATUS_OK)
-    st = ccg__error(&src->ctx, CCG_STATUS_IO, "writing '%s': %s", p->data_tmp,
+    st = ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", p->data_tmp,
                     strerror(errno));
   p->has_data = ext.used;
   if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack_file(src, m, p->tmp);
+    st = ccg__onnx_pack_file(g, m, p->tmp);
   ccg__arena_free(&a);
-  if (lg) {
-    if (st != CCG_STATUS_OK)
-      ccg__error_copy(&g->ctx, &lg->ctx);
-    ccg_graph_free(lg);
-  }
   if (st != CCG_STATUS_OK)
     ccg__error_prefix(&g->ctx, "exporting '%s'", p->path);
   return st;

@@ -71,14 +71,14 @@ fi
 "$tool" shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2,tp=2 -o "$work/dptp" >/dev/null || exit 1
 expect 2 "node '.*AllReduce.*' \(AllReduce\): com.microsoft collectives span every rank" -- \
   export "$work/dptp" -o "$work/no_ort" --dialect ort
-expect 1 "--opset '9': give 17 to 21" -- export "$work/tp4" -o "$work/no_9" --opset 9
+expect 1 "--opset '9': give 17 to 24" -- export "$work/tp4" -o "$work/no_9" --opset 9
 expect 1 "--dialect 'xyz': give ccgraph or ort" -- export "$work/tp4" -o "$work/no_x" --dialect xyz
 expect 1 'missing -o OUT' -- export "$work/tp4"
 expect 2 'nope.onnx' -- export "$work/nope.onnx" -o "$work/no_nope.onnx"
 for d in no_ort no_9 no_x no_nope.onnx; do
   if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
 done
-expect 1 "--opset '22': give 17 to 21" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/no_22" --opset 22
+expect 1 "--opset '25': give 17 to 24" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/no_25" --opset 25
 expect 0 'wrote .*rank0.onnx' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/o19" --opset 19
 if $py -c "import onnx, sys; m = onnx.load('$work/o19/gpt.rank0.onnx'); sys.exit(0 if [o.version for o in m.opset_import if o.domain == ''] == [19] else 1)"; then
   passes=$((passes + 1))
