@@ -46,8 +46,9 @@ typedef struct ccg__unp {
   bool tanh_gelu;
 } ccg__unp;
 
-/* The activations below keep a NaN input NaN: comparisons select, never
- * fmaxf/fminf, which would drop it. */
+/* The activations below give a NaN input what ONNX's reference
+ * implementation gives: NaN, except ThresholdedRelu and Shrink (0, from
+ * where(x > alpha, x, 0)); comparisons select, never fmaxf/fminf. */
 
 /* ln(1 + e^x) without overflow for large x. */
 CCG_HD static inline float ccg__softplusf(float x) {
@@ -99,9 +100,10 @@ CCG_HD static inline float ccg__shrinkf(float x, float bias, float lambd) {
   return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
 }
 
-/* -1, 1, or x itself for zeros (their sign kept) and NaN. */
+/* -1, 1, 0 for both zeros (as numpy's sign, ONNX's reference), NaN for
+ * NaN. */
 CCG_HD static inline float ccg__signf(float x) {
-  return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+  return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == x ? 0.0f : x;
 }
 
 /* Clip: x < lo gives lo, then x > hi gives hi (so hi wins when lo > hi, as
@@ -463,7 +465,7 @@ CCG_HD static inline double ccg__un_f64(ccg_op op, ccg__unp p, double a) {
   case CCG_OP_ROUND:
     return rint(a);
   case CCG_OP_SIGN:
-    return a > 0 ? 1.0 : a < 0 ? -1.0 : a;
+    return a > 0 ? 1.0 : a < 0 ? -1.0 : a == a ? 0.0 : a;
   case CCG_OP_COS:
     return cos(a);
   case CCG_OP_SIN:
