@@ -237,7 +237,8 @@ typedef struct ccg_attr {
  * One list per op family: the family's file in src/graph/ gives each op its
  * attributes, shape rule, gradient rule, shard rule and ONNX versions, and
  * the executors' family files its kernels (ccg_op_family). */
-/* elementwise.c: arithmetic, activations, Where, Cast, Dropout */
+/* elementwise.c: arithmetic, Where, Cast, Dropout; math.c: rounding, sign,
+ * Clip, trigonometry; activations.c: the other activations */
 #define CCG_OP_LIST_ELEMENTWISE(X)                                             \
   X(IDENTITY, "Identity", "", 1, 1, 1, 1)                                      \
   X(ADD, "Add", "", 2, 2, 1, 1)                                                \
@@ -256,7 +257,36 @@ typedef struct ccg_attr {
   X(SQRT, "Sqrt", "", 1, 1, 1, 1)                                              \
   X(WHERE, "Where", "", 3, 3, 1, 1)                                            \
   X(CAST, "Cast", "", 1, 1, 1, 1)                                              \
-  X(DROPOUT, "Dropout", "", 1, 3, 1, 2)
+  X(DROPOUT, "Dropout", "", 1, 3, 1, 2)                                        \
+  X(RECIPROCAL, "Reciprocal", "", 1, 1, 1, 1)                                  \
+  X(ABS, "Abs", "", 1, 1, 1, 1)                                                \
+  X(FLOOR, "Floor", "", 1, 1, 1, 1)                                            \
+  X(CEIL, "Ceil", "", 1, 1, 1, 1)                                              \
+  X(ROUND, "Round", "", 1, 1, 1, 1)                                            \
+  X(SIGN, "Sign", "", 1, 1, 1, 1)                                              \
+  X(CLIP, "Clip", "", 1, 3, 1, 1)                                              \
+  X(COS, "Cos", "", 1, 1, 1, 1)                                                \
+  X(SIN, "Sin", "", 1, 1, 1, 1)                                                \
+  X(TAN, "Tan", "", 1, 1, 1, 1)                                                \
+  X(ASIN, "Asin", "", 1, 1, 1, 1)                                              \
+  X(ACOS, "Acos", "", 1, 1, 1, 1)                                              \
+  X(ATAN, "Atan", "", 1, 1, 1, 1)                                              \
+  X(SINH, "Sinh", "", 1, 1, 1, 1)                                              \
+  X(COSH, "Cosh", "", 1, 1, 1, 1)                                              \
+  X(ASINH, "Asinh", "", 1, 1, 1, 1)                                            \
+  X(ACOSH, "Acosh", "", 1, 1, 1, 1)                                            \
+  X(ATANH, "Atanh", "", 1, 1, 1, 1)                                            \
+  X(SOFTPLUS, "Softplus", "", 1, 1, 1, 1)                                      \
+  X(SOFTSIGN, "Softsign", "", 1, 1, 1, 1)                                      \
+  X(LEAKY_RELU, "LeakyRelu", "", 1, 1, 1, 1)                                   \
+  X(ELU, "Elu", "", 1, 1, 1, 1)                                                \
+  X(SELU, "Selu", "", 1, 1, 1, 1)                                              \
+  X(CELU, "Celu", "", 1, 1, 1, 1)                                              \
+  X(HARD_SIGMOID, "HardSigmoid", "", 1, 1, 1, 1)                               \
+  X(HARD_SWISH, "HardSwish", "", 1, 1, 1, 1)                                   \
+  X(MISH, "Mish", "", 1, 1, 1, 1)                                              \
+  X(THRESHOLDED_RELU, "ThresholdedRelu", "", 1, 1, 1, 1)                       \
+  X(SHRINK, "Shrink", "", 1, 1, 1, 1)
 
 /* logic.c: comparisons, logic, bitwise ops, variadic Min/Max/Sum/Mean, Mod */
 #define CCG_OP_LIST_LOGIC(X)

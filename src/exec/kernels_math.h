@@ -38,6 +38,81 @@ CCG_HD static inline float ccg__gelu_tanhf(float x) {
   return 0.5f * x * (1.0f + tanhf(inner));
 }
 
+/* Attributes of the unary ops, read once at preparation: a and b are
+ * alpha and beta (Selu: alpha, gamma; Shrink: bias, lambd); tanh_gelu picks
+ * Gelu's tanh form. Passed by value to the CUDA kernel. */
+typedef struct ccg__unp {
+  float a, b;
+  bool tanh_gelu;
+} ccg__unp;
+
+/* The activations below give a NaN input what ONNX's reference
+ * implementation gives: NaN, except ThresholdedRelu and Shrink (0, from
+ * where(x > alpha, x, 0)); comparisons select, never fmaxf/fminf. */
+
+/* ln(1 + e^x) without overflow for large x. */
+CCG_HD static inline float ccg__softplusf(float x) {
+  return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+CCG_HD static inline float ccg__softsignf(float x) {
+  return x / (1.0f + fabsf(x));
+}
+
+CCG_HD static inline float ccg__leaky_reluf(float x, float alpha) {
+  return x >= 0.0f ? x : alpha * x;
+}
+
+CCG_HD static inline float ccg__eluf(float x, float alpha) {
+  return x >= 0.0f ? x : alpha * expm1f(x);
+}
+
+CCG_HD static inline float ccg__seluf(float x, float alpha, float gamma) {
+  return x > 0.0f ? gamma * x : gamma * alpha * expm1f(x);
+}
+
+/* max(0, x) + min(0, alpha (e^(x/alpha) - 1)) */
+CCG_HD static inline float ccg__celuf(float x, float alpha) {
+  float neg = alpha * expm1f(x / alpha);
+  return (x > 0.0f ? x : 0.0f) + (neg > 0.0f ? 0.0f : neg);
+}
+
+/* max(0, min(1, alpha x + beta)) */
+CCG_HD static inline float ccg__hard_sigmoidf(float x, float alpha,
+                                              float beta) {
+  float v = alpha * x + beta;
+  return v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+}
+
+CCG_HD static inline float ccg__hard_swishf(float x) {
+  return x * ccg__hard_sigmoidf(x, 1.0f / 6.0f, 0.5f);
+}
+
+CCG_HD static inline float ccg__mishf(float x) {
+  return x * tanhf(ccg__softplusf(x));
+}
+
+CCG_HD static inline float ccg__thresholded_reluf(float x, float alpha) {
+  return x > alpha ? x : 0.0f;
+}
+
+CCG_HD static inline float ccg__shrinkf(float x, float bias, float lambd) {
+  return x < -lambd ? x + bias : x > lambd ? x - bias : 0.0f;
+}
+
+/* -1, 1, 0 for both zeros (as numpy's sign, ONNX's reference), NaN for
+ * NaN. */
+CCG_HD static inline float ccg__signf(float x) {
+  return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x == x ? 0.0f : x;
+}
+
+/* Clip: x < lo gives lo, then x > hi gives hi (so hi wins when lo > hi, as
+ * min(max(x, lo), hi) does); NaN stays NaN. */
+CCG_HD static inline float ccg__clipf(float x, float lo, float hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+
 /* ONNX Pow on floats. */
 CCG_HD static inline float ccg__powf(float a, float b) { return powf(a, b); }
 
@@ -221,14 +296,14 @@ CCG_HD static inline float ccg__bin_f32(ccg_op op, float a, float b) {
   }
 }
 
-CCG_HD static inline float ccg__un_f32(ccg_op op, bool tanh_gelu, float a) {
+CCG_HD static inline float ccg__un_f32(ccg_op op, ccg__unp p, float a) {
   switch (op) {
   case CCG_OP_NEG:
     return -a;
   case CCG_OP_RELU:
     return ccg__reluf(a);
   case CCG_OP_GELU:
-    return tanh_gelu ? ccg__gelu_tanhf(a) : ccg__gelu_erff(a);
+    return p.tanh_gelu ? ccg__gelu_tanhf(a) : ccg__gelu_erff(a);
   case CCG_OP_TANH:
     return tanhf(a);
   case CCG_OP_ERF:
@@ -239,6 +314,62 @@ CCG_HD static inline float ccg__un_f32(ccg_op op, bool tanh_gelu, float a) {
     return expf(a);
   case CCG_OP_LOG:
     return logf(a);
+  case CCG_OP_RECIPROCAL:
+    return 1.0f / a;
+  case CCG_OP_ABS:
+    return fabsf(a);
+  case CCG_OP_FLOOR:
+    return floorf(a);
+  case CCG_OP_CEIL:
+    return ceilf(a);
+  case CCG_OP_ROUND: /* the default rounding mode: half to even */
+    return rintf(a);
+  case CCG_OP_SIGN:
+    return ccg__signf(a);
+  case CCG_OP_COS:
+    return cosf(a);
+  case CCG_OP_SIN:
+    return sinf(a);
+  case CCG_OP_TAN:
+    return tanf(a);
+  case CCG_OP_ASIN:
+    return asinf(a);
+  case CCG_OP_ACOS:
+    return acosf(a);
+  case CCG_OP_ATAN:
+    return atanf(a);
+  case CCG_OP_SINH:
+    return sinhf(a);
+  case CCG_OP_COSH:
+    return coshf(a);
+  case CCG_OP_ASINH:
+    return asinhf(a);
+  case CCG_OP_ACOSH:
+    return acoshf(a);
+  case CCG_OP_ATANH:
+    return atanhf(a);
+  case CCG_OP_SOFTPLUS:
+    return ccg__softplusf(a);
+  case CCG_OP_SOFTSIGN:
+    return ccg__softsignf(a);
+  case CCG_OP_LEAKY_RELU:
+    return ccg__leaky_reluf(a, p.a);
+  case CCG_OP_ELU:
+    return ccg__eluf(a, p.a);
+  case CCG_OP_SELU:
+    return ccg__seluf(a, p.a, p.b);
+  case CCG_OP_CELU:
+    return ccg__celuf(a, p.a);
+  case CCG_OP_HARD_SIGMOID:
+    return ccg__hard_sigmoidf(a, p.a, p.b);
+  case CCG_OP_HARD_SWISH:
+    return ccg__hard_swishf(a);
+  case CCG_OP_MISH:
+    return ccg__mishf(a);
+  case CCG_OP_THRESHOLDED_RELU:
+    return ccg__thresholded_reluf(a, p.a);
+  case CCG_OP_SHRINK:
+    return ccg__shrinkf(a, p.a, p.b);
   default: /* SQRT */
     return sqrtf(a);
   }
@@ -259,14 +390,55 @@ CCG_HD static inline double ccg__bin_f64(ccg_op op, double a, double b) {
   }
 }
 
-CCG_HD static inline double ccg__un_f64(ccg_op op, bool tanh_gelu, double a) {
+CCG_HD static inline double ccg__softplus(double x) {
+  return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+CCG_HD static inline double ccg__hard_sigmoid(double x, double alpha,
+                                              double beta) {
+  double v = alpha * x + beta;
+  return v < 0 ? 0 : v > 1 ? 1 : v;
+}
+
+/* The f32 activations in double (their comments above); the attributes
+ * are floats in ONNX, widened. */
+CCG_HD static inline double ccg__act_f64(ccg_op op, ccg__unp p, double a) {
+  double al = p.a, be = p.b, t;
+  switch (op) {
+  case CCG_OP_SOFTPLUS:
+    return ccg__softplus(a);
+  case CCG_OP_SOFTSIGN:
+    return a / (1.0 + fabs(a));
+  case CCG_OP_LEAKY_RELU:
+    return a >= 0 ? a : al * a;
+  case CCG_OP_ELU:
+    return a >= 0 ? a : al * expm1(a);
+  case CCG_OP_SELU:
+    return a > 0 ? be * a : be * al * expm1(a);
+  case CCG_OP_CELU:
+    t = al * expm1(a / al);
+    return (a > 0 ? a : 0) + (t > 0 ? 0 : t);
+  case CCG_OP_HARD_SIGMOID:
+    return ccg__hard_sigmoid(a, al, be);
+  case CCG_OP_HARD_SWISH:
+    return a * ccg__hard_sigmoid(a, 1.0 / 6.0, 0.5);
+  case CCG_OP_MISH:
+    return a * tanh(ccg__softplus(a));
+  case CCG_OP_THRESHOLDED_RELU:
+    return a > al ? a : 0;
+  default: /* SHRINK */
+    return a < -be ? a + al : a > be ? a - al : 0;
+  }
+}
+
+CCG_HD static inline double ccg__un_f64(ccg_op op, ccg__unp p, double a) {
   switch (op) {
   case CCG_OP_NEG:
     return -a;
   case CCG_OP_RELU:
     return a > 0 ? a : 0;
   case CCG_OP_GELU:
-    if (tanh_gelu)
+    if (p.tanh_gelu)
       return 0.5 * a *
              (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
     return 0.5 * a * (1.0 + erf(a * 0.7071067811865476));
@@ -280,8 +452,44 @@ CCG_HD static inline double ccg__un_f64(ccg_op op, bool tanh_gelu, double a) {
     return exp(a);
   case CCG_OP_LOG:
     return log(a);
-  default:
+  case CCG_OP_SQRT:
     return sqrt(a);
+  case CCG_OP_RECIPROCAL:
+    return 1.0 / a;
+  case CCG_OP_ABS:
+    return fabs(a);
+  case CCG_OP_FLOOR:
+    return floor(a);
+  case CCG_OP_CEIL:
+    return ceil(a);
+  case CCG_OP_ROUND:
+    return rint(a);
+  case CCG_OP_SIGN:
+    return a > 0 ? 1.0 : a < 0 ? -1.0 : a == a ? 0.0 : a;
+  case CCG_OP_COS:
+    return cos(a);
+  case CCG_OP_SIN:
+    return sin(a);
+  case CCG_OP_TAN:
+    return tan(a);
+  case CCG_OP_ASIN:
+    return asin(a);
+  case CCG_OP_ACOS:
+    return acos(a);
+  case CCG_OP_ATAN:
+    return atan(a);
+  case CCG_OP_SINH:
+    return sinh(a);
+  case CCG_OP_COSH:
+    return cosh(a);
+  case CCG_OP_ASINH:
+    return asinh(a);
+  case CCG_OP_ACOSH:
+    return acosh(a);
+  case CCG_OP_ATANH:
+    return atanh(a);
+  default:
+    return ccg__act_f64(op, p, a);
   }
 }
 
@@ -310,9 +518,21 @@ CCG_HD static inline bool ccg__bin_i64(ccg_op op, int64_t a, int64_t b,
   }
 }
 
-/* Neg and Relu on integers (the only integer unary ops). */
-CCG_HD static inline int64_t ccg__un_i64(ccg_op op, int64_t v) {
-  return op == CCG_OP_NEG ? (int64_t)(0u - (uint64_t)v) : (v > 0 ? v : 0);
+/* The unary ops on integers: Neg, Abs (wrapping, as two's complement
+ * does), Relu, Sign, and Shrink through double. */
+CCG_HD static inline int64_t ccg__un_i64(ccg_op op, ccg__unp p, int64_t v) {
+  switch (op) {
+  case CCG_OP_NEG:
+    return (int64_t)(0u - (uint64_t)v);
+  case CCG_OP_ABS:
+    return v < 0 ? (int64_t)(0u - (uint64_t)v) : v;
+  case CCG_OP_SIGN:
+    return (v > 0) - (v < 0);
+  case CCG_OP_SHRINK:
+    return ccg__f64_to_i64(ccg__act_f64(op, p, (double)v));
+  default: /* RELU */
+    return v > 0 ? v : 0;
+  }
 }
 
 /* One element of a binary op: a[ia] op b[ib] into o[io], computed in the
@@ -350,19 +570,67 @@ CCG_HD static inline bool ccg__bin_elem(ccg_op op, ccg_dtype da, const void *a,
 }
 
 /* One element of a unary op: o[i] = op(a[i]). */
-CCG_HD static inline void ccg__un_elem(ccg_op op, bool tanh_gelu, ccg_dtype da,
+CCG_HD static inline void ccg__un_elem(ccg_op op, ccg__unp p, ccg_dtype da,
                                        const void *a, ccg_dtype dout, void *o,
                                        size_t i) {
   switch (ccg__math_of(dout)) {
   case CCG__MATH_F32:
-    ccg__st_f32(dout, o, i, ccg__un_f32(op, tanh_gelu, ccg__ld_f32(da, a, i)));
+    ccg__st_f32(dout, o, i, ccg__un_f32(op, p, ccg__ld_f32(da, a, i)));
     break;
   case CCG__MATH_F64:
-    ccg__st_f64(dout, o, i, ccg__un_f64(op, tanh_gelu, ccg__ld_f64(da, a, i)));
+    ccg__st_f64(dout, o, i, ccg__un_f64(op, p, ccg__ld_f64(da, a, i)));
     break;
   default:
-    ccg__st_i64(dout, o, i, ccg__un_i64(op, ccg__ld_i64(da, a, i)));
+    ccg__st_i64(dout, o, i, ccg__un_i64(op, p, ccg__ld_i64(da, a, i)));
     break;
+  }
+}
+
+/* One element of Clip over a's dtype dt: lo and hi point to one element of
+ * dt each, or are NULL (that side unbounded). */
+CCG_HD static inline void ccg__clip_elem(ccg_dtype dt, const void *a, void *o,
+                                         size_t i, const void *lo,
+                                         const void *hi) {
+  switch (ccg__math_of(dt)) {
+  case CCG__MATH_F32: {
+    float v = ccg__ld_f32(dt, a, i);
+    if (lo) {
+      float l = ccg__ld_f32(dt, lo, 0);
+      v = v < l ? l : v;
+    }
+    if (hi) {
+      float h = ccg__ld_f32(dt, hi, 0);
+      v = v > h ? h : v;
+    }
+    ccg__st_f32(dt, o, i, v);
+    break;
+  }
+  case CCG__MATH_F64: {
+    double v = ccg__ld_f64(dt, a, i);
+    if (lo) {
+      double l = ccg__ld_f64(dt, lo, 0);
+      v = v < l ? l : v;
+    }
+    if (hi) {
+      double h = ccg__ld_f64(dt, hi, 0);
+      v = v > h ? h : v;
+    }
+    ccg__st_f64(dt, o, i, v);
+    break;
+  }
+  default: {
+    int64_t v = ccg__ld_i64(dt, a, i);
+    if (lo) {
+      int64_t l = ccg__ld_i64(dt, lo, 0);
+      v = v < l ? l : v;
+    }
+    if (hi) {
+      int64_t h = ccg__ld_i64(dt, hi, 0);
+      v = v > h ? h : v;
+    }
+    ccg__st_i64(dt, o, i, v);
+    break;
+  }
   }
 }
 

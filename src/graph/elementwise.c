@@ -166,16 +166,42 @@ static ccg_status grad_pow(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS, 0, infer_add, grad_add,
-                                    .shard = CCG_OP_SHARD_BROADCAST};
-const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS, 0, infer_sub, grad_sub,
-                                    .shard = CCG_OP_SHARD_BROADCAST};
-const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS, 0, infer_mul, grad_mul,
-                                    .shard = CCG_OP_SHARD_BROADCAST};
-const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS, 0, infer_div, grad_div,
-                                    .shard = CCG_OP_SHARD_BROADCAST};
-const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS, 0, infer_pow, grad_pow,
-                                    .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_ADD = {CCG__NO_ATTRS,
+                                    0,
+                                    infer_add,
+                                    grad_add,
+                                    .shard = CCG_OP_SHARD_BROADCAST,
+                                    .dtypes = CCG__NUM_TYPES,
+                                    .onnx_since = 7};
+const ccg__op_def ccg__opdef_SUB = {CCG__NO_ATTRS,
+                                    0,
+                                    infer_sub,
+                                    grad_sub,
+                                    .shard = CCG_OP_SHARD_BROADCAST,
+                                    .dtypes = CCG__NUM_TYPES,
+                                    .onnx_since = 7};
+const ccg__op_def ccg__opdef_MUL = {CCG__NO_ATTRS,
+                                    0,
+                                    infer_mul,
+                                    grad_mul,
+                                    .shard = CCG_OP_SHARD_BROADCAST,
+                                    .dtypes = CCG__NUM_TYPES,
+                                    .onnx_since = 7};
+const ccg__op_def ccg__opdef_DIV = {CCG__NO_ATTRS,
+                                    0,
+                                    infer_div,
+                                    grad_div,
+                                    .shard = CCG_OP_SHARD_BROADCAST,
+                                    .dtypes = CCG__NUM_TYPES,
+                                    .onnx_since = 7};
+const ccg__op_def ccg__opdef_POW = {CCG__NO_ATTRS,
+                                    0,
+                                    infer_pow,
+                                    grad_pow,
+                                    .shard = CCG_OP_SHARD_BROADCAST,
+                                    .dtypes = CCG__FLOAT_TYPES | CCG__DT(I64) |
+                                              CCG__DT(I32),
+                                    .onnx_since = 7};
 
 /* ---- unary -------------------------------------------------------------- */
 
@@ -335,36 +361,49 @@ static ccg_status grad_sqrt(ccg__grad *gx) {
   return ccg_div(gx->g, v, gx->out[0], &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_IDENTITY = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                         infer_identity, grad_identity,
-                                         .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_NEG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_neg, grad_neg,
-                                    .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_RELU = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_neg, grad_relu,
-                                     .shard = CCG_OP_SHARD_KEEP};
+const ccg__op_def ccg__opdef_IDENTITY = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_identity,
+    grad_identity,  .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__ALL_TYPES,
+    .onnx_since = 1};
+const ccg__op_def ccg__opdef_NEG = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_neg,
+    grad_neg,       .shard = CCG_OP_SHARD_KEEP, .dtypes = SIGNED_TYPES,
+    .onnx_since = 6};
+const ccg__op_def ccg__opdef_RELU = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_neg,
+    grad_relu,      .shard = CCG_OP_SHARD_KEEP, .dtypes = SIGNED_TYPES,
+    .onnx_since = 6};
 const ccg__op_def ccg__opdef_GELU = {CCG__ATTRS(gelu_attrs),
-                                     CCG__OP_ELEMENTWISE, infer_gelu, grad_gelu,
-                                     .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_TANH = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary, grad_tanh,
-                                     .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_ERF = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_erf,
-                                    .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_SIGMOID = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                        infer_float_unary, grad_sigmoid,
-                                        .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_EXP = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_exp,
-                                    .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_LOG = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                    infer_float_unary, grad_log,
-                                    .shard = CCG_OP_SHARD_KEEP};
-const ccg__op_def ccg__opdef_SQRT = {CCG__NO_ATTRS, CCG__OP_ELEMENTWISE,
-                                     infer_float_unary, grad_sqrt,
-                                     .shard = CCG_OP_SHARD_KEEP};
+                                     CCG__OP_ELEMENTWISE,
+                                     infer_gelu,
+                                     grad_gelu,
+                                     .shard = CCG_OP_SHARD_KEEP,
+                                     .dtypes = CCG__FLOAT_TYPES,
+                                     .onnx_since = 20};
+const ccg__op_def ccg__opdef_TANH = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_tanh,      .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 6};
+const ccg__op_def ccg__opdef_ERF = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_erf,       .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 9};
+const ccg__op_def ccg__opdef_SIGMOID = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_sigmoid,   .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 6};
+const ccg__op_def ccg__opdef_EXP = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_exp,       .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 6};
+const ccg__op_def ccg__opdef_LOG = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_log,       .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 6};
+const ccg__op_def ccg__opdef_SQRT = {
+    CCG__NO_ATTRS,  CCG__OP_ELEMENTWISE,        infer_float_unary,
+    grad_sqrt,      .shard = CCG_OP_SHARD_KEEP, .dtypes = CCG__FLOAT_TYPES,
+    .onnx_since = 6};
 
 /* ---- Where, Cast, Dropout ----------------------------------------------- */
 
@@ -396,8 +435,13 @@ static ccg_status grad_where(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS, 0, infer_where, grad_where,
-                                      .shard = CCG_OP_SHARD_BROADCAST};
+const ccg__op_def ccg__opdef_WHERE = {CCG__NO_ATTRS,
+                                      0,
+                                      infer_where,
+                                      grad_where,
+                                      .shard = CCG_OP_SHARD_BROADCAST,
+                                      .dtypes = CCG__ALL_TYPES,
+                                      .onnx_since = 9};
 
 static const ccg__attr_spec cast_attrs[] = {
     {"to", CCG_ATTR_STRING, true, 0, 0, NULL},
@@ -424,8 +468,13 @@ static ccg_status grad_cast(ccg__grad *gx) {
   return ccg_cast(gx->g, gx->gout[0], from, &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_CAST = {CCG__ATTRS(cast_attrs), 0, infer_cast,
-                                     grad_cast, .shard = CCG_OP_SHARD_KEEP};
+const ccg__op_def ccg__opdef_CAST = {CCG__ATTRS(cast_attrs),
+                                     0,
+                                     infer_cast,
+                                     grad_cast,
+                                     .shard = CCG_OP_SHARD_KEEP,
+                                     .dtypes = CCG__ALL_TYPES,
+                                     .onnx_since = 6};
 
 static const ccg__attr_spec dropout_attrs[] = {
     {"seed", CCG_ATTR_INT, false, 0, 0, NULL},

@@ -35,51 +35,76 @@ static void bin_f32(ccg_op op, const float *a, size_t sa, const float *b,
   }
 }
 
-static void un_f32(ccg_op op, bool tanh_gelu, const float *a, float *o,
-                   size_t n) {
+/* One loop per op: x is a[i]. */
+#define UN_LOOP(expr)                                                          \
+  for (size_t i = 0; i < n; i++) {                                             \
+    float x = a[i];                                                            \
+    o[i] = (expr);                                                             \
+  }                                                                            \
+  break
+
+static void un_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n) {
+  float al = p.a, be = p.b;
   switch (op) {
   case CCG_OP_NEG:
-    for (size_t i = 0; i < n; i++)
-      o[i] = -a[i];
-    break;
+    UN_LOOP(-x);
   case CCG_OP_RELU:
-    for (size_t i = 0; i < n; i++)
-      o[i] = ccg__reluf(a[i]);
-    break;
+    UN_LOOP(ccg__reluf(x));
   case CCG_OP_GELU:
-    if (tanh_gelu)
-      for (size_t i = 0; i < n; i++)
-        o[i] = ccg__gelu_tanhf(a[i]);
-    else
-      for (size_t i = 0; i < n; i++)
-        o[i] = ccg__gelu_erff(a[i]);
-    break;
+    if (p.tanh_gelu) {
+      UN_LOOP(ccg__gelu_tanhf(x));
+    }
+    UN_LOOP(ccg__gelu_erff(x));
   case CCG_OP_TANH:
-    for (size_t i = 0; i < n; i++)
-      o[i] = tanhf(a[i]);
-    break;
+    UN_LOOP(tanhf(x));
   case CCG_OP_ERF:
-    for (size_t i = 0; i < n; i++)
-      o[i] = erff(a[i]);
-    break;
+    UN_LOOP(erff(x));
   case CCG_OP_SIGMOID:
-    for (size_t i = 0; i < n; i++)
-      o[i] = ccg__sigmoidf(a[i]);
-    break;
+    UN_LOOP(ccg__sigmoidf(x));
   case CCG_OP_EXP:
-    for (size_t i = 0; i < n; i++)
-      o[i] = expf(a[i]);
-    break;
+    UN_LOOP(expf(x));
   case CCG_OP_LOG:
-    for (size_t i = 0; i < n; i++)
-      o[i] = logf(a[i]);
-    break;
-  default: /* SQRT */
-    for (size_t i = 0; i < n; i++)
-      o[i] = sqrtf(a[i]);
-    break;
+    UN_LOOP(logf(x));
+  case CCG_OP_SQRT:
+    UN_LOOP(sqrtf(x));
+  case CCG_OP_RECIPROCAL:
+    UN_LOOP(1.0f / x);
+  case CCG_OP_ABS:
+    UN_LOOP(fabsf(x));
+  case CCG_OP_FLOOR:
+    UN_LOOP(floorf(x));
+  case CCG_OP_CEIL:
+    UN_LOOP(ceilf(x));
+  case CCG_OP_ROUND:
+    UN_LOOP(rintf(x));
+  case CCG_OP_SIGN:
+    UN_LOOP(ccg__signf(x));
+  case CCG_OP_SOFTPLUS:
+    UN_LOOP(ccg__softplusf(x));
+  case CCG_OP_SOFTSIGN:
+    UN_LOOP(ccg__softsignf(x));
+  case CCG_OP_LEAKY_RELU:
+    UN_LOOP(ccg__leaky_reluf(x, al));
+  case CCG_OP_ELU:
+    UN_LOOP(ccg__eluf(x, al));
+  case CCG_OP_SELU:
+    UN_LOOP(ccg__seluf(x, al, be));
+  case CCG_OP_CELU:
+    UN_LOOP(ccg__celuf(x, al));
+  case CCG_OP_HARD_SIGMOID:
+    UN_LOOP(ccg__hard_sigmoidf(x, al, be));
+  case CCG_OP_HARD_SWISH:
+    UN_LOOP(ccg__hard_swishf(x));
+  case CCG_OP_THRESHOLDED_RELU:
+    UN_LOOP(ccg__thresholded_reluf(x, al));
+  case CCG_OP_SHRINK:
+    UN_LOOP(ccg__shrinkf(x, al, be));
+  default: /* the rest call libm per element anyway */
+    UN_LOOP(ccg__un_f32(op, p, x));
   }
 }
+
+#undef UN_LOOP
 
 /* ---- binary ------------------------------------------------------------- */
 
@@ -140,13 +165,18 @@ static ccg_status run_binary(ccg_exec *x, const ccg__xnode *n) {
 
 /* ---- unary -------------------------------------------------------------- */
 
+static ccg__unp unp_of(const ccg__xnode *n) {
+  ccg__unp p = {n->p.f0, n->p.f1, n->p.i0 != 0};
+  return p;
+}
+
 static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  bool tanh_gelu = n->p.i0 != 0;
+  ccg__unp p = unp_of(n);
   size_t total = o->numel;
   ccg__math m = ccg__math_of(o->dtype);
   if (m == CCG__MATH_F32 && o->dtype == CCG_DTYPE_F32) {
-    un_f32(n->op, tanh_gelu, a->ptr, o->ptr, total);
+    un_f32(n->op, p, a->ptr, o->ptr, total);
     return CCG_STATUS_OK;
   }
   if (m == CCG__MATH_F32) {
@@ -154,13 +184,47 @@ static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
     for (size_t i = 0; i < total; i += CCG__BLOCK) {
       size_t k = total - i < CCG__BLOCK ? total - i : CCG__BLOCK;
       ccg__load_f32(a->dtype, a->ptr, i, 1, k, fa);
-      un_f32(n->op, tanh_gelu, fa, fa, k);
+      un_f32(n->op, p, fa, fa, k);
       ccg__store_f32(o->dtype, o->ptr, i, k, fa);
     }
     return CCG_STATUS_OK;
   }
   for (size_t i = 0; i < total; i++)
-    ccg__un_elem(n->op, tanh_gelu, a->dtype, a->ptr, o->dtype, o->ptr, i);
+    ccg__un_elem(n->op, p, a->dtype, a->ptr, o->dtype, o->ptr, i);
+  return CCG_STATUS_OK;
+}
+
+/* Clip's bounds are inputs, read when the node runs (they may be computed
+ * or fed); an absent one leaves that side open. */
+static ccg_status run_clip(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  const void *lo = NULL, *hi = NULL;
+  if (n->n_in > 1 && n->in[1] != CCG_NONE)
+    lo = ccg__in(x, n, 1)->ptr;
+  if (n->n_in > 2 && n->in[2] != CCG_NONE)
+    hi = ccg__in(x, n, 2)->ptr;
+  size_t total = o->numel;
+  if (o->dtype == CCG_DTYPE_F32) {
+    const float *ap = a->ptr;
+    float *op = o->ptr;
+    float l = lo ? *(const float *)lo : -INFINITY;
+    float h = hi ? *(const float *)hi : INFINITY;
+    for (size_t i = 0; i < total; i++)
+      op[i] = ccg__clipf(ap[i], l, h);
+    return CCG_STATUS_OK;
+  }
+  for (size_t i = 0; i < total; i++)
+    ccg__clip_elem(o->dtype, a->ptr, o->ptr, i, lo, hi);
+  return CCG_STATUS_OK;
+}
+
+/* Attributes into n->p (unp_of): alpha, beta / gamma / bias, lambd. */
+static ccg_status prep_attrs(ccg_exec *x, ccg__xnode *n, const char *a,
+                             const char *b) {
+  if (a)
+    CCG_CHECK(ccg__xattr_f(x, n, a, &n->p.f0));
+  if (b)
+    CCG_CHECK(ccg__xattr_f(x, n, b, &n->p.f1));
   return CCG_STATUS_OK;
 }
 
@@ -273,10 +337,35 @@ ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n) {
     return CCG_STATUS_OK;
   case CCG_OP_NEG:
   case CCG_OP_RELU:
+  case CCG_OP_ABS:
+  case CCG_OP_SIGN:
     if (!is_float && !ccg_dtype_is_int(dt))
       break;
     n->run = run_unary;
     return CCG_STATUS_OK;
+  case CCG_OP_CLIP:
+    if (!is_float && !ccg_dtype_is_int(dt))
+      break;
+    n->run = run_clip;
+    return CCG_STATUS_OK;
+  case CCG_OP_SHRINK:
+    CCG_CHECK(prep_attrs(x, n, "bias", "lambd"));
+    if (!is_float && !ccg_dtype_is_int(dt))
+      break;
+    n->run = run_unary;
+    return CCG_STATUS_OK;
+  case CCG_OP_LEAKY_RELU:
+  case CCG_OP_ELU:
+  case CCG_OP_CELU:
+  case CCG_OP_THRESHOLDED_RELU:
+    CCG_CHECK(prep_attrs(x, n, "alpha", NULL));
+    goto float_only;
+  case CCG_OP_SELU:
+    CCG_CHECK(prep_attrs(x, n, "alpha", "gamma"));
+    goto float_only;
+  case CCG_OP_HARD_SIGMOID:
+    CCG_CHECK(prep_attrs(x, n, "alpha", "beta"));
+    goto float_only;
   case CCG_OP_GELU: {
     const char *approx;
     CCG_CHECK(ccg__xattr_s(x, n, "approximate", &approx));
@@ -292,6 +381,26 @@ ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n) {
   case CCG_OP_EXP:
   case CCG_OP_LOG:
   case CCG_OP_SQRT:
+  case CCG_OP_RECIPROCAL:
+  case CCG_OP_FLOOR:
+  case CCG_OP_CEIL:
+  case CCG_OP_ROUND:
+  case CCG_OP_COS:
+  case CCG_OP_SIN:
+  case CCG_OP_TAN:
+  case CCG_OP_ASIN:
+  case CCG_OP_ACOS:
+  case CCG_OP_ATAN:
+  case CCG_OP_SINH:
+  case CCG_OP_COSH:
+  case CCG_OP_ASINH:
+  case CCG_OP_ACOSH:
+  case CCG_OP_ATANH:
+  case CCG_OP_SOFTPLUS:
+  case CCG_OP_SOFTSIGN:
+  case CCG_OP_HARD_SWISH:
+  case CCG_OP_MISH:
+  float_only:
     if (!is_float)
       break;
     n->run = run_unary;

@@ -326,10 +326,24 @@ static ccg_status run_elementwise(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                    ccg__din(x, n, 1), o->dtype, op, o->numel,
                                    kerr_of(x, s)));
   }
-  default: /* unary */
+  case CCG_OP_CLIP: {
+    if (!o->numel)
+      return CCG_STATUS_OK;
+    bool has_lo = n->n_in > 1 && n->in[1] != CCG_NONE;
+    bool has_hi = n->n_in > 2 && n->in[2] != CCG_NONE;
     return launched(x, n,
-                    ccg__cu_unary(cs, n->op, n->p.i0 != 0, a->dtype, ap,
-                                  o->dtype, op, o->numel));
+                    ccg__cu_clip(cs, o->dtype, ap, op,
+                                 has_lo ? ccg__din(x, n, 1) : NULL,
+                                 has_hi ? ccg__din(x, n, 2) : NULL, o->numel));
+  }
+  default: { /* unary, with the attributes the CPU preparation read */
+    if (!o->numel)
+      return CCG_STATUS_OK;
+    ccg__unp p = {n->p.f0, n->p.f1, n->p.i0 != 0};
+    return launched(
+        x, n,
+        ccg__cu_unary(cs, n->op, p, a->dtype, ap, o->dtype, op, o->numel));
+  }
   }
 }
 

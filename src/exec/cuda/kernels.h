@@ -26,8 +26,12 @@ typedef struct ccg__kerr {
 int ccg__cu_binary(cudaStream_t s, ccg_op op, ccg__bcast b, ccg_dtype da,
                    const void *a, ccg_dtype db, const void *bb, ccg_dtype dout,
                    void *o, size_t n, ccg__kerr err);
-int ccg__cu_unary(cudaStream_t s, ccg_op op, bool tanh_gelu, ccg_dtype da,
+int ccg__cu_unary(cudaStream_t s, ccg_op op, ccg__unp p, ccg_dtype da,
                   const void *a, ccg_dtype dout, void *o, size_t n);
+/* Clip over dt; lo and hi are device pointers to one element of dt, or
+ * NULL. */
+int ccg__cu_clip(cudaStream_t s, ccg_dtype dt, const void *a, void *o,
+                 const void *lo, const void *hi, size_t n);
 int ccg__cu_where(cudaStream_t s, ccg__bcast b, const void *c, const void *x,
                   const void *y, void *o, size_t es, size_t n);
 int ccg__cu_cast(cudaStream_t s, ccg_dtype from, const void *a, ccg_dtype to,

@@ -21,21 +21,31 @@ extern "C" int ccg__cu_binary(cudaStream_t s, ccg_op op, ccg__bcast b,
                               const void *bb, ccg_dtype dout, void *o, size_t n,
                               ccg__kerr err) {
   k_binary<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(op, b, da, a, db, bb, dout,
-                                                    o, n, err);
+                                                   o, n, err);
   return ccg__launched();
 }
 
-__global__ static void k_unary(ccg_op op, bool tanh_gelu, ccg_dtype da,
+__global__ static void k_unary(ccg_op op, ccg__unp p, ccg_dtype da,
                                const void *a, ccg_dtype dout, void *o,
                                size_t n) {
-  CCG__GRID_LOOP(i, n) { ccg__un_elem(op, tanh_gelu, da, a, dout, o, i); }
+  CCG__GRID_LOOP(i, n) { ccg__un_elem(op, p, da, a, dout, o, i); }
 }
 
-extern "C" int ccg__cu_unary(cudaStream_t s, ccg_op op, bool tanh_gelu,
+extern "C" int ccg__cu_unary(cudaStream_t s, ccg_op op, ccg__unp p,
                              ccg_dtype da, const void *a, ccg_dtype dout,
                              void *o, size_t n) {
-  k_unary<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(op, tanh_gelu, da, a, dout,
-                                                   o, n);
+  k_unary<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(op, p, da, a, dout, o, n);
+  return ccg__launched();
+}
+
+__global__ static void k_clip(ccg_dtype dt, const void *a, void *o,
+                              const void *lo, const void *hi, size_t n) {
+  CCG__GRID_LOOP(i, n) { ccg__clip_elem(dt, a, o, i, lo, hi); }
+}
+
+extern "C" int ccg__cu_clip(cudaStream_t s, ccg_dtype dt, const void *a,
+                            void *o, const void *lo, const void *hi, size_t n) {
+  k_clip<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(dt, a, o, lo, hi, n);
   return ccg__launched();
 }
 
@@ -44,8 +54,8 @@ __global__ static void k_where(ccg__bcast b, const uint8_t *c, const char *x,
   CCG__GRID_LOOP(i, n) {
     int64_t off[CCG__BCAST_MAX];
     ccg__bcast_offsets(&b, i, off);
-    const char *src = c[off[0]] ? x + (size_t)off[1] * es
-                                : y + (size_t)off[2] * es;
+    const char *src =
+        c[off[0]] ? x + (size_t)off[1] * es : y + (size_t)off[2] * es;
     for (size_t k = 0; k < es; k++)
       o[i * es + k] = src[k];
   }
@@ -116,7 +126,7 @@ extern "C" int ccg__cu_gemm_bias(cudaStream_t s, ccg_dtype dc, const void *c,
                                  ccg_dtype dout, void *o, int64_t M, int64_t N,
                                  int64_t s0, int64_t s1, float beta) {
   size_t n = (size_t)(M * N);
-  k_gemm_bias<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(dc, c, dout, o, N, s0,
-                                                       s1, beta, n);
+  k_gemm_bias<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(dc, c, dout, o, N, s0, s1,
+                                                      beta, n);
   return ccg__launched();
 }
