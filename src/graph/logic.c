@@ -24,10 +24,61 @@ static ccg_status infer_nary(ccg__infer *ix, unsigned types, const char *what) {
   return CCG_STATUS_OK;
 }
 
+/* a OP b for known contents: numbers compare; a symbol (a dim, so >= 0)
+ * equals itself and exceeds every negative number. -1: not decided. */
+static int compare_dims(ccg_op op, ccg_dim a, ccg_dim b) {
+  int c; /* sign of a - b */
+  if (!ccg_dim_is_sym(a) && !ccg_dim_is_sym(b))
+    c = (a.size > b.size) - (a.size < b.size);
+  else if (ccg_dim_equal(a, b))
+    c = 0;
+  else if (!ccg_dim_is_sym(b) && b.size < 0)
+    c = 1;
+  else if (!ccg_dim_is_sym(a) && a.size < 0)
+    c = -1;
+  else
+    return -1;
+  switch (op) {
+  case CCG_OP_EQUAL:
+    return c == 0;
+  case CCG_OP_LESS:
+    return c < 0;
+  case CCG_OP_LESS_OR_EQUAL:
+    return c <= 0;
+  case CCG_OP_GREATER:
+    return c > 0;
+  default:
+    return c >= 0;
+  }
+}
+
+/* Comparisons of known shape values stay known (0 or 1), so that
+ * Equal(shape, -1) feeding a Where of an exported expand or reshape can
+ * stay known as well. */
+static void fold_compare(ccg__infer *ix) {
+  const ccg_dim *ka, *kb;
+  int na = ccg__in_known(ix, 0, &ka), nb = ccg__in_known(ix, 1, &kb);
+  if (na < 0 || nb < 0 || !ccg_dtype_is_int(ccg__in_dtype(ix, 0)) ||
+      ix->out_shape[0].rank > 1)
+    return;
+  int n = na > nb ? na : nb;
+  if ((na != n && na != 1) || (nb != n && nb != 1))
+    return;
+  for (int i = 0; i < n; i++) {
+    int r = compare_dims(ix->op, ka[na == 1 ? 0 : i], kb[nb == 1 ? 0 : i]);
+    if (r < 0)
+      return;
+    ix->out_known[0][i] = ccg_dim_num(r);
+  }
+  ix->out_n_known[0] = n;
+}
+
 static ccg_status infer_compare(ccg__infer *ix, unsigned types,
                                 const char *what) {
   CCG_CHECK(infer_nary(ix, types, what));
   ix->out_dtype[0] = CCG_DTYPE_BOOL;
+  if (ix->op != CCG_OP_AND && ix->op != CCG_OP_OR && ix->op != CCG_OP_XOR)
+    fold_compare(ix);
   return CCG_STATUS_OK;
 }
 

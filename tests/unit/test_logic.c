@@ -313,6 +313,50 @@ static void minmax_folds_known_ints(void **state) {
   ccg_graph_free(g);
 }
 
+/* Equal(Shape(x), -1) of a shape with a symbol stays known: a dim is never
+ * negative. A symbol against a number >= 0 is not decided. */
+static void compare_folds_known_shapes(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,4]"), in[2];
+  assert_ok(g, ccg_shape_of(g, x, 0, INT64_MAX, &in[0]));
+  const int64_t m1[1] = {-1}, four[1] = {4};
+  ccg_tensor tm = {CCG_DTYPE_I64, 1, {1}, m1},
+             t4 = {CCG_DTYPE_I64, 1, {1}, four};
+  ccg_value_id vm, v4;
+  assert_ok(g, ccg_graph_add_initializer(g, "m1", &tm, &vm));
+  assert_ok(g, ccg_graph_add_initializer(g, "four", &t4, &v4));
+  static const struct {
+    const char *op;
+    int rhs; /* 0: -1, 1: 4, 2: the shape itself */
+    int n;
+    int64_t want[2];
+  } cases[] = {
+      {"Equal", 0, 2, {0, 0}}, {"Greater", 0, 2, {1, 1}},
+      {"Equal", 2, 2, {1, 1}}, {"LessOrEqual", 2, 2, {1, 1}},
+      {"Less", 2, 2, {0, 0}},  {"Equal", 1, -1, {0, 0}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    in[1] = cases[c].rhs == 0 ? vm : cases[c].rhs == 1 ? v4 : in[0];
+    ccg_node_desc d = CCG_NODE_DESC_INIT;
+    d.op = cases[c].op;
+    d.inputs = in;
+    d.n_inputs = 2;
+    ccg_node_id n;
+    assert_ok(g, ccg_graph_add_node(g, &d, &n));
+    ccg_dim k[CCG_MAX_RANK];
+    int got = ccg_value_known(g, ccg_node_output(g, n, 0), k);
+    if (got != cases[c].n)
+      fail_msg("case %zu (%s): %d known, expected %d", c, cases[c].op, got,
+               cases[c].n);
+    for (int i = 0; i < got; i++)
+      if (k[i].size != cases[c].want[i])
+        fail_msg("case %zu (%s): element %d is %lld", c, cases[c].op, i,
+                 (long long)k[i].size);
+  }
+  ccg_graph_free(g);
+}
+
 /* ---- Mod, PRelu ------------------------------------------------------------
  */
 
@@ -951,6 +995,7 @@ int main(void) {
       cmocka_unit_test(variadic_f32),
       cmocka_unit_test(variadic_other_dtypes),
       cmocka_unit_test(minmax_folds_known_ints),
+      cmocka_unit_test(compare_folds_known_shapes),
       cmocka_unit_test(mod_values),
       cmocka_unit_test(prelu_values),
       cmocka_unit_test(bitwise_values),
