@@ -289,7 +289,29 @@ typedef struct ccg_attr {
   X(SHRINK, "Shrink", "", 1, 1, 1, 1)
 
 /* logic.c: comparisons, logic, bitwise ops, variadic Min/Max/Sum/Mean, Mod */
-#define CCG_OP_LIST_LOGIC(X)
+#define CCG_OP_LIST_LOGIC(X)                                                   \
+  X(EQUAL, "Equal", "", 2, 2, 1, 1)                                            \
+  X(LESS, "Less", "", 2, 2, 1, 1)                                              \
+  X(LESS_OR_EQUAL, "LessOrEqual", "", 2, 2, 1, 1)                              \
+  X(GREATER, "Greater", "", 2, 2, 1, 1)                                        \
+  X(GREATER_OR_EQUAL, "GreaterOrEqual", "", 2, 2, 1, 1)                        \
+  X(NOT, "Not", "", 1, 1, 1, 1)                                                \
+  X(AND, "And", "", 2, 2, 1, 1)                                                \
+  X(OR, "Or", "", 2, 2, 1, 1)                                                  \
+  X(XOR, "Xor", "", 2, 2, 1, 1)                                                \
+  X(IS_NAN, "IsNaN", "", 1, 1, 1, 1)                                           \
+  X(IS_INF, "IsInf", "", 1, 1, 1, 1)                                           \
+  X(MIN, "Min", "", 1, -1, 1, 1)                                               \
+  X(MAX, "Max", "", 1, -1, 1, 1)                                               \
+  X(SUM, "Sum", "", 1, -1, 1, 1)                                               \
+  X(MEAN, "Mean", "", 1, -1, 1, 1)                                             \
+  X(MOD, "Mod", "", 2, 2, 1, 1)                                                \
+  X(PRELU, "PRelu", "", 2, 2, 1, 1)                                            \
+  X(BIT_SHIFT, "BitShift", "", 2, 2, 1, 1)                                     \
+  X(BITWISE_AND, "BitwiseAnd", "", 2, 2, 1, 1)                                 \
+  X(BITWISE_OR, "BitwiseOr", "", 2, 2, 1, 1)                                   \
+  X(BITWISE_XOR, "BitwiseXor", "", 2, 2, 1, 1)                                 \
+  X(BITWISE_NOT, "BitwiseNot", "", 1, 1, 1, 1)
 
 /* matmul.c */
 #define CCG_OP_LIST_MATMUL(X)                                                  \
