@@ -351,12 +351,6 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
   ccg_op op = ccg_node_op(e->g, n);
   no->op_type = ccg_op_name(op);
   no->domain = ccg_op_domain(op);
-  if (ccg_op_onnx_since(op) > e->o->opset) {
-    char why[96];
-    snprintf(why, sizeof why, "the op has this meaning from opset %d on",
-             ccg_op_onnx_since(op));
-    return fail_node(e, n, CCG_STATUS_UNSUPPORTED, why);
-  }
   switch (op) {
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
@@ -391,6 +385,14 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   size_t n_attrs = ccg_node_num_attrs(g, n);
   np->n_attribute = n_attrs; /* ort_node clears it */
   CCG_CHECK(convert_node(e, n, &no, np));
+  /* an ai.onnx op the conversion kept (Gelu below 20 became a function) */
+  ccg_op op = ccg_node_op(g, n);
+  if (!*no.domain && ccg_op_onnx_since(op) > e->o->opset) {
+    char why[96];
+    snprintf(why, sizeof why, "the op has this meaning from opset %d on",
+             ccg_op_onnx_since(op));
+    return fail_node(e, n, CCG_STATUS_UNSUPPORTED, why);
+  }
   bool keep_attrs = np->n_attribute != 0;
 
   size_t n_in = ccg_node_num_inputs(g, n);

@@ -374,6 +374,38 @@ static void test_ort_dialect_refusals(void **state) {
   ccg_graph_free(g);
 }
 
+/* An op is written only at an opset where it has the IR's meaning:
+ * BitwiseAnd (opset 18 on) is refused at 17 naming the node, and written
+ * at 18. */
+static void test_op_newer_than_opset(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[2] = {ccg_test_input(g, "a", CCG_DTYPE_I32, "[3]"),
+                        ccg_test_input(g, "b", CCG_DTYPE_I32, "[3]")};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "BitwiseAnd";
+  d.name = "band";
+  d.inputs = in;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_ok(g, ccg_graph_add_output(g, ccg_node_output(g, n, 0)));
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  void *b = NULL;
+  size_t len = 0;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED,
+               ccg_onnx_export_buffer(g, &o, &b, &len), "node 'band'",
+               "BitwiseAnd", "from opset 18");
+  o.opset = 18;
+  assert_ok(g, ccg_onnx_export_buffer(g, &o, &b, &len));
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(b, len, NULL, NULL, &back));
+  assert_int_equal(ccg_graph_num_nodes(back), 1);
+  free(b);
+  ccg_graph_free(back);
+  ccg_graph_free(g);
+}
+
 static void test_bad_options(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_ort_graph();
@@ -703,6 +735,7 @@ int main(void) {
       cmocka_unit_test(test_encoding),
       cmocka_unit_test(test_ort_dialect_refusals),
       cmocka_unit_test(test_bad_options),
+      cmocka_unit_test(test_op_newer_than_opset),
       cmocka_unit_test_setup_teardown(test_external_data_mapped, make_tmpdir,
                                       remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_external_data, make_tmpdir,
