@@ -203,7 +203,37 @@ bool ccg__onnx_dropped(const im *m, uint32_t c) {
   return m->slot_uses[c] > 0 && m->slot_uses[c] == m->uses[c];
 }
 
-/* The int64 contents of a constant input (axes, split). */
+/* The contents of a computed axes/split input that known-contents
+ * propagation has as numbers (Concat of constants, Cast of a constant,
+ * a Shape's entries that are numbers). */
+static ccg_status known_ints(im *m, const char *input, const char *role,
+                             const int64_t **vals, size_t *n) {
+  uint32_t v;
+  ccg_dim d[CCG_MAX_RANK];
+  int k = ccg__strmap_get(&m->g->value_names, input, &v)
+              ? ccg_value_known(m->g, v, d)
+              : -1;
+  for (int i = 0; i < k; i++)
+    if (ccg_dim_is_sym(d[i]))
+      k = -1;
+  if (k < 0)
+    return fail(m, CCG_STATUS_UNSUPPORTED,
+                "%s is computed at run time; ccgraph needs its contents "
+                "known when the model is read (a constant, or computed from "
+                "constants and shapes)",
+                role);
+  int64_t *out = ccg__arena_calloc(&m->a, (size_t)k + 1, sizeof *out);
+  if (!out)
+    return fail(m, CCG_STATUS_OOM, "%s", role);
+  for (int i = 0; i < k; i++)
+    out[i] = d[i].size;
+  *vals = out;
+  *n = (size_t)k;
+  return CCG_STATUS_OK;
+}
+
+/* The int64 contents of a constant input (axes, split), or of a computed
+ * one whose contents are known. */
 ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
                                 const char *input, const int64_t **vals,
                                 size_t *n) {
@@ -212,8 +242,7 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
            np->op_type, input);
   if (!ccg__strmap_get(&m->consts, input, &c))
-    return fail(m, CCG_STATUS_UNSUPPORTED,
-                "%s is computed at run time; ccgraph needs it constant", role);
+    return known_ints(m, input, role, vals, n);
   const Onnx__TensorProto *tp = NULL;
   if (c < m->gp->n_initializer) {
     tp = m->gp->initializer[c];

@@ -212,6 +212,38 @@ static void test_axes_inputs_become_attributes(void **state) {
   ccg_graph_free(g);
 }
 
+/* An axes input computed by the graph imports where its contents are
+ * known (here Shape(x, end=1) = [2]); a graph input is refused naming the
+ * node and input. */
+static void test_computed_axes_known(void **state) {
+  (void)state;
+  mk *k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  Onnx__NodeProto *s = mk_node(k, "Shape", "shape", "x", NULL, "s", NULL);
+  Onnx__AttributeProto *a =
+      mk_attr(k, s, "end", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  a->has_i = 1;
+  a->i = 1;
+  mk_node(k, "Unsqueeze", "unsq", "x", "s", "y", NULL);
+  mk_output(k, "y");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  ccg_value_id y;
+  assert_ok(g, ccg_graph_find_value(g, "y", &y));
+  assert_string_equal(ccg_test_shape(g, y), "[2,3,1]");
+  ccg_graph_free(g);
+
+  k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  static const int64_t one[] = {1};
+  mk_input(k, "ax", 1, one);
+  k->in[1].type->tensor_type->elem_type = 7;
+  mk_node(k, "Unsqueeze", "unsq", "x", "ax", "y", NULL);
+  mk_output(k, "y");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "node 'unsq'", "input 'ax'", "computed at run time");
+}
+
 static void test_split_num_outputs(void **state) {
   (void)state;
   /* Split-18 with num_outputs = 2 over a dim of 3: ONNX gives [2, 1]. */
@@ -571,6 +603,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_axes_inputs_become_attributes),
       cmocka_unit_test(test_split_num_outputs),
+      cmocka_unit_test(test_computed_axes_known),
       cmocka_unit_test(test_ort_per_rank_model),
       cmocka_unit_test(test_unknown_op),
       cmocka_unit_test(test_opset_11),
