@@ -407,6 +407,35 @@ const ccg__op_def ccg__opdef_SQRT = {
 
 /* ---- Where, Cast, Dropout ----------------------------------------------- */
 
+/* Known integer vectors stay known through Where with a known condition:
+ * torch's exports rewrite reshape targets with Where(Equal(shape, -1),
+ * ones, shape). Only the chosen side's entry needs to be known. */
+static void fold_where(ccg__infer *ix) {
+  const ccg_dim *k[3];
+  int nk[3];
+  for (int i = 0; i < 3; i++)
+    nk[i] = ccg__in_known(ix, (size_t)i, &k[i]);
+  if (nk[0] < 0 || !ccg_dtype_is_int(ix->out_dtype[0]) ||
+      ix->out_shape[0].rank > 1)
+    return;
+  int n = 1;
+  for (int i = 0; i < 3; i++)
+    if (nk[i] > n)
+      n = nk[i];
+  if (nk[0] != n && nk[0] != 1)
+    return;
+  for (int j = 0; j < n; j++) {
+    ccg_dim c = k[0][nk[0] == 1 ? 0 : j];
+    if (ccg_dim_is_sym(c))
+      return;
+    int side = c.size ? 1 : 2;
+    if (nk[side] < 0 || (nk[side] != n && nk[side] != 1))
+      return;
+    ix->out_known[0][j] = k[side][nk[side] == 1 ? 0 : j];
+  }
+  ix->out_n_known[0] = n;
+}
+
 static ccg_status infer_where(ccg__infer *ix) {
   CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__DT(BOOL), "bool (the condition)"));
   CCG_CHECK(ccg__same_dtype(ix, 1, 2));
@@ -415,6 +444,7 @@ static ccg_status infer_where(ccg__infer *ix) {
       ccg__broadcast(ix, ccg__in_shape(ix, 1), ccg__in_shape(ix, 2), &xy));
   CCG_CHECK(ccg__broadcast(ix, ccg__in_shape(ix, 0), &xy, &ix->out_shape[0]));
   ix->out_dtype[0] = ccg__in_dtype(ix, 1);
+  fold_where(ix);
   return CCG_STATUS_OK;
 }
 

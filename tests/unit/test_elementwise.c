@@ -154,10 +154,48 @@ static void test_known_folding(void **state) {
   ccg_graph_free(g);
 }
 
+/* torch's reshape-target rewrite Where(Equal(shape, -1), ones, shape)
+ * keeps the target known, symbols included; an unknown chosen side does
+ * not. */
+static void test_where_folds_known(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,4]"), s;
+  assert_ok(g, ccg_shape_of(g, x, 0, INT64_MAX, &s));
+  const int64_t m1[1] = {-1}, ones[2] = {1, 1};
+  ccg_tensor tm = {CCG_DTYPE_I64, 1, {1}, m1},
+             t1 = {CCG_DTYPE_I64, 1, {2}, ones};
+  ccg_value_id vm, v1, in[2], c, w, r;
+  assert_ok(g, ccg_graph_add_initializer(g, "m1", &tm, &vm));
+  assert_ok(g, ccg_graph_add_initializer(g, "ones", &t1, &v1));
+  in[0] = s;
+  in[1] = vm;
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Equal";
+  d.inputs = in;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  c = ccg_node_output(g, n, 0);
+  assert_ok(g, ccg_where(g, c, v1, s, &w));
+  ccg_dim k[CCG_MAX_RANK];
+  assert_int_equal(ccg_value_known(g, w, k), 2);
+  assert_true(ccg_dim_is_sym(k[0]));
+  assert_int_equal(k[1].size, 4);
+  assert_ok(g, ccg_reshape(g, x, w, &r));
+  assert_string_equal(ccg_test_shape(g, r), "[batch,4]");
+  /* the chosen side unknown: unknown */
+  ccg_value_id u = ccg_test_input(g, "u", CCG_DTYPE_I64, "[2]");
+  assert_ok(g, ccg_where(g, c, v1, u, &w));
+  assert_int_equal(ccg_value_known(g, w, k), -1);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_broadcast),
       cmocka_unit_test(test_unary),
+      cmocka_unit_test(test_where_folds_known),
       cmocka_unit_test(test_where_cast_dropout),
       cmocka_unit_test(test_known_folding),
   };
