@@ -643,6 +643,20 @@ CCG_API ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n,
 /* Borrowed; NULL when the node has no tag. */
 CCG_API const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n);
 
+/* Node metadata: string key/value pairs a model carries per node (ONNX
+ * NodeProto.metadata_props, such as torch's "pkg.torch.onnx.name_scopes",
+ * the module path the shard pass matches plans on). Setting a key again
+ * replaces its value; strings are copied. */
+CCG_API ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n,
+                                     const char *key, const char *value);
+/* Borrowed; NULL when the node has no such key. */
+CCG_API const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n,
+                                  const char *key);
+/* The i-th pair (in the order first set): its key, value into *value;
+ * NULL past the last. */
+CCG_API const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n,
+                                     size_t i, const char **value);
+
 /* ---- checks, order, dumps ---------------------------------------------- */
 
 /* Checks the whole graph: unique names and single assignment, every input

@@ -782,3 +782,54 @@ ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
 const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
   return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
 }
+
+ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
+                             const char *value) {
+  if (!ccg__node_ok(g, n))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "metadata: node id %u does not exist", n);
+  if (!key || !*key || !value)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s': metadata needs a key and a value",
+                      g->nodes[n].name);
+  ccg__meta **at = &g->nodes[n].meta;
+  while (*at && strcmp((*at)->key, key) != 0)
+    at = &(*at)->next;
+  const char *v = ccg__arena_strdup(&g->arena, value);
+  if (!v)
+    return oom(g, "node metadata");
+  if (*at) {
+    (*at)->value = v;
+    return CCG_STATUS_OK;
+  }
+  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
+  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
+    return oom(g, "node metadata");
+  m->value = v;
+  m->next = NULL;
+  *at = m;
+  return CCG_STATUS_OK;
+}
+
+const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n, const char *key) {
+  if (!ccg__node_ok(g, n) || !key)
+    return NULL;
+  for (const ccg__meta *m = g->nodes[n].meta; m; m = m->next)
+    if (strcmp(m->key, key) == 0)
+      return m->value;
+  return NULL;
+}
+
+const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n, size_t i,
+                             const char **value) {
+  if (!ccg__node_ok(g, n))
+    return NULL;
+  const ccg__meta *m = g->nodes[n].meta;
+  for (; m && i; i--)
+    m = m->next;
+  if (!m)
+    return NULL;
+  if (value)
+    *value = m->value;
+  return m->key;
+}

@@ -37,8 +37,14 @@ typedef struct ccg__node {
   uint32_t n_outputs;
   ccg_attr *attrs;
   uint32_t n_attrs;
-  ccg_tag *tag; /* NULL = none */
+  ccg_tag *tag;           /* NULL = none */
+  struct ccg__meta *meta; /* key/value strings, in the order first set */
 } ccg__node;
+
+typedef struct ccg__meta {
+  const char *key, *value;
+  struct ccg__meta *next;
+} ccg__meta;
 
 struct ccg_graph {
   ccg_ctx ctx; /* first: see ccg_last_error */
