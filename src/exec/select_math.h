@@ -57,20 +57,19 @@ CCG_HD static inline int64_t ccg__arg_line(ccg_dtype dt, const void *x,
 
 /* ArgMax/ArgMin output element j of [outer, inner] over x viewed as
  * [outer, len, inner]. */
-CCG_HD static inline void ccg__arg_elem(ccg_dtype dt, const void *x,
-                                        int64_t *o, size_t j, int64_t len,
-                                        size_t inner, bool is_min, bool last) {
+CCG_HD static inline void ccg__arg_elem(ccg_dtype dt, const void *x, int64_t *o,
+                                        size_t j, int64_t len, size_t inner,
+                                        bool is_min, bool last) {
   size_t base = (j / inner) * (size_t)len * inner + j % inner;
   o[j] = ccg__arg_line(dt, x, base, inner, len, is_min, last);
 }
 
 /* TopK on one line: x[base + t*stride], t < len, into the k slots
  * vals[obase + s*ostride] and idx[obase + s*ostride] (i64), best first;
- * among equal values the lower index comes first (ONNX). Largest: NaN is
- * the largest; smallest: NaN the smallest. Insertion keeps the slots
- * sorted, O(len * k). */
-CCG_HD static inline void ccg__topk_line(ccg_dtype dt, size_t es,
-                                         const void *x,
+ * among equal values the lower index comes first (ONNX). NaN ranks above
+ * every number (as torch.topk has it): first when largest, last
+ * otherwise. Insertion keeps the slots sorted, O(len * k). */
+CCG_HD static inline void ccg__topk_line(ccg_dtype dt, size_t es, const void *x,
                                          size_t base, size_t stride,
                                          int64_t len, int64_t k, bool largest,
                                          void *vals, int64_t *idx, size_t obase,
@@ -83,7 +82,7 @@ CCG_HD static inline void ccg__topk_line(ccg_dtype dt, size_t es,
     int64_t pos = filled;
     while (pos > 0) {
       int c = ccg__sel_cmp(dt, x, xi, vals, obase + (size_t)(pos - 1) * ostride,
-                           largest);
+                           true);
       if (!(largest ? c > 0 : c < 0))
         break;
       pos--;
@@ -107,14 +106,13 @@ CCG_HD static inline void ccg__topk_line(ccg_dtype dt, size_t es,
 
 /* TopK line l of [outer, inner] lines over x [outer, len, inner] into
  * outputs [outer, k, inner]. */
-CCG_HD static inline void ccg__topk_elem(ccg_dtype dt, size_t es,
-                                         const void *x,
+CCG_HD static inline void ccg__topk_elem(ccg_dtype dt, size_t es, const void *x,
                                          void *vals, int64_t *idx, size_t l,
                                          int64_t len, int64_t k, size_t inner,
                                          bool largest) {
   size_t o = l / inner, in = l % inner;
-  ccg__topk_line(dt, es, x, o * (size_t)len * inner + in, inner, len, k, largest,
-                 vals, idx, o * (size_t)k * inner + in, inner);
+  ccg__topk_line(dt, es, x, o * (size_t)len * inner + in, inner, len, k,
+                 largest, vals, idx, o * (size_t)k * inner + in, inner);
 }
 
 /* ---- GatherElements, ScatterElements -------------------------------------
@@ -185,10 +183,12 @@ CCG_HD static inline bool ccg__gather_elems_elem(const ccg__elems_geom *g,
  * in parallel and each in index order (the CPU's order). red 0 replaces,
  * 1..4 add, mul, max, min. False (bad index in *bad, its element in *at)
  * on an out-of-range index; the elements before it are written. */
-CCG_HD static inline bool
-ccg__scatter_elems_line(const ccg__elems_geom *g, int red, ccg_dtype dt,
-                        size_t es, void *o, const void *u, ccg_dtype di, const void *idx,
-                        size_t line, int64_t *bad, size_t *at) {
+CCG_HD static inline bool ccg__scatter_elems_line(const ccg__elems_geom *g,
+                                                  int red, ccg_dtype dt,
+                                                  size_t es, void *o,
+                                                  const void *u, ccg_dtype di,
+                                                  const void *idx, size_t line,
+                                                  int64_t *bad, size_t *at) {
   size_t inner = 1, len = (size_t)g->idims[g->axis];
   for (int d = g->axis + 1; d < g->rank; d++)
     inner *= (size_t)g->idims[d];
@@ -207,7 +207,8 @@ ccg__scatter_elems_line(const ccg__elems_geom *g, int red, ccg_dtype dt,
   return true;
 }
 
-/* ---- NonZero, Compress ---------------------------------------------------- */
+/* ---- NonZero, Compress ----------------------------------------------------
+ */
 
 CCG_HD static inline bool ccg__is_nonzero(ccg_dtype dt, const void *x,
                                           size_t i) {
@@ -222,10 +223,9 @@ CCG_HD static inline bool ccg__is_nonzero(ccg_dtype dt, const void *x,
  * element in row-major order. Returns the count; with cap == count o is
  * exactly the [r, count] result. One pass, sequential: the device runs it
  * on one thread. */
-CCG_HD static inline size_t ccg__nonzero_run(ccg_dtype dt, const void *x,
-                                             int r, const int64_t *dims,
-                                             size_t n, int64_t *o,
-                                             size_t cap) {
+CCG_HD static inline size_t ccg__nonzero_run(ccg_dtype dt, const void *x, int r,
+                                             const int64_t *dims, size_t n,
+                                             int64_t *o, size_t cap) {
   size_t count = 0;
   for (size_t i = 0; i < n; i++) {
     if (!ccg__is_nonzero(dt, x, i))
@@ -245,11 +245,9 @@ CCG_HD static inline size_t ccg__nonzero_run(ccg_dtype dt, const void *x,
 /* Compress of x viewed as [outer, len, inner] by the bool condition c
  * (clen <= len entries; the rest count as false) into o [outer, cap,
  * inner], cap >= the kept count. Returns the kept count. */
-CCG_HD static inline size_t ccg__compress_run(size_t es, const void *x,
-                                              const uint8_t *c, size_t clen,
-                                              size_t outer, size_t len,
-                                              size_t inner, void *o,
-                                              size_t cap) {
+CCG_HD static inline size_t
+ccg__compress_run(size_t es, const void *x, const uint8_t *c, size_t clen,
+                  size_t outer, size_t len, size_t inner, void *o, size_t cap) {
   size_t kept = 0;
   for (size_t t = 0; t < clen && t < len; t++)
     kept += c[t] != 0;

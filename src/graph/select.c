@@ -102,8 +102,8 @@ static ccg_status elements_geometry(ccg__infer *ix, int *ax) {
   CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), d->rank, "axis", ax));
   for (int k = 0; k < d->rank; k++) {
     ccg_dim a = d->dims[k], b = q->dims[k];
-    bool bad = k != *ax && !ccg_dim_is_sym(a) && !ccg_dim_is_sym(b) &&
-               b.size > a.size;
+    bool bad =
+        k != *ax && !ccg_dim_is_sym(a) && !ccg_dim_is_sym(b) && b.size > a.size;
     if (bad)
       return ccg__fail(ix, CCG_STATUS_SHAPE,
                        "indices %s is larger than data %s in dim %d (only "
@@ -234,8 +234,7 @@ static ccg_status top_k_count(ccg__infer *ix, ccg_dim axis_dim, ccg_dim *k) {
   *k = kv[0];
   if (ccg_dim_is_sym(*k))
     return CCG_STATUS_OK;
-  if (k->size < 0 ||
-      (!ccg_dim_is_sym(axis_dim) && k->size > axis_dim.size))
+  if (k->size < 0 || (!ccg_dim_is_sym(axis_dim) && k->size > axis_dim.size))
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
                      "K is %lld; it must be in 0..%lld (the axis' size)",
                      (long long)k->size, (long long)axis_dim.size);
@@ -305,12 +304,9 @@ static ccg_status infer_non_zero(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_NON_ZERO = {CCG__NO_ATTRS,
-                                         0,
-                                         infer_non_zero,
-                                         NULL,
-                                         .dtypes = CCG__ALL_TYPES,
-                                         .onnx_since = 9};
+const ccg__op_def ccg__opdef_NON_ZERO = {
+    CCG__NO_ATTRS,  0, infer_non_zero, NULL, .dtypes = CCG__ALL_TYPES,
+    .onnx_since = 9};
 
 /* ONNX Compress has no default axis: without one the input is flattened. */
 static const ccg__attr_spec compress_attrs[] = {
@@ -339,8 +335,7 @@ static ccg_status infer_compress(ccg__infer *ix) {
     if (!ok)
       along = len; /* no product to check against */
   }
-  if (!ccg_dim_is_sym(len) && !ccg_dim_is_sym(along) &&
-      len.size > along.size)
+  if (!ccg_dim_is_sym(len) && !ccg_dim_is_sym(along) && len.size > along.size)
     return ccg__fail(ix, CCG_STATUS_SHAPE,
                      "condition '%s' has %lld elements; the input has only "
                      "%lld to select from",

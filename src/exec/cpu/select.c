@@ -47,8 +47,8 @@ static ccg_status prep_arg(ccg_exec *x, ccg__xnode *n) {
 
 /* ---- GatherElements, ScatterElements ------------------------------------ */
 
-ccg_status ccg__elems_index_error(ccg_exec *x, const ccg__xnode *n,
-                                  int64_t bad, size_t at) {
+ccg_status ccg__elems_index_error(ccg_exec *x, const ccg__xnode *n, int64_t bad,
+                                  size_t at) {
   return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                     "index %lld (element %zu of '%s') is out of range for "
                     "axis %d of size %lld",
@@ -88,8 +88,8 @@ static ccg_status run_scatter_elements(ccg_exec *x, const ccg__xnode *n) {
   for (size_t l = 0; l < lines; l++) {
     int64_t bad = 0;
     size_t at = 0;
-    if (!ccg__scatter_elems_line(&g, (int)n->p.i0, o->dtype, es, o->ptr,
-                                 u->ptr, iv->dtype, iv->ptr, l, &bad, &at))
+    if (!ccg__scatter_elems_line(&g, (int)n->p.i0, o->dtype, es, o->ptr, u->ptr,
+                                 iv->dtype, iv->ptr, l, &bad, &at))
       return ccg__elems_index_error(x, n, bad, at);
   }
   return CCG_STATUS_OK;
@@ -173,8 +173,8 @@ ccg_status ccg__select_run_sized(ccg_exec *x, const ccg__xnode *n,
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   size_t cap = (size_t)o->dims[sized_dim(n)], got;
   if (n->op == CCG_OP_NON_ZERO) {
-    got = ccg__nonzero_run(a->dtype, a->ptr, a->rank, a->dims, a->numel,
-                           o->ptr, cap);
+    got = ccg__nonzero_run(a->dtype, a->ptr, a->rank, a->dims, a->numel, o->ptr,
+                           cap);
     if (got <= cap)
       ccg__sized_compact(o->ptr, sizeof(int64_t), (size_t)a->rank, cap, got, 1);
   } else {

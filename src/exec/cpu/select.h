@@ -11,8 +11,8 @@
 ccg__elems_geom ccg__elems_geom_of(const ccg_exec *x, const ccg__xnode *n);
 /* The error for index `bad` at element `at` of n's indices, naming the
  * node, the indices and the axis. */
-ccg_status ccg__elems_index_error(ccg_exec *x, const ccg__xnode *n,
-                                  int64_t bad, size_t at);
+ccg_status ccg__elems_index_error(ccg_exec *x, const ccg__xnode *n, int64_t bad,
+                                  size_t at);
 /* TopK's K checked against the input's axis and the bound outputs. */
 ccg_status ccg__top_k_check(ccg_exec *x, const ccg__xnode *n, int64_t k);
 

@@ -50,12 +50,12 @@ static ccg_status run_scatter(ccg_exec *x, const ccg__xnode *n, size_t s) {
   size_t lines = len ? iv->numel / len : 0;
   if (!lines)
     return CCG_STATUS_OK;
-  return launched(x, n,
-                  ccg__cu_scatter_elems(
-                      x->gpu->cs, ccg__elems_geom_of(x, n), (int)n->p.i0,
-                      o->dtype, ccg_dtype_size(a->dtype), dst,
-                      ccg__din(x, n, 2), iv->dtype, ccg__din(x, n, 1), lines,
-                      kerr_of(x, s)));
+  return launched(
+      x, n,
+      ccg__cu_scatter_elems(x->gpu->cs, ccg__elems_geom_of(x, n), (int)n->p.i0,
+                            o->dtype, ccg_dtype_size(a->dtype), dst,
+                            ccg__din(x, n, 2), iv->dtype, ccg__din(x, n, 1),
+                            lines, kerr_of(x, s)));
 }
 
 static ccg_status run_sized(ccg_exec *x, const ccg__xnode *n, size_t s) {
@@ -76,13 +76,12 @@ static ccg_status run_sized(ccg_exec *x, const ccg__xnode *n, size_t s) {
     for (int d = ax + 1; d < a->rank; d++)
       inner *= (size_t)a->dims[d];
   }
-  return launched(x, n,
-                  ccg__cu_compress(cs, ccg_dtype_size(a->dtype),
-                                   ccg__din(x, n, 0), ccg__din(x, n, 1),
-                                   c->numel, outer, len, inner,
-                                   ccg__dout(x, n, 0),
-                                   (size_t)o->dims[ax < 0 ? 0 : ax],
-                                   kerr_of(x, s)));
+  return launched(
+      x, n,
+      ccg__cu_compress(cs, ccg_dtype_size(a->dtype), ccg__din(x, n, 0),
+                       ccg__din(x, n, 1), c->numel, outer, len, inner,
+                       ccg__dout(x, n, 0), (size_t)o->dims[ax < 0 ? 0 : ax],
+                       kerr_of(x, s)));
 }
 
 ccg_status ccg__gpu_launch_select(ccg_exec *x, const ccg__xnode *n, size_t s) {
@@ -102,23 +101,21 @@ ccg_status ccg__gpu_launch_select(ccg_exec *x, const ccg__xnode *n, size_t s) {
     if (!o->numel)
       return CCG_STATUS_OK;
     return launched(x, n,
-                    ccg__cu_gather_elems(cs, ccg__elems_geom_of(x, n),
-                                         ccg_dtype_size(a->dtype),
-                                         ccg__din(x, n, 0), iv->dtype,
-                                         ccg__din(x, n, 1), ccg__dout(x, n, 0),
-                                         o->numel, kerr_of(x, s)));
+                    ccg__cu_gather_elems(
+                        cs, ccg__elems_geom_of(x, n), ccg_dtype_size(a->dtype),
+                        ccg__din(x, n, 0), iv->dtype, ccg__din(x, n, 1),
+                        ccg__dout(x, n, 0), o->numel, kerr_of(x, s)));
   }
   case CCG_OP_SCATTER_ELEMENTS:
     return run_scatter(x, n, s);
   case CCG_OP_TOP_K: {
     size_t lines = n->p.i1 ? a->numel / (size_t)n->p.i1 : 0;
-    return launched(x, n,
-                    ccg__cu_top_k(cs, a->dtype, ccg_dtype_size(a->dtype),
-                                  ccg__din(x, n, 0), ccg__din(x, n, 1),
-                                  o->dims[n->p.axis], ccg__dout(x, n, 0),
-                                  ccg__dout(x, n, 1), lines, n->p.i1,
-                                  (size_t)n->p.i2, n->p.i0 != 0,
-                                  kerr_of(x, s)));
+    return launched(
+        x, n,
+        ccg__cu_top_k(cs, a->dtype, ccg_dtype_size(a->dtype), ccg__din(x, n, 0),
+                      ccg__din(x, n, 1), o->dims[n->p.axis], ccg__dout(x, n, 0),
+                      ccg__dout(x, n, 1), lines, n->p.i1, (size_t)n->p.i2,
+                      n->p.i0 != 0, kerr_of(x, s)));
   }
   case CCG_OP_NON_ZERO:
   case CCG_OP_COMPRESS:

@@ -18,7 +18,7 @@ extern "C" int ccg__cu_arg(cudaStream_t s, ccg_dtype dt, const void *x,
                            int64_t *o, size_t nout, int64_t len, size_t inner,
                            bool is_min, bool last) {
   k_arg<<<ccg__blocks(nout), CCG__THREADS, 0, s>>>(dt, x, o, nout, len, inner,
-                                                    is_min, last);
+                                                   is_min, last);
   return ccg__launched();
 }
 
@@ -63,26 +63,24 @@ extern "C" int ccg__cu_gather_elems(cudaStream_t s, ccg__elems_geom g,
                                     const void *idx, void *o, size_t n,
                                     ccg__kerr err) {
   k_gather_elems<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(g, es, a, di, idx, o,
-                                                          n, err);
+                                                         n, err);
   return ccg__launched();
 }
 
-__global__ static void k_scatter_elems(ccg__elems_geom g, int red,
-                                       ccg_dtype dt, size_t es, void *o,
-                                       const void *u, ccg_dtype di,
-                                       const void *idx, size_t lines,
-                                       ccg__kerr err) {
+__global__ static void k_scatter_elems(ccg__elems_geom g, int red, ccg_dtype dt,
+                                       size_t es, void *o, const void *u,
+                                       ccg_dtype di, const void *idx,
+                                       size_t lines, ccg__kerr err) {
   CCG__GRID_LOOP(l, lines) {
     int64_t bad = 0;
     size_t at = 0;
-    if (!ccg__scatter_elems_line(&g, red, dt, es, o, u, di, idx, l, &bad,
-                                 &at))
+    if (!ccg__scatter_elems_line(&g, red, dt, es, o, u, di, idx, l, &bad, &at))
       ccg__kfail2(err, (unsigned long long)at, (unsigned long long)bad);
   }
 }
 
-extern "C" int ccg__cu_scatter_elems(cudaStream_t s, ccg__elems_geom g,
-                                     int red, ccg_dtype dt, size_t es, void *o,
+extern "C" int ccg__cu_scatter_elems(cudaStream_t s, ccg__elems_geom g, int red,
+                                     ccg_dtype dt, size_t es, void *o,
                                      const void *u, ccg_dtype di,
                                      const void *idx, size_t lines,
                                      ccg__kerr err) {
@@ -106,8 +104,8 @@ __global__ static void k_nonzero(ccg_dtype dt, const void *x, int r,
 }
 
 extern "C" int ccg__cu_nonzero(cudaStream_t s, ccg_dtype dt, const void *x,
-                               int r, const int64_t *dims, size_t n,
-                               int64_t *o, size_t cap, ccg__kerr err) {
+                               int r, const int64_t *dims, size_t n, int64_t *o,
+                               size_t cap, ccg__kerr err) {
   sel_dims d;
   for (int k = 0; k < CCG_MAX_RANK; k++)
     d.d[k] = k < r ? dims[k] : 1;

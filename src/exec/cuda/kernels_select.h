@@ -38,9 +38,9 @@ int ccg__cu_scatter_elems(cudaStream_t s, ccg__elems_geom g, int red,
 int ccg__cu_nonzero(cudaStream_t s, ccg_dtype dt, const void *x, int r,
                     const int64_t *dims, size_t n, int64_t *o, size_t cap,
                     ccg__kerr err);
-int ccg__cu_compress(cudaStream_t s, size_t es, const void *x,
-                     const uint8_t *c, size_t clen, size_t outer, size_t len,
-                     size_t inner, void *o, size_t cap, ccg__kerr err);
+int ccg__cu_compress(cudaStream_t s, size_t es, const void *x, const uint8_t *c,
+                     size_t clen, size_t outer, size_t len, size_t inner,
+                     void *o, size_t cap, ccg__kerr err);
 
 #ifdef __cplusplus
 }
