@@ -139,6 +139,7 @@ const ccg__op_def ccg__opdef_GATHER_ELEMENTS = {
     0,
     infer_gather_elements,
     grad_gather_elements,
+    .shard = CCG_OP_SHARD_OWN,
     .dtypes = CCG__ALL_TYPES,
     .onnx_since = 11};
 
@@ -202,6 +203,7 @@ const ccg__op_def ccg__opdef_SCATTER_ELEMENTS = {
     0,
     infer_scatter_elements,
     grad_scatter_elements,
+    .shard = CCG_OP_SHARD_OWN,
     .dtypes = CCG__ALL_TYPES,
     .onnx_since = 11};
 

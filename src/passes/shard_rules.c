@@ -475,6 +475,29 @@ static ccg_status rule_select_axis(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* GatherElements/ScatterElements: a shard of a dim other than the axis on
+ * which data and indices have the same size stays, every input split
+ * alike (the elements of a slice along the axis stay on one rank). */
+static ccg_status rule_elements(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_value_id data = ccg_node_input(g, n, 0);
+  ccg_value_id idx = ccg_node_input(g, n, 1);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  int ax = norm_axis(axis, rank_of(sh, data)), d = -1;
+  for (size_t i = 0; i < nin && d < 0; i++) {
+    ccg_placement p = sh_cur(sh, ccg_node_input(g, n, i), NULL);
+    if (is_shard(p) && p.dim != ax && gdim(sh, data, p.dim) >= 0 &&
+        gdim(sh, data, p.dim) == gdim(sh, idx, p.dim))
+      d = p.dim;
+  }
+  ccg_placement want[3], out = d < 0 ? sh_R() : sh_S(d);
+  for (size_t i = 0; i < nin && i < 3; i++)
+    want[i] = out;
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -516,6 +539,9 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_ARG_MIN:
   case CCG_OP_TOP_K:
     return rule_select_axis(sh, n);
+  case CCG_OP_GATHER_ELEMENTS:
+  case CCG_OP_SCATTER_ELEMENTS:
+    return rule_elements(sh, n);
   default:
     return sh_replicate(sh, n);
   }

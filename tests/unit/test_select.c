@@ -790,8 +790,8 @@ static void same_fill(int rank, size_t input, float *data, size_t n) {
 }
 
 /* x [4, 6] @ W [6, 8] colwise (Shard(1) output), then ArgMax over axis 0
- * (no keepdims) and TopK along axis 0: both keep the column shard, and
- * match the unsharded graph. */
+ * (no keepdims), TopK, GatherElements and ScatterElements along axis 0:
+ * all keep the column shard, and match the unsharded graph. */
 static ccg_graph *select_after_colwise(ccg_value_id *outs) {
   ccg_graph *g = ccg_test_graph(NULL);
   const int64_t xd[2] = {4, 6}, wd[2] = {6, 8}, one = 1;
@@ -813,24 +813,45 @@ static ccg_graph *select_after_colwise(ccg_value_id *outs) {
   assert_ok(g, add_named(g, "TopK", "/head/TopK", tin, 2, a, 1, 2, tn, tk));
   outs[1] = tk[0];
   outs[2] = tk[1];
-  for (int i = 0; i < 3; i++)
+  /* indices along axis 0 with h's 8 columns: the column shard stays */
+  int64_t gi[32], si[16];
+  float su[16];
+  for (int i = 0; i < 32; i++)
+    gi[i] = (i * 7 + 3) % 4 - (i % 3 == 0 ? 4 : 0);
+  for (int i = 0; i < 16; i++)
+    si[i] = i < 8 ? (i % 4) : ((i + 1) % 4);
+  xt_fill(su, 16, 12);
+  const int64_t g48[2] = {4, 8}, s28[2] = {2, 8};
+  ccg_value_id ge[2] = {h, add_init(g, "gi", CCG_DTYPE_I64, gi, 2, g48)};
+  ccg_value_id se[3] = {h, add_init(g, "si", CCG_DTYPE_I64, si, 2, s28),
+                        add_init(g, "su", CCG_DTYPE_F32, su, 2, s28)};
+  const char *gn[1] = {"ge"}, *sn[1] = {"se"};
+  ccg_attr radd = CCG_ATTR_S("reduction", "add");
+  assert_ok(g, add_named(g, "GatherElements", "/head/GE", ge, 2, NULL, 0, 1, gn,
+                         &outs[3]));
+  assert_ok(g, add_named(g, "ScatterElements", "/head/SE", se, 3, &radd, 1, 1,
+                         sn, &outs[4]));
+  for (int i = 0; i < 5; i++)
     assert_ok(g, ccg_graph_add_output(g, outs[i]));
   return g;
 }
 
 static void select_sharded(void **state) {
   (void)state;
-  ccg_value_id outs[3];
+  ccg_value_id outs[5];
   ccg_graph *g = select_after_colwise(outs);
   float xv[24];
   same_fill(0, 0, xv, 24);
   int64_t am[8], ti[16];
-  float tv[16];
+  float tv[16], gev[32], sev[32];
   ccg_exec_tensor in = XT_F32("x", xv, 4, 6);
-  ccg_exec_tensor out[3] = {xt_out(ccg_value_name(g, outs[0]), am, sizeof am),
-                            xt_out(ccg_value_name(g, outs[1]), tv, sizeof tv),
-                            xt_out(ccg_value_name(g, outs[2]), ti, sizeof ti)};
-  assert_ok(g, xt_run1(g, &in, 1, out, 3));
+  ccg_exec_tensor out[5] = {
+      xt_out(ccg_value_name(g, outs[0]), am, sizeof am),
+      xt_out(ccg_value_name(g, outs[1]), tv, sizeof tv),
+      xt_out(ccg_value_name(g, outs[2]), ti, sizeof ti),
+      xt_out(ccg_value_name(g, outs[3]), gev, sizeof gev),
+      xt_out(ccg_value_name(g, outs[4]), sev, sizeof sev)};
+  assert_ok(g, xt_run1(g, &in, 1, out, 5));
 
   ccg_plan *plan = NULL;
   assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
@@ -842,19 +863,21 @@ static void select_sharded(void **state) {
   size_t seen = 0;
   for (size_t n = 0; n < ccg_graph_num_nodes(sg); n++) {
     ccg_op op = ccg_node_op(sg, (ccg_node_id)n);
-    if (op != CCG_OP_ARG_MAX && op != CCG_OP_TOP_K)
+    if (ccg_op_family_of(op) != CCG_OP_FAMILY_SELECT)
       continue;
     ccg_value_id v = ccg_node_input(sg, (ccg_node_id)n, 0);
     assert_string_equal(ccg_test_shape(sg, v), "[4,4]");
     seen++;
   }
-  assert_int_equal(seen, 2);
+  assert_int_equal(seen, 4);
   xr_result res;
   xr_run(sg, 0, 2, same_fill, &res);
   for (int r = 0; r < res.n; r++) {
     expect_i64(res.R[r].got[0], am, 8, "sharded ArgMax");
     xt_close(res.R[r].got[1], tv, 16, 1e-6, 1e-6, "sharded TopK values");
     expect_i64(res.R[r].got[2], ti, 16, "sharded TopK indices");
+    xt_close(res.R[r].got[3], gev, 32, 0, 0, "sharded GatherElements");
+    xt_close(res.R[r].got[4], sev, 32, 1e-6, 1e-6, "sharded ScatterElements");
   }
   xr_free(&res);
   ccg_graph_free(sg);
