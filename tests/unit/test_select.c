@@ -166,6 +166,26 @@ static void arg_values(void **state) {
            2);
 }
 
+/* An axis bound to size 0 has no element to select: refused at create. */
+static void arg_empty_axis(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3,n]"), y;
+  ccg_attr a = CCG_ATTR_I("axis", 1);
+  assert_ok(g, add_op(g, "ArgMax", "am_empty", &x, 1, &a, 1, 1, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  const int64_t xd[2] = {3, 0};
+  float xv[1] = {0};
+  ccg_exec_tensor tin = xt_in("x", CCG_DTYPE_F32, xv, 2, xd);
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.input_shapes = &tin;
+  o.n_input_shapes = 1;
+  ccg_exec *ex = NULL;
+  assert_fails(g, CCG_STATUS_SHAPE, ccg_exec_create(g, &o, &ex), "'am_empty'",
+               "axis 1 has size 0");
+  ccg_graph_free(g);
+}
+
 /* ---- GatherElements ----------------------------------------------------- */
 
 static void gather_case(ccg_dtype dt, ccg_dtype it, int64_t axis,
@@ -239,6 +259,31 @@ static void gather_elements_out_of_range(void **state) {
   ccg_exec_tensor out = xt_out(ccg_value_name(g, y), ov, sizeof ov);
   run_fails(g, tin, 2, &out, 1, CCG_STATUS_INVALID_ARG, "'ge_bad'",
             "index -4 (element 2 of 'idx') is out of range for axis 1");
+  ccg_graph_free(g);
+}
+
+/* Symbolic dims pass the shape rule; bound, indices larger than data off
+ * the axis are refused when the executor is made. */
+static void gather_elements_bound_too_large(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[2], y;
+  in[0] = ccg_test_input(g, "data", CCG_DTYPE_F32, "[2,n]");
+  in[1] = ccg_test_input(g, "idx", CCG_DTYPE_I64, "[2,m]");
+  assert_ok(g, add_op(g, "GatherElements", "ge_sym", in, 2, NULL, 0, 1, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  const int64_t dd[2] = {2, 2}, id[2] = {2, 3};
+  float dv[4] = {0};
+  int64_t iv[6] = {0};
+  ccg_exec_tensor tin[2] = {xt_in("data", CCG_DTYPE_F32, dv, 2, dd),
+                            xt_in("idx", CCG_DTYPE_I64, iv, 2, id)};
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.input_shapes = tin;
+  o.n_input_shapes = 2;
+  ccg_exec *x = NULL;
+  assert_fails(g, CCG_STATUS_SHAPE, ccg_exec_create(g, &o, &x), "'ge_sym'",
+               "indices 'idx' has 3 elements in dim 1 but data only 2");
+  assert_null(x);
   ccg_graph_free(g);
 }
 
@@ -888,8 +933,10 @@ static void select_sharded(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(arg_values),
+      cmocka_unit_test(arg_empty_axis),
       cmocka_unit_test(gather_elements_values),
       cmocka_unit_test(gather_elements_out_of_range),
+      cmocka_unit_test(gather_elements_bound_too_large),
       cmocka_unit_test(scatter_elements_values),
       cmocka_unit_test(scatter_elements_out_of_range),
       cmocka_unit_test(top_k_values),

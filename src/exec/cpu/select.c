@@ -36,7 +36,7 @@ static ccg_status prep_arg(ccg_exec *x, ccg__xnode *n) {
   CCG_CHECK(ccg__xattr_i(x, n, "select_last_index", &last));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &n->p.axis));
   around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
-  if (n->p.i1 < 1 && a->numel)
+  if (n->p.i1 < 1 && ccg__out(x, n, 0)->numel)
     return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                       "axis %d has size 0: no element to select", n->p.axis);
   n->p.i0 = n->op == CCG_OP_ARG_MIN;
@@ -98,7 +98,16 @@ static ccg_status run_scatter_elements(ccg_exec *x, const ccg__xnode *n) {
 static ccg_status prep_elements(ccg_exec *x, ccg__xnode *n) {
   int64_t axis;
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
-  CCG_CHECK(ccg__xaxis(x, n, axis, ccg__in(x, n, 0)->rank, &n->p.axis));
+  const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
+  CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &n->p.axis));
+  /* symbolic dims are bound now: indices must stay inside data */
+  for (int d = 0; d < a->rank; d++)
+    if (d != n->p.axis && iv->dims[d] > a->dims[d])
+      return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                        "indices '%s' has %lld elements in dim %d but data "
+                        "only %lld",
+                        ccg_value_name(x->g, n->in[1]), (long long)iv->dims[d],
+                        d, (long long)a->dims[d]);
   if (n->op == CCG_OP_GATHER_ELEMENTS) {
     n->run = run_gather_elements;
     return CCG_STATUS_OK;
