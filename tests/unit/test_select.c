@@ -443,6 +443,51 @@ static void top_k_values(void **state) {
              (const int64_t[]){0, 2});
 }
 
+/* A K past the insertion's range takes the CPU's merge sort: the same
+ * result as the insertion (the device's path) over ties, both ways. */
+static void top_k_large_k(void **state) {
+  (void)state;
+  enum { R = 2, L = 200, K = 150 };
+  float xv[R * L];
+  for (int i = 0; i < R * L; i++)
+    xv[i] = (float)((i * 37) % 11) - 5.0f;
+  for (int largest = 0; largest < 2; largest++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    const int64_t xd[2] = {R, L}, one = 1;
+    int64_t k = K;
+    ccg_value_id in[2], y[2];
+    in[0] = add_input(g, "x", CCG_DTYPE_F32, 2, xd);
+    in[1] = add_init(g, "k", CCG_DTYPE_I64, &k, 1, &one);
+    ccg_attr a = CCG_ATTR_I("largest", largest);
+    assert_ok(g, add_op(g, "TopK", "topk", in, 2, &a, 1, 2, y));
+    assert_ok(g, ccg_graph_add_output(g, y[0]));
+    assert_ok(g, ccg_graph_add_output(g, y[1]));
+    static float vals[R * K], want_v[R * K];
+    static int64_t idx[R * K], want_i[R * K];
+    ccg_exec_tensor tin = xt_in("x", CCG_DTYPE_F32, xv, 2, xd);
+    ccg_exec_tensor out[2] = {
+        xt_out(ccg_value_name(g, y[0]), vals, sizeof vals),
+        xt_out(ccg_value_name(g, y[1]), idx, sizeof idx)};
+    assert_ok(g, xt_run1(g, &tin, 1, out, 2));
+    for (size_t l = 0; l < R; l++)
+      ccg__topk_elem(CCG_DTYPE_F32, 4, xv, want_v, want_i, l, L, K, 1,
+                     largest != 0);
+    xt_close(vals, want_v, R * K, 0, 0, "large-K TopK values");
+    expect_i64(idx, want_i, R * K, "large-K TopK indices");
+    /* and the order is right: values never improve, ties by index */
+    for (int i = 1; i < K; i++) {
+      float p = vals[i - 1], c = vals[i];
+      bool ok = largest ? p > c || (p == c && idx[i - 1] < idx[i])
+                        : p < c || (p == c && idx[i - 1] < idx[i]);
+      if (!ok)
+        fail_msg("largest %d: slot %d (%g at %lld) after (%g at %lld)", largest,
+                 i, (double)c, (long long)idx[i], (double)p,
+                 (long long)idx[i - 1]);
+    }
+    ccg_graph_free(g);
+  }
+}
+
 /* K fed at run time but the shapes were made with another: refused. */
 static void top_k_changed_k(void **state) {
   (void)state;
@@ -940,6 +985,7 @@ int main(void) {
       cmocka_unit_test(scatter_elements_values),
       cmocka_unit_test(scatter_elements_out_of_range),
       cmocka_unit_test(top_k_values),
+      cmocka_unit_test(top_k_large_k),
       cmocka_unit_test(top_k_changed_k),
       cmocka_unit_test(non_zero_values),
       cmocka_unit_test(non_zero_upper_bound),

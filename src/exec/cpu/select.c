@@ -139,18 +139,61 @@ ccg_status ccg__top_k_check(ccg_exec *x, const ccg__xnode *n, int64_t k) {
   return CCG_STATUS_OK;
 }
 
+/* Beyond this K the insertion of select_math.h (O(len * K) per line) gives
+ * way to a merge sort of the line; both give the same result, the order
+ * being total (value, then index). */
+#define TOP_K_SORT_FROM 32
+
+/* Sorts the line's positions t < len (a stable merge sort, so equal values
+ * keep the lower index first) into ord, with tmp as much space again. */
+static void top_k_sort(const ccg__xval *a, size_t base, size_t stride,
+                       int64_t len, bool largest, int64_t *ord, int64_t *tmp) {
+  for (int64_t t = 0; t < len; t++)
+    ord[t] = t;
+  for (int64_t w = 1; w < len; w *= 2) {
+    for (int64_t lo = 0; lo < len; lo += 2 * w) {
+      int64_t mid = lo + w < len ? lo + w : len;
+      int64_t hi = lo + 2 * w < len ? lo + 2 * w : len, i = lo, j = mid;
+      for (int64_t k = lo; k < hi; k++) {
+        bool right = false;
+        if (i < mid && j < hi) {
+          int c = ccg__sel_cmp(a->dtype, a->ptr, base + (size_t)ord[j] * stride,
+                               a->ptr, base + (size_t)ord[i] * stride, true);
+          right = largest ? c > 0 : c < 0;
+        }
+        tmp[k] = (i >= mid || right) ? ord[j++] : ord[i++];
+      }
+    }
+    memcpy(ord, tmp, (size_t)len * sizeof *ord);
+  }
+}
+
 /* p: axis; i0 = largest; i1 = len; i2 = inner. K is read at each run, so
  * a value that differs from the one the shapes were made with is caught. */
 static ccg_status run_top_k(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *kv = ccg__in(x, n, 1);
   const ccg__xval *o = ccg__out(x, n, 0), *oi = ccg__out(x, n, 1);
-  int64_t k = ccg__ld_i64(kv->dtype, kv->ptr, 0);
+  int64_t k = ccg__ld_i64(kv->dtype, kv->ptr, 0), len = n->p.i1;
   CCG_CHECK(ccg__top_k_check(x, n, k));
   size_t inner = (size_t)n->p.i2, es = ccg_dtype_size(a->dtype);
-  size_t lines = n->p.i1 ? a->numel / (size_t)n->p.i1 : 0;
-  for (size_t l = 0; l < lines; l++)
-    ccg__topk_elem(a->dtype, es, a->ptr, o->ptr, oi->ptr, l, n->p.i1, k, inner,
-                   n->p.i0 != 0);
+  size_t lines = len ? a->numel / (size_t)len : 0;
+  bool largest = n->p.i0 != 0;
+  int64_t *ord = x->scratch, *idx = oi->ptr;
+  for (size_t l = 0; l < lines; l++) {
+    if (k <= TOP_K_SORT_FROM || !n->scratch) {
+      ccg__topk_elem(a->dtype, es, a->ptr, o->ptr, idx, l, len, k, inner,
+                     largest);
+      continue;
+    }
+    size_t base = (l / inner) * (size_t)len * inner + l % inner;
+    size_t obase = (l / inner) * (size_t)k * inner + l % inner;
+    top_k_sort(a, base, inner, len, largest, ord, ord + len);
+    for (int64_t s = 0; s < k; s++) {
+      size_t at = obase + (size_t)s * inner;
+      ccg__sel_copy(es, a->ptr, base + (size_t)ord[s] * inner, o->ptr, at);
+      idx[at] = ord[s];
+    }
+  }
   return CCG_STATUS_OK;
 }
 
@@ -166,6 +209,8 @@ static ccg_status prep_top_k(ccg_exec *x, ccg__xnode *n) {
                       ccg_value_name(x->g, n->in[1]), kv->numel);
   around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
   n->p.i0 = largest != 0;
+  if (ccg__out(x, n, 0)->dims[n->p.axis] > TOP_K_SORT_FROM)
+    n->scratch = 2 * (size_t)n->p.i1 * sizeof(int64_t);
   n->run = run_top_k;
   return CCG_STATUS_OK;
 }
