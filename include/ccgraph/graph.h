@@ -356,7 +356,14 @@ typedef struct ccg_attr {
   X(GATHER_ND, "GatherND", "", 2, 2, 1, 1)
 
 /* select.c: GatherElements, ScatterElements, TopK, ArgMax/ArgMin, NonZero */
-#define CCG_OP_LIST_SELECT(X)
+#define CCG_OP_LIST_SELECT(X)                                                  \
+  X(ARG_MAX, "ArgMax", "", 1, 1, 1, 1)                                         \
+  X(ARG_MIN, "ArgMin", "", 1, 1, 1, 1)                                         \
+  X(GATHER_ELEMENTS, "GatherElements", "", 2, 2, 1, 1)                         \
+  X(SCATTER_ELEMENTS, "ScatterElements", "", 3, 3, 1, 1)                       \
+  X(TOP_K, "TopK", "", 2, 2, 2, 2)                                             \
+  X(NON_ZERO, "NonZero", "", 1, 1, 1, 1)                                       \
+  X(COMPRESS, "Compress", "", 2, 2, 1, 1)
 
 /* vision.c: convolutions, pooling, Resize */
 #define CCG_OP_LIST_VISION(X)

@@ -453,6 +453,51 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* ArgMax/ArgMin and TopK select along one axis: Shard(d) of another dim
+ * stays (shifted past a dropped axis); the axis itself is gathered. K is
+ * replicated. */
+static ccg_status rule_select_axis(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  bool top_k = ccg_node_op(g, n) == CCG_OP_TOP_K;
+  int64_t axis = top_k ? -1 : 0, keep = 1;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  if (!top_k)
+    CCG_CHECK(ccg_node_attr_int(g, n, "keepdims", &keep));
+  int ax = norm_axis(axis, rank_of(sh, x));
+  ccg_placement p = sh_cur(sh, x, NULL), out;
+  if (is_partial(p) || (is_shard(p) && p.dim == ax))
+    p = sh_R();
+  out = p;
+  if (is_shard(p) && !keep && p.dim > ax)
+    out = sh_S(p.dim - 1);
+  ccg_placement want[2] = {p, sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
+/* GatherElements/ScatterElements: a shard of a dim other than the axis on
+ * which data and indices have the same size stays, every input split
+ * alike (the elements of a slice along the axis stay on one rank). */
+static ccg_status rule_elements(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_value_id data = ccg_node_input(g, n, 0);
+  ccg_value_id idx = ccg_node_input(g, n, 1);
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  int ax = norm_axis(axis, rank_of(sh, data)), d = -1;
+  for (size_t i = 0; i < nin && d < 0; i++) {
+    ccg_placement p = sh_cur(sh, ccg_node_input(g, n, i), NULL);
+    if (is_shard(p) && p.dim != ax && gdim(sh, data, p.dim) >= 0 &&
+        gdim(sh, data, p.dim) == gdim(sh, idx, p.dim))
+      d = p.dim;
+  }
+  ccg_placement want[3], out = d < 0 ? sh_R() : sh_S(d);
+  for (size_t i = 0; i < nin && i < 3; i++)
+    want[i] = out;
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -490,6 +535,13 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_reduce(sh, n);
   case CCG_OP_GATHER:
     return rule_gather(sh, n);
+  case CCG_OP_ARG_MAX:
+  case CCG_OP_ARG_MIN:
+  case CCG_OP_TOP_K:
+    return rule_select_axis(sh, n);
+  case CCG_OP_GATHER_ELEMENTS:
+  case CCG_OP_SCATTER_ELEMENTS:
+    return rule_elements(sh, n);
   default:
     return sh_replicate(sh, n);
   }

@@ -7,6 +7,7 @@
 
 #include "exec/cpu/cpu.h"
 #include "exec/cuda/gpu.h"
+#include "exec/cuda/kernels_select.h"
 
 #define TABLE_ALIGN 16
 
@@ -563,6 +564,8 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
 ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
                                  unsigned long long detail,
                                  unsigned long long value) {
+  if (ccg_op_family_of(n->op) == CCG_OP_FAMILY_SELECT)
+    return ccg__gpu_select_error(x, n, detail, value);
   switch (n->op) {
   case CCG_OP_GATHER: /* the kernel kept the bad index beside its place */
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
