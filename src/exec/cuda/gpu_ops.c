@@ -375,7 +375,7 @@ static ccg_status run_norm(ccg_exec *x, const ccg__xnode *n) {
                                      has_i ? ccg__dout(x, n, 2) : NULL));
 }
 
-/* ReduceSum/Mean/Max: kept and reduced dims with their input strides. */
+/* Reduce* ops: kept and reduced dims with their input strides. */
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   ccg__red_geom g = ccg__red_geom_make(a->rank, a->dims, n->p.chunk, n->p.i0);
@@ -525,6 +525,13 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
   case CCG_OP_REDUCE_MAX:
+  case CCG_OP_REDUCE_MIN:
+  case CCG_OP_REDUCE_PROD:
+  case CCG_OP_REDUCE_L1:
+  case CCG_OP_REDUCE_L2:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+  case CCG_OP_REDUCE_LOG_SUM:
+  case CCG_OP_REDUCE_LOG_SUM_EXP:
     return run_reduce(x, n);
   case CCG_OP_TRANSPOSE:
   case CCG_OP_CONCAT:
