@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
+#include "exec/cpu/loss.h"
 #include "exec/cuda/gpu.h"
 
 #define TABLE_ALIGN 16
@@ -557,6 +558,9 @@ ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
                                  unsigned long long detail,
                                  unsigned long long value) {
   switch (n->op) {
+  case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+  case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    return ccg__loss_bad_target(x, n, (size_t)detail, (int64_t)value);
   case CCG_OP_GATHER: /* the kernel kept the bad index beside its place */
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "index %lld (element %llu of '%s') is out of range for "
