@@ -13,6 +13,7 @@
 #include "exec_ranks.h"
 #include "fd_check.h"
 #include "ccgraph/shard.h"
+#include "exec/index_math.h"
 
 typedef ccg_status (*reduce_fn)(ccg_graph *, ccg_value_id, const int64_t *,
                                 size_t, bool, ccg_value_id *);
@@ -335,6 +336,72 @@ static void run_one(const char *op, ccg_dtype dt, const void *data, int rank,
   ccg_graph_free(g);
 }
 
+/* The CUDA kernel's per-output function (ccg__reduce_elem, run here on
+ * the host) gives the CPU kernel's bits for every op, dtype class and set
+ * of reduced dims. */
+static void test_device_elem_matches_cpu(void **state) {
+  (void)state;
+  const char *ops[N_NEW + 3];
+  for (size_t k = 0; k < N_NEW; k++)
+    ops[k] = new_ops[k];
+  ops[N_NEW] = "ReduceSum";
+  ops[N_NEW + 1] = "ReduceMean";
+  ops[N_NEW + 2] = "ReduceMax";
+  const int64_t dims[3] = {2, 3, 4};
+  float xf[24];
+  int64_t xi[24];
+  xt_fill(xf, 24, 9);
+  for (size_t i = 0; i < 24; i++) {
+    xf[i] = 1.0f + 0.5f * xf[i]; /* positive: LogSum */
+    xi[i] = (int64_t)(xf[i] * 7.0f) - 9;
+  }
+  for (size_t k = 0; k < N_NEW + 3; k++) {
+    ccg_op op;
+    assert_int_equal(ccg_op_find("", ops[k], &op), CCG_STATUS_OK);
+    bool float_only = strstr(ops[k], "L2") || strstr(ops[k], "LogSum");
+    for (int integer = 0; integer < (float_only ? 1 : 2); integer++)
+      for (unsigned mask = 0; mask < 8; mask++) {
+        int64_t axes[3], ost[3], s = 1, count = 1;
+        size_t na = 0;
+        for (int d = 2; d >= 0; d--) {
+          if (mask >> d & 1) {
+            ost[d] = 0;
+            count *= dims[d];
+          } else {
+            ost[d] = s;
+            s *= dims[d];
+          }
+        }
+        for (int d = 0; d < 3; d++)
+          if (mask >> d & 1)
+            axes[na++] = d;
+        ccg_dtype dt = integer ? CCG_DTYPE_I64 : CCG_DTYPE_F32;
+        const void *data = integer ? (const void *)xi : (const void *)xf;
+        /* mask 0: noop_with_empty_axes, nothing reduced */
+        double cpu[24];
+        run_one(ops[k], dt, data, 3, dims, na ? axes : NULL, na, 1, na == 0,
+                cpu, (size_t)s);
+        ccg__red_geom g = ccg__red_geom_make(3, dims, ost, count);
+        for (int64_t j = 0; j < s; j++) {
+          double dev;
+          if (integer) {
+            int64_t o[24];
+            ccg__reduce_elem(op, &g, dt, data, dt, o, (size_t)j);
+            dev = (double)o[j];
+          } else {
+            float o[24];
+            ccg__reduce_elem(op, &g, dt, data, dt, o, (size_t)j);
+            dev = o[j];
+          }
+          if (memcmp(&dev, &cpu[j], sizeof dev) != 0)
+            fail_msg("%s mask %u %s: element %lld: device %.9g, CPU %.9g",
+                     ops[k], mask, integer ? "i64" : "f32", (long long)j, dev,
+                     cpu[j]);
+        }
+      }
+  }
+}
+
 static void expect(const double *got, const double *want, size_t n, double tol,
                    const char *what) {
   for (size_t i = 0; i < n; i++)
@@ -556,6 +623,7 @@ int main(void) {
       cmocka_unit_test(test_new_ops_shapes_and_errors),
       cmocka_unit_test(test_new_ops_values),
       cmocka_unit_test(test_new_ops_cases),
+      cmocka_unit_test(test_device_elem_matches_cpu),
       cmocka_unit_test(test_new_ops_gradients),
       cmocka_unit_test(test_new_ops_sharded),
   };
