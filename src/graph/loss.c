@@ -204,11 +204,21 @@ static ccg_status grad_sce(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-/* Opset 12 and 13 differ in dtypes only. Shard: replicated (a mean over a
- * batch-sharded N is not a plain Partial sum; see the rule's absence). */
+/* Opset 12 and 13 differ in dtypes only. Shard: rule_loss (a batch or
+ * trailing-dim shard kept for reductions none and sum). */
 const ccg__op_def ccg__opdef_SOFTMAX_CROSS_ENTROPY_LOSS = {
-    CCG__ATTRS(loss_attrs), 0, infer_loss, grad_sce, .dtypes = CCG__FLOAT_TYPES,
+    CCG__ATTRS(loss_attrs),
+    0,
+    infer_loss,
+    grad_sce,
+    .shard = CCG_OP_SHARD_OWN,
+    .dtypes = CCG__FLOAT_TYPES,
     .onnx_since = 12};
 const ccg__op_def ccg__opdef_NEGATIVE_LOG_LIKELIHOOD_LOSS = {
-    CCG__ATTRS(loss_attrs), 0, infer_loss, grad_nll, .dtypes = CCG__FLOAT_TYPES,
+    CCG__ATTRS(loss_attrs),
+    0,
+    infer_loss,
+    grad_nll,
+    .shard = CCG_OP_SHARD_OWN,
+    .dtypes = CCG__FLOAT_TYPES,
     .onnx_since = 12};

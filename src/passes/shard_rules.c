@@ -490,6 +490,33 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with the input
+ * sharded on a dim other than the class dim (the batch, or a trailing dim):
+ * targets sharded alike, weights replicated; reduction none keeps the
+ * shard, sum gives Partial(sum). A mean divides by the sum of the weights
+ * of every position, which no rank has: it, and a sharded class dim, see
+ * replicated inputs. */
+static ccg_status rule_loss(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  const char *red = "mean";
+  if (ccg_node_attr(g, n, "reduction"))
+    CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
+  bool none = strcmp(red, "none") == 0;
+  if (!is_shard(p) || p.dim == 1 || (!none && strcmp(red, "sum") != 0))
+    return sh_replicate(sh, n);
+  int td = p.dim == 0 ? 0 : p.dim - 1;
+  ccg_placement want[3] = {p, sh_S(td), sh_R()};
+  ccg_placement out = none ? sh_S(td) : sh_P();
+  CCG_CHECK(fetch_emit(sh, n, want, NULL, NULL, 0, out, 1));
+  if (ccg_node_num_outputs(g, n) < 2)
+    return CCG_STATUS_OK;
+  ccg_value_id lp = ccg_node_output(g, n, 1);
+  if (lp == CCG_NONE)
+    return CCG_STATUS_OK;
+  return sh_set(sh, lp, sh->vals[lp].v, p, 1); /* log_prob: x's shard */
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -534,6 +561,9 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_reduce(sh, n);
   case CCG_OP_GATHER:
     return rule_gather(sh, n);
+  case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+  case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    return rule_loss(sh, n);
   default:
     return sh_replicate(sh, n);
   }

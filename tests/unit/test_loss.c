@@ -10,7 +10,9 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "exec_ranks.h"
 #include "fd_check.h"
+#include "ccgraph/shard.h"
 
 /* Adds op over (x, t[, w]) with reduction `red` (NULL: default) and
  * ignore_index when has_ii; n_out outputs. */
@@ -294,6 +296,98 @@ static void test_loss_gradients(void **state) {
             "SoftmaxCrossEntropyLoss log_prob");
 }
 
+/* ---- sharding -------------------------------------------------------------
+ */
+
+static ccg_value_id named(ccg_graph *g, ccg_value_id x, const char *name) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Identity";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.output_names = &name;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  return ccg_node_output(g, n, 0);
+}
+
+static void same_fill(int rank, size_t input, float *data, size_t n) {
+  (void)rank;
+  xt_fill(data, n, (uint32_t)input + 21);
+}
+
+/* Scores [2, 3, 6] from a colwise MatMul are Shard(2) (a trailing dim):
+ * losses with reduction none stay sharded, sum is Partial(sum), mean is
+ * computed on replicated inputs; every result equals the unsharded run. */
+static void test_loss_sharded(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
+  float wd[24];
+  xt_fill(wd, 24, 4);
+  const int64_t td[12] = {0, 2, 1, -1, 2, 0, 1, 1, -1, 0, 2, 2};
+  const float cw[3] = {0.5f, 1.0f, 2.0f};
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {4, 6}, wd};
+  ccg_tensor tt = {CCG_DTYPE_I64, 2, {2, 6}, (void *)td};
+  ccg_tensor ct = {CCG_DTYPE_F32, 1, {3}, (void *)cw};
+  ccg_value_id w, t, c, y[2], r[5];
+  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
+  assert_ok(g, ccg_graph_add_initializer(g, "targets", &tt, &t));
+  assert_ok(g, ccg_graph_add_initializer(g, "class_w", &ct, &c));
+  ccg_value_id min[2] = {x, w};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "MatMul";
+  d.name = "/fc/MatMul";
+  d.inputs = min;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  ccg_value_id s = ccg_node_output(g, n, 0);
+  assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "none", true, -1,
+                        2, y));
+  r[0] = named(g, y[0], "none");
+  r[1] = named(g, y[1], "log_prob");
+  assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "sum", true, -1,
+                        1, y));
+  r[2] = named(g, y[0], "sum");
+  assert_ok(g, add_loss(g, "NegativeLogLikelihoodLoss", r[1], t, CCG_NONE,
+                        "sum", true, -1, 1, y));
+  r[3] = named(g, y[0], "nll_sum");
+  assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "mean", true, -1,
+                        1, y));
+  r[4] = named(g, y[0], "mean");
+  for (int i = 0; i < 5; i++)
+    assert_ok(g, ccg_graph_add_output(g, r[i]));
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_plan_free(plan);
+  /* the sharded losses take their local [2, 3, 3] scores */
+  size_t local = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
+    ccg_node_id k = (ccg_node_id)i;
+    if (ccg_node_op(sg, k) == CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS &&
+        strcmp(ccg_test_shape(sg, ccg_node_input(sg, k, 0)), "[2,3,3]") == 0)
+      local++;
+  }
+  assert_int_equal(local, 2); /* none and sum; mean is replicated */
+  xr_result one, two;
+  xr_run(g, 0, 1, same_fill, &one);
+  xr_run(sg, 0, 2, same_fill, &two);
+  const size_t sizes[5] = {12, 36, 1, 1, 1};
+  const char *names[5] = {"none", "log_prob", "sum", "nll_sum", "mean"};
+  for (int rk = 0; rk < 2; rk++)
+    for (int i = 0; i < 5; i++)
+      xt_close(two.R[rk].got[i], one.R[0].got[i], sizes[i], 1e-5, 1e-5,
+               names[i]);
+  xr_free(&one);
+  xr_free(&two);
+  ccg_graph_free(sg);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loss_shapes_and_errors),
@@ -301,6 +395,7 @@ int main(void) {
       cmocka_unit_test(test_loss_bad_target),
       cmocka_unit_test(test_loss_bad_target_message),
       cmocka_unit_test(test_loss_gradients),
+      cmocka_unit_test(test_loss_sharded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
