@@ -146,9 +146,10 @@ static ccg_status grad_reduce_mean(ccg__grad *gx) {
   return ccg_div(g, v, n, &gx->gin[0]);
 }
 
-/* The gradient goes to the maxima, shared evenly among ties (as
- * torch.amax): mask = (x == max), dx = dy mask / count(mask). Equality is
- * "x - max cast to bool is false", the ops the IR has. */
+/* The gradient goes to the maxima (ReduceMin: the minima), shared evenly
+ * among ties (as torch.amax / amin): mask = (x == y), dx = dy mask /
+ * count(mask). Equality is "x - y cast to bool is false", the ops the IR
+ * has. */
 static ccg_status grad_reduce_max(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   reduced r;
