@@ -105,6 +105,11 @@ ccg_status ccg__prep_loss(ccg_exec *x, ccg__xnode *n) {
     return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                       "target has %zu elements; the input gives %lld",
                       tv->numel, (long long)(xv->dims[0] * D));
+  const ccg__xval *w = ccg__loss_weight(x, n);
+  if (w && (w->rank != 1 || w->dims[0] != xv->dims[1]))
+    return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                      "weight has %zu elements; the input has %lld classes",
+                      w->numel, (long long)xv->dims[1]);
   n->scratch = ccg__loss_scratch(x, n);
   n->run = run_loss;
   return CCG_STATUS_OK;
