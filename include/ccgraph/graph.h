@@ -327,10 +327,19 @@ typedef struct ccg_attr {
 #define CCG_OP_LIST_REDUCE(X)                                                  \
   X(REDUCE_SUM, "ReduceSum", "", 1, 1, 1, 1)                                   \
   X(REDUCE_MEAN, "ReduceMean", "", 1, 1, 1, 1)                                 \
-  X(REDUCE_MAX, "ReduceMax", "", 1, 1, 1, 1)
+  X(REDUCE_MAX, "ReduceMax", "", 1, 1, 1, 1)                                   \
+  X(REDUCE_MIN, "ReduceMin", "", 1, 1, 1, 1)                                   \
+  X(REDUCE_PROD, "ReduceProd", "", 1, 1, 1, 1)                                 \
+  X(REDUCE_L1, "ReduceL1", "", 1, 1, 1, 1)                                     \
+  X(REDUCE_L2, "ReduceL2", "", 1, 1, 1, 1)                                     \
+  X(REDUCE_SUM_SQUARE, "ReduceSumSquare", "", 1, 1, 1, 1)                      \
+  X(REDUCE_LOG_SUM, "ReduceLogSum", "", 1, 1, 1, 1)                            \
+  X(REDUCE_LOG_SUM_EXP, "ReduceLogSumExp", "", 1, 1, 1, 1)
 
 /* loss.c: training losses */
-#define CCG_OP_LIST_LOSS(X)
+#define CCG_OP_LIST_LOSS(X)                                                    \
+  X(SOFTMAX_CROSS_ENTROPY_LOSS, "SoftmaxCrossEntropyLoss", "", 2, 3, 1, 2)     \
+  X(NEGATIVE_LOG_LIKELIHOOD_LOSS, "NegativeLogLikelihoodLoss", "", 2, 3, 1, 1)
 
 /* shape.c */
 #define CCG_OP_LIST_SHAPE(X)                                                   \

@@ -6,6 +6,7 @@
 #define CCG_EXEC_INDEX_MATH_H
 
 #include "exec/kernels_math.h"
+#include "exec/reduce_math.h"
 
 /* Broadcast walk: the output's dims with every operand's element strides
  * (0 where it is broadcast), adjacent dims merged where all operands allow,
@@ -185,7 +186,7 @@ typedef struct ccg__view {
   int64_t base;
 } ccg__view;
 
-/* ReduceSum/Mean/Max: input offsets of kept dims (over the output) and of
+/* Reduce* ops: input offsets of kept dims (over the output) and of
  * reduced dims (over the reduced elements, in input order). */
 typedef struct ccg__red_geom {
   int nk, nr;
@@ -220,35 +221,45 @@ static inline ccg__red_geom ccg__red_geom_make(int rank, const int64_t *dims,
   return g;
 }
 
-/* Output element j of ReduceSum/Mean/Max: the reduced elements in input
- * order, floats in double, integers in int64 (the CPU's sums). */
+/* Output element j of a Reduce* op (exec/reduce_math.h): the reduced
+ * elements in input order, floats in double, integers in int64 (the CPU's
+ * arithmetic). */
 CCG_HD static inline void ccg__reduce_elem(ccg_op op, const ccg__red_geom *g,
                                            ccg_dtype di, const void *a,
                                            ccg_dtype dout, void *o, size_t j) {
   int64_t base = ccg__strided_offset(g->nk, g->kd, g->ks, 0, j);
-  bool is_max = op == CCG_OP_REDUCE_MAX;
+  ccg__rd_kind kind = ccg__rd_kind_of(op);
   if (ccg__math_of(di) == CCG__MATH_I64) {
-    int64_t acc = is_max ? INT64_MIN : 0;
+    int64_t acc = ccg__rd_init_i64(kind);
     for (int64_t k = 0; k < g->count; k++)
-      acc =
-          ccg__red_i64(is_max, acc,
-                       ccg__ld_i64(di, a,
-                                   (size_t)ccg__strided_offset(
-                                       g->nr, g->rd, g->rs, base, (size_t)k)));
-    if (op == CCG_OP_REDUCE_MEAN)
-      acc = g->count ? acc / g->count : 0;
-    ccg__st_i64(dout, o, j, acc);
+      acc = ccg__rd_step_i64(
+          kind, acc,
+          ccg__ld_i64(di, a,
+                      (size_t)ccg__strided_offset(g->nr, g->rd, g->rs, base,
+                                                  (size_t)k)));
+    ccg__st_i64(dout, o, j, ccg__rd_final_i64(kind, acc, g->count));
     return;
   }
-  double acc = is_max ? -INFINITY : 0.0;
+  double shift = 0.0;
+  if (ccg__rd_two_pass(kind)) {
+    shift = ccg__rd_init_f64(CCG__RD_MAX);
+    for (int64_t k = 0; k < g->count; k++)
+      shift = ccg__rd_step_f64(
+          CCG__RD_MAX, shift,
+          ccg__ld_f64(di, a,
+                      (size_t)ccg__strided_offset(g->nr, g->rd, g->rs, base,
+                                                  (size_t)k)),
+          0.0);
+  }
+  double acc = ccg__rd_init_f64(kind);
   for (int64_t k = 0; k < g->count; k++)
-    acc = ccg__red_f64(is_max, acc,
-                       ccg__ld_f64(di, a,
-                                   (size_t)ccg__strided_offset(
-                                       g->nr, g->rd, g->rs, base, (size_t)k)));
-  if (op == CCG_OP_REDUCE_MEAN)
-    acc = g->count ? acc / (double)g->count : NAN;
-  ccg__st_f64(dout, o, j, acc);
+    acc =
+        ccg__rd_step_f64(kind, acc,
+                         ccg__ld_f64(di, a,
+                                     (size_t)ccg__strided_offset(
+                                         g->nr, g->rd, g->rs, base, (size_t)k)),
+                         shift);
+  ccg__st_f64(dout, o, j, ccg__rd_final_f64(kind, acc, g->count, shift));
 }
 
 /* Gather's output element e ([outer, ni, inner]): the source element, or

@@ -674,18 +674,6 @@ CCG_HD static inline void ccg__combine_elem(int red, ccg_dtype dt, void *o,
   ccg__st_i64(dt, o, i, v);
 }
 
-CCG_HD static inline double ccg__red_f64(bool is_max, double acc, double v) {
-  if (is_max)
-    return (v > acc || v != v) ? v : acc;
-  return acc + v;
-}
-
-CCG_HD static inline int64_t ccg__red_i64(bool is_max, int64_t acc, int64_t v) {
-  if (is_max)
-    return v > acc ? v : acc;
-  return (int64_t)((uint64_t)acc + (uint64_t)v);
-}
-
 /* ---- rows of Softmax and LayerNormalization ------------------------------
  * One line of `len` elements from `base` with `stride`; f32 math with sums
  * in double. Both backends call these, so they give the same bits. */

@@ -249,7 +249,7 @@ static ccg_status reduce_node(ex *e, ccg_node_id n, node_out *no) {
   if (axes_input)
     CCG_CHECK(attr_as_input(e, n, "axes", no));
   if (op != CCG_OP_REDUCE_SUM && e->o->opset < 18) {
-    /* noop_with_empty_axes exists for ReduceMean/Max only from opset 18. */
+    /* noop_with_empty_axes exists for the other Reduce* only from 18. */
     const ccg_attr *noop = ccg_node_attr(e->g, n, "noop_with_empty_axes");
     const ccg_attr *axes = ccg_node_attr(e->g, n, "axes");
     if (noop && noop->i != 0 && (!axes || axes->n == 0))
@@ -355,6 +355,13 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
   case CCG_OP_REDUCE_MAX:
+  case CCG_OP_REDUCE_MIN:
+  case CCG_OP_REDUCE_PROD:
+  case CCG_OP_REDUCE_L1:
+  case CCG_OP_REDUCE_L2:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+  case CCG_OP_REDUCE_LOG_SUM:
+  case CCG_OP_REDUCE_LOG_SUM_EXP:
     return reduce_node(e, n, no);
   case CCG_OP_SQUEEZE:
   case CCG_OP_UNSQUEEZE:

@@ -144,8 +144,13 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
   const char *op = np->op_type;
   if (strcmp(op, "ReduceSum") == 0)
     return m->opset >= 13 ? 1 : -1;
-  if (strcmp(op, "ReduceMean") == 0 || strcmp(op, "ReduceMax") == 0)
-    return m->opset >= 18 ? 1 : -1;
+  static const char *const from18[] = {
+      "ReduceMean",      "ReduceMax",    "ReduceMin",
+      "ReduceProd",      "ReduceL1",     "ReduceL2",
+      "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"};
+  for (size_t i = 0; i < sizeof from18 / sizeof from18[0]; i++)
+    if (strcmp(op, from18[i]) == 0)
+      return m->opset >= 18 ? 1 : -1;
   if (strcmp(op, "Split") == 0 || strcmp(op, "Squeeze") == 0 ||
       strcmp(op, "Unsqueeze") == 0)
     return 1;

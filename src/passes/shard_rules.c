@@ -405,28 +405,58 @@ static ccg_status rule_matmul(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* How a reduction combines over a sharded reduced dim: the sum-like ops
+ * give Partial(sum) (ReduceL1 and ReduceSumSquare sum non-negative local
+ * results), Max, Min and Prod give Partial of their own op; the others (Mean,
+ * L2, LogSum, LogSumExp) are not a reduction of local results and see the
+ * dim gathered. */
+static bool reduce_combine(ccg_op op, ccg_reduce_op *rop) {
+  switch (op) {
+  case CCG_OP_REDUCE_SUM:
+  case CCG_OP_REDUCE_L1:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+    *rop = CCG_REDUCE_SUM;
+    return true;
+  case CCG_OP_REDUCE_MAX:
+    *rop = CCG_REDUCE_MAX;
+    return true;
+  case CCG_OP_REDUCE_MIN:
+    *rop = CCG_REDUCE_MIN;
+    return true;
+  case CCG_OP_REDUCE_PROD:
+    *rop = CCG_REDUCE_PROD;
+    return true;
+  default:
+    return false;
+  }
+}
+
 static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
+  ccg_op op = ccg_node_op(g, n);
   ccg_value_id x = ccg_node_input(g, n, 0);
   int rx = rank_of(sh, x);
-  int64_t keep = 1;
+  int64_t keep = 1, noop = 0;
   CCG_CHECK(ccg_node_attr_int(g, n, "keepdims", &keep));
+  CCG_CHECK(ccg_node_attr_int(g, n, "noop_with_empty_axes", &noop));
   bool hit[CCG_MAX_RANK] = {false};
   const ccg_attr *a = ccg_node_attr(g, n, "axes");
   for (int k = 0; k < rx; k++)
-    hit[k] = !a || a->n == 0;
+    hit[k] = (!a || a->n == 0) && !noop;
   for (size_t i = 0; a && i < a->n; i++) {
     int k = norm_axis(a->ints[i], rx);
     if (k >= 0 && k < CCG_MAX_RANK)
       hit[k] = true;
   }
-  bool sum = ccg_node_op(g, n) == CCG_OP_REDUCE_SUM;
+  ccg_reduce_op rop = CCG_REDUCE_SUM;
+  bool combine = reduce_combine(op, &rop);
+  bool sum = op == CCG_OP_REDUCE_SUM; /* the only one linear in its input */
   ccg_placement p = sh_cur(sh, x, NULL), out = p;
   if (is_partial(p) && !sum)
     p = out = sh_R();
   if (is_shard(p) && hit[p.dim]) {
-    if (sum)
-      out = sh_P();
+    if (combine)
+      out = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, rop};
     else
       p = out = sh_R();
   } else if (is_shard(p) && !keep) {
@@ -435,7 +465,14 @@ static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
       d += !hit[k];
     out = sh_S(d);
   }
-  return fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1);
+  CCG_CHECK(fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1));
+  if (!is_partial(out) || out.reduce == CCG_REDUCE_SUM)
+    return CCG_STATUS_OK;
+  /* The other rules take a Partial for a sum: Partial(max/min/prod) is
+   * reduced at once (AllReduce of its op). */
+  ccg_value_id y = ccg_node_output(g, n, 0), v;
+  CCG_CHECK(sh_get(sh, y, sh_R(), 1, false, &v));
+  return sh_set(sh, y, v, sh_R(), 1);
 }
 
 static ccg_status rule_gather(shard *sh, ccg_node_id n) {
@@ -498,6 +535,33 @@ static ccg_status rule_elements(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with the input
+ * sharded on a dim other than the class dim (the batch, or a trailing dim):
+ * targets sharded alike, weights replicated; reduction none keeps the
+ * shard, sum gives Partial(sum). A mean divides by the sum of the weights
+ * of every position, which no rank has: it, and a sharded class dim, see
+ * replicated inputs. */
+static ccg_status rule_loss(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  const char *red = "mean";
+  if (ccg_node_attr(g, n, "reduction"))
+    CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
+  bool none = strcmp(red, "none") == 0;
+  if (!is_shard(p) || p.dim == 1 || (!none && strcmp(red, "sum") != 0))
+    return sh_replicate(sh, n);
+  int td = p.dim == 0 ? 0 : p.dim - 1;
+  ccg_placement want[3] = {p, sh_S(td), sh_R()};
+  ccg_placement out = none ? sh_S(td) : sh_P();
+  CCG_CHECK(fetch_emit(sh, n, want, NULL, NULL, 0, out, 1));
+  if (ccg_node_num_outputs(g, n) < 2)
+    return CCG_STATUS_OK;
+  ccg_value_id lp = ccg_node_output(g, n, 1);
+  if (lp == CCG_NONE)
+    return CCG_STATUS_OK;
+  return sh_set(sh, lp, sh->vals[lp].v, p, 1); /* log_prob: x's shard */
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -532,6 +596,13 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
   case CCG_OP_REDUCE_MAX:
+  case CCG_OP_REDUCE_MIN:
+  case CCG_OP_REDUCE_PROD:
+  case CCG_OP_REDUCE_L1:
+  case CCG_OP_REDUCE_L2:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+  case CCG_OP_REDUCE_LOG_SUM:
+  case CCG_OP_REDUCE_LOG_SUM_EXP:
     return rule_reduce(sh, n);
   case CCG_OP_GATHER:
     return rule_gather(sh, n);
@@ -542,6 +613,9 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_GATHER_ELEMENTS:
   case CCG_OP_SCATTER_ELEMENTS:
     return rule_elements(sh, n);
+  case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+  case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    return rule_loss(sh, n);
   default:
     return sh_replicate(sh, n);
   }

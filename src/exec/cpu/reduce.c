@@ -1,75 +1,86 @@
-/* ReduceSum, ReduceMean, ReduceMax over any set of axes. Floats accumulate
- * in double, integers in int64, in input order (deterministic). */
+/* The Reduce* ops over any set of axes. Floats accumulate in double,
+ * integers in int64, in input order (deterministic), through the per-element
+ * arithmetic of exec/reduce_math.h that the CUDA kernel shares. */
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
+#include "exec/reduce_math.h"
 
-/* perm[d] = 1 if input dim d is reduced; chunk = per input dim, the output
- * element stride (0 on reduced dims); i0 = elements reduced per output. */
+/* One streaming pass over the input into acc (one slot per output
+ * element): ost = per input dim, the output element stride (0 on reduced
+ * dims). `shift` (per output) is LogSumExp's maximum, else NULL. */
+static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
+                        void *acc, const double *shift) {
+  bool is_int = !ccg_dtype_is_float(a->dtype);
+  double *accf = acc;
+  int64_t *acci = acc;
+  int r = a->rank;
+  size_t inner = r ? (size_t)a->dims[r - 1] : 1;
+  size_t is = r ? (size_t)ost[r - 1] : 0;
+  int64_t idx[CCG_MAX_RANK] = {0};
+  size_t off = 0;
+  for (size_t base = 0; base < a->numel; base += inner) {
+    for (size_t i = 0; i < inner; i++) {
+      size_t j = off + i * is;
+      if (is_int) {
+        acci[j] = ccg__rd_step_i64(k, acci[j],
+                                   ccg__ld_i64(a->dtype, a->ptr, base + i));
+      } else {
+        double v = a->dtype == CCG_DTYPE_F32
+                       ? ((const float *)a->ptr)[base + i]
+                       : ccg__ld_f64(a->dtype, a->ptr, base + i);
+        accf[j] = ccg__rd_step_f64(k, accf[j], v, shift ? shift[j] : 0.0);
+      }
+    }
+    for (int d = r - 2; d >= 0; d--) {
+      idx[d]++;
+      off += (size_t)ost[d];
+      if (idx[d] < a->dims[d])
+        break;
+      off -= (size_t)(ost[d] * a->dims[d]);
+      idx[d] = 0;
+    }
+  }
+}
+
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   bool is_int = !ccg_dtype_is_float(a->dtype);
-  bool is_max = n->op == CCG_OP_REDUCE_MAX;
-  double *accf = x->scratch;
+  ccg__rd_kind k = ccg__rd_kind_of(n->op);
+  double *accf = x->scratch, *shift = NULL;
   int64_t *acci = x->scratch;
+  if (ccg__rd_two_pass(k)) {
+    shift = accf + o->numel;
+    for (size_t j = 0; j < o->numel; j++)
+      shift[j] = ccg__rd_init_f64(CCG__RD_MAX);
+    if (a->numel > 0)
+      reduce_pass(a, n->p.chunk, CCG__RD_MAX, shift, NULL);
+  }
   for (size_t j = 0; j < o->numel; j++) {
     if (is_int)
-      acci[j] = is_max ? INT64_MIN : 0;
+      acci[j] = ccg__rd_init_i64(k);
     else
-      accf[j] = is_max ? -INFINITY : 0.0;
+      accf[j] = ccg__rd_init_f64(k);
   }
-  int r = a->rank;
-  const int64_t *ost = n->p.chunk;
-  if (a->numel > 0) {
-    size_t inner = r ? (size_t)a->dims[r - 1] : 1;
-    size_t is = r ? (size_t)ost[r - 1] : 0;
-    int64_t idx[CCG_MAX_RANK] = {0};
-    size_t off = 0;
-    for (size_t base = 0; base < a->numel; base += inner) {
-      for (size_t i = 0; i < inner; i++) {
-        size_t j = off + i * is;
-        if (is_int) {
-          acci[j] = ccg__red_i64(is_max, acci[j],
-                                 ccg__ld_i64(a->dtype, a->ptr, base + i));
-        } else {
-          double v = a->dtype == CCG_DTYPE_F32
-                         ? ((const float *)a->ptr)[base + i]
-                         : ccg__ld_f64(a->dtype, a->ptr, base + i);
-          accf[j] = ccg__red_f64(is_max, accf[j], v);
-        }
-      }
-      for (int d = r - 2; d >= 0; d--) {
-        idx[d]++;
-        off += (size_t)ost[d];
-        if (idx[d] < a->dims[d])
-          break;
-        off -= (size_t)(ost[d] * a->dims[d]);
-        idx[d] = 0;
-      }
-    }
-  }
+  if (a->numel > 0)
+    reduce_pass(a, n->p.chunk, k, x->scratch, shift);
   int64_t count = n->p.i0;
   for (size_t j = 0; j < o->numel; j++) {
-    if (is_int) {
-      int64_t v = acci[j];
-      if (n->op == CCG_OP_REDUCE_MEAN)
-        v = count ? v / count : 0;
-      ccg__st_i64(o->dtype, o->ptr, j, v);
-    } else {
-      double v = accf[j];
-      if (n->op == CCG_OP_REDUCE_MEAN)
-        v = count ? v / (double)count : NAN;
-      ccg__st_f64(o->dtype, o->ptr, j, v);
-    }
+    if (is_int)
+      ccg__st_i64(o->dtype, o->ptr, j, ccg__rd_final_i64(k, acci[j], count));
+    else
+      ccg__st_f64(o->dtype, o->ptr, j,
+                  ccg__rd_final_f64(k, accf[j], count, shift ? shift[j] : 0.0));
   }
   return CCG_STATUS_OK;
 }
 
 ccg_status ccg__prep_reduce(ccg_exec *x, ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  if (a->dtype == CCG_DTYPE_BOOL)
+  if (a->dtype == CCG_DTYPE_BOOL || (!ccg_dtype_is_float(a->dtype) &&
+                                     !ccg__rd_int_ok(ccg__rd_kind_of(n->op))))
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
-                      "no CPU kernel for dtype bool");
+                      "no CPU kernel for dtype %s", ccg_dtype_name(a->dtype));
   const int64_t *axes;
   size_t n_axes = ccg__xattr_ints(x, n, "axes", &axes);
   int64_t noop;
@@ -102,7 +113,8 @@ ccg_status ccg__prep_reduce(ccg_exec *x, ccg__xnode *n) {
                       o->numel, (long long)s);
   n->p.chunk = ost;
   n->p.i0 = count;
-  n->scratch = o->numel * 8;
+  n->scratch =
+      o->numel * 8 * (ccg__rd_two_pass(ccg__rd_kind_of(n->op)) ? 2 : 1);
   n->run = run_reduce;
   return CCG_STATUS_OK;
 }

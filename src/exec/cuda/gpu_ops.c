@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
+#include "exec/cpu/loss.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/kernels_select.h"
 
@@ -390,7 +391,7 @@ static ccg_status run_norm(ccg_exec *x, const ccg__xnode *n) {
                                      has_i ? ccg__dout(x, n, 2) : NULL));
 }
 
-/* ReduceSum/Mean/Max: kept and reduced dims with their input strides. */
+/* Reduce* ops: kept and reduced dims with their input strides. */
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   ccg__red_geom g = ccg__red_geom_make(a->rank, a->dims, n->p.chunk, n->p.i0);
@@ -540,6 +541,13 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
   case CCG_OP_REDUCE_MAX:
+  case CCG_OP_REDUCE_MIN:
+  case CCG_OP_REDUCE_PROD:
+  case CCG_OP_REDUCE_L1:
+  case CCG_OP_REDUCE_L2:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+  case CCG_OP_REDUCE_LOG_SUM:
+  case CCG_OP_REDUCE_LOG_SUM_EXP:
     return run_reduce(x, n);
   case CCG_OP_TRANSPOSE:
   case CCG_OP_CONCAT:
@@ -567,6 +575,9 @@ ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
   if (ccg_op_family_of(n->op) == CCG_OP_FAMILY_SELECT)
     return ccg__gpu_select_error(x, n, detail, value);
   switch (n->op) {
+  case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+  case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    return ccg__loss_bad_target(x, n, (size_t)detail, (int64_t)value);
   case CCG_OP_GATHER: /* the kernel kept the bad index beside its place */
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "index %lld (element %llu of '%s') is out of range for "
