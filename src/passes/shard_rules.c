@@ -468,8 +468,11 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   /* The ops whose def says CCG_OP_SHARD_OWN. */
   switch (op) {
   case CCG_OP_SOFTMAX:
+  case CCG_OP_LOG_SOFTMAX:
+  case CCG_OP_HARDMAX:
     return rule_softmax(sh, n);
   case CCG_OP_LAYER_NORM:
+  case CCG_OP_RMS_NORM:
     return rule_layer_norm(sh, n);
   case CCG_OP_TRANSPOSE:
     return rule_transpose(sh, n);
