@@ -4,6 +4,7 @@
  * attention with grouped-query heads, masks, causal masking, softcap and a
  * key/value cache). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/internal.h"
@@ -308,9 +309,193 @@ static ccg_status infer_attention(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* ---- Attention's gradient ------------------------------------------------
+ * The forward is recomputed from ordinary nodes with the query heads of
+ * each kv head stacked: Qg = Q as [B, Hkv, rep Sq, D] (head h uses kv head
+ * h / rep), S = scale Qg K^T (+ mask, + causal), P = softmax(S), Y = P V.
+ * Then dV = P^T dY, dP = dY V^T, dS = P (dP - sum(dP P)), dQ = scale dS K,
+ * dK = scale dS^T Qg: the sums over a kv head's query heads come out of the
+ * matmuls. */
+
+typedef struct attn_g {
+  ccg_graph *g;
+  bool r3;
+  int64_t hq, hkv, sq, t, d, dv;
+} attn_g;
+
+/* x (Q, K or V layout) as [B, heads, seq, width]. */
+static ccg_status ag_to4(const attn_g *a, ccg_value_id x, int64_t heads,
+                         ccg_value_id *out) {
+  if (!a->r3) {
+    *out = x;
+    return CCG_STATUS_OK;
+  }
+  int64_t dims[4] = {0, 0, heads, -1}, perm[4] = {0, 2, 1, 3};
+  CCG_CHECK(ccg_reshape_to(a->g, x, dims, 4, &x));
+  return ccg_transpose(a->g, x, perm, 4, out);
+}
+
+/* [B, heads, seq, width] back to the layout of `like`. */
+static ccg_status ag_from4(const attn_g *a, ccg_value_id x, ccg_value_id like,
+                           ccg_value_id *out) {
+  if (a->r3) {
+    int64_t perm[4] = {0, 2, 1, 3};
+    CCG_CHECK(ccg_transpose(a->g, x, perm, 4, &x));
+  }
+  return ccg__grad_reshape_like(a->g, x, like, out);
+}
+
+/* The additive bias over [.., Sq, T] as a 5-D-broadcastable value
+ * ([B?, 1, 1, Sq, T]) from attn_mask and is_causal; CCG_NONE if neither. */
+static ccg_status ag_bias(ccg__grad *gx, const attn_g *a, ccg_value_id *bias) {
+  ccg_graph *g = a->g;
+  ccg_dtype dt = ccg_value_dtype(g, gx->in[0]);
+  *bias = CCG_NONE;
+  if (gx->n_in > 3 && gx->in[3] != CCG_NONE) {
+    ccg_value_id m = gx->in[3];
+    const ccg_shape *ms = ccg_value_shape(g, m);
+    if (ms->rank >= 3 && !ccg__is_num(ms->dims[ms->rank - 3], 1))
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "attn_mask '%s' differs per head; the rule takes "
+                            "masks shared by the heads",
+                            ccg_value_name(g, m));
+    if (ccg_value_dtype(g, m) == CCG_DTYPE_BOOL) {
+      ccg_value_id z, ninf;
+      CCG_CHECK(ccg__grad_scalar(g, dt, 0.0, &z));
+      CCG_CHECK(ccg__grad_scalar(g, dt, -INFINITY, &ninf));
+      CCG_CHECK(ccg_where(g, m, z, ninf, &m));
+    }
+    if (ms->rank == 4) {
+      int64_t ax = 1;
+      CCG_CHECK(ccg_unsqueeze(g, m, &ax, 1, &m));
+    }
+    *bias = m;
+  }
+  if (ccg__grad_attr_i(gx, "is_causal")) {
+    size_t n = (size_t)(a->sq * a->t);
+    ccg_tensor ct = {CCG_DTYPE_F64, 2, {a->sq, a->t}, NULL};
+    double *cd = calloc(n ? n : 1, sizeof *cd);
+    if (!cd)
+      return ccg__grad_fail(gx, CCG_STATUS_OOM, "causal mask");
+    for (int64_t i = 0; i < a->sq; i++)
+      for (int64_t j = i + 1; j < a->t; j++)
+        cd[i * a->t + j] = -INFINITY;
+    ct.data = cd;
+    ccg_value_id c;
+    ccg_status st = ccg__add_const(g, &ct, "causal", &c);
+    free(cd);
+    CCG_CHECK(st);
+    if (dt != CCG_DTYPE_F64)
+      CCG_CHECK(ccg_cast(g, c, dt, &c));
+    if (*bias == CCG_NONE)
+      *bias = c;
+    else
+      CCG_CHECK(ccg_add(g, *bias, c, bias));
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status ag_check(ccg__grad *gx, attn_g *a) {
+  ccg_graph *g = gx->g;
+  for (size_t o = 1; o < gx->n_out; o++)
+    if (gx->gout[o] != CCG_NONE)
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "output %zu '%s' has a gradient; only Y (output "
+                            "0) may",
+                            o, ccg_value_name(g, gx->out[o]));
+  if (gx->n_in > 4 && gx->in[4] != CCG_NONE)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "past_key and past_value are given; the rule takes "
+                          "attention without a cache");
+  if (ccg__grad_attr_f(gx, "softcap") != 0.0f)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "softcap is set; the rule takes softcap 0");
+  if (gx->n_in > 3 && gx->in[3] != CCG_NONE && gx->need[3])
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "attn_mask '%s' wants a gradient; only Q, K and V "
+                          "have a rule",
+                          ccg_value_name(g, gx->in[3]));
+  const ccg_shape *q = ccg_value_shape(g, gx->in[0]);
+  const ccg_shape *k = ccg_value_shape(g, gx->in[1]);
+  const ccg_shape *v = ccg_value_shape(g, gx->in[2]);
+  a->g = g;
+  a->r3 = q->rank == 3;
+  ccg_dim dims[6] = {q->dims[a->r3 ? 1 : 2],
+                     k->dims[a->r3 ? 1 : 2],
+                     q->dims[q->rank - 1],
+                     v->dims[v->rank - 1],
+                     a->r3 ? ccg_dim_num(1) : q->dims[1],
+                     a->r3 ? ccg_dim_num(1) : k->dims[1]};
+  for (int i = 0; i < 6; i++)
+    if (ccg_dim_is_sym(dims[i]))
+      return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                            "Q, K and V have symbolic sequence, head or "
+                            "width dims; the rule needs numbers");
+  a->sq = dims[0].size;
+  a->t = dims[1].size;
+  a->hq = a->r3 ? ccg__grad_attr_i(gx, "q_num_heads") : dims[4].size;
+  a->hkv = a->r3 ? ccg__grad_attr_i(gx, "kv_num_heads") : dims[5].size;
+  a->d = a->r3 ? dims[2].size / a->hq : dims[2].size;
+  a->dv = a->r3 ? dims[3].size / a->hkv : dims[3].size;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status grad_attention(ccg__grad *gx) {
-  return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                        "Attention has no gradient rule yet (#15)");
+  attn_g a;
+  memset(&a, 0, sizeof a);
+  CCG_CHECK(ag_check(gx, &a));
+  ccg_graph *g = gx->g;
+  int64_t rep = a.hq / a.hkv, kt[4] = {0, 1, 3, 2};
+  float sc = ccg__grad_attr_f(gx, "scale");
+  double scale = sc != 0.0f ? (double)sc : 1.0 / sqrt((double)a.d);
+  ccg_value_id q, k, v, dy, s, p, bias, t, ds, k_t;
+  CCG_CHECK(ag_to4(&a, gx->in[0], a.hq, &q));
+  CCG_CHECK(ag_to4(&a, gx->in[1], a.hkv, &k));
+  CCG_CHECK(ag_to4(&a, gx->in[2], a.hkv, &v));
+  CCG_CHECK(ag_to4(&a, gx->gout[0], a.hq, &dy));
+  int64_t gq[4] = {0, a.hkv, rep * a.sq, a.d};
+  int64_t gy[4] = {0, a.hkv, rep * a.sq, a.dv};
+  CCG_CHECK(ccg_reshape_to(g, q, gq, 4, &q));
+  CCG_CHECK(ccg_reshape_to(g, dy, gy, 4, &dy));
+  CCG_CHECK(ccg_transpose(g, k, kt, 4, &k_t));
+  CCG_CHECK(ccg_matmul(g, q, k_t, &s));
+  CCG_CHECK(ccg__grad_scale(g, s, scale, &s));
+  CCG_CHECK(ag_bias(gx, &a, &bias));
+  if (bias != CCG_NONE) {
+    int64_t s5[5] = {0, a.hkv, rep, a.sq, a.t};
+    int64_t s4[4] = {0, a.hkv, rep * a.sq, a.t};
+    CCG_CHECK(ccg_reshape_to(g, s, s5, 5, &s));
+    CCG_CHECK(ccg_add(g, s, bias, &s));
+    CCG_CHECK(ccg_reshape_to(g, s, s4, 4, &s));
+  }
+  CCG_CHECK(ccg_softmax(g, s, -1, &p));
+  if (gx->need[2]) {
+    CCG_CHECK(ccg_transpose(g, p, kt, 4, &t));
+    CCG_CHECK(ccg_matmul(g, t, dy, &t));
+    CCG_CHECK(ag_from4(&a, t, gx->in[2], &gx->gin[2]));
+  }
+  if (!gx->need[0] && !gx->need[1])
+    return CCG_STATUS_OK;
+  int64_t minus1 = -1;
+  CCG_CHECK(ccg_transpose(g, v, kt, 4, &t));
+  CCG_CHECK(ccg_matmul(g, dy, t, &ds));
+  CCG_CHECK(ccg_mul(g, ds, p, &t));
+  CCG_CHECK(ccg_reduce_sum(g, t, &minus1, 1, true, &t));
+  CCG_CHECK(ccg_sub(g, ds, t, &ds));
+  CCG_CHECK(ccg_mul(g, ds, p, &ds));
+  CCG_CHECK(ccg__grad_scale(g, ds, scale, &ds));
+  if (gx->need[0]) {
+    int64_t q4[4] = {0, a.hq, a.sq, a.d};
+    CCG_CHECK(ccg_matmul(g, ds, k, &t));
+    CCG_CHECK(ccg_reshape_to(g, t, q4, 4, &t));
+    CCG_CHECK(ag_from4(&a, t, gx->in[0], &gx->gin[0]));
+  }
+  if (gx->need[1]) {
+    CCG_CHECK(ccg_transpose(g, ds, kt, 4, &t));
+    CCG_CHECK(ccg_matmul(g, t, q, &t));
+    CCG_CHECK(ag_from4(&a, t, gx->in[1], &gx->gin[1]));
+  }
+  return CCG_STATUS_OK;
 }
 
 const ccg__op_def ccg__opdef_ATTENTION = {CCG__ATTRS(attention_attrs),

@@ -729,6 +729,24 @@ static ccg_status b_rope(ccg_graph *g, const ccg_value_id *in,
   return add_op(g, "RotaryEmbedding", NULL, r, 3, a, 2, 1, y);
 }
 
+/* GQA (4 q heads on 2 kv heads), causal. */
+static ccg_status b_attention(ccg_graph *g, const ccg_value_id *in,
+                              ccg_value_id *y) {
+  ccg_attr a = CCG_ATTR_I("is_causal", 1);
+  return add_op(g, "Attention", NULL, in, 3, &a, 1, 1, y);
+}
+/* 3-D, 2 q heads on 1 kv head, a float mask [2, 3] and scale 0.8. */
+static ccg_status b_attention3(ccg_graph *g, const ccg_value_id *in,
+                               ccg_value_id *y) {
+  double md[6] = {0, -0.5, 0.25, 1, 0, -2};
+  ccg_tensor mt = {CCG_DTYPE_F64, 2, {2, 3}, md};
+  ccg_value_id r[4] = {in[0], in[1], in[2]};
+  CCG_CHECK(ccg_graph_add_initializer(g, "mask", &mt, &r[3]));
+  ccg_attr a[3] = {CCG_ATTR_I("q_num_heads", 2), CCG_ATTR_I("kv_num_heads", 1),
+                   CCG_ATTR_F("scale", 0.8f)};
+  return add_op(g, "Attention", NULL, r, 4, a, 3, 1, y);
+}
+
 #define S(nm, r, ...)                                                          \
   { nm, r, {__VA_ARGS__}, 0 }
 #define P(nm, r, ...)                                                          \
@@ -753,12 +771,50 @@ static const fd_case cases[] = {
      b_group_norm},
     {"mvn", 1, {S("x", 4, 2, 2, 1, 3)}, b_mvn},
     {"rotary", 1, {S("x", 4, 1, 2, 3, 6)}, b_rope},
+    {"attention_gqa_causal",
+     3,
+     {S("q", 4, 1, 4, 3, 2), S("k", 4, 1, 2, 3, 2), S("v", 4, 1, 2, 3, 3)},
+     b_attention},
+    {"attention_3d_mask",
+     3,
+     {S("q", 3, 2, 2, 4), S("k", 3, 2, 3, 2), S("v", 3, 2, 3, 3)},
+     b_attention3},
 };
 
 static void test_gradients(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     check_case(&cases[i]);
+}
+
+/* The rules refuse what they do not cover, naming node and reason. */
+static void test_grad_refusals(void **state) {
+  (void)state;
+  static const char *const want[3] = {"past_key", "softcap", "cos_cache"};
+  for (int c = 0; c < 3; c++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[1,2,2,4]");
+    ccg_value_id p = ccg_test_input(g, "p", CCG_DTYPE_F32, "[1,2,1,4]");
+    ccg_value_id cs = ccg_test_input(g, "cs", CCG_DTYPE_F32, "[1,2,2]");
+    ccg_value_id in[6] = {q, q, q, CCG_NONE, p, p}, y, loss;
+    ccg_attr cap = CCG_ATTR_F("softcap", 2.0f);
+    if (c == 2) {
+      ccg_value_id r[3] = {q, cs, cs};
+      assert_ok(g, add_op(g, "RotaryEmbedding", "rope", r, 3, NULL, 0, 1, &y));
+    } else {
+      assert_ok(g, add_op(g, "Attention", "att", in, c == 0 ? 6 : 3, &cap,
+                          c == 1 ? 1 : 0, 1, &y));
+    }
+    assert_ok(g, ccg_reduce_sum(g, y, NULL, 0, false, &loss));
+    const char *wrt[2] = {"q", "cs"};
+    ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+    o.loss = loss;
+    o.wrt = wrt;
+    o.n_wrt = c == 2 ? 2 : 1;
+    assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &o),
+                 c == 2 ? "node 'rope'" : "node 'att'", want[c]);
+    ccg_graph_free(g);
+  }
 }
 
 /* ---- the shard pass ----------------------------------------------------- */
@@ -866,6 +922,7 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_gradients),
+      cmocka_unit_test(test_grad_refusals),
       cmocka_unit_test(test_sharded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
