@@ -83,6 +83,42 @@ ccg__batch_norm_elem(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
               v * ccg__ld_f32(dp, scale, c) + ccg__ld_f32(dp, bias, c));
 }
 
+/* BatchNormalization in training mode, channel c of [N, C, inner]: the
+ * batch's mean and (population) variance normalize it; the running
+ * statistics out (dtype ds, may be NULL) are input * momentum + batch *
+ * (1 - momentum). */
+CCG_HD static inline void ccg__batch_norm_train_channel(
+    ccg_dtype di, const void *in, ccg_dtype dout, void *out, size_t c, size_t n,
+    size_t inner, size_t channels, ccg_dtype dp, const void *scale,
+    const void *bias, ccg_dtype ds, const void *mean, const void *var,
+    void *run_mean, void *run_var, float eps, float momentum) {
+  double sum = 0.0, sq = 0.0, cnt = (double)(n * inner);
+  for (size_t b = 0; b < n; b++)
+    for (size_t k = 0; k < inner; k++)
+      sum += ccg__ld_f32(di, in, (b * channels + c) * inner + k);
+  double m = cnt > 0 ? sum / cnt : 0.0;
+  for (size_t b = 0; b < n; b++)
+    for (size_t k = 0; k < inner; k++) {
+      double d = ccg__ld_f32(di, in, (b * channels + c) * inner + k) - m;
+      sq += d * d;
+    }
+  double v = cnt > 0 ? sq / cnt : 0.0;
+  float inv = (float)(1.0 / sqrt(v + (double)eps)), mf = (float)m;
+  float sc = ccg__ld_f32(dp, scale, c), bi = ccg__ld_f32(dp, bias, c);
+  for (size_t b = 0; b < n; b++)
+    for (size_t k = 0; k < inner; k++) {
+      size_t i = (b * channels + c) * inner + k;
+      ccg__st_f32(dout, out, i, (ccg__ld_f32(di, in, i) - mf) * inv * sc + bi);
+    }
+  double keep = (double)momentum;
+  if (run_mean)
+    ccg__st_f32(ds, run_mean, c,
+                (float)(ccg__ld_f32(ds, mean, c) * keep + m * (1.0 - keep)));
+  if (run_var)
+    ccg__st_f32(ds, run_var, c,
+                (float)(ccg__ld_f32(ds, var, c) * keep + v * (1.0 - keep)));
+}
+
 /* ---- InstanceNormalization and GroupNormalization: the `len` contiguous
  * elements from `base` are channels c0, c0 + 1, ... of `spatial` elements
  * each, normalized together; scale and bias (dtype dp) per channel. */

@@ -1,5 +1,6 @@
 /* Normalizations of [N, C, D1...] inputs with per-channel parameters:
- * BatchNormalization (inference mode: the statistics are inputs),
+ * BatchNormalization (inference mode: the statistics are inputs; training
+ * mode: the batch's),
  * InstanceNormalization, GroupNormalization (opset 21: per-channel scale
  * and bias) and MeanVarianceNormalization (statistics over `axes`). */
 #include <string.h>
@@ -83,8 +84,9 @@ static ccg_status grad_prologue(ccg__grad *gx) {
 /* ---- BatchNormalization ------------------------------------------------- */
 
 /* Opset 15: scale and B of one float type, input_mean and input_var of
- * another. Training mode (batch statistics, running-statistics outputs) is
- * refused. */
+ * another. In training mode the batch's statistics normalize X and the
+ * optional outputs running_mean and running_var blend them with the inputs
+ * by momentum. */
 static const ccg__attr_spec batch_norm_attrs[] = {
     {"epsilon", CCG_ATTR_FLOAT, false, 0, 1e-5f, NULL},
     {"momentum", CCG_ATTR_FLOAT, false, 0, 0.9f, NULL},
@@ -94,11 +96,7 @@ static const ccg__attr_spec batch_norm_attrs[] = {
 static ccg_status infer_batch_norm(ccg__infer *ix) {
   bool training;
   CCG_CHECK(ccg__attr_flag(ix, "training_mode", &training));
-  if (training)
-    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
-                     "training_mode is 1; ccgraph runs BatchNormalization in "
-                     "inference mode only (training_mode = 0)");
-  if (ix->n_out > 1)
+  if (!training && ix->n_out > 1)
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
                      "%zu outputs; running_mean and running_var exist only "
                      "in training mode",
@@ -112,6 +110,10 @@ static ccg_status infer_batch_norm(ccg__infer *ix) {
   CCG_CHECK(ccg__same_dtype(ix, 3, 4));
   ix->out_dtype[0] = ccg__in_dtype(ix, 0);
   ix->out_shape[0] = *ccg__in_shape(ix, 0);
+  for (size_t o = 1; o < ix->n_out; o++) {
+    ix->out_dtype[o] = ccg__in_dtype(ix, 3);
+    ix->out_shape[o] = *ccg__in_shape(ix, 3);
+  }
   return CCG_STATUS_OK;
 }
 
@@ -120,6 +122,10 @@ static ccg_status infer_batch_norm(ccg__infer *ix) {
  * dx = dy scale inv, dscale = S2 inv, dB = S1, dmean = -S1 scale inv and
  * dvar = -S2 scale inv^3 / 2. */
 static ccg_status grad_batch_norm(ccg__grad *gx) {
+  if (ccg__grad_attr_i(gx, "training_mode"))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "training_mode is 1; the rule takes the inference "
+                          "form (statistics given as inputs)");
   CCG_CHECK(grad_prologue(gx));
   ccg_graph *g = gx->g;
   ccg_value_id x = gx->in[0], dy = gx->gout[0], sc = gx->in[1];

@@ -203,6 +203,52 @@ static void test_batch_norm(void **state) {
   }
   xt_close(got, want, 12, 2e-3, 2e-3, "BatchNorm f16");
   ccg_graph_free(g);
+
+  /* training mode, f32: the batch's mean and population variance per
+   * channel; running statistics = input * momentum + batch * (1 -
+   * momentum) */
+  g = ccg_test_graph(NULL);
+  ccg_value_id ti_[5] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,2]"),
+                         ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]"),
+                         ccg_test_input(g, "b", CCG_DTYPE_F32, "[3]"),
+                         ccg_test_input(g, "m", CCG_DTYPE_F32, "[3]"),
+                         ccg_test_input(g, "v", CCG_DTYPE_F32, "[3]")};
+  ccg_attr ta[2] = {CCG_ATTR_I("training_mode", 1),
+                    CCG_ATTR_F("momentum", 0.75f)};
+  ccg_value_id o3[3];
+  assert_ok(g, add_op(g, "BatchNormalization", "bn", ti_, 5, ta, 2, 3, o3));
+  for (int i = 0; i < 3; i++)
+    assert_ok(g, ccg_graph_add_output(g, o3[i]));
+  const float mf[3] = {0.5f, -0.25f, 0}, vf[3] = {1, 0.25f, 4};
+  ccg_exec_tensor tin[5] = {XT_F32("x", xf, 2, 3, 2), XT_F32("s", s, 3),
+                            XT_F32("b", b, 3), XT_F32("m", mf, 3),
+                            XT_F32("v", vf, 3)};
+  float ty[12], rm[3], rv[3], wrm[3], wrv[3];
+  ccg_exec_tensor tout[3] = {xt_out(ccg_value_name(g, o3[0]), ty, sizeof ty),
+                             xt_out(ccg_value_name(g, o3[1]), rm, sizeof rm),
+                             xt_out(ccg_value_name(g, o3[2]), rv, sizeof rv)};
+  assert_ok(g, xt_run1(g, tin, 5, tout, 3));
+  for (int c = 0; c < 3; c++) {
+    double bm = 0, bv = 0;
+    for (int k = 0; k < 4; k++)
+      bm += xf[(k / 2) * 6 + c * 2 + k % 2];
+    bm /= 4;
+    for (int k = 0; k < 4; k++) {
+      double d = xf[(k / 2) * 6 + c * 2 + k % 2] - bm;
+      bv += d * d;
+    }
+    bv /= 4;
+    for (int k = 0; k < 4; k++) {
+      int i = (k / 2) * 6 + c * 2 + k % 2;
+      want[i] = (float)((xf[i] - bm) / sqrt(bv + 1e-5) * s[c] + b[c]);
+    }
+    wrm[c] = (float)(mf[c] * 0.75 + bm * 0.25);
+    wrv[c] = (float)(vf[c] * 0.75 + bv * 0.25);
+  }
+  xt_close(ty, want, 12, TOL, TOL, "BatchNorm training Y");
+  xt_close(rm, wrm, 3, TOL, TOL, "BatchNorm running_mean");
+  xt_close(rv, wrv, 3, TOL, TOL, "BatchNorm running_var");
+  ccg_graph_free(g);
 }
 
 /* ---- InstanceNormalization, GroupNormalization -------------------------- */
@@ -479,10 +525,9 @@ static void test_errors(void **state) {
                add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
                "(BatchNormalization)", "input_var 'c2'", "2 elements", "4");
   bn[4] = c4;
-  ccg_attr tm = CCG_ATTR_I("training_mode", 1);
-  assert_fails(g, CCG_STATUS_UNSUPPORTED,
-               add_op(g, "BatchNormalization", "bn", bn, 5, &tm, 1, 3, y),
-               "node 'bn'", "training_mode is 1", "inference mode only");
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 3, y),
+               "node 'bn'", "3 outputs", "only in training mode");
   bn[0] = v1;
   assert_fails(g, CCG_STATUS_SHAPE,
                add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
@@ -554,6 +599,19 @@ static void test_errors(void **state) {
                add_op(g, "Attention", "att", a3, 3, NULL, 0, 1, y),
                "q_num_heads");
   assert_int_equal(ccg_graph_num_nodes(g), nodes);
+  /* no gradient rule for training mode's batch statistics */
+  bn[0] = x;
+  ccg_attr tm = CCG_ATTR_I("training_mode", 1);
+  ccg_value_id loss;
+  assert_ok(g, add_op(g, "BatchNormalization", "bnt", bn, 5, &tm, 1, 1, y));
+  assert_ok(g, ccg_reduce_sum(g, y[0], NULL, 0, false, &loss));
+  const char *wrt[1] = {"x"};
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = loss;
+  o.wrt = wrt;
+  o.n_wrt = 1;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &o), "node 'bnt'",
+               "training_mode is 1");
   ccg_graph_free(g);
 }
 

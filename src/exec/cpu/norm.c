@@ -135,10 +135,27 @@ static ccg_status prep_rms_norm(ccg_exec *x, ccg__xnode *n) {
 
 /* ---- BatchNormalization, InstanceNormalization, GroupNormalization ------ */
 
-/* i0 = inner (product of the spatial dims), i1 = channels; f0 = epsilon. */
+/* Output i of n, or NULL when absent. */
+static const ccg__xval *opt_out(const ccg_exec *x, const ccg__xnode *n,
+                                uint32_t i) {
+  return i < n->n_out && n->out[i] != CCG_NONE ? ccg__out(x, n, i) : NULL;
+}
+
+/* i0 = inner (product of the spatial dims), i1 = channels, i2 =
+ * training_mode; f0 = epsilon, f1 = momentum. */
 static ccg_status run_batch_norm(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const ccg__xval *sc = ccg__in(x, n, 1), *mv = ccg__in(x, n, 3);
+  if (n->p.i2) {
+    const ccg__xval *rm = opt_out(x, n, 1), *rv = opt_out(x, n, 2);
+    for (size_t c = 0; c < (size_t)n->p.i1; c++)
+      ccg__batch_norm_train_channel(
+          a->dtype, a->ptr, o->dtype, o->ptr, c, (size_t)a->dims[0],
+          (size_t)n->p.i0, (size_t)n->p.i1, sc->dtype, sc->ptr,
+          ccg__in(x, n, 2)->ptr, mv->dtype, mv->ptr, ccg__in(x, n, 4)->ptr,
+          rm ? rm->ptr : NULL, rv ? rv->ptr : NULL, n->p.f0, n->p.f1);
+    return CCG_STATUS_OK;
+  }
   for (size_t i = 0; i < a->numel; i++)
     ccg__batch_norm_elem(a->dtype, a->ptr, o->dtype, o->ptr, i, (size_t)n->p.i0,
                          (size_t)n->p.i1, sc->dtype, sc->ptr,
@@ -168,6 +185,8 @@ static ccg_status prep_channel_norm(ccg_exec *x, ccg__xnode *n) {
   for (int d = 2; d < a->rank; d++)
     inner *= a->dims[d];
   if (n->op == CCG_OP_BATCH_NORM) {
+    CCG_CHECK(ccg__xattr_i(x, n, "training_mode", &n->p.i2));
+    CCG_CHECK(ccg__xattr_f(x, n, "momentum", &n->p.f1));
     n->p.i0 = inner;
     n->p.i1 = a->dims[1];
     n->run = run_batch_norm;
@@ -357,12 +376,6 @@ void ccg__norm_attn_geom(const ccg_exec *x, const ccg__xnode *n, ccg__attn *g) {
       s *= size;
     }
   }
-}
-
-/* Optional output i of n, or NULL. */
-static const ccg__xval *opt_out(const ccg_exec *x, const ccg__xnode *n,
-                                uint32_t i) {
-  return i < n->n_out && n->out[i] != CCG_NONE ? ccg__out(x, n, i) : NULL;
 }
 
 /* p: i0 = is_causal, i1 = q_num_heads, i2 = kv_num_heads, f0 = scale (0:

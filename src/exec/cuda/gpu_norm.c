@@ -49,6 +49,16 @@ static ccg_status run_channel(ccg_exec *x, const ccg__xnode *n) {
   cudaStream_t cs = x->gpu->cs;
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const ccg__xval *sc = ccg__in(x, n, 1);
+  if (n->op == CCG_OP_BATCH_NORM && n->p.i2)
+    return launched(
+        x, n,
+        ccg__cu_batch_norm_train(
+            cs, a->dtype, ccg__din(x, n, 0), o->dtype, ccg__dout(x, n, 0),
+            (size_t)a->dims[0], (size_t)n->p.i0, (size_t)n->p.i1, sc->dtype,
+            ccg__din(x, n, 1), ccg__din(x, n, 2), ccg__in(x, n, 3)->dtype,
+            ccg__din(x, n, 3), ccg__din(x, n, 4),
+            n->n_out > 1 ? ccg__dout(x, n, 1) : NULL,
+            n->n_out > 2 ? ccg__dout(x, n, 2) : NULL, n->p.f0, n->p.f1));
   if (n->op == CCG_OP_BATCH_NORM)
     return launched(
         x, n,

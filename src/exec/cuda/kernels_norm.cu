@@ -125,6 +125,30 @@ extern "C" int ccg__cu_batch_norm(cudaStream_t s, ccg_dtype di, const void *in,
   return ccg__launched();
 }
 
+__global__ static void
+k_batch_norm_train(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+                   size_t n, size_t inner, size_t channels, ccg_dtype dp,
+                   const void *scale, const void *bias, ccg_dtype ds,
+                   const void *mean, const void *var, void *run_mean,
+                   void *run_var, float eps, float momentum) {
+  CCG__GRID_LOOP(c, channels) {
+    ccg__batch_norm_train_channel(di, in, dout, out, c, n, inner, channels, dp,
+                                  scale, bias, ds, mean, var, run_mean, run_var,
+                                  eps, momentum);
+  }
+}
+
+extern "C" int ccg__cu_batch_norm_train(
+    cudaStream_t s, ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+    size_t n, size_t inner, size_t channels, ccg_dtype dp, const void *scale,
+    const void *bias, ccg_dtype ds, const void *mean, const void *var,
+    void *run_mean, void *run_var, float eps, float momentum) {
+  k_batch_norm_train<<<ccg__blocks(channels), CCG__THREADS, 0, s>>>(
+      di, in, dout, out, n, inner, channels, dp, scale, bias, ds, mean, var,
+      run_mean, run_var, eps, momentum);
+  return ccg__launched();
+}
+
 __global__ static void k_group_norm(ccg_dtype di, const void *in,
                                     ccg_dtype dout, void *out, size_t rows,
                                     size_t len, size_t spatial, size_t groups,

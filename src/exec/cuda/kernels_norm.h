@@ -27,6 +27,14 @@ int ccg__cu_batch_norm(cudaStream_t s, ccg_dtype di, const void *in,
                        size_t channels, ccg_dtype dp, const void *scale,
                        const void *bias, ccg_dtype ds, const void *mean,
                        const void *var, float eps);
+/* BatchNormalization in training mode: one thread per channel of [n, C,
+ * inner]; run_mean and run_var may be NULL. */
+int ccg__cu_batch_norm_train(cudaStream_t s, ccg_dtype di, const void *in,
+                             ccg_dtype dout, void *out, size_t n, size_t inner,
+                             size_t channels, ccg_dtype dp, const void *scale,
+                             const void *bias, ccg_dtype ds, const void *mean,
+                             const void *var, void *run_mean, void *run_var,
+                             float eps, float momentum);
 /* Instance/GroupNormalization: rows groups of len elements, `groups` per
  * sample, cpg channels per group of `spatial` elements each. */
 int ccg__cu_group_norm(cudaStream_t s, ccg_dtype di, const void *in,
