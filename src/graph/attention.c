@@ -502,5 +502,6 @@ const ccg__op_def ccg__opdef_ATTENTION = {CCG__ATTRS(attention_attrs),
                                           0,
                                           infer_attention,
                                           grad_attention,
+                                          .shard = CCG_OP_SHARD_OWN,
                                           .dtypes = CCG__FLOAT_TYPES,
                                           .onnx_since = 23};

@@ -969,6 +969,77 @@ static void test_sharded(void **state) {
   ccg_graph_free(g);
 }
 
+/* Tensor-parallel attention: colwise q/k/v projections, reshaped to
+ * [B, S, heads, D] and transposed to [B, heads, S, D], give Q, K and V
+ * sharded on the head dim (4 q heads on 2 kv heads, tp=2); Attention keeps
+ * that (one gather: the output's) and every rank's Y equals the one-rank
+ * run's (tolerance 1e-5). */
+static ccg_graph *attn_model(void) {
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[1,3,4]");
+  static const char *const proj[3] = {"q", "k", "v"};
+  static const int64_t heads[3] = {4, 2, 2};
+  ccg_value_id qkv[3];
+  for (int i = 0; i < 3; i++) {
+    float wd[32];
+    fill(wd, 32, 3 + 2 * i);
+    ccg_tensor wt = {CCG_DTYPE_F32, 2, {4, heads[i] * 2}, wd};
+    char wn[32], nn[32];
+    snprintf(wn, sizeof wn, "%s.weight", proj[i]);
+    snprintf(nn, sizeof nn, "/%s/MatMul", proj[i]);
+    ccg_value_id w, h;
+    assert_ok(g, ccg_graph_add_initializer(g, wn, &wt, &w));
+    ccg_value_id mm[2] = {x, w};
+    assert_ok(g, add_op(g, "MatMul", nn, mm, 2, NULL, 0, 1, &h));
+    int64_t dims[4] = {1, 3, heads[i], 2}, perm[4] = {0, 2, 1, 3};
+    assert_ok(g, ccg_reshape_to(g, h, dims, 4, &h));
+    assert_ok(g, ccg_transpose(g, h, perm, 4, &qkv[i]));
+  }
+  ccg_attr causal = CCG_ATTR_I("is_causal", 1);
+  ccg_value_id y;
+  assert_ok(g, add_op(g, "Attention", "/att", qkv, 3, &causal, 1, 1, &y));
+  const char *name = "y";
+  ccg_node_desc nd = CCG_NODE_DESC_INIT;
+  nd.op = "Identity";
+  nd.inputs = &y;
+  nd.n_inputs = 1;
+  nd.output_names = &name;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &nd, &n));
+  assert_ok(g, ccg_graph_add_output(g, ccg_node_output(g, n, 0)));
+  return g;
+}
+
+static void test_sharded_attention(void **state) {
+  (void)state;
+  ccg_graph *g = attn_model();
+  float x[12], want[24];
+  same_fill(0, 0, x, 12);
+  ccg_exec_tensor in = XT_F32("x", x, 1, 3, 4);
+  ccg_exec_tensor out = xt_out("y", want, sizeof want);
+  assert_ok(g, xt_run1(g, &in, 1, &out, 1));
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"q\": \"colwise\", \"k\": \"colwise\", "
+                                 "\"v\": \"colwise\"}",
+                                 &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *sh = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sh, NULL));
+  size_t gathers = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(sh); i++)
+    gathers += ccg_node_op(sh, (ccg_node_id)i) == CCG_OP_ALL_GATHER;
+  assert_int_equal(gathers, 1);
+  xr_result res;
+  xr_run(sh, 0, 1, same_fill, &res);
+  for (int r = 0; r < res.n; r++)
+    xt_close(res.R[r].got[0], want, 24, TOL, TOL, "sharded attention");
+  xr_free(&res);
+  ccg_graph_free(sh);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_log_softmax_hardmax),
@@ -982,6 +1053,7 @@ int main(void) {
       cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_grad_refusals),
       cmocka_unit_test(test_sharded),
+      cmocka_unit_test(test_sharded_attention),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
