@@ -83,7 +83,8 @@ static ccg_status grad_prologue(ccg__grad *gx) {
 
 /* ---- BatchNormalization ------------------------------------------------- */
 
-/* Opset 15: scale and B of one float type, input_mean and input_var of
+/* Opset 14's inputs, attributes and outputs (opset 15 only widened the
+ * types): scale and B of one float type, input_mean and input_var of
  * another. In training mode the batch's statistics normalize X and the
  * optional outputs running_mean and running_var blend them with the inputs
  * by momentum. */
@@ -170,7 +171,7 @@ const ccg__op_def ccg__opdef_BATCH_NORM = {CCG__ATTRS(batch_norm_attrs),
                                            infer_batch_norm,
                                            grad_batch_norm,
                                            .dtypes = CCG__FLOAT_TYPES,
-                                           .onnx_since = 15};
+                                           .onnx_since = 14};
 
 /* ---- InstanceNormalization and GroupNormalization ------------------------
  * Statistics per sample over groups of channels (one channel each for

@@ -304,6 +304,47 @@ static void test_instance_group_norm(void **state) {
   }
 }
 
+/* Edge cases: [N, C] with no spatial dims (each instance one element:
+ * InstanceNormalization gives B), an empty batch, a length-1 Hardmax. */
+static void test_edges(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[3] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]"),
+                        ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]"),
+                        ccg_test_input(g, "b", CCG_DTYPE_F32, "[3]")};
+  ccg_value_id y;
+  assert_ok(g, add_op(g, "InstanceNormalization", NULL, in, 3, NULL, 0, 1, &y));
+  const float x[6] = {1, 2, 3, 4, 5, 6}, s[3] = {2, 2, 2}, b[3] = {-1, 0, 1};
+  const float want[6] = {-1, 0, 1, -1, 0, 1};
+  float got[6];
+  ccg_exec_tensor ti[3] = {XT_F32("x", x, 2, 3), XT_F32("s", s, 3),
+                           XT_F32("b", b, 3)};
+  run_into(g, y, ti, 3, got, 6);
+  xt_close(got, want, 6, 0, 0, "InstanceNorm [N, C]");
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  in[0] = ccg_test_input(g, "x", CCG_DTYPE_F32, "[0,3,2]");
+  in[1] = ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]");
+  in[2] = ccg_test_input(g, "b", CCG_DTYPE_F32, "[3]");
+  ccg_attr ng = CCG_ATTR_I("num_groups", 3);
+  assert_ok(g, add_op(g, "GroupNormalization", NULL, in, 3, &ng, 1, 1, &y));
+  ccg_exec_tensor te[3] = {
+      xt_in("x", CCG_DTYPE_F32, x, 3, (const int64_t[]){0, 3, 2}),
+      XT_F32("s", s, 3), XT_F32("b", b, 3)};
+  run_into(g, y, te, 3, got, 0);
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  in[0] = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3,1]");
+  assert_ok(g, add_op(g, "Hardmax", NULL, in, 1, NULL, 0, 1, &y));
+  const float ones[3] = {1, 1, 1};
+  ccg_exec_tensor th = XT_F32("x", x, 3, 1);
+  run_into(g, y, &th, 1, got, 3);
+  xt_close(got, ones, 3, 0, 0, "Hardmax length 1");
+  ccg_graph_free(g);
+}
+
 /* ---- MeanVarianceNormalization ------------------------------------------ */
 
 static void test_mvn(void **state) {
@@ -1046,6 +1087,7 @@ int main(void) {
       cmocka_unit_test(test_rms_norm),
       cmocka_unit_test(test_batch_norm),
       cmocka_unit_test(test_instance_group_norm),
+      cmocka_unit_test(test_edges),
       cmocka_unit_test(test_mvn),
       cmocka_unit_test(test_rotary),
       cmocka_unit_test(test_attention),
