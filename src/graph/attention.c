@@ -280,9 +280,13 @@ static ccg_status infer_attention(ccg__infer *ix) {
   if (!ccg_dim_equal(k.s, v.s))
     return attn_mismatch(ix, "sequence of K and V", k.s, v.s);
   if (ccg_dim_is_sym(q.h) || ccg_dim_is_sym(k.h) || k.h.size < 1 ||
-      q.h.size % k.h.size != 0)
-    return attn_mismatch(ix, "q heads must be a multiple of kv heads", q.h,
-                         k.h);
+      q.h.size % k.h.size != 0) {
+    char b1[64], b2[64];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "%s q heads and %s kv heads: the q heads must be a "
+                     "multiple of the kv heads (numbers)",
+                     dstr(q.h, b1, sizeof b1), dstr(k.h, b2, sizeof b2));
+  }
   ccg_dim past, total;
   CCG_CHECK(attn_past(ix, &k, &v, &past));
   if (!ccg__dim_add(ix->g, past, k.s, &total))

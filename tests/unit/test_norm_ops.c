@@ -623,7 +623,7 @@ static void test_errors(void **state) {
   ccg_value_id at[3] = {q, k, k};
   assert_fails(g, CCG_STATUS_SHAPE,
                add_op(g, "Attention", "att", at, 3, NULL, 0, 1, y),
-               "(Attention)", "multiple of kv heads");
+               "(Attention)", "4 q heads and 3 kv heads", "multiple");
   at[1] = at[2] = q;
   ccg_attr mode = CCG_ATTR_I("qk_matmul_output_mode", 1);
   assert_fails(g, CCG_STATUS_UNSUPPORTED,
