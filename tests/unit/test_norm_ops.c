@@ -109,6 +109,46 @@ static void test_log_softmax_hardmax(void **state) {
     xt_close(hg, want[axis == 0 ? 1 : 0], 6, 0, 0, "Hardmax");
     ccg_graph_free(g);
   }
+  /* f16 and bf16 storage: LogSoftmax and RMSNormalization against the f32
+   * results (tolerance 1e-2: the inputs are exact, the outputs rounded) */
+  for (int dt = 0; dt < 2; dt++) {
+    ccg_dtype t = dt ? CCG_DTYPE_BF16 : CCG_DTYPE_F16;
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id x = ccg_test_input(g, "x", t, "[2,3]");
+    ccg_value_id sc = ccg_test_input(g, "s", t, "[3]"), y[2];
+    ccg_value_id rin[2] = {x, sc};
+    assert_ok(g, add_op(g, "LogSoftmax", NULL, &x, 1, NULL, 0, 1, &y[0]));
+    assert_ok(g,
+              add_op(g, "RMSNormalization", NULL, rin, 2, NULL, 0, 1, &y[1]));
+    assert_ok(g, ccg_graph_add_output(g, y[0]));
+    assert_ok(g, ccg_graph_add_output(g, y[1]));
+    static const float sv[3] = {0.5f, 1, 2};
+    uint16_t xh[6], sh[3], o0[6], o1[6];
+    for (int i = 0; i < 6; i++)
+      xh[i] = dt ? ccg__f32_to_bf16(xv[i]) : ccg__f32_to_f16(xv[i]);
+    for (int i = 0; i < 3; i++)
+      sh[i] = dt ? ccg__f32_to_bf16(sv[i]) : ccg__f32_to_f16(sv[i]);
+    ccg_exec_tensor in[2] = {xt_in("x", t, xh, 2, (const int64_t[]){2, 3}),
+                             xt_in("s", t, sh, 1, (const int64_t[]){3})};
+    ccg_exec_tensor out[2] = {xt_out(ccg_value_name(g, y[0]), o0, sizeof o0),
+                              xt_out(ccg_value_name(g, y[1]), o1, sizeof o1)};
+    assert_ok(g, xt_run1(g, in, 2, out, 2));
+    float got[12], want[12];
+    for (int i = 0; i < 6; i++) {
+      int r = i / 3;
+      double lse =
+          log(exp(xv[r * 3]) + exp(xv[r * 3 + 1]) + exp(xv[r * 3 + 2]));
+      double ms = (xv[r * 3] * xv[r * 3] + xv[r * 3 + 1] * xv[r * 3 + 1] +
+                   xv[r * 3 + 2] * xv[r * 3 + 2]) /
+                  3;
+      want[i] = (float)(xv[i] - lse);
+      want[6 + i] = (float)(xv[i] / sqrt(ms + 1e-5) * sv[i % 3]);
+      got[i] = dt ? ccg__bf16_to_f32(o0[i]) : ccg__f16_to_f32(o0[i]);
+      got[6 + i] = dt ? ccg__bf16_to_f32(o1[i]) : ccg__f16_to_f32(o1[i]);
+    }
+    xt_close(got, want, 12, 1e-2, 1e-2, dt ? "bf16" : "f16");
+    ccg_graph_free(g);
+  }
   /* Large inputs stay finite (max subtracted). */
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3]"), y;
