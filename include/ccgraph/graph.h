@@ -321,7 +321,16 @@ typedef struct ccg_attr {
 /* norm.c: softmaxes and normalizations */
 #define CCG_OP_LIST_NORM(X)                                                    \
   X(SOFTMAX, "Softmax", "", 1, 1, 1, 1)                                        \
-  X(LAYER_NORM, "LayerNormalization", "", 2, 3, 1, 3)
+  X(LAYER_NORM, "LayerNormalization", "", 2, 3, 1, 3)                          \
+  X(LOG_SOFTMAX, "LogSoftmax", "", 1, 1, 1, 1)                                 \
+  X(HARDMAX, "Hardmax", "", 1, 1, 1, 1)                                        \
+  X(RMS_NORM, "RMSNormalization", "", 2, 2, 1, 1)                              \
+  X(BATCH_NORM, "BatchNormalization", "", 5, 5, 1, 3)                          \
+  X(INSTANCE_NORM, "InstanceNormalization", "", 3, 3, 1, 1)                    \
+  X(GROUP_NORM, "GroupNormalization", "", 3, 3, 1, 1)                          \
+  X(MVN, "MeanVarianceNormalization", "", 1, 1, 1, 1)                          \
+  X(ROTARY_EMBEDDING, "RotaryEmbedding", "", 3, 4, 1, 1)                       \
+  X(ATTENTION, "Attention", "", 3, 6, 1, 4)
 
 /* reduce.c */
 #define CCG_OP_LIST_REDUCE(X)                                                  \

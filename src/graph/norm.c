@@ -1,10 +1,13 @@
-/* Normalizations: Softmax (opset 13 semantics: one axis, default -1) and
- * LayerNormalization (opset 17: normalizes dims [axis, rank), optional Mean
- * and InvStdDev outputs in the stash type). */
+/* Normalizations along trailing dims: Softmax, LogSoftmax and Hardmax
+ * (opset 13 semantics: one axis, default -1), LayerNormalization (opset 17:
+ * normalizes dims [axis, rank), optional Mean and InvStdDev outputs in the
+ * stash type) and RMSNormalization (opset 23). The per-channel ones are in
+ * norm_channel.c, attention and rotary embeddings in attention.c. */
 #include <float.h>
 #include <string.h>
 
 #include "graph/internal.h"
+#include "graph/norm.h"
 
 /* ---- Softmax ------------------------------------------------------------ */
 
@@ -33,9 +36,46 @@ static ccg_status grad_softmax(ccg__grad *gx) {
   return ccg_mul(g, y, s, &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_SOFTMAX = {CCG__ATTRS(softmax_attrs), 0,
-                                        infer_softmax, grad_softmax,
-                                        .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_SOFTMAX = {CCG__ATTRS(softmax_attrs),
+                                        0,
+                                        infer_softmax,
+                                        grad_softmax,
+                                        .shard = CCG_OP_SHARD_OWN,
+                                        .dtypes = CCG__FLOAT_TYPES};
+
+/* ---- LogSoftmax and Hardmax ---------------------------------------------
+ * Opsets 11 and 12 flatten the input at `axis`; the importer reads those
+ * only where that equals opset 13's (the last axis), as for Softmax. */
+
+/* y = x - logsumexp(x): dx = dy - exp(y) sum(dy) over the axis. */
+static ccg_status grad_log_softmax(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id e, s;
+  int64_t axis = ccg__grad_attr_i(gx, "axis");
+  CCG_CHECK(ccg_reduce_sum(g, gx->gout[0], &axis, 1, true, &s));
+  CCG_CHECK(ccg_exp(g, gx->out[0], &e));
+  CCG_CHECK(ccg_mul(g, e, s, &s));
+  return ccg_sub(g, gx->gout[0], s, &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_LOG_SOFTMAX = {CCG__ATTRS(softmax_attrs),
+                                            0,
+                                            infer_softmax,
+                                            grad_log_softmax,
+                                            .shard = CCG_OP_SHARD_OWN,
+                                            .dtypes = CCG__FLOAT_TYPES};
+
+/* Piecewise constant: the gradient is zero wherever it exists. */
+static ccg_status grad_hardmax(ccg__grad *gx) {
+  return ccg__grad_zeros_like(gx->g, gx->in[0], &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_HARDMAX = {CCG__ATTRS(softmax_attrs),
+                                        0,
+                                        infer_softmax,
+                                        grad_hardmax,
+                                        .shard = CCG_OP_SHARD_OWN,
+                                        .dtypes = CCG__FLOAT_TYPES};
 
 /* ---- LayerNormalization ------------------------------------------------- */
 
@@ -57,7 +97,7 @@ static const struct {
     {16, CCG_DTYPE_BF16},
 };
 
-static ccg_status stash_dtype(ccg__infer *ix, ccg_dtype *out) {
+ccg_status ccg__norm_stash_dtype(ccg__infer *ix, ccg_dtype *out) {
   int64_t code = ccg__attr_i(ix, "stash_type");
   for (size_t i = 0; i < sizeof stash_types / sizeof *stash_types; i++) {
     if (stash_types[i].code == code) {
@@ -69,6 +109,15 @@ static ccg_status stash_dtype(ccg__infer *ix, ccg_dtype *out) {
                    "stash_type is %lld; expected an ONNX float type code "
                    "(1 = f32, 10 = f16, 11 = f64, 16 = bf16)",
                    (long long)code);
+}
+
+ccg_status ccg__norm_epsilon(ccg__infer *ix) {
+  float eps = ccg__attr_f(ix, "epsilon");
+  if (!(eps >= 0.0f && eps <= FLT_MAX))
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "epsilon is %g; expected a finite value >= 0",
+                     (double)eps);
+  return CCG_STATUS_OK;
 }
 
 /* Scale and B have the normalized shape X.shape[axis:] or broadcast one way
@@ -98,13 +147,9 @@ static ccg_status infer_layer_norm(ccg__infer *ix) {
   const ccg_shape *x = ccg__in_shape(ix, 0);
   int axis;
   CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), x->rank, "axis", &axis));
-  float eps = ccg__attr_f(ix, "epsilon");
-  if (!(eps >= 0.0f && eps <= FLT_MAX))
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "epsilon is %g; expected a finite value >= 0",
-                     (double)eps);
+  CCG_CHECK(ccg__norm_epsilon(ix));
   ccg_dtype stash = CCG_DTYPE_F32;
-  CCG_CHECK(stash_dtype(ix, &stash));
+  CCG_CHECK(ccg__norm_stash_dtype(ix, &stash));
   ccg_shape ns;
   memset(&ns, 0, sizeof ns);
   ns.rank = x->rank - axis;
@@ -128,45 +173,34 @@ static ccg_status infer_layer_norm(ccg__infer *ix) {
  * outputs need not exist): xhat = (x - mean) r with r = 1/sqrt(var + eps);
  * with g = dy scale, dx = r (g - mean(g) - xhat mean(g xhat)); dscale and
  * dbias sum dy xhat and dy over the leading dims, down to their shapes. */
-typedef struct ln_stats {
-  ccg_value_id xhat, r;
-  int64_t axes[CCG_MAX_RANK];
-  size_t n_axes;
-} ln_stats;
-
-static ccg_status ln_recompute(ccg__grad *gx, ln_stats *st) {
-  ccg_graph *g = gx->g;
-  ccg_value_id x = gx->in[0], mean, c, var, eps;
-  int rank = ccg_value_shape(g, x)->rank;
-  int64_t axis = ccg__grad_attr_i(gx, "axis");
-  axis = axis < 0 ? axis + rank : axis;
-  st->n_axes = 0;
-  for (int64_t k = axis; k < rank; k++)
-    st->axes[st->n_axes++] = k;
-  CCG_CHECK(ccg_reduce_mean(g, x, st->axes, st->n_axes, true, &mean));
+ccg_status ccg__norm_stats(ccg_graph *g, ccg_value_id x, const int64_t *axes,
+                           size_t n_axes, double eps, ccg_value_id *xhat,
+                           ccg_value_id *r) {
+  ccg_value_id mean, c, var, k;
+  ccg_dtype dt = ccg_value_dtype(g, x);
+  CCG_CHECK(ccg_reduce_mean(g, x, axes, n_axes, true, &mean));
   CCG_CHECK(ccg_sub(g, x, mean, &c));
   CCG_CHECK(ccg_mul(g, c, c, &var));
-  CCG_CHECK(ccg_reduce_mean(g, var, st->axes, st->n_axes, true, &var));
-  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, x),
-                             (double)ccg__grad_attr_f(gx, "epsilon"), &eps));
-  CCG_CHECK(ccg_add(g, var, eps, &var));
+  CCG_CHECK(ccg_reduce_mean(g, var, axes, n_axes, true, &var));
+  CCG_CHECK(ccg__grad_scalar(g, dt, eps, &k));
+  CCG_CHECK(ccg_add(g, var, k, &var));
   CCG_CHECK(ccg_sqrt(g, var, &var));
-  CCG_CHECK(ccg__grad_scalar(g, ccg_value_dtype(g, x), 1.0, &eps));
-  CCG_CHECK(ccg_div(g, eps, var, &st->r));
-  return ccg_mul(g, c, st->r, &st->xhat);
+  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &k));
+  CCG_CHECK(ccg_div(g, k, var, r));
+  return ccg_mul(g, c, *r, xhat);
 }
 
-static ccg_status ln_dx(ccg__grad *gx, const ln_stats *st, ccg_value_id *dx) {
-  ccg_graph *g = gx->g;
-  ccg_value_id gy, m1, m2;
-  CCG_CHECK(ccg_mul(g, gx->gout[0], gx->in[1], &gy));
-  CCG_CHECK(ccg_reduce_mean(g, gy, st->axes, st->n_axes, true, &m1));
-  CCG_CHECK(ccg_mul(g, gy, st->xhat, &m2));
-  CCG_CHECK(ccg_reduce_mean(g, m2, st->axes, st->n_axes, true, &m2));
-  CCG_CHECK(ccg_mul(g, st->xhat, m2, &m2));
+ccg_status ccg__norm_dx(ccg_graph *g, ccg_value_id gy, ccg_value_id xhat,
+                        ccg_value_id r, const int64_t *axes, size_t n_axes,
+                        ccg_value_id *dx) {
+  ccg_value_id m1, m2;
+  CCG_CHECK(ccg_reduce_mean(g, gy, axes, n_axes, true, &m1));
+  CCG_CHECK(ccg_mul(g, gy, xhat, &m2));
+  CCG_CHECK(ccg_reduce_mean(g, m2, axes, n_axes, true, &m2));
+  CCG_CHECK(ccg_mul(g, xhat, m2, &m2));
   CCG_CHECK(ccg_sub(g, gy, m1, &gy));
   CCG_CHECK(ccg_sub(g, gy, m2, &gy));
-  return ccg_mul(g, gy, st->r, dx);
+  return ccg_mul(g, gy, r, dx);
 }
 
 static ccg_status grad_layer_norm(ccg__grad *gx) {
@@ -180,13 +214,23 @@ static ccg_status grad_layer_norm(ccg__grad *gx) {
                             o == 1 ? "Mean" : "InvStdDev");
   if (gx->gout[0] == CCG_NONE)
     return CCG_STATUS_OK;
-  ln_stats st;
-  CCG_CHECK(ln_recompute(gx, &st));
-  if (gx->need[0])
-    CCG_CHECK(ln_dx(gx, &st, &gx->gin[0]));
+  ccg_value_id x = gx->in[0], xhat, r;
+  int rank = ccg_value_shape(g, x)->rank;
+  int64_t axis = ccg__grad_attr_i(gx, "axis"), axes[CCG_MAX_RANK];
+  axis = axis < 0 ? axis + rank : axis;
+  size_t na = 0;
+  for (int64_t k = axis; k < rank; k++)
+    axes[na++] = k;
+  CCG_CHECK(ccg__norm_stats(
+      g, x, axes, na, (double)ccg__grad_attr_f(gx, "epsilon"), &xhat, &r));
+  if (gx->need[0]) {
+    ccg_value_id gy;
+    CCG_CHECK(ccg_mul(g, gx->gout[0], gx->in[1], &gy));
+    CCG_CHECK(ccg__norm_dx(g, gy, xhat, r, axes, na, &gx->gin[0]));
+  }
   if (gx->need[1]) {
     ccg_value_id v;
-    CCG_CHECK(ccg_mul(g, gx->gout[0], st.xhat, &v));
+    CCG_CHECK(ccg_mul(g, gx->gout[0], xhat, &v));
     CCG_CHECK(ccg__grad_unbroadcast(g, v, gx->in[1], &gx->gin[1]));
   }
   if (gx->n_in > 2 && gx->in[2] != CCG_NONE && gx->need[2])
@@ -194,9 +238,89 @@ static ccg_status grad_layer_norm(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_LAYER_NORM = {CCG__ATTRS(layer_norm_attrs), 0,
-                                           infer_layer_norm, grad_layer_norm,
-                                           .shard = CCG_OP_SHARD_OWN};
+const ccg__op_def ccg__opdef_LAYER_NORM = {CCG__ATTRS(layer_norm_attrs),
+                                           0,
+                                           infer_layer_norm,
+                                           grad_layer_norm,
+                                           .shard = CCG_OP_SHARD_OWN,
+                                           .dtypes = CCG__FLOAT_TYPES,
+                                           .onnx_since = 17};
+
+/* ---- RMSNormalization --------------------------------------------------- */
+
+/* Y = X / sqrt(mean(X^2 over dims [axis, rank)) + epsilon) * scale; the
+ * statistic is computed in f32 whatever stash_type says (it is checked to
+ * be a float type code). */
+static const ccg__attr_spec rms_norm_attrs[] = {
+    {"axis", CCG_ATTR_INT, false, -1, 0, NULL},
+    {"epsilon", CCG_ATTR_FLOAT, false, 0, 1e-5f, NULL},
+    {"stash_type", CCG_ATTR_INT, false, 1, 0, NULL},
+};
+
+static ccg_status infer_rms_norm(ccg__infer *ix) {
+  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__FLOAT_TYPES, "a float type"));
+  const ccg_shape *x = ccg__in_shape(ix, 0);
+  int axis;
+  CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), x->rank, "axis", &axis));
+  CCG_CHECK(ccg__norm_epsilon(ix));
+  ccg_dtype stash;
+  CCG_CHECK(ccg__norm_stash_dtype(ix, &stash));
+  ccg_shape ns;
+  memset(&ns, 0, sizeof ns);
+  ns.rank = x->rank - axis;
+  memcpy(ns.dims, x->dims + axis, (size_t)ns.rank * sizeof *ns.dims);
+  CCG_CHECK(check_affine(ix, 1, &ns));
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = *x;
+  return CCG_STATUS_OK;
+}
+
+/* r = 1/sqrt(mean(x^2) + eps), y = x r scale. With g = dy scale:
+ * dx = r (g - x r^2 mean(g x)); dscale sums dy x r down to its shape. */
+static ccg_status grad_rms_norm(ccg__grad *gx) {
+  ccg_graph *g = gx->g;
+  ccg_value_id x = gx->in[0], dy = gx->gout[0], r, one, eps, t;
+  ccg_dtype dt = ccg_value_dtype(g, x);
+  int rank = ccg_value_shape(g, x)->rank;
+  int64_t axis = ccg__grad_attr_i(gx, "axis"), axes[CCG_MAX_RANK];
+  axis = axis < 0 ? axis + rank : axis;
+  size_t na = 0;
+  for (int64_t k = axis; k < rank; k++)
+    axes[na++] = k;
+  CCG_CHECK(ccg_mul(g, x, x, &r));
+  CCG_CHECK(ccg_reduce_mean(g, r, axes, na, true, &r));
+  CCG_CHECK(
+      ccg__grad_scalar(g, dt, (double)ccg__grad_attr_f(gx, "epsilon"), &eps));
+  CCG_CHECK(ccg_add(g, r, eps, &r));
+  CCG_CHECK(ccg_sqrt(g, r, &r));
+  CCG_CHECK(ccg__grad_scalar(g, dt, 1.0, &one));
+  CCG_CHECK(ccg_div(g, one, r, &r));
+  if (gx->need[0]) {
+    ccg_value_id gy, m;
+    CCG_CHECK(ccg_mul(g, dy, gx->in[1], &gy));
+    CCG_CHECK(ccg_mul(g, gy, x, &m));
+    CCG_CHECK(ccg_reduce_mean(g, m, axes, na, true, &m));
+    CCG_CHECK(ccg_mul(g, m, r, &m));
+    CCG_CHECK(ccg_mul(g, m, r, &m));
+    CCG_CHECK(ccg_mul(g, x, m, &m));
+    CCG_CHECK(ccg_sub(g, gy, m, &gy));
+    CCG_CHECK(ccg_mul(g, gy, r, &gx->gin[0]));
+  }
+  if (gx->need[1]) {
+    CCG_CHECK(ccg_mul(g, x, r, &t));
+    CCG_CHECK(ccg_mul(g, dy, t, &t));
+    CCG_CHECK(ccg__grad_unbroadcast(g, t, gx->in[1], &gx->gin[1]));
+  }
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_RMS_NORM = {CCG__ATTRS(rms_norm_attrs),
+                                         0,
+                                         infer_rms_norm,
+                                         grad_rms_norm,
+                                         .shard = CCG_OP_SHARD_OWN,
+                                         .dtypes = CCG__FLOAT_TYPES,
+                                         .onnx_since = 23};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -260,9 +260,15 @@ static ccg_status split_num_outputs(im *m, const Onnx__NodeProto *np,
   return CCG_STATUS_OK;
 }
 
-/* Softmax before opset 13 normalizes the input flattened to 2-D at `axis`
- * (default 1): the same as opset 13's when axis is the last dim, which is
- * what ccgraph reads; any other axis is refused, naming it. */
+/* Softmax, LogSoftmax and Hardmax before opset 13 normalize the input
+ * flattened to 2-D at `axis` (default 1): the same as opset 13's when axis
+ * is the last dim, which is what ccgraph reads; any other axis is refused,
+ * naming it. */
+static bool flattens_before_13(ccg_op op) {
+  return op == CCG_OP_SOFTMAX || op == CCG_OP_LOG_SOFTMAX ||
+         op == CCG_OP_HARDMAX;
+}
+
 static ccg_status old_softmax_axis(im *m, const Onnx__NodeProto *np,
                                    ccg_value_id x0, nodebuf *nb) {
   int64_t axis = 1;
@@ -273,10 +279,10 @@ static ccg_status old_softmax_axis(im *m, const Onnx__NodeProto *np,
   int64_t norm = axis < 0 ? axis + rank : axis;
   if (rank < 1 || norm != rank - 1)
     return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "Softmax of opset %lld normalizes the input flattened at "
+                     "%s of opset %lld normalizes the input flattened at "
                      "axis %lld of rank %d; ccgraph reads only the last axis "
                      "(re-export at opset 13 or later)",
-                     (long long)m->opset, (long long)axis, rank);
+                     np->op_type, (long long)m->opset, (long long)axis, rank);
   nb->attrs[nb->n_attrs++] = CCG_ATTR_I("axis", -1);
   return CCG_STATUS_OK;
 }
@@ -298,7 +304,7 @@ static ccg_status plain_attrs(im *m, const Onnx__NodeProto *np, ccg_op op,
      * training mode, which those opsets leave to the runtime: inference */
     if (op == CCG_OP_DROPOUT && m->opset < 12 && strcmp(name, "ratio") == 0)
       continue;
-    if (op == CCG_OP_SOFTMAX && m->opset < 13 && strcmp(name, "axis") == 0)
+    if (flattens_before_13(op) && m->opset < 13 && strcmp(name, "axis") == 0)
       continue; /* old_softmax_axis below */
     if (op == CCG_OP_CONSTANT && strncmp(name, "value_", 6) == 0)
       CCG_CHECK(constant_value(m, np, a, at));
@@ -310,7 +316,7 @@ static ccg_status plain_attrs(im *m, const Onnx__NodeProto *np, ccg_op op,
   }
   if (num_outputs)
     CCG_CHECK(split_num_outputs(m, np, x0, nb, num_outputs));
-  if (op == CCG_OP_SOFTMAX && m->opset < 13)
+  if (flattens_before_13(op) && m->opset < 13)
     CCG_CHECK(old_softmax_axis(m, np, x0, nb));
   return CCG_STATUS_OK;
 }

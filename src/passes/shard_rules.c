@@ -157,6 +157,30 @@ static ccg_status rule_layer_norm(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 
+/* 4-D Attention with Q sharded on the head dim (tensor parallelism): each
+ * rank attends with its own heads (and their kv heads: grouped query heads
+ * stay with theirs when the group size divides the kv heads), so K, V and
+ * the cache are fetched alike and every output keeps Shard(1); a mask that
+ * differs per head, or any other layout, replicates. */
+static ccg_status rule_attention(shard *sh, ccg_node_id n) {
+  ccg_value_id q = ccg_node_input(sh->g, n, 0);
+  ccg_placement p = sh_cur(sh, q, NULL), want[6];
+  size_t nin = ccg_node_num_inputs(sh->g, n);
+  bool keep = nin <= 6 && rank_of(sh, q) == 4 && is_shard(p) && p.dim == 1;
+  for (size_t i = 0; keep && i < nin; i++) {
+    ccg_value_id v = ccg_node_input(sh->g, n, i);
+    want[i] = i == 3 ? sh_R() : p;
+    if (i == 3 && v != CCG_NONE) {
+      const ccg_shape *m = ccg_value_shape(sh->g, v);
+      keep = m->rank < 3 || (!ccg_dim_is_sym(m->dims[m->rank - 3]) &&
+                             m->dims[m->rank - 3].size == 1);
+    }
+  }
+  if (!keep)
+    return sh_replicate(sh, n);
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
 /* ---- shape ops ------------------------------------------------------------
  */
 
@@ -577,9 +601,14 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   /* The ops whose def says CCG_OP_SHARD_OWN. */
   switch (op) {
   case CCG_OP_SOFTMAX:
+  case CCG_OP_LOG_SOFTMAX:
+  case CCG_OP_HARDMAX:
     return rule_softmax(sh, n);
   case CCG_OP_LAYER_NORM:
+  case CCG_OP_RMS_NORM:
     return rule_layer_norm(sh, n);
+  case CCG_OP_ATTENTION:
+    return rule_attention(sh, n);
   case CCG_OP_TRANSPOSE:
     return rule_transpose(sh, n);
   case CCG_OP_RESHAPE:

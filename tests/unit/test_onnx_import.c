@@ -398,6 +398,24 @@ static void test_opset_11(void **state) {
                "node 's3'", "Softmax of opset 12", "axis 1 of rank 3",
                "only the last axis");
   assert_null(g);
+
+  /* LogSoftmax and Hardmax flatten the same way before opset 13 */
+  k = mk_new(12);
+  mk_input(k, "x", 2, d23);
+  mk_node(k, "LogSoftmax", "ls", "x", NULL, "y", NULL);
+  mk_node(k, "Hardmax", "hm", "x", NULL, "z", NULL);
+  mk_output(k, "y");
+  mk_output(k, "z");
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_ok(g, ccg_graph_find_node(g, "hm", &sn));
+  assert_int_equal(ccg_node_attr(g, sn, "axis")->i, -1);
+  ccg_graph_free(g);
+  k = mk_new(11);
+  mk_input(k, "x", 3, d234);
+  mk_node(k, "Hardmax", "h3", "x", NULL, "y", NULL);
+  mk_output(k, "y");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "node 'h3'", "Hardmax of opset 11", "only the last axis");
 }
 
 static void test_runtime_axes(void **state) {

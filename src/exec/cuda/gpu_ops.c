@@ -9,6 +9,7 @@
 #include "exec/cpu/loss.h"
 #include "exec/cuda/gpu.h"
 #include "exec/cuda/kernels_select.h"
+#include "exec/cuda/gpu_norm.h"
 
 #define TABLE_ALIGN 16
 
@@ -83,6 +84,16 @@ ccg_status ccg__gpu_check(ccg_exec *x, const ccg__xnode *n, size_t *scratch) {
   case CCG_OP_LAYER_NORM:
     *scratch = (size_t)n->p.i1 * 2 * sizeof(float);
     return CCG_STATUS_OK;
+  case CCG_OP_LOG_SOFTMAX:
+  case CCG_OP_HARDMAX:
+  case CCG_OP_RMS_NORM:
+  case CCG_OP_BATCH_NORM:
+  case CCG_OP_INSTANCE_NORM:
+  case CCG_OP_GROUP_NORM:
+  case CCG_OP_MVN:
+  case CCG_OP_ROTARY_EMBEDDING:
+  case CCG_OP_ATTENTION:
+    return ccg__gpu_check_norm(x, n, scratch);
   case CCG_OP_DROPOUT:
     /* inference mode is checked on the host: the CPU preparation read the
      * graph's ratio and training_mode; values fed at run time live on the
@@ -538,6 +549,16 @@ ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {
   case CCG_OP_SOFTMAX:
   case CCG_OP_LAYER_NORM:
     return run_norm(x, n);
+  case CCG_OP_LOG_SOFTMAX:
+  case CCG_OP_HARDMAX:
+  case CCG_OP_RMS_NORM:
+  case CCG_OP_BATCH_NORM:
+  case CCG_OP_INSTANCE_NORM:
+  case CCG_OP_GROUP_NORM:
+  case CCG_OP_MVN:
+  case CCG_OP_ROTARY_EMBEDDING:
+  case CCG_OP_ATTENTION:
+    return ccg__gpu_launch_norm(x, n, s);
   case CCG_OP_REDUCE_SUM:
   case CCG_OP_REDUCE_MEAN:
   case CCG_OP_REDUCE_MAX:
@@ -589,6 +610,12 @@ ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "index row %llu of '%s' is out of range", detail,
                       ccg_value_name(x->g, n->in[1]));
+  case CCG_OP_ROTARY_EMBEDDING:
+    return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                      "position_ids entry %llu is %lld; the caches have %lld "
+                      "rows",
+                      detail, (long long)value,
+                      (long long)ccg__in(x, n, 1)->dims[0]);
   case CCG_OP_SLICE:
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "bounds entry %llu (axes out of range, a zero step, or "

@@ -1,6 +1,7 @@
-/* Softmax and LayerNormalization on the device: one thread per line, the
- * line functions of kernels_math.h (f32 math, sums in double), so each
- * line's bits equal the CPU's. */
+/* The norm family on the device: one thread per line (or row, element),
+ * the functions of kernels_math.h and norm_math.h (f32 math, sums in
+ * double), so each line's bits equal the CPU's. */
+#include "exec/cuda/kernels_norm.h"
 #include "exec/cuda/launch.cuh"
 
 __global__ static void k_softmax(ccg_dtype di, const void *in, ccg_dtype dout,
@@ -17,7 +18,7 @@ extern "C" int ccg__cu_softmax(cudaStream_t s, ccg_dtype di, const void *in,
                                size_t len, size_t inner) {
   size_t lines = outer * inner;
   k_softmax<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(di, in, dout, out, len,
-                                                         inner, lines);
+                                                        inner, lines);
   return ccg__launched();
 }
 
@@ -57,5 +58,197 @@ extern "C" int ccg__cu_layer_norm(cudaStream_t s, ccg_dtype di, const void *in,
                                   void *mean, ccg_dtype dv, void *invstd) {
   k_layer_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(
       di, in, dout, out, rows, len, scale, bias, eps, dm, mean, dv, invstd);
+  return ccg__launched();
+}
+
+/* ---- LogSoftmax, Hardmax, RMSNormalization, the per-channel
+ * normalizations, RotaryEmbedding and Attention (norm_math.h). */
+
+__global__ static void k_softmax_op(ccg_op op, ccg_dtype di, const void *in,
+                                    ccg_dtype dout, void *out, size_t len,
+                                    size_t inner, size_t lines) {
+  CCG__GRID_LOOP(l, lines) {
+    size_t base = (l / inner) * len * inner + l % inner;
+    if (op == CCG_OP_LOG_SOFTMAX)
+      ccg__log_softmax_line(di, in, dout, out, base, len, inner);
+    else
+      ccg__hardmax_line(di, in, dout, out, base, len, inner);
+  }
+}
+
+extern "C" int ccg__cu_softmax_op(cudaStream_t s, ccg_op op, ccg_dtype di,
+                                  const void *in, ccg_dtype dout, void *out,
+                                  size_t outer, size_t len, size_t inner) {
+  size_t lines = outer * inner;
+  k_softmax_op<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(
+      op, di, in, dout, out, len, inner, lines);
+  return ccg__launched();
+}
+
+__global__ static void k_rms_norm(ccg_dtype di, const void *in, ccg_dtype dout,
+                                  void *out, size_t rows, size_t len,
+                                  const float *scale, float eps) {
+  CCG__GRID_LOOP(r, rows) {
+    ccg__rms_norm_line(di, in, dout, out, r, len, scale, eps);
+  }
+}
+
+extern "C" int ccg__cu_rms_norm(cudaStream_t s, ccg_dtype di, const void *in,
+                                ccg_dtype dout, void *out, size_t rows,
+                                size_t len, const float *scale, float eps) {
+  k_rms_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(di, in, dout, out, rows,
+                                                        len, scale, eps);
+  return ccg__launched();
+}
+
+__global__ static void k_batch_norm(ccg_dtype di, const void *in,
+                                    ccg_dtype dout, void *out, size_t n,
+                                    size_t inner, size_t channels, ccg_dtype dp,
+                                    const void *scale, const void *bias,
+                                    ccg_dtype ds, const void *mean,
+                                    const void *var, float eps) {
+  CCG__GRID_LOOP(i, n) {
+    ccg__batch_norm_elem(di, in, dout, out, i, inner, channels, dp, scale, bias,
+                         ds, mean, var, eps);
+  }
+}
+
+extern "C" int ccg__cu_batch_norm(cudaStream_t s, ccg_dtype di, const void *in,
+                                  ccg_dtype dout, void *out, size_t n,
+                                  size_t inner, size_t channels, ccg_dtype dp,
+                                  const void *scale, const void *bias,
+                                  ccg_dtype ds, const void *mean,
+                                  const void *var, float eps) {
+  k_batch_norm<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
+      di, in, dout, out, n, inner, channels, dp, scale, bias, ds, mean, var,
+      eps);
+  return ccg__launched();
+}
+
+__global__ static void
+k_batch_norm_train(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+                   size_t n, size_t inner, size_t channels, ccg_dtype dp,
+                   const void *scale, const void *bias, ccg_dtype ds,
+                   const void *mean, const void *var, void *run_mean,
+                   void *run_var, float eps, float momentum) {
+  CCG__GRID_LOOP(c, channels) {
+    ccg__batch_norm_train_channel(di, in, dout, out, c, n, inner, channels, dp,
+                                  scale, bias, ds, mean, var, run_mean, run_var,
+                                  eps, momentum);
+  }
+}
+
+extern "C" int ccg__cu_batch_norm_train(
+    cudaStream_t s, ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+    size_t n, size_t inner, size_t channels, ccg_dtype dp, const void *scale,
+    const void *bias, ccg_dtype ds, const void *mean, const void *var,
+    void *run_mean, void *run_var, float eps, float momentum) {
+  k_batch_norm_train<<<ccg__blocks(channels), CCG__THREADS, 0, s>>>(
+      di, in, dout, out, n, inner, channels, dp, scale, bias, ds, mean, var,
+      run_mean, run_var, eps, momentum);
+  return ccg__launched();
+}
+
+__global__ static void k_group_norm(ccg_dtype di, const void *in,
+                                    ccg_dtype dout, void *out, size_t rows,
+                                    size_t len, size_t spatial, size_t groups,
+                                    size_t cpg, ccg_dtype dp, const void *scale,
+                                    const void *bias, float eps) {
+  CCG__GRID_LOOP(r, rows) {
+    ccg__group_norm_line(di, in, dout, out, r * len, len, spatial,
+                         (r % groups) * cpg, dp, scale, bias, eps);
+  }
+}
+
+extern "C" int ccg__cu_group_norm(cudaStream_t s, ccg_dtype di, const void *in,
+                                  ccg_dtype dout, void *out, size_t rows,
+                                  size_t len, size_t spatial, size_t groups,
+                                  size_t cpg, ccg_dtype dp, const void *scale,
+                                  const void *bias, float eps) {
+  k_group_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(
+      di, in, dout, out, rows, len, spatial, groups, cpg, dp, scale, bias, eps);
+  return ccg__launched();
+}
+
+__global__ static void k_mvn(ccg_dtype di, const void *in, ccg_dtype dout,
+                             void *out, ccg__view kept, ccg__view red,
+                             size_t count, size_t n_kept) {
+  CCG__GRID_LOOP(j, n_kept) {
+    ccg__mvn_line(di, in, dout, out, j, &kept, &red, count);
+  }
+}
+
+extern "C" int ccg__cu_mvn(cudaStream_t s, ccg_dtype di, const void *in,
+                           ccg_dtype dout, void *out, const ccg__view *kept,
+                           const ccg__view *red, size_t count, size_t n_kept) {
+  k_mvn<<<ccg__blocks(n_kept), CCG__THREADS, 0, s>>>(di, in, dout, out, *kept,
+                                                     *red, count, n_kept);
+  return ccg__launched();
+}
+
+__global__ static void k_rope(ccg__rope r, ccg_dtype di, const void *in,
+                              ccg_dtype dc, const void *cosc, const void *sinc,
+                              const int64_t *pos, int64_t rows, ccg_dtype dout,
+                              void *out, size_t n, ccg__kerr err) {
+  CCG__GRID_LOOP(e, n) {
+    if (pos) {
+      size_t t = e / (size_t)r.d;
+      size_t sq = t % (size_t)r.s, b = t / (size_t)(r.s * r.h);
+      int64_t p = pos[b * (size_t)r.s + sq];
+      if (p < 0 || p >= rows) {
+        ccg__kfail2(err, b * (size_t)r.s + sq, (unsigned long long)p);
+        continue;
+      }
+    }
+    ccg__rope_elem(&r, di, in, dc, cosc, sinc, pos, dout, out, e);
+  }
+}
+
+extern "C" int ccg__cu_rope(cudaStream_t s, const ccg__rope *r, ccg_dtype di,
+                            const void *in, ccg_dtype dc, const void *cosc,
+                            const void *sinc, const int64_t *pos, int64_t rows,
+                            ccg_dtype dout, void *out, size_t n,
+                            ccg__kerr err) {
+  k_rope<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(*r, di, in, dc, cosc, sinc,
+                                                 pos, rows, dout, out, n, err);
+  return ccg__launched();
+}
+
+__global__ static void k_attention(ccg__attn a, ccg_dtype dt, const void *q,
+                                   const void *k, const void *v, const void *pk,
+                                   const void *pv, ccg_dtype dm,
+                                   const void *mask, void *y, void *qk,
+                                   float *scores, size_t rows) {
+  size_t tot = (size_t)(a.past + a.skv);
+  CCG__GRID_LOOP(r, rows) {
+    ccg__attn_row(&a, dt, q, k, v, pk, pv, dm, mask, y, qk, r,
+                  scores + r * tot);
+  }
+}
+
+extern "C" int ccg__cu_attention(cudaStream_t s, const ccg__attn *a,
+                                 ccg_dtype dt, const void *q, const void *k,
+                                 const void *v, const void *pk, const void *pv,
+                                 ccg_dtype dm, const void *mask, void *y,
+                                 void *qk, float *scores) {
+  size_t rows = (size_t)(a->b * a->hq * a->sq);
+  k_attention<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(
+      *a, dt, q, k, v, pk, pv, dm, mask, y, qk, scores, rows);
+  return ccg__launched();
+}
+
+__global__ static void k_attn_present(ccg__attn a, bool value, ccg_dtype dt,
+                                      const void *kv, const void *past,
+                                      void *out, size_t n) {
+  CCG__GRID_LOOP(e, n) {
+    ccg__attn_present_elem(&a, value, dt, kv, past, out, e);
+  }
+}
+
+extern "C" int ccg__cu_attn_present(cudaStream_t s, const ccg__attn *a,
+                                    bool value, ccg_dtype dt, const void *kv,
+                                    const void *past, void *out, size_t n) {
+  k_attn_present<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(*a, value, dt, kv,
+                                                         past, out, n);
   return ccg__launched();
 }
