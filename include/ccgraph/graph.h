@@ -555,6 +555,10 @@ CCG_API size_t ccg_graph_num_initializers(const ccg_graph *g);
 CCG_API ccg_value_id ccg_graph_input(const ccg_graph *g, size_t i);
 CCG_API ccg_value_id ccg_graph_output(const ccg_graph *g, size_t i);
 CCG_API ccg_value_id ccg_graph_initializer(const ccg_graph *g, size_t i);
+/* Renames value v (the name is copied); INVALID_ARG naming both when
+ * another value has that name. */
+CCG_API ccg_status ccg_value_set_name(ccg_graph *g, ccg_value_id v,
+                                      const char *name);
 /* CCG_STATUS_INVALID_ARG (on g) naming the value if absent. */
 CCG_API ccg_status ccg_graph_find_value(ccg_graph *g, const char *name,
                                         ccg_value_id *out);

@@ -428,6 +428,28 @@ ccg_status ccg_graph_find_value(ccg_graph *g, const char *name,
   return CCG_STATUS_OK;
 }
 
+ccg_status ccg_value_set_name(ccg_graph *g, ccg_value_id v, const char *name) {
+  if (!ccg__value_ok(g, v) || !name || !*name)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "renaming value %u: no such value, or an empty name", v);
+  uint32_t other;
+  if (ccg__strmap_get(&g->value_names, name, &other))
+    return other == v ? CCG_STATUS_OK
+                      : ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                                   "renaming '%s' to '%s': a value of that "
+                                   "name already exists",
+                                   g->values[v].name, name);
+  const char *copy = ccg__arena_strdup(&g->arena, name);
+  if (!copy)
+    return oom(g, "renaming a value");
+  ccg_status st = ccg__strmap_put(&g->value_names, copy, v);
+  if (st != CCG_STATUS_OK)
+    return oom(g, "renaming a value");
+  ccg__strmap_remove(&g->value_names, g->values[v].name);
+  g->values[v].name = copy;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg_graph_find_node(ccg_graph *g, const char *name,
                                ccg_node_id *out) {
   uint32_t id;

@@ -612,6 +612,31 @@ static ccg_status add_inputs(shard *sh) {
 }
 
 /* Every output Replicate, under its source name. */
+/* The graph output `name` comes out as v: a local value that took the name
+ * on the way (a shard the output is gathered from, whose default name was
+ * the output's) gives it up for "<name>_local". */
+static ccg_status free_output_name(shard *sh, const char *name,
+                                   ccg_value_id v) {
+  ccg_value_id w;
+  if (ccg_graph_find_value(sh->s, name, &w) != CCG_STATUS_OK) {
+    ccg_clear_error(sh->s);
+    return CCG_STATUS_OK;
+  }
+  if (w == v)
+    return CCG_STATUS_OK;
+  char buf[512];
+  for (int k = 0;; k++) {
+    if (k)
+      snprintf(buf, sizeof buf, "%s_local%d", name, k);
+    else
+      snprintf(buf, sizeof buf, "%s_local", name);
+    if (!name_taken(sh, buf))
+      break;
+  }
+  SH_S(sh, ccg_value_set_name(sh->s, w, buf));
+  return CCG_STATUS_OK;
+}
+
 static ccg_status add_outputs(shard *sh) {
   sh->node = CCG_NONE;
   sh->cur_ulysses = 0;
@@ -619,6 +644,7 @@ static ccg_status add_outputs(shard *sh) {
     ccg_value_id gv = ccg_graph_output(sh->g, i), v;
     CCG_CHECK(sh_get(sh, gv, sh_R(), 1, false, &v));
     const char *name = ccg_value_name(sh->g, gv);
+    CCG_CHECK(free_output_name(sh, name, v));
     if (strcmp(ccg_value_name(sh->s, v), name) != 0) {
       ccg_node_desc d = CCG_NODE_DESC_INIT;
       ccg_node_id n;

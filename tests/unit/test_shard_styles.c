@@ -56,9 +56,51 @@ static void vocab_parallel_module_with_a_mul(void **state) {
   ccg_graph_free(g);
 }
 
+/* A colwise weight whose unnamed MatMul is a graph output with the default
+ * name '<node>_output_0': the shard's own copy of the node took that name,
+ * and the output gathered from it gets it back (the local shard becomes
+ * '..._local'). */
+static void colwise_output_with_default_name(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4]"), w;
+  float wdata[4 * 6] = {0};
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {4, 6}, wdata};
+  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
+  ccg_value_id in[2] = {x, w};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "MatMul"; /* unnamed: "MatMul_0", output "MatMul_0_output_0" */
+  d.inputs = in;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  const char *yname = ccg_value_name(g, y);
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *out = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  ccg_value_id o = ccg_graph_output(out, 0);
+  assert_string_equal(ccg_value_name(out, o), yname);
+  assert_string_equal(ccg_test_shape(out, o), "[2,6]");
+  assert_int_equal(count_op(out, CCG_OP_ALL_GATHER), 1);
+  char local[256];
+  snprintf(local, sizeof local, "%s_local", yname);
+  ccg_value_id l;
+  assert_ok(out, ccg_graph_find_value(out, local, &l));
+  assert_string_equal(ccg_test_shape(out, l), "[2,3]");
+  ccg_graph_free(out);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vocab_parallel_module_with_a_mul),
+      cmocka_unit_test(colwise_output_with_default_name),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
