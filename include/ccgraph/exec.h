@@ -139,11 +139,19 @@ typedef struct ccg_exec_options {
   /* CUDA: 1 lets f32 GEMMs use TF32 tensor cores (about 1e-3 relative
    * error); 0 (default): full f32. */
   int tf32;
+  /* Run-time specialization (docs/exec.md): a run whose input shapes (or,
+   * where a dim is set by data, whose small integer inputs' contents)
+   * differ from what the executor was compiled for compiles a program for
+   * them once and keeps it; this many programs are kept besides the one
+   * made at create (0: the default, 4), the least recently used one giving
+   * way. -1: none: every dim must be bound at create and a run with other
+   * shapes is refused. */
+  int max_specializations;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0, CCG_DEVICE_CPU, -1, 0, 0                                        \
+        32, 0, CCG_DEVICE_CPU, -1, 0, 0, 0                                     \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every
@@ -179,6 +187,19 @@ typedef struct ccg_exec_memory {
 } ccg_exec_memory;
 CCG_API ccg_status ccg_exec_memory_info(const ccg_exec *x,
                                         ccg_exec_memory *out);
+
+/* Run-time specialization so far: `compiles` programs compiled (at create
+ * and by runs that brought new input shapes or shape-setting contents),
+ * `cached` of them kept now (the one made at create included), `evicted`
+ * dropped to make room. A run served by a kept program compiles nothing
+ * and allocates nothing. */
+typedef struct ccg_exec_specs {
+  size_t compiles;
+  size_t cached;
+  size_t evicted;
+} ccg_exec_specs;
+CCG_API ccg_status ccg_exec_specializations(const ccg_exec *x,
+                                            ccg_exec_specs *out);
 
 /* The flight recorder: the last collectives (and sends, receives) this
  * executor issued, with their state. It is printed to the log and added to

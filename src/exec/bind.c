@@ -167,7 +167,17 @@ ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
                             const char *missing) {
   ccg_graph *g = x->g;
   ccg_node_id n = ccg_value_producer(g, v);
-  if (n != CCG_NONE && !input_has_atom(x, missing))
+  if (n != CCG_NONE && !input_has_atom(x, missing)) {
+    x->unbound = 2;
+    if (x->spec)
+      return ccg__error(
+          &x->ctx, CCG_STATUS_UNSUPPORTED,
+          "node '%s' (%s): output '%s' dim %d ('%s') is set by data computed "
+          "inside the graph (neither an input's shape nor a small integer "
+          "input's contents), which the executor cannot size before the node "
+          "runs",
+          ccg_node_name(g, n), ccg_op_name(ccg_node_op(g, n)),
+          ccg_value_name(g, v), d, missing);
     return ccg__error(
         &x->ctx, CCG_STATUS_UNSUPPORTED,
         "node '%s' (%s): output '%s' dim %d ('%s') is set by data known "
@@ -175,6 +185,8 @@ ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
         "constant (or the size given as a ccg_exec_dim)",
         ccg_node_name(g, n), ccg_op_name(ccg_node_op(g, n)),
         ccg_value_name(g, v), d, missing);
+  }
+  x->unbound = 1;
   return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
                     "value '%s' dim %d: symbol '%s' is not bound on rank %d; "
                     "give the shape of an input that has it (ccg_exec_options."
