@@ -181,24 +181,24 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
     CCG_CHECK(backend->probe(err, o.device_index));
   bool dynamic = o.max_specializations >= 0;
   ccg_exec *x = NULL;
-  int unbound = 0;
-  ccg_status st = ccg__exec_compile(g, &o, backend, false, err, &x, &unbound);
+  ccg__xwhy why;
+  ccg_status st = ccg__exec_compile(g, &o, backend, false, err, &x, &why);
   if (st == CCG_STATUS_OK && !dynamic) {
     *out = x;
     return st;
   }
   /* a dim left unbound is bound by the runs (docs/exec.md) */
-  if (st != CCG_STATUS_OK && (!dynamic || !unbound))
+  if (st != CCG_STATUS_OK && (!dynamic || !why.unbound))
     return st;
   return ccg__dyn_create(g, &o, backend, x, err, out);
 }
 
 ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
                              const ccg__backend_vt *backend, bool spec,
-                             ccg_ctx *err, ccg_exec **out, int *unbound) {
+                             ccg_ctx *err, ccg_exec **out, ccg__xwhy *why) {
   ccg_exec_options o = *opts;
   *out = NULL;
-  *unbound = 0;
+  *why = (ccg__xwhy){0, CCG_NONE, -1};
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
@@ -235,7 +235,7 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   *out = x;
   return CCG_STATUS_OK;
 fail:
-  *unbound = x->unbound;
+  *why = x->why;
   ccg__error_copy(err, &x->ctx);
   ccg_exec_free(x);
   return st;

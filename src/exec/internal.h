@@ -77,6 +77,14 @@ struct ccg__xnode {
 typedef struct ccg__overlap ccg__overlap;
 typedef struct ccg__xdyn ccg__xdyn;
 
+/* Why a compile stopped at a dim: 1 a symbol no input given binds, 2 a dim
+ * set by data (of `value`, dim `dim`); 0 for any other failure. */
+typedef struct ccg__xwhy {
+  int unbound;
+  ccg_value_id value;
+  int dim;
+} ccg__xwhy;
+
 /* A backend runs a compiled executor on one kind of device (DESIGN's
  * backend vtable): backend_cpu.c (the CPU kernels, threads, the local and
  * mpi communicators) and cuda/gpu.c (or, built without CUDA, the refusals
@@ -147,10 +155,9 @@ struct ccg_exec {
    * compiled at create (`compiled`), else a shell that runs them only. */
   ccg__xdyn *dyn;
   bool compiled;
-  bool spec;   /* compiled from a specialized copy of the graph */
-  bool strict; /* max_specializations < 0: the old, compile-once messages */
-  int unbound; /* a failed compile: 1 a symbol of an input left unbound,
-                  2 a dim set by data */
+  bool spec;     /* compiled from a specialized copy of the graph */
+  bool strict;   /* max_specializations < 0: the old, compile-once messages */
+  ccg__xwhy why; /* a failed compile: the dim it left unbound */
 };
 
 /* Records "node 'N' (Op): <message>" on x and returns st. */
@@ -170,12 +177,12 @@ ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
                             const char *missing);
 
 /* exec.c: compiles g for o (options already checked, the communicator
- * prepared): a program of its own, errors on err. On failure *unbound says
- * whether a dim was left unbound (see ccg_exec.unbound). `spec`: g is a
- * specialized copy (its messages say so). */
+ * prepared): a program of its own, errors on err. On failure *why says
+ * whether a dim was left unbound. `spec`: g is a specialized copy (its
+ * messages say so). */
 ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *o,
                              const ccg__backend_vt *backend, bool spec,
-                             ccg_ctx *err, ccg_exec **out, int *unbound);
+                             ccg_ctx *err, ccg_exec **out, ccg__xwhy *why);
 /* Runs program p (no specialization): binds the inputs, runs, fills the
  * outputs. */
 ccg_status ccg__exec_run_program(ccg_exec *p, const ccg_exec_tensor *inputs,

@@ -1,26 +1,96 @@
 /* Run-time specialization: an executor compiled for one set of input
  * shapes runs others by compiling a program for them the first time they
- * come and keeping it. Symbolic dims are bound from the shapes fed; where a
- * dim is set by data (a Reshape, Slice or Expand whose target is a graph
- * input), the graph is copied with the fed sizes and the fed contents of
- * its small integer inputs and every shape rule runs again, so that the
- * copy's dims are numbers. docs/exec.md says what is kept and when. */
+ * come and keeping it. Symbolic dims are bound from the shapes fed. Where
+ * a dim is set by data, the graph is copied with the fed sizes and the fed
+ * contents of its small integer inputs and every shape rule runs again, so
+ * that the copy's dims are numbers; a dim set by data the graph computes
+ * (a Reshape to a computed shape, NonZero's count) is found by running the
+ * part of the graph it needs first (a guard, run again by every later run
+ * that the program serves). docs/exec.md says what is kept and when. */
 #include <string.h>
 
 #include "exec/internal.h"
 #include "graph/specialize.h"
 
-/* Small integer inputs (shapes, starts, ends, axes) whose contents may set
- * dims: i64 or i32, rank 0 or 1, at most this many elements (the graph's
- * known-contents limit). */
+/* Small integer inputs (shapes, starts, ends, axes, k) whose contents may
+ * set dims: i64 or i32, rank 0 or 1, at most this many elements (the
+ * graph's known-contents limit). */
 #define KN CCG_MAX_RANK
 #define SLOT (KN + 1) /* a count (-1: not read) and the elements */
 #define DEFAULT_KEPT 4
+#define MAX_ROUNDS 8 /* guards of one program */
+#define MAX_EVAL 16  /* values one guard computes */
+
+/* ---- dims that only data gives ------------------------------------------ */
+
+/* An op whose output dim is a count of its first input's data. */
+typedef struct xrule {
+  const char *op; /* its ONNX name: a table, not a dependency on the op */
+  int out, dim;
+  int64_t (*count)(const ccg_tensor *t);
+} xrule;
+
+static int64_t count_nonzero(const ccg_tensor *t) {
+  size_t bytes = 0, es = ccg_dtype_size(t->dtype);
+  if (!t->data || !es || ccg_tensor_nbytes(t, &bytes) != CCG_STATUS_OK)
+    return -1;
+  const unsigned char *p = t->data;
+  int64_t n = 0;
+  for (size_t i = 0; i < bytes; i += es) {
+    bool nz = false;
+    if (t->dtype == CCG_DTYPE_F32) {
+      float v;
+      memcpy(&v, p + i, sizeof v);
+      nz = v != 0.0f;
+    } else if (t->dtype == CCG_DTYPE_F64) {
+      double v;
+      memcpy(&v, p + i, sizeof v);
+      nz = v != 0.0;
+    } else if (t->dtype == CCG_DTYPE_F16 || t->dtype == CCG_DTYPE_BF16) {
+      uint16_t v;
+      memcpy(&v, p + i, sizeof v);
+      nz = (v & 0x7fffu) != 0; /* -0 is zero */
+    } else {
+      for (size_t b = 0; b < es && !nz; b++)
+        nz = p[i + b] != 0;
+    }
+    n += nz;
+  }
+  return n;
+}
+
+static const xrule rules[] = {
+    {"NonZero", 0, 1, count_nonzero},
+};
+
+static const xrule *rule_of(ccg_op op) {
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+    if (strcmp(ccg_op_name(op), rules[i].op) == 0)
+      return &rules[i];
+  return NULL;
+}
+
+/* ---- the cache's entries ------------------------------------------------- */
+
+/* A part of the graph run before a program to find sizes its data sets;
+ * the program serves a run only where they come out as `want`. */
+typedef struct xguard {
+  ccg_exec *prog;
+  ccg_graph *graph;
+  size_t n;
+  ccg_exec_tensor *outs;  /* the values, graph outputs of prog */
+  const xrule **rule;     /* per value: NULL its contents, else a count */
+  int64_t *want;          /* SLOT per value */
+  const char *node, *dim; /* what it sizes, for messages */
+} xguard;
 
 typedef struct xspec {
   ccg_exec *prog;
   ccg_graph *graph;  /* the specialized copy prog runs, or NULL */
   int64_t *contents; /* SLOT per graph input; NULL: compiled without any */
+  xguard *guards;
+  size_t n_guards;
+  ccg_arena arena; /* contents, guards */
   uint64_t used;
 } xspec;
 
@@ -33,16 +103,10 @@ struct ccg__xdyn {
   int cur; /* the program that ran last: -1 the root, -2 none, else cache */
   uint64_t clock;
   ccg_exec_specs stats;
-  /* scratch of one run or one compile */
-  size_t n_in;
-  const ccg_exec_tensor **fed; /* per graph input: the tensor given */
-  ccg_exec_tensor *shapes;
-  ccg__spec_value *sv;
-  ccg_shape *sv_shape;
-  int64_t *contents; /* SLOT per graph input */
+  size_t n_in;                 /* graph inputs */
+  const ccg_exec_tensor **fed; /* per graph input: the tensor of this run */
+  ccg_exec_tensor *shapes;     /* input shapes of a compile */
 };
-
-/* ---- what a run feeds ---------------------------------------------------- */
 
 static bool small_int(const ccg_tensor *t) {
   return (t->dtype == CCG_DTYPE_I64 || t->dtype == CCG_DTYPE_I32) &&
@@ -63,6 +127,33 @@ static void read_contents(const ccg_tensor *t, int64_t *slot) {
   slot[0] = n;
 }
 
+static void measure(const xrule *r, const ccg_tensor *t, int64_t *slot) {
+  if (!r) {
+    read_contents(t, slot);
+    return;
+  }
+  slot[1] = r->count(t);
+  slot[0] = slot[1] < 0 ? -1 : 1;
+}
+
+static bool same_slot(const int64_t *a, const int64_t *b) {
+  return a[0] == b[0] &&
+         (a[0] <= 0 || memcmp(a + 1, b + 1, (size_t)a[0] * sizeof a[0]) == 0);
+}
+
+static void discard(xspec *e) {
+  for (size_t i = 0; i < e->n_guards; i++) {
+    ccg_exec_free(e->guards[i].prog);
+    ccg_graph_free(e->guards[i].graph);
+  }
+  ccg_exec_free(e->prog);
+  ccg_graph_free(e->graph);
+  ccg__arena_free(&e->arena);
+  memset(e, 0, sizeof *e);
+}
+
+/* ---- what a run feeds ---------------------------------------------------- */
+
 /* d->fed[k]: the tensor given for graph input k, or NULL. */
 static void gather_fed(ccg__xdyn *d, const ccg_exec_tensor *in, size_t n) {
   memset(d->fed, 0, d->n_in * sizeof *d->fed);
@@ -79,11 +170,12 @@ static void gather_fed(ccg__xdyn *d, const ccg_exec_tensor *in, size_t n) {
   }
 }
 
-/* Program p (compiled with `contents`) serves what d->fed holds: every
- * input given has p's rank and dims and, where p read an input's contents,
- * those contents. Dtypes are left to the run, which names the input. */
-static bool serves(const ccg__xdyn *d, const ccg_exec *p,
-                   const int64_t *contents) {
+/* Does program p (compiled with `contents`) take what d->fed holds: every
+ * input given with p's rank and dims and, where p read an input's
+ * contents, those contents? Dtypes are left to the run, which names the
+ * input. */
+static bool takes(const ccg__xdyn *d, const ccg_exec *p,
+                  const int64_t *contents) {
   for (size_t k = 0; k < d->n_in; k++) {
     const ccg_exec_tensor *t = d->fed[k];
     if (!t)
@@ -96,54 +188,39 @@ static bool serves(const ccg__xdyn *d, const ccg_exec *p,
     if (want && want[0] >= 0) {
       int64_t got[SLOT];
       read_contents(&t->tensor, got);
-      if (got[0] != want[0] ||
-          memcmp(got + 1, want + 1, (size_t)want[0] * sizeof got[0]))
+      if (!same_slot(got, want))
         return false;
     }
   }
   return true;
 }
 
-/* ---- the cache ------------------------------------------------------------
- */
-
-static void drop(ccg_exec *x, xspec *e) {
-  ccg_exec_free(e->prog);
-  ccg_graph_free(e->graph);
-  if (e->contents)
-    ccg__free(&x->alloc, e->contents, x->dyn->n_in * SLOT * sizeof(int64_t));
-  memset(e, 0, sizeof *e);
+/* Runs guard gd over the inputs; *ok when its values are what the
+ * program was compiled for. */
+static ccg_status check_guard(ccg_exec *x, xguard *gd,
+                              const ccg_exec_tensor *in, size_t n, bool *ok) {
+  ccg_status st = ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n);
+  if (st != CCG_STATUS_OK) {
+    ccg__error_copy(&x->ctx, &gd->prog->ctx);
+    return ccg__error_prefix(&x->ctx,
+                             "computing the size of node '%s' dim %s at run "
+                             "time",
+                             gd->node, gd->dim);
+  }
+  *ok = true;
+  for (size_t i = 0; i < gd->n && *ok; i++) {
+    int64_t got[SLOT];
+    measure(gd->rule[i], &gd->outs[i].tensor, got);
+    *ok = same_slot(got, gd->want + i * SLOT);
+  }
+  return CCG_STATUS_OK;
 }
 
-/* Keeps p (and the copy it runs) as the current program, dropping the
- * least recently used one when full. */
-static ccg_status keep(ccg_exec *x, ccg_exec *p, ccg_graph *copy,
-                       bool with_contents) {
-  ccg__xdyn *d = x->dyn;
-  int64_t *contents = NULL;
-  if (with_contents) {
-    contents = ccg__calloc(&x->alloc, d->n_in * SLOT, sizeof *contents);
-    if (!contents) {
-      ccg_exec_free(p);
-      ccg_graph_free(copy);
-      return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
-    }
-    memcpy(contents, d->contents, d->n_in * SLOT * sizeof *contents);
-  }
-  size_t at = d->n;
-  if (d->n == d->cap) {
-    at = 0;
-    for (size_t i = 1; i < d->n; i++)
-      if (d->cache[i].used < d->cache[at].used)
-        at = i;
-    drop(x, &d->cache[at]);
-    d->stats.evicted++;
-  } else {
-    d->n++;
-  }
-  d->cache[at] = (xspec){p, copy, contents, ++d->clock};
-  d->cur = (int)at;
-  d->stats.compiles++;
+static ccg_status serves(ccg_exec *x, xspec *e, const ccg_exec_tensor *in,
+                         size_t n, bool *ok) {
+  *ok = takes(x->dyn, e->prog, e->contents);
+  for (size_t i = 0; i < e->n_guards && *ok; i++)
+    CCG_CHECK(check_guard(x, &e->guards[i], in, n, ok));
   return CCG_STATUS_OK;
 }
 
@@ -172,50 +249,211 @@ static ccg_status check_fed(ccg_exec *x, const char *name, const ccg_shape *gs,
   return CCG_STATUS_OK;
 }
 
+/* What a copy is made under: the fed sizes and small integer contents,
+ * then what guards found. */
+typedef struct known {
+  ccg__spec_value *sv;
+  size_t n, cap;
+} known;
+
 /* The fed sizes replace an input's dims, except rank-dependent ones
  * ("tp{3,5,4,4}"), which the copy keeps so that collectives still see every
  * rank's size; fed small integer inputs give their contents. */
-static ccg_status describe_fed(ccg_exec *x, size_t *n_sv) {
+static ccg_status describe_fed(ccg_exec *x, xspec *e, known *k) {
   ccg__xdyn *d = x->dyn;
-  *n_sv = 0;
-  for (size_t k = 0; k < d->n_in; k++) {
-    d->contents[k * SLOT] = -1;
-    const ccg_exec_tensor *t = d->fed[k];
+  ccg_shape *shapes = ccg__arena_calloc(&e->arena, d->n_in + 1, sizeof *shapes);
+  e->contents =
+      ccg__arena_calloc(&e->arena, (d->n_in + 1) * SLOT, sizeof(int64_t));
+  k->cap = d->n_in + MAX_ROUNDS * MAX_EVAL;
+  k->sv = ccg__arena_calloc(&e->arena, k->cap, sizeof *k->sv);
+  if (!shapes || !e->contents || !k->sv)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  for (size_t i = 0; i < d->n_in; i++) {
+    int64_t *slot = e->contents + i * SLOT;
+    slot[0] = -1;
+    const ccg_exec_tensor *t = d->fed[i];
     if (!t)
       continue;
-    ccg_value_id v = d->g->inputs[k];
+    ccg_value_id v = d->g->inputs[i];
     ccg_shape s = *ccg_value_shape(d->g, v);
     CCG_CHECK(check_fed(x, ccg_value_name(d->g, v), &s, &t->tensor));
-    for (int i = 0; i < s.rank; i++)
-      if (!ccg_dim_is_sym(s.dims[i]) || !strchr(s.dims[i].sym, '{'))
-        s.dims[i] = ccg_dim_num(t->tensor.dims[i]);
-    d->sv_shape[k] = s;
-    int64_t *slot = d->contents + k * SLOT;
+    for (int j = 0; j < s.rank; j++)
+      if (!ccg_dim_is_sym(s.dims[j]) || !strchr(s.dims[j].sym, '{'))
+        s.dims[j] = ccg_dim_num(t->tensor.dims[j]);
+    shapes[i] = s;
     read_contents(&t->tensor, slot);
-    d->sv[(*n_sv)++] =
-        (ccg__spec_value){v, &d->sv_shape[k], (int)slot[0], slot + 1};
+    k->sv[k->n++] =
+        (ccg__spec_value){v, &shapes[i], (int)slot[0], slot + 1, -1, 0};
   }
   return CCG_STATUS_OK;
 }
 
-/* A program from a copy of the graph re-inferred under what d->fed says. */
-static ccg_status compile_copy(ccg_exec *x, const ccg_exec_options *o,
-                               ccg_exec **p, ccg_graph **copy) {
-  ccg__xdyn *d = x->dyn;
-  size_t n_sv;
-  CCG_CHECK(describe_fed(x, &n_sv));
-  CCG_CHECK(ccg__graph_specialize(d->g, d->sv, n_sv, &x->ctx, copy));
-  int unbound;
-  ccg_status st =
-      ccg__exec_compile(*copy, o, d->backend, true, &x->ctx, p, &unbound);
-  if (st != CCG_STATUS_OK) {
-    ccg_graph_free(*copy);
-    *copy = NULL;
+/* One value a guard computes: its contents (rule NULL), or a count of its
+ * data that sets dim rule->dim of `target`. */
+typedef struct need {
+  ccg_value_id v;
+  const xrule *rule;
+  ccg_value_id target;
+} need;
+
+/* What to compute for node n of copy s (whose dim is set by data): its
+ * small integer inputs whose contents s does not know, or the data a count
+ * rule of its op reads. */
+static size_t plan_guard(const ccg_graph *s, ccg_node_id n, need *nd) {
+  const ccg__node *node = &s->nodes[n];
+  size_t m = 0;
+  for (uint32_t i = 0; i < node->n_inputs && m < MAX_EVAL; i++) {
+    ccg_value_id u = node->inputs[i];
+    if (u == CCG_NONE || s->values[u].n_known >= 0)
+      continue;
+    const ccg__value *v = &s->values[u];
+    int64_t numel;
+    if ((v->dtype == CCG_DTYPE_I64 || v->dtype == CCG_DTYPE_I32) &&
+        v->shape.rank <= 1 && ccg_shape_is_static(&v->shape) &&
+        ccg_shape_numel(&v->shape, &numel) == CCG_STATUS_OK && numel <= KN)
+      nd[m++] = (need){u, NULL, CCG_NONE};
   }
-  return st;
+  const xrule *r = rule_of(node->op);
+  if (!m && r && node->n_inputs && node->inputs[0] != CCG_NONE &&
+      (uint32_t)r->out < node->n_outputs &&
+      ccg_shape_is_static(&s->values[node->inputs[0]].shape))
+    nd[m++] = (need){node->inputs[0], r, node->outputs[r->out]};
+  return m;
 }
 
-static ccg_status specialize(ccg_exec *x, ccg_exec **prog) {
+/* The nodes the needed values come from (ids are the graph's). */
+static bool *ancestors(ccg_exec *x, xspec *e, const need *nd, size_t m) {
+  const ccg_graph *g = x->dyn->g;
+  bool *want = ccg__arena_calloc(&e->arena, g->n_values + 1, sizeof *want);
+  bool *keep = ccg__arena_calloc(&e->arena, g->n_nodes + 1, sizeof *keep);
+  if (!want || !keep)
+    return NULL;
+  for (size_t i = 0; i < m; i++)
+    want[nd[i].v] = true;
+  for (size_t n = g->n_nodes; n-- > 0;) {
+    const ccg__node *node = &g->nodes[n];
+    for (uint32_t i = 0; i < node->n_outputs && !keep[n]; i++)
+      keep[n] = want[node->outputs[i]];
+    for (uint32_t i = 0; keep[n] && i < node->n_inputs; i++)
+      if (node->inputs[i] != CCG_NONE)
+        want[node->inputs[i]] = true;
+  }
+  return keep;
+}
+
+/* Compiles and runs the part of the graph that gives the needed values,
+ * records it as a guard of e and what it found in k. */
+static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
+                            const ccg_exec_options *o, const need *nd, size_t m,
+                            const ccg_exec_tensor *in, size_t n_in,
+                            const char *node, const char *dim) {
+  ccg__xdyn *d = x->dyn;
+  xguard *gd = &e->guards[e->n_guards];
+  ccg_value_id ids[MAX_EVAL];
+  for (size_t i = 0; i < m; i++)
+    ids[i] = nd[i].v;
+  const bool *keep = ancestors(x, e, nd, m);
+  gd->outs = ccg__arena_calloc(&e->arena, m, sizeof *gd->outs);
+  gd->rule = ccg__arena_calloc(&e->arena, m, sizeof *gd->rule);
+  gd->want = ccg__arena_calloc(&e->arena, m * SLOT, sizeof *gd->want);
+  gd->node = ccg__arena_strdup(&e->arena, node);
+  gd->dim = ccg__arena_strdup(&e->arena, dim);
+  if (!keep || !gd->outs || !gd->rule || !gd->want || !gd->node || !gd->dim)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  e->n_guards++; /* from here on discard() frees what it holds */
+  ccg__spec_part part = {keep, ids, m};
+  CCG_CHECK(
+      ccg__graph_specialize(d->g, k->sv, k->n, &part, &x->ctx, &gd->graph));
+  ccg__xwhy why;
+  if (ccg__exec_compile(gd->graph, o, d->backend, true, &x->ctx, &gd->prog,
+                        &why) != CCG_STATUS_OK)
+    return ccg__error_prefix(&x->ctx,
+                             "node '%s' dim %s is set by data: compiling "
+                             "what computes it",
+                             node, dim);
+  gd->n = m;
+  for (size_t i = 0; i < m; i++) {
+    gd->outs[i].name = ccg_value_name(d->g, nd[i].v);
+    gd->rule[i] = nd[i].rule;
+  }
+  bool ok;
+  CCG_CHECK(check_guard(x, gd, in, n_in, &ok));
+  for (size_t i = 0; i < m; i++) {
+    int64_t *slot = gd->want + i * SLOT;
+    measure(nd[i].rule, &gd->outs[i].tensor, slot);
+    if (slot[0] < 0 || k->n == k->cap)
+      return ccg__error(&x->ctx, CCG_STATUS_INTERNAL,
+                        "node '%s': value '%s' gave no size", node,
+                        gd->outs[i].name);
+    k->sv[k->n++] =
+        nd[i].rule
+            ? (ccg__spec_value){nd[i].target,    NULL,   -1, NULL,
+                                nd[i].rule->dim, slot[1]}
+            : (ccg__spec_value){nd[i].v, NULL, (int)slot[0], slot + 1, -1, 0};
+  }
+  return CCG_STATUS_OK;
+}
+
+/* A program compiled from a copy of the graph made under what the run
+ * feeds, and, where a dim is set by data the graph computes, what guards
+ * computed. */
+static ccg_status build_copy(ccg_exec *x, xspec *e, const ccg_exec_options *o,
+                             const ccg_exec_tensor *in, size_t n_in) {
+  ccg__xdyn *d = x->dyn;
+  known k = {0};
+  CCG_CHECK(describe_fed(x, e, &k));
+  e->guards = ccg__arena_calloc(&e->arena, MAX_ROUNDS, sizeof *e->guards);
+  if (!e->guards)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  for (;;) {
+    ccg_graph *s = NULL;
+    CCG_CHECK(ccg__graph_specialize(d->g, k.sv, k.n, NULL, &x->ctx, &s));
+    ccg__xwhy why;
+    ccg_status st =
+        ccg__exec_compile(s, o, d->backend, true, &x->ctx, &e->prog, &why);
+    if (st == CCG_STATUS_OK) {
+      e->graph = s;
+      return st;
+    }
+    need nd[MAX_EVAL];
+    size_t m = 0;
+    char node[256] = "", dim[320] = "";
+    if (why.unbound == 2 && e->n_guards < MAX_ROUNDS) {
+      ccg_node_id n = ccg_value_producer(s, why.value);
+      const ccg_dim dd = ccg_value_shape(s, why.value)->dims[why.dim];
+      snprintf(node, sizeof node, "%s", ccg_node_name(s, n));
+      snprintf(dim, sizeof dim, "%d ('%s')", why.dim, dd.sym ? dd.sym : "?");
+      m = plan_guard(s, n, nd);
+    }
+    ccg_graph_free(s);
+    if (!m)
+      return st; /* the compile's message names the node and dim */
+    CCG_CHECK(add_guard(x, e, &k, o, nd, m, in, n_in, node, dim));
+  }
+}
+
+/* Keeps e as the current program, dropping the least recently used one
+ * when full. */
+static void remember(ccg__xdyn *d, xspec *e) {
+  size_t at = d->n;
+  if (d->n == d->cap) {
+    at = 0;
+    for (size_t i = 1; i < d->n; i++)
+      if (d->cache[i].used < d->cache[at].used)
+        at = i;
+    discard(&d->cache[at]);
+    d->stats.evicted++;
+  } else {
+    d->n++;
+  }
+  e->used = ++d->clock;
+  d->cache[at] = *e;
+  d->cur = (int)at;
+  d->stats.compiles++;
+}
+
+static ccg_status specialize(ccg_exec *x, const ccg_exec_tensor *in,
+                             size_t n_in, ccg_exec **prog) {
   ccg__xdyn *d = x->dyn;
   size_t m = 0;
   for (size_t k = 0; k < d->n_in; k++) {
@@ -232,24 +470,23 @@ static ccg_status specialize(ccg_exec *x, ccg_exec **prog) {
   ccg_exec_options o = d->opts;
   o.input_shapes = d->shapes;
   o.n_input_shapes = m;
-  ccg_exec *p = NULL;
-  ccg_graph *copy = NULL;
+  xspec e;
+  memset(&e, 0, sizeof e);
+  ccg__arena_init(&e.arena, &x->alloc, 0);
   /* The graph itself first: binding checks the fed sizes against the named
    * dims and the graph's numbers, and where a dim is set by data it stops
-   * at the first value's shapes, before kernels or memory. */
-  int unbound;
+   * at the values' shapes, before kernels or memory. */
+  ccg__xwhy why;
   ccg_status st =
-      ccg__exec_compile(d->g, &o, d->backend, false, &x->ctx, &p, &unbound);
-  if (st == CCG_STATUS_OK) {
-    CCG_CHECK(keep(x, p, NULL, false));
-    *prog = p;
-    return CCG_STATUS_OK;
-  }
-  if (unbound != 2)
+      ccg__exec_compile(d->g, &o, d->backend, false, &x->ctx, &e.prog, &why);
+  if (st != CCG_STATUS_OK && why.unbound == 2)
+    st = build_copy(x, &e, &o, in, n_in);
+  if (st != CCG_STATUS_OK) {
+    discard(&e);
     return st;
-  CCG_CHECK(compile_copy(x, &o, &p, &copy));
-  CCG_CHECK(keep(x, p, copy, true));
-  *prog = p;
+  }
+  remember(d, &e);
+  *prog = e.prog;
   return CCG_STATUS_OK;
 }
 
@@ -260,26 +497,26 @@ ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
     return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                       "ccg_exec_run: inputs is NULL");
   gather_fed(d, inputs, n_inputs);
+  bool ok = false;
   /* the last program first: a loop over one shape costs one comparison */
-  if (d->cur >= 0 &&
-      serves(d, d->cache[d->cur].prog, d->cache[d->cur].contents)) {
-    d->cache[d->cur].used = ++d->clock;
-    *prog = d->cache[d->cur].prog;
-    return CCG_STATUS_OK;
-  }
-  if (x->compiled && serves(d, x, NULL)) {
+  if (d->cur >= 0)
+    CCG_CHECK(serves(x, &d->cache[d->cur], inputs, n_inputs, &ok));
+  if (!ok && x->compiled && takes(d, x, NULL)) {
     d->cur = -1;
     *prog = x;
     return CCG_STATUS_OK;
   }
-  for (size_t i = 0; i < d->n; i++)
-    if (serves(d, d->cache[i].prog, d->cache[i].contents)) {
-      d->cache[i].used = ++d->clock;
-      d->cur = (int)i;
-      *prog = d->cache[i].prog;
-      return CCG_STATUS_OK;
+  for (size_t i = 0; i < d->n && !ok; i++)
+    if ((int)i != d->cur) {
+      CCG_CHECK(serves(x, &d->cache[i], inputs, n_inputs, &ok));
+      if (ok)
+        d->cur = (int)i;
     }
-  return specialize(x, prog);
+  if (!ok)
+    return specialize(x, inputs, n_inputs, prog);
+  d->cache[d->cur].used = ++d->clock;
+  *prog = d->cache[d->cur].prog;
+  return CCG_STATUS_OK;
 }
 
 /* ---- the root -------------------------------------------------------------
@@ -321,17 +558,12 @@ static ccg_status init_dyn(ccg_exec *x, ccg_graph *g, const ccg_exec_options *o,
   d->cap = o->max_specializations > 0 ? (size_t)o->max_specializations
                                       : DEFAULT_KEPT;
   d->n_in = ccg_graph_num_inputs(g);
-  size_t m = d->n_in + 1;
   ccg_exec_dim *dims =
       ccg__arena_calloc(&x->arena, o->n_dims + 1, sizeof *dims);
   d->cache = ccg__arena_calloc(&x->arena, d->cap, sizeof *d->cache);
-  d->fed = ccg__arena_calloc(&x->arena, m, sizeof *d->fed);
-  d->shapes = ccg__arena_calloc(&x->arena, m, sizeof *d->shapes);
-  d->sv = ccg__arena_calloc(&x->arena, m, sizeof *d->sv);
-  d->sv_shape = ccg__arena_calloc(&x->arena, m, sizeof *d->sv_shape);
-  d->contents = ccg__arena_calloc(&x->arena, m * SLOT, sizeof *d->contents);
-  if (!dims || !d->cache || !d->fed || !d->shapes || !d->sv || !d->sv_shape ||
-      !d->contents)
+  d->fed = ccg__arena_calloc(&x->arena, d->n_in + 1, sizeof *d->fed);
+  d->shapes = ccg__arena_calloc(&x->arena, d->n_in + 1, sizeof *d->shapes);
+  if (!dims || !d->cache || !d->fed || !d->shapes)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   /* the named dims outlive the caller's options */
   for (size_t i = 0; i < o->n_dims; i++) {
@@ -363,8 +595,8 @@ ccg_status ccg__dyn_create(ccg_graph *g, const ccg_exec_options *o,
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
   ccg_status st = init_dyn(x, g, o, backend);
   ccg_exec *p;
-  /* what create was given may already make a program; else the first
-   * run makes one */
+  /* what create was given may already make a program (data included,
+   * where a guard runs part of the graph); else the first run makes one */
   if (st == CCG_STATUS_OK && !x->compiled && shapes_complete(x->dyn, o))
     st = ccg__dyn_select(x, o->input_shapes, o->n_input_shapes, &p);
   if (st != CCG_STATUS_OK) {
@@ -390,7 +622,7 @@ void ccg__dyn_free(ccg_exec *x) {
   if (!d)
     return;
   for (size_t i = 0; i < d->n; i++)
-    drop(x, &d->cache[i]);
+    discard(&d->cache[i]);
   x->dyn = NULL;
 }
 
