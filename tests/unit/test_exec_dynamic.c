@@ -134,6 +134,42 @@ static void test_compiled_at_create_and_others(void **state) {
   ccg_graph_free(g);
 }
 
+/* seq + ctx has no symbolic form (a fresh symbol): the copy made with the
+ * fed sizes gives it as a number. */
+static void test_symbol_sums(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id a = ccg_test_input(g, "a", CCG_DTYPE_F32, "[seq,2]");
+  ccg_value_id b = ccg_test_input(g, "b", CCG_DTYPE_F32, "[ctx,2]"), c, y;
+  assert_ok(g, ccg_concat(g, (const ccg_value_id[]){a, b}, 2, 0, &c));
+  assert_ok(g, ccg_neg(g, c, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  float av[10], bv[10], got[20];
+  xt_fill(av, 10, 1);
+  xt_fill(bv, 10, 2);
+  for (int64_t n = 1; n <= 5; n += 2) {
+    ccg_exec_tensor in[2] = {XT_F32("a", av, n, 2), XT_F32("b", bv, 6 - n, 2)};
+    ccg_exec_tensor out = xt_out(ccg_value_name(g, y), got, sizeof got);
+    assert_ok(x, ccg_exec_run(x, in, 2, &out, 1));
+    assert_int_equal(out.tensor.dims[0], 6);
+    for (int64_t i = 0; i < 12; i++)
+      assert_true(got[i] == -(i < 2 * n ? av[i] : bv[i - 2 * n]));
+  }
+  specs_are(x, 3, 3);
+  /* without specialization the sum is refused at create */
+  o.max_specializations = -1;
+  ccg_exec_tensor shapes[2] = {XT_F32("a", av, 2, 2), XT_F32("b", bv, 3, 2)};
+  o.input_shapes = shapes;
+  o.n_input_shapes = 2;
+  ccg_exec_free(x);
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_exec_create(g, &o, &x),
+               "(Concat)", "dim 0");
+  ccg_graph_free(g);
+}
+
 /* ---- dims set by data fed as graph inputs -------------------------------- */
 
 typedef struct counting {
@@ -465,6 +501,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_symbolic_dims_any_size),
       cmocka_unit_test(test_compiled_at_create_and_others),
+      cmocka_unit_test(test_symbol_sums),
       cmocka_unit_test(test_reshape_to_fed_shape),
       cmocka_unit_test(test_slice_fed_bounds),
       cmocka_unit_test(test_reshape_to_computed_shape),
