@@ -394,6 +394,54 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
   return CCG_STATUS_OK;
 }
 
+static bool same_shapes(const ccg_graph *a, const ccg_graph *b) {
+  if (a->n_values != b->n_values)
+    return false;
+  for (size_t v = 0; v < a->n_values; v++) {
+    const ccg_shape *x = &a->values[v].shape, *y = &b->values[v].shape;
+    if (x->rank != y->rank)
+      return false;
+    for (int i = 0; i < x->rank; i++) {
+      ccg_dim p = x->dims[i], q = y->dims[i];
+      if (ccg_dim_is_sym(p) != ccg_dim_is_sym(q) ||
+          (ccg_dim_is_sym(p) ? strcmp(p.sym, q.sym) != 0 : p.size != q.size))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* Takes out of e's key the fed contents that no shape depends on (an index
+ * or a step counter): a copy made without them, and without those taken
+ * out before, has the same shapes. Programs with guards keep them all (a
+ * guard was compiled under them). */
+static void prune_contents(ccg_exec *x, xspec *e, known *k) {
+  ccg__xdyn *d = x->dyn;
+  if (e->n_guards)
+    return;
+  for (size_t i = 0; i < k->n; i++) {
+    ccg__spec_value *s = &k->sv[i];
+    if (s->n_known < 0)
+      continue;
+    int saved = s->n_known;
+    s->n_known = -1;
+    ccg_ctx quiet; /* a copy that fails only says the contents matter */
+    ccg__ctx_init(&quiet);
+    ccg_graph *c = NULL;
+    bool same = ccg__graph_specialize(d->g, k->sv, k->n, NULL, &quiet, &c) ==
+                    CCG_STATUS_OK &&
+                same_shapes(e->graph, c);
+    ccg_graph_free(c);
+    if (!same) {
+      s->n_known = saved;
+      continue;
+    }
+    for (size_t j = 0; j < d->n_in; j++)
+      if (d->g->inputs[j] == s->v)
+        e->contents[j * SLOT] = -1;
+  }
+}
+
 /* A program compiled from a copy of the graph made under what the run
  * feeds, and, where a dim is set by data the graph computes, what guards
  * computed. */
@@ -413,6 +461,7 @@ static ccg_status build_copy(ccg_exec *x, xspec *e, const ccg_exec_options *o,
         ccg__exec_compile(s, o, d->backend, true, &x->ctx, &e->prog, &why);
     if (st == CCG_STATUS_OK) {
       e->graph = s;
+      prune_contents(x, e, &k);
       return st;
     }
     need nd[MAX_EVAL];

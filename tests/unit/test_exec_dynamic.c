@@ -245,6 +245,39 @@ static void test_reshape_to_fed_shape(void **state) {
   ccg_graph_free(g);
 }
 
+/* A small integer input that sets no shape (Gather's indices) is not part
+ * of the key: new indices reuse the program; a new target does not. */
+static void test_contents_that_set_no_shape(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id d = ccg_test_input(g, "data", CCG_DTYPE_F32, "[6,2]");
+  ccg_value_id i = ccg_test_input(g, "idx", CCG_DTYPE_I64, "[3]");
+  ccg_value_id s = ccg_test_input(g, "shape", CCG_DTYPE_I64, "[1]"), t, r;
+  assert_ok(g, ccg_gather(g, d, i, 0, &t));
+  assert_ok(g, ccg_reshape(g, t, s, &r));
+  assert_ok(g, ccg_graph_add_output(g, r));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  float dv[12], got[6];
+  for (int k = 0; k < 12; k++)
+    dv[k] = (float)k;
+  int64_t six = 6, minus1 = -1;
+  for (int k = 0; k < 4; k++) {
+    int64_t iv[3] = {k, 5 - k, 2};
+    ccg_exec_tensor in[3] = {XT_F32("data", dv, 6, 2), xt_i64("idx", iv, 3),
+                             xt_i64("shape", k < 2 ? &six : &minus1, 1)};
+    ccg_exec_tensor out = xt_out(ccg_value_name(g, r), got, sizeof got);
+    assert_ok(x, ccg_exec_run(x, in, 3, &out, 1));
+    assert_int_equal(out.tensor.dims[0], 6);
+    for (int j = 0; j < 6; j++)
+      assert_true(got[j] == dv[iv[j / 2] * 2 + j % 2]);
+  }
+  specs_are(x, 2, 2); /* one per target, none per index */
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 /* Slice with starts and ends fed; also given at create with their data,
  * which compiles there. */
 static void test_slice_fed_bounds(void **state) {
@@ -503,6 +536,7 @@ int main(void) {
       cmocka_unit_test(test_compiled_at_create_and_others),
       cmocka_unit_test(test_symbol_sums),
       cmocka_unit_test(test_reshape_to_fed_shape),
+      cmocka_unit_test(test_contents_that_set_no_shape),
       cmocka_unit_test(test_slice_fed_bounds),
       cmocka_unit_test(test_reshape_to_computed_shape),
       cmocka_unit_test(test_bad_inputs_name_input_and_dim),
