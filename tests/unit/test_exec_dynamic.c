@@ -170,6 +170,93 @@ static void test_symbol_sums(void **state) {
   ccg_graph_free(g);
 }
 
+/* Attention heads split and merged as torch.onnx.export writes them with
+ * dynamic axes (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), through
+ * an ONNX round trip; every size gives what a compile fixed at create for
+ * that size gives. */
+static ccg_value_id i64_const(ccg_graph *g, const char *name, int rank,
+                              int64_t v) {
+  ccg_value_id id;
+  ccg_tensor t = {CCG_DTYPE_I64, rank, {1}, &v};
+  assert_ok(g, ccg_graph_add_initializer(g, name, &t, &id));
+  return id;
+}
+
+static ccg_graph *attention_export(void) {
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,seq,8]");
+  float wv[64];
+  xt_fill(wv, 64, 4);
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {8, 8}, wv};
+  ccg_value_id w, shp, b, sq, ub, us, t4, t3, h, q, k, a, o, y;
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
+  ccg_value_id i0 = i64_const(g, "i0", 0, 0), i1 = i64_const(g, "i1", 0, 1);
+  ccg_value_id c2 = i64_const(g, "c2", 1, 2), c4 = i64_const(g, "c4", 1, 4);
+  ccg_value_id c8 = i64_const(g, "c8", 1, 8);
+  assert_ok(g, ccg_shape_of(g, x, 0, 3, &shp));
+  assert_ok(g, ccg_gather(g, shp, i0, 0, &b));
+  assert_ok(g, ccg_gather(g, shp, i1, 0, &sq));
+  assert_ok(g, ccg_unsqueeze(g, b, (const int64_t[]){0}, 1, &ub));
+  assert_ok(g, ccg_unsqueeze(g, sq, (const int64_t[]){0}, 1, &us));
+  assert_ok(g,
+            ccg_concat(g, (const ccg_value_id[]){ub, us, c2, c4}, 4, 0, &t4));
+  assert_ok(g, ccg_concat(g, (const ccg_value_id[]){ub, us, c8}, 3, 0, &t3));
+  assert_ok(g, ccg_matmul(g, x, w, &h));
+  assert_ok(g, ccg_reshape(g, h, t4, &h));
+  assert_ok(g, ccg_transpose(g, h, (const int64_t[]){0, 2, 1, 3}, 4, &q));
+  assert_ok(g, ccg_transpose(g, q, (const int64_t[]){0, 1, 3, 2}, 4, &k));
+  assert_ok(g, ccg_matmul(g, q, k, &a));
+  assert_ok(g, ccg_softmax(g, a, -1, &a));
+  assert_ok(g, ccg_matmul(g, a, q, &o));
+  assert_ok(g, ccg_transpose(g, o, (const int64_t[]){0, 2, 1, 3}, 4, &o));
+  assert_ok(g, ccg_reshape(g, o, t3, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  void *buf = NULL;
+  size_t size = 0;
+  assert_ok(g, ccg_onnx_export_buffer(g, NULL, &buf, &size));
+  ccg_graph_free(g);
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
+  free(buf);
+  return back;
+}
+
+static void test_dynamic_axes_export(void **state) {
+  (void)state;
+  ccg_graph *g = attention_export();
+  const char *out = ccg_value_name(g, ccg_graph_output(g, 0));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  static const int64_t sizes[][2] = {{1, 7}, {3, 2}, {2, 16}, {1, 7}};
+  float xv[2 * 16 * 8], got[2 * 16 * 8], want[2 * 16 * 8];
+  for (int k = 0; k < 4; k++) {
+    int64_t b = sizes[k][0], s = sizes[k][1];
+    size_t n = (size_t)(b * s * 8);
+    xt_fill(xv, n, (uint32_t)(20 + k));
+    ccg_exec_tensor in =
+        xt_in("x", CCG_DTYPE_F32, xv, 3, (const int64_t[]){b, s, 8});
+    ccg_exec_tensor to = xt_out(out, got, sizeof got);
+    assert_ok(x, ccg_exec_run(x, &in, 1, &to, 1));
+    assert_int_equal(to.tensor.dims[0], b);
+    assert_int_equal(to.tensor.dims[1], s);
+    assert_int_equal(to.tensor.dims[2], 8);
+    ccg_exec_options fixed = CCG_EXEC_OPTIONS_INIT;
+    fixed.input_shapes = &in;
+    fixed.n_input_shapes = 1;
+    fixed.max_specializations = -1;
+    ccg_exec *f = NULL;
+    assert_ok(g, ccg_exec_create(g, &fixed, &f));
+    ccg_exec_tensor fo = xt_out(out, want, sizeof want);
+    assert_ok(f, ccg_exec_run(f, &in, 1, &fo, 1));
+    ccg_exec_free(f);
+    xt_close(got, want, n, TOL, TOL, "dynamic vs fixed");
+  }
+  specs_are(x, 3, 3);
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 /* ---- dims set by data fed as graph inputs -------------------------------- */
 
 typedef struct counting {
@@ -535,6 +622,7 @@ int main(void) {
       cmocka_unit_test(test_symbolic_dims_any_size),
       cmocka_unit_test(test_compiled_at_create_and_others),
       cmocka_unit_test(test_symbol_sums),
+      cmocka_unit_test(test_dynamic_axes_export),
       cmocka_unit_test(test_reshape_to_fed_shape),
       cmocka_unit_test(test_contents_that_set_no_shape),
       cmocka_unit_test(test_slice_fed_bounds),
