@@ -414,6 +414,42 @@ static void test_slice_fed_bounds(void **state) {
   ccg_graph_free(g);
 }
 
+/* ConstantOfShape and Expand to a shape fed at run time. */
+static void test_constant_of_shape_and_expand(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id v = ccg_test_input(g, "v", CCG_DTYPE_F32, "[1,3]");
+  ccg_value_id s = ccg_test_input(g, "shape", CCG_DTYPE_I64, "[2]"), c, e;
+  float fill = 1.5f;
+  ccg_tensor ft = {CCG_DTYPE_F32, 1, {1}, &fill};
+  assert_ok(g, ccg_constant_of_shape(g, s, &ft, &c));
+  assert_ok(g, ccg_expand(g, v, s, &e));
+  assert_ok(g, ccg_graph_add_output(g, c));
+  assert_ok(g, ccg_graph_add_output(g, e));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  float vv[3] = {1, 2, 3}, cg[12], eg[12];
+  for (int64_t rows = 2; rows <= 4; rows += 2) {
+    int64_t sv[2] = {rows, 3};
+    ccg_exec_tensor in[2] = {XT_F32("v", vv, 1, 3), xt_i64("shape", sv, 2)};
+    ccg_exec_tensor out[2] = {xt_out(ccg_value_name(g, c), cg, sizeof cg),
+                              xt_out(ccg_value_name(g, e), eg, sizeof eg)};
+    assert_ok(x, ccg_exec_run(x, in, 2, out, 2));
+    for (int k = 0; k < 2; k++) {
+      assert_int_equal(out[k].tensor.dims[0], rows);
+      assert_int_equal(out[k].tensor.dims[1], 3);
+    }
+    for (int i = 0; i < rows * 3; i++) {
+      assert_true(cg[i] == 1.5f);
+      assert_true(eg[i] == vv[i % 3]);
+    }
+  }
+  specs_are(x, 2, 2);
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 /* ---- dims set by data the graph computes --------------------------------- */
 
 /* The Reshape target comes from a float input through Cast: a guard runs
@@ -626,6 +662,7 @@ int main(void) {
       cmocka_unit_test(test_reshape_to_fed_shape),
       cmocka_unit_test(test_contents_that_set_no_shape),
       cmocka_unit_test(test_slice_fed_bounds),
+      cmocka_unit_test(test_constant_of_shape_and_expand),
       cmocka_unit_test(test_reshape_to_computed_shape),
       cmocka_unit_test(test_bad_inputs_name_input_and_dim),
       cmocka_unit_test(test_ranks_specialize_alike),
