@@ -553,7 +553,17 @@ static ccg_graph *ranks_graph(ccg_value_id *out) {
   ccg_graph *g = ccg_test_graph("tp=2");
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,3]");
   ccg_value_id s = ccg_test_input(g, "shape", CCG_DTYPE_I64, "[2]"), y, r;
+  /* a per-rank bias: the copies read each rank's own data */
+  float zero[3] = {0}, own[2][3] = {{10, 10, 10}, {20, 20, 20}};
+  ccg_tensor bt = {CCG_DTYPE_F32, 1, {3}, zero};
+  ccg_value_id bias;
+  assert_ok(g, ccg_graph_add_initializer(g, "bias", &bt, &bias));
+  for (int k = 0; k < 2; k++) {
+    bt.data = own[k];
+    assert_ok(g, ccg_graph_set_initializer_rank_data(g, bias, k, &bt));
+  }
   assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_add(g, y, bias, &y));
   assert_ok(g, ccg_reshape(g, y, s, &r));
   assert_ok(g, ccg_graph_add_output(g, r));
   *out = r;
@@ -621,8 +631,8 @@ static void test_ranks_specialize_alike(void **state) {
       int64_t b = rank_batch[s];
       assert_int_equal(jobs[k].dims[s][0], 3);
       assert_int_equal(jobs[k].dims[s][1], b);
-      for (int i = 0; i < b * 3; i++) /* rank 0 gives i, rank 1 gives 2i */
-        assert_true(jobs[k].got[s][i] == (float)(3 * i));
+      for (int i = 0; i < b * 3; i++) /* ranks give i and 2i, bias 10(r+1) */
+        assert_true(jobs[k].got[s][i] == (float)(3 * i + 10 * (k + 1)));
     }
     ccg_exec_free(jobs[k].x);
   }
@@ -648,7 +658,7 @@ static void test_ranks_specialize_alike(void **state) {
     assert_int_equal(out[k].tensor.dims[0], 2);
     assert_int_equal(out[k].tensor.dims[1], 6);
     for (int i = 0; i < 12; i++)
-      assert_true(got[k][i] == (float)(2 * i + 100));
+      assert_true(got[k][i] == (float)(2 * i + 100 + 10 * (k + 1)));
   }
   ccg_graph_free(g);
 }
