@@ -142,10 +142,10 @@ typedef struct ccg_exec_options {
   /* Run-time specialization (docs/exec.md): a run whose input shapes (or,
    * where a dim is set by data, whose small integer inputs' contents)
    * differ from what the executor was compiled for compiles a program for
-   * them once and keeps it; this many programs are kept besides the one
-   * made at create (0: the default, 4), the least recently used one giving
-   * way. -1: none: every dim must be bound at create and a run with other
-   * shapes is refused. */
+   * them once and keeps it; this many programs (up to 1024) are kept
+   * besides the one made at create (0: the default, 4), the least recently
+   * used one giving way. -1: none: every dim must be bound at create and a run
+   * with other shapes is refused. */
   int max_specializations;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \

@@ -149,6 +149,11 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
                       "the %s communicator has %d ranks but the graph's mesh "
                       "has %lld",
                       o.comm->vt->name, o.comm->nranks, (long long)world);
+  if (o.max_specializations < -1 || o.max_specializations > 1024)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "max_specializations is %d; give -1 (none), 0 (the "
+                      "default) or up to 1024",
+                      o.max_specializations);
   if (!(o.deadline_s > 0.0))
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "deadline_s must be > 0 (got %g)", o.deadline_s);

@@ -533,6 +533,9 @@ static void test_bad_inputs_name_input_and_dim(void **state) {
   assert_int_equal(sp.cached, 1);
   assert_int_equal(sp.evicted, 2);
   ccg_exec_free(x);
+  o.max_specializations = 5000;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_exec_create(g, &o, &x),
+               "max_specializations is 5000");
   /* without specialization the data-set dim is refused at create */
   o.max_specializations = -1;
   ccg_exec_dim batch = {"batch", 3};
