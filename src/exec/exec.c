@@ -225,7 +225,6 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   x->cuda_graph = o.cuda_graph != 0;
   x->tf32 = o.tf32 != 0;
   x->spec = spec;
-  x->strict = o.max_specializations < 0;
   x->backend = backend;
   if (backend->configure)
     backend->configure(x);

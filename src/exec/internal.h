@@ -156,7 +156,6 @@ struct ccg_exec {
   ccg__xdyn *dyn;
   bool compiled;
   bool spec;     /* compiled from a specialized copy of the graph */
-  bool strict;   /* max_specializations < 0: the old, compile-once messages */
   ccg__xwhy why; /* a failed compile: the dim it left unbound */
 };
 
