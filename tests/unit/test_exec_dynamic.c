@@ -666,6 +666,82 @@ static void test_ranks_specialize_alike(void **state) {
   ccg_graph_free(g);
 }
 
+/* A Reshape target summed over the ranks (AllReduce, then Cast): every
+ * rank's guard runs the collective, before each run, alike. */
+typedef struct guard_job {
+  ccg_exec *x;
+  int rank;
+  const char *out;
+  ccg_status st;
+  char msg[512];
+  int64_t dims[3][2];
+  float got[18];
+} guard_job;
+
+static void *guard_main(void *arg) {
+  guard_job *j = arg;
+  static const float part[2][3][2] = {{{1, 2}, {2, 1}, {1, 2}},
+                                      {{2, 4}, {4, 2}, {2, 4}}};
+  float xv[18];
+  for (int i = 0; i < 18; i++)
+    xv[i] = (float)(i + 50 * j->rank);
+  for (int k = 0; k < 3 && j->st == CCG_STATUS_OK; k++) {
+    ccg_exec_tensor in[2] = {XT_F32("x", xv, 18),
+                             XT_F32("dims", part[j->rank][k], 2)};
+    ccg_exec_tensor out = xt_out(j->out, j->got, sizeof j->got);
+    j->st = ccg_exec_run(j->x, in, 2, &out, 1);
+    if (j->st != CCG_STATUS_OK)
+      snprintf(j->msg, sizeof j->msg, "%s", ccg_last_error(j->x));
+    j->dims[k][0] = out.tensor.dims[0];
+    j->dims[k][1] = out.tensor.dims[1];
+  }
+  return NULL;
+}
+
+static void test_ranks_guard_with_collective(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[18]");
+  ccg_value_id d = ccg_test_input(g, "dims", CCG_DTYPE_F32, "[2]"), s, r;
+  assert_ok(g, ccg_all_reduce(g, d, "tp", CCG_REDUCE_SUM, &s));
+  assert_ok(g, ccg_cast(g, s, CCG_DTYPE_I64, &s));
+  assert_ok(g, ccg_reshape(g, x, s, &r));
+  assert_ok(g, ccg_graph_add_output(g, r));
+  ccg_comm *c = NULL;
+  assert_ok(NULL, ccg_comm_local_new(2, &c));
+  guard_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  for (int k = 0; k < 2; k++) {
+    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+    o.rank = k;
+    o.comm = c;
+    o.deadline_s = 30;
+    jobs[k].rank = k;
+    jobs[k].out = ccg_value_name(g, r);
+    assert_ok(g, ccg_exec_create(g, &o, &jobs[k].x));
+  }
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++)
+    assert_int_equal(pthread_create(&th[k], NULL, guard_main, &jobs[k]), 0);
+  for (int k = 0; k < 2; k++)
+    assert_int_equal(pthread_join(th[k], NULL), 0);
+  static const int64_t want[3][2] = {{3, 6}, {6, 3}, {3, 6}};
+  for (int k = 0; k < 2; k++) {
+    if (jobs[k].st != CCG_STATUS_OK)
+      fail_msg("rank %d: %s", k, jobs[k].msg);
+    for (int s2 = 0; s2 < 3; s2++) {
+      assert_int_equal(jobs[k].dims[s2][0], want[s2][0]);
+      assert_int_equal(jobs[k].dims[s2][1], want[s2][1]);
+    }
+    for (int i = 0; i < 18; i++)
+      assert_true(jobs[k].got[i] == (float)(i + 50 * k));
+    specs_are(jobs[k].x, 2, 2);
+    ccg_exec_free(jobs[k].x);
+  }
+  ccg_comm_free(c);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_symbolic_dims_any_size),
@@ -679,6 +755,7 @@ int main(void) {
       cmocka_unit_test(test_reshape_to_computed_shape),
       cmocka_unit_test(test_bad_inputs_name_input_and_dim),
       cmocka_unit_test(test_ranks_specialize_alike),
+      cmocka_unit_test(test_ranks_guard_with_collective),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
