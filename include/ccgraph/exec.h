@@ -139,35 +139,51 @@ typedef struct ccg_exec_options {
   /* CUDA: 1 lets f32 GEMMs use TF32 tensor cores (about 1e-3 relative
    * error); 0 (default): full f32. */
   int tf32;
+  /* Run-time specialization (docs/exec.md): a run whose input shapes (or,
+   * where a dim is set by data, whose small integer inputs' contents)
+   * differ from what the executor was compiled for compiles a program for
+   * them once and keeps it; this many programs (up to 1024) are kept
+   * besides the one made at create (0: the default, 4), the least recently
+   * used one giving way. -1: none: every dim must be bound at create and a run
+   * with other shapes is refused. */
+  int max_specializations;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0, CCG_DEVICE_CPU, -1, 0, 0                                        \
+        32, 0, CCG_DEVICE_CPU, -1, 0, 0, 0                                     \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every
- * shape bound to numbers (an unbound symbol is an error naming it and the
- * value), the memory plan and the kernels. Initializers read the rank's own
- * data where the graph holds per-rank data (ccg_value_rank_data). The graph is
- * borrowed and must outlive the executor unchanged; like any use of a graph,
- * creation is not safe from several threads at once (ccg_exec_run_local takes
- * care of it). "new": free with ccg_exec_free. Errors go to g. */
+ * shape bound to numbers, the memory plan and the kernels. Where the
+ * options leave a dim unbound (an input shape not given, a dim set by data
+ * not given with input_shapes' data), the runs bind it (run-time
+ * specialization, docs/exec.md); with max_specializations -1 that is an
+ * error naming the symbol and the value, or the node and dim. Initializers
+ * read the rank's own data where the graph holds per-rank data
+ * (ccg_value_rank_data). The graph is borrowed and must outlive the executor
+ * unchanged; like any use of a graph, creation is not safe from several
+ * threads at once (ccg_exec_run_local takes care of it). "new": free with
+ * ccg_exec_free. Errors go to g. */
 CCG_API ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
                                    ccg_exec **out);
 CCG_API void ccg_exec_free(ccg_exec *x);
 
 /* Runs one step. `inputs` name graph inputs (every one must be given, with
- * the bound dtype and dims) or initializers (replacing their data for this
- * call, for per-rank weights). `outputs` name any values; they are filled as
- * ccg_exec_tensor says. Allocates nothing. A failure is recorded on x,
- * names the node and op, and makes the other ranks of the communicator fail
- * instead of waiting. */
+ * the graph's dtype and rank and its numeric dims) or initializers
+ * (replacing their data for this call, for per-rank weights). `outputs` name
+ * any values; they are filled as ccg_exec_tensor says. Inputs whose shapes
+ * (or shape-setting contents) no kept program was compiled for compile one
+ * first (docs/exec.md); otherwise it allocates nothing. A failure is
+ * recorded on x, names the node and op (or the input and dim), and makes
+ * the other ranks of the communicator fail instead of waiting. */
 CCG_API ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                                 size_t n_inputs, ccg_exec_tensor *outputs,
                                 size_t n_outputs);
 
-/* The memory plan: `peak_bytes` is the arena of planned intermediates;
+/* The memory plan (of the program that ran last; an executor that has
+ * compiled nothing yet fails with CCG_STATUS_INVALID_ARG):
+ * `peak_bytes` is the arena of planned intermediates;
  * `naive_bytes` the sum of every intermediate's size (no reuse);
  * `max_live_bytes` the largest sum of sizes alive at one step (a lower bound
  * for any plan of this schedule). */
@@ -179,6 +195,19 @@ typedef struct ccg_exec_memory {
 } ccg_exec_memory;
 CCG_API ccg_status ccg_exec_memory_info(const ccg_exec *x,
                                         ccg_exec_memory *out);
+
+/* Run-time specialization so far: `compiles` programs compiled (at create
+ * and by runs that brought new input shapes or shape-setting contents),
+ * `cached` of them kept now (the one made at create included), `evicted`
+ * dropped to make room. A run served by a kept program compiles nothing
+ * and allocates nothing. */
+typedef struct ccg_exec_specs {
+  size_t compiles;
+  size_t cached;
+  size_t evicted;
+} ccg_exec_specs;
+CCG_API ccg_status ccg_exec_specializations(const ccg_exec *x,
+                                            ccg_exec_specs *out);
 
 /* The flight recorder: the last collectives (and sends, receives) this
  * executor issued, with their state. It is printed to the log and added to
@@ -202,12 +231,14 @@ typedef struct ccg_flight_entry {
   ccg_flight_state state;
   double t_issued_s, t_done_s; /* CLOCK_MONOTONIC seconds; done 0 if not */
 } ccg_flight_entry;
-/* Copies up to `max` of the most recent entries into out, oldest first, and
- * returns how many. Safe to call between runs (not during one). */
+/* Copies up to `max` of the most recent entries (of the program that ran
+ * last) into out, oldest first, and returns how many. Safe to call between runs
+ * (not during one). */
 CCG_API size_t ccg_exec_flight_record(const ccg_exec *x, ccg_flight_entry *out,
                                       size_t max);
-/* The schedule: node ids in the order they run (ccg_graph_num_nodes of g
- * entries). Borrowed. */
+/* The schedule: node ids of g in the order they run (ccg_graph_num_nodes
+ * of g entries), of the program that ran last (NULL with *n 0 before any
+ * was compiled). Borrowed. */
 CCG_API const ccg_node_id *ccg_exec_schedule(const ccg_exec *x, size_t *n);
 
 /* Runs `nranks` ranks of `g` (its mesh's world size) as threads on a fresh

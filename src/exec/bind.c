@@ -167,7 +167,17 @@ ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
                             const char *missing) {
   ccg_graph *g = x->g;
   ccg_node_id n = ccg_value_producer(g, v);
-  if (n != CCG_NONE && !input_has_atom(x, missing))
+  if (n != CCG_NONE && !input_has_atom(x, missing)) {
+    x->why = (ccg__xwhy){2, v, d};
+    if (x->spec)
+      return ccg__error(
+          &x->ctx, CCG_STATUS_UNSUPPORTED,
+          "node '%s' (%s): output '%s' dim %d ('%s') is set by data computed "
+          "inside the graph (neither an input's shape nor a small integer "
+          "input's contents), which the executor cannot size before the node "
+          "runs",
+          ccg_node_name(g, n), ccg_op_name(ccg_node_op(g, n)),
+          ccg_value_name(g, v), d, missing);
     return ccg__error(
         &x->ctx, CCG_STATUS_UNSUPPORTED,
         "node '%s' (%s): output '%s' dim %d ('%s') is set by data known "
@@ -175,6 +185,8 @@ ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
         "constant (or the size given as a ccg_exec_dim)",
         ccg_node_name(g, n), ccg_op_name(ccg_node_op(g, n)),
         ccg_value_name(g, v), d, missing);
+  }
+  x->why = (ccg__xwhy){1, v, d};
   return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
                     "value '%s' dim %d: symbol '%s' is not bound on rank %d; "
                     "give the shape of an input that has it (ccg_exec_options."
@@ -203,10 +215,14 @@ static ccg_status bind_dim(ccg_exec *x, const char *input, int d, ccg_dim dim,
   if (ccg__eval_dim(x, dim, &have, what, sizeof what)) {
     if (have == given)
       return CCG_STATUS_OK;
+    if (!dim.sym)
+      return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
+                        "input '%s' dim %d: given %lld but the graph's size "
+                        "is %lld",
+                        input, d, (long long)given, (long long)have);
     return ccg__error(&x->ctx, CCG_STATUS_SHAPE,
                       "input '%s' dim %d: given %lld but '%s' is %lld here",
-                      input, d, (long long)given,
-                      dim.sym ? dim.sym : "the graph's size", (long long)have);
+                      input, d, (long long)given, dim.sym, (long long)have);
   }
   mono m;
   parse_mono(dim.sym, &m);

@@ -174,6 +174,7 @@ static void to_entry(const ccg_exec *x, const rec *r, ccg_flight_entry *e) {
 
 size_t ccg_exec_flight_record(const ccg_exec *x, ccg_flight_entry *out,
                               size_t max) {
+  x = x ? ccg__dyn_current(x) : NULL;
   if (!x || !x->debug || !out)
     return 0;
   const ccg__debug *d = x->debug;

@@ -149,6 +149,11 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
                       "the %s communicator has %d ranks but the graph's mesh "
                       "has %lld",
                       o.comm->vt->name, o.comm->nranks, (long long)world);
+  if (o.max_specializations < -1 || o.max_specializations > 1024)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "max_specializations is %d; give -1 (none), 0 (the "
+                      "default) or up to 1024",
+                      o.max_specializations);
   if (!(o.deadline_s > 0.0))
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
                       "deadline_s must be > 0 (got %g)", o.deadline_s);
@@ -179,6 +184,26 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
       o.device == CCG_DEVICE_CUDA ? &ccg__cuda_backend : &ccg__cpu_backend;
   if (backend->probe)
     CCG_CHECK(backend->probe(err, o.device_index));
+  bool dynamic = o.max_specializations >= 0;
+  ccg_exec *x = NULL;
+  ccg__xwhy why;
+  ccg_status st = ccg__exec_compile(g, &o, backend, false, err, &x, &why);
+  if (st == CCG_STATUS_OK && !dynamic) {
+    *out = x;
+    return st;
+  }
+  /* a dim left unbound is bound by the runs (docs/exec.md) */
+  if (st != CCG_STATUS_OK && (!dynamic || !why.unbound))
+    return st;
+  return ccg__dyn_create(g, &o, backend, x, err, out);
+}
+
+ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
+                             const ccg__backend_vt *backend, bool spec,
+                             ccg_ctx *err, ccg_exec **out, ccg__xwhy *why) {
+  ccg_exec_options o = *opts;
+  *out = NULL;
+  *why = (ccg__xwhy){0, CCG_NONE, -1};
   ccg_exec *x = ccg__calloc(o.allocator, 1, sizeof *x);
   if (!x)
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for an executor");
@@ -187,7 +212,7 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
     x->alloc = *o.allocator;
   ccg__arena_init(&x->arena, &x->alloc, 0);
   x->g = g;
-  x->mesh = mesh;
+  x->mesh = ccg_graph_mesh(g);
   x->rank = o.rank;
   x->comm = o.comm;
   x->deadline_s = o.deadline_s;
@@ -199,6 +224,7 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   x->device_index = o.device_index;
   x->cuda_graph = o.cuda_graph != 0;
   x->tf32 = o.tf32 != 0;
+  x->spec = spec;
   x->backend = backend;
   if (backend->configure)
     backend->configure(x);
@@ -209,9 +235,11 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   CCG_CHECK_GOTO(init_memory(x), st, fail);
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
   CCG_CHECK_GOTO(backend->create(x), st, fail);
+  x->compiled = true;
   *out = x;
   return CCG_STATUS_OK;
 fail:
+  *why = x->why;
   ccg__error_copy(err, &x->ctx);
   ccg_exec_free(x);
   return st;
@@ -225,6 +253,7 @@ ccg_status ccg_exec_create(ccg_graph *g, const ccg_exec_options *opts,
 void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
+  ccg__dyn_free(x);
   if (x->backend)
     x->backend->destroy(x);
   ccg__arena_free(&x->arena);
@@ -326,6 +355,27 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                         size_t n_outputs) {
   if (!x)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ccg_exec_run: NULL");
+  if (!x->dyn)
+    return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
+  ccg_exec *p = NULL;
+  ccg_status st = ccg__dyn_select(x, inputs, n_inputs, &p);
+  if (st != CCG_STATUS_OK) {
+    /* the other ranks fail instead of waiting for this one */
+    if (x->comm)
+      x->comm->vt->abort(x->comm, x->rank, ccg_last_error(x));
+    return st;
+  }
+  if (p == x)
+    return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
+  st = ccg__exec_run_program(p, inputs, n_inputs, outputs, n_outputs);
+  if (st != CCG_STATUS_OK)
+    ccg__error_copy(&x->ctx, &p->ctx);
+  return st;
+}
+
+ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
+                                 size_t n_inputs, ccg_exec_tensor *outputs,
+                                 size_t n_outputs) {
   for (size_t i = 0; i < x->n_vals; i++) {
     ccg__xval *v = &x->vals[i];
     if (v->kind == CCG__V_INPUT)
@@ -356,12 +406,18 @@ ccg_status ccg_exec_memory_info(const ccg_exec *x, ccg_exec_memory *out) {
   if (!x || !out)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ccg_exec_memory_info: NULL argument");
-  *out = x->mem;
+  const ccg_exec *p = ccg__dyn_current(x);
+  if (!p)
+    return ccg__error((ccg_ctx *)x, CCG_STATUS_INVALID_ARG,
+                      "the executor has compiled nothing yet: its first run "
+                      "binds the input shapes");
+  *out = p->mem;
   return CCG_STATUS_OK;
 }
 
 const ccg_node_id *ccg_exec_schedule(const ccg_exec *x, size_t *n) {
+  const ccg_exec *p = x ? ccg__dyn_current(x) : NULL;
   if (n)
-    *n = x ? x->n_steps : 0;
-  return x ? x->schedule : NULL;
+    *n = p ? p->n_steps : 0;
+  return p ? p->schedule : NULL;
 }

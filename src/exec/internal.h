@@ -75,6 +75,15 @@ struct ccg__xnode {
 };
 
 typedef struct ccg__overlap ccg__overlap;
+typedef struct ccg__xdyn ccg__xdyn;
+
+/* Why a compile stopped at a dim: 1 a symbol no input given binds, 2 a dim
+ * set by data (of `value`, dim `dim`); 0 for any other failure. */
+typedef struct ccg__xwhy {
+  int unbound;
+  ccg_value_id value;
+  int dim;
+} ccg__xwhy;
 
 /* A backend runs a compiled executor on one kind of device (DESIGN's
  * backend vtable): backend_cpu.c (the CPU kernels, threads, the local and
@@ -139,6 +148,15 @@ struct ccg_exec {
   int device_index;
   bool cuda_graph, tf32;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
+
+  /* run-time specialization (specialize.c). An executor that create
+   * returns holds `dyn` (unless max_specializations < 0): the programs
+   * compiled for other input shapes. It is itself a program when the graph
+   * compiled at create (`compiled`), else a shell that runs them only. */
+  ccg__xdyn *dyn;
+  bool compiled;
+  bool spec;     /* compiled from a specialized copy of the graph */
+  ccg__xwhy why; /* a failed compile: the dim it left unbound */
 };
 
 /* Records "node 'N' (Op): <message>" on x and returns st. */
@@ -156,6 +174,34 @@ ccg_status ccg__bind(ccg_exec *x, const ccg_exec_options *o);
  * the node. Otherwise SHAPE: an input shape was not given. */
 ccg_status ccg__unbound_dim(ccg_exec *x, ccg_value_id v, int d,
                             const char *missing);
+
+/* exec.c: compiles g for o (options already checked, the communicator
+ * prepared): a program of its own, errors on err. On failure *why says
+ * whether a dim was left unbound. `spec`: g is a specialized copy (its
+ * messages say so). */
+ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *o,
+                             const ccg__backend_vt *backend, bool spec,
+                             ccg_ctx *err, ccg_exec **out, ccg__xwhy *why);
+/* Runs program p (no specialization): binds the inputs, runs, fills the
+ * outputs. */
+ccg_status ccg__exec_run_program(ccg_exec *p, const ccg_exec_tensor *inputs,
+                                 size_t n_inputs, ccg_exec_tensor *outputs,
+                                 size_t n_outputs);
+
+/* specialize.c: makes x (a program, or NULL) the root of run-time
+ * specialization for graph g under options o; *out is x, or a new shell
+ * when x is NULL (then the programs come from o's input shapes now, when
+ * they give every input, or from the first run). */
+ccg_status ccg__dyn_create(ccg_graph *g, const ccg_exec_options *o,
+                           const ccg__backend_vt *backend, ccg_exec *x,
+                           ccg_ctx *err, ccg_exec **out);
+/* The program for these inputs: x itself, a cached one, or a new one
+ * compiled now (errors on x, naming the input and dim at fault). */
+ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
+                           size_t n_inputs, ccg_exec **prog);
+/* The program that ran last (or the only one); NULL before any. */
+const ccg_exec *ccg__dyn_current(const ccg_exec *x);
+void ccg__dyn_free(ccg_exec *x);
 
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */

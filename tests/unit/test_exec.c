@@ -168,17 +168,24 @@ static void test_bind_from_inputs_and_dims(void **state) {
   ccg_exec *ex = NULL;
   assert_ok(g, ccg_exec_create(g, &o, &ex));
   assert_ok(ex, ccg_exec_run(ex, in, 2, &to, 1));
-  /* run with another batch than compiled: refused, naming the input */
+  /* run with another batch than the named dim: refused, naming the input,
+   * the dim and the binding */
   ccg_exec_tensor wrong = XT_F32("x", xv, 2, 4);
   ccg_exec_tensor in2[2] = {wrong, in[1]};
   assert_fails(ex, CCG_STATUS_SHAPE, ccg_exec_run(ex, in2, 2, &to, 1),
-               "input 'x'", "[2,4]", "[3,4]");
+               "input 'x' dim 0", "given 2", "'batch' is 3");
   /* an input left out */
   assert_fails(ex, CCG_STATUS_INVALID_ARG, ccg_exec_run(ex, in, 1, &to, 1),
                "input 'y' was not given");
   ccg_exec_free(ex);
 
-  /* nothing binds batch */
+  /* without run-time specialization: another batch than compiled is
+   * refused, and nothing binding batch fails at create */
+  o.max_specializations = -1;
+  assert_ok(g, ccg_exec_create(g, &o, &ex));
+  assert_fails(ex, CCG_STATUS_SHAPE, ccg_exec_run(ex, in2, 2, &to, 1),
+               "input 'x'", "[2,4]", "[3,4]");
+  ccg_exec_free(ex);
   o.n_dims = 0;
   assert_fails(g, CCG_STATUS_SHAPE, ccg_exec_create(g, &o, &ex), "'batch'",
                "value 'x'");
