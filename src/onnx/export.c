@@ -383,6 +383,31 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
   }
 }
 
+/* The node's metadata as NodeProto.metadata_props, which exist from IR 10
+ * (opset 21) on; older models leave them out. */
+static ccg_status node_meta(ex *e, ccg_node_id n, Onnx__NodeProto *np) {
+  size_t count = 0;
+  while (ccg_node_meta_at(e->g, n, count, NULL))
+    count++;
+  if (!count || ccg__onnx_ir_version(e->o->opset) < 10)
+    return CCG_STATUS_OK;
+  np->metadata_props =
+      ccg__arena_calloc(e->a, count, sizeof *np->metadata_props);
+  if (!np->metadata_props)
+    return oom(e);
+  for (size_t i = 0; i < count; i++) {
+    Onnx__StringStringEntryProto *kv;
+    NEW(kv, Onnx__StringStringEntryProto,
+        onnx__string_string_entry_proto__init);
+    const char *value = NULL;
+    kv->key = (char *)ccg_node_meta_at(e->g, n, i, &value);
+    kv->value = (char *)value;
+    np->metadata_props[i] = kv;
+  }
+  np->n_metadata_props = count;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   ccg_graph *g = e->g;
   Onnx__NodeProto *np;
@@ -436,6 +461,7 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   np->op_type = (char *)no.op_type;
   if (no.domain && *no.domain)
     np->domain = (char *)no.domain;
+  CCG_CHECK(node_meta(e, n, np));
   *out = np;
   return CCG_STATUS_OK;
 }

@@ -434,9 +434,20 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
   d.n_attrs = nb.n_attrs;
   d.n_outputs = n_out;
   d.output_names = outs;
-  if (ccg_graph_add_node(m->g, &d, NULL) != CCG_STATUS_OK) {
+  ccg_node_id nid;
+  if (ccg_graph_add_node(m->g, &d, &nid) != CCG_STATUS_OK) {
     ccg__error_copy(NULL, &m->g->ctx);
     return ccg__error_prefix(NULL, "%s", m->src.what);
+  }
+  /* what the model says of the node (torch's module path, ...) */
+  for (size_t i = 0; i < np->n_metadata_props; i++) {
+    const Onnx__StringStringEntryProto *kv = np->metadata_props[i];
+    if (!kv->key || !*kv->key || !kv->value)
+      continue;
+    if (ccg_node_set_meta(m->g, nid, kv->key, kv->value) != CCG_STATUS_OK) {
+      ccg__error_copy(NULL, &m->g->ctx);
+      return ccg__error_prefix(NULL, "%s", m->src.what);
+    }
   }
   return CCG_STATUS_OK;
 }

@@ -449,6 +449,10 @@ ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
   pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
     return from_s(sh, st);
+  /* the node's metadata goes with it (module paths, for a later shard) */
+  const char *key, *value;
+  for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &value)) != NULL; i++)
+    SH_S(sh, ccg_node_set_meta(sh->s, sn, key, value));
   for (size_t i = 0; i < n_out; i++)
     CCG_CHECK(sh_set(sh, ccg_node_output(g, n, i),
                      ccg_node_output(sh->s, sn, i), outp, blocks));
@@ -476,6 +480,43 @@ static void module_of(const char *node_name, char *buf, size_t size) {
       *c = '.';
 }
 
+/* torch's dynamo exporter names nodes "node_<op>_<n>" and says the module
+ * path in node metadata: "['', 'h.0', 'h.0.mlp', 'h.0.mlp.c_fc', 'linear']"
+ * lists the cumulative module paths, the last entry being the node's own.
+ * The deepest module into buf; false when the text is not such a list. */
+static bool scopes_module(const char *scopes, char *buf, size_t size) {
+  const char *item[2] = {NULL, NULL}; /* the last two entries */
+  size_t len[2] = {0, 0};
+  int count = 0;
+  const char *p = scopes;
+  while ((p = strpbrk(p, "'\"")) != NULL) {
+    const char *end = strchr(p + 1, *p);
+    if (!end)
+      return false;
+    item[0] = item[1];
+    len[0] = len[1];
+    item[1] = p + 1;
+    len[1] = (size_t)(end - p - 1);
+    count++;
+    p = end + 1;
+  }
+  if (count < 2)
+    return false;
+  size_t n = len[0] < size - 1 ? len[0] : size - 1;
+  memcpy(buf, item[0], n);
+  buf[n] = '\0';
+  return true;
+}
+
+/* The module path of node n: from torch's metadata where the node has it,
+ * else from its name ("/h.0/attn/q_proj/MatMul"). */
+static void node_module(const shard *sh, ccg_node_id n, char *buf,
+                        size_t size) {
+  const char *scopes = ccg_node_meta(sh->g, n, CCG__META_NAME_SCOPES);
+  if (!scopes || !scopes_module(scopes, buf, size))
+    module_of(ccg_node_name(sh->g, n), buf, size);
+}
+
 /* The first entry matching `name` (or, for a parameter, its module). */
 static long entry_for(const shard *sh, const char *name, bool param) {
   size_t n = ccg_plan_num_entries(sh->plan);
@@ -498,7 +539,7 @@ static long entry_for(const shard *sh, const char *name, bool param) {
 static long node_entry(const shard *sh, ccg_node_id n, char *module,
                        size_t size) {
   char path[512];
-  module_of(ccg_node_name(sh->g, n), path, sizeof path);
+  node_module(sh, n, path, sizeof path);
   while (*path) {
     long e = entry_for(sh, path, false);
     if (e >= 0) {

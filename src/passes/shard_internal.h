@@ -27,6 +27,8 @@ typedef struct sh_cache {
 } sh_cache;
 
 #define SH_MAX_ULYSSES 64
+/* The node metadata key of torch's dynamo exporter holding module paths. */
+#define CCG__META_NAME_SCOPES "pkg.torch.onnx.name_scopes"
 
 enum { SH_MARKED = 1, SH_TRANSPOSED = 2, SH_VOCAB = 4, SH_MOVE = 8 };
 
