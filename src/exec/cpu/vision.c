@@ -2,7 +2,8 @@
  * image and group; ConvTranspose is sgemm + col2im (a gather over the
  * window taps, so no two writers meet); the pools walk their windows. The
  * index math is vision_math.h, shared with the CUDA kernels. f16, bf16 and
- * f64 convolutions compute in f32 (converted in the node's scratch). */
+ * f64 convolutions take a direct loop in double over the same column
+ * matrix (f64 keeps its precision; gradient checks rely on it). */
 #include <cblas.h>
 #include <string.h>
 
@@ -13,13 +14,9 @@ const ccg__win *ccg__win_of(const ccg__xnode *n) {
   return (const ccg__win *)(const void *)n->p.list;
 }
 
-static const float *as_f32(const ccg__xval *v, float **scratch) {
-  if (v->dtype == CCG_DTYPE_F32)
-    return v->ptr;
-  float *dst = *scratch;
-  ccg__load_f32(v->dtype, v->ptr, 0, 1, v->numel, dst);
-  *scratch += v->numel;
-  return dst;
+/* Element i of input `in` (absent: 0). */
+static double ld(const ccg__xval *v, size_t i) {
+  return v ? ccg__ld_f64(v->dtype, v->ptr, i) : 0.0;
 }
 
 static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
@@ -27,38 +24,49 @@ static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *xv = ccg__in(x, n, 0), *wv = ccg__in(x, n, 1);
   const ccg__xval *bv = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const ccg__xval *yv = ccg__out(x, n, 0);
-  float *scr = x->scratch;
-  const float *xs = as_f32(xv, &scr), *ws = as_f32(wv, &scr);
-  const float *bs = bv ? as_f32(bv, &scr) : NULL;
-  float *y = yv->dtype == CCG_DTYPE_F32 ? yv->ptr : scr;
-  if (y != yv->ptr)
-    scr += yv->numel;
-  float *col = scr;
+  bool blas = yv->dtype == CCG_DTYPE_F32;
   int64_t G = w->group, cg = w->cbig / G, mg = w->csmall / G;
-  int64_t rows = cg * w->nk;
+  int64_t rows = cg * w->nk, ns = w->nsmall;
+  float *colf = x->scratch;
+  double *cold = x->scratch;
   for (int64_t b = 0; b < w->batch; b++)
     for (int64_t g = 0; g < G; g++) {
-      const float *xg = xs + (b * w->cbig + g * cg) * w->nbig;
-      float *yg = y + (b * w->csmall + g * mg) * w->nsmall;
-      for (int64_t j = 0; j < rows * w->nsmall; j++)
-        col[j] = (float)ccg__im2col_elem(w, CCG_DTYPE_F32, xg, 0, j);
-      if (rows == 0) {
-        memset(yg, 0, (size_t)(mg * w->nsmall) * sizeof(float));
-        continue;
+      size_t xoff = (size_t)((b * w->cbig + g * cg) * w->nbig);
+      size_t yoff = (size_t)((b * w->csmall + g * mg) * ns);
+      for (int64_t j = 0; j < rows * ns; j++) {
+        double v = ccg__im2col_elem(w, xv->dtype, xv->ptr, xoff, j);
+        if (blas)
+          colf[j] = (float)v;
+        else
+          cold[j] = v;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg,
-                  (int)w->nsmall, (int)rows, 1.0f, ws + g * mg * rows,
-                  (int)rows, col, (int)w->nsmall, 0.0f, yg, (int)w->nsmall);
+      if (blas && rows > 0) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)ns,
+                    (int)rows, 1.0f, (const float *)wv->ptr + g * mg * rows,
+                    (int)rows, colf, (int)ns, 0.0f, (float *)yv->ptr + yoff,
+                    (int)ns);
+      } else if (!blas) {
+        for (int64_t m = 0; m < mg; m++)
+          for (int64_t o = 0; o < ns; o++) {
+            double acc = 0.0;
+            for (int64_t r = 0; r < rows; r++)
+              acc +=
+                  ld(wv, (size_t)((g * mg + m) * rows + r)) * cold[r * ns + o];
+            ccg__st_f64(yv->dtype, yv->ptr, yoff + (size_t)(m * ns + o), acc);
+          }
+      } else {
+        memset((float *)yv->ptr + yoff, 0, (size_t)(mg * ns) * sizeof(float));
+      }
     }
-  if (bs)
+  if (bv)
     for (int64_t b = 0; b < w->batch; b++)
       for (int64_t m = 0; m < w->csmall; m++) {
-        float *row = y + (b * w->csmall + m) * w->nsmall;
-        for (int64_t o = 0; o < w->nsmall; o++)
-          row[o] += bs[m];
+        size_t off = (size_t)((b * w->csmall + m) * ns);
+        double bias = ld(bv, (size_t)m);
+        for (int64_t o = 0; o < ns; o++)
+          ccg__st_f64(yv->dtype, yv->ptr, off + (size_t)o,
+                      ld(yv, off + (size_t)o) + bias);
       }
-  if (y != yv->ptr)
-    ccg__store_f32(yv->dtype, yv->ptr, 0, yv->numel, y);
   return CCG_STATUS_OK;
 }
 
@@ -67,34 +75,40 @@ static ccg_status run_conv_transpose(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *xv = ccg__in(x, n, 0), *wv = ccg__in(x, n, 1);
   const ccg__xval *bv = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const ccg__xval *yv = ccg__out(x, n, 0);
-  float *scr = x->scratch;
-  const float *xs = as_f32(xv, &scr), *ws = as_f32(wv, &scr);
-  const float *bs = bv ? as_f32(bv, &scr) : NULL;
-  float *y = yv->dtype == CCG_DTYPE_F32 ? yv->ptr : scr;
-  if (y != yv->ptr)
-    scr += yv->numel;
-  float *col = scr;
+  bool blas = yv->dtype == CCG_DTYPE_F32;
+  ccg_dtype cdt = blas ? CCG_DTYPE_F32 : CCG_DTYPE_F64;
   int64_t G = w->group, cg = w->csmall / G, mg = w->cbig / G;
-  int64_t rows = mg * w->nk;
+  int64_t rows = mg * w->nk, ns = w->nsmall;
+  float *colf = x->scratch;
+  double *cold = x->scratch;
   for (int64_t b = 0; b < w->batch; b++)
     for (int64_t g = 0; g < G; g++) {
-      const float *xg = xs + (b * w->csmall + g * cg) * w->nsmall;
-      float *yg = y + (b * w->cbig + g * mg) * w->nbig;
-      if (cg > 0 && rows > 0 && w->nsmall > 0)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows,
-                    (int)w->nsmall, (int)cg, 1.0f, ws + g * cg * rows,
-                    (int)rows, xg, (int)w->nsmall, 0.0f, col, (int)w->nsmall);
-      else
-        memset(col, 0, (size_t)(rows * w->nsmall) * sizeof(float));
+      size_t xoff = (size_t)((b * w->csmall + g * cg) * ns);
+      size_t yoff = (size_t)((b * w->cbig + g * mg) * w->nbig);
+      if (blas && cg > 0 && rows > 0 && ns > 0) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)ns,
+                    (int)cg, 1.0f, (const float *)wv->ptr + g * cg * rows,
+                    (int)rows, (const float *)xv->ptr + xoff, (int)ns, 0.0f,
+                    colf, (int)ns);
+      } else if (blas) {
+        memset(colf, 0, (size_t)(rows * ns) * sizeof(float));
+      } else {
+        for (int64_t r = 0; r < rows; r++)
+          for (int64_t i = 0; i < ns; i++) {
+            double acc = 0.0;
+            for (int64_t c = 0; c < cg; c++)
+              acc += ld(wv, (size_t)((g * cg + c) * rows + r)) *
+                     ld(xv, xoff + (size_t)(c * ns + i));
+            cold[r * ns + i] = acc;
+          }
+      }
       for (int64_t m = 0; m < mg; m++) {
-        float bias = bs ? bs[g * mg + m] : 0.0f;
+        double bias = ld(bv, (size_t)(g * mg + m));
         for (int64_t p = 0; p < w->nbig; p++)
-          yg[m * w->nbig + p] =
-              bias + (float)ccg__col2im_elem(w, CCG_DTYPE_F32, col, m, p);
+          ccg__st_f64(yv->dtype, yv->ptr, yoff + (size_t)(m * w->nbig + p),
+                      bias + ccg__col2im_elem(w, cdt, x->scratch, m, p));
       }
     }
-  if (y != yv->ptr)
-    ccg__store_f32(yv->dtype, yv->ptr, 0, yv->numel, y);
   return CCG_STATUS_OK;
 }
 
@@ -253,7 +267,7 @@ static ccg_status prep_conv(ccg_exec *x, ccg__xnode *n) {
     return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                       "channels %lld and %lld are not multiples of group %lld",
                       (long long)w->cbig, (long long)w->csmall, (long long)G);
-  int64_t rows = (t ? w->cbig / G : w->cbig / G) * w->nk;
+  int64_t rows = w->cbig / G * w->nk; /* both: big channels x taps */
   int64_t kdim = t ? w->csmall / G : rows;
   if (rows > INT32_MAX || w->nsmall > INT32_MAX || kdim > INT32_MAX ||
       w->csmall > INT32_MAX)
@@ -261,15 +275,13 @@ static ccg_status prep_conv(ccg_exec *x, ccg__xnode *n) {
                       "the column matrix [%lld, %lld] exceeds the BLAS index "
                       "range",
                       (long long)rows, (long long)w->nsmall);
-  size_t s = (size_t)(rows * w->nsmall) * sizeof(float);
+  /* the column matrix of one image and group, in f32 for BLAS */
+  bool f32 = true;
   for (uint32_t i = 0; i < n->n_in; i++) {
     const ccg__xval *v = ccg__in(x, n, i);
-    if (v && v->dtype != CCG_DTYPE_F32)
-      s += v->numel * sizeof(float);
+    f32 = f32 && (!v || v->dtype == CCG_DTYPE_F32);
   }
-  const ccg__xval *y = ccg__out(x, n, 0);
-  if (y->dtype != CCG_DTYPE_F32)
-    s += y->numel * sizeof(float);
+  size_t s = (size_t)(rows * w->nsmall) * (f32 ? sizeof(float) : 8);
   n->scratch = s;
   n->run = t ? run_conv_transpose : run_conv;
   return CCG_STATUS_OK;
