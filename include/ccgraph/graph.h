@@ -313,7 +313,8 @@ typedef struct ccg_attr {
   X(MAX_POOL, "MaxPool", "", 1, 1, 1, 2)                                       \
   X(AVERAGE_POOL, "AveragePool", "", 1, 1, 1, 1)                               \
   X(GLOBAL_AVERAGE_POOL, "GlobalAveragePool", "", 1, 1, 1, 1)                  \
-  X(GLOBAL_MAX_POOL, "GlobalMaxPool", "", 1, 1, 1, 1)
+  X(GLOBAL_MAX_POOL, "GlobalMaxPool", "", 1, 1, 1, 1)                          \
+  X(RESIZE, "Resize", "", 1, 4, 1, 1)
 
 /* collective.c */
 #define CCG_OP_LIST_COLLECTIVE(X)                                              \

@@ -229,4 +229,194 @@ CCG_HD static inline double ccg__avgpool_elem(const ccg__win *w, ccg_dtype dt,
   return n > 0 ? acc / (double)n : NAN;
 }
 
+/* ---- Resize ----------------------------------------------------------------
+ * Output element j reads, per dim, the taps around its source coordinate
+ * (1 for nearest, 2 for linear, 4 for cubic) with the ONNX reference's
+ * weights; N-D is the product of the per-dim weights. */
+
+typedef enum ccg__rsz_mode {
+  CCG__RSZ_NEAREST,
+  CCG__RSZ_LINEAR,
+  CCG__RSZ_CUBIC
+} ccg__rsz_mode;
+
+typedef enum ccg__rsz_ctm {
+  CCG__CTM_HALF_PIXEL,
+  CCG__CTM_HALF_PIXEL_SYMMETRIC,
+  CCG__CTM_PYTORCH_HALF_PIXEL,
+  CCG__CTM_ALIGN_CORNERS,
+  CCG__CTM_ASYMMETRIC,
+  CCG__CTM_TF_HALF_PIXEL_FOR_NN,
+  CCG__CTM_TF_CROP_AND_RESIZE
+} ccg__rsz_ctm;
+
+typedef enum ccg__rsz_nearest {
+  CCG__NEAREST_ROUND_PREFER_FLOOR,
+  CCG__NEAREST_ROUND_PREFER_CEIL,
+  CCG__NEAREST_FLOOR,
+  CCG__NEAREST_CEIL
+} ccg__rsz_nearest;
+
+typedef struct ccg__rsz {
+  int rank;
+  int mode, ctm, nearest, exclude_outside;
+  int64_t in[CCG_MAX_RANK], out[CCG_MAX_RANK];
+  double scale[CCG_MAX_RANK], roi_lo[CCG_MAX_RANK], roi_hi[CCG_MAX_RANK];
+  double cubic_a, extrapolation;
+} ccg__rsz;
+
+/* Host: the value of a Resize string attribute (which: 0 mode, 1
+ * coordinate_transformation_mode, 2 nearest_mode, 3
+ * keep_aspect_ratio_policy, in the enums' order), or -1. */
+static inline int ccg__rsz_parse(int which, const char *v) {
+  static const char *const names[4][7] = {
+      {"nearest", "linear", "cubic"},
+      {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+       "align_corners", "asymmetric", "tf_half_pixel_for_nn",
+       "tf_crop_and_resize"},
+      {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"},
+      {"stretch", "not_larger", "not_smaller"}};
+  for (int i = 0; i < 7; i++)
+    if (names[which][i] && strcmp(v, names[which][i]) == 0)
+      return i;
+  return -1;
+}
+
+/* The source coordinate of output index x along dim d. */
+CCG_HD static inline double ccg__rsz_coord(const ccg__rsz *r, int d,
+                                           int64_t x) {
+  /* the reference's length_resized is in * scale, unrounded (sizes give
+   * scale = out / in, so then it is out) */
+  double s = r->scale[d], in = (double)r->in[d], out = in * s;
+  double xf = (double)x;
+  switch (r->ctm) {
+  case CCG__CTM_HALF_PIXEL_SYMMETRIC: {
+    double adj = (double)r->out[d] / out;
+    return in / 2 * (1 - adj) + (xf + 0.5) / s - 0.5;
+  }
+  case CCG__CTM_PYTORCH_HALF_PIXEL:
+    return out > 1 ? (xf + 0.5) / s - 0.5 : 0.0;
+  case CCG__CTM_ALIGN_CORNERS:
+    return out == 1 ? 0.0 : xf * (in - 1) / (out - 1);
+  case CCG__CTM_ASYMMETRIC:
+    return xf / s;
+  case CCG__CTM_TF_HALF_PIXEL_FOR_NN:
+    return (xf + 0.5) / s;
+  case CCG__CTM_TF_CROP_AND_RESIZE: {
+    double lo = r->roi_lo[d], hi = r->roi_hi[d];
+    return out > 1 ? lo * (in - 1) + xf * (hi - lo) * (in - 1) / (out - 1)
+                   : 0.5 * (lo + hi) * (in - 1);
+  }
+  default:
+    return (xf + 0.5) / s - 0.5;
+  }
+}
+
+CCG_HD static inline int64_t ccg__rsz_clamp(int64_t i, int64_t n) {
+  return i < 0 ? 0 : i >= n ? n - 1 : i;
+}
+
+/* The taps of output index x along dim d: up to 4 source indices (clamped
+ * to the edge) and weights; the count, or 0 when the coordinate falls
+ * outside the crop (tf_crop_and_resize: the extrapolation value). */
+CCG_HD static inline int ccg__rsz_taps(const ccg__rsz *r, int d, int64_t x,
+                                       int64_t *idx, double *wt) {
+  int64_t n = r->in[d];
+  double c = ccg__rsz_coord(r, d, x);
+  if (r->ctm == CCG__CTM_TF_CROP_AND_RESIZE && (c < 0 || c > (double)(n - 1)))
+    return 0;
+  if (r->mode == CCG__RSZ_NEAREST) {
+    double f = floor(c);
+    int64_t i;
+    switch (r->nearest) {
+    case CCG__NEAREST_ROUND_PREFER_CEIL:
+      i = (int64_t)(c - f == 0.5 ? f + 1 : floor(c + 0.5));
+      break;
+    case CCG__NEAREST_FLOOR:
+      i = (int64_t)f;
+      break;
+    case CCG__NEAREST_CEIL:
+      i = (int64_t)ceil(c);
+      break;
+    default:
+      i = (int64_t)(c - f == 0.5 ? f : floor(c + 0.5));
+      break;
+    }
+    idx[0] = ccg__rsz_clamp(i, n);
+    wt[0] = 1.0;
+    return 1;
+  }
+  /* an integral coordinate takes ratio 1 from the index below, as the
+   * reference does (the same value, other neighbours for cubic) */
+  double f = floor(c), t = c - f;
+  if (t == 0.0) {
+    f -= 1;
+    t = 1.0;
+  }
+  int64_t base = (int64_t)f;
+  int k;
+  if (r->mode == CCG__RSZ_LINEAR) {
+    wt[0] = 1 - t;
+    wt[1] = t;
+    k = 2;
+    for (int i = 0; i < 2; i++)
+      idx[i] = base + i;
+  } else {
+    double A = r->cubic_a, u = 1 - t;
+    wt[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+    wt[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+    wt[2] = ((A + 2) * u - (A + 3)) * u * u + 1;
+    wt[3] = ((A * (u + 1) - 5 * A) * (u + 1) + 8 * A) * (u + 1) - 4 * A;
+    k = 4;
+    for (int i = 0; i < 4; i++)
+      idx[i] = base - 1 + i;
+  }
+  double sum = 0;
+  for (int i = 0; i < k; i++) {
+    if (r->exclude_outside && (idx[i] < 0 || idx[i] >= n))
+      wt[i] = 0;
+    sum += wt[i];
+    idx[i] = ccg__rsz_clamp(idx[i], n);
+  }
+  if (r->exclude_outside && sum != 0)
+    for (int i = 0; i < k; i++)
+      wt[i] /= sum;
+  return k;
+}
+
+/* Output element j of Resize. */
+CCG_HD static inline double ccg__resize_elem(const ccg__rsz *r, ccg_dtype dt,
+                                             const void *x, int64_t j) {
+  int64_t idx[CCG_MAX_RANK][4], pos[CCG_MAX_RANK];
+  double wt[CCG_MAX_RANK][4];
+  int cnt[CCG_MAX_RANK], at[CCG_MAX_RANK];
+  for (int d = r->rank - 1; d >= 0; d--) {
+    pos[d] = j % r->out[d];
+    j /= r->out[d];
+  }
+  for (int d = 0; d < r->rank; d++) {
+    cnt[d] = ccg__rsz_taps(r, d, pos[d], idx[d], wt[d]);
+    if (cnt[d] == 0)
+      return r->extrapolation;
+    at[d] = 0;
+  }
+  double acc = 0;
+  for (;;) {
+    double w = 1;
+    int64_t off = 0;
+    for (int d = 0; d < r->rank; d++) {
+      w *= wt[d][at[d]];
+      off = off * r->in[d] + idx[d][at[d]];
+    }
+    if (w != 0)
+      acc += w * ccg__ld_f64(dt, x, (size_t)off);
+    int d = r->rank - 1;
+    while (d >= 0 && ++at[d] == cnt[d])
+      at[d--] = 0;
+    if (d < 0)
+      break;
+  }
+  return acc;
+}
+
 #endif

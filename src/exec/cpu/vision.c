@@ -5,6 +5,7 @@
  * f64 convolutions take a direct loop in double over the same column
  * matrix (f64 keeps its precision; gradient checks rely on it). */
 #include <cblas.h>
+#include <math.h>
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
@@ -287,6 +288,136 @@ static ccg_status prep_conv(ccg_exec *x, ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+/* ---- Resize ------------------------------------------------------------ */
+
+const ccg__rsz *ccg__rsz_of(const ccg__xnode *n) {
+  return (const ccg__rsz *)(const void *)n->p.list;
+}
+
+static ccg_status run_resize(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__rsz *r = ccg__rsz_of(n);
+  const ccg__xval *xv = ccg__in(x, n, 0), *yv = ccg__out(x, n, 0);
+  for (size_t j = 0; j < yv->numel; j++)
+    ccg__st_f64(yv->dtype, yv->ptr, j,
+                ccg__resize_elem(r, xv->dtype, xv->ptr, (int64_t)j));
+  return CCG_STATUS_OK;
+}
+
+/* Input i's graph data (an initializer or Constant), or NULL when it is
+ * absent, empty or computed at run time. */
+static const ccg__xval *static_in(ccg_exec *x, const ccg__xnode *n,
+                                  uint32_t i) {
+  const ccg__xval *v = i < n->n_in ? ccg__in(x, n, i) : NULL;
+  return v && v->numel > 0 ? v : NULL;
+}
+
+static ccg_status need_static(ccg_exec *x, const ccg__xnode *n,
+                              const ccg__xval *v, const char *what) {
+  if (v->kind == CCG__V_STATIC && v->init)
+    return CCG_STATUS_OK;
+  return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                    "input '%s' is fed or computed at run time; give an "
+                    "initializer or Constant",
+                    what);
+}
+
+static ccg_status resize_enums(ccg_exec *x, const ccg__xnode *n, int *e) {
+  static const char *const attrs[4] = {"mode", "coordinate_transformation_mode",
+                                       "nearest_mode",
+                                       "keep_aspect_ratio_policy"};
+  for (int i = 0; i < 4; i++) {
+    const char *s;
+    CCG_CHECK(ccg__xattr_s(x, n, attrs[i], &s));
+    if ((e[i] = ccg__rsz_parse(i, s)) < 0)
+      return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG, "%s '%s' is not known",
+                        attrs[i], s);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Per resized dim the factor the coordinates use: the scales, or
+ * sizes / input (one factor for all under keep_aspect_ratio_policy). */
+static ccg_status resize_scales(ccg_exec *x, const ccg__xnode *n, ccg__rsz *r,
+                                const int *axes, int na, int policy) {
+  const ccg__xval *sz = static_in(x, n, 3), *sc = static_in(x, n, 2);
+  if (sz && policy != 0) {
+    CCG_CHECK(need_static(x, n, sz, "sizes"));
+    double s = policy == 1 ? INFINITY : 0;
+    for (int i = 0; i < na; i++) {
+      double q = (double)ccg__ld_i64(sz->dtype, sz->init, (size_t)i) /
+                 (double)r->in[axes[i]];
+      s = policy == 1 ? fmin(s, q) : fmax(s, q);
+    }
+    for (int i = 0; i < na; i++)
+      r->scale[axes[i]] = s;
+  } else if (sz) {
+    for (int i = 0; i < na; i++)
+      r->scale[axes[i]] = (double)r->out[axes[i]] / (double)r->in[axes[i]];
+  } else if (sc) {
+    CCG_CHECK(need_static(x, n, sc, "scales"));
+    if (sc->numel != (size_t)na)
+      return ccg__xfail(x, n, CCG_STATUS_SHAPE, "scales has %zu entries",
+                        sc->numel);
+    for (int i = 0; i < na; i++)
+      r->scale[axes[i]] = ccg__ld_f64(sc->dtype, sc->init, (size_t)i);
+  } else {
+    return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                      "neither scales nor sizes is given");
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status prep_resize(ccg_exec *x, ccg__xnode *n) {
+  const ccg__xval *xv = ccg__in(x, n, 0), *yv = ccg__out(x, n, 0);
+  ccg__rsz *r = ccg__arena_calloc(&x->arena, 1, sizeof *r);
+  if (!r)
+    return ccg__xfail(x, n, CCG_STATUS_OOM, "out of memory");
+  int e[4], axes[CCG_MAX_RANK], na = 0;
+  CCG_CHECK(resize_enums(x, n, e));
+  r->mode = e[0];
+  r->ctm = e[1];
+  r->nearest = e[2];
+  r->rank = xv->rank;
+  float a, ext;
+  int64_t excl;
+  CCG_CHECK(ccg__xattr_f(x, n, "cubic_coeff_a", &a));
+  CCG_CHECK(ccg__xattr_f(x, n, "extrapolation_value", &ext));
+  CCG_CHECK(ccg__xattr_i(x, n, "exclude_outside", &excl));
+  r->cubic_a = a;
+  r->extrapolation = ext;
+  r->exclude_outside = excl != 0;
+  for (int d = 0; d < r->rank; d++) {
+    r->in[d] = xv->dims[d];
+    r->out[d] = yv->dims[d];
+    r->scale[d] = 1.0;
+    r->roi_lo[d] = 0.0;
+    r->roi_hi[d] = 1.0;
+  }
+  const int64_t *av;
+  size_t k = ccg__xattr_ints(x, n, "axes", &av);
+  for (int i = 0; i < (k ? (int)k : r->rank); i++)
+    if (k)
+      CCG_CHECK(ccg__xaxis(x, n, av[i], r->rank, &axes[na++]));
+    else
+      axes[na++] = i;
+  CCG_CHECK(resize_scales(x, n, r, axes, na, e[3]));
+  const ccg__xval *roi = static_in(x, n, 1);
+  if (r->ctm == CCG__CTM_TF_CROP_AND_RESIZE && roi) {
+    CCG_CHECK(need_static(x, n, roi, "roi"));
+    if (roi->numel != 2 * (size_t)na)
+      return ccg__xfail(x, n, CCG_STATUS_SHAPE,
+                        "roi has %zu entries; expected %d", roi->numel, 2 * na);
+    for (int i = 0; i < na; i++) {
+      r->roi_lo[axes[i]] = ccg__ld_f64(roi->dtype, roi->init, (size_t)i);
+      r->roi_hi[axes[i]] = ccg__ld_f64(roi->dtype, roi->init, (size_t)(na + i));
+    }
+  }
+  n->p.list = (const int64_t *)(const void *)r;
+  n->p.n_list = 0;
+  n->run = run_resize;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg__prep_vision(ccg_exec *x, ccg__xnode *n) {
   ccg_dtype dt = ccg__in(x, n, 0)->dtype;
   bool ok =
@@ -307,6 +438,8 @@ ccg_status ccg__prep_vision(ccg_exec *x, ccg__xnode *n) {
     CCG_CHECK(vision_prep_win(x, n));
     n->run = run_pool;
     return CCG_STATUS_OK;
+  case CCG_OP_RESIZE:
+    return prep_resize(x, n);
   default:
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED, "no CPU kernel");
   }

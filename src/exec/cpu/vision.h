@@ -9,5 +9,7 @@
 /* The window geometry a prepared Conv, ConvTranspose or pool node keeps in
  * its parameters (exec arena). */
 const ccg__win *ccg__win_of(const ccg__xnode *n);
+/* The same for a prepared Resize node. */
+const ccg__rsz *ccg__rsz_of(const ccg__xnode *n);
 
 #endif

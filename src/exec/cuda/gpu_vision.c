@@ -21,7 +21,7 @@ ccg_status ccg__gpu_check_vision(ccg_exec *x, const ccg__xnode *n,
                                  size_t *scratch) {
   *scratch = 0;
   if (!is_conv(n->op))
-    return CCG_STATUS_OK; /* the pools take every dtype the CPU takes */
+    return CCG_STATUS_OK; /* pools, Resize: every dtype the CPU takes */
   ccg_dtype dt = ccg__out(x, n, 0)->dtype;
   if (!blas_dtype(dt))
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
@@ -155,6 +155,12 @@ ccg_status ccg__gpu_launch_vision(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                  ccg__in(x, n, 0)->dtype, ccg__din(x, n, 0),
                                  ccg__dout(x, n, 0), idx));
   }
+  case CCG_OP_RESIZE:
+    return launched(x, n,
+                    ccg__cu_resize(x->gpu->cs, ccg__rsz_of(n),
+                                   ccg__in(x, n, 0)->dtype, ccg__din(x, n, 0),
+                                   ccg__dout(x, n, 0),
+                                   ccg__out(x, n, 0)->numel));
   default:
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED, "no CUDA kernel");
   }

@@ -88,3 +88,18 @@ extern "C" int ccg__cu_pool(cudaStream_t s, const ccg__win *w, int avg,
   k_pool<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(*w, avg, dt, x, y, idx, n);
   return ccg__launched();
 }
+
+__global__ static void k_resize(ccg__rsz r, ccg_dtype dt, const void *x,
+                                void *y, size_t n) {
+  CCG__GRID_LOOP(j, n) {
+    ccg__st_f64(dt, y, j, ccg__resize_elem(&r, dt, x, (int64_t)j));
+  }
+}
+
+extern "C" int ccg__cu_resize(cudaStream_t s, const ccg__rsz *r, ccg_dtype dt,
+                              const void *x, void *y, size_t n) {
+  if (n == 0)
+    return 0;
+  k_resize<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(*r, dt, x, y, n);
+  return ccg__launched();
+}

@@ -29,6 +29,9 @@ int ccg__cu_conv_bias(cudaStream_t s, const ccg__win *w, ccg_dtype dt, void *y,
  * their Indices into idx when non-NULL). */
 int ccg__cu_pool(cudaStream_t s, const ccg__win *w, int avg, ccg_dtype dt,
                  const void *x, void *y, int64_t *idx);
+/* Resize: the n output elements (input and output in dt). */
+int ccg__cu_resize(cudaStream_t s, const ccg__rsz *r, ccg_dtype dt,
+                   const void *x, void *y, size_t n);
 
 #ifdef __cplusplus
 }

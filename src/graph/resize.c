@@ -1,0 +1,182 @@
+/* Resize (opset 13 semantics with opset 18's axes and
+ * keep_aspect_ratio_policy and opset 19's half_pixel_symmetric): inputs X,
+ * roi, scales, sizes. The output shape needs the contents of scales (an
+ * initializer or Constant) or sizes (known contents); antialias is
+ * refused. The arithmetic is exec/vision_math.h's. */
+#include <math.h>
+#include <string.h>
+
+#include "graph/vision.h"
+
+static const ccg__attr_spec resize_attrs[] = {
+    {"antialias", CCG_ATTR_INT, false, 0, 0, NULL},
+    {"axes", CCG_ATTR_INTS, false, 0, 0, NULL},
+    {"coordinate_transformation_mode", CCG_ATTR_STRING, false, 0, 0,
+     "half_pixel"},
+    {"cubic_coeff_a", CCG_ATTR_FLOAT, false, 0, -0.75f, NULL},
+    {"exclude_outside", CCG_ATTR_INT, false, 0, 0, NULL},
+    {"extrapolation_value", CCG_ATTR_FLOAT, false, 0, 0.0f, NULL},
+    {"keep_aspect_ratio_policy", CCG_ATTR_STRING, false, 0, 0, "stretch"},
+    {"mode", CCG_ATTR_STRING, false, 0, 0, "nearest"},
+    {"nearest_mode", CCG_ATTR_STRING, false, 0, 0, "round_prefer_floor"},
+};
+
+static ccg_status resize_enums(const char *mode, const char *ctm,
+                               const char *nearest, const char *policy,
+                               int *out) {
+  const char *v[4] = {mode, ctm, nearest, policy};
+  for (int i = 0; i < 4; i++)
+    if ((out[i] = ccg__rsz_parse(i, v[i])) < 0)
+      return CCG_STATUS_INVALID_ARG;
+  return CCG_STATUS_OK;
+}
+
+/* The f32 data of input i when it is an initializer or a Constant's value;
+ * NULL otherwise. */
+static const ccg_tensor *const_data(ccg__infer *ix, size_t i) {
+  if (!ccg__in_has(ix, i))
+    return NULL;
+  ccg_value_id v = ix->in[i];
+  const ccg_tensor *t = ccg_value_data(ix->g, v);
+  if (!t) {
+    ccg_node_id p = ccg_value_producer(ix->g, v);
+    const ccg_attr *a =
+        p == CCG_NONE || ccg_node_op(ix->g, p) != CCG_OP_CONSTANT
+            ? NULL
+            : ccg_node_attr(ix->g, p, "value");
+    t = a && a->type == CCG_ATTR_TENSOR ? a->t : NULL;
+  }
+  return t && t->dtype == CCG_DTYPE_F32 ? t : NULL;
+}
+
+/* Elements in input i (0 when absent or empty). */
+static int64_t in_len(ccg__infer *ix, size_t i) {
+  if (!ccg__in_has(ix, i))
+    return 0;
+  const ccg_shape *s = ccg__in_shape(ix, i);
+  return s->rank == 1 && !ccg_dim_is_sym(s->dims[0]) ? s->dims[0].size : -1;
+}
+
+static ccg_status resize_axes(ccg__infer *ix, int rank, int *axes, int *n) {
+  const int64_t *a;
+  size_t k = ccg__attr_ints(ix, "axes", &a);
+  bool seen[CCG_MAX_RANK] = {false};
+  *n = k ? (int)k : rank;
+  for (int i = 0; i < *n; i++) {
+    if (!k) {
+      axes[i] = i;
+      continue;
+    }
+    CCG_CHECK(ccg__axis(ix, a[i], rank, "axes entry", &axes[i]));
+    if (seen[axes[i]])
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "axes names dim %d twice",
+                       axes[i]);
+    seen[axes[i]] = true;
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Output sizes along the axes from sizes (with the aspect policy) or
+ * scales; scale[] gets the factors the coordinates use. */
+static ccg_status resize_sizes(ccg__infer *ix, const ccg_shape *x,
+                               const int *axes, int n, int policy,
+                               int64_t *out) {
+  int64_t ns = in_len(ix, 3), nc = in_len(ix, 2);
+  if (ns > 0) {
+    const ccg_dim *k;
+    if (ns != n)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "sizes has %lld entries; expected %d", (long long)ns, n);
+    if (ccg__in_known(ix, 3, &k) != n)
+      return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
+                       "input 'sizes' ('%s') is computed at run time; the "
+                       "output shape needs its contents (give an "
+                       "initializer or Constant)",
+                       ccg__in_name(ix, 3));
+    double s = policy == 1 ? INFINITY : 0;
+    for (int i = 0; i < n; i++) {
+      if (ccg_dim_is_sym(k[i]) || k[i].size < 1)
+        return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                         "sizes[%d] is not a positive number", i);
+      out[i] = k[i].size;
+      double r = (double)out[i] / (double)x->dims[axes[i]].size;
+      s = policy == 1 ? fmin(s, r) : fmax(s, r);
+    }
+    if (policy != 0)
+      for (int i = 0; i < n; i++)
+        out[i] = (int64_t)floor(s * (double)x->dims[axes[i]].size + 0.5);
+    return CCG_STATUS_OK;
+  }
+  if (nc <= 0)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "neither scales nor sizes is given");
+  const ccg_tensor *t = const_data(ix, 2);
+  if (!t)
+    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
+                     "input 'scales' ('%s') is computed at run time; the "
+                     "output shape needs its contents (give an f32 "
+                     "initializer or Constant)",
+                     ccg__in_name(ix, 2));
+  if (nc != n)
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "scales has %lld entries; expected %d", (long long)nc, n);
+  const float *sc = t->data;
+  for (int i = 0; i < n; i++) {
+    if (!(sc[i] > 0))
+      return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                       "scales[%d] is %g; expected > 0", i, (double)sc[i]);
+    out[i] = (int64_t)floor((double)x->dims[axes[i]].size * (double)sc[i]);
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status infer_resize(ccg__infer *ix) {
+  CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__FLOAT_TYPES, "a float type"));
+  const ccg_shape *x = ccg__in_shape(ix, 0);
+  int e[4];
+  if (resize_enums(ccg__attr_s(ix, "mode"),
+                   ccg__attr_s(ix, "coordinate_transformation_mode"),
+                   ccg__attr_s(ix, "nearest_mode"),
+                   ccg__attr_s(ix, "keep_aspect_ratio_policy"),
+                   e) != CCG_STATUS_OK)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "mode '%s', coordinate_transformation_mode '%s', "
+                     "nearest_mode '%s' or keep_aspect_ratio_policy '%s' is "
+                     "not one ONNX names",
+                     ccg__attr_s(ix, "mode"),
+                     ccg__attr_s(ix, "coordinate_transformation_mode"),
+                     ccg__attr_s(ix, "nearest_mode"),
+                     ccg__attr_s(ix, "keep_aspect_ratio_policy"));
+  if (ccg__attr_i(ix, "antialias") != 0)
+    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
+                     "antialias is not supported (only antialias = 0)");
+  int axes[CCG_MAX_RANK], n;
+  CCG_CHECK(resize_axes(ix, x->rank, axes, &n));
+  for (int i = 0; i < n; i++)
+    if (ccg_dim_is_sym(x->dims[axes[i]]))
+      return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
+                       "dim %d of X is the symbol '%s'; resized dims must be "
+                       "numbers",
+                       axes[i], x->dims[axes[i]].sym);
+  int64_t sizes[CCG_MAX_RANK];
+  CCG_CHECK(resize_sizes(ix, x, axes, n, e[3], sizes));
+  ccg_shape out = *x;
+  for (int i = 0; i < n; i++) {
+    if (sizes[i] < 1)
+      return ccg__fail(ix, CCG_STATUS_SHAPE,
+                       "dim %d of the output would be %lld", axes[i],
+                       (long long)sizes[i]);
+    out.dims[axes[i]] = ccg_dim_num(sizes[i]);
+  }
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  ix->out_shape[0] = out;
+  return CCG_STATUS_OK;
+}
+
+const ccg__op_def ccg__opdef_RESIZE = {CCG__ATTRS(resize_attrs),
+                                       0,
+                                       infer_resize,
+                                       NULL,
+                                       .shard = CCG_OP_SHARD_REPLICATE,
+                                       .dtypes = CCG__FLOAT_TYPES,
+                                       .onnx_since = 13};
