@@ -13,6 +13,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "exec_ranks.h"
 #include "core/half.h"
 
 #define MAX_IN 3
@@ -745,6 +746,99 @@ static void test_resize_crop_and_errors(void **state) {
   ccg_graph_free(g);
 }
 
+/* ---- sharding ------------------------------------------------------------ */
+
+static void same_x(int rank, size_t input, float *data, size_t n) {
+  (void)rank;
+  xt_fill(data, n, (uint32_t)input + 5);
+}
+
+/* Conv and MaxPool keep a batch Shard: a rowwise projection reduce-
+ * scattered to Shard(0) feeds them, each rank convolves its two images,
+ * and only the output is gathered. Every rank's result equals the
+ * unsharded graph's (1e-5). */
+static void test_batch_shard(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,8]");
+  float fw[8 * 48], cw[2 * 3 * 3 * 3], cb[2];
+  xt_fill(fw, 8 * 48, 11);
+  xt_fill(cw, 54, 12);
+  xt_fill(cb, 2, 13);
+  ccg_tensor ft = {CCG_DTYPE_F32, 2, {8, 48}, fw};
+  ccg_tensor ct = {CCG_DTYPE_F32, 4, {2, 3, 3, 3}, cw};
+  ccg_tensor bt = {CCG_DTYPE_F32, 1, {2}, cb};
+  ccg_value_id in[3], h;
+  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &ft, &in[1]));
+  in[0] = x;
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "MatMul";
+  d.name = "/fc/MatMul";
+  d.inputs = in;
+  d.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  const int64_t img[4] = {4, 3, 4, 4};
+  assert_ok(g, ccg_reshape_to(g, ccg_node_output(g, n, 0), img, 4, &h));
+  in[0] = h;
+  assert_ok(g, ccg_graph_add_initializer(g, "conv.weight", &ct, &in[1]));
+  assert_ok(g, ccg_graph_add_initializer(g, "conv.bias", &bt, &in[2]));
+  const int64_t p1[4] = {1, 1, 1, 1}, k2[2] = {2, 2};
+  ccg_attr pa = CCG_ATTR_IS("pads", p1, 4);
+  ccg_value_id y = op_out(g, "Conv", in, 3, &pa, 1, 1, 0);
+  ccg_attr ka[2] = {CCG_ATTR_IS("kernel_shape", k2, 2),
+                    CCG_ATTR_IS("strides", k2, 2)};
+  /* named: an auto-named graph output would clash with the shard pass's
+   * auto-named local value */
+  const char *yn[1] = {"y"};
+  d.op = "MaxPool";
+  d.name = "pool";
+  d.inputs = &y;
+  d.n_inputs = 1;
+  d.attrs = ka;
+  d.n_attrs = 2;
+  d.output_names = yn;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  y = ccg_node_output(g, n, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"fc\": {\"style\": \"rowwise\", "
+                                 "\"output_layouts\": \"Shard(0)\"}}",
+                                 &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  size_t convs = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
+    ccg_op op = ccg_node_op(sg, (ccg_node_id)i);
+    if (op == CCG_OP_CONV || op == CCG_OP_MAX_POOL) {
+      const char *want = op == CCG_OP_CONV ? "[2,3,4,4]" : "[2,2,4,4]";
+      assert_string_equal(
+          ccg_test_shape(sg, ccg_node_input(sg, (ccg_node_id)i, 0)), want);
+      convs++;
+    }
+  }
+  assert_int_equal(convs, 2);
+
+  float want[4 * 2 * 2 * 2], x0[32];
+  same_x(0, 0, x0, 32);
+  ccg_exec_tensor ti = XT_F32("x", x0, 4, 8);
+  ccg_exec_tensor o = xt_out(ccg_value_name(g, y), want, sizeof want);
+  assert_ok(g, xt_run1(g, &ti, 1, &o, 1));
+  xr_result res;
+  xr_run(sg, 0, 1, same_x, &res);
+  for (int r = 0; r < res.n; r++) {
+    assert_int_equal(res.R[r].got_bytes[0], sizeof want);
+    xt_close(res.R[r].got[0], want, 32, 1e-5, 1e-5, "batch-sharded conv");
+  }
+  xr_free(&res);
+  ccg_graph_free(sg);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_values),
@@ -757,6 +851,7 @@ int main(void) {
       cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_resize_values),
       cmocka_unit_test(test_resize_crop_and_errors),
+      cmocka_unit_test(test_batch_shard),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
