@@ -2,9 +2,11 @@
  * global pools and Resize. Kernel values against the ONNX operator docs'
  * examples (f32, f16, f64), a naive reference for grouped, dilated, strided
  * convolutions, shapes under auto_pad and ceil_mode, errors naming node and
- * op, and every gradient rule against central finite differences in f64
- * (the kernels compute f64 in double: h = 1e-6, tolerance 1e-6 absolute +
- * 1e-5 relative). */
+ * op, a batch-sharded Conv and MaxPool against the unsharded graph, and
+ * every gradient rule against central finite differences in f64 (the
+ * kernels compute f64 in double: h = 1e-6, tolerance 1e-6 absolute + 1e-5
+ * relative; Resize's gradient multiplies by a matrix with MatMul, which
+ * computes in f32: h = 1e-3, tolerance 3e-3 + 2e-2 relative). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +18,7 @@
 #include "exec_ranks.h"
 #include "core/half.h"
 
-#define MAX_IN 3
+#define MAX_IN 4
 
 /* Adds node `op` and returns its output `which`. */
 static ccg_value_id op_out(ccg_graph *g, const char *op, const ccg_value_id *in,
@@ -419,6 +421,8 @@ typedef struct fd_case {
   fd_in in[MAX_IN];
   ccg_attr at[6];
   size_t n_at;
+  const float *scales; /* Resize: its constant scales (4 entries) */
+  bool loose;          /* MatMul in the graph: f32 even for f64 data */
 } fd_case;
 
 static int64_t fd_numel(const fd_in *s) {
@@ -456,7 +460,13 @@ static void fd_check(const fd_case *c) {
     tin[i] = xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank,
                    c->in[i].dims);
   }
-  y = op_out(g, c->op, in, c->n_in, c->at, c->n_at, 1, 0);
+  size_t n_in = c->n_in;
+  if (c->scales) {
+    ccg_tensor st = {CCG_DTYPE_F32, 1, {4}, c->scales};
+    in[n_in++] = CCG_NONE;
+    assert_ok(g, ccg_graph_add_initializer(g, "scales", &st, &in[n_in++]));
+  }
+  y = op_out(g, c->op, in, n_in, c->at, c->n_at, 1, 0);
   ccg_shape ys = *ccg_value_shape(g, y);
   ccg_tensor wt = {CCG_DTYPE_F64, ys.rank, {0}, NULL};
   int64_t yn = 1;
@@ -491,7 +501,8 @@ static void fd_check(const fd_case *c) {
   eo.n_input_shapes = c->n_in;
   ccg_exec *x = NULL;
   assert_ok(g, ccg_exec_create(g, &eo, &x));
-  const double h = 1e-6, atol = 1e-6, rtol = 1e-5;
+  double h = c->loose ? 1e-3 : 1e-6, atol = c->loose ? 3e-3 : 1e-6;
+  double rtol = c->loose ? 2e-2 : 1e-5;
   for (size_t i = 0; i < c->n_in; i++) {
     size_t n = (size_t)fd_numel(&c->in[i]);
     double *grad = malloc(n * sizeof(double));
@@ -525,6 +536,9 @@ static const int64_t S2[] = {2, 2}, S3[] = {3, 2}, D2[] = {1, 2},
                      P1[] = {1, 0, 0, 1}, P11[] = {1, 1, 1, 1}, K3[] = {3, 3},
                      K2[] = {2, 2}, ONE1[] = {1}, S21[] = {2}, P10[] = {1, 2},
                      OP[] = {1, 0}, K222[] = {2, 2, 2};
+
+static const float RS_UP[4] = {1, 1, 2, 1.5f}, RS_MIX[4] = {1, 1, 0.6f, 2},
+                   RS_DOWN[4] = {1, 1, 0.5f, 0.6f};
 
 static void test_gradients(void **state) {
   (void)state;
@@ -602,6 +616,31 @@ static void test_gradients(void **state) {
        {{0}},
        0},
       {"globalmaxpool", "GlobalMaxPool", 1, {{"x", 3, {2, 3, 5}}}, {{0}}, 0},
+      {"resize linear",
+       "Resize",
+       1,
+       {{"x", 4, {1, 2, 3, 2}}},
+       {CCG_ATTR_S("mode", "linear")},
+       1,
+       RS_UP,
+       true},
+      {"resize cubic align_corners",
+       "Resize",
+       1,
+       {{"x", 4, {1, 1, 4, 3}}},
+       {CCG_ATTR_S("mode", "cubic"),
+        CCG_ATTR_S("coordinate_transformation_mode", "align_corners")},
+       2,
+       RS_MIX,
+       true},
+      {"resize nearest down",
+       "Resize",
+       1,
+       {{"x", 4, {2, 1, 4, 5}}},
+       {{0}},
+       0,
+       RS_DOWN,
+       true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     fd_check(&cases[i]);
