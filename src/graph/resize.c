@@ -87,11 +87,12 @@ static ccg_status resize_sizes(ccg__infer *ix, const ccg_shape *x,
       return ccg__fail(ix, CCG_STATUS_SHAPE,
                        "sizes has %lld entries; expected %d", (long long)ns, n);
     if (ccg__in_known(ix, 3, &k) != n)
-      return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
-                       "input 'sizes' ('%s') is computed at run time; the "
-                       "output shape needs its contents (give an "
-                       "initializer or Constant)",
-                       ccg__in_name(ix, 3));
+      return ccg__fail(
+          ix, CCG_STATUS_UNSUPPORTED,
+          "input 'sizes' ('%s') is fed or computed at run time; the "
+          "output shape needs its contents (give an "
+          "initializer or Constant)",
+          ccg__in_name(ix, 3));
     double s = policy == 1 ? INFINITY : 0;
     for (int i = 0; i < n; i++) {
       if (ccg_dim_is_sym(k[i]) || k[i].size < 1)
@@ -112,11 +113,12 @@ static ccg_status resize_sizes(ccg__infer *ix, const ccg_shape *x,
   const ccg_tensor *t =
       ccg__in_has(ix, 2) ? const_data(ix->g, ix->in[2]) : NULL;
   if (!t)
-    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
-                     "input 'scales' ('%s') is computed at run time; the "
-                     "output shape needs its contents (give an f32 "
-                     "initializer or Constant)",
-                     ccg__in_name(ix, 2));
+    return ccg__fail(
+        ix, CCG_STATUS_UNSUPPORTED,
+        "input 'scales' ('%s') is fed or computed at run time; the "
+        "output shape needs its contents (give an f32 "
+        "initializer or Constant)",
+        ccg__in_name(ix, 2));
   if (nc != n)
     return ccg__fail(ix, CCG_STATUS_SHAPE,
                      "scales has %lld entries; expected %d", (long long)nc, n);
