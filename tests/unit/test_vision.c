@@ -184,6 +184,22 @@ static void test_conv_grouped(void **state) {
   xt_close(got, want, N * M * OH * OW, 1e-5, 1e-5, "grouped conv f32");
   run_op("Conv", in, 3, at, 4, 1, 0, CCG_DTYPE_F64, got, N * M * OH * OW);
   xt_close(got, want, N * M * OH * OW, 1e-6, 1e-6, "grouped conv f64");
+  /* f16: sgemm on f32 copies; the inputs' rounding (2^-11) over <= 12 taps */
+  run_op("Conv", in, 3, at, 4, 1, 0, CCG_DTYPE_F16, got, N * M * OH * OW);
+  xt_close(got, want, N * M * OH * OW, 2e-2, 1e-2, "grouped conv f16");
+  /* ConvTranspose, group 2: f16 and f64 against f32 */
+  vin tin[3] = {{4, {N, C, H, W}, x}, {4, {C, 2, KH, KW}, w}, {1, {4}, b}};
+  ccg_attr tat[2] = {CCG_ATTR_IS("strides", st, 2), CCG_ATTR_I("group", G)};
+  /* out H = (7 - 1) * 2 + 3 = 15, W = (6 - 1) * 1 + 2 = 7 */
+  float r32[N * 4 * 15 * 7], r16[N * 4 * 15 * 7];
+  run_op("ConvTranspose", tin, 3, tat, 2, 1, 0, CCG_DTYPE_F32, r32,
+         N * 4 * 15 * 7);
+  run_op("ConvTranspose", tin, 3, tat, 2, 1, 0, CCG_DTYPE_F16, r16,
+         N * 4 * 15 * 7);
+  xt_close(r16, r32, N * 4 * 15 * 7, 2e-2, 1e-2, "grouped convtranspose f16");
+  run_op("ConvTranspose", tin, 3, tat, 2, 1, 0, CCG_DTYPE_F64, r16,
+         N * 4 * 15 * 7);
+  xt_close(r16, r32, N * 4 * 15 * 7, 1e-5, 1e-5, "grouped convtranspose f64");
   /* 1-D: the same as a 2-D conv of height 1 */
   float want1[2 * 2 * 4], got1[2 * 2 * 4];
   const int64_t st1[] = {1, 2}, dl1[] = {1, 1}, p1[] = {0, 1, 0, 0};

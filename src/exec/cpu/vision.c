@@ -1,9 +1,10 @@
 /* CPU kernels of the vision family. Conv is im2col + OpenBLAS sgemm per
  * image and group; ConvTranspose is sgemm + col2im (a gather over the
  * window taps, so no two writers meet); the pools walk their windows. The
- * index math is vision_math.h, shared with the CUDA kernels. f16, bf16 and
- * f64 convolutions take a direct loop in double over the same column
- * matrix (f64 keeps its precision; gradient checks rely on it). */
+ * index math is vision_math.h, shared with the CUDA kernels. f16 and bf16
+ * convolutions go through sgemm on f32 copies; f64 ones take a direct loop
+ * in double over the same column matrix (f64 keeps its precision, which
+ * the gradient checks rely on). */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -20,16 +21,45 @@ static double ld(const ccg__xval *v, size_t i) {
   return v ? ccg__ld_f64(v->dtype, v->ptr, i) : 0.0;
 }
 
+/* f32 data of v: its own, or converted into the scratch at *scr. */
+static const float *f32_of(const ccg__xval *v, float **scr) {
+  if (v->dtype == CCG_DTYPE_F32)
+    return v->ptr;
+  float *dst = *scr;
+  ccg__load_f32(v->dtype, v->ptr, 0, 1, v->numel, dst);
+  *scr += v->numel;
+  return dst;
+}
+
+/* f64 convolutions multiply in double, the others through sgemm. */
+static bool conv_blas(ccg_dtype dt) { return dt != CCG_DTYPE_F64; }
+
+static void conv_bias(const ccg__win *w, const ccg__xval *bv,
+                      const ccg__xval *yv) {
+  int64_t ns = w->nsmall;
+  for (int64_t b = 0; b < w->batch; b++)
+    for (int64_t m = 0; m < w->csmall; m++) {
+      size_t off = (size_t)((b * w->csmall + m) * ns);
+      double bias = ld(bv, (size_t)m);
+      for (int64_t o = 0; o < ns; o++)
+        ccg__st_f64(yv->dtype, yv->ptr, off + (size_t)o,
+                    ld(yv, off + (size_t)o) + bias);
+    }
+}
+
+/* Y_g [mg, ns] = W_g [mg, rows] col [rows, ns]; scratch: col, then W and
+ * a Y block in f32 unless they are f32. */
 static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
   const ccg__win *w = ccg__win_of(n);
   const ccg__xval *xv = ccg__in(x, n, 0), *wv = ccg__in(x, n, 1);
   const ccg__xval *bv = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const ccg__xval *yv = ccg__out(x, n, 0);
-  bool blas = yv->dtype == CCG_DTYPE_F32;
+  bool blas = conv_blas(yv->dtype), direct = yv->dtype == CCG_DTYPE_F32;
   int64_t G = w->group, cg = w->cbig / G, mg = w->csmall / G;
   int64_t rows = cg * w->nk, ns = w->nsmall;
-  float *colf = x->scratch;
+  float *colf = x->scratch, *scr = colf + rows * ns;
   double *cold = x->scratch;
+  const float *wf = blas ? f32_of(wv, &scr) : NULL;
   for (int64_t b = 0; b < w->batch; b++)
     for (int64_t g = 0; g < G; g++) {
       size_t xoff = (size_t)((b * w->cbig + g * cg) * w->nbig);
@@ -41,56 +71,58 @@ static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
         else
           cold[j] = v;
       }
-      if (blas && rows > 0) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg, (int)ns,
-                    (int)rows, 1.0f, (const float *)wv->ptr + g * mg * rows,
-                    (int)rows, colf, (int)ns, 0.0f, (float *)yv->ptr + yoff,
-                    (int)ns);
-      } else if (!blas) {
-        for (int64_t m = 0; m < mg; m++)
-          for (int64_t o = 0; o < ns; o++) {
-            double acc = 0.0;
-            for (int64_t r = 0; r < rows; r++)
-              acc +=
-                  ld(wv, (size_t)((g * mg + m) * rows + r)) * cold[r * ns + o];
-            ccg__st_f64(yv->dtype, yv->ptr, yoff + (size_t)(m * ns + o), acc);
-          }
-      } else {
-        memset((float *)yv->ptr + yoff, 0, (size_t)(mg * ns) * sizeof(float));
+      if (blas) {
+        float *yf = direct ? (float *)yv->ptr + yoff : scr;
+        if (rows > 0)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg,
+                      (int)ns, (int)rows, 1.0f, wf + g * mg * rows, (int)rows,
+                      colf, (int)ns, 0.0f, yf, (int)ns);
+        else
+          memset(yf, 0, (size_t)(mg * ns) * sizeof(float));
+        if (!direct)
+          ccg__store_f32(yv->dtype, yv->ptr, yoff, (size_t)(mg * ns), yf);
+        continue;
       }
+      for (int64_t m = 0; m < mg; m++)
+        for (int64_t o = 0; o < ns; o++) {
+          double acc = 0.0;
+          for (int64_t r = 0; r < rows; r++)
+            acc += ld(wv, (size_t)((g * mg + m) * rows + r)) * cold[r * ns + o];
+          ccg__st_f64(yv->dtype, yv->ptr, yoff + (size_t)(m * ns + o), acc);
+        }
     }
   if (bv)
-    for (int64_t b = 0; b < w->batch; b++)
-      for (int64_t m = 0; m < w->csmall; m++) {
-        size_t off = (size_t)((b * w->csmall + m) * ns);
-        double bias = ld(bv, (size_t)m);
-        for (int64_t o = 0; o < ns; o++)
-          ccg__st_f64(yv->dtype, yv->ptr, off + (size_t)o,
-                      ld(yv, off + (size_t)o) + bias);
-      }
+    conv_bias(w, bv, yv);
   return CCG_STATUS_OK;
 }
 
+/* col [mg*nk, ns] = W_g^T X_g, then col2im; scratch: col, then W and an X
+ * block in f32 unless they are f32. */
 static ccg_status run_conv_transpose(ccg_exec *x, const ccg__xnode *n) {
   const ccg__win *w = ccg__win_of(n);
   const ccg__xval *xv = ccg__in(x, n, 0), *wv = ccg__in(x, n, 1);
   const ccg__xval *bv = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const ccg__xval *yv = ccg__out(x, n, 0);
-  bool blas = yv->dtype == CCG_DTYPE_F32;
+  bool blas = conv_blas(yv->dtype), direct = yv->dtype == CCG_DTYPE_F32;
   ccg_dtype cdt = blas ? CCG_DTYPE_F32 : CCG_DTYPE_F64;
   int64_t G = w->group, cg = w->csmall / G, mg = w->cbig / G;
   int64_t rows = mg * w->nk, ns = w->nsmall;
-  float *colf = x->scratch;
+  float *colf = x->scratch, *scr = colf + rows * ns;
   double *cold = x->scratch;
+  const float *wf = blas ? f32_of(wv, &scr) : NULL;
   for (int64_t b = 0; b < w->batch; b++)
     for (int64_t g = 0; g < G; g++) {
       size_t xoff = (size_t)((b * w->csmall + g * cg) * ns);
       size_t yoff = (size_t)((b * w->cbig + g * mg) * w->nbig);
       if (blas && cg > 0 && rows > 0 && ns > 0) {
+        const float *xf = (const float *)xv->ptr + xoff;
+        if (!direct) {
+          ccg__load_f32(xv->dtype, xv->ptr, xoff, 1, (size_t)(cg * ns), scr);
+          xf = scr;
+        }
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)ns,
-                    (int)cg, 1.0f, (const float *)wv->ptr + g * cg * rows,
-                    (int)rows, (const float *)xv->ptr + xoff, (int)ns, 0.0f,
-                    colf, (int)ns);
+                    (int)cg, 1.0f, wf + g * cg * rows, (int)rows, xf, (int)ns,
+                    0.0f, colf, (int)ns);
       } else if (blas) {
         memset(colf, 0, (size_t)(rows * ns) * sizeof(float));
       } else {
@@ -276,13 +308,15 @@ static ccg_status prep_conv(ccg_exec *x, ccg__xnode *n) {
                       "the column matrix [%lld, %lld] exceeds the BLAS index "
                       "range",
                       (long long)rows, (long long)w->nsmall);
-  /* the column matrix of one image and group, in f32 for BLAS */
-  bool f32 = true;
-  for (uint32_t i = 0; i < n->n_in; i++) {
-    const ccg__xval *v = ccg__in(x, n, i);
-    f32 = f32 && (!v || v->dtype == CCG_DTYPE_F32);
+  /* the column matrix of one image and group (f32 for BLAS, double for
+   * f64), then f32 copies of W and of one group's X or Y block */
+  const ccg__xval *y = ccg__out(x, n, 0), *wv = ccg__in(x, n, 1);
+  bool blas = conv_blas(y->dtype);
+  size_t s = (size_t)(rows * w->nsmall) * (blas ? sizeof(float) : 8);
+  if (blas && y->dtype != CCG_DTYPE_F32) {
+    int64_t blk = w->csmall / G * w->nsmall; /* Conv: Y, ConvT: X */
+    s += (wv->numel + (size_t)blk) * sizeof(float);
   }
-  size_t s = (size_t)(rows * w->nsmall) * (f32 ? sizeof(float) : 8);
   n->scratch = s;
   n->run = t ? run_conv_transpose : run_conv;
   return CCG_STATUS_OK;
