@@ -335,14 +335,13 @@ const ccg__op_def ccg__opdef_CONV_TRANSPOSE = {CCG__ATTRS(convt_attrs),
                                                .shard = CCG_OP_SHARD_OWN,
                                                .dtypes = CCG__FLOAT_TYPES,
                                                .onnx_since = 11};
-const ccg__op_def ccg__opdef_MAX_POOL = {CCG__ATTRS(maxpool_attrs),
-                                         0,
-                                         infer_pool,
-                                         ccg__grad_pool,
-                                         .shard = CCG_OP_SHARD_OWN,
-                                         .dtypes = CCG__FLOAT_TYPES |
-                                                   CCG__DT(I8) | CCG__DT(U8),
-                                         .onnx_since = 12};
+const ccg__op_def ccg__opdef_MAX_POOL = {
+    CCG__ATTRS(maxpool_attrs), 0, infer_pool, ccg__grad_pool,
+    .shard = CCG_OP_SHARD_OWN,
+    .dtypes = CCG__FLOAT_TYPES | CCG__DT(I8) | CCG__DT(U8),
+    /* 12 only added i8 and u8: for floats 11 is the same op, and many CNN
+     * exports use opset 11 */
+    .onnx_since = 11};
 const ccg__op_def ccg__opdef_AVERAGE_POOL = {CCG__ATTRS(avgpool_attrs),
                                              0,
                                              infer_pool,
