@@ -211,6 +211,29 @@ static void test_conv_grouped(void **state) {
   xt_close(got1, want1, 12, 1e-5, 1e-5, "conv 1-D");
 }
 
+/* 3-D, grouped, strided, dilated, padded: the f32 path (sgemm over a
+ * column matrix filled row by row) against the f64 path (a direct loop
+ * over ccg__im2col_elem, the CUDA kernel's element function). */
+static void test_conv_3d_paths(void **state) {
+  (void)state;
+  float x[2 * 4 * 5 * 6 * 7], w[4 * 2 * 2 * 3 * 2], y32[216], y64[216];
+  xt_fill(x, sizeof x / sizeof *x, 21);
+  xt_fill(w, sizeof w / sizeof *w, 22);
+  vin in[2] = {{5, {2, 4, 5, 6, 7}, x}, {5, {4, 2, 2, 3, 2}, w}};
+  const int64_t st[3] = {2, 1, 3}, dl[3] = {1, 2, 1},
+                pads[6] = {1, 0, 2, 0, 1, 1};
+  ccg_attr at[4] = {CCG_ATTR_IS("strides", st, 3),
+                    CCG_ATTR_IS("dilations", dl, 3),
+                    CCG_ATTR_IS("pads", pads, 6), CCG_ATTR_I("group", 2)};
+  run_op("Conv", in, 2, at, 4, 1, 0, CCG_DTYPE_F32, y32, 216);
+  run_op("Conv", in, 2, at, 4, 1, 0, CCG_DTYPE_F64, y64, 216);
+  xt_close(y32, y64, 216, 1e-5, 1e-5, "3-D conv, f32 against f64");
+  double sum = 0;
+  for (int i = 0; i < 216; i++)
+    sum += fabs((double)y64[i]);
+  assert_true(sum > 1.0); /* not all padding */
+}
+
 /* ONNX's ConvTranspose examples (convtranspose, _pads, _output_shape). */
 static void test_conv_transpose_values(void **state) {
   (void)state;
@@ -898,6 +921,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_conv_values),
       cmocka_unit_test(test_conv_grouped),
+      cmocka_unit_test(test_conv_3d_paths),
       cmocka_unit_test(test_conv_transpose_values),
       cmocka_unit_test(test_pools),
       cmocka_unit_test(test_maxpool_u8),

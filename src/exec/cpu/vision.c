@@ -31,6 +31,42 @@ static const float *f32_of(const ccg__xval *v, float **scr) {
   return dst;
 }
 
+/* Row `row` (channel c, tap kk) of one group's column matrix into dst, in
+ * f32: ccg__im2col_elem's values (the CUDA kernel's), walked with an
+ * odometer over the outer output dims instead of a division per element. */
+static void im2col_row(const ccg__win *w, ccg_dtype dt, const void *x,
+                       size_t xoff, int64_t row, float *dst) {
+  int nsp = w->nsp, last = nsp - 1;
+  int64_t kd[CCG_MAX_RANK], base[CCG_MAX_RANK], od[CCG_MAX_RANK] = {0};
+  ccg__win_unflat(nsp, w->k, row % w->nk, kd);
+  for (int d = 0; d < nsp; d++)
+    base[d] = kd[d] * w->dil[d] - w->pad[d];
+  size_t cx = xoff + (size_t)(row / w->nk * w->nbig);
+  int64_t inner = w->small[last], bl = w->big[last], sl = w->st[last];
+  for (int64_t o = 0; o < w->nsmall; o += inner) {
+    bool ok = true;
+    int64_t off = 0;
+    for (int d = 0; d < last; d++) {
+      int64_t p = od[d] * w->st[d] + base[d];
+      ok = ok && p >= 0 && p < w->big[d];
+      off = off * w->big[d] + p;
+    }
+    size_t at = cx + (size_t)(off * bl);
+    for (int64_t i = 0; i < inner; i++) {
+      int64_t p = i * sl + base[last];
+      bool in = ok && p >= 0 && p < bl;
+      dst[o + i] = !in                   ? 0.0f
+                   : dt == CCG_DTYPE_F32 ? ((const float *)x)[at + (size_t)p]
+                                         : ccg__ld_f32(dt, x, at + (size_t)p);
+    }
+    for (int d = last - 1; d >= 0; d--) {
+      if (++od[d] < w->small[d])
+        break;
+      od[d] = 0;
+    }
+  }
+}
+
 /* f64 convolutions multiply in double, the others through sgemm. */
 static bool conv_blas(ccg_dtype dt) { return dt != CCG_DTYPE_F64; }
 
@@ -64,13 +100,10 @@ static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
     for (int64_t g = 0; g < G; g++) {
       size_t xoff = (size_t)((b * w->cbig + g * cg) * w->nbig);
       size_t yoff = (size_t)((b * w->csmall + g * mg) * ns);
-      for (int64_t j = 0; j < rows * ns; j++) {
-        double v = ccg__im2col_elem(w, xv->dtype, xv->ptr, xoff, j);
-        if (blas)
-          colf[j] = (float)v;
-        else
-          cold[j] = v;
-      }
+      for (int64_t r = 0; blas && r < rows; r++)
+        im2col_row(w, xv->dtype, xv->ptr, xoff, r, colf + r * ns);
+      for (int64_t j = 0; !blas && j < rows * ns; j++)
+        cold[j] = ccg__im2col_elem(w, xv->dtype, xv->ptr, xoff, j);
       if (blas) {
         float *yf = direct ? (float *)yv->ptr + yoff : scr;
         if (rows > 0)
