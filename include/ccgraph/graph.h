@@ -384,7 +384,14 @@ typedef struct ccg_attr {
   X(COMPRESS, "Compress", "", 2, 2, 1, 1)
 
 /* vision.c: convolutions, pooling, Resize */
-#define CCG_OP_LIST_VISION(X)
+#define CCG_OP_LIST_VISION(X)                                                  \
+  X(CONV, "Conv", "", 2, 3, 1, 1)                                              \
+  X(CONV_TRANSPOSE, "ConvTranspose", "", 2, 3, 1, 1)                           \
+  X(MAX_POOL, "MaxPool", "", 1, 1, 1, 2)                                       \
+  X(AVERAGE_POOL, "AveragePool", "", 1, 1, 1, 1)                               \
+  X(GLOBAL_AVERAGE_POOL, "GlobalAveragePool", "", 1, 1, 1, 1)                  \
+  X(GLOBAL_MAX_POOL, "GlobalMaxPool", "", 1, 1, 1, 1)                          \
+  X(RESIZE, "Resize", "", 1, 4, 1, 1)
 
 /* collective.c */
 #define CCG_OP_LIST_COLLECTIVE(X)                                              \

@@ -586,6 +586,25 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
   return sh_set(sh, lp, sh->vals[lp].v, p, 1); /* log_prob: x's shard */
 }
 
+/* Windowed ops (Conv, ConvTranspose, the pools) compute each image on its
+ * own, and the pools each channel too: a Shard on the batch dim (or, for
+ * pools, the channel dim) stays; weights and bias are whole. MaxPool's
+ * Indices count over the whole tensor, so a MaxPool giving them sees
+ * replicated inputs. */
+static ccg_status rule_window(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_op op = ccg_node_op(g, n);
+  size_t nin = ccg_node_num_inputs(g, n);
+  bool conv = op == CCG_OP_CONV || op == CCG_OP_CONV_TRANSPOSE;
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  ccg_placement want[3] = {sh_R(), sh_R(), sh_R()};
+  if (!is_shard(p) || p.dim > (conv ? 0 : 1) ||
+      ccg_node_num_outputs(g, n) > 1 || nin > 3)
+    return sh_replicate(sh, n);
+  want[0] = p;
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -645,6 +664,13 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
   case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
     return rule_loss(sh, n);
+  case CCG_OP_CONV:
+  case CCG_OP_CONV_TRANSPOSE:
+  case CCG_OP_MAX_POOL:
+  case CCG_OP_AVERAGE_POOL:
+  case CCG_OP_GLOBAL_AVERAGE_POOL:
+  case CCG_OP_GLOBAL_MAX_POOL:
+    return rule_window(sh, n);
   default:
     return sh_replicate(sh, n);
   }
