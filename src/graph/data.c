@@ -3,6 +3,7 @@
  * Tile and CastLike carry known contents: torch.onnx.export with dynamic
  * axes builds position ids and masks from Range(0, seq, 1) where seq comes
  * out of Shape -> Gather, so the length must stay the symbol it was. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,10 +97,33 @@ static bool range_count(int64_t s, int64_t l, int64_t d, int64_t *n) {
   return true;
 }
 
+/* Float Range of initializers (their contents are never "known", which
+ * is for integers): the length numpy's arange gives. */
+static ccg_status range_len_float(ccg__infer *ix, ccg_dim *len) {
+  double v[3];
+  for (size_t i = 0; i < 3; i++) {
+    const ccg_tensor *t = ix->g->values[ix->in[i]].data;
+    ccg_dtype dt = ccg__in_dtype(ix, i);
+    if (!t || (dt != CCG_DTYPE_F32 && dt != CCG_DTYPE_F64))
+      return ccg__fresh_dim(ix, 0, 0, len);
+    v[i] = dt == CCG_DTYPE_F32 ? *(const float *)t->data
+                               : *(const double *)t->data;
+  }
+  double n = ceil((v[1] - v[0]) / v[2]);
+  if (v[2] == 0.0 || !(n < 9e15))
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                     "Range(%g, %g, %g) has no finite length", v[0], v[1],
+                     v[2]);
+  *len = ccg_dim_num(n > 0 ? (int64_t)n : 0);
+  return CCG_STATUS_OK;
+}
+
 /* Numbers give the length and, when short, the contents; Range(0, seq, 1)
  * is [seq]; anything else a fresh symbol. */
 static ccg_status range_len(ccg__infer *ix, ccg_dim *len) {
   const ccg_dim *k[3];
+  if (ccg_dtype_is_float(ccg__in_dtype(ix, 0)))
+    return range_len_float(ix, len);
   for (size_t i = 0; i < 3; i++)
     if (ccg__in_known(ix, i, &k[i]) != 1)
       return ccg__fresh_dim(ix, 0, 0, len);

@@ -546,13 +546,15 @@ static void test_scatter_nd_kernel(void **state) {
   }
 }
 
-/* Every compute op has a gradient rule; only Shape, Constant and
- * ConstantOfShape (integer or constant outputs) have none. */
+/* Every compute op has a gradient rule; only Shape, Constant,
+ * ConstantOfShape, Range, Size and OneHot (integer, constant or index-made
+ * outputs) have none. */
 static void test_every_op_has_a_rule(void **state) {
   (void)state;
   for (int op = 0; op < CCG_OP_COUNT; op++) {
     bool none = op == CCG_OP_SHAPE || op == CCG_OP_CONSTANT ||
-                op == CCG_OP_CONSTANT_OF_SHAPE;
+                op == CCG_OP_CONSTANT_OF_SHAPE || op == CCG_OP_RANGE ||
+                op == CCG_OP_SIZE || op == CCG_OP_ONE_HOT;
     if ((ccg__op_info_of((ccg_op)op)->def->grad == NULL) != none)
       fail_msg("op %s: gradient rule %s", ccg_op_name((ccg_op)op),
                none ? "unexpected" : "missing");
