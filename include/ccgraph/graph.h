@@ -306,7 +306,8 @@ typedef struct ccg_attr {
   X(ONE_HOT, "OneHot", "", 3, 3, 1, 1)                                         \
   X(DEPTH_TO_SPACE, "DepthToSpace", "", 1, 1, 1, 1)                            \
   X(SPACE_TO_DEPTH, "SpaceToDepth", "", 1, 1, 1, 1)                            \
-  X(EINSUM, "Einsum", "", 1, -1, 1, 1)
+  X(EINSUM, "Einsum", "", 1, -1, 1, 1)                                         \
+  X(EYE_LIKE, "EyeLike", "", 1, 1, 1, 1)
 
 /* index.c */
 #define CCG_OP_LIST_INDEX(X)                                                   \

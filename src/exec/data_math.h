@@ -1,5 +1,5 @@
 /* Private: per-element arithmetic of the data family's kernels (Range,
- * CumSum, OneHot, Einsum, and the index remaps of Trilu, Tile, Pad,
+ * CumSum, OneHot, EyeLike, Einsum, and the index remaps of Trilu, Tile, Pad,
  * DepthToSpace and SpaceToDepth), as static inline functions for the host
  * and, under nvcc, the device, so that the CPU tests check what the GPU
  * kernels compute. */
@@ -210,6 +210,15 @@ CCG_HD static inline void ccg__onehot_elem(ccg_dtype di, const void *idx,
   bool on = k == (int64_t)d;
   ccg__copy_bytes((char *)out + j * es, (const char *)values + (on ? es : 0),
                   es);
+}
+
+/* ---- EyeLike ------------------------------------------------------------ */
+
+/* Element j of a [rows, cols] EyeLike: 1 on diagonal k, 0 elsewhere. */
+CCG_HD static inline void ccg__eye_elem(ccg_dtype dt, void *out, size_t cols,
+                                        int64_t k, size_t j) {
+  int64_t r = (int64_t)(j / cols), c = (int64_t)(j % cols);
+  ccg__st_i64(dt, out, j, c - r == k);
 }
 
 /* ---- Einsum ------------------------------------------------------------- */

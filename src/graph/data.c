@@ -1,6 +1,6 @@
 /* Data ops: Range, Trilu, CumSum, Flatten, Size, CastLike, Tile, Pad,
- * OneHot, DepthToSpace, SpaceToDepth (Einsum is in einsum.c). Range, Size,
- * Tile and CastLike carry known contents: torch.onnx.export with dynamic
+ * OneHot, DepthToSpace, SpaceToDepth, EyeLike (Einsum is in einsum.c). Range,
+ * Size, Tile and CastLike carry known contents: torch.onnx.export with dynamic
  * axes builds position ids and masks from Range(0, seq, 1) where seq comes
  * out of Shape -> Gather, so the length must stay the symbol it was. */
 #include <math.h>
@@ -691,6 +691,44 @@ static ccg_status grad_d2s(ccg__grad *gx) {
   CCG_CHECK(ccg_transpose(g, v, perm, 6, &v));
   return ccg__grad_reshape_like(g, v, gx->in[0], &gx->gin[0]);
 }
+
+/* ---- EyeLike ------------------------------------------------------------ */
+
+/* dtype: a dtype name ("f16"; ONNX's type code, converted at import and
+ * export as Cast's `to`); absent: the input's dtype. */
+static const ccg__attr_spec eye_like_attrs[] = {
+    {"dtype", CCG_ATTR_STRING, false, 0, 0, NULL},
+    {"k", CCG_ATTR_INT, false, 0, 0, NULL},
+};
+
+static ccg_status infer_eye_like(ccg__infer *ix) {
+  const ccg_shape *in = ccg__in_shape(ix, 0);
+  if (in->rank != 2) {
+    char b[BUF];
+    return ccg__fail(ix, CCG_STATUS_SHAPE,
+                     "input 0 '%s' has shape %s; a matrix expected",
+                     ccg__in_name(ix, 0), ccg__shape_str(in, b, BUF));
+  }
+  ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  if (ccg__attr(ix, "dtype"))
+    CCG_CHECK(ccg__attr_dtype(ix, "dtype", &ix->out_dtype[0]));
+  ix->out_shape[0] = *in;
+  return CCG_STATUS_OK;
+}
+
+/* The output does not depend on the input's values. */
+static ccg_status grad_eye_like(ccg__grad *gx) {
+  if (!ccg_dtype_is_float(ccg_value_dtype(gx->g, gx->in[0])))
+    return CCG_STATUS_OK;
+  return ccg__grad_zeros_like(gx->g, gx->in[0], &gx->gin[0]);
+}
+
+const ccg__op_def ccg__opdef_EYE_LIKE = {CCG__ATTRS(eye_like_attrs),
+                                         0,
+                                         infer_eye_like,
+                                         grad_eye_like,
+                                         .dtypes = CCG__ALL_TYPES,
+                                         .onnx_since = 11};
 
 const ccg__op_def ccg__opdef_DEPTH_TO_SPACE = {
     CCG__ATTRS(d2s_attrs), 0, infer_d2s, grad_d2s, .dtypes = CCG__ALL_TYPES,

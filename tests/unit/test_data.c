@@ -412,6 +412,46 @@ static void test_depth_space(void **state) {
   ccg_graph_free(g);
 }
 
+/* EyeLike's dtype is a dtype name in the IR and a type code in ONNX: an
+ * export and import keep it. */
+static void test_eye_like(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  float xd[12] = {0};
+  ccg_value_id x = init_f32(g, "x", xd, 2, (const int64_t[]){3, 4});
+  ccg_attr a[2] = {CCG_ATTR_S("dtype", "i32"), CCG_ATTR_I("k", 1)};
+  const char *yn[1] = {"eye"};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "EyeLike";
+  d.name = "eye";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.attrs = a;
+  d.n_attrs = 2;
+  d.output_names = yn;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_ok(g, ccg_graph_add_output(g, ccg_node_output(g, n, 0)));
+  void *buf = NULL;
+  size_t size = 0;
+  assert_ok(g, ccg_onnx_export_buffer(g, NULL, &buf, &size));
+  ccg_graph *g2 = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &g2));
+  free(buf);
+  ccg_value_id y;
+  assert_ok(g2, ccg_graph_find_value(g2, "eye", &y));
+  assert_int_equal(ccg_value_dtype(g2, y), CCG_DTYPE_I32);
+  int32_t got[12];
+  ccg_exec_tensor t = xt_out("eye", got, sizeof got);
+  assert_ok(g2, xt_run1(g2, NULL, 0, &t, 1));
+  for (int i = 0; i < 12; i++)
+    assert_int_equal(got[i], i % 4 - i / 4 == 1);
+  ccg_graph_free(g2);
+  ccg_attr bad = CCG_ATTR_S("dtype", "f8");
+  node_fails(g, "EyeLike", &x, 1, &bad, 1, CCG_STATUS_DTYPE, "f8");
+  ccg_graph_free(g);
+}
+
 /* ---- Einsum ------------------------------------------------------------- */
 
 /* y = einsum(eq, a, b) over fed f32 inputs. */
@@ -743,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_onehot),
       cmocka_unit_test(test_depth_space),
+      cmocka_unit_test(test_eye_like),
       cmocka_unit_test(test_einsum),
       cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_cast_like_sharded),

@@ -1,5 +1,5 @@
 /* CPU kernels of the data family: Range, Trilu, CumSum, Flatten, Tile, Pad,
- * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth. The
+ * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. The
  * per-element arithmetic is data_math.h's, which the CUDA kernels share;
  * parameter inputs (pads, k, axis) are read at run time. */
 #include <string.h>
@@ -297,6 +297,13 @@ static ccg_status run_einsum(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+static ccg_status run_eye_like(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *o = ccg__out(x, n, 0);
+  for (size_t j = 0; j < o->numel; j++)
+    ccg__eye_elem(o->dtype, o->ptr, (size_t)o->dims[1], n->p.i0, j);
+  return CCG_STATUS_OK;
+}
+
 /* ---- preparation -------------------------------------------------------- */
 
 static ccg_status prep_pad(ccg_exec *x, ccg__xnode *n) {
@@ -375,6 +382,10 @@ ccg_status ccg__prep_data(ccg_exec *x, ccg__xnode *n) {
     return prep_blocks(x, n);
   case CCG_OP_EINSUM:
     return prep_einsum(x, n);
+  case CCG_OP_EYE_LIKE:
+    CCG_CHECK(ccg__xattr_i(x, n, "k", &n->p.i0));
+    n->run = run_eye_like;
+    return CCG_STATUS_OK;
   default:
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED, "no CPU kernel");
   }

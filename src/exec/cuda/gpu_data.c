@@ -1,7 +1,7 @@
 /* CUDA launches of the data family: Range, Trilu, CumSum, Flatten, Tile, Pad,
- * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth. Geometry comes
- * from cpu/data.c as on the CPU; parameter inputs that shape it (Trilu's k,
- * Pad's pads and axes, CumSum's axis) must be graph data here, since the
+ * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. Geometry
+ * comes from cpu/data.c as on the CPU; parameter inputs that shape it (Trilu's
+ * k, Pad's pads and axes, CumSum's axis) must be graph data here, since the
  * host cannot read the device's values while it enqueues. */
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/data.h"
@@ -126,6 +126,10 @@ ccg_status ccg__gpu_launch_data(ccg_exec *x, const ccg__xnode *n, size_t s) {
     return run_onehot(x, n);
   case CCG_OP_EINSUM:
     return run_einsum(x, n);
+  case CCG_OP_EYE_LIKE:
+    return launched(x, n,
+                    ccg__cu_eye(cs, o->dtype, ccg__dout(x, n, 0),
+                                (size_t)o->dims[1], n->p.i0, o->numel));
   default:
     return run_remap(x, n);
   }

@@ -58,6 +58,17 @@ extern "C" int ccg__cu_onehot(cudaStream_t s, ccg_dtype di, const void *idx,
   return ccg__launched();
 }
 
+__global__ static void k_eye(ccg_dtype dt, void *out, size_t cols, int64_t k,
+                             size_t n) {
+  CCG__GRID_LOOP(j, n) { ccg__eye_elem(dt, out, cols, k, j); }
+}
+
+extern "C" int ccg__cu_eye(cudaStream_t s, ccg_dtype dt, void *out, size_t cols,
+                           int64_t k, size_t n) {
+  k_eye<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(dt, out, cols, k, n);
+  return ccg__launched();
+}
+
 __global__ static void k_einsum(ccg__ein_geom g, ccg_dtype dt, void *out,
                                 size_t n) {
   CCG__GRID_LOOP(j, n) { ccg__einsum_elem(&g, dt, out, j); }

@@ -28,6 +28,9 @@ int ccg__cu_cumsum(cudaStream_t s, ccg_dtype dt, const void *in, void *out,
 int ccg__cu_onehot(cudaStream_t s, ccg_dtype di, const void *idx, size_t es,
                    const void *values, void *out, size_t depth, size_t inner,
                    size_t n);
+/* EyeLike: n elements of a [n / cols, cols] matrix. */
+int ccg__cu_eye(cudaStream_t s, ccg_dtype dt, void *out, size_t cols, int64_t k,
+                size_t n);
 /* Einsum: g's operand pointers are device pointers. */
 int ccg__cu_einsum(cudaStream_t s, const ccg__ein_geom *g, ccg_dtype dt,
                    void *out, size_t n);
