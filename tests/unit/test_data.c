@@ -505,6 +505,17 @@ static void test_einsum(void **state) {
         want[h * 9 + q * 3 + k] = (float)s;
       }
   xt_close(got, want, 18, 1e-6, 1e-6, "bhqd,bhkd->bhqk");
+  /* a transposed first operand: a [4,3] read as [K, M] */
+  einsum_run("ji,jk->ik", "[4,3]", (const int64_t[]){4, 3}, 2, "[4,2]",
+             (const int64_t[]){4, 2}, 2, "[3,2]", got, 6);
+  for (int i = 0; i < 3; i++)
+    for (int k = 0; k < 2; k++) {
+      double s = 0;
+      for (int j = 0; j < 4; j++)
+        s += (double)a[j * 3 + i] * b[j * 2 + k];
+      want[i * 2 + k] = (float)s;
+    }
+  xt_close(got, want, 6, 1e-6, 1e-6, "ji,jk->ik");
   /* implicit output: outer product, then the diagonal and the trace */
   einsum_run("j,i", "[3]", (const int64_t[]){3}, 1, "[2]", (const int64_t[]){2},
              1, "[2,3]", got, 6);

@@ -1,7 +1,9 @@
 /* CPU kernels of the data family: Range, Trilu, CumSum, Flatten, Tile, Pad,
  * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. The
  * per-element arithmetic is data_math.h's, which the CUDA kernels share;
- * parameter inputs (pads, k, axis) are read at run time. */
+ * parameter inputs (pads, k, axis) are read at run time. An f32 Einsum that
+ * is a (batched) matrix product goes to OpenBLAS. */
+#include <cblas.h>
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
@@ -189,6 +191,97 @@ ccg_status ccg__data_einsum_geom(ccg_exec *x, const ccg__xnode *n,
   return CCG_STATUS_OK;
 }
 
+/* Subscript kinds of a matrix product. */
+enum { MM_BATCH, MM_M, MM_N, MM_K };
+
+static bool seq_is(const int8_t *lab, int n, const int8_t *a, int na,
+                   const int8_t *b, int nb, const int8_t *c, int nc) {
+  if (n != na + nb + nc)
+    return false;
+  for (int i = 0; i < n; i++) {
+    int8_t want = i < na ? a[i] : i < na + nb ? b[i - na] : c[i - na - nb];
+    if (lab[i] != want)
+      return false;
+  }
+  return true;
+}
+
+/* Each subscript's kind and the product of its group's dims; false when a
+ * subscript repeats, broadcasts, or is summed within one operand. */
+static bool mm_kinds(ccg_exec *x, const ccg__xnode *n, const ccg__einsum *e,
+                     int *kind, int64_t *ldim) {
+  bool in[3][CCG__EIN_LABELS] = {{false}};
+  for (int l = 0; l < CCG__EIN_LABELS; l++)
+    ldim[l] = -1;
+  for (int k = 0; k < 2; k++) {
+    const ccg__xval *v = ccg__in(x, n, (uint32_t)k);
+    for (int d = 0; d < e->rank[k]; d++) {
+      int l = e->lab[k][d];
+      if (in[k][l] || (ldim[l] >= 0 && ldim[l] != v->dims[d]))
+        return false;
+      in[k][l] = true;
+      ldim[l] = v->dims[d];
+    }
+  }
+  for (int d = 0; d < e->out_rank; d++)
+    in[2][e->out_lab[d]] = true;
+  for (int l = 0; l < CCG__EIN_LABELS; l++) {
+    bool a = in[0][l], b = in[1][l], o = in[2][l];
+    if ((a || b) && !o && !(a && b))
+      return false;
+    kind[l] = a && b ? (o ? MM_BATCH : MM_K) : a ? MM_M : MM_N;
+  }
+  return true;
+}
+
+bool ccg__data_einsum_mm(ccg_exec *x, const ccg__xnode *n, ccg__ein_mm *mm) {
+  const char *eq;
+  int ranks[2];
+  ccg__einsum e;
+  char err[160];
+  if (n->n_in != 2 ||
+      ccg_node_attr_string(x->g, n->id, "equation", &eq) != CCG_STATUS_OK)
+    return false;
+  ranks[0] = ccg__in(x, n, 0)->rank;
+  ranks[1] = ccg__in(x, n, 1)->rank;
+  int kind[CCG__EIN_LABELS];
+  int64_t ldim[CCG__EIN_LABELS];
+  if (!ccg__einsum_parse(eq, 2, ranks, &e, err, sizeof err) ||
+      !mm_kinds(x, n, &e, kind, ldim))
+    return false;
+  /* the output is [batch][M][N]; K in A's order */
+  int8_t grp[4][CCG_MAX_RANK];
+  int cnt[4] = {0, 0, 0, 0}, phase = MM_BATCH;
+  int64_t size[4] = {1, 1, 1, 1};
+  for (int d = 0; d < e.out_rank; d++) {
+    int l = e.out_lab[d];
+    if (kind[l] < phase)
+      return false;
+    phase = kind[l];
+    grp[phase][cnt[phase]++] = (int8_t)l;
+    size[phase] *= ldim[l];
+  }
+  for (int d = 0; d < e.rank[0]; d++)
+    if (kind[e.lab[0][d]] == MM_K) {
+      grp[MM_K][cnt[MM_K]++] = e.lab[0][d];
+      size[MM_K] *= ldim[e.lab[0][d]];
+    }
+  const int8_t *lb = e.lab[1], *la = e.lab[0];
+  int8_t *B = grp[MM_BATCH], *M = grp[MM_M], *N = grp[MM_N], *K = grp[MM_K];
+  int nb = cnt[MM_BATCH], nm = cnt[MM_M], nn = cnt[MM_N], nk = cnt[MM_K];
+  mm->ta = !seq_is(la, e.rank[0], B, nb, M, nm, K, nk);
+  mm->tb = !seq_is(lb, e.rank[1], B, nb, K, nk, N, nn);
+  if ((mm->ta && !seq_is(la, e.rank[0], B, nb, K, nk, M, nm)) ||
+      (mm->tb && !seq_is(lb, e.rank[1], B, nb, N, nn, K, nk)))
+    return false;
+  mm->batch = size[MM_BATCH];
+  mm->M = size[MM_M];
+  mm->N = size[MM_N];
+  mm->K = size[MM_K];
+  return mm->batch <= INT32_MAX && mm->M <= INT32_MAX && mm->N <= INT32_MAX &&
+         mm->K <= INT32_MAX;
+}
+
 /* ---- kernels ------------------------------------------------------------ */
 
 static ccg_status run_remap(ccg_exec *x, const ccg__xnode *n) {
@@ -286,6 +379,27 @@ static ccg_status run_onehot(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
+/* f32 matrix products go to OpenBLAS, one sgemm per batch entry. */
+static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *o = ccg__out(x, n, 0);
+  const float *a = ccg__in(x, n, 0)->ptr, *b = ccg__in(x, n, 1)->ptr;
+  float *c = o->ptr;
+  ccg__ein_mm mm;
+  if (!ccg__data_einsum_mm(x, n, &mm))
+    return ccg__xfail(x, n, CCG_STATUS_INTERNAL, "not a matrix product");
+  int M = (int)mm.M, N = (int)mm.N, K = (int)mm.K;
+  if (K == 0 && o->nbytes)
+    memset(c, 0, o->nbytes);
+  if (K == 0 || M == 0 || N == 0)
+    return CCG_STATUS_OK;
+  for (int64_t t = 0; t < mm.batch; t++)
+    cblas_sgemm(CblasRowMajor, mm.ta ? CblasTrans : CblasNoTrans,
+                mm.tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                a + t * mm.M * mm.K, mm.ta ? M : K, b + t * mm.K * mm.N,
+                mm.tb ? K : N, 0.0f, c + t * mm.M * mm.N, N);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status run_einsum(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *o = ccg__out(x, n, 0);
   ccg__ein_geom g;
@@ -342,8 +456,12 @@ static ccg_status prep_onehot(ccg_exec *x, ccg__xnode *n) {
 
 static ccg_status prep_einsum(ccg_exec *x, ccg__xnode *n) {
   ccg__ein_geom g;
+  ccg__ein_mm mm;
   CCG_CHECK(ccg__data_einsum_geom(x, n, &g));
-  n->run = run_einsum;
+  n->run = ccg__out(x, n, 0)->dtype == CCG_DTYPE_F32 &&
+                   ccg__data_einsum_mm(x, n, &mm)
+               ? run_einsum_mm
+               : run_einsum;
   return CCG_STATUS_OK;
 }
 

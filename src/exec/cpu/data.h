@@ -22,5 +22,16 @@ ccg_status ccg__data_cumsum_geom(ccg_exec *x, const ccg__xnode *n, bool host,
 /* Einsum: the geometry, operand pointers left NULL. */
 ccg_status ccg__data_einsum_geom(ccg_exec *x, const ccg__xnode *n,
                                  ccg__ein_geom *g);
+/* An Einsum that is a (batched) matrix product: row-major [batch, M, K]
+ * (ta: [batch, K, M]) times [batch, K, N] (tb: [batch, N, K]) gives the
+ * output as [batch, M, N], every group of subscripts in one order. */
+typedef struct ccg__ein_mm {
+  int64_t batch, M, N, K;
+  bool ta, tb;
+} ccg__ein_mm;
+/* True (with *mm) when node n's equation and bound shapes have that form:
+ * two operands, no repeated subscript, no broadcast dim, no subscript that
+ * only one operand has and the output lacks. */
+bool ccg__data_einsum_mm(ccg_exec *x, const ccg__xnode *n, ccg__ein_mm *mm);
 
 #endif

@@ -2,7 +2,8 @@
  * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. Geometry
  * comes from cpu/data.c as on the CPU; parameter inputs that shape it (Trilu's
  * k, Pad's pads and axes, CumSum's axis) must be graph data here, since the
- * host cannot read the device's values while it enqueues. */
+ * host cannot read the device's values while it enqueues. An Einsum that is
+ * a (batched) matrix product goes to cuBLAS. */
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/data.h"
 #include "exec/cuda/gpu.h"
@@ -81,8 +82,57 @@ static ccg_status run_onehot(ccg_exec *x, const ccg__xnode *n) {
                                  ccg__dout(x, n, 0), depth, inner, o->numel));
 }
 
+static bool blas_dtype(ccg_dtype dt) {
+  return dt == CCG_DTYPE_F32 || dt == CCG_DTYPE_F16 || dt == CCG_DTYPE_BF16 ||
+         dt == CCG_DTYPE_F64;
+}
+
+/* A matrix product through cuBLAS, one GEMM per batch entry: row-major
+ * C = op(A) op(B) as column-major C^T = op(B)^T op(A)^T. */
+static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n,
+                                const ccg__ein_mm *mm) {
+  const ccg__xval *o = ccg__out(x, n, 0);
+  ccg_dtype dt = o->dtype;
+  size_t es = ccg_dtype_size(dt);
+  if (mm->K == 0) {
+    cudaError_t e =
+        cudaMemsetAsync(ccg__dout(x, n, 0), 0, o->nbytes, x->gpu->cs);
+    return e ? ccg__cuda_fail(x, n, e, "cudaMemsetAsync") : CCG_STATUS_OK;
+  }
+  cudaDataType ty = dt == CCG_DTYPE_F16    ? CUDA_R_16F
+                    : dt == CCG_DTYPE_BF16 ? CUDA_R_16BF
+                    : dt == CCG_DTYPE_F64  ? CUDA_R_64F
+                                           : CUDA_R_32F;
+  cublasComputeType_t ct = dt == CCG_DTYPE_F64 ? CUBLAS_COMPUTE_64F
+                           : dt == CCG_DTYPE_F32 && x->gpu->tf32
+                               ? CUBLAS_COMPUTE_32F_FAST_TF32
+                               : CUBLAS_COMPUTE_32F;
+  double one = 1.0, zero = 0.0;
+  float onef = 1.0f, zerof = 0.0f;
+  const void *alpha = dt == CCG_DTYPE_F64 ? (const void *)&one : &onef;
+  const void *beta = dt == CCG_DTYPE_F64 ? (const void *)&zero : &zerof;
+  int M = (int)mm->M, N = (int)mm->N, K = (int)mm->K;
+  cublasOperation_t opa = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const char *a = ccg__din(x, n, 0), *b = ccg__din(x, n, 1);
+  char *c = ccg__dout(x, n, 0);
+  for (int64_t t = 0; t < mm->batch; t++) {
+    cublasStatus_t st = ccg__cublas_fn.cublasGemmEx(
+        x->gpu->blas, opb, opa, N, M, K, alpha,
+        b + (size_t)(t * mm->K * mm->N) * es, ty, mm->tb ? K : N,
+        a + (size_t)(t * mm->M * mm->K) * es, ty, mm->ta ? M : K, beta,
+        c + (size_t)(t * mm->M * mm->N) * es, ty, N, ct, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS)
+      return ccg__cublas_fail(x, n, st, "GEMM");
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status run_einsum(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *o = ccg__out(x, n, 0);
+  ccg__ein_mm mm;
+  if (blas_dtype(o->dtype) && ccg__data_einsum_mm(x, n, &mm))
+    return run_einsum_mm(x, n, &mm);
   ccg__ein_geom g;
   CCG_CHECK(ccg__data_einsum_geom(x, n, &g));
   for (int k = 0; k < g.n_in; k++)
