@@ -349,5 +349,6 @@ const ccg__op_def ccg__opdef_EINSUM = {CCG__ATTRS(einsum_attrs),
                                        0,
                                        infer_einsum,
                                        grad_einsum,
+                                       .shard = CCG_OP_SHARD_OWN,
                                        .dtypes = CCG__NUM_TYPES,
                                        .onnx_since = 12};

@@ -6,6 +6,7 @@
  * perhaps not the least communication. */
 #include <string.h>
 
+#include "graph/einsum.h"
 #include "passes/op_kinds.h"
 #include "passes/shard_internal.h"
 
@@ -453,6 +454,60 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* Einsum: the first operand sharded (in one block) on a subscript that
+ * appears once in it decides; every operand holding that subscript is
+ * sharded on it, the others replicated. The output is sharded on it, or
+ * Partial where the equation sums it. One Partial operand beside
+ * replicated ones stays Partial (the product is linear in each). */
+static ccg_status rule_einsum(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_placement p[CCG__EIN_MAX_IN], want[CCG__EIN_MAX_IN];
+  int ranks[CCG__EIN_MAX_IN], blocks, np = 0, label = -1;
+  const char *eq = NULL;
+  ccg__einsum e;
+  char err[160];
+  if (nin > CCG__EIN_MAX_IN ||
+      ccg_node_attr_string(g, n, "equation", &eq) != CCG_STATUS_OK)
+    return sh_replicate(sh, n);
+  for (size_t i = 0; i < nin; i++) {
+    ranks[i] = rank_of(sh, ccg_node_input(g, n, i));
+    p[i] = sh_cur(sh, ccg_node_input(g, n, i), &blocks);
+    want[i] = sh_R();
+    np += is_partial(p[i]);
+    if (blocks != 1)
+      return sh_replicate(sh, n);
+  }
+  if (!ccg__einsum_parse(eq, (int)nin, ranks, &e, err, sizeof err))
+    return sh_replicate(sh, n);
+  for (size_t i = 0; i < nin && label < 0; i++)
+    if (is_shard(p[i]))
+      label = e.lab[i][p[i].dim];
+  if (label < 0) {
+    bool lone = np == 1 && !any_sharded(p, nin);
+    for (size_t i = 0; i < nin && lone; i++)
+      want[i] = p[i];
+    return fetch_emit(sh, n, want, NULL, NULL, 0, lone ? sh_P() : sh_R(), 1);
+  }
+  for (size_t i = 0; i < nin; i++) {
+    int at = -1, count = 0;
+    for (int d = 0; d < e.rank[i]; d++)
+      if (e.lab[i][d] == label) {
+        at = d;
+        count++;
+      }
+    if (count > 1 || (at >= 0 && gdim(sh, ccg_node_input(g, n, i), at) == 1))
+      return sh_replicate(sh, n);
+    if (at >= 0)
+      want[i] = sh_S(at);
+  }
+  ccg_placement out = sh_P();
+  for (int d = 0; d < e.out_rank; d++)
+    if (e.out_lab[d] == label)
+      out = sh_S(d);
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -490,6 +545,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_reduce(sh, n);
   case CCG_OP_GATHER:
     return rule_gather(sh, n);
+  case CCG_OP_EINSUM:
+    return rule_einsum(sh, n);
   default:
     return sh_replicate(sh, n);
   }

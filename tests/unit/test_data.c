@@ -784,6 +784,74 @@ static void test_cast_like_sharded(void **state) {
   ccg_graph_free(g);
 }
 
+/* Einsum keeps a colwise MatMul's Shard(2) where the output has the
+ * sharded subscript and gives Partial where it sums it: no collective
+ * before either Einsum, and two ranks give the unsharded results. */
+static void test_einsum_sharded(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
+  float wd[4 * 6];
+  xt_fill(wd, 24, 5);
+  ccg_value_id w = init_f32(g, "fc.weight", wd, 2, (const int64_t[]){4, 6});
+  ccg_value_id mm[2] = {x, w};
+  ccg_value_id h = node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0);
+  ccg_value_id hh[2] = {h, h};
+  const char *eqs[2] = {"bsj,bsj->bj", "bij,bkj->bik"};
+  const char *names[2] = {"y1", "y2"};
+  ccg_value_id y[2];
+  for (int i = 0; i < 2; i++) {
+    ccg_attr e = CCG_ATTR_S("equation", eqs[i]);
+    ccg_node_desc d = CCG_NODE_DESC_INIT;
+    d.op = "Einsum";
+    d.name = names[i];
+    d.inputs = hh;
+    d.n_inputs = 2;
+    d.attrs = &e;
+    d.n_attrs = 1;
+    d.output_names = &names[i];
+    ccg_node_id id;
+    assert_ok(g, ccg_graph_add_node(g, &d, &id));
+    y[i] = ccg_node_output(g, id, 0);
+    assert_ok(g, ccg_graph_add_output(g, y[i]));
+  }
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  int seen = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++)
+    if (ccg_node_op(sg, (ccg_node_id)i) == CCG_OP_EINSUM) {
+      for (size_t k = 0; k < 2; k++)
+        assert_string_equal(
+            ccg_test_shape(sg, ccg_node_input(sg, (ccg_node_id)i, k)),
+            "[2,3,3]");
+      seen++;
+    }
+  assert_int_equal(seen, 2);
+  float xd[24], want1[12], want2[18];
+  xt_fill(xd, 24, 1);
+  ccg_exec_tensor xi = XT_F32("x", xd, 2, 3, 4);
+  ccg_exec_tensor wo[2] = {xt_out("y1", want1, sizeof want1),
+                           xt_out("y2", want2, sizeof want2)};
+  assert_ok(g, xt_run1(g, &xi, 1, wo, 2));
+  xr_result res;
+  xr_run(sg, 0, 1, same_fill, &res);
+  for (int r = 0; r < 2; r++) {
+    for (size_t o = 0; o < 2; o++) {
+      size_t k = strcmp(res.R[r].out[o].name, "y1") == 0 ? 0 : 1;
+      xt_close(res.R[r].got[o], k ? want2 : want1, k ? 18 : 12, 1e-5, 1e-5,
+               names[k]);
+    }
+  }
+  xr_free(&res);
+  ccg_graph_free(sg);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_range),
@@ -798,6 +866,7 @@ int main(void) {
       cmocka_unit_test(test_einsum),
       cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_cast_like_sharded),
+      cmocka_unit_test(test_einsum_sharded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
