@@ -675,6 +675,16 @@ static ccg_value_id b_pad(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   return y;
 }
 
+/* axes given: the gradient's Pad carries them (constant_value absent) */
+static ccg_value_id b_pad_axes(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
+  int64_t p[2] = {-1, 2}, ax[1] = {-1};
+  ccg_value_id in[4] = {x, init_i64(g, "pads", p, 1, 2), CCG_NONE,
+                        init_i64(g, "axes", ax, 1, 1)},
+               y;
+  assert_ok(g, ccg_mul(g, node(g, "Pad", "pad", in, 4, NULL, 0), w, &y));
+  return y;
+}
+
 static ccg_value_id b_cast_like(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   ccg_value_id in[2] = {x, w}, y;
   assert_ok(g, ccg_mul(g, node(g, "CastLike", "cl", in, 2, NULL, 0), w, &y));
@@ -707,6 +717,7 @@ static void test_gradients(void **state) {
   fd_check("Flatten, Tile", b_flatten_tile, 3, (const int64_t[]){2, 3, 3}, 2,
            (const int64_t[]){3, 1});
   fd_check("Pad", b_pad, 2, d23, 2, (const int64_t[]){3, 4});
+  fd_check("Pad with axes", b_pad_axes, 2, d23, 2, (const int64_t[]){2, 4});
   fd_check("CastLike", b_cast_like, 3, d234, 3, d234);
   fd_check("DepthToSpace, SpaceToDepth", b_blocks, 4,
            (const int64_t[]){1, 8, 2, 3}, 4, (const int64_t[]){1, 8, 2, 3});
