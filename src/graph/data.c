@@ -201,6 +201,7 @@ const ccg__op_def ccg__opdef_TRILU = {CCG__ATTRS(trilu_attrs),
                                       0,
                                       infer_trilu,
                                       grad_trilu,
+                                      .shard = CCG_OP_SHARD_OWN,
                                       .dtypes = CCG__ALL_TYPES,
                                       .onnx_since = 14};
 
@@ -243,6 +244,7 @@ const ccg__op_def ccg__opdef_CUMSUM = {CCG__ATTRS(cumsum_attrs),
                                        0,
                                        infer_cumsum,
                                        grad_cumsum,
+                                       .shard = CCG_OP_SHARD_OWN,
                                        .dtypes = CUMSUM_TYPES,
                                        .onnx_since = 11};
 
@@ -289,6 +291,7 @@ const ccg__op_def ccg__opdef_FLATTEN = {CCG__ATTRS(flatten_attrs),
                                         0,
                                         infer_flatten,
                                         grad_flatten,
+                                        .shard = CCG_OP_SHARD_OWN,
                                         .dtypes = CCG__ALL_TYPES,
                                         .onnx_since = 11};
 
@@ -426,9 +429,13 @@ static ccg_status grad_tile(ccg__grad *gx) {
   return ccg__grad_reshape_like(g, v, gx->in[0], &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_TILE = {
-    CCG__NO_ATTRS,   0, infer_tile, grad_tile, .dtypes = CCG__ALL_TYPES,
-    .onnx_since = 11};
+const ccg__op_def ccg__opdef_TILE = {CCG__NO_ATTRS,
+                                     0,
+                                     infer_tile,
+                                     grad_tile,
+                                     .shard = CCG_OP_SHARD_OWN,
+                                     .dtypes = CCG__ALL_TYPES,
+                                     .onnx_since = 11};
 
 /* ---- Pad ---------------------------------------------------------------- */
 
@@ -546,9 +553,13 @@ static ccg_status grad_pad(ccg__grad *gx) {
                     &gx->gin[0], NULL);
 }
 
-const ccg__op_def ccg__opdef_PAD = {
-    CCG__ATTRS(pad_attrs), 0, infer_pad, grad_pad, .dtypes = CCG__ALL_TYPES,
-    .onnx_since = 11};
+const ccg__op_def ccg__opdef_PAD = {CCG__ATTRS(pad_attrs),
+                                    0,
+                                    infer_pad,
+                                    grad_pad,
+                                    .shard = CCG_OP_SHARD_OWN,
+                                    .dtypes = CCG__ALL_TYPES,
+                                    .onnx_since = 11};
 
 /* ---- OneHot ------------------------------------------------------------- */
 

@@ -454,6 +454,75 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* Known numeric contents of source value v (at most n), or -1. */
+static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
+  ccg_dim k[CCG_MAX_RANK];
+  int c = v == CCG_NONE ? -1 : ccg_value_known(sh->g, v, k);
+  if (c > n)
+    return -1;
+  for (int i = 0; i < c; i++) {
+    if (ccg_dim_is_sym(k[i]))
+      return -1;
+    out[i] = k[i].size;
+  }
+  return c;
+}
+
+/* Whether data op n leaves dim d of its input 0 alone: Trilu a batch dim,
+ * CumSum a dim off its axis, Tile a dim repeated once, Pad a dim without
+ * pads, Flatten the leading dim (axis >= 1). Parameters must be known. */
+static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  int64_t v[CCG_MAX_RANK], ax[CCG_MAX_RANK], axis = 1;
+  switch (ccg_node_op(g, n)) {
+  case CCG_OP_TRILU:
+    return d < rank - 2;
+  case CCG_OP_CUMSUM:
+    return known_ints(sh, ccg_node_input(g, n, 1), v, 1) == 1 &&
+           norm_axis(v[0], rank) != d;
+  case CCG_OP_TILE:
+    return known_ints(sh, ccg_node_input(g, n, 1), v, CCG_MAX_RANK) == rank &&
+           v[d] == 1;
+  case CCG_OP_FLATTEN:
+    return ccg_node_attr_int(g, n, "axis", &axis) == CCG_STATUS_OK && d == 0 &&
+           norm_axis(axis, rank) >= 1;
+  case CCG_OP_PAD: {
+    int na = rank,
+        np = known_ints(sh, ccg_node_input(g, n, 1), v, CCG_MAX_RANK);
+    for (int i = 0; i < rank; i++)
+      ax[i] = i;
+    if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
+      na = known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
+    if (na < 0 || np != 2 * na)
+      return false;
+    for (int i = 0; i < na; i++)
+      if (norm_axis(ax[i], rank) == d && (v[i] != 0 || v[i + na] != 0))
+        return false;
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+/* Trilu, CumSum, Tile, Pad, Flatten: a shard on a dim the op leaves alone
+ * goes through (the parameter inputs replicated); else replicate. */
+static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  size_t nin = ccg_node_num_inputs(g, n);
+  int blocks = 1;
+  ccg_placement p = sh_cur(sh, x, &blocks), want[4];
+  if (!is_shard(p) || blocks != 1 || nin > 4 ||
+      !data_keeps_dim(sh, n, p.dim, rank_of(sh, x)))
+    return sh_replicate(sh, n);
+  want[0] = p;
+  for (size_t i = 1; i < nin; i++)
+    want[i] = sh_R();
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
 /* Einsum: the first operand sharded (in one block) on a subscript that
  * appears once in it decides; every operand holding that subscript is
  * sharded on it, the others replicated. The output is sharded on it, or
@@ -547,6 +616,12 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_gather(sh, n);
   case CCG_OP_EINSUM:
     return rule_einsum(sh, n);
+  case CCG_OP_TRILU:
+  case CCG_OP_CUMSUM:
+  case CCG_OP_TILE:
+  case CCG_OP_PAD:
+  case CCG_OP_FLATTEN:
+    return rule_data_keep(sh, n);
   default:
     return sh_replicate(sh, n);
   }

@@ -863,6 +863,85 @@ static void test_einsum_sharded(void **state) {
   ccg_graph_free(g);
 }
 
+/* Trilu, CumSum, Tile, Pad and Flatten keep a shard on a dim they leave
+ * alone (dim 0 after a Transpose of a colwise MatMul's output); Trilu on
+ * the sharded last dim replicates. Two ranks give the unsharded results. */
+static void test_data_ops_sharded(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
+  float wd[4 * 6];
+  xt_fill(wd, 24, 5);
+  ccg_value_id w = init_f32(g, "fc.weight", wd, 2, (const int64_t[]){4, 6});
+  ccg_value_id mm[2] = {x, w}, t;
+  ccg_value_id h = node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0);
+  assert_ok(g, ccg_transpose(g, h, (const int64_t[]){2, 0, 1}, 3, &t));
+  int64_t reps[3] = {1, 2, 1}, pads[6] = {0, 1, 0, 0, 0, 2};
+  ccg_value_id tr = node(g, "Trilu", "tr", &t, 1, NULL, 0);
+  ccg_value_id ci[2] = {tr, scalar_i64(g, "ax", 2)};
+  ccg_value_id cs = node(g, "CumSum", "cs", ci, 2, NULL, 0);
+  ccg_value_id ti[2] = {cs, init_i64(g, "reps", reps, 1, 3)};
+  ccg_value_id tl = node(g, "Tile", "ti", ti, 2, NULL, 0);
+  ccg_value_id pi[2] = {tl, init_i64(g, "pads", pads, 1, 6)};
+  ccg_value_id pd = node(g, "Pad", "pd", pi, 2, NULL, 0);
+  ccg_value_id fl = node(g, "Flatten", "fl", &pd, 1, NULL, 0);
+  ccg_value_id y2 = node(g, "Trilu", "tr_last", &h, 1, NULL, 0);
+  const char *names[2] = {"y1", "y2"};
+  ccg_value_id ys[2];
+  assert_ok(g, ccg_graph_add_node(
+                   g,
+                   &(ccg_node_desc){sizeof(ccg_node_desc), "Identity", NULL,
+                                    "out1", &fl, 1, NULL, 0, 1, &names[0]},
+                   NULL));
+  assert_ok(g, ccg_graph_add_node(
+                   g,
+                   &(ccg_node_desc){sizeof(ccg_node_desc), "Identity", NULL,
+                                    "out2", &y2, 1, NULL, 0, 1, &names[1]},
+                   NULL));
+  for (int i = 0; i < 2; i++) {
+    assert_ok(g, ccg_graph_find_value(g, names[i], &ys[i]));
+    assert_ok(g, ccg_graph_add_output(g, ys[i]));
+  }
+  assert_string_equal(ccg_test_shape(g, ys[0]), "[6,25]");
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  int kept = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
+    ccg_op op = ccg_node_op(sg, (ccg_node_id)i);
+    const ccg_shape *s =
+        ccg_value_shape(sg, ccg_node_input(sg, (ccg_node_id)i, 0));
+    if ((op == CCG_OP_TRILU && s->rank == 3 && s->dims[0].size != 2) ||
+        op == CCG_OP_CUMSUM || op == CCG_OP_TILE || op == CCG_OP_PAD ||
+        op == CCG_OP_FLATTEN) {
+      assert_int_equal(s->dims[0].size, 3);
+      kept++;
+    }
+  }
+  assert_int_equal(kept, 5);
+  float xd[24], want1[150], want2[36];
+  xt_fill(xd, 24, 1);
+  ccg_exec_tensor xi = XT_F32("x", xd, 2, 3, 4);
+  ccg_exec_tensor wo[2] = {xt_out("y1", want1, sizeof want1),
+                           xt_out("y2", want2, sizeof want2)};
+  assert_ok(g, xt_run1(g, &xi, 1, wo, 2));
+  xr_result res;
+  xr_run(sg, 0, 1, same_fill, &res);
+  for (int r = 0; r < 2; r++)
+    for (size_t o = 0; o < 2; o++) {
+      size_t k = strcmp(res.R[r].out[o].name, "y1") == 0 ? 0 : 1;
+      xt_close(res.R[r].got[o], k ? want2 : want1, k ? 36 : 150, 1e-6, 1e-6,
+               names[k]);
+    }
+  xr_free(&res);
+  ccg_graph_free(sg);
+  ccg_plan_free(plan);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_range),
@@ -878,6 +957,7 @@ int main(void) {
       cmocka_unit_test(test_gradients),
       cmocka_unit_test(test_cast_like_sharded),
       cmocka_unit_test(test_einsum_sharded),
+      cmocka_unit_test(test_data_ops_sharded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
