@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exec/data_math.h"
 #include "graph/internal.h"
 
 #define BUF 192
@@ -524,16 +525,82 @@ static ccg_status infer_pad(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
+/* The leading pad of every dim of x (rank r) from the known pads and axes
+ * inputs; false when they are not known numbers. */
+static bool pad_begins(ccg__grad *gx, int r, int64_t *begin) {
+  ccg_dim k[2 * CCG_MAX_RANK], a[CCG_MAX_RANK];
+  int np = ccg_value_known(gx->g, gx->in[1], k), na = r;
+  bool has_axes = gx->n_in > 3 && gx->in[3] != CCG_NONE;
+  if (has_axes)
+    na = ccg_value_known(gx->g, gx->in[3], a);
+  if (na < 0 || np != 2 * na)
+    return false;
+  for (int d = 0; d < r; d++)
+    begin[d] = 0;
+  for (int i = 0; i < na; i++) {
+    int64_t ax = has_axes ? a[i].size : i;
+    ax = ax < 0 ? ax + r : ax;
+    if (ccg_dim_is_sym(k[i]) || (has_axes && ccg_dim_is_sym(a[i])) || ax < 0 ||
+        ax >= r)
+      return false;
+    begin[ax] = k[i].size;
+  }
+  return true;
+}
+
+/* Reflect, edge and wrap: every output element came from one input
+ * element, so dx is dy scatter-added (ScatterND, reduction add) at the
+ * source coordinates, a constant [numel(y), rank] computed here. */
+static ccg_status grad_pad_fold(ccg__grad *gx, int mode) {
+  ccg_graph *g = gx->g;
+  const ccg_shape *xs = ccg_value_shape(g, gx->in[0]);
+  const ccg_shape *ys = ccg_value_shape(g, gx->out[0]);
+  int64_t begin[CCG_MAX_RANK], n = 1;
+  int r = xs->rank;
+  if (!ccg_shape_is_static(xs) || !ccg_shape_is_static(ys) ||
+      !pad_begins(gx, r, begin))
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "the gradient of mode '%s' needs numeric dims and "
+                          "known pads",
+                          ccg__grad_attr_s(gx, "mode"));
+  for (int d = 0; d < r; d++)
+    n *= ys->dims[d].size;
+  if (r == 0 || n == 0 || n > ((int64_t)1 << 24) / r)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "%lld padded elements: the scatter indices of its "
+                          "gradient would be empty or too large",
+                          (long long)n);
+  size_t bytes = (size_t)(n * r) * sizeof(int64_t);
+  int64_t *idx = ccg__alloc(&g->alloc, bytes);
+  if (!idx)
+    return ccg__grad_fail(gx, CCG_STATUS_OOM, "out of memory");
+  for (int64_t j = 0; j < n; j++) {
+    int64_t q = j;
+    for (int d = r - 1; d >= 0; d--) {
+      int64_t c = q % ys->dims[d].size;
+      q /= ys->dims[d].size;
+      idx[j * r + d] = ccg__pad_index(mode, c - begin[d], xs->dims[d].size);
+    }
+  }
+  ccg_tensor t = {CCG_DTYPE_I64, 2, {n, r}, idx};
+  ccg_value_id it, flat, zeros;
+  ccg_status st = ccg_constant(g, &t, &it);
+  ccg__free(&g->alloc, idx, bytes);
+  CCG_CHECK(st);
+  CCG_CHECK(ccg_reshape_to(g, gx->gout[0], &n, 1, &flat));
+  CCG_CHECK(ccg__grad_zeros_like(g, gx->in[0], &zeros));
+  return ccg_scatter_nd(g, zeros, it, flat, "add", &gx->gin[0]);
+}
+
 /* Constant mode: the gradient is dy padded by -pads (what was added goes,
  * what was cropped comes back as zeros). */
 static ccg_status grad_pad(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   const char *mode = ccg__grad_attr_s(gx, "mode");
   if (strcmp(mode, "constant") != 0)
-    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "mode '%s' has no gradient rule (constant mode "
-                          "only)",
-                          mode);
+    return grad_pad_fold(gx, strcmp(mode, "reflect") == 0 ? CCG__PAD_REFLECT
+                             : strcmp(mode, "edge") == 0  ? CCG__PAD_EDGE
+                                                          : CCG__PAD_WRAP);
   ccg_dim k[2 * CCG_MAX_RANK];
   int n = ccg_value_known(g, gx->in[1], k);
   ccg_value_id neg;

@@ -685,6 +685,25 @@ static ccg_value_id b_pad_axes(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   return y;
 }
 
+/* reflect, edge and wrap on two dims, folding more than once */
+static ccg_value_id b_pad_modes(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
+  static const char *const modes[3] = {"reflect", "edge", "wrap"};
+  int64_t p[4] = {1, 4, 2, 3};
+  ccg_value_id in[2] = {x, init_i64(g, "pads", p, 1, 4)}, y = CCG_NONE;
+  for (int i = 0; i < 3; i++) {
+    ccg_attr a = CCG_ATTR_S("mode", modes[i]);
+    char nm[16];
+    snprintf(nm, sizeof nm, "pad_%d", i);
+    ccg_value_id v = node(g, "Pad", nm, in, 2, &a, 1);
+    if (i == 0)
+      y = v;
+    else
+      assert_ok(g, ccg_add(g, y, v, &y));
+  }
+  assert_ok(g, ccg_mul(g, y, w, &y));
+  return y;
+}
+
 static ccg_value_id b_cast_like(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   ccg_value_id in[2] = {x, w}, y;
   assert_ok(g, ccg_mul(g, node(g, "CastLike", "cl", in, 2, NULL, 0), w, &y));
@@ -718,6 +737,8 @@ static void test_gradients(void **state) {
            (const int64_t[]){3, 1});
   fd_check("Pad", b_pad, 2, d23, 2, (const int64_t[]){3, 4});
   fd_check("Pad with axes", b_pad_axes, 2, d23, 2, (const int64_t[]){2, 4});
+  fd_check("Pad reflect, edge, wrap", b_pad_modes, 2, d23, 2,
+           (const int64_t[]){5, 10});
   fd_check("CastLike", b_cast_like, 3, d234, 3, d234);
   fd_check("DepthToSpace, SpaceToDepth", b_blocks, 4,
            (const int64_t[]){1, 8, 2, 3}, 4, (const int64_t[]){1, 8, 2, 3});
