@@ -120,7 +120,7 @@ static ccg_status range_len_float(ccg__infer *ix, ccg_dim *len) {
 }
 
 /* Numbers give the length and, when short, the contents; Range(0, seq, 1)
- * is [seq]; anything else a fresh symbol. */
+ * and Range(seq, 0, -1) are [seq]; anything else a fresh symbol. */
 static ccg_status range_len(ccg__infer *ix, ccg_dim *len) {
   const ccg_dim *k[3];
   if (ccg_dtype_is_float(ccg__in_dtype(ix, 0)))
@@ -132,15 +132,17 @@ static ccg_status range_len(ccg__infer *ix, ccg_dim *len) {
   if (ccg__is_num(d, 0))
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "delta '%s' is 0",
                      ccg__in_name(ix, 2));
-  if (ccg_dim_is_sym(s) || ccg_dim_is_sym(d))
-    return ccg__fresh_dim(ix, 0, 0, len);
-  if (ccg_dim_is_sym(l)) {
-    if (s.size == 0 && d.size == 1) {
-      *len = l;
-      return CCG_STATUS_OK;
-    }
-    return ccg__fresh_dim(ix, 0, 0, len);
+  /* Range(0, n, 1) and Range(n, 0, -1) have n elements */
+  if (ccg_dim_is_sym(l) && ccg__is_num(s, 0) && ccg__is_num(d, 1)) {
+    *len = l;
+    return CCG_STATUS_OK;
   }
+  if (ccg_dim_is_sym(s) && ccg__is_num(l, 0) && ccg__is_num(d, -1)) {
+    *len = s;
+    return CCG_STATUS_OK;
+  }
+  if (ccg_dim_is_sym(s) || ccg_dim_is_sym(d) || ccg_dim_is_sym(l))
+    return ccg__fresh_dim(ix, 0, 0, len);
   int64_t n;
   if (!range_count(s.size, l.size, d.size, &n))
     return ccg__fail(ix, CCG_STATUS_SHAPE,
@@ -808,9 +810,17 @@ const ccg__op_def ccg__opdef_EYE_LIKE = {CCG__ATTRS(eye_like_attrs),
                                          .dtypes = CCG__ALL_TYPES,
                                          .onnx_since = 11};
 
-const ccg__op_def ccg__opdef_DEPTH_TO_SPACE = {
-    CCG__ATTRS(d2s_attrs), 0, infer_d2s, grad_d2s, .dtypes = CCG__ALL_TYPES,
-    .onnx_since = 11};
-const ccg__op_def ccg__opdef_SPACE_TO_DEPTH = {
-    CCG__ATTRS(s2d_attrs), 0, infer_s2d, grad_d2s, .dtypes = CCG__ALL_TYPES,
-    .onnx_since = 11};
+const ccg__op_def ccg__opdef_DEPTH_TO_SPACE = {CCG__ATTRS(d2s_attrs),
+                                               0,
+                                               infer_d2s,
+                                               grad_d2s,
+                                               .shard = CCG_OP_SHARD_OWN,
+                                               .dtypes = CCG__ALL_TYPES,
+                                               .onnx_since = 11};
+const ccg__op_def ccg__opdef_SPACE_TO_DEPTH = {CCG__ATTRS(s2d_attrs),
+                                               0,
+                                               infer_s2d,
+                                               grad_d2s,
+                                               .shard = CCG_OP_SHARD_OWN,
+                                               .dtypes = CCG__ALL_TYPES,
+                                               .onnx_since = 11};

@@ -470,7 +470,8 @@ static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
 
 /* Whether data op n leaves dim d of its input 0 alone: Trilu a batch dim,
  * CumSum a dim off its axis, Tile a dim repeated once, Pad a dim without
- * pads, Flatten the leading dim (axis >= 1). Parameters must be known. */
+ * pads, Flatten the leading dim (axis >= 1), DepthToSpace and SpaceToDepth
+ * the batch dim. Parameters must be known. */
 static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
   ccg_graph *g = sh->g;
   size_t nin = ccg_node_num_inputs(g, n);
@@ -487,6 +488,9 @@ static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
   case CCG_OP_FLATTEN:
     return ccg_node_attr_int(g, n, "axis", &axis) == CCG_STATUS_OK && d == 0 &&
            norm_axis(axis, rank) >= 1;
+  case CCG_OP_DEPTH_TO_SPACE:
+  case CCG_OP_SPACE_TO_DEPTH:
+    return d == 0;
   case CCG_OP_PAD: {
     int na = rank,
         np = known_ints(sh, ccg_node_input(g, n, 1), v, CCG_MAX_RANK);
@@ -506,8 +510,9 @@ static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
   }
 }
 
-/* Trilu, CumSum, Tile, Pad, Flatten: a shard on a dim the op leaves alone
- * goes through (the parameter inputs replicated); else replicate. */
+/* Trilu, CumSum, Tile, Pad, Flatten, DepthToSpace, SpaceToDepth: a shard on a
+ * dim the op leaves alone goes through (the parameter inputs replicated); else
+ * replicate. */
 static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id x = ccg_node_input(g, n, 0);
@@ -621,6 +626,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_TILE:
   case CCG_OP_PAD:
   case CCG_OP_FLATTEN:
+  case CCG_OP_DEPTH_TO_SPACE:
+  case CCG_OP_SPACE_TO_DEPTH:
     return rule_data_keep(sh, n);
   default:
     return sh_replicate(sh, n);

@@ -132,6 +132,9 @@ static void test_range(void **state) {
   ccg_exec_tensor po = xt_out(ccg_value_name(g, pos), p, sizeof p);
   assert_ok(g, xt_run1(g, &xi, 1, &po, 1));
   same_i64(p, (const int64_t[]){0, 1, 2, 3, 4}, 5, "Range(0, seq, 1)");
+  ccg_value_id rev_in[3] = {seq, rin[0], scalar_i64(g, "back", -1)};
+  assert_string_equal(
+      ccg_test_shape(g, node(g, "Range", "rev", rev_in, 3, NULL, 0)), "[seq]");
   ccg_graph_free(g);
 
   g = ccg_test_graph(NULL);
@@ -884,7 +887,8 @@ static void test_einsum_sharded(void **state) {
   ccg_graph_free(g);
 }
 
-/* Trilu, CumSum, Tile, Pad and Flatten keep a shard on a dim they leave
+/* Trilu, CumSum, Tile, Pad, Flatten, DepthToSpace and SpaceToDepth keep a
+ * shard on a dim they leave
  * alone (dim 0 after a Transpose of a colwise MatMul's output); Trilu on
  * the sharded last dim replicates. Two ranks give the unsharded results. */
 static void test_data_ops_sharded(void **state) {
@@ -906,6 +910,20 @@ static void test_data_ops_sharded(void **state) {
   ccg_value_id pi[2] = {tl, init_i64(g, "pads", pads, 1, 6)};
   ccg_value_id pd = node(g, "Pad", "pd", pi, 2, NULL, 0);
   ccg_value_id fl = node(g, "Flatten", "fl", &pd, 1, NULL, 0);
+  /* [6,4,3] -> [6,4,1,3] -> DepthToSpace [6,1,2,6] -> SpaceToDepth back */
+  int64_t a2 = 2;
+  ccg_value_id u, prod;
+  assert_ok(g, ccg_unsqueeze(g, tl, &a2, 1, &u));
+  ccg_attr bs = CCG_ATTR_I("blocksize", 2);
+  ccg_value_id d2s = node(g, "DepthToSpace", "d2s", &u, 1, &bs, 1);
+  ccg_value_id s2d = node(g, "SpaceToDepth", "s2d", &d2s, 1, &bs, 1);
+  assert_ok(g, ccg_mul(g, s2d, u, &prod));
+  assert_ok(
+      g, ccg_reduce_sum(g, prod, (const int64_t[]){1, 2, 3}, 3, false, &prod));
+  int64_t fl_shape[2] = {6, 1};
+  ccg_value_id prod2;
+  assert_ok(g, ccg_reshape_to(g, prod, fl_shape, 2, &prod2));
+  assert_ok(g, ccg_add(g, fl, prod2, &fl));
   ccg_value_id y2 = node(g, "Trilu", "tr_last", &h, 1, NULL, 0);
   const char *names[2] = {"y1", "y2"};
   ccg_value_id ys[2];
@@ -937,12 +955,13 @@ static void test_data_ops_sharded(void **state) {
         ccg_value_shape(sg, ccg_node_input(sg, (ccg_node_id)i, 0));
     if ((op == CCG_OP_TRILU && s->rank == 3 && s->dims[0].size != 2) ||
         op == CCG_OP_CUMSUM || op == CCG_OP_TILE || op == CCG_OP_PAD ||
-        op == CCG_OP_FLATTEN) {
+        op == CCG_OP_FLATTEN || op == CCG_OP_DEPTH_TO_SPACE ||
+        op == CCG_OP_SPACE_TO_DEPTH) {
       assert_int_equal(s->dims[0].size, 3);
       kept++;
     }
   }
-  assert_int_equal(kept, 5);
+  assert_int_equal(kept, 7);
   float xd[24], want1[150], want2[36];
   xt_fill(xd, 24, 1);
   ccg_exec_tensor xi = XT_F32("x", xd, 2, 3, 4);
