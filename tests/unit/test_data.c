@@ -888,9 +888,9 @@ static void test_einsum_sharded(void **state) {
 }
 
 /* Trilu, CumSum, Tile, Pad, Flatten, DepthToSpace and SpaceToDepth keep a
- * shard on a dim they leave
- * alone (dim 0 after a Transpose of a colwise MatMul's output); Trilu on
- * the sharded last dim replicates. Two ranks give the unsharded results. */
+ * shard on a dim they leave alone (dim 0 after a Transpose of a colwise
+ * MatMul's output); Trilu on the sharded last dim replicates. Two ranks give
+ * the unsharded results. */
 static void test_data_ops_sharded(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
