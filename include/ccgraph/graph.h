@@ -293,7 +293,7 @@ typedef struct ccg_attr {
   X(CONSTANT, "Constant", "", 0, 0, 1, 1)                                      \
   X(CONSTANT_OF_SHAPE, "ConstantOfShape", "", 1, 1, 1, 1)
 
-/* data.c: Range, Trilu, CumSum, Tile, Pad, ...; einsum.c: Einsum */
+/* data.c, rearrange.c (Tile, Pad, DepthToSpace, SpaceToDepth), einsum.c */
 #define CCG_OP_LIST_DATA(X)                                                    \
   X(RANGE, "Range", "", 3, 3, 1, 1)                                            \
   X(TRILU, "Trilu", "", 1, 2, 1, 1)                                            \
