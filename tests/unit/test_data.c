@@ -150,6 +150,63 @@ static void test_range(void **state) {
   ccg_graph_free(g);
 }
 
+/* Bounds fed at run time: the length is a fresh symbol bound by the
+ * caller, and the run checks it against the values. Pads fed at run time
+ * are read then. */
+static void test_run_time_params(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[3] = {ccg_test_input(g, "s", CCG_DTYPE_I64, "[]"),
+                        ccg_test_input(g, "l", CCG_DTYPE_I64, "[]"),
+                        ccg_test_input(g, "d", CCG_DTYPE_I64, "[]")};
+  ccg_value_id y = node(g, "Range", "r", in, 3, NULL, 0);
+  assert_string_equal(ccg_test_shape(g, y), "[r_o0_d0]");
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec_dim dim = {"r_o0_d0", 3};
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.dims = &dim;
+  o.n_dims = 1;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  int64_t sv = 0, lv = 6, dv = 2, got[3];
+  ccg_exec_tensor ti[3] = {xt_in("s", CCG_DTYPE_I64, &sv, 0, NULL),
+                           xt_in("l", CCG_DTYPE_I64, &lv, 0, NULL),
+                           xt_in("d", CCG_DTYPE_I64, &dv, 0, NULL)};
+  ccg_exec_tensor to = xt_out(ccg_value_name(g, y), got, sizeof got);
+  assert_ok(x, ccg_exec_run(x, ti, 3, &to, 1));
+  same_i64(got, (const int64_t[]){0, 2, 4}, 3, "Range fed");
+  lv = 8;
+  assert_fails(x, CCG_STATUS_SHAPE, ccg_exec_run(x, ti, 3, &to, 1), "'r'",
+               "(Range)", "4 elements");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  ccg_value_id pin[2] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]"),
+                         ccg_test_input(g, "pads", CCG_DTYPE_I64, "[4]")};
+  ccg_attr edge = CCG_ATTR_S("mode", "edge");
+  y = node(g, "Pad", "p", pin, 2, &edge, 1);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec_dim dims[2] = {{"p_o0_d0", 3}, {"p_o0_d1", 4}};
+  o.dims = dims;
+  o.n_dims = 2;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  float xd[6] = {1, 2, 3, 4, 5, 6}, pgot[12];
+  int64_t pads[4] = {1, 0, 0, 1};
+  ccg_exec_tensor pi[2] = {
+      XT_F32("x", xd, 2, 3),
+      xt_in("pads", CCG_DTYPE_I64, pads, 1, (const int64_t[]){4})};
+  to = xt_out(ccg_value_name(g, y), pgot, sizeof pgot);
+  assert_ok(x, ccg_exec_run(x, pi, 2, &to, 1));
+  same_f32(pgot, (const float[]){1, 2, 3, 3, 1, 2, 3, 3, 4, 5, 6, 6}, 12,
+           "Pad fed");
+  pads[1] = 1;
+  assert_fails(x, CCG_STATUS_SHAPE, ccg_exec_run(x, pi, 2, &to, 1), "'p'",
+               "(Pad)", "bound output dim");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 /* ---- Trilu, CumSum ------------------------------------------------------ */
 
 static void test_trilu(void **state) {
@@ -985,6 +1042,7 @@ static void test_data_ops_sharded(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_range),
+      cmocka_unit_test(test_run_time_params),
       cmocka_unit_test(test_trilu),
       cmocka_unit_test(test_cumsum),
       cmocka_unit_test(test_flatten_size_cast_like),
