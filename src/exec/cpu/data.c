@@ -15,7 +15,9 @@
 ccg_status ccg__data_ints(ccg_exec *x, const ccg__xnode *n, uint32_t i,
                           bool host, int64_t *v, size_t max, size_t *count) {
   const ccg__xval *a = ccg__in(x, n, i);
-  const void *p = a->kind == CCG__V_STATIC ? a->init : host ? a->ptr : NULL;
+  const void *p = host && a->ptr             ? a->ptr
+                  : a->kind == CCG__V_STATIC ? a->init
+                                             : NULL;
   if (!p)
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
                       "input %u '%s' is computed or fed at run time; on this "
@@ -52,8 +54,10 @@ static ccg_status pad_begin(ccg_exec *x, const ccg__xnode *n, bool host,
       return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                         "axes entry %zu (%lld) is out of range for rank %d", i,
                         (long long)ax[i], m->rank);
+    int64_t len;
     m->begin[a] = p[i];
-    if (m->idims[a] + p[i] + p[i + na] != m->odims[a])
+    if (__builtin_add_overflow(m->idims[a], p[i], &len) ||
+        __builtin_add_overflow(len, p[i + na], &len) || len != m->odims[a])
       return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                         "pads %lld and %lld of dim %lld do not give the "
                         "bound output dim %lld",
