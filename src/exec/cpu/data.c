@@ -1,8 +1,8 @@
 /* CPU kernels of the data family: Range, Trilu, CumSum, Flatten, Tile, Pad,
  * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. The
  * per-element arithmetic is data_math.h's, which the CUDA kernels share;
- * parameter inputs (pads, k, axis) are read at run time. An f32 Einsum that
- * is a (batched) matrix product goes to OpenBLAS. */
+ * parameter inputs (pads, k, axis) are read at run time. An f32 or f64
+ * Einsum that is a (batched) matrix product goes to OpenBLAS. */
 #include <cblas.h>
 #include <string.h>
 
@@ -383,11 +383,12 @@ static ccg_status run_onehot(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* f32 matrix products go to OpenBLAS, one sgemm per batch entry. */
+/* f32 and f64 matrix products go to OpenBLAS, one GEMM per batch entry
+ * (f64 in double: no precision lost to the speed-up). */
 static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *o = ccg__out(x, n, 0);
-  const float *a = ccg__in(x, n, 0)->ptr, *b = ccg__in(x, n, 1)->ptr;
-  float *c = o->ptr;
+  const char *a = ccg__in(x, n, 0)->ptr, *b = ccg__in(x, n, 1)->ptr;
+  char *c = o->ptr;
   ccg__ein_mm mm;
   if (!ccg__data_einsum_mm(x, n, &mm))
     return ccg__xfail(x, n, CCG_STATUS_INTERNAL, "not a matrix product");
@@ -396,11 +397,20 @@ static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
     memset(c, 0, o->nbytes);
   if (K == 0 || M == 0 || N == 0)
     return CCG_STATUS_OK;
-  for (int64_t t = 0; t < mm.batch; t++)
-    cblas_sgemm(CblasRowMajor, mm.ta ? CblasTrans : CblasNoTrans,
-                mm.tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
-                a + t * mm.M * mm.K, mm.ta ? M : K, b + t * mm.K * mm.N,
-                mm.tb ? K : N, 0.0f, c + t * mm.M * mm.N, N);
+  size_t es = ccg_dtype_size(o->dtype);
+  CBLAS_TRANSPOSE ta = mm.ta ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = mm.tb ? CblasTrans : CblasNoTrans;
+  for (int64_t t = 0; t < mm.batch; t++) {
+    const void *at = a + (size_t)(t * mm.M * mm.K) * es;
+    const void *bt = b + (size_t)(t * mm.K * mm.N) * es;
+    void *ct = c + (size_t)(t * mm.M * mm.N) * es;
+    if (o->dtype == CCG_DTYPE_F64)
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, at, mm.ta ? M : K, bt,
+                  mm.tb ? K : N, 0.0, ct, N);
+    else
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, at, mm.ta ? M : K, bt,
+                  mm.tb ? K : N, 0.0f, ct, N);
+  }
   return CCG_STATUS_OK;
 }
 
@@ -462,7 +472,8 @@ static ccg_status prep_einsum(ccg_exec *x, ccg__xnode *n) {
   ccg__ein_geom g;
   ccg__ein_mm mm;
   CCG_CHECK(ccg__data_einsum_geom(x, n, &g));
-  n->run = ccg__out(x, n, 0)->dtype == CCG_DTYPE_F32 &&
+  ccg_dtype dt = ccg__out(x, n, 0)->dtype;
+  n->run = (dt == CCG_DTYPE_F32 || dt == CCG_DTYPE_F64) &&
                    ccg__data_einsum_mm(x, n, &mm)
                ? run_einsum_mm
                : run_einsum;
