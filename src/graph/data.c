@@ -62,20 +62,59 @@ static bool range_count(int64_t s, int64_t l, int64_t d, int64_t *n) {
   return true;
 }
 
-/* Float Range of initializers (their contents are never "known", which
- * is for integers): the length numpy's arange gives. */
+/* A float Range bound: known contents are for integers, so a float one
+ * is read from an initializer or Constant, or seen through a Cast (or
+ * CastLike) of a known integer: torch exports arange(seq, dtype=float) as
+ * Range(0., Cast(seq), 1.). 0: unknown, 1: the number *num, 2: the
+ * symbol *sym. */
+static int float_bound(ccg__infer *ix, size_t i, double *num, ccg_dim *sym) {
+  ccg_graph *g = ix->g;
+  ccg_value_id v = ix->in[i];
+  const ccg_tensor *t = g->values[v].data;
+  ccg_node_id p = ccg_value_producer(g, v);
+  ccg_op op = p == CCG_NONE ? CCG_OP_COUNT : ccg_node_op(g, p);
+  if (!t && op == CCG_OP_CONSTANT)
+    t = ccg_node_attr(g, p, "value")->t;
+  if (t && (t->dtype == CCG_DTYPE_F32 || t->dtype == CCG_DTYPE_F64)) {
+    *num = t->dtype == CCG_DTYPE_F32 ? *(const float *)t->data
+                                     : *(const double *)t->data;
+    return 1;
+  }
+  ccg_dim k[CCG_MAX_RANK];
+  if ((op != CCG_OP_CAST && op != CCG_OP_CAST_LIKE) ||
+      ccg_value_known(g, ccg_node_input(g, p, 0), k) != 1)
+    return 0;
+  *sym = k[0];
+  *num = (double)k[0].size;
+  return ccg_dim_is_sym(k[0]) ? 2 : 1;
+}
+
+/* The length numpy's arange gives; Range(0, n, 1) and Range(n, 0, -1)
+ * with n a symbol have n elements. */
 static ccg_status range_len_float(ccg__infer *ix, ccg_dim *len) {
   double v[3];
-  for (size_t i = 0; i < 3; i++) {
-    const ccg_tensor *t = ix->g->values[ix->in[i]].data;
-    ccg_dtype dt = ccg__in_dtype(ix, i);
-    if (!t || (dt != CCG_DTYPE_F32 && dt != CCG_DTYPE_F64))
+  ccg_dim sym[3];
+  int kind[3];
+  for (size_t i = 0; i < 3; i++)
+    if (!(kind[i] = float_bound(ix, i, &v[i], &sym[i])))
       return ccg__fresh_dim(ix, 0, 0, len);
-    v[i] = dt == CCG_DTYPE_F32 ? *(const float *)t->data
-                               : *(const double *)t->data;
+  if (kind[2] == 1 && v[2] == 0.0)
+    return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "delta '%s' is 0",
+                     ccg__in_name(ix, 2));
+  if (kind[0] == 1 && v[0] == 0.0 && kind[1] == 2 && kind[2] == 1 &&
+      v[2] == 1.0) {
+    *len = sym[1];
+    return CCG_STATUS_OK;
   }
+  if (kind[0] == 2 && kind[1] == 1 && v[1] == 0.0 && kind[2] == 1 &&
+      v[2] == -1.0) {
+    *len = sym[0];
+    return CCG_STATUS_OK;
+  }
+  if (kind[0] != 1 || kind[1] != 1 || kind[2] != 1)
+    return ccg__fresh_dim(ix, 0, 0, len);
   double n = ceil((v[1] - v[0]) / v[2]);
-  if (v[2] == 0.0 || !(n < 9e15))
+  if (!(n < 9e15))
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
                      "Range(%g, %g, %g) has no finite length", v[0], v[1],
                      v[2]);

@@ -135,6 +135,17 @@ static void test_range(void **state) {
   ccg_value_id rev_in[3] = {seq, rin[0], scalar_i64(g, "back", -1)};
   assert_string_equal(
       ccg_test_shape(g, node(g, "Range", "rev", rev_in, 3, NULL, 0)), "[seq]");
+  /* torch's arange(seq, dtype=float): Range(0., Cast(seq), 1.) from
+   * Constants */
+  float f0 = 0.0f, f1 = 1.0f;
+  ccg_tensor t0 = {CCG_DTYPE_F32, 0, {0}, &f0},
+             t1 = {CCG_DTYPE_F32, 0, {0}, &f1};
+  ccg_value_id cin[3];
+  assert_ok(g, ccg_constant(g, &t0, &cin[0]));
+  assert_ok(g, ccg_cast(g, seq, CCG_DTYPE_F32, &cin[1]));
+  assert_ok(g, ccg_constant(g, &t1, &cin[2]));
+  assert_string_equal(
+      ccg_test_shape(g, node(g, "Range", "rcast", cin, 3, NULL, 0)), "[seq]");
   ccg_graph_free(g);
 
   g = ccg_test_graph(NULL);
