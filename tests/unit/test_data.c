@@ -775,6 +775,15 @@ static ccg_value_id b_pad_modes(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   return y;
 }
 
+/* EyeLike's output does not depend on x: x's gradient is w alone */
+static ccg_value_id b_eye_like(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
+  ccg_attr k = CCG_ATTR_I("k", -1);
+  ccg_value_id y;
+  assert_ok(g, ccg_add(g, node(g, "EyeLike", "eye", &x, 1, &k, 1), x, &y));
+  assert_ok(g, ccg_mul(g, y, w, &y));
+  return y;
+}
+
 static ccg_value_id b_cast_like(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
   ccg_value_id in[2] = {x, w}, y;
   assert_ok(g, ccg_mul(g, node(g, "CastLike", "cl", in, 2, NULL, 0), w, &y));
@@ -810,6 +819,7 @@ static void test_gradients(void **state) {
   fd_check("Pad with axes", b_pad_axes, 2, d23, 2, (const int64_t[]){2, 4});
   fd_check("Pad reflect, edge, wrap", b_pad_modes, 2, d23, 2,
            (const int64_t[]){5, 10});
+  fd_check("EyeLike", b_eye_like, 2, d34, 2, d34);
   fd_check("CastLike", b_cast_like, 3, d234, 3, d234);
   fd_check("DepthToSpace, SpaceToDepth", b_blocks, 4,
            (const int64_t[]){1, 8, 2, 3}, 4, (const int64_t[]){1, 8, 2, 3});
