@@ -394,9 +394,13 @@ static ccg_status infer_onehot(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_ONE_HOT = {
-    CCG__ATTRS(onehot_attrs), 0, infer_onehot, NULL, .dtypes = CCG__NUM_TYPES,
-    .onnx_since = 11};
+const ccg__op_def ccg__opdef_ONE_HOT = {CCG__ATTRS(onehot_attrs),
+                                        0,
+                                        infer_onehot,
+                                        NULL,
+                                        .shard = CCG_OP_SHARD_OWN,
+                                        .dtypes = CCG__NUM_TYPES,
+                                        .onnx_since = 11};
 
 /* ---- EyeLike ------------------------------------------------------------ */
 

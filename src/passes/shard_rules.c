@@ -528,6 +528,23 @@ static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 
+/* OneHot: sharded indices give the output sharded on the same dim (one
+ * further where the new axis comes before it); depth and values
+ * replicated. */
+static ccg_status rule_onehot(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  int blocks = 1;
+  int64_t axis = -1;
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), &blocks);
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  if (!is_shard(p) || blocks != 1)
+    return sh_replicate(sh, n);
+  int a = norm_axis(axis, rank_of(sh, ccg_node_output(g, n, 0)));
+  ccg_placement want[3] = {p, sh_R(), sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0,
+                    sh_S(p.dim < a ? p.dim : p.dim + 1), 1);
+}
+
 /* Einsum: the first operand sharded (in one block) on a subscript that
  * appears once in it decides; every operand holding that subscript is
  * sharded on it, the others replicated. The output is sharded on it, or
@@ -621,6 +638,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_gather(sh, n);
   case CCG_OP_EINSUM:
     return rule_einsum(sh, n);
+  case CCG_OP_ONE_HOT:
+    return rule_onehot(sh, n);
   case CCG_OP_TRILU:
   case CCG_OP_CUMSUM:
   case CCG_OP_TILE:

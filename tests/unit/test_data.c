@@ -967,8 +967,8 @@ static void test_einsum_sharded(void **state) {
 
 /* Trilu, CumSum, Tile, Pad, Flatten, DepthToSpace and SpaceToDepth keep a
  * shard on a dim they leave alone (dim 0 after a Transpose of a colwise
- * MatMul's output); Trilu on the sharded last dim replicates. Two ranks give
- * the unsharded results. */
+ * MatMul's output); Trilu on the sharded last dim replicates; OneHot moves
+ * the shard past its new axis. Two ranks give the unsharded results. */
 static void test_data_ops_sharded(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -1003,8 +1003,14 @@ static void test_data_ops_sharded(void **state) {
   assert_ok(g, ccg_reshape_to(g, prod, fl_shape, 2, &prod2));
   assert_ok(g, ccg_add(g, fl, prod2, &fl));
   ccg_value_id y2 = node(g, "Trilu", "tr_last", &h, 1, NULL, 0);
-  const char *names[2] = {"y1", "y2"};
-  ccg_value_id ys[2];
+  /* OneHot of the sharded [2,3,6] (float indices) on a new axis 1 */
+  float vals[2] = {0.0f, 1.0f};
+  ccg_value_id oi[3] = {h, scalar_i64(g, "depth", 4),
+                        init_f32(g, "vals", vals, 1, (const int64_t[]){2})};
+  ccg_attr oa = CCG_ATTR_I("axis", 1);
+  ccg_value_id y3 = node(g, "OneHot", "oh", oi, 3, &oa, 1);
+  const char *names[3] = {"y1", "y2", "y3"};
+  ccg_value_id ys[3];
   assert_ok(g, ccg_graph_add_node(
                    g,
                    &(ccg_node_desc){sizeof(ccg_node_desc), "Identity", NULL,
@@ -1015,7 +1021,12 @@ static void test_data_ops_sharded(void **state) {
                    &(ccg_node_desc){sizeof(ccg_node_desc), "Identity", NULL,
                                     "out2", &y2, 1, NULL, 0, 1, &names[1]},
                    NULL));
-  for (int i = 0; i < 2; i++) {
+  assert_ok(g, ccg_graph_add_node(
+                   g,
+                   &(ccg_node_desc){sizeof(ccg_node_desc), "Identity", NULL,
+                                    "out3", &y3, 1, NULL, 0, 1, &names[2]},
+                   NULL));
+  for (int i = 0; i < 3; i++) {
     assert_ok(g, ccg_graph_find_value(g, names[i], &ys[i]));
     assert_ok(g, ccg_graph_add_output(g, ys[i]));
   }
@@ -1038,21 +1049,30 @@ static void test_data_ops_sharded(void **state) {
       assert_int_equal(s->dims[0].size, 3);
       kept++;
     }
+    if (op == CCG_OP_ONE_HOT) {
+      assert_string_equal(
+          ccg_test_shape(sg, ccg_node_output(sg, (ccg_node_id)i, 0)),
+          "[2,4,3,3]");
+      kept++;
+    }
   }
-  assert_int_equal(kept, 7);
-  float xd[24], want1[150], want2[36];
+  assert_int_equal(kept, 8);
+  float xd[24], want1[150], want2[36], want3[144];
+  float *want[3] = {want1, want2, want3};
+  const size_t count[3] = {150, 36, 144};
   xt_fill(xd, 24, 1);
   ccg_exec_tensor xi = XT_F32("x", xd, 2, 3, 4);
-  ccg_exec_tensor wo[2] = {xt_out("y1", want1, sizeof want1),
-                           xt_out("y2", want2, sizeof want2)};
-  assert_ok(g, xt_run1(g, &xi, 1, wo, 2));
+  ccg_exec_tensor wo[3] = {xt_out("y1", want1, sizeof want1),
+                           xt_out("y2", want2, sizeof want2),
+                           xt_out("y3", want3, sizeof want3)};
+  assert_ok(g, xt_run1(g, &xi, 1, wo, 3));
   xr_result res;
   xr_run(sg, 0, 1, same_fill, &res);
   for (int r = 0; r < 2; r++)
-    for (size_t o = 0; o < 2; o++) {
-      size_t k = strcmp(res.R[r].out[o].name, "y1") == 0 ? 0 : 1;
-      xt_close(res.R[r].got[o], k ? want2 : want1, k ? 36 : 150, 1e-6, 1e-6,
-               names[k]);
+    for (size_t o = 0; o < 3; o++) {
+      size_t k = (size_t)(res.R[r].out[o].name[1] - '1');
+      assert_true(k < 3);
+      xt_close(res.R[r].got[o], want[k], count[k], 1e-6, 1e-6, names[k]);
     }
   xr_free(&res);
   ccg_graph_free(sg);
