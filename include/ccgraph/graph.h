@@ -363,8 +363,21 @@ typedef struct ccg_attr {
   X(CONSTANT, "Constant", "", 0, 0, 1, 1)                                      \
   X(CONSTANT_OF_SHAPE, "ConstantOfShape", "", 1, 1, 1, 1)
 
-/* data.c: Range, Trilu, CumSum, Tile, Pad, Einsum, ... */
-#define CCG_OP_LIST_DATA(X)
+/* data.c, rearrange.c (Tile, Pad, DepthToSpace, SpaceToDepth), einsum.c */
+#define CCG_OP_LIST_DATA(X)                                                    \
+  X(RANGE, "Range", "", 3, 3, 1, 1)                                            \
+  X(TRILU, "Trilu", "", 1, 2, 1, 1)                                            \
+  X(CUMSUM, "CumSum", "", 2, 2, 1, 1)                                          \
+  X(FLATTEN, "Flatten", "", 1, 1, 1, 1)                                        \
+  X(SIZE, "Size", "", 1, 1, 1, 1)                                              \
+  X(CAST_LIKE, "CastLike", "", 2, 2, 1, 1)                                     \
+  X(TILE, "Tile", "", 2, 2, 1, 1)                                              \
+  X(PAD, "Pad", "", 2, 4, 1, 1)                                                \
+  X(ONE_HOT, "OneHot", "", 3, 3, 1, 1)                                         \
+  X(DEPTH_TO_SPACE, "DepthToSpace", "", 1, 1, 1, 1)                            \
+  X(SPACE_TO_DEPTH, "SpaceToDepth", "", 1, 1, 1, 1)                            \
+  X(EINSUM, "Einsum", "", 1, -1, 1, 1)                                         \
+  X(EYE_LIKE, "EyeLike", "", 1, 1, 1, 1)
 
 /* index.c */
 #define CCG_OP_LIST_INDEX(X)                                                   \

@@ -260,13 +260,21 @@ static ccg_status reduce_node(ex *e, ccg_node_id n, node_out *no) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status cast_node(ex *e, ccg_node_id n, node_out *no) {
-  const ccg_attr *to = ccg_node_attr(e->g, n, "to");
+/* Cast's `to` and EyeLike's `dtype` (optional there): a dtype name
+ * becomes a type code. */
+static ccg_status cast_node(ex *e, ccg_node_id n, node_out *no,
+                            const char *name) {
+  const ccg_attr *to = ccg_node_attr(e->g, n, name);
   ccg_dtype dt;
+  if (!to && ccg_node_op(e->g, n) == CCG_OP_EYE_LIKE)
+    return CCG_STATUS_OK;
   if (!to || ccg_dtype_parse(to->s, &dt) != CCG_STATUS_OK)
-    return fail_node(e, n, CCG_STATUS_DTYPE, "attribute 'to' is not a dtype");
+    return fail_node(e, n, CCG_STATUS_DTYPE,
+                     strcmp(name, "to") == 0
+                         ? "attribute 'to' is not a dtype"
+                         : "attribute 'dtype' is not a dtype");
   no->skip[0] = to;
-  return int_attr(e, "to", ccg__onnx_dtype_code(dt), &no->added[no->n_added++]);
+  return int_attr(e, name, ccg__onnx_dtype_code(dt), &no->added[no->n_added++]);
 }
 
 static ccg_status gelu_node(ex *e, ccg_node_id n, node_out *no) {
@@ -373,7 +381,9 @@ static ccg_status convert_node(ex *e, ccg_node_id n, node_out *no,
                       &no->added[no->n_added++]);
     return CCG_STATUS_OK;
   case CCG_OP_CAST:
-    return cast_node(e, n, no);
+    return cast_node(e, n, no, "to");
+  case CCG_OP_EYE_LIKE:
+    return cast_node(e, n, no, "dtype");
   case CCG_OP_GELU:
     return gelu_node(e, n, no);
   default:

@@ -222,13 +222,14 @@ static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
   return CCG_STATUS_OK;
 }
 
+/* Cast's `to` and EyeLike's `dtype`: a type code becomes a dtype name. */
 static ccg_status cast_to(im *m, const Onnx__NodeProto *np, ccg_attr *at) {
   ccg_dtype dt;
   if (at->type != CCG_ATTR_INT || !ccg__onnx_dtype_from_code(at->i, &dt))
     return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "Cast to %s (%lld) is not supported",
+                     "%s to %s (%lld) is not supported", np->op_type,
                      ccg__onnx_dtype_code_name(at->i), (long long)at->i);
-  *at = CCG_ATTR_S("to", ccg_dtype_name(dt));
+  *at = CCG_ATTR_S(at->name, ccg_dtype_name(dt));
   return CCG_STATUS_OK;
 }
 
@@ -310,7 +311,8 @@ static ccg_status plain_attrs(im *m, const Onnx__NodeProto *np, ccg_op op,
       CCG_CHECK(constant_value(m, np, a, at));
     else
       CCG_CHECK(attr_in(m, np, a, at));
-    if (op == CCG_OP_CAST && strcmp(name, "to") == 0)
+    if ((op == CCG_OP_CAST && strcmp(name, "to") == 0) ||
+        (op == CCG_OP_EYE_LIKE && strcmp(name, "dtype") == 0))
       CCG_CHECK(cast_to(m, np, at));
     nb->n_attrs++;
   }

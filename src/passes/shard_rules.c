@@ -6,6 +6,7 @@
  * perhaps not the least communication. */
 #include <string.h>
 
+#include "graph/einsum.h"
 #include "passes/op_kinds.h"
 #include "passes/shard_internal.h"
 
@@ -605,6 +606,151 @@ static ccg_status rule_window(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 
+/* Known numeric contents of source value v (at most n), or -1. */
+static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
+  ccg_dim k[CCG_MAX_RANK];
+  int c = v == CCG_NONE ? -1 : ccg_value_known(sh->g, v, k);
+  if (c > n)
+    return -1;
+  for (int i = 0; i < c; i++) {
+    if (ccg_dim_is_sym(k[i]))
+      return -1;
+    out[i] = k[i].size;
+  }
+  return c;
+}
+
+/* Whether data op n leaves dim d of its input 0 alone: Trilu a batch dim,
+ * CumSum a dim off its axis, Tile a dim repeated once, Pad a dim without
+ * pads, Flatten the leading dim (axis >= 1), DepthToSpace and SpaceToDepth
+ * the batch dim. Parameters must be known. */
+static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  int64_t v[CCG_MAX_RANK], ax[CCG_MAX_RANK], axis = 1;
+  switch (ccg_node_op(g, n)) {
+  case CCG_OP_TRILU:
+    return d < rank - 2;
+  case CCG_OP_CUMSUM:
+    return known_ints(sh, ccg_node_input(g, n, 1), v, 1) == 1 &&
+           norm_axis(v[0], rank) != d;
+  case CCG_OP_TILE:
+    return known_ints(sh, ccg_node_input(g, n, 1), v, CCG_MAX_RANK) == rank &&
+           v[d] == 1;
+  case CCG_OP_FLATTEN:
+    return ccg_node_attr_int(g, n, "axis", &axis) == CCG_STATUS_OK && d == 0 &&
+           norm_axis(axis, rank) >= 1;
+  case CCG_OP_DEPTH_TO_SPACE:
+  case CCG_OP_SPACE_TO_DEPTH:
+    return d == 0;
+  case CCG_OP_PAD: {
+    int na = rank,
+        np = known_ints(sh, ccg_node_input(g, n, 1), v, CCG_MAX_RANK);
+    for (int i = 0; i < rank; i++)
+      ax[i] = i;
+    if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
+      na = known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
+    if (na < 0 || np != 2 * na)
+      return false;
+    for (int i = 0; i < na; i++)
+      if (norm_axis(ax[i], rank) == d && (v[i] != 0 || v[i + na] != 0))
+        return false;
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+/* Trilu, CumSum, Tile, Pad, Flatten, DepthToSpace, SpaceToDepth: a shard on a
+ * dim the op leaves alone goes through (the parameter inputs replicated); else
+ * replicate. */
+static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  size_t nin = ccg_node_num_inputs(g, n);
+  int blocks = 1;
+  ccg_placement p = sh_cur(sh, x, &blocks), want[4];
+  if (!is_shard(p) || blocks != 1 || nin > 4 ||
+      !data_keeps_dim(sh, n, p.dim, rank_of(sh, x)))
+    return sh_replicate(sh, n);
+  want[0] = p;
+  for (size_t i = 1; i < nin; i++)
+    want[i] = sh_R();
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
+/* OneHot: sharded indices give the output sharded on the same dim (one
+ * further where the new axis comes before it); depth and values
+ * replicated. */
+static ccg_status rule_onehot(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  int blocks = 1;
+  int64_t axis = -1;
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), &blocks);
+  CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  if (!is_shard(p) || blocks != 1)
+    return sh_replicate(sh, n);
+  int a = norm_axis(axis, rank_of(sh, ccg_node_output(g, n, 0)));
+  ccg_placement want[3] = {p, sh_R(), sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0,
+                    sh_S(p.dim < a ? p.dim : p.dim + 1), 1);
+}
+
+/* Einsum: the first operand sharded (in one block) on a subscript that
+ * appears once in it decides; every operand holding that subscript is
+ * sharded on it, the others replicated. The output is sharded on it, or
+ * Partial where the equation sums it. One Partial operand beside
+ * replicated ones stays Partial (the product is linear in each). */
+static ccg_status rule_einsum(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_placement p[CCG__EIN_MAX_IN], want[CCG__EIN_MAX_IN];
+  int ranks[CCG__EIN_MAX_IN], blocks, np = 0, label = -1;
+  const char *eq = NULL;
+  ccg__einsum e;
+  char err[160];
+  if (nin > CCG__EIN_MAX_IN ||
+      ccg_node_attr_string(g, n, "equation", &eq) != CCG_STATUS_OK)
+    return sh_replicate(sh, n);
+  for (size_t i = 0; i < nin; i++) {
+    ranks[i] = rank_of(sh, ccg_node_input(g, n, i));
+    p[i] = sh_cur(sh, ccg_node_input(g, n, i), &blocks);
+    want[i] = sh_R();
+    np += is_partial(p[i]);
+    if (blocks != 1)
+      return sh_replicate(sh, n);
+  }
+  if (!ccg__einsum_parse(eq, (int)nin, ranks, &e, err, sizeof err))
+    return sh_replicate(sh, n);
+  for (size_t i = 0; i < nin && label < 0; i++)
+    if (is_shard(p[i]))
+      label = e.lab[i][p[i].dim];
+  if (label < 0) {
+    bool lone = np == 1 && !any_sharded(p, nin);
+    for (size_t i = 0; i < nin && lone; i++)
+      want[i] = p[i];
+    return fetch_emit(sh, n, want, NULL, NULL, 0, lone ? sh_P() : sh_R(), 1);
+  }
+  for (size_t i = 0; i < nin; i++) {
+    int at = -1, count = 0;
+    for (int d = 0; d < e.rank[i]; d++)
+      if (e.lab[i][d] == label) {
+        at = d;
+        count++;
+      }
+    if (count > 1 || (at >= 0 && gdim(sh, ccg_node_input(g, n, i), at) == 1))
+      return sh_replicate(sh, n);
+    if (at >= 0)
+      want[i] = sh_S(at);
+  }
+  ccg_placement out = sh_P();
+  for (int d = 0; d < e.out_rank; d++)
+    if (e.out_lab[d] == label)
+      out = sh_S(d);
+  return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
   switch (ccg_op_shard_rule(op)) {
@@ -671,6 +817,18 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
   case CCG_OP_GLOBAL_AVERAGE_POOL:
   case CCG_OP_GLOBAL_MAX_POOL:
     return rule_window(sh, n);
+  case CCG_OP_EINSUM:
+    return rule_einsum(sh, n);
+  case CCG_OP_ONE_HOT:
+    return rule_onehot(sh, n);
+  case CCG_OP_TRILU:
+  case CCG_OP_CUMSUM:
+  case CCG_OP_TILE:
+  case CCG_OP_PAD:
+  case CCG_OP_FLATTEN:
+  case CCG_OP_DEPTH_TO_SPACE:
+  case CCG_OP_SPACE_TO_DEPTH:
+    return rule_data_keep(sh, n);
   default:
     return sh_replicate(sh, n);
   }

@@ -573,16 +573,17 @@ static bool logic_no_gradient(int op) {
 }
 
 /* Every compute op has a gradient rule; only Shape, Constant and
- * ConstantOfShape (integer or constant outputs), the ops with bool or
- * integer outputs, ArgMax, ArgMin and NonZero (index outputs) and Compress
- * (a data-dependent size) have none. */
+ * ConstantOfShape, Range, Size and OneHot (integer, constant or index-made
+ * outputs), the ops with bool or integer outputs, ArgMax, ArgMin and
+ * NonZero (index outputs) and Compress (a data-dependent size) have none. */
 static void test_every_op_has_a_rule(void **state) {
   (void)state;
   for (int op = 0; op < CCG_OP_COUNT; op++) {
     bool none = op == CCG_OP_SHAPE || op == CCG_OP_CONSTANT ||
                 op == CCG_OP_CONSTANT_OF_SHAPE || logic_no_gradient(op) ||
                 op == CCG_OP_ARG_MAX || op == CCG_OP_ARG_MIN ||
-                op == CCG_OP_NON_ZERO || op == CCG_OP_COMPRESS;
+                op == CCG_OP_NON_ZERO || op == CCG_OP_COMPRESS ||
+                op == CCG_OP_RANGE || op == CCG_OP_SIZE || op == CCG_OP_ONE_HOT;
     if ((ccg__op_info_of((ccg_op)op)->def->grad == NULL) != none)
       fail_msg("op %s: gradient rule %s", ccg_op_name((ccg_op)op),
                none ? "unexpected" : "missing");
