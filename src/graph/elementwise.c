@@ -226,8 +226,21 @@ static ccg_status infer_identity(ccg__infer *ix) {
   }
   return CCG_STATUS_OK;
 }
+/* Neg of known integers stays known (ONNX's expanded functions negate
+ * axis counts before ConstantOfShape). */
 static ccg_status infer_neg(ccg__infer *ix) {
-  return infer_unary(ix, SIGNED_TYPES, "a float or signed integer type");
+  CCG_CHECK(infer_unary(ix, SIGNED_TYPES, "a float or signed integer type"));
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  if (n < 0 || !ccg_dtype_is_int(ix->out_dtype[0]))
+    return CCG_STATUS_OK;
+  for (int i = 0; i < n; i++) {
+    if (ccg_dim_is_sym(k[i]) || k[i].size == INT64_MIN)
+      return CCG_STATUS_OK;
+    ix->out_known[0][i] = ccg_dim_num(-k[i].size);
+  }
+  ix->out_n_known[0] = n;
+  return CCG_STATUS_OK;
 }
 static ccg_status infer_float_unary(ccg__infer *ix) {
   return infer_unary(ix, CCG__FLOAT_TYPES, "a float type");

@@ -57,13 +57,15 @@ static void pass_known(ccg__infer *ix) {
 static ccg_status vector_len(ccg__infer *ix, size_t i, int *n) {
   ccg_dim d = ccg__in_shape(ix, i)->dims[0];
   if (ccg_dim_is_sym(d) || d.size > CCG_MAX_RANK) {
+    /* a rank set by data (a symbol) is a limit of the IR, a number past
+     * the IR's ranks a bad model */
     char b[BUF];
-    return ccg__fail(ix, CCG_STATUS_SHAPE,
-                     "input %zu '%s' has shape %s and unknown contents; its "
-                     "length gives the output rank, which must be a number "
-                     "<= %d",
-                     i, ccg__in_name(ix, i), in_str(ix, i, b, BUF),
-                     CCG_MAX_RANK);
+    return ccg__fail(
+        ix, ccg_dim_is_sym(d) ? CCG_STATUS_UNSUPPORTED : CCG_STATUS_SHAPE,
+        "input %zu '%s' has shape %s and unknown contents; its "
+        "length gives the output rank, which must be a number "
+        "<= %d",
+        i, ccg__in_name(ix, i), in_str(ix, i, b, BUF), CCG_MAX_RANK);
   }
   *n = (int)d.size;
   return CCG_STATUS_OK;
