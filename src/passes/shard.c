@@ -409,6 +409,16 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
 /* ---- emitting copies ------------------------------------------------------
  */
 
+/* Node n's metadata (module paths, for a later shard or export) onto the
+ * nodes of the sharded graph from `first` on, which stand for n. */
+static ccg_status copy_meta(shard *sh, ccg_node_id n, size_t first) {
+  const char *key, *value;
+  for (size_t i = 0; (key = ccg_node_meta_at(sh->g, n, i, &value)) != NULL; i++)
+    for (size_t k = first; k < ccg_graph_num_nodes(sh->s); k++)
+      SH_S(sh, ccg_node_set_meta(sh->s, (ccg_node_id)k, key, value));
+  return CCG_STATUS_OK;
+}
+
 ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
                    const ccg_attr *attrs, size_t n_attrs, ccg_placement outp,
                    int blocks) {
@@ -449,10 +459,7 @@ ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
   pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
     return from_s(sh, st);
-  /* the node's metadata goes with it (module paths, for a later shard) */
-  const char *key, *value;
-  for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &value)) != NULL; i++)
-    SH_S(sh, ccg_node_set_meta(sh->s, sn, key, value));
+  CCG_CHECK(copy_meta(sh, n, sn));
   for (size_t i = 0; i < n_out; i++)
     CCG_CHECK(sh_set(sh, ccg_node_output(g, n, i),
                      ccg_node_output(sh->s, sn, i), outp, blocks));
@@ -595,10 +602,13 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
     pe = NULL;
   }
   bool done = false;
+  size_t first = ccg_graph_num_nodes(sh->s);
   if (pe)
     CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
   else if (sh->sp && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
     CCG_CHECK(sh_style(sh, n, NULL, 0, module, &done));
+  if (done)
+    CCG_CHECK(copy_meta(sh, n, first));
   if (done && e >= 0)
     sh->used[e] = true;
   if (!done)

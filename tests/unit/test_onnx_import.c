@@ -244,6 +244,47 @@ static void test_computed_axes_known(void **state) {
                "node 'unsq'", "input 'ax'", "computed at run time");
 }
 
+/* Node metadata (torch's dynamo module paths) is kept on import and
+ * written back from IR 10 (opset 21) on; older models leave it out. */
+static void test_node_metadata(void **state) {
+  (void)state;
+  mk *k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  Onnx__NodeProto *n = mk_node(k, "Relu", "node_Relu_0", "x", NULL, "y", NULL);
+  static Onnx__StringStringEntryProto kv, *kvp[1];
+  onnx__string_string_entry_proto__init(&kv);
+  kv.key = "pkg.torch.onnx.name_scopes";
+  kv.value = "['', 'act', 'relu']";
+  kvp[0] = &kv;
+  n->metadata_props = kvp;
+  n->n_metadata_props = 1;
+  mk_output(k, "y");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  ccg_node_id id;
+  assert_ok(g, ccg_graph_find_node(g, "node_Relu_0", &id));
+  assert_string_equal(ccg_node_meta(g, id, "pkg.torch.onnx.name_scopes"),
+                      "['', 'act', 'relu']");
+  for (int opset = 17; opset <= 21; opset += 4) {
+    ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+    o.opset = opset;
+    void *b = NULL;
+    size_t len = 0;
+    assert_ok(g, ccg_onnx_export_buffer(g, &o, &b, &len));
+    ccg_graph *back = NULL;
+    assert_ok(NULL, ccg_onnx_import_buffer(b, len, NULL, NULL, &back));
+    assert_ok(back, ccg_graph_find_node(back, "node_Relu_0", &id));
+    const char *v = ccg_node_meta(back, id, "pkg.torch.onnx.name_scopes");
+    if (opset >= 21)
+      assert_string_equal(v, "['', 'act', 'relu']");
+    else
+      assert_null(v);
+    free(b);
+    ccg_graph_free(back);
+  }
+  ccg_graph_free(g);
+}
+
 static void test_split_num_outputs(void **state) {
   (void)state;
   /* Split-18 with num_outputs = 2 over a dim of 3: ONNX gives [2, 1]. */
@@ -621,6 +662,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_axes_inputs_become_attributes),
       cmocka_unit_test(test_split_num_outputs),
+      cmocka_unit_test(test_node_metadata),
       cmocka_unit_test(test_computed_axes_known),
       cmocka_unit_test(test_ort_per_rank_model),
       cmocka_unit_test(test_unknown_op),
