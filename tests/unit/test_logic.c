@@ -38,7 +38,7 @@ static ccg_status run_node(const char *op, const ccg_attr *attrs, size_t na,
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id v[8];
   ccg_exec_tensor xin[8];
-  char names[8][8];
+  char names[8][24];
   assert_true(n <= 8);
   for (size_t i = 0; i < n; i++) {
     snprintf(names[i], sizeof names[i], "in%zu", i);
