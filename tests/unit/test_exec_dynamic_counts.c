@@ -136,6 +136,13 @@ static void test_nonzero_fed(void **state) {
   }
   specs_are(x, 2);
   ccg_exec_free(x);
+  /* without run-time specialization the count has no size: refused at
+   * create, naming the node */
+  o.max_specializations = -1;
+  x = NULL;
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_exec_create(g, &o, &x),
+               "node 'nz' (NonZero)", "dim 1");
+  assert_null(x);
   ccg_graph_free(g);
 }
 
