@@ -61,11 +61,14 @@ static const xrule *rule_of(ccg_op op) {
 /* ---- the cache's entries ------------------------------------------------- */
 
 /* A part of the graph run before a program to find sizes its data sets;
- * the program serves a run only where they come out as `want`. */
+ * the program serves a run only where they come out as `want`. Where the
+ * values are all graph inputs (a NonZero of a fed mask) there is no part
+ * to run (prog NULL): the fed tensors are measured. */
 typedef struct xguard {
   ccg_exec *prog;
   ccg_graph *graph;
   size_t n;
+  ccg_value_id *ids;      /* the values (the graph's ids) */
   ccg_exec_tensor *outs;  /* the values, graph outputs of prog */
   const xrule **rule;     /* per value: NULL its contents, else a count */
   int64_t *want;          /* SLOT per value */
@@ -183,12 +186,33 @@ static bool takes(const ccg__xdyn *d, const ccg_exec *p,
   return true;
 }
 
+/* The values of a guard without a program: the tensors this run feeds
+ * (d->fed holds the run's inputs). */
+static ccg_status read_fed(ccg_exec *x, xguard *gd) {
+  const ccg__xdyn *d = x->dyn;
+  for (size_t i = 0; i < gd->n; i++) {
+    const ccg_exec_tensor *t = NULL;
+    for (size_t k = 0; k < d->n_in && !t; k++)
+      if (d->g->inputs[k] == gd->ids[i])
+        t = d->fed[k];
+    if (!t)
+      return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                        "input '%s' was not given (it sizes node '%s' dim "
+                        "%s)",
+                        ccg_value_name(d->g, gd->ids[i]), gd->node, gd->dim);
+    gd->outs[i].tensor = t->tensor;
+  }
+  return CCG_STATUS_OK;
+}
+
 /* Runs guard gd over the inputs; *ok when its values are what the
  * program was compiled for. */
 static ccg_status check_guard(ccg_exec *x, xguard *gd,
                               const ccg_exec_tensor *in, size_t n, bool *ok) {
-  ccg_status st = ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n);
-  if (st != CCG_STATUS_OK) {
+  if (!gd->prog)
+    CCG_CHECK(read_fed(x, gd));
+  else if (ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n) !=
+           CCG_STATUS_OK) {
     ccg__error_copy(&x->ctx, &gd->prog->ctx);
     return ccg__error_prefix(&x->ctx,
                              "computing the size of node '%s' dim %s at run "
@@ -344,9 +368,14 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
                             const char *node, const char *dim) {
   ccg__xdyn *d = x->dyn;
   xguard *gd = &e->guards[e->n_guards];
-  ccg_value_id ids[MAX_EVAL];
-  for (size_t i = 0; i < m; i++)
-    ids[i] = nd[i].v;
+  gd->ids = ccg__arena_calloc(&e->arena, m, sizeof *gd->ids);
+  if (!gd->ids)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  bool fed = true;
+  for (size_t i = 0; i < m; i++) {
+    gd->ids[i] = nd[i].v;
+    fed = fed && d->g->values[nd[i].v].kind == CCG_VALUE_INPUT;
+  }
   const bool *keep = ancestors(x, e, nd, m);
   gd->outs = ccg__arena_calloc(&e->arena, m, sizeof *gd->outs);
   gd->rule = ccg__arena_calloc(&e->arena, m, sizeof *gd->rule);
@@ -356,12 +385,12 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
   if (!keep || !gd->outs || !gd->rule || !gd->want || !gd->node || !gd->dim)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   e->n_guards++; /* from here on discard() frees what it holds */
-  ccg__spec_part part = {keep, ids, m};
-  CCG_CHECK(
-      ccg__graph_specialize(d->g, k->sv, k->n, &part, &x->ctx, &gd->graph));
+  ccg__spec_part part = {keep, gd->ids, m};
   ccg__xwhy why;
-  if (ccg__exec_compile(gd->graph, o, d->backend, true, &x->ctx, &gd->prog,
-                        &why) != CCG_STATUS_OK)
+  if (!fed && (ccg__graph_specialize(d->g, k->sv, k->n, &part, &x->ctx,
+                                     &gd->graph) != CCG_STATUS_OK ||
+               ccg__exec_compile(gd->graph, o, d->backend, true, &x->ctx,
+                                 &gd->prog, &why) != CCG_STATUS_OK))
     return ccg__error_prefix(&x->ctx,
                              "node '%s' dim %s is set by data: compiling "
                              "what computes it",

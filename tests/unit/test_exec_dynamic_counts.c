@@ -144,6 +144,24 @@ static void test_nonzero_fed(void **state) {
                "node 'nz' (NonZero)", "dim 1");
   assert_null(x);
   ccg_graph_free(g);
+  /* an initializer's count: the program is made at create */
+  g = ccg_test_graph(NULL);
+  const float iv[4] = {0, 2, 0, 3};
+  ccg_tensor it = {CCG_DTYPE_F32, 2, {2, 2}, iv};
+  ccg_value_id w;
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &it, &w));
+  nz = op1(g, "NonZero", "nzw", &w, 1, NULL, 0, 1, NULL);
+  assert_ok(g, ccg_graph_add_output(g, nz));
+  o.max_specializations = 0;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  specs_are(x, 1);
+  int64_t got[4];
+  ccg_exec_tensor out = xt_out(ccg_value_name(g, nz), got, sizeof got);
+  assert_ok(x, ccg_exec_run(x, NULL, 0, &out, 1));
+  assert_int_equal(out.tensor.dims[1], 2);
+  i64_equal(got, (const int64_t[]){0, 1, 1, 1}, 4, "NonZero of a constant");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
 }
 
 /* GatherND(x, Transpose(NonZero(x))): x's non-zero elements in row-major
