@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec/internal.h"
+#include "exec/select_math.h"
 #include "graph/specialize.h"
 
 /* Small integer inputs (shapes, starts, ends, axes, k) whose contents may
@@ -23,44 +24,31 @@
 
 /* ---- dims that only data gives ------------------------------------------ */
 
-/* An op whose output dim is a count of its first input's data. */
+/* An op whose output dim (the one its shape rule left a fresh symbol) is
+ * a count of the data of one of its inputs: NonZero's of its input,
+ * Compress's of its condition (whose length the shape rule checked against
+ * the axis). The count is taken on the host from the input as a guard
+ * computed it, with the kernels' own test of an element (select_math.h),
+ * so a program's kernels run with the exact count as their capacity. */
 typedef struct xrule {
   const char *op; /* its ONNX name: a table, not a dependency on the op */
-  int out, dim;
-  int64_t (*count)(const ccg_tensor *t);
+  int in;
 } xrule;
 
 static int64_t count_nonzero(const ccg_tensor *t) {
   size_t bytes = 0, es = ccg_dtype_size(t->dtype);
   if (!t->data || !es || ccg_tensor_nbytes(t, &bytes) != CCG_STATUS_OK)
     return -1;
-  const unsigned char *p = t->data;
-  int64_t n = 0;
-  for (size_t i = 0; i < bytes; i += es) {
-    bool nz = false;
-    if (t->dtype == CCG_DTYPE_F32) {
-      float v;
-      memcpy(&v, p + i, sizeof v);
-      nz = v != 0.0f;
-    } else if (t->dtype == CCG_DTYPE_F64) {
-      double v;
-      memcpy(&v, p + i, sizeof v);
-      nz = v != 0.0;
-    } else if (t->dtype == CCG_DTYPE_F16 || t->dtype == CCG_DTYPE_BF16) {
-      uint16_t v;
-      memcpy(&v, p + i, sizeof v);
-      nz = (v & 0x7fffu) != 0; /* -0 is zero */
-    } else {
-      for (size_t b = 0; b < es && !nz; b++)
-        nz = p[i + b] != 0;
-    }
-    n += nz;
-  }
-  return n;
+  size_t n = bytes / es;
+  int64_t c = 0;
+  for (size_t i = 0; i < n; i++)
+    c += ccg__is_nonzero(t->dtype, t->data, i);
+  return c;
 }
 
 static const xrule rules[] = {
-    {"NonZero", 0, 1, count_nonzero},
+    {"NonZero", 0},
+    {"Compress", 1},
 };
 
 static const xrule *rule_of(ccg_op op) {
@@ -73,11 +61,14 @@ static const xrule *rule_of(ccg_op op) {
 /* ---- the cache's entries ------------------------------------------------- */
 
 /* A part of the graph run before a program to find sizes its data sets;
- * the program serves a run only where they come out as `want`. */
+ * the program serves a run only where they come out as `want`. Where the
+ * values are all graph inputs (a NonZero of a fed mask) there is no part
+ * to run (prog NULL): the fed tensors are measured. */
 typedef struct xguard {
   ccg_exec *prog;
   ccg_graph *graph;
   size_t n;
+  ccg_value_id *ids;      /* the values (the graph's ids) */
   ccg_exec_tensor *outs;  /* the values, graph outputs of prog */
   const xrule **rule;     /* per value: NULL its contents, else a count */
   int64_t *want;          /* SLOT per value */
@@ -132,7 +123,7 @@ static void measure(const xrule *r, const ccg_tensor *t, int64_t *slot) {
     read_contents(t, slot);
     return;
   }
-  slot[1] = r->count(t);
+  slot[1] = count_nonzero(t);
   slot[0] = slot[1] < 0 ? -1 : 1;
 }
 
@@ -195,12 +186,33 @@ static bool takes(const ccg__xdyn *d, const ccg_exec *p,
   return true;
 }
 
+/* The values of a guard without a program: the tensors this run feeds
+ * (d->fed holds the run's inputs). */
+static ccg_status read_fed(ccg_exec *x, xguard *gd) {
+  const ccg__xdyn *d = x->dyn;
+  for (size_t i = 0; i < gd->n; i++) {
+    const ccg_exec_tensor *t = NULL;
+    for (size_t k = 0; k < d->n_in && !t; k++)
+      if (d->g->inputs[k] == gd->ids[i])
+        t = d->fed[k];
+    if (!t)
+      return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
+                        "input '%s' was not given (it sizes node '%s' dim "
+                        "%s)",
+                        ccg_value_name(d->g, gd->ids[i]), gd->node, gd->dim);
+    gd->outs[i].tensor = t->tensor;
+  }
+  return CCG_STATUS_OK;
+}
+
 /* Runs guard gd over the inputs; *ok when its values are what the
  * program was compiled for. */
 static ccg_status check_guard(ccg_exec *x, xguard *gd,
                               const ccg_exec_tensor *in, size_t n, bool *ok) {
-  ccg_status st = ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n);
-  if (st != CCG_STATUS_OK) {
+  if (!gd->prog)
+    CCG_CHECK(read_fed(x, gd));
+  else if (ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n) !=
+           CCG_STATUS_OK) {
     ccg__error_copy(&x->ctx, &gd->prog->ctx);
     return ccg__error_prefix(&x->ctx,
                              "computing the size of node '%s' dim %s at run "
@@ -289,18 +301,30 @@ static ccg_status describe_fed(ccg_exec *x, xspec *e, known *k) {
 }
 
 /* One value a guard computes: its contents (rule NULL), or a count of its
- * data that sets dim rule->dim of `target`. */
+ * data that sets dim `dim` of `target`. */
 typedef struct need {
   ccg_value_id v;
   const xrule *rule;
   ccg_value_id target;
+  int dim;
 } need;
 
-/* What to compute for node n of copy s (whose dim is set by data): its
- * small integer inputs whose contents s does not know, or the data a count
- * rule of its op reads. */
-static size_t plan_guard(const ccg_graph *s, ccg_node_id n, need *nd) {
+/* What to compute for node n of copy s, whose output `out` has dim `dim`
+ * set by data: for an op with a count rule, the input it counts (even a
+ * small integer one: its contents would not size the output); else the
+ * node's small integer inputs whose contents s does not know. */
+static size_t plan_guard(const ccg_graph *s, ccg_node_id n, ccg_value_id out,
+                         int dim, need *nd) {
   const ccg__node *node = &s->nodes[n];
+  const xrule *r = rule_of(node->op);
+  if (r) {
+    ccg_value_id u =
+        (uint32_t)r->in < node->n_inputs ? node->inputs[r->in] : CCG_NONE;
+    if (u == CCG_NONE || !ccg_shape_is_static(&s->values[u].shape))
+      return 0;
+    nd[0] = (need){u, r, out, dim};
+    return 1;
+  }
   size_t m = 0;
   for (uint32_t i = 0; i < node->n_inputs && m < MAX_EVAL; i++) {
     ccg_value_id u = node->inputs[i];
@@ -311,13 +335,8 @@ static size_t plan_guard(const ccg_graph *s, ccg_node_id n, need *nd) {
     if ((v->dtype == CCG_DTYPE_I64 || v->dtype == CCG_DTYPE_I32) &&
         v->shape.rank <= 1 && ccg_shape_is_static(&v->shape) &&
         ccg_shape_numel(&v->shape, &numel) == CCG_STATUS_OK && numel <= KN)
-      nd[m++] = (need){u, NULL, CCG_NONE};
+      nd[m++] = (need){u, NULL, CCG_NONE, -1};
   }
-  const xrule *r = rule_of(node->op);
-  if (!m && r && node->n_inputs && node->inputs[0] != CCG_NONE &&
-      (uint32_t)r->out < node->n_outputs &&
-      ccg_shape_is_static(&s->values[node->inputs[0]].shape))
-    nd[m++] = (need){node->inputs[0], r, node->outputs[r->out]};
   return m;
 }
 
@@ -349,9 +368,14 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
                             const char *node, const char *dim) {
   ccg__xdyn *d = x->dyn;
   xguard *gd = &e->guards[e->n_guards];
-  ccg_value_id ids[MAX_EVAL];
-  for (size_t i = 0; i < m; i++)
-    ids[i] = nd[i].v;
+  gd->ids = ccg__arena_calloc(&e->arena, m, sizeof *gd->ids);
+  if (!gd->ids)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
+  bool fed = true;
+  for (size_t i = 0; i < m; i++) {
+    gd->ids[i] = nd[i].v;
+    fed = fed && d->g->values[nd[i].v].kind == CCG_VALUE_INPUT;
+  }
   const bool *keep = ancestors(x, e, nd, m);
   gd->outs = ccg__arena_calloc(&e->arena, m, sizeof *gd->outs);
   gd->rule = ccg__arena_calloc(&e->arena, m, sizeof *gd->rule);
@@ -361,12 +385,12 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
   if (!keep || !gd->outs || !gd->rule || !gd->want || !gd->node || !gd->dim)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory");
   e->n_guards++; /* from here on discard() frees what it holds */
-  ccg__spec_part part = {keep, ids, m};
-  CCG_CHECK(
-      ccg__graph_specialize(d->g, k->sv, k->n, &part, &x->ctx, &gd->graph));
+  ccg__spec_part part = {keep, gd->ids, m};
   ccg__xwhy why;
-  if (ccg__exec_compile(gd->graph, o, d->backend, true, &x->ctx, &gd->prog,
-                        &why) != CCG_STATUS_OK)
+  if (!fed && (ccg__graph_specialize(d->g, k->sv, k->n, &part, &x->ctx,
+                                     &gd->graph) != CCG_STATUS_OK ||
+               ccg__exec_compile(gd->graph, o, d->backend, true, &x->ctx,
+                                 &gd->prog, &why) != CCG_STATUS_OK))
     return ccg__error_prefix(&x->ctx,
                              "node '%s' dim %s is set by data: compiling "
                              "what computes it",
@@ -387,8 +411,8 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
                         gd->outs[i].name);
     k->sv[k->n++] =
         nd[i].rule
-            ? (ccg__spec_value){nd[i].target,    NULL,   -1, NULL,
-                                nd[i].rule->dim, slot[1]}
+            ? (ccg__spec_value){nd[i].target, NULL,      -1,
+                                NULL,         nd[i].dim, slot[1]}
             : (ccg__spec_value){nd[i].v, NULL, (int)slot[0], slot + 1, -1, 0};
   }
   return CCG_STATUS_OK;
@@ -472,7 +496,7 @@ static ccg_status build_copy(ccg_exec *x, xspec *e, const ccg_exec_options *o,
       const ccg_dim dd = ccg_value_shape(s, why.value)->dims[why.dim];
       snprintf(node, sizeof node, "%s", ccg_node_name(s, n));
       snprintf(dim, sizeof dim, "%d ('%s')", why.dim, dd.sym ? dd.sym : "?");
-      m = plan_guard(s, n, nd);
+      m = plan_guard(s, n, why.value, why.dim, nd);
     }
     ccg_graph_free(s);
     if (!m)

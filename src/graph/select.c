@@ -216,8 +216,12 @@ static const ccg__attr_spec top_k_attrs[] = {
 };
 
 /* K (input 1): one i64 element (ONNX: a vector of one; a scalar is taken
- * too). Its value sizes the outputs, so it must be known here. */
-static ccg_status top_k_count(ccg__infer *ix, ccg_dim axis_dim, ccg_dim *k) {
+ * too). Its value sizes the outputs; where it is known only at run time
+ * (fed, or computed by the graph) the axis gets a fresh symbol that the
+ * executor binds from K's contents (docs/exec.md, run-time
+ * specialization). */
+static ccg_status top_k_count(ccg__infer *ix, int ax, ccg_dim axis_dim,
+                              ccg_dim *k) {
   CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "an i64 K"));
   const ccg_shape *ks = ccg__in_shape(ix, 1);
   if (ks->rank > 1 || (ks->rank == 1 && !ccg__is_num(ks->dims[0], 1))) {
@@ -228,11 +232,7 @@ static ccg_status top_k_count(ccg__infer *ix, ccg_dim axis_dim, ccg_dim *k) {
   }
   const ccg_dim *kv;
   if (ccg__in_known(ix, 1, &kv) != 1)
-    return ccg__fail(ix, CCG_STATUS_UNSUPPORTED,
-                     "input 'K' ('%s') is computed at run time; the output "
-                     "size along the axis needs its value when the graph is "
-                     "built",
-                     ccg__in_name(ix, 1));
+    return ccg__fresh_dim(ix, 0, ax, k);
   *k = kv[0];
   if (ccg_dim_is_sym(*k))
     return CCG_STATUS_OK;
@@ -252,7 +252,7 @@ static ccg_status infer_top_k(ccg__infer *ix) {
   int ax;
   CCG_CHECK(ccg__axis(ix, ccg__attr_i(ix, "axis"), x->rank, "axis", &ax));
   ccg_dim k;
-  CCG_CHECK(top_k_count(ix, x->dims[ax], &k));
+  CCG_CHECK(top_k_count(ix, ax, x->dims[ax], &k));
   ix->out_shape[0] = *x;
   ix->out_shape[0].dims[ax] = k;
   ix->out_shape[1] = ix->out_shape[0];

@@ -251,8 +251,9 @@ ccg_status ccg__select_run_sized(ccg_exec *x, const ccg__xnode *n,
   return CCG_STATUS_OK;
 }
 
-/* With the data-dependent dim bound to the exact count (by the caller's
- * named dims), the output is complete; any other binding is an error. */
+/* With the data-dependent dim bound to the exact count (by the run-time
+ * specialization's count rule, or the caller's named dims), the output is
+ * complete; any other binding is an error. */
 static ccg_status run_sized(ccg_exec *x, const ccg__xnode *n) {
   int64_t count = 0;
   CCG_CHECK(ccg__select_run_sized(x, n, &count));
