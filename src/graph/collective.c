@@ -718,26 +718,28 @@ static ccg_status grad_permute(ccg__grad *gx) {
       &gx->gin[0]);
 }
 
-#define COLLECTIVE(attrs, fn, gr)                                              \
-  { CCG__ATTRS(attrs), CCG__OP_COLLECTIVE, fn, gr }
+/* Reducing collectives take numbers; moving ones any dtype. */
+#define COLLECTIVE(attrs, fn, gr, types)                                       \
+  { CCG__ATTRS(attrs), CCG__OP_COLLECTIVE, fn, gr, .dtypes = (types) }
 
-const ccg__op_def ccg__opdef_ALL_REDUCE =
-    COLLECTIVE(all_reduce_attrs, infer_all_reduce, grad_all_reduce);
-const ccg__op_def ccg__opdef_ALL_GATHER =
-    COLLECTIVE(all_gather_attrs, infer_all_gather, grad_all_gather);
+const ccg__op_def ccg__opdef_ALL_REDUCE = COLLECTIVE(
+    all_reduce_attrs, infer_all_reduce, grad_all_reduce, CCG__NUM_TYPES);
+const ccg__op_def ccg__opdef_ALL_GATHER = COLLECTIVE(
+    all_gather_attrs, infer_all_gather, grad_all_gather, CCG__ALL_TYPES);
 const ccg__op_def ccg__opdef_REDUCE_SCATTER =
-    COLLECTIVE(reduce_scatter_attrs, infer_reduce_scatter, grad_reduce_scatter);
-const ccg__op_def ccg__opdef_ALL_TO_ALL =
-    COLLECTIVE(all_to_all_attrs, infer_all_to_all, grad_all_to_all);
-const ccg__op_def ccg__opdef_SHARD_SLICE =
-    COLLECTIVE(shard_slice_attrs, infer_shard_slice, grad_shard_slice);
-const ccg__op_def ccg__opdef_BROADCAST =
-    COLLECTIVE(broadcast_attrs, infer_broadcast, grad_broadcast);
+    COLLECTIVE(reduce_scatter_attrs, infer_reduce_scatter, grad_reduce_scatter,
+               CCG__NUM_TYPES);
+const ccg__op_def ccg__opdef_ALL_TO_ALL = COLLECTIVE(
+    all_to_all_attrs, infer_all_to_all, grad_all_to_all, CCG__ALL_TYPES);
+const ccg__op_def ccg__opdef_SHARD_SLICE = COLLECTIVE(
+    shard_slice_attrs, infer_shard_slice, grad_shard_slice, CCG__ALL_TYPES);
+const ccg__op_def ccg__opdef_BROADCAST = COLLECTIVE(
+    broadcast_attrs, infer_broadcast, grad_broadcast, CCG__ALL_TYPES);
 const ccg__op_def ccg__opdef_REDUCE =
-    COLLECTIVE(reduce_attrs, infer_reduce, grad_reduce);
+    COLLECTIVE(reduce_attrs, infer_reduce, grad_reduce, CCG__NUM_TYPES);
 const ccg__op_def ccg__opdef_SEND =
-    COLLECTIVE(send_attrs, infer_send, grad_send);
+    COLLECTIVE(send_attrs, infer_send, grad_send, CCG__ALL_TYPES);
 const ccg__op_def ccg__opdef_RECV =
-    COLLECTIVE(recv_attrs, infer_recv, grad_recv);
+    COLLECTIVE(recv_attrs, infer_recv, grad_recv, CCG__ALL_TYPES);
 const ccg__op_def ccg__opdef_COLLECTIVE_PERMUTE =
-    COLLECTIVE(permute_attrs, infer_permute, grad_permute);
+    COLLECTIVE(permute_attrs, infer_permute, grad_permute, CCG__ALL_TYPES);

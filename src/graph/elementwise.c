@@ -557,9 +557,12 @@ static ccg_status grad_dropout(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_DROPOUT = {CCG__ATTRS(dropout_attrs), 0,
-                                        infer_dropout, grad_dropout,
-                                        .shard = CCG_OP_SHARD_KEEP};
+const ccg__op_def ccg__opdef_DROPOUT = {CCG__ATTRS(dropout_attrs),
+                                        0,
+                                        infer_dropout,
+                                        grad_dropout,
+                                        .shard = CCG_OP_SHARD_KEEP,
+                                        .dtypes = CCG__FLOAT_TYPES};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -260,8 +260,9 @@ static ccg_status grad_slice(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_SLICE = {CCG__NO_ATTRS, 0, infer_slice, grad_slice,
-                                      .onnx_since = 10};
+const ccg__op_def ccg__opdef_SLICE = {
+    CCG__NO_ATTRS,           0, infer_slice, grad_slice, .onnx_since = 10,
+    .dtypes = CCG__ALL_TYPES};
 
 /* ---- Gather ------------------------------------------------------------- */
 
@@ -366,7 +367,8 @@ const ccg__op_def ccg__opdef_GATHER = {CCG__ATTRS(gather_attrs),
                                        infer_gather,
                                        grad_gather,
                                        .shard = CCG_OP_SHARD_OWN,
-                                       .onnx_since = 1};
+                                       .onnx_since = 1,
+                                       .dtypes = CCG__ALL_TYPES};
 
 /* ---- ScatterND ----------------------------------------------------------- */
 
@@ -449,9 +451,12 @@ static ccg_status grad_scatter_nd(ccg__grad *gx) {
   return ccg_scatter_nd(gx->g, gx->gout[0], gx->in[1], z, "none", &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs), 0,
-                                           infer_scatter_nd, grad_scatter_nd,
-                                           .onnx_since = 11};
+const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs),
+                                           0,
+                                           infer_scatter_nd,
+                                           grad_scatter_nd,
+                                           .onnx_since = 11,
+                                           .dtypes = CCG__NUM_TYPES};
 
 /* ---- GatherND ------------------------------------------------------------ */
 
@@ -496,9 +501,12 @@ static ccg_status grad_gather_nd(ccg__grad *gx) {
   return ccg_scatter_nd(gx->g, z, gx->in[1], gx->gout[0], "add", &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_GATHER_ND = {CCG__ATTRS(gather_nd_attrs), 0,
-                                          infer_gather_nd, grad_gather_nd,
-                                          .onnx_since = 11};
+const ccg__op_def ccg__opdef_GATHER_ND = {CCG__ATTRS(gather_nd_attrs),
+                                          0,
+                                          infer_gather_nd,
+                                          grad_gather_nd,
+                                          .onnx_since = 11,
+                                          .dtypes = CCG__ALL_TYPES};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -116,9 +116,13 @@ static ccg_status grad_matmul(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_MATMUL = {
-    CCG__NO_ATTRS,  0, infer_matmul, grad_matmul, .shard = CCG_OP_SHARD_OWN,
-    .onnx_since = 1};
+const ccg__op_def ccg__opdef_MATMUL = {CCG__NO_ATTRS,
+                                       0,
+                                       infer_matmul,
+                                       grad_matmul,
+                                       .shard = CCG_OP_SHARD_OWN,
+                                       .onnx_since = 1,
+                                       .dtypes = MATMUL_TYPES};
 
 /* ---- Gemm --------------------------------------------------------------- */
 
@@ -213,8 +217,9 @@ static ccg_status grad_gemm(ccg__grad *gx) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_GEMM = {CCG__ATTRS(gemm_attrs), 0, infer_gemm,
-                                     grad_gemm, .onnx_since = 7};
+const ccg__op_def ccg__opdef_GEMM = {
+    CCG__ATTRS(gemm_attrs), 0, infer_gemm, grad_gemm, .onnx_since = 7,
+    .dtypes = MATMUL_TYPES};
 
 /* ---- builders ----------------------------------------------------------- */
 

@@ -236,7 +236,8 @@ const ccg__op_def ccg__opdef_RESHAPE = {CCG__ATTRS(reshape_attrs),
                                         infer_reshape,
                                         grad_reshape,
                                         .shard = CCG_OP_SHARD_OWN,
-                                        .onnx_since = 5};
+                                        .onnx_since = 5,
+                                        .dtypes = CCG__ALL_TYPES};
 
 /* ---- Transpose ---------------------------------------------------------- */
 
@@ -288,7 +289,8 @@ const ccg__op_def ccg__opdef_TRANSPOSE = {CCG__ATTRS(transpose_attrs),
                                           infer_transpose,
                                           grad_transpose,
                                           .shard = CCG_OP_SHARD_OWN,
-                                          .onnx_since = 1};
+                                          .onnx_since = 1,
+                                          .dtypes = CCG__ALL_TYPES};
 
 /* ---- Concat ------------------------------------------------------------- */
 
@@ -388,7 +390,8 @@ const ccg__op_def ccg__opdef_CONCAT = {CCG__ATTRS(concat_attrs),
                                        infer_concat,
                                        grad_concat,
                                        .shard = CCG_OP_SHARD_OWN,
-                                       .onnx_since = 4};
+                                       .onnx_since = 4,
+                                       .dtypes = CCG__ALL_TYPES};
 
 /* ---- Split -------------------------------------------------------------- */
 
@@ -494,7 +497,8 @@ const ccg__op_def ccg__opdef_SPLIT = {CCG__ATTRS(split_attrs),
                                       infer_split,
                                       grad_split,
                                       .shard = CCG_OP_SHARD_OWN,
-                                      .onnx_since = 2};
+                                      .onnx_since = 2,
+                                      .dtypes = CCG__ALL_TYPES};
 
 /* ---- Unsqueeze, Squeeze ------------------------------------------------- */
 
@@ -576,13 +580,15 @@ const ccg__op_def ccg__opdef_UNSQUEEZE = {CCG__ATTRS(unsqueeze_attrs),
                                           infer_unsqueeze,
                                           grad_reshape,
                                           .shard = CCG_OP_SHARD_OWN,
-                                          .onnx_since = 1};
+                                          .onnx_since = 1,
+                                          .dtypes = CCG__ALL_TYPES};
 const ccg__op_def ccg__opdef_SQUEEZE = {CCG__ATTRS(squeeze_attrs),
                                         0,
                                         infer_squeeze,
                                         grad_reshape,
                                         .shard = CCG_OP_SHARD_OWN,
-                                        .onnx_since = 1};
+                                        .onnx_since = 1,
+                                        .dtypes = CCG__ALL_TYPES};
 
 /* ---- Expand ------------------------------------------------------------- */
 
@@ -620,8 +626,9 @@ static ccg_status grad_expand(ccg__grad *gx) {
   return ccg__grad_unbroadcast(gx->g, gx->gout[0], gx->in[0], &gx->gin[0]);
 }
 
-const ccg__op_def ccg__opdef_EXPAND = {CCG__NO_ATTRS, 0, infer_expand,
-                                       grad_expand, .onnx_since = 8};
+const ccg__op_def ccg__opdef_EXPAND = {
+    CCG__NO_ATTRS,           0, infer_expand, grad_expand, .onnx_since = 8,
+    .dtypes = CCG__ALL_TYPES};
 
 /* ---- Shape -------------------------------------------------------------- */
 
@@ -650,8 +657,9 @@ static ccg_status infer_shape(ccg__infer *ix) {
 
 /* Shape, Constant and ConstantOfShape: integer or constant outputs, no
  * gradient flows (the rule is never asked for). */
-const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs), 0, infer_shape,
-                                      NULL, .onnx_since = 1};
+const ccg__op_def ccg__opdef_SHAPE = {
+    CCG__ATTRS(shape_attrs), 0, infer_shape, NULL, .onnx_since = 1,
+    .dtypes = CCG__ALL_TYPES};
 
 /* ---- Constant, ConstantOfShape ------------------------------------------ */
 
@@ -703,8 +711,9 @@ static ccg_status infer_constant(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-const ccg__op_def ccg__opdef_CONSTANT = {CCG__ATTRS(constant_attrs), 0,
-                                         infer_constant, NULL, .onnx_since = 9};
+const ccg__op_def ccg__opdef_CONSTANT = {
+    CCG__ATTRS(constant_attrs), 0, infer_constant, NULL, .onnx_since = 9,
+    .dtypes = CCG__ALL_TYPES};
 
 static const ccg__attr_spec constant_of_shape_attrs[] = {
     {"value", CCG_ATTR_TENSOR, false, 0, 0, NULL},
@@ -733,8 +742,12 @@ static ccg_status infer_constant_of_shape(ccg__infer *ix) {
 }
 
 const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {
-    CCG__ATTRS(constant_of_shape_attrs), 0, infer_constant_of_shape, NULL,
-    .onnx_since = 9};
+    CCG__ATTRS(constant_of_shape_attrs),
+    0,
+    infer_constant_of_shape,
+    NULL,
+    .onnx_since = 9,
+    .dtypes = CCG__ALL_TYPES};
 
 /* ---- builders ----------------------------------------------------------- */
 
