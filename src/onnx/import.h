@@ -32,4 +32,10 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
  * opset. */
 ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np);
 
+/* Checks the model's multi-device annotations (annot.c) and, with
+ * `restore_placements`, sets the placements the first configuration's specs
+ * describe (a mesh from that configuration if the graph has none). Runs
+ * once the graph is built. Errors on the thread, naming node and field. */
+ccg_status ccg__onnx_annot_in(im *m, bool restore_placements);
+
 #endif
