@@ -603,6 +603,14 @@ static ccg_status mesh_in(im *m, const Onnx__DeviceConfigurationProto *c) {
   return CCG_STATUS_OK;
 }
 
+ccg_status ccg__onnx_annot_mesh(im *m) {
+  int64_t max_dev;
+  CCG_CHECK(configs_in(m, &max_dev));
+  if (ccg_graph_mesh(m->g) || !m->m->n_configuration)
+    return CCG_STATUS_OK;
+  return mesh_in(m, m->m->configuration[0]);
+}
+
 ccg_status ccg__onnx_annot_in(im *m, bool restore_placements) {
   int64_t max_dev;
   CCG_CHECK(configs_in(m, &max_dev));
@@ -615,8 +623,6 @@ ccg_status ccg__onnx_annot_in(im *m, bool restore_placements) {
   const Onnx__DeviceConfigurationProto *use =
       restore_placements && m->m->n_configuration ? m->m->configuration[0]
                                                   : NULL;
-  if (use && !ccg_graph_mesh(m->g))
-    CCG_CHECK(mesh_in(m, use));
   if (use && ccg_mesh_world_size(ccg_graph_mesh(m->g)) != use->num_devices)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "%s: configuration '%s' has %d devices, the mesh %lld",

@@ -397,6 +397,7 @@ static ccg_status build(im *m) {
   CCG_CHECK(check_format(m));
   CCG_CHECK(read_opsets(m));
   CCG_CHECK(read_mesh(m));
+  CCG_CHECK(ccg__onnx_annot_mesh(m));
   CCG_CHECK(find_dropped(m));
   for (size_t i = 0; i < m->gp->n_input; i++) {
     const char *nm = m->gp->input[i]->name;
