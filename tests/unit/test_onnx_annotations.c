@@ -8,9 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <sys/stat.h>
 
 #include "onnx.pb-c.h"
 #include "onnx_graphs.h"
+
+#ifndef CCG_ONNX_IR11_DIR
+#error "CCG_ONNX_IR11_DIR must name the folder for the opset-23 models"
+#endif
 
 static Onnx__ModelProto *export_model(ccg_graph *g, int64_t opset) {
   ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
@@ -557,6 +562,46 @@ static void test_bad_annotations(void **state) {
   ccg_graph_free(g);
 }
 
+/* Per-rank export carries them on every rank. The models stay in
+ * CCG_ONNX_IR11_DIR for onnx_checker_ir11 (a current onnx.checker). */
+static void test_rank_models(void **state) {
+  (void)state;
+  mkdir(CCG_ONNX_IR11_DIR, 0755);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.opset = 23;
+  ccg_graph *g = onnx_test_megatron_mlp(2, 8);
+  assert_ok(g, ccg_onnx_export_ranks(g, CCG_ONNX_IR11_DIR, "megatron_mlp", &o));
+  ccg_graph *h = mesh2d_graph();
+  assert_ok(h, ccg_onnx_export_file(h, CCG_ONNX_IR11_DIR "/mesh2d.onnx", &o));
+  ccg_graph_free(h);
+  for (int r = 0; r < 2; r++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/megatron_mlp.rank%d.onnx",
+             CCG_ONNX_IR11_DIR, r);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    assert_true(n > 0 && n < sizeof buf);
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, n, buf);
+    assert_non_null(m);
+    assert_int_equal(m->n_configuration, 1);
+    assert_string_equal(m->configuration[0]->name, "tp=2");
+    const Onnx__ShardingSpecProto *sp =
+        spec_of(node_of(m, "MatMul", 0), "fc1.weight");
+    assert_non_null(sp);
+    assert_split(sp, 0, 1, 2, 32);
+    onnx__model_proto__free_unpacked(m, NULL);
+    /* and read back through the file path */
+    ccg_graph *back = NULL;
+    assert_ok(NULL, ccg_onnx_import_file(path, NULL, &back));
+    assert_placements(g, back, true);
+    ccg_graph_free(back);
+  }
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp_annotations),
@@ -564,6 +609,7 @@ int main(void) {
       cmocka_unit_test(test_mesh2d),
       cmocka_unit_test(test_mesh_from_plain_configuration),
       cmocka_unit_test(test_bad_annotations),
+      cmocka_unit_test(test_rank_models),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
