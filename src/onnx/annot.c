@@ -305,7 +305,12 @@ static ccg_status bad(const at *w, ccg_status st, const char *fmt, ...) {
                     w->c, w->s, msg);
 }
 
-static bool node_has(const Onnx__NodeProto *np, const char *t) {
+/* Whether t is an input or output of the node: through `names` (the
+ * node's tensors) for nodes with many, else by a scan. */
+static bool node_has(const Onnx__NodeProto *np, const ccg_strmap *names,
+                     const char *t) {
+  if (names)
+    return ccg__strmap_get(names, t, NULL);
   for (size_t i = 0; i < np->n_input; i++)
     if (np->input[i] && strcmp(np->input[i], t) == 0)
       return true;
@@ -376,10 +381,18 @@ static ccg_status dims_in(const at *w, const Onnx__ShardingSpecProto *sp,
   return CCG_STATUS_OK;
 }
 
-/* device and index_to_device_group_map into owner[device] = shard (-1:
- * none), every device at most once. */
+/* owner[device] = shard, -1 for none; `touched` lists the devices set, so
+ * that each spec costs what it holds, not what the configuration has. */
+typedef struct devbuf {
+  int64_t *owner, *touched;
+  size_t n;
+} devbuf;
+
+/* device and index_to_device_group_map into db, every device at most
+ * once. */
 static ccg_status devices_in(const at *w, const Onnx__ShardingSpecProto *sp,
-                             const layout *l, int64_t ndev, int64_t *owner) {
+                             const layout *l, int64_t ndev, devbuf *db) {
+  int64_t *owner = db->owner;
   if (sp->n_device != (size_t)l->total)
     return bad(w, CCG_STATUS_PARSE, ".device has %zu entries for %lld shards",
                sp->n_device, (long long)l->total);
@@ -399,8 +412,6 @@ static ccg_status devices_in(const at *w, const Onnx__ShardingSpecProto *sp,
       return bad(w, CCG_STATUS_PARSE,
                  ".index_to_device_group_map: key %lld appears twice",
                  (long long)keys[i].key);
-  for (int64_t r = 0; r < ndev; r++)
-    owner[r] = -1;
   for (size_t t = 0; t < sp->n_device; t++) {
     int64_t v = sp->device[t];
     key_ix probe = {v, 0};
@@ -425,6 +436,7 @@ static ccg_status devices_in(const at *w, const Onnx__ShardingSpecProto *sp,
         return bad(w, CCG_STATUS_PARSE, ".device: device %lld holds two shards",
                    (long long)dev);
       owner[dev] = (int64_t)t;
+      db->touched[db->n++] = dev;
     }
   }
   return CCG_STATUS_OK;
@@ -503,13 +515,14 @@ static bool same_placements(const ccg_placement *a, const ccg_placement *b,
 }
 
 static ccg_status restore(const at *w, ccg_value_id v, const layout *l,
-                          const int64_t *owner) {
+                          const devbuf *db) {
   ccg_graph *g = w->m->g;
   const ccg_mesh *mesh = ccg_graph_mesh(g);
   ccg_placement p[CCG_MAX_MESH_AXES], old[CCG_MAX_MESH_AXES];
   char spec[128];
   ccg_mesh_format(mesh, spec, sizeof spec);
-  if (!decode(mesh, l, owner, p))
+  if ((int64_t)db->n != ccg_mesh_world_size(mesh) ||
+      !decode(mesh, l, db->owner, p))
     return bad(w, CCG_STATUS_UNSUPPORTED,
                ": the layout of '%s' is no Shard/Replicate placement on "
                "mesh %s",
@@ -529,11 +542,12 @@ static ccg_status restore(const at *w, ccg_value_id v, const layout *l,
 }
 
 static ccg_status spec_in(const at *w, const Onnx__ShardingSpecProto *sp,
-                          int64_t ndev, int64_t *owner, bool use) {
+                          const ccg_strmap *names, int64_t ndev, devbuf *db,
+                          bool use) {
   const char *t = sp->tensor_name;
   if (!t || !*t)
     return bad(w, CCG_STATUS_PARSE, " has no tensor_name");
-  if (!node_has(w->np, t))
+  if (!node_has(w->np, names, t))
     return bad(w, CCG_STATUS_PARSE,
                ".tensor_name '%s' is not an input or output of the node", t);
   ccg_value_id v;
@@ -541,21 +555,29 @@ static ccg_status spec_in(const at *w, const Onnx__ShardingSpecProto *sp,
     return CCG_STATUS_OK; /* a constant read as an attribute (axes, split) */
   layout l;
   CCG_CHECK(dims_in(w, sp, ccg_value_shape(w->m->g, v), ndev, &l));
-  CCG_CHECK(devices_in(w, sp, &l, ndev, owner));
-  return use ? restore(w, v, &l, owner) : CCG_STATUS_OK;
+  ccg_status st = devices_in(w, sp, &l, ndev, db);
+  if (st == CCG_STATUS_OK && use)
+    st = restore(w, v, &l, db);
+  for (size_t i = 0; i < db->n; i++)
+    db->owner[db->touched[i]] = -1;
+  db->n = 0;
+  return st;
 }
 
-static const Onnx__DeviceConfigurationProto *config_named(const im *m,
-                                                          const char *id) {
-  for (size_t i = 0; id && i < m->m->n_configuration; i++)
-    if (m->m->configuration[i]->name &&
-        strcmp(m->m->configuration[i]->name, id) == 0)
-      return m->m->configuration[i];
-  return NULL;
+static const Onnx__DeviceConfigurationProto *
+config_named(const im *m, const ccg_strmap *cfgs, const char *id) {
+  uint32_t i;
+  return id && ccg__strmap_get(cfgs, id, &i) ? m->m->configuration[i] : NULL;
 }
 
-static ccg_status configs_in(im *m, int64_t *max_dev) {
+/* Checks the configurations and maps their names to their indices (cfgs
+ * initialized by the caller, who frees it). */
+static ccg_status configs_in(im *m, ccg_strmap *cfgs, int64_t *max_dev) {
   *max_dev = 0;
+  if (m->m->n_configuration > UINT32_MAX ||
+      ccg__strmap_reserve(cfgs, m->m->n_configuration) != CCG_STATUS_OK)
+    return ccg__error(NULL, CCG_STATUS_OOM, "%s: %zu configurations",
+                      m->src.what, m->m->n_configuration);
   for (size_t i = 0; i < m->m->n_configuration; i++) {
     const Onnx__DeviceConfigurationProto *c = m->m->configuration[i];
     const char *name = c->name ? c->name : "";
@@ -574,7 +596,7 @@ static ccg_status configs_in(im *m, int64_t *max_dev) {
                         "%s: configuration[%zu] ('%s'): %zu device names for "
                         "num_devices %d",
                         m->src.what, i, name, c->n_device, (int)c->num_devices);
-    if (config_named(m, name) != c)
+    if (ccg__strmap_put(cfgs, name, (uint32_t)i) != CCG_STATUS_OK)
       return ccg__error(NULL, CCG_STATUS_PARSE,
                         "%s: configuration[%zu]: name '%s' is used twice",
                         m->src.what, i, name);
@@ -603,17 +625,67 @@ static ccg_status mesh_in(im *m, const Onnx__DeviceConfigurationProto *c) {
   return CCG_STATUS_OK;
 }
 
+/* A node's configurations. Nodes with many tensors get a map of their
+ * names, so that many specs on one node stay linear. */
+static ccg_status node_in(im *m, const Onnx__NodeProto *np,
+                          const ccg_strmap *cfgs,
+                          const Onnx__DeviceConfigurationProto *use,
+                          devbuf *db) {
+  if (!np->n_device_configurations)
+    return CCG_STATUS_OK;
+  ccg_strmap map, *names = NULL;
+  ccg__strmap_init(&map, NULL);
+  size_t nt = np->n_input + np->n_output;
+  if (nt > 16) {
+    if (ccg__strmap_reserve(&map, nt) != CCG_STATUS_OK)
+      return ccg__error(NULL, CCG_STATUS_OOM, "%s: node '%s'", m->src.what,
+                        np->name ? np->name : "");
+    for (size_t i = 0; i < nt; i++) {
+      const char *t =
+          i < np->n_input ? np->input[i] : np->output[i - np->n_input];
+      if (t)
+        ccg__strmap_put(&map, t, 0); /* repeated names: kept once */
+    }
+    names = &map;
+  }
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t c = 0; c < np->n_device_configurations && st == CCG_STATUS_OK;
+       c++) {
+    const Onnx__NodeDeviceConfigurationProto *dc = np->device_configurations[c];
+    at w = {m, np, c, SIZE_MAX};
+    const Onnx__DeviceConfigurationProto *cfg =
+        config_named(m, cfgs, dc->configuration_id);
+    if (!cfg)
+      st = bad(&w, CCG_STATUS_PARSE,
+               ".configuration_id '%s' names no configuration of the model",
+               dc->configuration_id ? dc->configuration_id : "");
+    else if (dc->has_pipeline_stage && dc->pipeline_stage < 0)
+      st = bad(&w, CCG_STATUS_PARSE, ".pipeline_stage is %d",
+               (int)dc->pipeline_stage);
+    for (size_t s = 0; st == CCG_STATUS_OK && s < dc->n_sharding_spec; s++) {
+      w.s = s;
+      st = spec_in(&w, dc->sharding_spec[s], names, cfg->num_devices, db,
+                   cfg == use);
+    }
+  }
+  ccg__strmap_free(&map);
+  return st;
+}
+
 ccg_status ccg__onnx_annot_mesh(im *m) {
   int64_t max_dev;
-  CCG_CHECK(configs_in(m, &max_dev));
+  ccg_strmap cfgs;
+  ccg__strmap_init(&cfgs, NULL);
+  ccg_status st = configs_in(m, &cfgs, &max_dev);
+  ccg__strmap_free(&cfgs);
+  CCG_CHECK(st);
   if (ccg_graph_mesh(m->g) || !m->m->n_configuration)
     return CCG_STATUS_OK;
   return mesh_in(m, m->m->configuration[0]);
 }
 
-ccg_status ccg__onnx_annot_in(im *m, bool restore_placements) {
-  int64_t max_dev;
-  CCG_CHECK(configs_in(m, &max_dev));
+static ccg_status annot_in(im *m, const ccg_strmap *cfgs, int64_t max_dev,
+                           bool restore_placements) {
   bool any = false;
   for (size_t i = 0; i < m->gp->n_node && !any; i++)
     any = m->gp->node[i]->n_device_configurations > 0;
@@ -628,32 +700,26 @@ ccg_status ccg__onnx_annot_in(im *m, bool restore_placements) {
                       "%s: configuration '%s' has %d devices, the mesh %lld",
                       m->src.what, use->name, (int)use->num_devices,
                       (long long)ccg_mesh_world_size(ccg_graph_mesh(m->g)));
-  int64_t *owner = ccg__arena_calloc(&m->a, (size_t)max_dev + 1, 8);
-  if (!owner)
+  devbuf db = {ccg__arena_calloc(&m->a, (size_t)max_dev + 1, 8),
+               ccg__arena_calloc(&m->a, (size_t)max_dev + 1, 8), 0};
+  if (!db.owner || !db.touched)
     return ccg__error(NULL, CCG_STATUS_OOM, "%s: %lld devices", m->src.what,
                       (long long)max_dev);
-  for (size_t i = 0; i < m->gp->n_node; i++) {
-    const Onnx__NodeProto *np = m->gp->node[i];
-    for (size_t c = 0; c < np->n_device_configurations; c++) {
-      const Onnx__NodeDeviceConfigurationProto *dc =
-          np->device_configurations[c];
-      at w = {m, np, c, SIZE_MAX};
-      const Onnx__DeviceConfigurationProto *cfg =
-          config_named(m, dc->configuration_id);
-      if (!cfg)
-        return bad(&w, CCG_STATUS_PARSE,
-                   ".configuration_id '%s' names no configuration of the "
-                   "model",
-                   dc->configuration_id ? dc->configuration_id : "");
-      if (dc->has_pipeline_stage && dc->pipeline_stage < 0)
-        return bad(&w, CCG_STATUS_PARSE, ".pipeline_stage is %d",
-                   (int)dc->pipeline_stage);
-      for (size_t s = 0; s < dc->n_sharding_spec; s++) {
-        w.s = s;
-        CCG_CHECK(spec_in(&w, dc->sharding_spec[s], cfg->num_devices, owner,
-                          cfg == use));
-      }
-    }
-  }
-  return CCG_STATUS_OK;
+  for (int64_t r = 0; r < max_dev; r++)
+    db.owner[r] = -1;
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t i = 0; i < m->gp->n_node && st == CCG_STATUS_OK; i++)
+    st = node_in(m, m->gp->node[i], cfgs, use, &db);
+  return st;
+}
+
+ccg_status ccg__onnx_annot_in(im *m, bool restore_placements) {
+  int64_t max_dev;
+  ccg_strmap cfgs;
+  ccg__strmap_init(&cfgs, NULL);
+  ccg_status st = configs_in(m, &cfgs, &max_dev);
+  if (st == CCG_STATUS_OK)
+    st = annot_in(m, &cfgs, max_dev, restore_placements);
+  ccg__strmap_free(&cfgs);
+  return st;
 }

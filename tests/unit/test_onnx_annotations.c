@@ -470,6 +470,46 @@ static void mut_num_devices(Onnx__ModelProto *m, int undo) {
   m->configuration[0]->num_devices = undo ? 2 : 0;
 }
 
+static void mut_no_tensor_name(Onnx__ModelProto *m, int undo) {
+  Onnx__ShardingSpecProto *sp =
+      node_of(m, "MatMul", 0)->device_configurations[0]->sharding_spec[0];
+  if (!undo) {
+    saved_str = sp->tensor_name;
+    sp->tensor_name = "";
+  } else {
+    sp->tensor_name = saved_str;
+  }
+}
+
+static void mut_pipeline_stage(Onnx__ModelProto *m, int undo) {
+  Onnx__NodeDeviceConfigurationProto *dc =
+      node_of(m, "MatMul", 0)->device_configurations[0];
+  dc->has_pipeline_stage = !undo;
+  dc->pipeline_stage = undo ? 0 : -1;
+}
+
+static void mut_fused(Onnx__ModelProto *m, int undo) {
+  static Onnx__SimpleShardedDimProto **saved, *two[2];
+  Onnx__ShardedDimProto *sd = w1_spec(m)->sharded_dim[0];
+  if (!undo) {
+    saved = sd->simple_sharding;
+    two[0] = two[1] = saved[0];
+    sd->simple_sharding = two;
+    sd->n_simple_sharding = 2;
+  } else {
+    sd->simple_sharding = saved;
+    sd->n_simple_sharding = 1;
+  }
+}
+
+/* Gelu reads the first MatMul's output as split on dim 0, not 1. */
+static void mut_differs(Onnx__ModelProto *m, int undo) {
+  const Onnx__NodeProto *gelu = node_of(m, "Gelu", 0);
+  Onnx__ShardingSpecProto *sp =
+      (Onnx__ShardingSpecProto *)spec_of(gelu, gelu->input[0]);
+  sp->sharded_dim[0]->axis = undo ? 1 : 0;
+}
+
 static const bad_case bad_cases[] = {
     {"tensor not of the node",
      mut_tensor_name,
@@ -518,6 +558,22 @@ static const bad_case bad_cases[] = {
      mut_swapped,
      CCG_STATUS_UNSUPPORTED,
      {"layout of 'fc1.weight'", "mesh tp=2", "/MatMul"}},
+    {"no tensor_name",
+     mut_no_tensor_name,
+     CCG_STATUS_PARSE,
+     {"sharding_spec[0] has no tensor_name", "/MatMul", NULL}},
+    {"negative pipeline_stage",
+     mut_pipeline_stage,
+     CCG_STATUS_PARSE,
+     {"device_configurations[0].pipeline_stage is -1", "/MatMul", NULL}},
+    {"fused axes",
+     mut_fused,
+     CCG_STATUS_UNSUPPORTED,
+     {"sharded_dim[0].simple_sharding has 2 entries", "/MatMul", NULL}},
+    {"two layouts of one tensor",
+     mut_differs,
+     CCG_STATUS_PARSE,
+     {"laid out otherwise by an earlier node", "Gelu", "MatMul_1_output"}},
     {"num_devices 0",
      mut_num_devices,
      CCG_STATUS_PARSE,
@@ -541,10 +597,11 @@ static void test_bad_annotations(void **state) {
       if (!strstr(msg, c->frag[k]))
         fail_msg("%s: message \"%s\" lacks \"%s\"", c->what, msg, c->frag[k]);
     assert_null(back);
-    /* A malformed annotation is refused with ccgraph's metadata too; one
-     * that is well-formed but no placement is then simply not used. */
+    /* A malformed annotation is refused with ccgraph's metadata too; a
+     * well-formed one that is no placement (or disagrees with another) is
+     * then simply not used. */
     st = import_model(m, NULL, &back);
-    if (c->mutate == mut_swapped) {
+    if (c->mutate == mut_swapped || c->mutate == mut_differs) {
       assert_ok(NULL, st);
       assert_placements(g, back, true); /* from ccgraph.placements */
       ccg_graph_free(back);
@@ -558,6 +615,39 @@ static void test_bad_annotations(void **state) {
   ccg_graph *back = NULL;
   assert_ok(NULL, import_model(m, no_placements, &back));
   ccg_graph_free(back);
+  onnx__model_proto__free_unpacked(m, NULL);
+  ccg_graph_free(g);
+}
+
+/* A node with many tensors (20 inputs, split over tp): its names are
+ * looked up through a map. */
+static void test_many_inputs(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph_named("concat", "tp=2");
+  ccg_placement s0 = S(0);
+  ccg_value_id xs[20], y;
+  for (int i = 0; i < 20; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    xs[i] = ccg_test_input(g, name, CCG_DTYPE_F32, "[2,3]");
+    assert_ok(g, ccg_value_set_placements(g, xs[i], &s0, 1));
+  }
+  assert_ok(g, ccg_concat(g, xs, 20, 1, &y));
+  assert_ok(g, ccg_value_set_placements(g, y, &s0, 1));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  Onnx__ModelProto *m = export_model(g, 23);
+  Onnx__NodeDeviceConfigurationProto *dc =
+      m->graph->node[0]->device_configurations[0];
+  assert_int_equal(dc->n_sharding_spec, 21);
+  ccg_graph *back = NULL;
+  assert_ok(NULL, import_model(m, no_placements, &back));
+  assert_same_placements(g, back);
+  ccg_graph_free(back);
+  char *saved = dc->sharding_spec[19]->tensor_name;
+  dc->sharding_spec[19]->tensor_name = "x20";
+  assert_fails(NULL, CCG_STATUS_PARSE, import_model(m, no_placements, &back),
+               "sharding_spec[19].tensor_name 'x20' is not an input");
+  dc->sharding_spec[19]->tensor_name = saved;
   onnx__model_proto__free_unpacked(m, NULL);
   ccg_graph_free(g);
 }
@@ -609,6 +699,7 @@ int main(void) {
       cmocka_unit_test(test_mesh2d),
       cmocka_unit_test(test_mesh_from_plain_configuration),
       cmocka_unit_test(test_bad_annotations),
+      cmocka_unit_test(test_many_inputs),
       cmocka_unit_test(test_rank_models),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
