@@ -238,7 +238,9 @@ static ccg_status node_out(ax_ctx *x, ccg_node_id n, Onnx__NodeProto *np) {
 ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
                                Onnx__ModelProto *m) {
   const ccg_mesh *mesh = ccg_graph_mesh(g);
-  if (!mesh || ccg__onnx_ir_version(opset) < 11)
+  /* Past MAX_DEVICES import would refuse them: none are written. */
+  if (!mesh || ccg__onnx_ir_version(opset) < 11 ||
+      ccg_mesh_world_size(mesh) > MAX_DEVICES)
     return CCG_STATUS_OK;
   ax_ctx ctx = {g, a, mesh, ccg_mesh_world_size(mesh), NULL};
   ax_ctx *x = &ctx;
