@@ -611,6 +611,7 @@ ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
   m->producer_version = CCG_VERSION_STRING;
   m->graph = e->gp;
   CCG_CHECK(graph_proto(e));
+  CCG_CHECK(ccg__onnx_annot_out(g, o->opset, a, m));
   CCG_CHECK(opsets_and_meta(e, m));
   CCG_CHECK(functions(e, m));
   *out = m;

@@ -397,6 +397,7 @@ static ccg_status build(im *m) {
   CCG_CHECK(check_format(m));
   CCG_CHECK(read_opsets(m));
   CCG_CHECK(read_mesh(m));
+  CCG_CHECK(ccg__onnx_annot_mesh(m));
   CCG_CHECK(find_dropped(m));
   for (size_t i = 0; i < m->gp->n_input; i++) {
     const char *nm = m->gp->input[i]->name;
@@ -412,7 +413,9 @@ static ccg_status build(im *m) {
     CCG_CHECK(ccg__onnx_node_in(m, m->gp->node[i]));
   }
   CCG_CHECK(graph_outputs(m));
+  /* ccgraph's own placements win over ONNX's annotations. */
   const char *pl = meta(m, CCG__META_PLACEMENTS);
+  CCG_CHECK(ccg__onnx_annot_in(m, pl == NULL));
   if (pl)
     CCG_CHECK(ccg__onnx_restore_placements(m->g, pl, m->src.what));
   const char *tags = meta(m, CCG__META_TAGS);

@@ -32,4 +32,14 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
  * opset. */
 ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np);
 
+/* Checks the model's device configurations (annot.c) and, when the graph
+ * has no mesh yet, sets the one its first configuration names ("dp=2,tp=2"
+ * when its size matches, else one axis "world"). Runs before the nodes. */
+ccg_status ccg__onnx_annot_mesh(im *m);
+/* Checks the model's multi-device annotations and, with
+ * `restore_placements`, sets the placements the first configuration's specs
+ * describe. Runs once the graph is built. Errors on the thread, naming node
+ * and field. */
+ccg_status ccg__onnx_annot_in(im *m, bool restore_placements);
+
 #endif

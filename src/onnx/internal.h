@@ -77,6 +77,13 @@ ccg_status ccg__onnx_export_opts(ccg_graph *g,
 Onnx__FunctionProto *ccg__onnx_gelu_function(ccg_arena *a, bool tanh_form,
                                              int64_t opset);
 
+/* ONNX's multi-device annotations (annot.c): from IR 11 (opset 23) on and
+ * with a mesh, the mesh as ModelProto.configuration and each node's placed
+ * inputs and outputs (Shard/Replicate, not Partial) as sharding specs.
+ * m->graph->node[n] must be node n of g. Errors on g. */
+ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
+                               Onnx__ModelProto *m);
+
 /* ---- metadata (meta.c) -------------------------------------------------- */
 
 /* JSON texts of the placements and mapping tags of g (NULL when there are
