@@ -1,8 +1,9 @@
 /* Run-time specialization: an executor compiled for one set of input
  * shapes runs others by compiling a program for them the first time they
  * come and keeping it. Symbolic dims are bound from the shapes fed. Where
- * a dim is set by data, the graph is copied with the fed sizes and the fed
- * contents of its small integer inputs and every shape rule runs again, so
+ * a dim is set by data, the graph is copied with the fed sizes, the fed
+ * contents of its small integer inputs and the fed data of its small float
+ * ones, and every shape rule runs again, so
  * that the copy's dims are numbers; a dim set by data the graph computes
  * (a Reshape to a computed shape, NonZero's count) is found by running the
  * part of the graph it needs first (a guard, run again by every later run

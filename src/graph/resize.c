@@ -259,9 +259,11 @@ static ccg_status grad_geo(ccg__grad *gx, ccg__rsz *r, bool *resized) {
     }
   }
   for (int i = 0; i < na; i++)
-    if (ccg_dim_is_sym(xs->dims[axes[i]]))
+    if (ccg_dim_is_sym(xs->dims[axes[i]]) || ccg_dim_is_sym(ys->dims[axes[i]]))
       return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                            "dim %d of X is a symbol", axes[i]);
+                            "dim %d of X or of the output is a symbol (sizes "
+                            "or scales set at run time)",
+                            axes[i]);
   return CCG_STATUS_OK;
 }
 

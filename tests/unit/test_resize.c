@@ -206,7 +206,7 @@ static ccg_exec *fed_resize(ccg_graph *g, int which, ccg_dtype dt, bool roi,
 
 /* sizes and scales fed at run time: a program per new contents (run-time
  * specialization), the first one reused; bad contents are the shape rule's
- * error, naming the node. */
+ * error, naming the node; the gradient is refused naming the node. */
 static void test_resize_fed(void **state) {
   (void)state;
   float x[16], got[64];
@@ -235,6 +235,18 @@ static void test_resize_fed(void **state) {
     run_fed(e, in, 2, got, sizeof got, (const int64_t[]){1, 1, 4, 6});
     xt_close(got, up, 24, 0, 0, "the first program again");
     compiles_are(e, 2);
+    /* the taps need the output's size: no gradient while it is a symbol */
+    ccg_value_id loss, xin;
+    assert_ok(g, ccg_graph_find_value(g, "r_output_0", &loss));
+    assert_ok(g, ccg_graph_find_value(g, "x", &xin));
+    assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
+    ccg_backward_options bo = CCG_BACKWARD_OPTIONS_INIT;
+    const char *wrt[1] = {"x"};
+    bo.loss = loss;
+    bo.wrt = wrt;
+    bo.n_wrt = 1;
+    assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &bo), "'r'",
+                 "Resize", sc ? "scales is not a constant" : "set at run time");
     s_down[2] = -1, z_down[2] = 0;
     in[1].tensor.data = p_down;
     ccg_exec_tensor o = xt_out("r_output_0", got, sizeof got);
