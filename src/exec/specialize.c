@@ -3,11 +3,11 @@
  * come and keeping it. Symbolic dims are bound from the shapes fed. Where
  * a dim is set by data, the graph is copied with the fed sizes, the fed
  * contents of its small integer inputs and the fed data of its small float
- * ones, and every shape rule runs again, so
- * that the copy's dims are numbers; a dim set by data the graph computes
- * (a Reshape to a computed shape, NonZero's count) is found by running the
- * part of the graph it needs first (a guard, run again by every later run
- * that the program serves). docs/exec.md says what is kept and when. */
+ * ones, and every shape rule runs again, so that the copy's dims are
+ * numbers; a dim set by data the graph computes (a Reshape to a computed
+ * shape, NonZero's count) is found by running the part of the graph it
+ * needs first (a guard, run again by every later run that the program
+ * serves). docs/exec.md says what is kept and when. */
 #include <string.h>
 
 #include "exec/internal.h"
@@ -132,14 +132,14 @@ static void read_contents(const ccg_tensor *t, int64_t *slot) {
     return;
   int64_t n = t->rank == 0 ? 1 : t->dims[0];
   for (int64_t i = 0; i < n; i++) {
-    double f = t->dtype == CCG_DTYPE_F64   ? ((const double *)t->data)[i]
-               : t->dtype == CCG_DTYPE_F32 ? ((const float *)t->data)[i]
-                                           : 0.0;
-    if (small_float(t))
+    if (small_float(t)) {
+      double f = t->dtype == CCG_DTYPE_F64 ? ((const double *)t->data)[i]
+                                           : ((const float *)t->data)[i];
       memcpy(&slot[1 + i], &f, sizeof f);
-    else
+    } else {
       slot[1 + i] = t->dtype == CCG_DTYPE_I64 ? ((const int64_t *)t->data)[i]
                                               : ((const int32_t *)t->data)[i];
+    }
   }
   slot[0] = n;
 }
