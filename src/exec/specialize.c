@@ -1,12 +1,13 @@
 /* Run-time specialization: an executor compiled for one set of input
  * shapes runs others by compiling a program for them the first time they
  * come and keeping it. Symbolic dims are bound from the shapes fed. Where
- * a dim is set by data, the graph is copied with the fed sizes and the fed
- * contents of its small integer inputs and every shape rule runs again, so
- * that the copy's dims are numbers; a dim set by data the graph computes
- * (a Reshape to a computed shape, NonZero's count) is found by running the
- * part of the graph it needs first (a guard, run again by every later run
- * that the program serves). docs/exec.md says what is kept and when. */
+ * a dim is set by data, the graph is copied with the fed sizes, the fed
+ * contents of its small integer inputs and the fed data of its small float
+ * ones, and every shape rule runs again, so that the copy's dims are
+ * numbers; a dim set by data the graph computes (a Reshape to a computed
+ * shape, NonZero's count) is found by running the part of the graph it
+ * needs first (a guard, run again by every later run that the program
+ * serves). docs/exec.md says what is kept and when. */
 #include <string.h>
 
 #include "exec/internal.h"
@@ -99,22 +100,38 @@ struct ccg__xdyn {
   ccg_exec_tensor *shapes;     /* input shapes of a compile */
 };
 
-static bool small_int(const ccg_tensor *t) {
-  return (t->dtype == CCG_DTYPE_I64 || t->dtype == CCG_DTYPE_I32) &&
-         (t->rank == 0 ||
-          (t->rank == 1 && t->dims[0] >= 0 && t->dims[0] <= KN));
+static bool small(const ccg_tensor *t) {
+  return t->rank == 0 || (t->rank == 1 && t->dims[0] >= 0 && t->dims[0] <= KN);
 }
 
-/* The contents of a small integer tensor into slot (count, elements); the
- * count is -1 when it is not one or has no data. */
+static bool small_int(const ccg_tensor *t) {
+  return (t->dtype == CCG_DTYPE_I64 || t->dtype == CCG_DTYPE_I32) && small(t);
+}
+
+/* Small float inputs (a float Range's bounds, Resize's scales, OneHot's
+ * depth) set sizes too; the copy holds their data, not known contents. */
+static bool small_float(const ccg_tensor *t) {
+  return (t->dtype == CCG_DTYPE_F32 || t->dtype == CCG_DTYPE_F64) && small(t);
+}
+
+/* The contents of a small integer or float tensor into slot (count,
+ * elements; a float's as the bits of its double, compared, never used as
+ * a number); the count is -1 when it is not one or has no data. */
 static void read_contents(const ccg_tensor *t, int64_t *slot) {
   slot[0] = -1;
-  if (!small_int(t) || !t->data)
+  if (!(small_int(t) || small_float(t)) || !t->data)
     return;
   int64_t n = t->rank == 0 ? 1 : t->dims[0];
-  for (int64_t i = 0; i < n; i++)
-    slot[1 + i] = t->dtype == CCG_DTYPE_I64 ? ((const int64_t *)t->data)[i]
-                                            : ((const int32_t *)t->data)[i];
+  for (int64_t i = 0; i < n; i++) {
+    if (small_float(t)) {
+      double f = t->dtype == CCG_DTYPE_F64 ? ((const double *)t->data)[i]
+                                           : ((const float *)t->data)[i];
+      memcpy(&slot[1 + i], &f, sizeof f);
+    } else {
+      slot[1 + i] = t->dtype == CCG_DTYPE_I64 ? ((const int64_t *)t->data)[i]
+                                              : ((const int32_t *)t->data)[i];
+    }
+  }
   slot[0] = n;
 }
 
@@ -294,8 +311,10 @@ static ccg_status describe_fed(ccg_exec *x, xspec *e, known *k) {
         s.dims[j] = ccg_dim_num(t->tensor.dims[j]);
     shapes[i] = s;
     read_contents(&t->tensor, slot);
+    bool f = small_float(&t->tensor);
     k->sv[k->n++] =
-        (ccg__spec_value){v, &shapes[i], (int)slot[0], slot + 1, -1, 0};
+        (ccg__spec_value){v,  &shapes[i], f ? -1 : (int)slot[0], slot + 1,
+                          -1, 0,          f ? &t->tensor : NULL};
   }
   return CCG_STATUS_OK;
 }
@@ -445,10 +464,12 @@ static void prune_contents(ccg_exec *x, xspec *e, known *k) {
     return;
   for (size_t i = 0; i < k->n; i++) {
     ccg__spec_value *s = &k->sv[i];
-    if (s->n_known < 0)
+    if (s->n_known < 0 && !s->data)
       continue;
     int saved = s->n_known;
+    const ccg_tensor *saved_data = s->data;
     s->n_known = -1;
+    s->data = NULL;
     ccg_ctx quiet; /* a copy that fails only says the contents matter */
     ccg__ctx_init(&quiet);
     ccg_graph *c = NULL;
@@ -458,6 +479,7 @@ static void prune_contents(ccg_exec *x, xspec *e, known *k) {
     ccg_graph_free(c);
     if (!same) {
       s->n_known = saved;
+      s->data = saved_data;
       continue;
     }
     for (size_t j = 0; j < d->n_in; j++)
@@ -655,7 +677,8 @@ static bool shapes_complete(ccg__xdyn *d, const ccg_exec_options *o) {
   gather_fed(d, o->input_shapes, o->n_input_shapes);
   for (size_t k = 0; k < d->n_in; k++)
     if (!d->fed[k] ||
-        (small_int(&d->fed[k]->tensor) && !d->fed[k]->tensor.data))
+        ((small_int(&d->fed[k]->tensor) || small_float(&d->fed[k]->tensor)) &&
+         !d->fed[k]->tensor.data))
       return false;
   return true;
 }

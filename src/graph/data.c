@@ -63,10 +63,11 @@ static bool range_count(int64_t s, int64_t l, int64_t d, int64_t *n) {
 }
 
 /* A float Range bound: known contents are for integers, so a float one
- * is read from an initializer or Constant, or seen through a Cast (or
- * CastLike) of a known integer: torch exports arange(seq, dtype=float) as
- * Range(0., Cast(seq), 1.). 0: unknown, 1: the number *num, 2: the
- * symbol *sym. */
+ * is read from an initializer or Constant (or a graph input's data: the
+ * executor's specialized copy holds what a run fed), or seen through a
+ * Cast (or CastLike) of a known integer: torch exports arange(seq,
+ * dtype=float) as Range(0., Cast(seq), 1.). 0: unknown, 1: the number
+ * *num, 2: the symbol *sym. */
 static int float_bound(ccg__infer *ix, size_t i, double *num, ccg_dim *sym) {
   ccg_graph *g = ix->g;
   ccg_value_id v = ix->in[i];
@@ -361,6 +362,22 @@ static const ccg__attr_spec onehot_attrs[] = {
     {"axis", CCG_ATTR_INT, false, -1, 0, NULL},
 };
 
+/* depth from known integer contents or a float's data (an initializer, a
+ * Constant, a Cast of a known integer, or what a run fed, which the
+ * executor's specialized copy holds), truncated as ONNX does; false when
+ * unknown: the dim is then a fresh symbol a run binds. */
+static bool onehot_depth(ccg__infer *ix, int64_t *depth) {
+  double v;
+  ccg_dim sym;
+  if (ccg__known_num(ix, 1, depth))
+    return true;
+  if (!ccg_dtype_is_float(ccg__in_dtype(ix, 1)) ||
+      float_bound(ix, 1, &v, &sym) != 1 || !(fabs(v) < 9e15))
+    return false;
+  *depth = (int64_t)v;
+  return true;
+}
+
 static ccg_status infer_onehot(ccg__infer *ix) {
   CCG_CHECK(ccg__expect_dtype(ix, 0, CCG__NUM_TYPES, "a numeric type"));
   CCG_CHECK(ccg__expect_scalar(ix, 1, CCG__NUM_TYPES, "a numeric type"));
@@ -383,7 +400,7 @@ static ccg_status infer_onehot(ccg__infer *ix) {
     if (d != a)
       out->dims[d] = in->dims[j++];
   int64_t depth;
-  if (!ccg__known_num(ix, 1, &depth))
+  if (!onehot_depth(ix, &depth))
     CCG_CHECK(ccg__fresh_dim(ix, 0, a, &out->dims[a]));
   else if (depth < 1)
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "depth is %lld; >= 1 expected",

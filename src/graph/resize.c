@@ -1,8 +1,9 @@
 /* Resize (opset 13 semantics with opset 18's axes and
  * keep_aspect_ratio_policy and opset 19's half_pixel_symmetric): inputs X,
- * roi, scales, sizes. The output shape needs the contents of scales (an
- * initializer or Constant) or sizes (known contents); antialias is
- * refused. The arithmetic is exec/vision_math.h's. */
+ * roi, scales, sizes. The output shape comes from the contents of scales
+ * (an initializer, a Constant, or fed: the executor specializes on them)
+ * or sizes (known contents, or fed); antialias is refused. The arithmetic is
+ * exec/vision_math.h's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,10 @@ static ccg_status resize_axes(ccg__infer *ix, int rank, int *axes, int *n) {
 }
 
 /* Output sizes along the axes from sizes (with the aspect policy) or
- * scales; scale[] gets the factors the coordinates use. */
+ * scales; -1 where the contents are not known when the graph is built
+ * (fed or computed): that dim is then a fresh symbol, which the executor
+ * binds from the contents a run brings (docs/exec.md, run-time
+ * specialization; fed scales reach the copy as the input's data). */
 static ccg_status resize_sizes(ccg__infer *ix, const ccg_shape *x,
                                const int *axes, int n, int policy,
                                int64_t *out) {
@@ -86,42 +90,45 @@ static ccg_status resize_sizes(ccg__infer *ix, const ccg_shape *x,
     if (ns != n)
       return ccg__fail(ix, CCG_STATUS_SHAPE,
                        "sizes has %lld entries; expected %d", (long long)ns, n);
-    if (ccg__in_known(ix, 3, &k) != n)
-      return ccg__fail(
-          ix, CCG_STATUS_UNSUPPORTED,
-          "input 'sizes' ('%s') is fed or computed at run time; the "
-          "output shape needs its contents (give an "
-          "initializer or Constant)",
-          ccg__in_name(ix, 3));
+    if (ccg__in_known(ix, 3, &k) != n) {
+      for (int i = 0; i < n; i++)
+        out[i] = -1;
+      return CCG_STATUS_OK;
+    }
     double s = policy == 1 ? INFINITY : 0;
     for (int i = 0; i < n; i++) {
-      if (ccg_dim_is_sym(k[i]) || k[i].size < 1)
+      if (ccg_dim_is_sym(k[i])) {
+        out[i] = -1;
+        continue;
+      }
+      if (k[i].size < 1)
         return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                         "sizes[%d] is not a positive number", i);
+                         "sizes[%d] is %lld; expected > 0", i,
+                         (long long)k[i].size);
       out[i] = k[i].size;
       double r = (double)out[i] / (double)x->dims[axes[i]].size;
       s = policy == 1 ? fmin(s, r) : fmax(s, r);
     }
-    if (policy != 0)
-      for (int i = 0; i < n; i++)
-        out[i] = (int64_t)floor(s * (double)x->dims[axes[i]].size + 0.5);
+    bool all = true;
+    for (int i = 0; i < n; i++)
+      all = all && out[i] >= 0;
+    /* the aspect policy's one factor needs every entry */
+    for (int i = 0; policy != 0 && i < n; i++)
+      out[i] =
+          all ? (int64_t)floor(s * (double)x->dims[axes[i]].size + 0.5) : -1;
     return CCG_STATUS_OK;
   }
   if (nc <= 0)
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
                      "neither scales nor sizes is given");
-  const ccg_tensor *t =
-      ccg__in_has(ix, 2) ? const_data(ix->g, ix->in[2]) : NULL;
-  if (!t)
-    return ccg__fail(
-        ix, CCG_STATUS_UNSUPPORTED,
-        "input 'scales' ('%s') is fed or computed at run time; the "
-        "output shape needs its contents (give an f32 "
-        "initializer or Constant)",
-        ccg__in_name(ix, 2));
   if (nc != n)
     return ccg__fail(ix, CCG_STATUS_SHAPE,
                      "scales has %lld entries; expected %d", (long long)nc, n);
+  const ccg_tensor *t = const_data(ix->g, ix->in[2]);
+  for (int i = 0; !t && i < n; i++)
+    out[i] = -1;
+  if (!t)
+    return CCG_STATUS_OK;
   const float *sc = t->data;
   for (int i = 0; i < n; i++) {
     if (!(sc[i] > 0))
@@ -164,6 +171,10 @@ static ccg_status infer_resize(ccg__infer *ix) {
   CCG_CHECK(resize_sizes(ix, x, axes, n, e[3], sizes));
   ccg_shape out = *x;
   for (int i = 0; i < n; i++) {
+    if (sizes[i] < 0) {
+      CCG_CHECK(ccg__fresh_dim(ix, 0, axes[i], &out.dims[axes[i]]));
+      continue;
+    }
     if (sizes[i] < 1)
       return ccg__fail(ix, CCG_STATUS_SHAPE,
                        "dim %d of the output would be %lld", axes[i],
@@ -248,9 +259,11 @@ static ccg_status grad_geo(ccg__grad *gx, ccg__rsz *r, bool *resized) {
     }
   }
   for (int i = 0; i < na; i++)
-    if (ccg_dim_is_sym(xs->dims[axes[i]]))
+    if (ccg_dim_is_sym(xs->dims[axes[i]]) || ccg_dim_is_sym(ys->dims[axes[i]]))
       return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                            "dim %d of X is a symbol", axes[i]);
+                            "dim %d of X or of the output is a symbol (sizes "
+                            "or scales set at run time)",
+                            axes[i]);
   return CCG_STATUS_OK;
 }
 

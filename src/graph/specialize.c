@@ -1,5 +1,6 @@
 /* A graph re-inferred under what a run made known: graph inputs with the
- * sizes fed, small integer inputs with the contents fed. The executor
+ * sizes fed, small integer inputs with the contents fed, small float
+ * inputs with the data fed. The executor
  * compiles such a copy when a dim is set by data (a Reshape to a shape fed
  * at run time), so that every shape rule runs again with numbers. */
 #include <string.h>
@@ -33,6 +34,24 @@ static ccg_status set_known(ccg_graph *dst, ccg_value_id id,
     k[i] = ccg_dim_num(o->known[i]);
   v->known = k;
   v->n_known = o->n_known;
+  return CCG_STATUS_OK;
+}
+
+/* A fed small float input's data, copied into dst: the copy outlives the
+ * run that fed it. */
+static ccg_status set_data(ccg_graph *dst, ccg_value_id id,
+                           const ccg__spec_value *o) {
+  const ccg_tensor *t = o->data;
+  size_t bytes;
+  if (!t || !t->data || ccg_tensor_nbytes(t, &bytes) != CCG_STATUS_OK)
+    return CCG_STATUS_OK;
+  ccg_tensor *c = ccg__arena_calloc(&dst->arena, 1, sizeof *c);
+  void *d = ccg__arena_calloc(&dst->arena, bytes + 1, 1);
+  if (!c || !d)
+    return ccg__error(&dst->ctx, CCG_STATUS_OOM, "out of memory");
+  *c = *t;
+  c->data = memcpy(d, t->data, bytes);
+  dst->values[id].data = c;
   return CCG_STATUS_OK;
 }
 
@@ -75,8 +94,10 @@ static ccg_status copy_leaf(copier *c, ccg_value_id v) {
     const ccg__spec_value *o = override_of(c->sv, c->n_sv, v);
     const ccg_shape *shape = o && o->shape ? o->shape : &s->shape;
     CCG_CHECK(ccg_graph_add_input(dst, s->name, s->dtype, shape, &id));
-    if (o)
+    if (o) {
       CCG_CHECK(set_known(dst, id, o));
+      CCG_CHECK(set_data(dst, id, o));
+    }
   }
   c->map[v] = id;
   if (s->n_placements)

@@ -9,7 +9,10 @@
  * (NULL: the graph's); its contents (n_known >= 0 values, at most
  * CCG_MAX_RANK; an input's, or a node output's where its shape rule left
  * them unknown); a node output's dim `dim` (-1: none) is `size` where its
- * shape rule left a symbol (a count only data gives, NonZero's). */
+ * shape rule left a symbol (a count only data gives, NonZero's); a small
+ * float input's fed data (NULL: none), which the copy holds as that
+ * input's data (it stays an input) for shape rules that read float
+ * contents (Range's bounds, Resize's scales, OneHot's depth). */
 typedef struct ccg__spec_value {
   ccg_value_id v;
   const ccg_shape *shape;
@@ -17,6 +20,7 @@ typedef struct ccg__spec_value {
   const int64_t *known;
   int dim;
   int64_t size;
+  const ccg_tensor *data;
 } ccg__spec_value;
 
 /* Which part of the source to copy: keep[n] says whether node n is copied
@@ -31,7 +35,8 @@ typedef struct ccg__spec_part {
 
 /* A new graph with src's values and nodes (all, or part's) under the same
  * names, every shape rule run again with what sv says. Initializer data
- * (and per-rank data) is borrowed from src, which must outlive the copy.
+ * (and per-rank data) is borrowed from src, which must outlive the copy;
+ * sv's float data is copied.
  * Reads src only (several threads may copy one graph at once). A shape
  * rule that refuses the new sizes fails here, the error on err naming the
  * node. "new": free with ccg_graph_free. */

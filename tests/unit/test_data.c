@@ -218,6 +218,193 @@ static void test_run_time_params(void **state) {
   ccg_graph_free(g);
 }
 
+/* ---- parameters fed at run time: run-time specialization ---------------- */
+
+/* One run of x: output `y` into out (bytes), its shape checked against
+ * rank/dims. */
+static void run_fed(ccg_exec *x, const ccg_exec_tensor *in, size_t n,
+                    const char *y, void *out, size_t bytes, int rank,
+                    const int64_t *dims) {
+  ccg_exec_tensor o = xt_out(y, out, bytes);
+  assert_ok(x, ccg_exec_run(x, in, n, &o, 1));
+  assert_int_equal(o.tensor.rank, rank);
+  for (int d = 0; d < rank; d++)
+    assert_int_equal(o.tensor.dims[d], dims[d]);
+}
+
+static void compiles_are(const ccg_exec *x, size_t want) {
+  ccg_exec_specs sp;
+  assert_ok(x, ccg_exec_specializations(x, &sp));
+  if (sp.compiles != want)
+    fail_msg("%zu programs compiled; %zu expected", sp.compiles, want);
+}
+
+static ccg_exec *fed_exec(ccg_graph *g, ccg_value_id y) {
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  return x;
+}
+
+#define SCALAR(name, dt, p) xt_in(name, dt, p, 0, NULL)
+#define VEC(name, dt, p, n) xt_in(name, dt, p, 1, (const int64_t[]){n})
+
+/* Range with integer and with float bounds fed, no dims given: each new
+ * set of bounds compiles a program of its length; a zero delta fed is the
+ * shape rule's error, naming the node. */
+static void test_fed_range(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[3] = {ccg_test_input(g, "s", CCG_DTYPE_I64, "[]"),
+                        ccg_test_input(g, "l", CCG_DTYPE_I64, "[]"),
+                        ccg_test_input(g, "d", CCG_DTYPE_I64, "[]")};
+  ccg_exec *x = fed_exec(g, node(g, "Range", "r", in, 3, NULL, 0));
+  int64_t b[3] = {0, 6, 2}, got[8];
+  ccg_exec_tensor ti[3] = {SCALAR("s", CCG_DTYPE_I64, &b[0]),
+                           SCALAR("l", CCG_DTYPE_I64, &b[1]),
+                           SCALAR("d", CCG_DTYPE_I64, &b[2])};
+  run_fed(x, ti, 3, "r_output_0", got, sizeof got, 1, (const int64_t[]){3});
+  same_i64(got, (const int64_t[]){0, 2, 4}, 3, "Range(0, 6, 2)");
+  b[0] = 5, b[1] = -2, b[2] = -2;
+  run_fed(x, ti, 3, "r_output_0", got, sizeof got, 1, (const int64_t[]){4});
+  same_i64(got, (const int64_t[]){5, 3, 1, -1}, 4, "Range(5, -2, -2)");
+  compiles_are(x, 2);
+  b[2] = 0;
+  ccg_exec_tensor o = xt_out("r_output_0", got, sizeof got);
+  assert_fails(x, CCG_STATUS_INVALID_ARG, ccg_exec_run(x, ti, 3, &o, 1), "'r'",
+               "(Range)", "delta 'd' is 0");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  ccg_value_id fin[3] = {ccg_test_input(g, "s", CCG_DTYPE_F32, "[]"),
+                         ccg_test_input(g, "l", CCG_DTYPE_F32, "[]"),
+                         ccg_test_input(g, "d", CCG_DTYPE_F32, "[]")};
+  x = fed_exec(g, node(g, "Range", "r", fin, 3, NULL, 0));
+  float f[3] = {0, 1, 0.25f}, fgot[8];
+  ccg_exec_tensor fi[3] = {SCALAR("s", CCG_DTYPE_F32, &f[0]),
+                           SCALAR("l", CCG_DTYPE_F32, &f[1]),
+                           SCALAR("d", CCG_DTYPE_F32, &f[2])};
+  run_fed(x, fi, 3, "r_output_0", fgot, sizeof fgot, 1, (const int64_t[]){4});
+  same_f32(fgot, (const float[]){0, 0.25f, 0.5f, 0.75f}, 4, "Range f32");
+  f[0] = 1, f[1] = -0.5f, f[2] = -0.5f;
+  run_fed(x, fi, 3, "r_output_0", fgot, sizeof fgot, 1, (const int64_t[]){3});
+  same_f32(fgot, (const float[]){1, 0.5f, 0}, 3, "Range f32 down");
+  f[0] = 0, f[1] = 1, f[2] = 0.25f; /* the first program again */
+  run_fed(x, fi, 3, "r_output_0", fgot, sizeof fgot, 1, (const int64_t[]){4});
+  compiles_are(x, 2);
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+
+  /* a float bound the graph computes cannot be read before the node
+   * runs: refused, naming the node and the dim */
+  g = ccg_test_graph(NULL);
+  ccg_value_id c[3] = {ccg_test_input(g, "s", CCG_DTYPE_F32, "[]"),
+                       ccg_test_input(g, "l", CCG_DTYPE_F32, "[]"),
+                       ccg_test_input(g, "d", CCG_DTYPE_F32, "[]")};
+  assert_ok(g, ccg_relu(g, c[1], &c[1]));
+  x = fed_exec(g, node(g, "Range", "r", c, 3, NULL, 0));
+  ccg_exec_tensor o2 = xt_out("r_output_0", fgot, sizeof fgot);
+  assert_fails(x, CCG_STATUS_UNSUPPORTED, ccg_exec_run(x, fi, 3, &o2, 1), "'r'",
+               "(Range)", "dim 0", "computed inside the graph");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
+/* Tile's repeats and Pad's pads, axes and constant_value fed: a program
+ * per repeats or pads; a new constant_value (it sets no size) reuses the
+ * program and is read by the run. */
+static void test_fed_tile_pad(void **state) {
+  (void)state;
+  float xd[6] = {1, 2, 3, 4, 5, 6}, got[24];
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id tin[2] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]"),
+                         ccg_test_input(g, "reps", CCG_DTYPE_I64, "[2]")};
+  ccg_exec *x = fed_exec(g, node(g, "Tile", "t", tin, 2, NULL, 0));
+  int64_t reps[2] = {1, 2};
+  ccg_exec_tensor ti[2] = {XT_F32("x", xd, 2, 3),
+                           VEC("reps", CCG_DTYPE_I64, reps, 2)};
+  run_fed(x, ti, 2, "t_output_0", got, sizeof got, 2, (const int64_t[]){2, 6});
+  same_f32(got, (const float[]){1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}, 12,
+           "Tile [1, 2]");
+  reps[0] = 2, reps[1] = 1;
+  run_fed(x, ti, 2, "t_output_0", got, sizeof got, 2, (const int64_t[]){4, 3});
+  same_f32(got, (const float[]){1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6}, 12,
+           "Tile [2, 1]");
+  compiles_are(x, 2);
+  reps[0] = -1;
+  ccg_exec_tensor o = xt_out("t_output_0", got, sizeof got);
+  assert_fails(x, CCG_STATUS_INVALID_ARG, ccg_exec_run(x, ti, 2, &o, 1), "'t'",
+               "(Tile)", "repeats[0] is -1");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+
+  g = ccg_test_graph(NULL);
+  ccg_value_id pin[4] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]"),
+                         ccg_test_input(g, "pads", CCG_DTYPE_I64, "[2]"),
+                         ccg_test_input(g, "cv", CCG_DTYPE_F32, "[]"),
+                         ccg_test_input(g, "axes", CCG_DTYPE_I64, "[1]")};
+  x = fed_exec(g, node(g, "Pad", "p", pin, 4, NULL, 0));
+  int64_t pads[2] = {1, 0}, axes = 1;
+  float cv = 9;
+  ccg_exec_tensor pi[4] = {
+      XT_F32("x", xd, 2, 3), VEC("pads", CCG_DTYPE_I64, pads, 2),
+      SCALAR("cv", CCG_DTYPE_F32, &cv), VEC("axes", CCG_DTYPE_I64, &axes, 1)};
+  run_fed(x, pi, 4, "p_output_0", got, sizeof got, 2, (const int64_t[]){2, 4});
+  same_f32(got, (const float[]){9, 1, 2, 3, 9, 4, 5, 6}, 8, "Pad axis 1");
+  cv = 7;
+  run_fed(x, pi, 4, "p_output_0", got, sizeof got, 2, (const int64_t[]){2, 4});
+  same_f32(got, (const float[]){7, 1, 2, 3, 7, 4, 5, 6}, 8, "Pad value 7");
+  compiles_are(x, 1);
+  pads[0] = 0, pads[1] = 2, axes = 0, cv = -1;
+  run_fed(x, pi, 4, "p_output_0", got, sizeof got, 2, (const int64_t[]){4, 3});
+  same_f32(got, (const float[]){1, 2, 3, 4, 5, 6, -1, -1, -1, -1, -1, -1}, 12,
+           "Pad axis 0");
+  compiles_are(x, 2);
+  axes = 2;
+  o = xt_out("p_output_0", got, sizeof got);
+  assert_fails(x, CCG_STATUS_INVALID_ARG, ccg_exec_run(x, pi, 4, &o, 1), "'p'",
+               "(Pad)", "axis 2");
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
+/* OneHot's depth fed as f32 (as ONNX's tests do) and as i64. */
+static void test_fed_onehot(void **state) {
+  (void)state;
+  static const ccg_dtype dts[2] = {CCG_DTYPE_F32, CCG_DTYPE_I64};
+  for (int k = 0; k < 2; k++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id in[3] = {ccg_test_input(g, "i", CCG_DTYPE_I64, "[3]"),
+                          ccg_test_input(g, "depth", dts[k], "[]"),
+                          ccg_test_input(g, "v", CCG_DTYPE_F32, "[2]")};
+    ccg_exec *x = fed_exec(g, node(g, "OneHot", "oh", in, 3, NULL, 0));
+    int64_t idx[3] = {0, 2, 1}, di = 3;
+    float df = 3, vals[2] = {0, 5}, got[12];
+    ccg_exec_tensor ti[3] = {
+        VEC("i", CCG_DTYPE_I64, idx, 3),
+        SCALAR("depth", dts[k], k ? (const void *)&di : (const void *)&df),
+        VEC("v", CCG_DTYPE_F32, vals, 2)};
+    run_fed(x, ti, 3, "oh_output_0", got, sizeof got, 2,
+            (const int64_t[]){3, 3});
+    same_f32(got, (const float[]){5, 0, 0, 0, 0, 5, 0, 5, 0}, 9, "depth 3");
+    di = 4, df = 4;
+    idx[0] = 3, idx[1] = -1, idx[2] = 0; /* -1: depth - 1 */
+    run_fed(x, ti, 3, "oh_output_0", got, sizeof got, 2,
+            (const int64_t[]){3, 4});
+    same_f32(got, (const float[]){0, 0, 0, 5, 0, 0, 0, 5, 5, 0, 0, 0}, 12,
+             "depth 4");
+    compiles_are(x, 2);
+    di = 0, df = 0;
+    ccg_exec_tensor o = xt_out("oh_output_0", got, sizeof got);
+    assert_fails(x, CCG_STATUS_INVALID_ARG, ccg_exec_run(x, ti, 3, &o, 1),
+                 "'oh'", "(OneHot)", "depth is 0");
+    ccg_exec_free(x);
+    ccg_graph_free(g);
+  }
+}
+
 /* ---- Trilu, CumSum ------------------------------------------------------ */
 
 static void test_trilu(void **state) {
@@ -1084,6 +1271,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_range),
       cmocka_unit_test(test_run_time_params),
+      cmocka_unit_test(test_fed_range),
+      cmocka_unit_test(test_fed_tile_pad),
+      cmocka_unit_test(test_fed_onehot),
       cmocka_unit_test(test_trilu),
       cmocka_unit_test(test_cumsum),
       cmocka_unit_test(test_flatten_size_cast_like),

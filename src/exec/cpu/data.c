@@ -33,15 +33,36 @@ ccg_status ccg__data_ints(ccg_exec *x, const ccg__xnode *n, uint32_t i,
   return CCG_STATUS_OK;
 }
 
+/* Input i of Pad (pads or axes) as ccg__data_ints reads it, or, off the
+ * host, the known contents of a program that run-time specialization
+ * compiled for what a run fed: pads and axes set the output's shape, so
+ * such a program serves only runs that feed the same contents. */
+static ccg_status pad_ints(ccg_exec *x, const ccg__xnode *n, uint32_t i,
+                           bool host, int64_t *v, size_t max, size_t *count) {
+  ccg_dim k[2 * CCG_MAX_RANK];
+  const ccg__xval *a = ccg__in(x, n, i);
+  int nk = ccg_value_known(x->g, n->in[i], k);
+  bool nums = !host && a->kind != CCG__V_STATIC && nk >= 0 &&
+              (size_t)nk == a->numel && (size_t)nk <= max;
+  for (int j = 0; nums && j < nk; j++)
+    nums = !ccg_dim_is_sym(k[j]);
+  if (!nums)
+    return ccg__data_ints(x, n, i, host, v, max, count);
+  for (int j = 0; j < nk; j++)
+    v[j] = k[j].size;
+  *count = (size_t)nk;
+  return CCG_STATUS_OK;
+}
+
 /* Pad's leading pads per dim from the pads and axes inputs; the bound
  * shapes must agree with them. */
 static ccg_status pad_begin(ccg_exec *x, const ccg__xnode *n, bool host,
                             ccg__remap *m) {
   int64_t p[2 * CCG_MAX_RANK], ax[CCG_MAX_RANK];
   size_t np, na = (size_t)m->rank;
-  CCG_CHECK(ccg__data_ints(x, n, 1, host, p, 2 * CCG_MAX_RANK, &np));
+  CCG_CHECK(pad_ints(x, n, 1, host, p, 2 * CCG_MAX_RANK, &np));
   if (n->n_in > 3 && n->in[3] != CCG_NONE)
-    CCG_CHECK(ccg__data_ints(x, n, 3, host, ax, CCG_MAX_RANK, &na));
+    CCG_CHECK(pad_ints(x, n, 3, host, ax, CCG_MAX_RANK, &na));
   else
     for (int d = 0; d < m->rank; d++)
       ax[d] = d;

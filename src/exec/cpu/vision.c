@@ -364,6 +364,17 @@ const ccg__rsz *ccg__rsz_of(const ccg__xnode *n) {
 static ccg_status run_resize(ccg_exec *x, const ccg__xnode *n) {
   const ccg__rsz *r = ccg__rsz_of(n);
   const ccg__xval *xv = ccg__in(x, n, 0), *yv = ccg__out(x, n, 0);
+  ccg__rsz with_roi;
+  if (n->p.i0 > 0) { /* roi from this run's data */
+    const ccg__xval *roi = ccg__in(x, n, 1);
+    size_t na = (size_t)n->p.i0;
+    with_roi = *r;
+    for (size_t i = 0; i < na; i++) {
+      with_roi.roi_lo[n->p.perm[i]] = ccg__ld_f64(roi->dtype, roi->ptr, i);
+      with_roi.roi_hi[n->p.perm[i]] = ccg__ld_f64(roi->dtype, roi->ptr, na + i);
+    }
+    r = &with_roi;
+  }
   for (size_t j = 0; j < yv->numel; j++)
     ccg__st_f64(yv->dtype, yv->ptr, j,
                 ccg__resize_elem(r, xv->dtype, xv->ptr, (int64_t)j));
@@ -402,17 +413,44 @@ static ccg_status resize_enums(ccg_exec *x, const ccg__xnode *n, int *e) {
   return CCG_STATUS_OK;
 }
 
+/* sizes' entry i: graph data, or the known contents of a program that
+ * run-time specialization compiled for the sizes a run fed (the program
+ * serves only runs that feed the same). */
+static bool size_entry(ccg_exec *x, const ccg__xnode *n, const ccg__xval *sz,
+                       int i, int64_t *v) {
+  ccg_dim k[CCG_MAX_RANK];
+  if (sz->kind == CCG__V_STATIC && sz->init) {
+    *v = ccg__ld_i64(sz->dtype, sz->init, (size_t)i);
+    return true;
+  }
+  if (ccg_value_known(x->g, n->in[3], k) <= i || ccg_dim_is_sym(k[i]))
+    return false;
+  *v = k[i].size;
+  return true;
+}
+
+/* scales' data: graph data, or a specialized program's copy of what the
+ * run fed (the program serves only runs that feed the same). */
+static const void *scales_data(ccg_exec *x, const ccg__xnode *n,
+                               const ccg__xval *sc) {
+  if (sc->kind == CCG__V_STATIC)
+    return sc->init;
+  const ccg_tensor *t = ccg_value_data(x->g, n->in[2]);
+  return t && t->dtype == sc->dtype ? t->data : NULL;
+}
+
 /* Per resized dim the factor the coordinates use: the scales, or
  * sizes / input (one factor for all under keep_aspect_ratio_policy). */
 static ccg_status resize_scales(ccg_exec *x, const ccg__xnode *n, ccg__rsz *r,
                                 const int *axes, int na, int policy) {
   const ccg__xval *sz = static_in(x, n, 3), *sc = static_in(x, n, 2);
   if (sz && policy != 0) {
-    CCG_CHECK(need_static(x, n, sz, "sizes"));
     double s = policy == 1 ? INFINITY : 0;
     for (int i = 0; i < na; i++) {
-      double q = (double)ccg__ld_i64(sz->dtype, sz->init, (size_t)i) /
-                 (double)r->in[axes[i]];
+      int64_t e;
+      if (!size_entry(x, n, sz, i, &e))
+        return need_static(x, n, sz, "sizes");
+      double q = (double)e / (double)r->in[axes[i]];
       s = policy == 1 ? fmin(s, q) : fmax(s, q);
     }
     for (int i = 0; i < na; i++)
@@ -421,12 +459,14 @@ static ccg_status resize_scales(ccg_exec *x, const ccg__xnode *n, ccg__rsz *r,
     for (int i = 0; i < na; i++)
       r->scale[axes[i]] = (double)r->out[axes[i]] / (double)r->in[axes[i]];
   } else if (sc) {
-    CCG_CHECK(need_static(x, n, sc, "scales"));
+    const void *d = scales_data(x, n, sc);
+    if (!d)
+      return need_static(x, n, sc, "scales");
     if (sc->numel != (size_t)na)
       return ccg__xfail(x, n, CCG_STATUS_SHAPE, "scales has %zu entries",
                         sc->numel);
     for (int i = 0; i < na; i++)
-      r->scale[axes[i]] = ccg__ld_f64(sc->dtype, sc->init, (size_t)i);
+      r->scale[axes[i]] = ccg__ld_f64(sc->dtype, d, (size_t)i);
   } else {
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "neither scales nor sizes is given");
@@ -469,12 +509,17 @@ static ccg_status prep_resize(ccg_exec *x, ccg__xnode *n) {
       axes[na++] = i;
   CCG_CHECK(resize_scales(x, n, r, axes, na, e[3]));
   const ccg__xval *roi = static_in(x, n, 1);
+  n->p.i0 = 0;
   if (r->ctm == CCG__CTM_TF_CROP_AND_RESIZE && roi) {
-    CCG_CHECK(need_static(x, n, roi, "roi"));
     if (roi->numel != 2 * (size_t)na)
       return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                         "roi has %zu entries; expected %d", roi->numel, 2 * na);
-    for (int i = 0; i < na; i++) {
+    /* roi sets no size: a fed or computed one is read by each run */
+    if (roi->kind != CCG__V_STATIC || !roi->init) {
+      n->p.i0 = na;
+      memcpy(n->p.perm, axes, sizeof axes);
+    }
+    for (int i = 0; i < na && !n->p.i0; i++) {
       r->roi_lo[axes[i]] = ccg__ld_f64(roi->dtype, roi->init, (size_t)i);
       r->roi_hi[axes[i]] = ccg__ld_f64(roi->dtype, roi->init, (size_t)(na + i));
     }

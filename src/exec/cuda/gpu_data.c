@@ -2,8 +2,10 @@
  * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. Geometry
  * comes from cpu/data.c as on the CPU; parameter inputs that shape it (Trilu's
  * k, Pad's pads and axes, CumSum's axis) must be graph data here, since the
- * host cannot read the device's values while it enqueues. An Einsum that is
- * a (batched) matrix product goes to cuBLAS. */
+ * host cannot read the device's values while it enqueues (Pad's pads and
+ * axes fed at run time serve too: they set the output's shape, so the
+ * program run-time specialization compiles for them knows them). An Einsum that
+ * is a (batched) matrix product goes to cuBLAS. */
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/data.h"
 #include "exec/cuda/gpu.h"

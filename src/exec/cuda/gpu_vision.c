@@ -20,6 +20,12 @@ static bool is_conv(ccg_op op) {
 ccg_status ccg__gpu_check_vision(ccg_exec *x, const ccg__xnode *n,
                                  size_t *scratch) {
   *scratch = 0;
+  if (n->op == CCG_OP_RESIZE && n->p.i0 > 0)
+    return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                      "input 'roi' ('%s') is fed or computed at run time; the "
+                      "launch needs its values on the host: give an "
+                      "initializer or Constant",
+                      ccg_value_name(x->g, n->in[1]));
   if (!is_conv(n->op))
     return CCG_STATUS_OK; /* pools, Resize: every dtype the CPU takes */
   ccg_dtype dt = ccg__out(x, n, 0)->dtype;
