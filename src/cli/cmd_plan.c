@@ -30,7 +30,7 @@ static int write_plan(const command *self, const char *path, const char *json) {
   return EXIT_OK;
 }
 
-static void print_notes(const ccg_plan_report *r, bool proposed) {
+static void print_notes(FILE *out, const ccg_plan_report *r, bool proposed) {
   size_t width = 0;
   for (size_t i = 0; i < ccg_plan_report_num_notes(r); i++) {
     const ccg_plan_note *n = ccg_plan_report_note(r, i);
@@ -41,22 +41,27 @@ static void print_notes(const ccg_plan_report *r, bool proposed) {
     const ccg_plan_note *n = ccg_plan_report_note(r, i);
     if (n->proposed != proposed)
       continue;
-    printf("  %-*s  %-17s %s: %s\n", (int)width, n->pattern,
-           ccg_plan_style_name(n->style), n->role, n->why);
+    fprintf(out, "  %-*s  %-17s %s: %s\n", (int)width, n->pattern,
+            ccg_plan_style_name(n->style), n->role, n->why);
   }
+}
+
+static size_t left_out(const ccg_plan_report *r) {
+  size_t left = 0;
+  for (size_t i = 0; i < ccg_plan_report_num_notes(r); i++)
+    left += !ccg_plan_report_note(r, i)->proposed;
+  return left;
 }
 
 static void print_text(const plan_args *a, const ccg_plan_report *r,
                        bool planned) {
-  size_t left = 0;
-  for (size_t i = 0; i < ccg_plan_report_num_notes(r); i++)
-    left += !ccg_plan_report_note(r, i)->proposed;
+  size_t left = left_out(r);
   printf("%s on %s: %s\n", a->model, a->mesh, ccg_plan_report_summary(r));
   if (planned)
-    print_notes(r, true);
+    print_notes(stdout, r, true);
   if (left) {
     printf("left out:\n");
-    print_notes(r, false);
+    print_notes(stdout, r, false);
   }
   if (!planned)
     return;
@@ -100,6 +105,11 @@ static int run_plan(int argc, char **argv) {
   ccg_status st = ccg_plan_propose(g, &mesh, &po, &plan, &rep);
   if (rep && !a.json)
     print_text(&a, rep, plan != NULL);
+  if (rep && a.json && left_out(rep)) {
+    /* stdout keeps the plan alone; what stays out is said on stderr */
+    fprintf(stderr, "ccgraph plan: left out:\n");
+    print_notes(stderr, rep, false);
+  }
   if (st != CCG_STATUS_OK) {
     if (rep && a.json)
       printf("{}\n");

@@ -261,9 +261,13 @@ static ccg_status add(pp *p, ccg_node_id n, ccg_value_id param, pp_role role,
   if (left_out && (size_t)len < sizeof f->why)
     snprintf(f->why + len, sizeof f->why - (size_t)len, "; %s", left_out);
   f->left_out = left_out != NULL || !*f->key;
+  snprintf(f->reason, sizeof f->reason, "%s",
+           left_out  ? left_out
+           : *f->key ? ""
+                     : "no module path or parameter name to name it by");
   if (!*f->key && (size_t)len < sizeof f->why)
-    snprintf(f->why + strlen(f->why), sizeof f->why - strlen(f->why),
-             "; no module path or parameter name to name it by");
+    snprintf(f->why + strlen(f->why), sizeof f->why - strlen(f->why), "; %s",
+             f->reason);
   p->claimed[n] = true;
   return CCG_STATUS_OK;
 }
@@ -329,12 +333,12 @@ static const char *attention_fit(pp *p, const ccg_node_id *proj, int64_t heads,
   parts = proj[0] == proj[1] ? split_parts(p, proj[0]) : 1;
   if (parts > 1)
     q_width /= parts;
-  if ((bad = indivisible(p, "heads", heads, buf, size)))
+  if ((bad = indivisible(p, "head count", heads, buf, size)))
     return bad;
   if (heads > 0 && q_width % heads == 0 && proj[1] != proj[0]) {
     projection(p, proj[1], NULL, &width);
     int64_t kv_heads = width / (q_width / heads);
-    if ((bad = indivisible(p, "key/value heads", kv_heads, buf, size)))
+    if ((bad = indivisible(p, "key/value head count", kv_heads, buf, size)))
       return bad;
   }
   for (int i = 0; i < 3; i++) {
@@ -506,8 +510,11 @@ static ccg_status find_embeddings(pp *p) {
                 ccg_value_name(p->g, ccg_node_input(p->g, best, 1)),
                 ccg_value_name(p->g, w), (long long)best_rows,
                 (long long)s->dims[1].size));
-  if (!bad) {
-    p->embed_w = w;
+  p->embed_w = w;
+  if (bad) {
+    snprintf(p->embed_reason, sizeof p->embed_reason, "%s", bad);
+    p->embed_bad = p->embed_reason;
+  } else {
     p->vocab = best_rows;
   }
   return CCG_STATUS_OK;
@@ -536,11 +543,11 @@ static ccg_status find_head(pp *p) {
                    "MatMul '%s' reads Transpose '%s' of '%s' (tied)", nm(p, n),
                    nm(p, t), ccg_value_name(p->g, p->embed_w));
     }
-    if (p->claimed[n] || !projection(p, n, &in, &out) || out != p->vocab ||
-        in != hidden)
+    if (p->claimed[n] || !projection(p, n, &in, &out) ||
+        out != es->dims[0].size || in != hidden)
       continue;
-    p->head = true;
-    return add(p, n, w, PP_HEAD, NULL,
+    p->head = p->embed_bad == NULL;
+    return add(p, n, w, PP_HEAD, p->embed_bad,
                "%s '%s' [%lldx%lld] maps the hidden state back to the "
                "vocabulary%s; logits gathered (output Replicate)",
                op_nm(p, n), nm(p, n), (long long)in, (long long)out,

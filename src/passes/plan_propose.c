@@ -277,12 +277,24 @@ static ccg_status empty(pp *p, const char *mesh) {
         "plan: not transformer-shaped: no attention (projections feeding "
         "Softmax through MatMul), no MLP (projections around an activation) "
         "and no embedding lookup of token ids; the plan is empty");
-  const pp_finding *f = &p->f[0];
+  /* each distinct reason once, with the first part it keeps out */
+  char text[768];
+  size_t used = 0;
+  for (size_t i = 0; i < p->nf && used < sizeof text; i++) {
+    const pp_finding *f = &p->f[i];
+    bool dup = false;
+    for (size_t j = 0; j < i && !dup; j++)
+      dup = strcmp(p->f[j].reason, f->reason) == 0;
+    if (!dup)
+      used +=
+          (size_t)snprintf(text + used, sizeof text - used, "%s%s (%s '%s')",
+                           used ? "; " : "", f->reason, pp_role_names[f->role],
+                           *f->key ? f->key : ccg_node_name(p->g, f->node));
+  }
   return ccg__error((ccg_ctx *)p->g, CCG_STATUS_SHAPE,
                     "plan: nothing can be sharded on %s, the plan is empty: "
-                    "%s '%s' left out: %s",
-                    mesh, pp_role_names[f->role],
-                    *f->key ? f->key : ccg_node_name(p->g, f->node), f->why);
+                    "%s",
+                    mesh, text);
 }
 
 ccg_status ccg_plan_propose(ccg_graph *g, const ccg_mesh *mesh,

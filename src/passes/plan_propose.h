@@ -30,6 +30,7 @@ typedef struct pp_finding {
   pp_role role;
   ccg_node_id node;
   bool left_out;
+  char reason[PP_KEY_MAX]; /* why it is left out, or "" */
   char why[PP_WHY_MAX];
 } pp_finding;
 
@@ -52,7 +53,9 @@ typedef struct pp {
   int n_attn, n_mlp, n_norm;
   int64_t heads, ffn, vocab;
   bool head;
-  ccg_value_id embed_w; /* the word embeddings' weight, or CCG_NONE */
+  ccg_value_id embed_w;  /* the word embeddings' weight, or CCG_NONE */
+  const char *embed_bad; /* why they are left out, or NULL */
+  char embed_reason[PP_KEY_MAX];
 } pp;
 
 extern const char *const pp_role_names[PP_ROLE_COUNT];
