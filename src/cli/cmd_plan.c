@@ -67,8 +67,9 @@ static void print_text(const plan_args *a, const ccg_plan_report *r,
     return;
   printf("plan:\n%s\n", ccg_plan_report_json(r));
   printf("shard it with: ccgraph shard %s --plan PLAN.json --mesh %s -o "
-         "DIR%s\n",
-         a->model, a->mesh, a->sp ? " --sequence-parallel" : "");
+         "DIR%s%s%s\n",
+         a->model, a->mesh, a->sp ? " --sequence-parallel" : "",
+         a->axis ? " --axis " : "", a->axis ? a->axis : "");
 }
 
 static int run_plan(int argc, char **argv) {

@@ -6,16 +6,19 @@
 # (tp=2 and tp=4, and tp=2 with sequence parallel) and pass verify. A mesh
 # that divides no heads, or a model that is no transformer, gives exit 2
 # and an empty plan, naming why.
-# usage: test_plan_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+# With a WRAPPER (valgrind ...), the plan commands run under it.
+# usage: test_plan_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR [WRAPPER...]
 set -u
 tool=$1 src=$2 work=$3
+shift 3
+plan_run=("$@" "$tool")
 rm -rf "$work" && mkdir -p "$work"
 py=/usr/bin/python3
 gen=$src/samples/make_gpt_block.py
 sample=$src/samples/plan_gpt_block.json
 failures=0
 passes=0
-run=("$tool")
+run=("${plan_run[@]}")
 . "$(dirname "$0")/expect.sh"
 
 $py "$gen" "$work/gpt.onnx" >/dev/null || exit 1
@@ -68,7 +71,8 @@ print(f"{len(sys.argv) - 2} proposed plans valid against the schema")
 PY
 
 # equivalent to the sample plan: the same rank models, byte for byte; and
-# the ranks equal the unsharded model
+# the ranks equal the unsharded model (shard, run and verify unwrapped)
+run=("$tool")
 for m in gpt gpt_fused; do
   for cfg in "2" "4" "2 --sequence-parallel"; do
     set -- $cfg
@@ -89,6 +93,7 @@ for m in gpt gpt_fused; do
 done
 
 # a mesh that divides some parts: those are left out, said on stderr
+run=("${plan_run[@]}")
 expect 0 "h.0.attn.q_proj .*head count 4 is not divisible by tp=8" -- plan "$work/gpt.onnx" --mesh tp=8 --json
 # bad inputs
 expect 2 "nothing can be sharded on tp=3, the plan is empty: .*head count 4 is not divisible by tp=3 \(attention input projection 'h.0.attn.q_proj'\)" -- \
