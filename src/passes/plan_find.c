@@ -219,9 +219,21 @@ static ccg_node_id trace_fwd(pp *p, ccg_value_id v,
 /* ---- findings -------------------------------------------------------------
  */
 
+/* A plan key must be a pattern that matches itself alone: dotted
+ * segments, none empty, no wildcard characters (schemas/plan.schema.json
+ * caps keys at 255 characters). */
+static bool usable_key(const char *key) {
+  size_t len = strlen(key);
+  return len > 0 && len < 256 && key[0] != '.' && key[len - 1] != '.' &&
+         !strstr(key, "..") && !strpbrk(key, "*?[]\\");
+}
+
 void pp_node_key(const pp *p, ccg_node_id n, ccg_value_id param, char *key) {
   ccg__node_module(p->g, n, key, PP_KEY_MAX);
-  if (*key || param == CCG_NONE)
+  if (usable_key(key))
+    return;
+  key[0] = '\0';
+  if (param == CCG_NONE)
     return;
   const char *name = ccg_value_name(p->g, param);
   const char *dot = name ? strrchr(name, '.') : NULL;
@@ -230,6 +242,8 @@ void pp_node_key(const pp *p, ccg_node_id n, ccg_value_id param, char *key) {
     return;
   memcpy(key, name, (size_t)(dot - name));
   key[dot - name] = '\0';
+  if (!usable_key(key))
+    key[0] = '\0';
 }
 
 static ccg_status add(pp *p, ccg_node_id n, ccg_value_id param, pp_role role,
@@ -335,7 +349,8 @@ static const char *attention_fit(pp *p, const ccg_node_id *proj, int64_t heads,
     q_width /= parts;
   if ((bad = indivisible(p, "head count", heads, buf, size)))
     return bad;
-  if (heads > 0 && q_width % heads == 0 && proj[1] != proj[0]) {
+  if (heads > 0 && q_width >= heads && q_width % heads == 0 &&
+      proj[1] != proj[0]) {
     projection(p, proj[1], NULL, &width);
     int64_t kv_heads = width / (q_width / heads);
     if ((bad = indivisible(p, "key/value head count", kv_heads, buf, size)))
