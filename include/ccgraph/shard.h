@@ -3,7 +3,8 @@
  * SPMD graph every rank runs: collectives inserted by the mapping library
  * (tagged, so the backward pass derives their gradients), local shapes, and
  * each rank's weight shards as per-rank initializer data. docs/shard.md
- * describes the styles, the propagation rules and the head-count rewrite. */
+ * describes the styles, the propagation rules and the head-count rewrite.
+ * ccg_plan_propose finds such a plan for a transformer-shaped model. */
 #ifndef CCGRAPH_SHARD_H
 #define CCGRAPH_SHARD_H
 
@@ -44,6 +45,62 @@ CCG_API ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
                                    const ccg_mesh *mesh,
                                    const ccg_shard_options *opts,
                                    ccg_graph **out, ccg_shard_report *report);
+
+/* ---- plan proposal --------------------------------------------------------
+ */
+
+typedef struct ccg_plan_propose_options {
+  size_t size;            /* sizeof(ccg_plan_propose_options) */
+  const char *mesh_axis;  /* the axis the plan shards over; NULL = "tp" */
+  bool sequence_parallel; /* LayerNorms sequence_parallel as well */
+} ccg_plan_propose_options;
+#define CCG_PLAN_PROPOSE_OPTIONS_INIT                                          \
+  { sizeof(ccg_plan_propose_options), NULL, false }
+
+/* One finding of the proposal: a plan entry (in plan order), or a module
+ * left out of the plan and why. Strings are borrowed from the report. */
+typedef struct ccg_plan_note {
+  const char *pattern;  /* the plan key; for one left out, its module */
+  ccg_plan_style style; /* proposed, or what it would have been */
+  bool proposed;        /* false: left out (`why` says why) */
+  const char *role;     /* "attention input projection", "MLP output
+                           projection", "word embeddings", ... */
+  const char *why;      /* the nodes that matched, or what does not fit */
+} ccg_plan_note;
+
+typedef struct ccg_plan_report ccg_plan_report;
+
+/* Proposes a Megatron-style plan for a transformer-shaped model on `mesh`
+ * (which must have the axis): attention input projections (separate q/k/v
+ * or one fused) colwise and the output projection rowwise, an MLP's first
+ * projections (up/gate) colwise and its last rowwise, word embeddings
+ * vocab_parallel and a separate or tied LM head colwise (output Replicate),
+ * LayerNorms sequence_parallel when asked. Found by structure: MatMul/Gemm
+ * with 2-D weights; attention is the projections feeding Softmax through
+ * MatMul, the MLP the projections around an activation. Keys are module
+ * paths (as the shard pass reads them) with layer indices generalized to
+ * '*' where every layer agrees. Parts whose heads, widths or vocabulary the
+ * axis size does not divide are left out, with a note naming the dim.
+ * "new": *plan (ccg_plan_free) and *report (ccg_plan_report_free); *report
+ * is set whenever the model was analyzed, *plan only when something is
+ * proposed. Errors (on g): CCG_STATUS_UNSUPPORTED when the model is not
+ * transformer-shaped (no attention, MLP or embedding found), CCG_STATUS_SHAPE
+ * when everything found is left out (the message names why), INVALID_ARG
+ * for a mesh without the axis. */
+CCG_API ccg_status ccg_plan_propose(ccg_graph *g, const ccg_mesh *mesh,
+                                    const ccg_plan_propose_options *opts,
+                                    ccg_plan **plan, ccg_plan_report **report);
+/* Notes in order: the plan's entries, then what was left out (borrowed;
+ * NULL past the end). */
+CCG_API size_t ccg_plan_report_num_notes(const ccg_plan_report *r);
+CCG_API const ccg_plan_note *ccg_plan_report_note(const ccg_plan_report *r,
+                                                  size_t i);
+/* The proposed plan as JSON text (schemas/plan.schema.json; "{}" when
+ * nothing is proposed), and a one-line summary of what was found
+ * ("2 attention blocks (4 heads), 2 MLPs (ffn 256), ..."). Borrowed. */
+CCG_API const char *ccg_plan_report_json(const ccg_plan_report *r);
+CCG_API const char *ccg_plan_report_summary(const ccg_plan_report *r);
+CCG_API void ccg_plan_report_free(ccg_plan_report *r);
 
 #ifdef __cplusplus
 }

@@ -127,6 +127,7 @@ int cli_export_spmd(const command *self, ccg_graph *g, const char *dir,
 extern const command cli_demo_command;
 extern const command cli_grad_command;
 extern const command cli_shard_command;
+extern const command cli_plan_command;
 extern const command cli_inspect_command;
 extern const command cli_run_command;
 extern const command cli_verify_command;

@@ -39,6 +39,7 @@ static const command *const commands[] = {
     &cli_demo_command,
     &cli_grad_command,
     &cli_shard_command,
+    &cli_plan_command,
     &cli_export_command,
     &cli_inspect_command,
     &cli_run_command,

@@ -6,6 +6,7 @@
 
 #include "ccgraph/ccgraph.h"
 #include "core/error.h"
+#include "passes/module_path.h"
 
 /* A value of the source graph as the sharded graph holds it: its value
  * there and its placement on the plan's axis. A Shard in `blocks` > 1
@@ -27,8 +28,6 @@ typedef struct sh_cache {
 } sh_cache;
 
 #define SH_MAX_ULYSSES 64
-/* The node metadata key of torch's dynamo exporter holding module paths. */
-#define CCG__META_NAME_SCOPES "pkg.torch.onnx.name_scopes"
 
 enum { SH_MARKED = 1, SH_TRANSPOSED = 2, SH_VOCAB = 4, SH_MOVE = 8 };
 
