@@ -21,7 +21,7 @@
 #include "ccgraph/ccgraph.h"
 #include "exec/kernels_math.h"
 
-#define CCG_CONFORMANCE_MIN_PASS 700
+#define CCG_CONFORMANCE_MIN_PASS 734
 #define MAX_TENSORS 64
 #define RTOL 1e-3
 #define EXIT_SKIP 77
