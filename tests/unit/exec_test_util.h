@@ -36,6 +36,42 @@ static inline ccg_exec_tensor xt_out(const char *name, void *dst,
   return t;
 }
 
+/* Adds node `op` (named `name`; NULL: a generated name) over in with the
+ * given attributes; its n_out outputs go to outs (NULL: not wanted;
+ * CCG_NONE where the addition failed).
+ * Returns the addition's status; the message goes to g. */
+static inline ccg_status xt_node(ccg_graph *g, const char *op, const char *name,
+                                 const ccg_value_id *in, size_t n_in,
+                                 const ccg_attr *attrs, size_t n_attrs,
+                                 size_t n_out, ccg_value_id *outs) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = op;
+  d.name = name;
+  d.inputs = in;
+  d.n_inputs = n_in;
+  d.attrs = attrs;
+  d.n_attrs = n_attrs;
+  d.n_outputs = n_out;
+  ccg_node_id n;
+  ccg_status st = ccg_graph_add_node(g, &d, &n);
+  for (size_t i = 0; outs && i < n_out; i++)
+    outs[i] = st == CCG_STATUS_OK ? ccg_node_output(g, n, i) : CCG_NONE;
+  return st;
+}
+
+/* Identity(x) under the output name `name`. */
+static inline ccg_value_id xt_named(ccg_graph *g, ccg_value_id x,
+                                    const char *name) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Identity";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.output_names = &name;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  return ccg_node_output(g, n, 0);
+}
+
 /* Compiles g for one rank (shapes bound from the inputs), runs it once and
  * frees the executor. Returns the run's status; the message goes to g. */
 static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,

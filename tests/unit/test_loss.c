@@ -276,7 +276,7 @@ static void grad_case(const char *op, const char *red, bool weighted,
   fd_input in[3] = {{"x", CCG_DTYPE_F64, 3, {3, 4, 2}, x, true},
                     {"t", CCG_DTYPE_I64, 2, {3, 2}, t, false},
                     {"w", CCG_DTYPE_F64, 1, {4}, w, false}};
-  fd_check(g, y[out_index], in, weighted ? 3 : 2, 1e-6, 1e-6, 1e-5, what);
+  fd_check(g, y[out_index], in, weighted ? 3 : 2, FD_TIGHT, what);
   ccg_graph_free(g);
 }
 
@@ -298,17 +298,6 @@ static void test_loss_gradients(void **state) {
 
 /* ---- sharding -------------------------------------------------------------
  */
-
-static ccg_value_id named(ccg_graph *g, ccg_value_id x, const char *name) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "Identity";
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.output_names = &name;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, 0);
-}
 
 static void same_fill(int rank, size_t input, float *data, size_t n) {
   (void)rank;
@@ -344,17 +333,17 @@ static void test_loss_sharded(void **state) {
   ccg_value_id s = ccg_node_output(g, n, 0);
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "none", true, -1,
                         2, y));
-  r[0] = named(g, y[0], "none");
-  r[1] = named(g, y[1], "log_prob");
+  r[0] = xt_named(g, y[0], "none");
+  r[1] = xt_named(g, y[1], "log_prob");
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "sum", true, -1,
                         1, y));
-  r[2] = named(g, y[0], "sum");
+  r[2] = xt_named(g, y[0], "sum");
   assert_ok(g, add_loss(g, "NegativeLogLikelihoodLoss", r[1], t, CCG_NONE,
                         "sum", true, -1, 1, y));
-  r[3] = named(g, y[0], "nll_sum");
+  r[3] = xt_named(g, y[0], "nll_sum");
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "mean", true, -1,
                         1, y));
-  r[4] = named(g, y[0], "mean");
+  r[4] = xt_named(g, y[0], "mean");
   for (int i = 0; i < 5; i++)
     assert_ok(g, ccg_graph_add_output(g, r[i]));
   ccg_plan *plan = NULL;
