@@ -27,23 +27,10 @@ static ccg_status add_loss(ccg_graph *g, const char *op, ccg_value_id x,
   if (has_ii)
     attrs[n++] = CCG_ATTR_I("ignore_index", ii);
   ccg_value_id in[3] = {x, t, w};
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
   static int serial;
   char name[32];
   snprintf(name, sizeof name, "loss_node_%d", serial++);
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = w == CCG_NONE ? 2 : 3;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  d.n_outputs = n_out;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    for (size_t i = 0; i < n_out; i++)
-      out[i] = ccg_node_output(g, node, i);
-  return st;
+  return xt_node(g, op, name, in, w == CCG_NONE ? 2 : 3, attrs, n, n_out, out);
 }
 
 static void test_loss_shapes_and_errors(void **state) {
@@ -323,14 +310,8 @@ static void test_loss_sharded(void **state) {
   assert_ok(g, ccg_graph_add_initializer(g, "targets", &tt, &t));
   assert_ok(g, ccg_graph_add_initializer(g, "class_w", &ct, &c));
   ccg_value_id min[2] = {x, w};
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "MatMul";
-  d.name = "/fc/MatMul";
-  d.inputs = min;
-  d.n_inputs = 2;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  ccg_value_id s = ccg_node_output(g, n, 0);
+  ccg_value_id s;
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", min, 2, NULL, 0, 1, &s));
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "none", true, -1,
                         2, y));
   r[0] = xt_named(g, y[0], "none");

@@ -863,16 +863,8 @@ static ccg_graph *shard_model(const char *mesh) {
    * output's name */
   const char *names[4] = {"a", "c", "d", "h"};
   ccg_value_id outs[4] = {a, c, d, h};
-  for (int i = 0; i < 4; i++) {
-    ccg_node_desc nd = CCG_NODE_DESC_INIT;
-    nd.op = "Identity";
-    nd.inputs = &outs[i];
-    nd.n_inputs = 1;
-    nd.output_names = &names[i];
-    ccg_node_id n;
-    assert_ok(g, ccg_graph_add_node(g, &nd, &n));
-    outs[i] = ccg_node_output(g, n, 0);
-  }
+  for (int i = 0; i < 4; i++)
+    outs[i] = xt_named(g, outs[i], names[i]);
   a = outs[0];
   c = outs[1];
   d = outs[2];
@@ -955,15 +947,7 @@ static ccg_graph *attn_model(void) {
   ccg_attr causal = CCG_ATTR_I("is_causal", 1);
   ccg_value_id y;
   assert_ok(g, xt_node(g, "Attention", "/att", qkv, 3, &causal, 1, 1, &y));
-  const char *name = "y";
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &y;
-  nd.n_inputs = 1;
-  nd.output_names = &name;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &nd, &n));
-  assert_ok(g, ccg_graph_add_output(g, ccg_node_output(g, n, 0)));
+  assert_ok(g, ccg_graph_add_output(g, xt_named(g, y, "y")));
   return g;
 }
 

@@ -70,17 +70,7 @@ static void test_reduce_shapes(void **state) {
 static ccg_status add_reduce(ccg_graph *g, ccg_value_id x,
                              const ccg_attr *attrs, size_t n,
                              ccg_value_id *out) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "ReduceSum";
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    *out = ccg_node_output(g, node, 0);
-  return st;
+  return xt_node(g, "ReduceSum", NULL, &x, 1, attrs, n, 1, out);
 }
 
 static void test_reduce_defaults(void **state) {
@@ -153,17 +143,7 @@ static ccg_status add_op(ccg_graph *g, const char *op, ccg_value_id x,
   attrs[n++] = CCG_ATTR_I("keepdims", keep);
   if (noop)
     attrs[n++] = CCG_ATTR_I("noop_with_empty_axes", 1);
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    *out = ccg_node_output(g, node, 0);
-  return st;
+  return xt_node(g, op, NULL, &x, 1, attrs, n, 1, out);
 }
 
 static void test_new_ops_shapes_and_errors(void **state) {
@@ -547,14 +527,7 @@ static void test_new_ops_sharded(void **state) {
     ccg_value_id w, y, r1, r0;
     assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
     ccg_value_id min[2] = {x, w};
-    ccg_node_desc d = CCG_NODE_DESC_INIT;
-    d.op = "MatMul";
-    d.name = "/fc/MatMul";
-    d.inputs = min;
-    d.n_inputs = 2;
-    ccg_node_id n;
-    assert_ok(g, ccg_graph_add_node(g, &d, &n));
-    y = ccg_node_output(g, n, 0);
+    assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", min, 2, NULL, 0, 1, &y));
     if (strcmp(ops[k], "ReduceLogSum") == 0)
       assert_ok(g, ccg_exp(g, y, &y)); /* a positive argument */
     const int64_t a1[] = {1}, a0[] = {0};

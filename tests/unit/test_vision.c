@@ -26,16 +26,10 @@
 static ccg_value_id op_out(ccg_graph *g, const char *op, const ccg_value_id *in,
                            size_t n_in, const ccg_attr *at, size_t n_at,
                            size_t n_out, size_t which) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = at;
-  d.n_attrs = n_at;
-  d.n_outputs = n_out;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, which);
+  ccg_value_id outs[4];
+  assert_true(n_out <= 4 && which < n_out);
+  assert_ok(g, xt_node(g, op, NULL, in, n_in, at, n_at, n_out, outs));
+  return outs[which];
 }
 
 /* Builds op over f32 inputs of the given dims and data, runs it and
@@ -625,15 +619,9 @@ static void test_batch_shard(void **state) {
   ccg_value_id in[3], h;
   assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &ft, &in[1]));
   in[0] = x;
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "MatMul";
-  d.name = "/fc/MatMul";
-  d.inputs = in;
-  d.n_inputs = 2;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", in, 2, NULL, 0, 1, &h));
   const int64_t img[4] = {4, 3, 4, 4};
-  assert_ok(g, ccg_reshape_to(g, ccg_node_output(g, n, 0), img, 4, &h));
+  assert_ok(g, ccg_reshape_to(g, h, img, 4, &h));
   in[0] = h;
   assert_ok(g, ccg_graph_add_initializer(g, "conv.weight", &ct, &in[1]));
   assert_ok(g, ccg_graph_add_initializer(g, "conv.bias", &bt, &in[2]));
@@ -645,6 +633,7 @@ static void test_batch_shard(void **state) {
   /* named: an auto-named graph output would clash with the shard pass's
    * auto-named local value */
   const char *yn[1] = {"y"};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
   d.op = "MaxPool";
   d.name = "pool";
   d.inputs = &y;
@@ -652,6 +641,7 @@ static void test_batch_shard(void **state) {
   d.attrs = ka;
   d.n_attrs = 2;
   d.output_names = yn;
+  ccg_node_id n;
   assert_ok(g, ccg_graph_add_node(g, &d, &n));
   y = ccg_node_output(g, n, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
