@@ -91,6 +91,20 @@ static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,
   return st;
 }
 
+/* g sharded by the shard pass with the plan in `plan_json` over the mesh
+ * `mesh` ("tp=2"). Returns the sharded graph (new). */
+static inline ccg_graph *xt_shard(ccg_graph *g, const char *plan_json,
+                                  const char *mesh) {
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse(plan_json, &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse(mesh, &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_plan_free(plan);
+  return sg;
+}
+
 /* |got - want| <= atol + rtol * |want| for every element (NaN equal). */
 static inline void xt_close(const float *got, const float *want, size_t n,
                             double atol, double rtol, const char *what) {
@@ -102,6 +116,15 @@ static inline void xt_close(const float *got, const float *want, size_t n,
       fail_msg("%s: element %zu is %.9g, expected %.9g (atol %g, rtol %g)",
                what, i, (double)got[i], (double)want[i], atol, rtol);
   }
+}
+
+/* got equals want for every element. */
+static inline void xt_equal_i64(const int64_t *got, const int64_t *want,
+                                size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != want[i])
+      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
+               (long long)got[i], (long long)want[i]);
 }
 
 /* Deterministic pseudo-random floats in [-1, 1). */

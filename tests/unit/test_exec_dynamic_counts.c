@@ -30,14 +30,6 @@ static void specs_are(const ccg_exec *x, size_t compiles) {
     fail_msg("%zu programs compiled; expected %zu", s.compiles, compiles);
 }
 
-static void i64_equal(const int64_t *got, const int64_t *want, size_t n,
-                      const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i])
-      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
-               (long long)got[i], (long long)want[i]);
-}
-
 /* numpy.nonzero of x [r, c] stacked as [2, n]: row indices, then column
  * indices, in row-major order. Returns n. */
 static size_t want_nonzero(const float *x, int r, int c, int64_t *o) {
@@ -85,7 +77,7 @@ static void test_nonzero_computed_counts(void **state) {
     assert_int_equal(out.tensor.rank, 2);
     assert_int_equal(out.tensor.dims[0], 2);
     assert_int_equal(out.tensor.dims[1], (int64_t)n);
-    i64_equal(got, want, 2 * n, "NonZero of a computed mask");
+    xt_equal_i64(got, want, 2 * n, "NonZero of a computed mask");
   }
   specs_are(x, 3); /* counts 4, 0, 12, then 4 again */
   ccg_exec_free(x);
@@ -115,7 +107,7 @@ static void test_nonzero_fed(void **state) {
     assert_ok(x, ccg_exec_run(x, &bin, 1, &out, 1));
     assert_int_equal(out.tensor.dims[0], 1);
     assert_int_equal(out.tensor.dims[1], count[k]);
-    i64_equal(got, want[k], (size_t)count[k], "NonZero of a fed mask");
+    xt_equal_i64(got, want[k], (size_t)count[k], "NonZero of a fed mask");
   }
   specs_are(x, 2);
   ccg_exec_free(x);
@@ -142,7 +134,7 @@ static void test_nonzero_fed(void **state) {
   ccg_exec_tensor out = xt_out(ccg_value_name(g, nz), got, sizeof got);
   assert_ok(x, ccg_exec_run(x, NULL, 0, &out, 1));
   assert_int_equal(out.tensor.dims[1], 2);
-  i64_equal(got, (const int64_t[]){0, 1, 1, 1}, 4, "NonZero of a constant");
+  xt_equal_i64(got, (const int64_t[]){0, 1, 1, 1}, 4, "NonZero of a constant");
   ccg_exec_free(x);
   ccg_graph_free(g);
 }
@@ -286,7 +278,7 @@ static void top_k_case(bool computed) {
     assert_int_equal(out[0].tensor.dims[1], ks[r]);
     assert_int_equal(out[1].tensor.dims[1], ks[r]);
     xt_close(gv, wv, (size_t)(2 * ks[r]), 0, 0, "TopK values");
-    i64_equal(gi, wi, (size_t)(2 * ks[r]), "TopK indices");
+    xt_equal_i64(gi, wi, (size_t)(2 * ks[r]), "TopK indices");
   }
   specs_are(x, 2);
   float kf = 6;

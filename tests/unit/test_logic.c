@@ -87,14 +87,6 @@ static void expect_bools(const uint8_t *got, const uint8_t *want, size_t n,
       fail_msg("%s: element %zu is %d, expected %d", what, i, got[i], want[i]);
 }
 
-static void expect_i64(const int64_t *got, const int64_t *want, size_t n,
-                       const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i])
-      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
-               (long long)got[i], (long long)want[i]);
-}
-
 /* ---- comparisons ----------------------------------------------------------
  */
 
@@ -360,10 +352,10 @@ static void mod_values(void **state) {
   const tin in[2] = {T1(CCG_DTYPE_I64, 6, x), T1(CCG_DTYPE_I64, 6, y)};
   int64_t got[6];
   run_ok("Mod", NULL, 0, in, 2, got, sizeof got);
-  expect_i64(got, (const int64_t[]){0, -2, 5, 0, 2, 3}, 6, "Mod i64");
+  xt_equal_i64(got, (const int64_t[]){0, -2, 5, 0, 2, 3}, 6, "Mod i64");
   ccg_attr fm = CCG_ATTR_I("fmod", 1);
   run_ok("Mod", &fm, 1, in, 2, got, sizeof got);
-  expect_i64(got, (const int64_t[]){0, 1, 5, 0, -1, 3}, 6, "Mod i64 fmod");
+  xt_equal_i64(got, (const int64_t[]){0, 1, 5, 0, -1, 3}, 6, "Mod i64 fmod");
   /* i8: -128 mod -1 (undefined in C) is 0; broadcasting a scalar divisor */
   const int8_t a8[3] = {-128, -7, 7}, b8[1] = {-1}, c8[1] = {-3};
   int8_t g8[3];
@@ -580,6 +572,7 @@ static ccg_status node_body(ccg_graph *g, const ccg_value_id *in,
 #define NOATTR                                                                 \
   { 0 }
 
+/* h = 1e-6, 1e-6 + 1e-5 relative (f64 kernels compute in double). */
 static void gradients(void **state) {
   (void)state;
   const grad_case cases[] = {
@@ -786,12 +779,7 @@ static void sharded_matches(const char *plan_text, ccg_placement_kind want) {
                     sizeof ref[i]);
   assert_ok(g, xt_run1(g, &xin, 1, out, 3));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse(plan_text, &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, plan_text, "tp=2");
   expect_logic_outputs(sg, want);
   xr_result res;
   xr_run(sg, 0, 2, fill_same, &res);
@@ -803,7 +791,6 @@ static void sharded_matches(const char *plan_text, ccg_placement_kind want) {
     }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

@@ -327,13 +327,7 @@ static void test_loss_sharded(void **state) {
   r[4] = xt_named(g, y[0], "mean");
   for (int i = 0; i < 5; i++)
     assert_ok(g, ccg_graph_add_output(g, r[i]));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
-  ccg_plan_free(plan);
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   /* the sharded losses take their local [2, 3, 3] scores */
   size_t local = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {

@@ -893,12 +893,7 @@ static void test_sharded(void **state) {
     out[i] = xt_out(ccg_value_name(g, ccg_graph_output(g, (size_t)i)), want[i],
                     sizes[i] * sizeof(float));
   assert_ok(g, xt_run1(g, &in, 1, out, 4));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sh = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sh, NULL));
+  ccg_graph *sh = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   size_t gathers = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sh); i++)
     gathers += ccg_node_op(sh, (ccg_node_id)i) == CCG_OP_ALL_GATHER;
@@ -914,7 +909,6 @@ static void test_sharded(void **state) {
     }
   xr_free(&res);
   ccg_graph_free(sh);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -959,14 +953,10 @@ static void test_sharded_attention(void **state) {
   ccg_exec_tensor in = XT_F32("x", x, 1, 3, 4);
   ccg_exec_tensor out = xt_out("y", want, sizeof want);
   assert_ok(g, xt_run1(g, &in, 1, &out, 1));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"q\": \"colwise\", \"k\": \"colwise\", "
-                                 "\"v\": \"colwise\"}",
-                                 &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sh = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sh, NULL));
+  ccg_graph *sh = xt_shard(g,
+                           "{\"q\": \"colwise\", \"k\": \"colwise\", "
+                           "\"v\": \"colwise\"}",
+                           "tp=2");
   size_t gathers = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sh); i++)
     gathers += ccg_node_op(sh, (ccg_node_id)i) == CCG_OP_ALL_GATHER;
@@ -977,7 +967,6 @@ static void test_sharded_attention(void **state) {
     xt_close(res.R[r].got[0], want, 24, TOL, TOL, "sharded attention");
   xr_free(&res);
   ccg_graph_free(sh);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

@@ -539,13 +539,7 @@ static void test_new_ops_sharded(void **state) {
     r0 = xt_named(g, r0, "r0");
     assert_ok(g, ccg_graph_add_output(g, r1));
     assert_ok(g, ccg_graph_add_output(g, r0));
-    ccg_plan *plan = NULL;
-    assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-    ccg_mesh m;
-    assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-    ccg_graph *sg = NULL;
-    assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
-    ccg_plan_free(plan);
+    ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
     if (want_rop[k]) {
       bool found = false;
       for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {

@@ -69,14 +69,6 @@ static ccg_value_id add_input(ccg_graph *g, const char *name, ccg_dtype dt,
   return v;
 }
 
-static void expect_i64(const int64_t *got, const int64_t *want, size_t n,
-                       const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i])
-      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
-               (long long)got[i], (long long)want[i]);
-}
-
 /* Element i of a dtype dt buffer as double. */
 static void expect_vals(ccg_dtype dt, const void *got, const double *want,
                         size_t n, double tol, const char *what) {
@@ -130,7 +122,7 @@ static void arg_case(const char *op, ccg_dtype dt, const double *xv,
   char what[96];
   snprintf(what, sizeof what, "%s %s axis %lld last %lld", op,
            ccg_dtype_name(dt), (long long)axis, (long long)last);
-  expect_i64(got, want, n, what);
+  xt_equal_i64(got, want, n, what);
   ccg_graph_free(g);
 }
 
@@ -395,7 +387,7 @@ static void top_k_case(ccg_dtype dt, const int64_t *xd, const double *xv,
                             xt_out(ccg_value_name(g, y[1]), ib, sizeof ib)};
   assert_ok(g, xt_run1(g, &tin, 1, out, 2));
   expect_vals(dt, vb, wv, no, 0.0, "TopK values");
-  expect_i64(ib, wi, no, "TopK indices");
+  xt_equal_i64(ib, wi, no, "TopK indices");
   ccg_graph_free(g);
 }
 
@@ -467,7 +459,7 @@ static void top_k_large_k(void **state) {
       ccg__topk_elem(CCG_DTYPE_F32, 4, xv, want_v, want_i, l, L, K, 1,
                      largest != 0);
     xt_close(vals, want_v, R * K, 0, 0, "large-K TopK values");
-    expect_i64(idx, want_i, R * K, "large-K TopK indices");
+    xt_equal_i64(idx, want_i, R * K, "large-K TopK indices");
     /* and the order is right: values never improve, ties by index */
     for (int i = 1; i < K; i++) {
       float p = vals[i - 1], c = vals[i];
@@ -551,7 +543,7 @@ static void non_zero_values(void **state) {
     ccg_exec_tensor out = xt_out(ccg_value_name(g, y), got, sizeof got);
     assert_int_equal(run_bound(g, sym, 3, &in, 1, &out, msg, sizeof msg),
                      CCG_STATUS_OK);
-    expect_i64(got, want, 6, "NonZero");
+    xt_equal_i64(got, want, 6, "NonZero");
     /* a binding that is not the data's count is an error naming the node */
     assert_int_equal(run_bound(g, sym, 4, &in, 1, &out, msg, sizeof msg),
                      CCG_STATUS_SHAPE);
@@ -574,12 +566,12 @@ static void non_zero_upper_bound(void **state) {
   size_t n = ccg__nonzero_run(CCG_DTYPE_F32, xv, 2, dims, 6, o, 6);
   assert_int_equal(n, 3);
   ccg__sized_compact(o, sizeof(int64_t), 2, 6, n, 1);
-  expect_i64(o, (const int64_t[]){0, 1, 1, 1, 0, 2}, 6, "compacted");
+  xt_equal_i64(o, (const int64_t[]){0, 1, 1, 1, 0, 2}, 6, "compacted");
   /* too small a buffer: the count still comes back, nothing past it */
   int64_t small[2] = {-1, -1};
   assert_int_equal(ccg__nonzero_run(CCG_DTYPE_F32, xv, 2, dims, 6, small, 1),
                    3);
-  expect_i64(small, (const int64_t[]){0, 1}, 2, "first column");
+  xt_equal_i64(small, (const int64_t[]){0, 1}, 2, "first column");
 }
 
 static void compress_case(const ccg_attr *axis, const int64_t *cd,
@@ -859,12 +851,7 @@ static void select_sharded(void **state) {
       xt_out(ccg_value_name(g, outs[4]), sev, sizeof sev)};
   assert_ok(g, xt_run1(g, &in, 1, out, 5));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   /* the selections ran on column shards: their inputs are [4, 4] */
   size_t seen = 0;
   for (size_t n = 0; n < ccg_graph_num_nodes(sg); n++) {
@@ -879,15 +866,14 @@ static void select_sharded(void **state) {
   xr_result res;
   xr_run(sg, 0, 2, same_fill, &res);
   for (int r = 0; r < res.n; r++) {
-    expect_i64(res.R[r].got[0], am, 8, "sharded ArgMax");
+    xt_equal_i64(res.R[r].got[0], am, 8, "sharded ArgMax");
     xt_close(res.R[r].got[1], tv, 16, 1e-6, 1e-6, "sharded TopK values");
-    expect_i64(res.R[r].got[2], ti, 16, "sharded TopK indices");
+    xt_equal_i64(res.R[r].got[2], ti, 16, "sharded TopK indices");
     xt_close(res.R[r].got[3], gev, 32, 0, 0, "sharded GatherElements");
     xt_close(res.R[r].got[4], sev, 32, 1e-6, 1e-6, "sharded ScatterElements");
   }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

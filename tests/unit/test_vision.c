@@ -478,6 +478,8 @@ static const int64_t S2[] = {2, 2}, S3[] = {3, 2}, D2[] = {1, 2},
 static const float RS_UP[4] = {1, 1, 2, 1.5f}, RS_MIX[4] = {1, 1, 0.6f, 2},
                    RS_DOWN[4] = {1, 1, 0.5f, 0.6f};
 
+/* The gradient rules against central differences (fd_check.h): FD_TIGHT,
+ * or FD_LOOSE where the graph computes in f32. */
 static void test_gradients(void **state) {
   (void)state;
   const grad_case cases[] = {
@@ -646,14 +648,10 @@ static void test_batch_shard(void **state) {
   y = ccg_node_output(g, n, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": {\"style\": \"rowwise\", "
-                                 "\"output_layouts\": \"Shard(0)\"}}",
-                                 &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g,
+                           "{\"fc\": {\"style\": \"rowwise\", "
+                           "\"output_layouts\": \"Shard(0)\"}}",
+                           "tp=2");
   size_t convs = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
     ccg_op op = ccg_node_op(sg, (ccg_node_id)i);
@@ -679,7 +677,6 @@ static void test_batch_shard(void **state) {
   }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
