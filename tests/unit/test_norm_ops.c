@@ -676,9 +676,9 @@ static void test_errors(void **state) {
 
 /* ---- gradients ---------------------------------------------------------- */
 
-/* As test_autodiff.c: y = f(inputs) in f64, loss = sum(y * w), ccg_backward,
- * and each gradient element against a central difference (h = 1e-3: the
- * kernels compute in f32; tolerance 3e-3 + 2e-2 relative). */
+/* fd_check.h's check: y = f(inputs) in f64, loss = sum(y * w), ccg_backward,
+ * and each gradient element against a central difference (FD_LOOSE,
+ * h = 1e-3: the kernels compute in f32; tolerance 3e-3 + 2e-2 relative). */
 typedef struct grad_case {
   const char *name;
   size_t n_in;
