@@ -36,6 +36,42 @@ static inline ccg_exec_tensor xt_out(const char *name, void *dst,
   return t;
 }
 
+/* Adds node `op` (named `name`; NULL: a generated name) over in with the
+ * given attributes; its n_out outputs go to outs (NULL: not wanted;
+ * CCG_NONE where the addition failed).
+ * Returns the addition's status; the message goes to g. */
+static inline ccg_status xt_node(ccg_graph *g, const char *op, const char *name,
+                                 const ccg_value_id *in, size_t n_in,
+                                 const ccg_attr *attrs, size_t n_attrs,
+                                 size_t n_out, ccg_value_id *outs) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = op;
+  d.name = name;
+  d.inputs = in;
+  d.n_inputs = n_in;
+  d.attrs = attrs;
+  d.n_attrs = n_attrs;
+  d.n_outputs = n_out;
+  ccg_node_id n;
+  ccg_status st = ccg_graph_add_node(g, &d, &n);
+  for (size_t i = 0; outs && i < n_out; i++)
+    outs[i] = st == CCG_STATUS_OK ? ccg_node_output(g, n, i) : CCG_NONE;
+  return st;
+}
+
+/* Identity(x) under the output name `name`. */
+static inline ccg_value_id xt_named(ccg_graph *g, ccg_value_id x,
+                                    const char *name) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Identity";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.output_names = &name;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  return ccg_node_output(g, n, 0);
+}
+
 /* Compiles g for one rank (shapes bound from the inputs), runs it once and
  * frees the executor. Returns the run's status; the message goes to g. */
 static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,
@@ -55,6 +91,20 @@ static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,
   return st;
 }
 
+/* g sharded by the shard pass with the plan in `plan_json` over the mesh
+ * `mesh` ("tp=2"). Returns the sharded graph (new). */
+static inline ccg_graph *xt_shard(ccg_graph *g, const char *plan_json,
+                                  const char *mesh) {
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse(plan_json, &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse(mesh, &m));
+  ccg_graph *sg = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_plan_free(plan);
+  return sg;
+}
+
 /* |got - want| <= atol + rtol * |want| for every element (NaN equal). */
 static inline void xt_close(const float *got, const float *want, size_t n,
                             double atol, double rtol, const char *what) {
@@ -66,6 +116,15 @@ static inline void xt_close(const float *got, const float *want, size_t n,
       fail_msg("%s: element %zu is %.9g, expected %.9g (atol %g, rtol %g)",
                what, i, (double)got[i], (double)want[i], atol, rtol);
   }
+}
+
+/* got equals want for every element. */
+static inline void xt_equal_i64(const int64_t *got, const int64_t *want,
+                                size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (got[i] != want[i])
+      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
+               (long long)got[i], (long long)want[i]);
 }
 
 /* Deterministic pseudo-random floats in [-1, 1). */

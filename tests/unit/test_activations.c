@@ -12,22 +12,19 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "fd_check.h"
 #include "exec/cpu/cpu.h"
 #include "graph/internal.h"
 
 /* ---- building one node -------------------------------------------------- */
 
-static ccg_value_id add_op(ccg_graph *g, const char *op, const ccg_value_id *in,
-                           size_t n_in, const ccg_attr *attrs, size_t n_attrs) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = attrs;
-  d.n_attrs = n_attrs;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, 0);
+/* Node `op` (named `name`; NULL: generated) over in; its output. */
+static ccg_value_id add_op(ccg_graph *g, const char *op, const char *name,
+                           const ccg_value_id *in, size_t n_in,
+                           const ccg_attr *attrs, size_t n_attrs) {
+  ccg_value_id y;
+  assert_ok(g, xt_node(g, op, name, in, n_in, attrs, n_attrs, 1, &y));
+  return y;
 }
 
 /* The attributes the value table was made with (non-default ones, so the
@@ -250,7 +247,7 @@ static void run_op(const val_case *c, ccg_dtype dt, float *y) {
   assert_ok(g, ccg_graph_add_input(g, "x", dt, &s, &x));
   ccg_attr a[2];
   size_t na = attrs_of(c->op, a);
-  out = add_op(g, c->op, &x, 1, a, na);
+  out = add_op(g, c->op, NULL, &x, 1, a, na);
   assert_ok(g, ccg_graph_add_output(g, out));
   size_t es = ccg_dtype_size(dt);
   unsigned char xin[MAXV * 8], yout[MAXV * 8];
@@ -394,7 +391,7 @@ static void run_clip(ccg_dtype dt, const void *x, size_t n, const void *lo,
     t[nt++] = xt_in("hi", dt, hi, 0, NULL);
   }
   size_t n_in = hi ? 3 : lo ? 2 : 1;
-  ccg_value_id out = add_op(g, "Clip", in, n_in, NULL, 0);
+  ccg_value_id out = add_op(g, "Clip", NULL, in, n_in, NULL, 0);
   assert_ok(g, ccg_graph_add_output(g, out));
   ccg_exec_tensor to = xt_out(ccg_value_name(g, out), y, n * es);
   assert_ok(g, xt_run1(g, t, nt, &to, 1));
@@ -442,11 +439,11 @@ static void test_integer_ops(void **state) {
   ccg_value_id x, u, y[4];
   assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_I32, &s, &x));
   assert_ok(g, ccg_graph_add_input(g, "u", CCG_DTYPE_U8, &s, &u));
-  y[0] = add_op(g, "Abs", &x, 1, NULL, 0);
-  y[1] = add_op(g, "Sign", &x, 1, NULL, 0);
+  y[0] = add_op(g, "Abs", NULL, &x, 1, NULL, 0);
+  y[1] = add_op(g, "Sign", NULL, &x, 1, NULL, 0);
   ccg_attr sa[2] = {CCG_ATTR_F("bias", 1.0f), CCG_ATTR_F("lambd", 1.5f)};
-  y[2] = add_op(g, "Shrink", &x, 1, sa, 2);
-  y[3] = add_op(g, "Abs", &u, 1, NULL, 0);
+  y[2] = add_op(g, "Shrink", NULL, &x, 1, sa, 2);
+  y[3] = add_op(g, "Abs", NULL, &u, 1, NULL, 0);
   for (size_t i = 0; i < 4; i++) {
     assert_int_equal(ccg_value_dtype(g, y[i]),
                      i < 3 ? CCG_DTYPE_I32 : CCG_DTYPE_U8);
@@ -476,29 +473,25 @@ static void test_integer_ops(void **state) {
 
 /* ---- gradients ---------------------------------------------------------- */
 
-typedef struct fd_in {
-  const char *name;
-  int rank;
-  double lo, hi; /* values drawn from [lo, hi) */
-} fd_in;
-
-typedef struct fd_case {
+typedef struct grad_case {
   const char *op;
   size_t n_in;
-  fd_in in[3];
-} fd_case;
+  fd_arg in[3];
+} grad_case;
 
 #define X(lo, hi)                                                              \
-  { "x", 2, lo, hi }
+  { "x", 2, {2, 4}, lo, hi }
 
-static const fd_case fd_cases[] = {
+static const grad_case fd_cases[] = {
     {"Reciprocal", 1, {X(0.5, 1.5)}},
     {"Abs", 1, {X(-1, 1)}},
     {"Floor", 1, {X(-2, 2)}},
     {"Ceil", 1, {X(-2, 2)}},
     {"Round", 1, {X(-2, 2)}},
     {"Sign", 1, {X(-1, 1)}},
-    {"Clip", 3, {X(-1, 1), {"min", 0, -0.5, -0.3}, {"max", 0, 0.3, 0.5}}},
+    {"Clip",
+     3,
+     {X(-1, 1), {"min", 0, {0}, -0.5, -0.3}, {"max", 0, {0}, 0.3, 0.5}}},
     {"Cos", 1, {X(-2, 2)}},
     {"Sin", 1, {X(-2, 2)}},
     {"Tan", 1, {X(-1, 1)}},
@@ -525,100 +518,23 @@ static const fd_case fd_cases[] = {
 
 #undef X
 
-static const int64_t fd_dims[2] = {2, 4};
-
-static size_t fd_numel(const fd_in *s) { return s->rank ? 8 : 1; }
-
-static void fd_fill(double *v, size_t n, uint32_t seed, const fd_in *s) {
-  float f[8];
-  xt_fill(f, n, seed);
-  for (size_t i = 0; i < n; i++)
-    v[i] = s->lo + (s->hi - s->lo) * 0.5 * (f[i] + 1.0);
-}
-
-static double fd_loss(ccg_exec *x, ccg_exec_tensor *in, size_t n_in) {
-  double loss = 0;
-  ccg_exec_tensor out = xt_out("loss", &loss, sizeof loss);
-  assert_ok(x, ccg_exec_run(x, in, n_in, &out, 1));
-  return loss;
-}
-
-/* loss = sum(op(inputs) * w) in f64; ccg_backward's gradient of every
- * input against (L(v + h) - L(v - h)) / 2h, h = 1e-6, within 1e-6 + 1e-5
- * relative (f64 kernels compute in double). */
-static void check_fd(const fd_case *c) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[3], y, w, loss;
-  const char *names[3];
-  double data[3][8];
-  ccg_exec_tensor tin[3];
-  for (size_t i = 0; i < c->n_in; i++) {
-    ccg_shape s = ccg_shape_make(c->in[i].rank, fd_dims);
-    assert_ok(g,
-              ccg_graph_add_input(g, c->in[i].name, CCG_DTYPE_F64, &s, &in[i]));
-    names[i] = c->in[i].name;
-    fd_fill(data[i], fd_numel(&c->in[i]), (uint32_t)(i * 7 + 3), &c->in[i]);
-    tin[i] =
-        xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank, fd_dims);
-  }
+/* y = op(inputs) with the attributes the value table was made with. */
+static ccg_status op_body(ccg_graph *g, const ccg_value_id *in, const void *ctx,
+                          ccg_value_id *y) {
+  const grad_case *c = ctx;
   ccg_attr a[2];
   size_t na = attrs_of(c->op, a);
-  y = add_op(g, c->op, in, c->n_in, a, na);
-  double wd[8];
-  fd_fill(wd, 8, 99, &(fd_in){"w", 2, -1, 1});
-  ccg_tensor wt = {CCG_DTYPE_F64, 2, {2, 4}, wd};
-  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  assert_ok(g, ccg_mul(g, y, w, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  const char *ln[1] = {"loss"};
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &loss;
-  nd.n_inputs = 1;
-  nd.output_names = ln;
-  assert_ok(g, ccg_graph_add_node(g, &nd, NULL));
-  assert_ok(g, ccg_graph_find_value(g, "loss", &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = c->n_in;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = tin;
-  eo.n_input_shapes = c->n_in;
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &x));
-  const double h = 1e-6;
-  for (size_t i = 0; i < c->n_in; i++) {
-    size_t n = fd_numel(&c->in[i]);
-    double grad[8];
-    char gname[64];
-    snprintf(gname, sizeof gname, "grad/%s", c->in[i].name);
-    ccg_exec_tensor out = xt_out(gname, grad, n * sizeof(double));
-    assert_ok(x, ccg_exec_run(x, tin, c->n_in, &out, 1));
-    for (size_t k = 0; k < n; k++) {
-      double keep = data[i][k];
-      data[i][k] = keep + h;
-      double lp = fd_loss(x, tin, c->n_in);
-      data[i][k] = keep - h;
-      double lm = fd_loss(x, tin, c->n_in);
-      data[i][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[k]) <= 1e-6 + 1e-5 * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 c->op, c->in[i].name, k, grad[k], fd);
-    }
-  }
-  ccg_exec_free(x);
-  ccg_graph_free(g);
+  *y = add_op(g, c->op, NULL, in, c->n_in, a, na);
+  return CCG_STATUS_OK;
 }
 
+/* Every op's gradient rule against central differences (fd_check.h):
+ * h = 1e-6, 1e-6 + 1e-5 relative (f64 kernels compute in double). */
 static void test_gradients(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof fd_cases / sizeof fd_cases[0]; i++)
-    check_fd(&fd_cases[i]);
+    fd_check_body(fd_cases[i].op, fd_cases[i].in, fd_cases[i].n_in, op_body,
+                  &fd_cases[i], FD_TIGHT);
 }
 
 /* ---- sharding ------------------------------------------------------------
@@ -626,21 +542,6 @@ static void test_gradients(void **state) {
  * MatMuls: both keep the hidden dim's Shard(1), so they run on each rank's
  * half with no collective before fc2, and every rank's output equals the
  * unsharded graph's. */
-
-static ccg_value_id named_op(ccg_graph *g, const char *op, const char *name,
-                             const ccg_value_id *in, size_t n_in,
-                             const ccg_attr *a, size_t na) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = a;
-  d.n_attrs = na;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, 0);
-}
 
 static void test_sharded_keep(void **state) {
   (void)state;
@@ -658,24 +559,18 @@ static void test_sharded_keep(void **state) {
   assert_ok(g, ccg_graph_add_initializer(g, "fc2.weight", &w2t, &w2));
   assert_ok(g, ccg_graph_add_initializer(g, "act.min", &lot, &vlo));
   assert_ok(g, ccg_graph_add_initializer(g, "act.max", &hit, &vhi));
-  ccg_value_id h = named_op(g, "MatMul", "/fc1/MatMul",
-                            (const ccg_value_id[]){x, w1}, 2, NULL, 0);
-  ccg_value_id c = named_op(g, "Clip", "/act/Clip",
-                            (const ccg_value_id[]){h, vlo, vhi}, 3, NULL, 0);
+  ccg_value_id h = add_op(g, "MatMul", "/fc1/MatMul",
+                          (const ccg_value_id[]){x, w1}, 2, NULL, 0);
+  ccg_value_id c = add_op(g, "Clip", "/act/Clip",
+                          (const ccg_value_id[]){h, vlo, vhi}, 3, NULL, 0);
   ccg_attr al = CCG_ATTR_F("alpha", 0.2f);
-  ccg_value_id r = named_op(g, "LeakyRelu", "/act/LeakyRelu", &c, 1, &al, 1);
-  ccg_value_id y = named_op(g, "MatMul", "/fc2/MatMul",
-                            (const ccg_value_id[]){r, w2}, 2, NULL, 0);
+  ccg_value_id r = add_op(g, "LeakyRelu", "/act/LeakyRelu", &c, 1, &al, 1);
+  ccg_value_id y = add_op(g, "MatMul", "/fc2/MatMul",
+                          (const ccg_value_id[]){r, w2}, 2, NULL, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc1\": \"colwise\", \"fc2\": "
-                                 "\"rowwise\"}",
-                                 &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *s = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &s, NULL));
+  ccg_graph *s =
+      xt_shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
   size_t clips = 0, leaky = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(s); i++) {
     ccg_op op = ccg_node_op(s, (ccg_node_id)i);
@@ -709,7 +604,6 @@ static void test_sharded_keep(void **state) {
   for (int rk = 0; rk < 2; rk++)
     xt_close(got[rk], ref, 24, 1e-5, 1e-5, "sharded vs unsharded");
   ccg_graph_free(s);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -723,7 +617,7 @@ static void test_rules_and_bad_input(void **state) {
   for (size_t k = 0; k < N_VALS; k++) {
     ccg_attr a[2];
     size_t na = attrs_of(vals[k].op, a);
-    ccg_value_id y = add_op(g, vals[k].op, &x, 1, a, na);
+    ccg_value_id y = add_op(g, vals[k].op, NULL, &x, 1, a, na);
     assert_string_equal(ccg_test_shape(g, y), "[b,8]");
     assert_int_equal(ccg_value_dtype(g, y), CCG_DTYPE_BF16);
     ccg_op op = ccg_node_op(g, ccg_value_producer(g, y));

@@ -14,140 +14,29 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "fd_check.h"
 #include "graph/internal.h"
 
-#define MAX_IN 3
-
-typedef struct in_spec {
-  const char *name;
-  int rank;
-  int64_t dims[4];
-  int domain; /* 0: [-1, 1), 1: [0.5, 1.5) (log, sqrt, div, pow) */
-} in_spec;
-
-typedef ccg_status (*body_fn)(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y);
-
-typedef struct fd_case {
+typedef struct grad_case {
   const char *name;
   size_t n_in;
-  in_spec in[MAX_IN];
-  body_fn body;
+  fd_arg in[3];
+  fd_body body;
   bool loose;
-} fd_case;
-
-static int64_t numel(const in_spec *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
-static void fill_f64(double *v, size_t n, uint32_t seed, int domain) {
-  float *f = malloc(n * sizeof *f);
-  xt_fill(f, n, seed);
-  for (size_t i = 0; i < n; i++)
-    v[i] = domain ? 1.0 + 0.5 * f[i] : f[i];
-  free(f);
-}
-
-static double run_loss(ccg_exec *x, ccg_exec_tensor *in, size_t n_in) {
-  double loss = 0;
-  ccg_exec_tensor out = xt_out("loss", &loss, sizeof loss);
-  assert_ok(x, ccg_exec_run(x, in, n_in, &out, 1));
-  return loss;
-}
-
-static void check_case(const fd_case *c) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[MAX_IN], y, w, loss;
-  const char *names[MAX_IN];
-  double *data[MAX_IN];
-  ccg_exec_tensor tin[MAX_IN];
-  for (size_t i = 0; i < c->n_in; i++) {
-    ccg_shape s = ccg_shape_make(c->in[i].rank, c->in[i].dims);
-    assert_ok(g,
-              ccg_graph_add_input(g, c->in[i].name, CCG_DTYPE_F64, &s, &in[i]));
-    names[i] = c->in[i].name;
-    size_t n = (size_t)numel(&c->in[i]);
-    data[i] = malloc(n * sizeof(double));
-    fill_f64(data[i], n, (uint32_t)(i * 7 + 3), c->in[i].domain);
-    tin[i] = xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank,
-                   c->in[i].dims);
-  }
-  assert_ok(g, c->body(g, in, &y));
-  ccg_shape ys = *ccg_value_shape(g, y);
-  int64_t yd[CCG_MAX_RANK], yn = 1;
-  for (int d = 0; d < ys.rank; d++)
-    yn *= yd[d] = ys.dims[d].size;
-  double *wd = malloc((size_t)yn * sizeof(double));
-  fill_f64(wd, (size_t)yn, 99, 0);
-  ccg_tensor wt = {CCG_DTYPE_F64, ys.rank, {0}, wd};
-  memcpy(wt.dims, yd, sizeof yd);
-  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  assert_ok(g, ccg_mul(g, y, w, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  const char *ln[1] = {"loss"};
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &loss;
-  nd.n_inputs = 1;
-  nd.output_names = ln;
-  assert_ok(g, ccg_graph_add_node(g, &nd, NULL));
-  assert_ok(g, ccg_graph_find_value(g, "loss", &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = c->n_in;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = tin;
-  eo.n_input_shapes = c->n_in;
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &x));
-  double h = c->loose ? 1e-3 : 1e-6;
-  double atol = c->loose ? 3e-3 : 1e-6, rtol = c->loose ? 2e-2 : 1e-5;
-  for (size_t i = 0; i < c->n_in; i++) {
-    size_t n = (size_t)numel(&c->in[i]);
-    double *grad = malloc(n * sizeof(double));
-    char gname[64];
-    snprintf(gname, sizeof gname, "grad/%s", c->in[i].name);
-    ccg_exec_tensor out = xt_out(gname, grad, n * sizeof(double));
-    assert_ok(x, ccg_exec_run(x, tin, c->n_in, &out, 1));
-    for (size_t k = 0; k < n; k++) {
-      double keep = data[i][k];
-      data[i][k] = keep + h;
-      double lp = run_loss(x, tin, c->n_in);
-      data[i][k] = keep - h;
-      double lm = run_loss(x, tin, c->n_in);
-      data[i][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[k]) <= atol + rtol * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 c->name, c->in[i].name, k, grad[k], fd);
-    }
-    free(grad);
-  }
-  ccg_exec_free(x);
-  for (size_t i = 0; i < c->n_in; i++)
-    free(data[i]);
-  free(wd);
-  ccg_graph_free(g);
-}
+} grad_case;
 
 /* ---- bodies -------------------------------------------------------------- */
 
 #define BIN(nm, fn)                                                            \
-  static ccg_status nm(ccg_graph *g, const ccg_value_id *in,                   \
+  static ccg_status nm(ccg_graph *g, const ccg_value_id *in, const void *ctx,  \
                        ccg_value_id *y) {                                      \
+    (void)ctx;                                                                 \
     return fn(g, in[0], in[1], y);                                             \
   }
 #define UN(nm, fn)                                                             \
-  static ccg_status nm(ccg_graph *g, const ccg_value_id *in,                   \
+  static ccg_status nm(ccg_graph *g, const ccg_value_id *in, const void *ctx,  \
                        ccg_value_id *y) {                                      \
+    (void)ctx;                                                                 \
     return fn(g, in[0], y);                                                    \
   }
 BIN(b_add, ccg_add)
@@ -166,111 +55,132 @@ UN(b_log, ccg_log)
 UN(b_sqrt, ccg_sqrt)
 UN(b_identity, ccg_identity)
 
-static ccg_status b_gelu(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_gelu(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                          ccg_value_id *y) {
+  (void)ctx;
   return ccg_gelu(g, in[0], "none", y);
 }
 static ccg_status b_gelu_tanh(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y) {
+                              const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_gelu(g, in[0], "tanh", y);
 }
 /* x used twice: the two contributions are summed. */
-static ccg_status b_reuse(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_reuse(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                           ccg_value_id *y) {
+  (void)ctx;
   ccg_value_id t;
   CCG_CHECK(ccg_mul(g, in[0], in[0], &t));
   CCG_CHECK(ccg_tanh(g, in[0], y));
   return ccg_add(g, t, *y, y);
 }
-static ccg_status b_where(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_where(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                           ccg_value_id *y) {
+  (void)ctx;
   ccg_value_id c;
   CCG_CHECK(ccg_relu(g, in[0], &c)); /* positive where x > 0 */
   CCG_CHECK(ccg_cast(g, c, CCG_DTYPE_BOOL, &c));
   return ccg_where(g, c, in[1], in[2], y);
 }
-static ccg_status b_cast(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_cast(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                          ccg_value_id *y) {
+  (void)ctx;
   ccg_value_id t;
   CCG_CHECK(ccg_cast(g, in[0], CCG_DTYPE_F32, &t));
   CCG_CHECK(ccg_mul(g, t, t, &t));
   return ccg_cast(g, t, CCG_DTYPE_F64, y);
 }
 static ccg_status b_dropout(ccg_graph *g, const ccg_value_id *in,
-                            ccg_value_id *y) {
+                            const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   CCG_CHECK(ccg_dropout(g, in[0], 0.1f, y));
   return ccg_mul(g, *y, *y, y);
 }
-static ccg_status b_gemm(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_gemm(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                          ccg_value_id *y) {
+  (void)ctx;
   return ccg_gemm(g, in[0], in[1], in[2], 0.75f, 1.5f, true, true, y);
 }
 static ccg_status b_gemm_plain(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_gemm(g, in[0], in[1], in[2], 1.0f, 0.5f, false, false, y);
 }
 static ccg_status b_softmax(ccg_graph *g, const ccg_value_id *in,
-                            ccg_value_id *y) {
+                            const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_softmax(g, in[0], 1, y);
 }
 static ccg_status b_layer_norm(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_layer_norm(g, in[0], in[1], in[2], -1, 1e-5f, y);
 }
 static ccg_status b_layer_norm2(ccg_graph *g, const ccg_value_id *in,
-                                ccg_value_id *y) {
+                                const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_layer_norm(g, in[0], in[1], CCG_NONE, 1, 1e-5f, y);
 }
 static ccg_status b_reduce_sum(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t ax = 1;
   return ccg_reduce_sum(g, in[0], &ax, 1, false, y);
 }
 static ccg_status b_reduce_mean(ccg_graph *g, const ccg_value_id *in,
-                                ccg_value_id *y) {
+                                const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t ax[2] = {0, -1};
   return ccg_reduce_mean(g, in[0], ax, 2, true, y);
 }
 static ccg_status b_reduce_max(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t ax = 1;
   return ccg_reduce_max(g, in[0], &ax, 1, false, y);
 }
 static ccg_status b_reshape(ccg_graph *g, const ccg_value_id *in,
-                            ccg_value_id *y) {
+                            const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t d[2] = {3, -1};
   return ccg_reshape_to(g, in[0], d, 2, y);
 }
 static ccg_status b_transpose(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y) {
+                              const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t p[3] = {2, 0, 1};
   return ccg_transpose(g, in[0], p, 3, y);
 }
 static ccg_status b_concat(ccg_graph *g, const ccg_value_id *in,
-                           ccg_value_id *y) {
+                           const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return ccg_concat(g, in, 2, 1, y);
 }
 /* Parts 0 and 2 used, part 1 not: its gradient is zeros. */
-static ccg_status b_split(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_split(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                           ccg_value_id *y) {
+  (void)ctx;
   ccg_value_id p[3];
   int64_t sizes[3] = {1, 2, 1};
   CCG_CHECK(ccg_split(g, in[0], 1, sizes, 3, p));
   CCG_CHECK(ccg_mul(g, p[0], p[0], &p[0]));
   return ccg_add(g, p[0], p[2], y);
 }
-static ccg_status b_slice(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_slice(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                           ccg_value_id *y) {
+  (void)ctx;
   int64_t st[2] = {1, -4}, en[2] = {3, 4};
   return ccg_slice(g, in[0], st, en, NULL, NULL, 2, y);
 }
 static ccg_status b_slice_steps(ccg_graph *g, const ccg_value_id *in,
-                                ccg_value_id *y) {
+                                const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t st[2] = {-1, 1}, en[2] = {0, 7}, ax[2] = {1, 0}, sp[2] = {-2, 2};
   return ccg_slice(g, in[0], st, en, ax, sp, 2, y);
 }
 static ccg_status b_gather(ccg_graph *g, const ccg_value_id *in,
-                           ccg_value_id *y) {
+                           const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t idx[4] = {0, -1, 2, 0};
   ccg_tensor t = {CCG_DTYPE_I64, 2, {2, 2}, idx};
   ccg_value_id iv;
@@ -291,11 +201,13 @@ static ccg_status scatter(ccg_graph *g, const ccg_value_id *in, const char *red,
   return ccg_mul(g, *y, *y, y);
 }
 static ccg_status b_scatter_add(ccg_graph *g, const ccg_value_id *in,
-                                ccg_value_id *y) {
+                                const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return scatter(g, in, "add", y);
 }
 static ccg_status b_scatter_none(ccg_graph *g, const ccg_value_id *in,
-                                 ccg_value_id *y) {
+                                 const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return scatter(g, in, "none", y);
 }
 /* updates as the variable: rows 0 and 2 of fixed data, row 0 twice where
@@ -313,16 +225,19 @@ static ccg_status scatter_updates(ccg_graph *g, const ccg_value_id *in,
   return ccg_mul(g, *y, *y, y);
 }
 static ccg_status b_scatter_updates_add(ccg_graph *g, const ccg_value_id *in,
-                                        ccg_value_id *y) {
+                                        const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return scatter_updates(g, in, "add", y);
 }
 static ccg_status b_scatter_updates_none(ccg_graph *g, const ccg_value_id *in,
-                                         ccg_value_id *y) {
+                                         const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   return scatter_updates(g, in, "none", y);
 }
 /* slices [1,-1] and [0,2] (twice: their gradients add) of a [2,3,2] x */
 static ccg_status b_gather_nd(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y) {
+                              const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t idx[6] = {1, -1, 0, 2, 0, 2};
   ccg_tensor ti = {CCG_DTYPE_I64, 2, {3, 2}, idx};
   ccg_value_id iv;
@@ -331,7 +246,8 @@ static ccg_status b_gather_nd(ccg_graph *g, const ccg_value_id *in,
   return ccg_mul(g, *y, *y, y);
 }
 static ccg_status b_expand(ccg_graph *g, const ccg_value_id *in,
-                           ccg_value_id *y) {
+                           const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t d[3] = {2, 3, 4};
   ccg_tensor t = {CCG_DTYPE_I64, 1, {3}, d};
   ccg_value_id s;
@@ -339,7 +255,8 @@ static ccg_status b_expand(ccg_graph *g, const ccg_value_id *in,
   return ccg_expand(g, in[0], s, y);
 }
 static ccg_status b_squeeze(ccg_graph *g, const ccg_value_id *in,
-                            ccg_value_id *y) {
+                            const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   int64_t a = 1, b = 0;
   CCG_CHECK(ccg_squeeze(g, in[0], &a, 1, y));
   CCG_CHECK(ccg_unsqueeze(g, *y, &b, 1, y));
@@ -347,11 +264,11 @@ static ccg_status b_squeeze(ccg_graph *g, const ccg_value_id *in,
 }
 
 #define S(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 0 }
+  { nm, r, {__VA_ARGS__}, -1, 1 }
 #define P(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 1 }
+  { nm, r, {__VA_ARGS__}, 0.5, 1.5 }
 
-static const fd_case cases[] = {
+static const grad_case cases[] = {
     {"add", 2, {S("a", 2, 2, 3), S("b", 1, 3)}, b_add, false},
     {"sub", 2, {S("a", 3, 2, 1, 3), S("b", 2, 4, 1)}, b_sub, false},
     {"mul", 2, {S("a", 2, 2, 3), S("b", 2, 2, 1)}, b_mul, false},
@@ -439,7 +356,8 @@ static const fd_case cases[] = {
 static void test_finite_differences(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case(&cases[i]);
+    fd_check_body(cases[i].name, cases[i].in, cases[i].n_in, cases[i].body,
+                  NULL, cases[i].loose ? FD_LOOSE : FD_TIGHT);
 }
 
 /* Patterns choose what to differentiate; only what those gradients need

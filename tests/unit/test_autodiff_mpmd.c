@@ -15,7 +15,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
-#include "autodiff_test_util.h"
+#include "fd_check.h"
 
 #define MAXT 3
 
@@ -104,7 +104,7 @@ static void pipeline(int n, bool by_peer) {
     if (i < n - 1)
       assert_ok(g, ccg_tanh(g, h, &h));
   }
-  ad_add_loss(g, h, 9, names, (size_t)n + 1);
+  fd_add_loss(g, h, CCG_DTYPE_F32, 9, names, (size_t)n + 1);
   float want[MAXS + 1][16], got[MAXS + 1][16];
   ccg_exec_tensor in[MAXS + 1], out[MAXS + 1];
   in[0] = XT_F32("x", x, 4, 4);
@@ -153,7 +153,7 @@ static void pipeline(int n, bool by_peer) {
       o.n_wrt = i == 0 ? 2 : 1;
       assert_ok(s, ccg_backward(s, &o));
     } else {
-      ad_add_loss(s, h, 9, names + i + 1, 1);
+      fd_add_loss(s, h, CCG_DTYPE_F32, 9, names + i + 1, 1);
     }
     jobs[i].g = s;
     size_t ni = 0;
@@ -223,7 +223,7 @@ static void moe(const moe_case *c) {
   assert_ok(g, ccg_mul(g, input(g, "x", total, 4), s, &y));
   assert_ok(g, ccg_tanh(g, y, &y));
   const char *all[2] = {"x", "E"};
-  /* the loss sum(y * R), R fixed (as ad_add_loss would with R's seed) */
+  /* the loss sum(y * R), R fixed (as fd_add_loss would with its own seed) */
   ccg_tensor rt = {CCG_DTYPE_F32, 2, {total, 4}, R};
   ccg_value_id rv, loss;
   assert_ok(g, ccg_graph_add_initializer(g, "R", &rt, &rv));

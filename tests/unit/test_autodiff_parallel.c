@@ -14,7 +14,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
-#include "autodiff_test_util.h"
+#include "fd_check.h"
 #include "core/error.h"
 
 #define MAXP 8
@@ -81,7 +81,7 @@ static ccg_graph *build(const model *m, int w) {
     names[i] = m->p[i].name;
   }
   assert_ok(g, m->build(g, w > 1, p, &y));
-  ad_add_loss(g, y, 77, names, m->n);
+  fd_add_loss(g, y, CCG_DTYPE_F32, 77, names, m->n);
   return g;
 }
 

@@ -16,25 +16,6 @@
 #include "test_util.h"
 #include "exec_test_util.h"
 
-static ccg_value_id op1(ccg_graph *g, const char *op, const char *name,
-                        const ccg_value_id *in, size_t n_in,
-                        const ccg_attr *attrs, size_t n_attrs, size_t n_out,
-                        ccg_value_id *outs) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = attrs;
-  d.n_attrs = n_attrs;
-  d.n_outputs = n_out;
-  ccg_node_id node;
-  assert_ok(g, ccg_graph_add_node(g, &d, &node));
-  for (size_t i = 0; outs && i < n_out; i++)
-    outs[i] = ccg_node_output(g, node, i);
-  return ccg_node_output(g, node, 0);
-}
-
 static ccg_value_id init_f32(ccg_graph *g, const char *name, float v) {
   ccg_tensor t = {CCG_DTYPE_F32, 0, {0}, &v};
   ccg_value_id id;
@@ -47,14 +28,6 @@ static void specs_are(const ccg_exec *x, size_t compiles) {
   assert_int_equal(ccg_exec_specializations(x, &s), CCG_STATUS_OK);
   if (s.compiles != compiles)
     fail_msg("%zu programs compiled; expected %zu", s.compiles, compiles);
-}
-
-static void i64_equal(const int64_t *got, const int64_t *want, size_t n,
-                      const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i])
-      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
-               (long long)got[i], (long long)want[i]);
 }
 
 /* numpy.nonzero of x [r, c] stacked as [2, n]: row indices, then column
@@ -82,8 +55,9 @@ static void test_nonzero_computed_counts(void **state) {
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id in[2] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[3,4]"),
                         init_f32(g, "half", 0.5f)};
-  ccg_value_id m = op1(g, "Greater", "gt", in, 2, NULL, 0, 1, NULL);
-  ccg_value_id nz = op1(g, "NonZero", "nz", &m, 1, NULL, 0, 1, NULL);
+  ccg_value_id m, nz;
+  assert_ok(g, xt_node(g, "Greater", "gt", in, 2, NULL, 0, 1, &m));
+  assert_ok(g, xt_node(g, "NonZero", "nz", &m, 1, NULL, 0, 1, &nz));
   assert_ok(g, ccg_graph_add_output(g, nz));
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   ccg_exec *x = NULL;
@@ -103,7 +77,7 @@ static void test_nonzero_computed_counts(void **state) {
     assert_int_equal(out.tensor.rank, 2);
     assert_int_equal(out.tensor.dims[0], 2);
     assert_int_equal(out.tensor.dims[1], (int64_t)n);
-    i64_equal(got, want, 2 * n, "NonZero of a computed mask");
+    xt_equal_i64(got, want, 2 * n, "NonZero of a computed mask");
   }
   specs_are(x, 3); /* counts 4, 0, 12, then 4 again */
   ccg_exec_free(x);
@@ -115,7 +89,8 @@ static void test_nonzero_fed(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id b = ccg_test_input(g, "b", CCG_DTYPE_BOOL, "[5]");
-  ccg_value_id nz = op1(g, "NonZero", "nz", &b, 1, NULL, 0, 1, NULL);
+  ccg_value_id nz;
+  assert_ok(g, xt_node(g, "NonZero", "nz", &b, 1, NULL, 0, 1, &nz));
   assert_ok(g, ccg_graph_add_output(g, nz));
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   ccg_exec *x = NULL;
@@ -132,7 +107,7 @@ static void test_nonzero_fed(void **state) {
     assert_ok(x, ccg_exec_run(x, &bin, 1, &out, 1));
     assert_int_equal(out.tensor.dims[0], 1);
     assert_int_equal(out.tensor.dims[1], count[k]);
-    i64_equal(got, want[k], (size_t)count[k], "NonZero of a fed mask");
+    xt_equal_i64(got, want[k], (size_t)count[k], "NonZero of a fed mask");
   }
   specs_are(x, 2);
   ccg_exec_free(x);
@@ -150,7 +125,7 @@ static void test_nonzero_fed(void **state) {
   ccg_tensor it = {CCG_DTYPE_F32, 2, {2, 2}, iv};
   ccg_value_id w;
   assert_ok(g, ccg_graph_add_initializer(g, "w", &it, &w));
-  nz = op1(g, "NonZero", "nzw", &w, 1, NULL, 0, 1, NULL);
+  assert_ok(g, xt_node(g, "NonZero", "nzw", &w, 1, NULL, 0, 1, &nz));
   assert_ok(g, ccg_graph_add_output(g, nz));
   o.max_specializations = 0;
   assert_ok(g, ccg_exec_create(g, &o, &x));
@@ -159,7 +134,7 @@ static void test_nonzero_fed(void **state) {
   ccg_exec_tensor out = xt_out(ccg_value_name(g, nz), got, sizeof got);
   assert_ok(x, ccg_exec_run(x, NULL, 0, &out, 1));
   assert_int_equal(out.tensor.dims[1], 2);
-  i64_equal(got, (const int64_t[]){0, 1, 1, 1}, 4, "NonZero of a constant");
+  xt_equal_i64(got, (const int64_t[]){0, 1, 1, 1}, 4, "NonZero of a constant");
   ccg_exec_free(x);
   ccg_graph_free(g);
 }
@@ -170,10 +145,12 @@ static void test_nonzero_feeds_gather_nd(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id xv = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]");
-  ccg_value_id nz = op1(g, "NonZero", "nz", &xv, 1, NULL, 0, 1, NULL);
-  ccg_value_id idx = op1(g, "Transpose", "tr", &nz, 1, NULL, 0, 1, NULL);
+  ccg_value_id nz, idx;
+  assert_ok(g, xt_node(g, "NonZero", "nz", &xv, 1, NULL, 0, 1, &nz));
+  assert_ok(g, xt_node(g, "Transpose", "tr", &nz, 1, NULL, 0, 1, &idx));
   ccg_value_id gin[2] = {xv, idx};
-  ccg_value_id y = op1(g, "GatherND", "gnd", gin, 2, NULL, 0, 1, NULL);
+  ccg_value_id y;
+  assert_ok(g, xt_node(g, "GatherND", "gnd", gin, 2, NULL, 0, 1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   ccg_exec *x = NULL;
@@ -209,11 +186,13 @@ static void test_compress_counts(void **state) {
   ccg_value_id c = ccg_test_input(g, "c", CCG_DTYPE_BOOL, "[3]");
   ccg_value_id vin[2] = {ccg_test_input(g, "v", CCG_DTYPE_F32, "[4]"),
                          init_f32(g, "half", 0.5f)};
-  ccg_value_id m = op1(g, "Greater", "gt", vin, 2, NULL, 0, 1, NULL);
+  ccg_value_id m;
+  assert_ok(g, xt_node(g, "Greater", "gt", vin, 2, NULL, 0, 1, &m));
   ccg_attr ax0 = CCG_ATTR_I("axis", 0);
   ccg_value_id a[2] = {xv, c}, f[2] = {xv, m};
-  ccg_value_id rows = op1(g, "Compress", "rows", a, 2, &ax0, 1, 1, NULL);
-  ccg_value_id flat = op1(g, "Compress", "flat", f, 2, NULL, 0, 1, NULL);
+  ccg_value_id rows, flat;
+  assert_ok(g, xt_node(g, "Compress", "rows", a, 2, &ax0, 1, 1, &rows));
+  assert_ok(g, xt_node(g, "Compress", "flat", f, 2, NULL, 0, 1, &flat));
   assert_ok(g, ccg_graph_add_output(g, rows));
   assert_ok(g, ccg_graph_add_output(g, flat));
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
@@ -276,7 +255,7 @@ static void top_k_case(bool computed) {
   if (computed)
     assert_ok(g, ccg_cast(g, k, CCG_DTYPE_I64, &in[1]));
   ccg_value_id y[2];
-  op1(g, "TopK", "topk", in, 2, NULL, 0, 2, y);
+  assert_ok(g, xt_node(g, "TopK", "topk", in, 2, NULL, 0, 2, y));
   assert_true(ccg_dim_is_sym(ccg_value_shape(g, y[0])->dims[1]));
   assert_ok(g, ccg_graph_add_output(g, y[0]));
   assert_ok(g, ccg_graph_add_output(g, y[1]));
@@ -299,7 +278,7 @@ static void top_k_case(bool computed) {
     assert_int_equal(out[0].tensor.dims[1], ks[r]);
     assert_int_equal(out[1].tensor.dims[1], ks[r]);
     xt_close(gv, wv, (size_t)(2 * ks[r]), 0, 0, "TopK values");
-    i64_equal(gi, wi, (size_t)(2 * ks[r]), "TopK indices");
+    xt_equal_i64(gi, wi, (size_t)(2 * ks[r]), "TopK indices");
   }
   specs_are(x, 2);
   float kf = 6;

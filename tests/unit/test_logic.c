@@ -13,6 +13,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "fd_check.h"
 #include "exec_ranks.h"
 
 /* ---- running one node ---------------------------------------------------- */
@@ -46,17 +47,9 @@ static ccg_status run_node(const char *op, const ccg_attr *attrs, size_t na,
     assert_ok(g, ccg_graph_add_input(g, names[i], in[i].dt, &s, &v[i]));
     xin[i] = xt_in(names[i], in[i].dt, in[i].data, in[i].rank, in[i].dims);
   }
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.name = "node0";
-  d.inputs = v;
-  d.n_inputs = n;
-  d.attrs = attrs;
-  d.n_attrs = na;
-  ccg_node_id nid;
-  ccg_status st = ccg_graph_add_node(g, &d, &nid);
+  ccg_value_id y;
+  ccg_status st = xt_node(g, op, "node0", v, n, attrs, na, 1, &y);
   if (st == CCG_STATUS_OK) {
-    ccg_value_id y = ccg_node_output(g, nid, 0);
     assert_ok(g, ccg_graph_add_output(g, y));
     ccg_exec_tensor o = xt_out(ccg_value_name(g, y), out, out_bytes);
     ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
@@ -92,14 +85,6 @@ static void expect_bools(const uint8_t *got, const uint8_t *want, size_t n,
   for (size_t i = 0; i < n; i++)
     if (got[i] != want[i])
       fail_msg("%s: element %zu is %d, expected %d", what, i, got[i], want[i]);
-}
-
-static void expect_i64(const int64_t *got, const int64_t *want, size_t n,
-                       const char *what) {
-  for (size_t i = 0; i < n; i++)
-    if (got[i] != want[i])
-      fail_msg("%s: element %zu is %lld, expected %lld", what, i,
-               (long long)got[i], (long long)want[i]);
 }
 
 /* ---- comparisons ----------------------------------------------------------
@@ -367,10 +352,10 @@ static void mod_values(void **state) {
   const tin in[2] = {T1(CCG_DTYPE_I64, 6, x), T1(CCG_DTYPE_I64, 6, y)};
   int64_t got[6];
   run_ok("Mod", NULL, 0, in, 2, got, sizeof got);
-  expect_i64(got, (const int64_t[]){0, -2, 5, 0, 2, 3}, 6, "Mod i64");
+  xt_equal_i64(got, (const int64_t[]){0, -2, 5, 0, 2, 3}, 6, "Mod i64");
   ccg_attr fm = CCG_ATTR_I("fmod", 1);
   run_ok("Mod", &fm, 1, in, 2, got, sizeof got);
-  expect_i64(got, (const int64_t[]){0, 1, 5, 0, -1, 3}, 6, "Mod i64 fmod");
+  xt_equal_i64(got, (const int64_t[]){0, 1, 5, 0, -1, 3}, 6, "Mod i64 fmod");
   /* i8: -128 mod -1 (undefined in C) is 0; broadcasting a scalar divisor */
   const int8_t a8[3] = {-128, -7, 7}, b8[1] = {-1}, c8[1] = {-3};
   int8_t g8[3];
@@ -564,147 +549,33 @@ static void registry_entries(void **state) {
 /* ---- gradients -------------------------------------------------------------
  * Central finite differences of loss = sum(y * w), w fixed, f64. */
 
-#define MAX_IN 3
-
-typedef struct in_spec {
-  const char *name;
-  int rank;
-  int64_t dims[4];
-  int domain; /* 0: [-1, 1), 1: [0.5, 1.5) */
-} in_spec;
-
-typedef struct fd_case {
+typedef struct grad_case {
   const char *name;
   const char *op;
   ccg_attr attr; /* .name NULL: none */
   size_t n_in;
-  in_spec in[MAX_IN];
-} fd_case;
+  fd_arg in[3];
+} grad_case;
 
-static int64_t numel(const in_spec *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
-static void fill_f64(double *v, size_t n, uint32_t seed, int domain) {
-  float *f = malloc(n * sizeof *f);
-  xt_fill(f, n, seed);
-  for (size_t i = 0; i < n; i++)
-    v[i] = domain ? 1.0 + 0.5 * f[i] : f[i];
-  free(f);
-}
-
-static double run_loss(ccg_exec *x, ccg_exec_tensor *in, size_t n_in) {
-  double loss = 0;
-  ccg_exec_tensor out = xt_out("loss", &loss, sizeof loss);
-  assert_ok(x, ccg_exec_run(x, in, n_in, &out, 1));
-  return loss;
-}
-
-/* y = op(inputs); loss = sum(y * w) under the name "loss"; backward. */
-static void build_loss(ccg_graph *g, const fd_case *c, const ccg_value_id *in,
-                       const char *const *names, uint32_t wseed) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = c->op;
-  d.inputs = in;
-  d.n_inputs = c->n_in;
-  d.attrs = &c->attr;
-  d.n_attrs = c->attr.name ? 1 : 0;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  ccg_value_id y = ccg_node_output(g, n, 0), w, loss;
-  ccg_shape ys = *ccg_value_shape(g, y);
-  int64_t yn = 1;
-  ccg_tensor wt = {CCG_DTYPE_F64, ys.rank, {0}, NULL};
-  for (int k = 0; k < ys.rank; k++)
-    yn *= wt.dims[k] = ys.dims[k].size;
-  double *wd = malloc((size_t)yn * sizeof(double));
-  fill_f64(wd, (size_t)yn, wseed, 0);
-  wt.data = wd;
-  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  free(wd);
-  assert_ok(g, ccg_mul(g, y, w, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  const char *ln[1] = {"loss"};
-  d = (ccg_node_desc)CCG_NODE_DESC_INIT;
-  d.op = "Identity";
-  d.inputs = &loss;
-  d.n_inputs = 1;
-  d.output_names = ln;
-  assert_ok(g, ccg_graph_add_node(g, &d, NULL));
-  assert_ok(g, ccg_graph_find_value(g, "loss", &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = c->n_in;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-}
-
-static void check_case(const fd_case *c) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[MAX_IN];
-  const char *names[MAX_IN];
-  double *data[MAX_IN];
-  ccg_exec_tensor tin_[MAX_IN];
-  for (size_t i = 0; i < c->n_in; i++) {
-    ccg_shape s = ccg_shape_make(c->in[i].rank, c->in[i].dims);
-    assert_ok(g,
-              ccg_graph_add_input(g, c->in[i].name, CCG_DTYPE_F64, &s, &in[i]));
-    names[i] = c->in[i].name;
-    size_t n = (size_t)numel(&c->in[i]);
-    data[i] = malloc(n * sizeof(double));
-    fill_f64(data[i], n, (uint32_t)(i * 7 + 3), c->in[i].domain);
-    tin_[i] = xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank,
-                    c->in[i].dims);
-  }
-  build_loss(g, c, in, names, 99);
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = tin_;
-  eo.n_input_shapes = c->n_in;
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &x));
-  const double h = 1e-6, atol = 1e-6, rtol = 1e-5;
-  for (size_t i = 0; i < c->n_in; i++) {
-    size_t n = (size_t)numel(&c->in[i]);
-    double *grad = malloc(n * sizeof(double));
-    char gname[64];
-    snprintf(gname, sizeof gname, "grad/%s", c->in[i].name);
-    ccg_exec_tensor out = xt_out(gname, grad, n * sizeof(double));
-    assert_ok(x, ccg_exec_run(x, tin_, c->n_in, &out, 1));
-    for (size_t k = 0; k < n; k++) {
-      double keep = data[i][k];
-      data[i][k] = keep + h;
-      double lp = run_loss(x, tin_, c->n_in);
-      data[i][k] = keep - h;
-      double lm = run_loss(x, tin_, c->n_in);
-      data[i][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[k]) <= atol + rtol * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 c->name, c->in[i].name, k, grad[k], fd);
-    }
-    free(grad);
-  }
-  ccg_exec_free(x);
-  for (size_t i = 0; i < c->n_in; i++)
-    free(data[i]);
-  ccg_graph_free(g);
+/* y = op(inputs) of the grad_case at ctx. */
+static ccg_status node_body(ccg_graph *g, const ccg_value_id *in,
+                            const void *ctx, ccg_value_id *y) {
+  const grad_case *c = ctx;
+  return xt_node(g, c->op, NULL, in, c->n_in, &c->attr, c->attr.name ? 1 : 0, 1,
+                 y);
 }
 
 #define S(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 0 }
+  { nm, r, {__VA_ARGS__}, -1, 1 }
 #define P(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 1 }
+  { nm, r, {__VA_ARGS__}, 0.5, 1.5 }
 #define NOATTR                                                                 \
   { 0 }
 
+/* h = 1e-6, 1e-6 + 1e-5 relative (f64 kernels compute in double). */
 static void gradients(void **state) {
   (void)state;
-  const fd_case cases[] = {
+  const grad_case cases[] = {
       {"max3",
        "Max",
        NOATTR,
@@ -732,7 +603,8 @@ static void gradients(void **state) {
        {S("x", 1, 5), S("slope", 0, 0)}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_case(&cases[i]);
+    fd_check_body(cases[i].name, cases[i].in, cases[i].n_in, node_body,
+                  &cases[i], FD_TIGHT);
 }
 
 /* Ties share dy evenly: Max([1,2,3], [1,5,0]) with loss sum(y) gives
@@ -753,11 +625,7 @@ static void minmax_ties_split(void **state) {
     y = ccg_node_output(g, n, 0);
     assert_ok(g, ccg_reduce_sum(g, y, NULL, 0, false, &loss));
     const char *wrt[2] = {"a", "b"};
-    ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-    o.loss = loss;
-    o.wrt = wrt;
-    o.n_wrt = 2;
-    assert_ok(g, ccg_backward(g, &o));
+    assert_ok(g, fd_backward(g, loss, wrt, 2));
     const float a[3] = {1, 2, 3}, b[3] = {1, 5, 0};
     ccg_exec_tensor xin[2] = {XT_F32("a", a, 3), XT_F32("b", b, 3)};
     float ga[3], gb[3];
@@ -834,14 +702,9 @@ static void fill_same(int rank, size_t input, float *data, size_t n) {
 
 static ccg_value_id add_op(ccg_graph *g, const char *op, const char *name,
                            const ccg_value_id *in, size_t n) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = n;
-  ccg_node_id nid;
-  assert_ok(g, ccg_graph_add_node(g, &d, &nid));
-  return ccg_node_output(g, nid, 0);
+  ccg_value_id y;
+  assert_ok(g, xt_node(g, op, name, in, n, NULL, 0, 1, &y));
+  return y;
 }
 
 static ccg_value_id add_weight(ccg_graph *g, const char *name, int64_t k,
@@ -916,12 +779,7 @@ static void sharded_matches(const char *plan_text, ccg_placement_kind want) {
                     sizeof ref[i]);
   assert_ok(g, xt_run1(g, &xin, 1, out, 3));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse(plan_text, &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, plan_text, "tp=2");
   expect_logic_outputs(sg, want);
   xr_result res;
   xr_run(sg, 0, 2, fill_same, &res);
@@ -933,7 +791,6 @@ static void sharded_matches(const char *plan_text, ccg_placement_kind want) {
     }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

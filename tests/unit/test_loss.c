@@ -27,23 +27,10 @@ static ccg_status add_loss(ccg_graph *g, const char *op, ccg_value_id x,
   if (has_ii)
     attrs[n++] = CCG_ATTR_I("ignore_index", ii);
   ccg_value_id in[3] = {x, t, w};
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
   static int serial;
   char name[32];
   snprintf(name, sizeof name, "loss_node_%d", serial++);
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = w == CCG_NONE ? 2 : 3;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  d.n_outputs = n_out;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    for (size_t i = 0; i < n_out; i++)
-      out[i] = ccg_node_output(g, node, i);
-  return st;
+  return xt_node(g, op, name, in, w == CCG_NONE ? 2 : 3, attrs, n, n_out, out);
 }
 
 static void test_loss_shapes_and_errors(void **state) {
@@ -276,7 +263,7 @@ static void grad_case(const char *op, const char *red, bool weighted,
   fd_input in[3] = {{"x", CCG_DTYPE_F64, 3, {3, 4, 2}, x, true},
                     {"t", CCG_DTYPE_I64, 2, {3, 2}, t, false},
                     {"w", CCG_DTYPE_F64, 1, {4}, w, false}};
-  fd_check(g, y[out_index], in, weighted ? 3 : 2, 1e-6, 1e-6, 1e-5, what);
+  fd_check(g, y[out_index], in, weighted ? 3 : 2, FD_TIGHT, what);
   ccg_graph_free(g);
 }
 
@@ -298,17 +285,6 @@ static void test_loss_gradients(void **state) {
 
 /* ---- sharding -------------------------------------------------------------
  */
-
-static ccg_value_id named(ccg_graph *g, ccg_value_id x, const char *name) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "Identity";
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.output_names = &name;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, 0);
-}
 
 static void same_fill(int rank, size_t input, float *data, size_t n) {
   (void)rank;
@@ -334,36 +310,24 @@ static void test_loss_sharded(void **state) {
   assert_ok(g, ccg_graph_add_initializer(g, "targets", &tt, &t));
   assert_ok(g, ccg_graph_add_initializer(g, "class_w", &ct, &c));
   ccg_value_id min[2] = {x, w};
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "MatMul";
-  d.name = "/fc/MatMul";
-  d.inputs = min;
-  d.n_inputs = 2;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  ccg_value_id s = ccg_node_output(g, n, 0);
+  ccg_value_id s;
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", min, 2, NULL, 0, 1, &s));
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "none", true, -1,
                         2, y));
-  r[0] = named(g, y[0], "none");
-  r[1] = named(g, y[1], "log_prob");
+  r[0] = xt_named(g, y[0], "none");
+  r[1] = xt_named(g, y[1], "log_prob");
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "sum", true, -1,
                         1, y));
-  r[2] = named(g, y[0], "sum");
+  r[2] = xt_named(g, y[0], "sum");
   assert_ok(g, add_loss(g, "NegativeLogLikelihoodLoss", r[1], t, CCG_NONE,
                         "sum", true, -1, 1, y));
-  r[3] = named(g, y[0], "nll_sum");
+  r[3] = xt_named(g, y[0], "nll_sum");
   assert_ok(g, add_loss(g, "SoftmaxCrossEntropyLoss", s, t, c, "mean", true, -1,
                         1, y));
-  r[4] = named(g, y[0], "mean");
+  r[4] = xt_named(g, y[0], "mean");
   for (int i = 0; i < 5; i++)
     assert_ok(g, ccg_graph_add_output(g, r[i]));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
-  ccg_plan_free(plan);
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   /* the sharded losses take their local [2, 3, 3] scores */
   size_t local = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {

@@ -27,6 +27,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "fd_check.h"
 #include "exec_ranks.h"
 #include "ccgraph/shard.h"
 #include "core/error.h"
@@ -37,26 +38,6 @@
 static void fill(float *v, size_t n, int k) {
   for (size_t i = 0; i < n; i++)
     v[i] = (float)((int)((i * (size_t)k) % 7) - 3) / 4.0f;
-}
-
-/* Adds node `op` (named `name`) over inputs; outputs come back in outs. */
-static ccg_status add_op(ccg_graph *g, const char *op, const char *name,
-                         const ccg_value_id *in, size_t n_in,
-                         const ccg_attr *attrs, size_t n_attrs, size_t n_out,
-                         ccg_value_id *outs) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.name = name;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = attrs;
-  d.n_attrs = n_attrs;
-  d.n_outputs = n_out;
-  ccg_node_id n;
-  CCG_CHECK(ccg_graph_add_node(g, &d, &n));
-  for (size_t i = 0; outs && i < n_out; i++)
-    outs[i] = ccg_node_output(g, n, i);
-  return CCG_STATUS_OK;
 }
 
 /* Runs g's single output y into got (f32) with the given inputs. */
@@ -77,7 +58,7 @@ static void test_log_softmax_hardmax(void **state) {
     ccg_graph *g = ccg_test_graph(NULL);
     ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F64, "[2,3]"), y;
     ccg_attr a = CCG_ATTR_I("axis", axis == 0 ? 0 : -1);
-    assert_ok(g, add_op(g, "LogSoftmax", "ls", &x, 1, &a, 1, 1, &y));
+    assert_ok(g, xt_node(g, "LogSoftmax", "ls", &x, 1, &a, 1, 1, &y));
     assert_ok(g, ccg_graph_add_output(g, y));
     double xd[6], got[6];
     for (int i = 0; i < 6; i++)
@@ -101,7 +82,7 @@ static void test_log_softmax_hardmax(void **state) {
     /* Hardmax: 1 at the first maximum (row 1 ties 4, 4) */
     g = ccg_test_graph(NULL);
     x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3]");
-    assert_ok(g, add_op(g, "Hardmax", "hm", &x, 1, &a, 1, 1, &y));
+    assert_ok(g, xt_node(g, "Hardmax", "hm", &x, 1, &a, 1, 1, &y));
     float hg[6];
     ccg_exec_tensor hin = XT_F32("x", xv, 2, 3);
     run_into(g, y, &hin, 1, hg, 6);
@@ -117,9 +98,9 @@ static void test_log_softmax_hardmax(void **state) {
     ccg_value_id x = ccg_test_input(g, "x", t, "[2,3]");
     ccg_value_id sc = ccg_test_input(g, "s", t, "[3]"), y[2];
     ccg_value_id rin[2] = {x, sc};
-    assert_ok(g, add_op(g, "LogSoftmax", NULL, &x, 1, NULL, 0, 1, &y[0]));
+    assert_ok(g, xt_node(g, "LogSoftmax", NULL, &x, 1, NULL, 0, 1, &y[0]));
     assert_ok(g,
-              add_op(g, "RMSNormalization", NULL, rin, 2, NULL, 0, 1, &y[1]));
+              xt_node(g, "RMSNormalization", NULL, rin, 2, NULL, 0, 1, &y[1]));
     assert_ok(g, ccg_graph_add_output(g, y[0]));
     assert_ok(g, ccg_graph_add_output(g, y[1]));
     static const float sv[3] = {0.5f, 1, 2};
@@ -152,7 +133,7 @@ static void test_log_softmax_hardmax(void **state) {
   /* Large inputs stay finite (max subtracted). */
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3]"), y;
-  assert_ok(g, add_op(g, "LogSoftmax", NULL, &x, 1, NULL, 0, 1, &y));
+  assert_ok(g, xt_node(g, "LogSoftmax", NULL, &x, 1, NULL, 0, 1, &y));
   const float big[3] = {1000, 1001, 1002};
   float got[3], want[3];
   for (int i = 0; i < 3; i++)
@@ -195,7 +176,7 @@ static void test_rms_norm(void **state) {
     ccg_attr a[2] = {CCG_ATTR_I("axis", c ? 1 : -1),
                      CCG_ATTR_F("epsilon", c ? 1e-3f : 1e-5f)};
     ccg_value_id y;
-    assert_ok(g, add_op(g, "RMSNormalization", "rms", in, 2, a, 2, 1, &y));
+    assert_ok(g, xt_node(g, "RMSNormalization", "rms", in, 2, a, 2, 1, &y));
     assert_string_equal(ccg_test_shape(g, y), "[2,3,4]");
     ccg_exec_tensor ti[2] = {XT_F32("x", x, 2, 3, 4),
                              c ? XT_F32("s", s2, 3, 4) : XT_F32("s", s, 4)};
@@ -219,7 +200,7 @@ static void test_batch_norm(void **state) {
                         ccg_test_input(g, "v", CCG_DTYPE_F64, "[3]")};
   ccg_attr eps = CCG_ATTR_F("epsilon", 1e-2f);
   ccg_value_id y;
-  assert_ok(g, add_op(g, "BatchNormalization", "bn", in, 5, &eps, 1, 1, &y));
+  assert_ok(g, xt_node(g, "BatchNormalization", "bn", in, 5, &eps, 1, 1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   float xf[12];
   uint16_t xh[12], yh[12];
@@ -256,7 +237,7 @@ static void test_batch_norm(void **state) {
   ccg_attr ta[2] = {CCG_ATTR_I("training_mode", 1),
                     CCG_ATTR_F("momentum", 0.75f)};
   ccg_value_id o3[3];
-  assert_ok(g, add_op(g, "BatchNormalization", "bn", ti_, 5, ta, 2, 3, o3));
+  assert_ok(g, xt_node(g, "BatchNormalization", "bn", ti_, 5, ta, 2, 3, o3));
   for (int i = 0; i < 3; i++)
     assert_ok(g, ccg_graph_add_output(g, o3[i]));
   const float mf[3] = {0.5f, -0.25f, 0}, vf[3] = {1, 0.25f, 4};
@@ -332,8 +313,8 @@ static void test_instance_group_norm(void **state) {
     ccg_value_id y;
     assert_ok(
         g,
-        add_op(g, which == 0 ? "InstanceNormalization" : "GroupNormalization",
-               NULL, in, 3, a, which == 0 ? 1 : 2, 1, &y));
+        xt_node(g, which == 0 ? "InstanceNormalization" : "GroupNormalization",
+                NULL, in, 3, a, which == 0 ? 1 : 2, 1, &y));
     ccg_exec_tensor ti[3] = {XT_F32("x", x, 2, 4, 3), XT_F32("s", s, 4),
                              XT_F32("b", b, 4)};
     run_into(g, y, ti, 3, got, 24);
@@ -353,7 +334,8 @@ static void test_edges(void **state) {
                         ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]"),
                         ccg_test_input(g, "b", CCG_DTYPE_F32, "[3]")};
   ccg_value_id y;
-  assert_ok(g, add_op(g, "InstanceNormalization", NULL, in, 3, NULL, 0, 1, &y));
+  assert_ok(g,
+            xt_node(g, "InstanceNormalization", NULL, in, 3, NULL, 0, 1, &y));
   const float x[6] = {1, 2, 3, 4, 5, 6}, s[3] = {2, 2, 2}, b[3] = {-1, 0, 1};
   const float want[6] = {-1, 0, 1, -1, 0, 1};
   float got[6];
@@ -368,7 +350,7 @@ static void test_edges(void **state) {
   in[1] = ccg_test_input(g, "s", CCG_DTYPE_F32, "[3]");
   in[2] = ccg_test_input(g, "b", CCG_DTYPE_F32, "[3]");
   ccg_attr ng = CCG_ATTR_I("num_groups", 3);
-  assert_ok(g, add_op(g, "GroupNormalization", NULL, in, 3, &ng, 1, 1, &y));
+  assert_ok(g, xt_node(g, "GroupNormalization", NULL, in, 3, &ng, 1, 1, &y));
   ccg_exec_tensor te[3] = {
       xt_in("x", CCG_DTYPE_F32, x, 3, (const int64_t[]){0, 3, 2}),
       XT_F32("s", s, 3), XT_F32("b", b, 3)};
@@ -377,7 +359,7 @@ static void test_edges(void **state) {
 
   g = ccg_test_graph(NULL);
   in[0] = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3,1]");
-  assert_ok(g, add_op(g, "Hardmax", NULL, in, 1, NULL, 0, 1, &y));
+  assert_ok(g, xt_node(g, "Hardmax", NULL, in, 1, NULL, 0, 1, &y));
   const float ones[3] = {1, 1, 1};
   ccg_exec_tensor th = XT_F32("x", x, 3, 1);
   run_into(g, y, &th, 1, got, 3);
@@ -395,8 +377,8 @@ static void test_mvn(void **state) {
     ccg_graph *g = ccg_test_graph(NULL);
     ccg_value_id xi = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,1,2]"), y;
     ccg_attr a = CCG_ATTR_IS("axes", ((const int64_t[]){-3}), 1);
-    assert_ok(g, add_op(g, "MeanVarianceNormalization", NULL, &xi, 1, &a,
-                        c ? 1 : 0, 1, &y));
+    assert_ok(g, xt_node(g, "MeanVarianceNormalization", NULL, &xi, 1, &a,
+                         c ? 1 : 0, 1, &y));
     ccg_exec_tensor ti = XT_F32("x", x, 2, 3, 1, 2);
     run_into(g, y, &ti, 1, got, 12);
     /* default axes [0, 2, 3]: per channel; axes [-3]: per (n, w) over c */
@@ -440,7 +422,7 @@ static void test_rotary(void **state) {
                         ccg_test_input(g, "c", CCG_DTYPE_F32, "[1,2,2]"),
                         ccg_test_input(g, "s", CCG_DTYPE_F32, "[1,2,2]")};
   ccg_value_id y;
-  assert_ok(g, add_op(g, "RotaryEmbedding", "rope", in, 3, NULL, 0, 1, &y));
+  assert_ok(g, xt_node(g, "RotaryEmbedding", "rope", in, 3, NULL, 0, 1, &y));
   ccg_exec_tensor ti[4] = {XT_F32("x", x, 1, 2, 2, 4), XT_F32("c", c4, 1, 2, 2),
                            XT_F32("s", s4, 1, 2, 2)};
   run_into(g, y, ti, 3, got, 16);
@@ -466,7 +448,7 @@ static void test_rotary(void **state) {
   in[3] = ccg_test_input(g, "p", CCG_DTYPE_I64, "[1,2]");
   ccg_attr a[3] = {CCG_ATTR_I("interleaved", 1), CCG_ATTR_I("num_heads", 2),
                    CCG_ATTR_I("rotary_embedding_dim", 4)};
-  assert_ok(g, add_op(g, "RotaryEmbedding", "rope", in, 4, a, 3, 1, &y));
+  assert_ok(g, xt_node(g, "RotaryEmbedding", "rope", in, 4, a, 3, 1, &y));
   int64_t pos[2] = {2, 0};
   ccg_exec_tensor t3[4] = {
       XT_F32("x", x, 1, 2, 12), XT_F32("c", c3, 3, 2), XT_F32("s", s3, 3, 2),
@@ -524,7 +506,7 @@ static void test_attention(void **state) {
                         ccg_test_input(g, "pv", CCG_DTYPE_F32, "[1,2,1,2]")};
   ccg_attr causal = CCG_ATTR_I("is_causal", 1);
   ccg_value_id o[4];
-  assert_ok(g, add_op(g, "Attention", "att", in, 6, &causal, 1, 4, o));
+  assert_ok(g, xt_node(g, "Attention", "att", in, 6, &causal, 1, 4, o));
   assert_string_equal(ccg_test_shape(g, o[0]), "[1,4,2,2]");
   assert_string_equal(ccg_test_shape(g, o[1]), "[1,2,3,3]");
   assert_string_equal(ccg_test_shape(g, o[2]), "[1,2,3,2]");
@@ -571,7 +553,7 @@ static void test_attention(void **state) {
   ccg_attr a[4] = {CCG_ATTR_I("q_num_heads", 2), CCG_ATTR_I("kv_num_heads", 1),
                    CCG_ATTR_F("scale", 0.8f), CCG_ATTR_F("softcap", 1.5f)};
   ccg_value_id y;
-  assert_ok(g, add_op(g, "Attention", "att", i3, 4, a, 4, 1, &y));
+  assert_ok(g, xt_node(g, "Attention", "att", i3, 4, a, 4, 1, &y));
   assert_string_equal(ccg_test_shape(g, y), "[2,2,6]");
   ccg_exec_tensor t3[4] = {XT_F32("q", q3, 2, 2, 4), XT_F32("k", k3, 2, 3, 2),
                            XT_F32("v", v3, 2, 3, 3),
@@ -596,51 +578,51 @@ static void test_errors(void **state) {
   size_t nodes = ccg_graph_num_nodes(g);
   ccg_attr ax = CCG_ATTR_I("axis", 3);
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "LogSoftmax", "ls", &x, 1, &ax, 1, 1, y), "node 'ls'",
+               xt_node(g, "LogSoftmax", "ls", &x, 1, &ax, 1, 1, y), "node 'ls'",
                "(LogSoftmax)", "axis 3");
   assert_fails(g, CCG_STATUS_DTYPE,
-               add_op(g, "Hardmax", "hm", &xi, 1, NULL, 0, 1, y), "(Hardmax)",
+               xt_node(g, "Hardmax", "hm", &xi, 1, NULL, 0, 1, y), "(Hardmax)",
                "i32");
   ccg_value_id bn[5] = {x, c4, c4, c4, c2};
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
+               xt_node(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
                "(BatchNormalization)", "input_var 'c2'", "2 elements", "4");
   bn[4] = c4;
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 3, y),
+               xt_node(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 3, y),
                "node 'bn'", "3 outputs", "only in training mode");
   bn[0] = v1;
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
+               xt_node(g, "BatchNormalization", "bn", bn, 5, NULL, 0, 1, y),
                "rank >= 2");
   ccg_value_id in3[3] = {x, c4, h4};
   assert_fails(g, CCG_STATUS_DTYPE,
-               add_op(g, "InstanceNormalization", "in", in3, 3, NULL, 0, 1, y),
+               xt_node(g, "InstanceNormalization", "in", in3, 3, NULL, 0, 1, y),
                "(InstanceNormalization)", "'h4'", "f16");
   /* opset 18's per-group scale is refused by name */
   in3[1] = c2;
   in3[2] = c2;
   ccg_attr ng = CCG_ATTR_I("num_groups", 2);
   assert_fails(g, CCG_STATUS_UNSUPPORTED,
-               add_op(g, "GroupNormalization", "gn", in3, 3, &ng, 1, 1, y),
+               xt_node(g, "GroupNormalization", "gn", in3, 3, &ng, 1, 1, y),
                "(GroupNormalization)", "opset 18", "opset 21");
   in3[1] = c4;
   in3[2] = c4;
   ng = CCG_ATTR_I("num_groups", 3);
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "GroupNormalization", "gn", in3, 3, &ng, 1, 1, y),
+               xt_node(g, "GroupNormalization", "gn", in3, 3, &ng, 1, 1, y),
                "num_groups is 3");
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "GroupNormalization", "gn", in3, 3, NULL, 0, 1, y),
+               xt_node(g, "GroupNormalization", "gn", in3, 3, NULL, 0, 1, y),
                "num_groups");
   ccg_attr mx = CCG_ATTR_IS("axes", ((const int64_t[]){0, -3}), 2);
   assert_fails(
       g, CCG_STATUS_INVALID_ARG,
-      add_op(g, "MeanVarianceNormalization", "mvn", &x, 1, &mx, 1, 1, y),
+      xt_node(g, "MeanVarianceNormalization", "mvn", &x, 1, &mx, 1, 1, y),
       "(MeanVarianceNormalization)", "twice");
   ccg_value_id rin[2] = {x, c2};
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "RMSNormalization", "rms", rin, 2, NULL, 0, 1, y),
+               xt_node(g, "RMSNormalization", "rms", rin, 2, NULL, 0, 1, y),
                "(RMSNormalization)", "'c2'");
   /* RotaryEmbedding: an odd rotary dim, caches of the wrong width */
   ccg_value_id xr = ccg_test_input(g, "xr", CCG_DTYPE_F32, "[2,4,4]");
@@ -649,208 +631,102 @@ static void test_errors(void **state) {
   ccg_attr rd[2] = {CCG_ATTR_I("num_heads", 1),
                     CCG_ATTR_I("rotary_embedding_dim", 3)};
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "RotaryEmbedding", "rope", ro, 3, rd, 2, 1, y),
+               xt_node(g, "RotaryEmbedding", "rope", ro, 3, rd, 2, 1, y),
                "(RotaryEmbedding)", "rotary_embedding_dim is 3");
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "RotaryEmbedding", "rope", ro, 3, rd, 1, 1, y),
+               xt_node(g, "RotaryEmbedding", "rope", ro, 3, rd, 1, 1, y),
                "cos_cache 'cc'", "[2,4,1]");
   assert_fails(g, CCG_STATUS_INVALID_ARG,
-               add_op(g, "RotaryEmbedding", "rope", ro, 3, NULL, 0, 1, y),
+               xt_node(g, "RotaryEmbedding", "rope", ro, 3, NULL, 0, 1, y),
                "num_heads is 0");
   /* Attention */
   ccg_value_id q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[1,4,2,3]");
   ccg_value_id k = ccg_test_input(g, "k", CCG_DTYPE_F32, "[1,3,2,3]");
   ccg_value_id at[3] = {q, k, k};
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "Attention", "att", at, 3, NULL, 0, 1, y),
+               xt_node(g, "Attention", "att", at, 3, NULL, 0, 1, y),
                "(Attention)", "4 q heads and 3 kv heads", "multiple");
   at[1] = at[2] = q;
   ccg_attr mode = CCG_ATTR_I("qk_matmul_output_mode", 1);
   assert_fails(g, CCG_STATUS_UNSUPPORTED,
-               add_op(g, "Attention", "att", at, 3, &mode, 1, 1, y),
+               xt_node(g, "Attention", "att", at, 3, &mode, 1, 1, y),
                "qk_matmul_output_mode is 1");
   ccg_value_id bad = ccg_test_input(g, "bad", CCG_DTYPE_F32, "[2,3]");
   ccg_value_id am[4] = {q, q, q, bad};
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "Attention", "att", am, 4, NULL, 0, 1, y),
+               xt_node(g, "Attention", "att", am, 4, NULL, 0, 1, y),
                "attn_mask 'bad'");
   ccg_value_id q3 = ccg_test_input(g, "q3", CCG_DTYPE_F32, "[1,2,6]");
   ccg_value_id a3[3] = {q3, q3, q3};
   assert_fails(g, CCG_STATUS_SHAPE,
-               add_op(g, "Attention", "att", a3, 3, NULL, 0, 1, y),
+               xt_node(g, "Attention", "att", a3, 3, NULL, 0, 1, y),
                "q_num_heads");
   assert_int_equal(ccg_graph_num_nodes(g), nodes);
   /* no gradient rule for training mode's batch statistics */
   bn[0] = x;
   ccg_attr tm = CCG_ATTR_I("training_mode", 1);
   ccg_value_id loss;
-  assert_ok(g, add_op(g, "BatchNormalization", "bnt", bn, 5, &tm, 1, 1, y));
+  assert_ok(g, xt_node(g, "BatchNormalization", "bnt", bn, 5, &tm, 1, 1, y));
   assert_ok(g, ccg_reduce_sum(g, y[0], NULL, 0, false, &loss));
   const char *wrt[1] = {"x"};
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = wrt;
-  o.n_wrt = 1;
-  assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &o), "node 'bnt'",
-               "training_mode is 1");
+  assert_fails(g, CCG_STATUS_UNSUPPORTED, fd_backward(g, loss, wrt, 1),
+               "node 'bnt'", "training_mode is 1");
   ccg_graph_free(g);
 }
 
 /* ---- gradients ---------------------------------------------------------- */
 
-/* As test_autodiff.c: y = f(inputs) in f64, loss = sum(y * w), ccg_backward,
- * and each gradient element against a central difference (h = 1e-3: the
- * kernels compute in f32; tolerance 3e-3 + 2e-2 relative). */
-#define MAX_IN 5
-
-typedef struct in_spec {
-  const char *name;
-  int rank;
-  int64_t dims[4];
-  int domain; /* 0: [-1, 1), 1: [0.5, 1.5) */
-} in_spec;
-
-typedef ccg_status (*body_fn)(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y);
-
-typedef struct fd_case {
+/* fd_check.h's check: y = f(inputs) in f64, loss = sum(y * w), ccg_backward,
+ * and each gradient element against a central difference (FD_LOOSE,
+ * h = 1e-3: the kernels compute in f32; tolerance 3e-3 + 2e-2 relative). */
+typedef struct grad_case {
   const char *name;
   size_t n_in;
-  in_spec in[MAX_IN];
-  body_fn body;
-} fd_case;
-
-static int64_t numel(const in_spec *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
-static void fill_f64(double *v, size_t n, uint32_t seed, int domain) {
-  float *f = malloc(n * sizeof *f);
-  xt_fill(f, n, seed);
-  for (size_t i = 0; i < n; i++)
-    v[i] = domain ? 1.0 + 0.5 * f[i] : f[i];
-  free(f);
-}
-
-static double run_loss(ccg_exec *x, ccg_exec_tensor *in, size_t n_in) {
-  double loss = 0;
-  ccg_exec_tensor out = xt_out("loss", &loss, sizeof loss);
-  assert_ok(x, ccg_exec_run(x, in, n_in, &out, 1));
-  return loss;
-}
-
-static void check_case(const fd_case *c) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[MAX_IN], y, w, loss;
-  const char *names[MAX_IN];
-  double *data[MAX_IN];
-  ccg_exec_tensor tin[MAX_IN];
-  for (size_t i = 0; i < c->n_in; i++) {
-    ccg_shape s = ccg_shape_make(c->in[i].rank, c->in[i].dims);
-    assert_ok(g,
-              ccg_graph_add_input(g, c->in[i].name, CCG_DTYPE_F64, &s, &in[i]));
-    names[i] = c->in[i].name;
-    size_t n = (size_t)numel(&c->in[i]);
-    data[i] = malloc(n * sizeof(double));
-    fill_f64(data[i], n, (uint32_t)(i * 7 + 3), c->in[i].domain);
-    tin[i] = xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank,
-                   c->in[i].dims);
-  }
-  assert_ok(g, c->body(g, in, &y));
-  ccg_shape ys = *ccg_value_shape(g, y);
-  int64_t yd[CCG_MAX_RANK], yn = 1;
-  for (int d = 0; d < ys.rank; d++)
-    yn *= yd[d] = ys.dims[d].size;
-  double *wd = malloc((size_t)yn * sizeof(double));
-  fill_f64(wd, (size_t)yn, 99, 0);
-  ccg_tensor wt = {CCG_DTYPE_F64, ys.rank, {0}, wd};
-  memcpy(wt.dims, yd, sizeof yd);
-  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  assert_ok(g, ccg_mul(g, y, w, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  const char *ln[1] = {"loss"};
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &loss;
-  nd.n_inputs = 1;
-  nd.output_names = ln;
-  assert_ok(g, ccg_graph_add_node(g, &nd, NULL));
-  assert_ok(g, ccg_graph_find_value(g, "loss", &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = c->n_in;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = tin;
-  eo.n_input_shapes = c->n_in;
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &x));
-  const double h = 1e-3, atol = 3e-3, rtol = 2e-2;
-  for (size_t i = 0; i < c->n_in; i++) {
-    size_t n = (size_t)numel(&c->in[i]);
-    double *grad = malloc(n * sizeof(double));
-    char gname[64];
-    snprintf(gname, sizeof gname, "grad/%s", c->in[i].name);
-    ccg_exec_tensor out = xt_out(gname, grad, n * sizeof(double));
-    assert_ok(x, ccg_exec_run(x, tin, c->n_in, &out, 1));
-    for (size_t k = 0; k < n; k++) {
-      double keep = data[i][k];
-      data[i][k] = keep + h;
-      double lp = run_loss(x, tin, c->n_in);
-      data[i][k] = keep - h;
-      double lm = run_loss(x, tin, c->n_in);
-      data[i][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[k]) <= atol + rtol * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 c->name, c->in[i].name, k, grad[k], fd);
-    }
-    free(grad);
-  }
-  ccg_exec_free(x);
-  for (size_t i = 0; i < c->n_in; i++)
-    free(data[i]);
-  free(wd);
-  ccg_graph_free(g);
-}
+  fd_arg in[5];
+  fd_body body;
+} grad_case;
 
 static ccg_status b_log_softmax(ccg_graph *g, const ccg_value_id *in,
-                                ccg_value_id *y) {
+                                const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   ccg_attr a = CCG_ATTR_I("axis", 1);
-  return add_op(g, "LogSoftmax", NULL, in, 1, &a, 1, 1, y);
+  return xt_node(g, "LogSoftmax", NULL, in, 1, &a, 1, 1, y);
 }
 static ccg_status b_hardmax(ccg_graph *g, const ccg_value_id *in,
-                            ccg_value_id *y) {
-  return add_op(g, "Hardmax", NULL, in, 1, NULL, 0, 1, y);
+                            const void *ctx, ccg_value_id *y) {
+  (void)ctx;
+  return xt_node(g, "Hardmax", NULL, in, 1, NULL, 0, 1, y);
 }
-static ccg_status b_rms(ccg_graph *g, const ccg_value_id *in, ccg_value_id *y) {
+static ccg_status b_rms(ccg_graph *g, const ccg_value_id *in, const void *ctx,
+                        ccg_value_id *y) {
+  (void)ctx;
   ccg_attr a = CCG_ATTR_I("axis", -2);
-  return add_op(g, "RMSNormalization", NULL, in, 2, &a, 1, 1, y);
+  return xt_node(g, "RMSNormalization", NULL, in, 2, &a, 1, 1, y);
 }
 static ccg_status b_batch_norm(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
-  return add_op(g, "BatchNormalization", NULL, in, 5, NULL, 0, 1, y);
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
+  return xt_node(g, "BatchNormalization", NULL, in, 5, NULL, 0, 1, y);
 }
 static ccg_status b_instance_norm(ccg_graph *g, const ccg_value_id *in,
-                                  ccg_value_id *y) {
-  return add_op(g, "InstanceNormalization", NULL, in, 3, NULL, 0, 1, y);
+                                  const void *ctx, ccg_value_id *y) {
+  (void)ctx;
+  return xt_node(g, "InstanceNormalization", NULL, in, 3, NULL, 0, 1, y);
 }
 static ccg_status b_group_norm(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   ccg_attr a = CCG_ATTR_I("num_groups", 2);
-  return add_op(g, "GroupNormalization", NULL, in, 3, &a, 1, 1, y);
+  return xt_node(g, "GroupNormalization", NULL, in, 3, &a, 1, 1, y);
 }
-static ccg_status b_mvn(ccg_graph *g, const ccg_value_id *in, ccg_value_id *y) {
-  return add_op(g, "MeanVarianceNormalization", NULL, in, 1, NULL, 0, 1, y);
+static ccg_status b_mvn(ccg_graph *g, const ccg_value_id *in, const void *ctx,
+                        ccg_value_id *y) {
+  (void)ctx;
+  return xt_node(g, "MeanVarianceNormalization", NULL, in, 1, NULL, 0, 1, y);
 }
-static ccg_status b_rope(ccg_graph *g, const ccg_value_id *in,
+static ccg_status b_rope(ccg_graph *g, const ccg_value_id *in, const void *ctx,
                          ccg_value_id *y) {
+  (void)ctx;
   /* caches from angles: cos and sin of the (constant) table */
   static const double ang[6] = {0.3, -1.1, 0.9, 0.4, -0.6, 1.7};
   double c[6], s[6];
@@ -865,33 +741,35 @@ static ccg_status b_rope(ccg_graph *g, const ccg_value_id *in,
   CCG_CHECK(ccg_graph_add_initializer(g, "sin", &ts, &r[2]));
   ccg_attr a[2] = {CCG_ATTR_I("interleaved", 1),
                    CCG_ATTR_I("rotary_embedding_dim", 4)};
-  return add_op(g, "RotaryEmbedding", NULL, r, 3, a, 2, 1, y);
+  return xt_node(g, "RotaryEmbedding", NULL, r, 3, a, 2, 1, y);
 }
 
 /* GQA (4 q heads on 2 kv heads), causal. */
 static ccg_status b_attention(ccg_graph *g, const ccg_value_id *in,
-                              ccg_value_id *y) {
+                              const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   ccg_attr a = CCG_ATTR_I("is_causal", 1);
-  return add_op(g, "Attention", NULL, in, 3, &a, 1, 1, y);
+  return xt_node(g, "Attention", NULL, in, 3, &a, 1, 1, y);
 }
 /* 3-D, 2 q heads on 1 kv head, a float mask [2, 3] and scale 0.8. */
 static ccg_status b_attention3(ccg_graph *g, const ccg_value_id *in,
-                               ccg_value_id *y) {
+                               const void *ctx, ccg_value_id *y) {
+  (void)ctx;
   double md[6] = {0, -0.5, 0.25, 1, 0, -2};
   ccg_tensor mt = {CCG_DTYPE_F64, 2, {2, 3}, md};
   ccg_value_id r[4] = {in[0], in[1], in[2]};
   CCG_CHECK(ccg_graph_add_initializer(g, "mask", &mt, &r[3]));
   ccg_attr a[3] = {CCG_ATTR_I("q_num_heads", 2), CCG_ATTR_I("kv_num_heads", 1),
                    CCG_ATTR_F("scale", 0.8f)};
-  return add_op(g, "Attention", NULL, r, 4, a, 3, 1, y);
+  return xt_node(g, "Attention", NULL, r, 4, a, 3, 1, y);
 }
 
 #define S(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 0 }
+  { nm, r, {__VA_ARGS__}, -1, 1 }
 #define P(nm, r, ...)                                                          \
-  { nm, r, {__VA_ARGS__}, 1 }
+  { nm, r, {__VA_ARGS__}, 0.5, 1.5 }
 
-static const fd_case cases[] = {
+static const grad_case cases[] = {
     {"log_softmax", 1, {S("x", 3, 2, 3, 2)}, b_log_softmax},
     {"hardmax", 1, {S("x", 2, 2, 3)}, b_hardmax},
     {"rms_norm", 2, {S("x", 3, 2, 3, 2), S("s", 2, 1, 2)}, b_rms},
@@ -923,7 +801,8 @@ static const fd_case cases[] = {
 static void test_gradients(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-    check_case(&cases[i]);
+    fd_check_body(cases[i].name, cases[i].in, cases[i].n_in, cases[i].body,
+                  NULL, FD_LOOSE);
 }
 
 /* The rules refuse what they do not cover, naming node and reason. */
@@ -939,18 +818,15 @@ static void test_grad_refusals(void **state) {
     ccg_attr cap = CCG_ATTR_F("softcap", 2.0f);
     if (c == 2) {
       ccg_value_id r[3] = {q, cs, cs};
-      assert_ok(g, add_op(g, "RotaryEmbedding", "rope", r, 3, NULL, 0, 1, &y));
+      assert_ok(g, xt_node(g, "RotaryEmbedding", "rope", r, 3, NULL, 0, 1, &y));
     } else {
-      assert_ok(g, add_op(g, "Attention", "att", in, c == 0 ? 6 : 3, &cap,
-                          c == 1 ? 1 : 0, 1, &y));
+      assert_ok(g, xt_node(g, "Attention", "att", in, c == 0 ? 6 : 3, &cap,
+                           c == 1 ? 1 : 0, 1, &y));
     }
     assert_ok(g, ccg_reduce_sum(g, y, NULL, 0, false, &loss));
     const char *wrt[2] = {"q", "cs"};
-    ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-    o.loss = loss;
-    o.wrt = wrt;
-    o.n_wrt = c == 2 ? 2 : 1;
-    assert_fails(g, CCG_STATUS_UNSUPPORTED, ccg_backward(g, &o),
+    assert_fails(g, CCG_STATUS_UNSUPPORTED,
+                 fd_backward(g, loss, wrt, c == 2 ? 2 : 1),
                  c == 2 ? "node 'rope'" : "node 'att'", want[c]);
     ccg_graph_free(g);
   }
@@ -974,29 +850,21 @@ static ccg_graph *shard_model(const char *mesh) {
   assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
   assert_ok(g, ccg_graph_add_initializer(g, "norm.weight", &st, &s));
   ccg_value_id mm[2] = {x, w};
-  assert_ok(g, add_op(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0, 1, &h));
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0, 1, &h));
   ccg_attr ax0 = CCG_ATTR_I("axis", 0);
-  assert_ok(g, add_op(g, "LogSoftmax", "/ls0", &h, 1, &ax0, 1, 1, &a));
+  assert_ok(g, xt_node(g, "LogSoftmax", "/ls0", &h, 1, &ax0, 1, 1, &a));
   assert_ok(g, ccg_transpose(g, a, NULL, 0, &b));
   ccg_value_id rn[2] = {b, s};
-  assert_ok(g, add_op(g, "RMSNormalization", "/rms", rn, 2, NULL, 0, 1, &c));
-  assert_ok(g, add_op(g, "Hardmax", "/hm", &c, 1, NULL, 0, 1, &d));
-  assert_ok(g, add_op(g, "LogSoftmax", "/ls1", &h, 1, NULL, 0, 1, &h));
+  assert_ok(g, xt_node(g, "RMSNormalization", "/rms", rn, 2, NULL, 0, 1, &c));
+  assert_ok(g, xt_node(g, "Hardmax", "/hm", &c, 1, NULL, 0, 1, &d));
+  assert_ok(g, xt_node(g, "LogSoftmax", "/ls1", &h, 1, NULL, 0, 1, &h));
   /* outputs named apart from their nodes: the pass gives a sharded
    * output's node the name "<node>_output_0" and its gathered copy the
    * output's name */
   const char *names[4] = {"a", "c", "d", "h"};
   ccg_value_id outs[4] = {a, c, d, h};
-  for (int i = 0; i < 4; i++) {
-    ccg_node_desc nd = CCG_NODE_DESC_INIT;
-    nd.op = "Identity";
-    nd.inputs = &outs[i];
-    nd.n_inputs = 1;
-    nd.output_names = &names[i];
-    ccg_node_id n;
-    assert_ok(g, ccg_graph_add_node(g, &nd, &n));
-    outs[i] = ccg_node_output(g, n, 0);
-  }
+  for (int i = 0; i < 4; i++)
+    outs[i] = xt_named(g, outs[i], names[i]);
   a = outs[0];
   c = outs[1];
   d = outs[2];
@@ -1025,12 +893,7 @@ static void test_sharded(void **state) {
     out[i] = xt_out(ccg_value_name(g, ccg_graph_output(g, (size_t)i)), want[i],
                     sizes[i] * sizeof(float));
   assert_ok(g, xt_run1(g, &in, 1, out, 4));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sh = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sh, NULL));
+  ccg_graph *sh = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   size_t gathers = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sh); i++)
     gathers += ccg_node_op(sh, (ccg_node_id)i) == CCG_OP_ALL_GATHER;
@@ -1046,7 +909,6 @@ static void test_sharded(void **state) {
     }
   xr_free(&res);
   ccg_graph_free(sh);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -1071,23 +933,15 @@ static ccg_graph *attn_model(void) {
     ccg_value_id w, h;
     assert_ok(g, ccg_graph_add_initializer(g, wn, &wt, &w));
     ccg_value_id mm[2] = {x, w};
-    assert_ok(g, add_op(g, "MatMul", nn, mm, 2, NULL, 0, 1, &h));
+    assert_ok(g, xt_node(g, "MatMul", nn, mm, 2, NULL, 0, 1, &h));
     int64_t dims[4] = {1, 3, heads[i], 2}, perm[4] = {0, 2, 1, 3};
     assert_ok(g, ccg_reshape_to(g, h, dims, 4, &h));
     assert_ok(g, ccg_transpose(g, h, perm, 4, &qkv[i]));
   }
   ccg_attr causal = CCG_ATTR_I("is_causal", 1);
   ccg_value_id y;
-  assert_ok(g, add_op(g, "Attention", "/att", qkv, 3, &causal, 1, 1, &y));
-  const char *name = "y";
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &y;
-  nd.n_inputs = 1;
-  nd.output_names = &name;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &nd, &n));
-  assert_ok(g, ccg_graph_add_output(g, ccg_node_output(g, n, 0)));
+  assert_ok(g, xt_node(g, "Attention", "/att", qkv, 3, &causal, 1, 1, &y));
+  assert_ok(g, ccg_graph_add_output(g, xt_named(g, y, "y")));
   return g;
 }
 
@@ -1099,14 +953,10 @@ static void test_sharded_attention(void **state) {
   ccg_exec_tensor in = XT_F32("x", x, 1, 3, 4);
   ccg_exec_tensor out = xt_out("y", want, sizeof want);
   assert_ok(g, xt_run1(g, &in, 1, &out, 1));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"q\": \"colwise\", \"k\": \"colwise\", "
-                                 "\"v\": \"colwise\"}",
-                                 &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sh = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sh, NULL));
+  ccg_graph *sh = xt_shard(g,
+                           "{\"q\": \"colwise\", \"k\": \"colwise\", "
+                           "\"v\": \"colwise\"}",
+                           "tp=2");
   size_t gathers = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sh); i++)
     gathers += ccg_node_op(sh, (ccg_node_id)i) == CCG_OP_ALL_GATHER;
@@ -1117,7 +967,6 @@ static void test_sharded_attention(void **state) {
     xt_close(res.R[r].got[0], want, 24, TOL, TOL, "sharded attention");
   xr_free(&res);
   ccg_graph_free(sh);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

@@ -70,17 +70,7 @@ static void test_reduce_shapes(void **state) {
 static ccg_status add_reduce(ccg_graph *g, ccg_value_id x,
                              const ccg_attr *attrs, size_t n,
                              ccg_value_id *out) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "ReduceSum";
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    *out = ccg_node_output(g, node, 0);
-  return st;
+  return xt_node(g, "ReduceSum", NULL, &x, 1, attrs, n, 1, out);
 }
 
 static void test_reduce_defaults(void **state) {
@@ -153,17 +143,7 @@ static ccg_status add_op(ccg_graph *g, const char *op, ccg_value_id x,
   attrs[n++] = CCG_ATTR_I("keepdims", keep);
   if (noop)
     attrs[n++] = CCG_ATTR_I("noop_with_empty_axes", 1);
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.attrs = attrs;
-  d.n_attrs = n;
-  ccg_node_id node;
-  ccg_status st = ccg_graph_add_node(g, &d, &node);
-  if (st == CCG_STATUS_OK)
-    *out = ccg_node_output(g, node, 0);
-  return st;
+  return xt_node(g, op, NULL, &x, 1, attrs, n, 1, out);
 }
 
 static void test_new_ops_shapes_and_errors(void **state) {
@@ -478,7 +458,7 @@ static void grad_case(const char *op, const double *data, const int64_t *axes,
   assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F64, &s, &xv));
   assert_ok(g, add_op(g, op, xv, axes, na, keep, noop, &y));
   fd_input in = {"x", CCG_DTYPE_F64, 3, {2, 3, 4}, x, true};
-  fd_check(g, y, &in, 1, 1e-6, 1e-6, 1e-5, what);
+  fd_check(g, y, &in, 1, FD_TIGHT, what);
   ccg_graph_free(g);
 }
 
@@ -522,18 +502,6 @@ static void same_fill(int rank, size_t input, float *data, size_t n) {
   xt_fill(data, n, (uint32_t)input + 11);
 }
 
-/* Identity(x) under the output name `name`. */
-static ccg_value_id named(ccg_graph *g, ccg_value_id x, const char *name) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "Identity";
-  d.inputs = &x;
-  d.n_inputs = 1;
-  d.output_names = &name;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, 0);
-}
-
 /* y = x @ W with W split on its output dim (colwise: y is Shard(1)), then
  * op over dim 1 (the sharded one) and over dim 0: the sharded run on two
  * ranks gives what the unsharded graph gives. Min, Max and Prod reduce
@@ -559,14 +527,7 @@ static void test_new_ops_sharded(void **state) {
     ccg_value_id w, y, r1, r0;
     assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
     ccg_value_id min[2] = {x, w};
-    ccg_node_desc d = CCG_NODE_DESC_INIT;
-    d.op = "MatMul";
-    d.name = "/fc/MatMul";
-    d.inputs = min;
-    d.n_inputs = 2;
-    ccg_node_id n;
-    assert_ok(g, ccg_graph_add_node(g, &d, &n));
-    y = ccg_node_output(g, n, 0);
+    assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", min, 2, NULL, 0, 1, &y));
     if (strcmp(ops[k], "ReduceLogSum") == 0)
       assert_ok(g, ccg_exp(g, y, &y)); /* a positive argument */
     const int64_t a1[] = {1}, a0[] = {0};
@@ -574,17 +535,11 @@ static void test_new_ops_sharded(void **state) {
     assert_ok(g, add_op(g, ops[k], y, a0, 1, 0, 0, &r0));
     /* named outputs, as exporters write them: the shard pass names its
      * final Identity after them, and an auto name would be taken */
-    r1 = named(g, r1, "r1");
-    r0 = named(g, r0, "r0");
+    r1 = xt_named(g, r1, "r1");
+    r0 = xt_named(g, r0, "r0");
     assert_ok(g, ccg_graph_add_output(g, r1));
     assert_ok(g, ccg_graph_add_output(g, r0));
-    ccg_plan *plan = NULL;
-    assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-    ccg_mesh m;
-    assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-    ccg_graph *sg = NULL;
-    assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
-    ccg_plan_free(plan);
+    ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
     if (want_rop[k]) {
       bool found = false;
       for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {

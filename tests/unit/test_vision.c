@@ -16,6 +16,7 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "fd_check.h"
 #include "exec_ranks.h"
 #include "core/half.h"
 
@@ -25,16 +26,10 @@
 static ccg_value_id op_out(ccg_graph *g, const char *op, const ccg_value_id *in,
                            size_t n_in, const ccg_attr *at, size_t n_at,
                            size_t n_out, size_t which) {
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = op;
-  d.inputs = in;
-  d.n_inputs = n_in;
-  d.attrs = at;
-  d.n_attrs = n_at;
-  d.n_outputs = n_out;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  return ccg_node_output(g, n, which);
+  ccg_value_id outs[4];
+  assert_true(n_out <= 4 && which < n_out);
+  assert_ok(g, xt_node(g, op, NULL, in, n_in, at, n_at, n_out, outs));
+  return outs[which];
 }
 
 /* Builds op over f32 inputs of the given dims and data, runs it and
@@ -449,127 +444,30 @@ static void test_errors(void **state) {
 
 /* ---- gradients ----------------------------------------------------------- */
 
-typedef struct fd_in {
-  const char *name;
-  int rank;
-  int64_t dims[5];
-} fd_in;
-
-typedef struct fd_case {
+typedef struct grad_case {
   const char *name, *op;
   size_t n_in;
-  fd_in in[MAX_IN];
+  fd_arg in[MAX_IN];
   ccg_attr at[6];
   size_t n_at;
   const float *scales; /* Resize: its constant scales (4 entries) */
   bool loose;          /* MatMul in the graph: f32 even for f64 data */
-} fd_case;
+} grad_case;
 
-static int64_t fd_numel(const fd_in *s) {
-  int64_t n = 1;
-  for (int i = 0; i < s->rank; i++)
-    n *= s->dims[i];
-  return n;
-}
-
-static double fd_loss(ccg_exec *x, ccg_exec_tensor *in, size_t n_in) {
-  double loss = 0;
-  ccg_exec_tensor out = xt_out("loss", &loss, sizeof loss);
-  assert_ok(x, ccg_exec_run(x, in, n_in, &out, 1));
-  return loss;
-}
-
-static void fd_check(const fd_case *c) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id in[MAX_IN], y, w, loss;
-  const char *names[MAX_IN];
-  double *data[MAX_IN];
-  ccg_exec_tensor tin[MAX_IN];
-  for (size_t i = 0; i < c->n_in; i++) {
-    ccg_shape s = ccg_shape_make(c->in[i].rank, c->in[i].dims);
-    assert_ok(g,
-              ccg_graph_add_input(g, c->in[i].name, CCG_DTYPE_F64, &s, &in[i]));
-    names[i] = c->in[i].name;
-    size_t n = (size_t)fd_numel(&c->in[i]);
-    float *f = malloc(n * sizeof *f);
-    xt_fill(f, n, (uint32_t)(i * 7 + 3));
-    data[i] = malloc(n * sizeof(double));
-    for (size_t k = 0; k < n; k++)
-      data[i][k] = f[k];
-    free(f);
-    tin[i] = xt_in(c->in[i].name, CCG_DTYPE_F64, data[i], c->in[i].rank,
-                   c->in[i].dims);
-  }
-  size_t n_in = c->n_in;
+/* y = op(inputs, then Resize's scales) of the grad_case at ctx. */
+static ccg_status op_body(ccg_graph *g, const ccg_value_id *in, const void *ctx,
+                          ccg_value_id *y) {
+  const grad_case *c = ctx;
+  ccg_value_id v[MAX_IN + 2];
+  size_t n = c->n_in;
+  memcpy(v, in, n * sizeof *in);
   if (c->scales) {
     ccg_tensor st = {CCG_DTYPE_F32, 1, {4}, c->scales};
-    in[n_in++] = CCG_NONE;
-    assert_ok(g, ccg_graph_add_initializer(g, "scales", &st, &in[n_in++]));
+    v[n++] = CCG_NONE;
+    assert_ok(g, ccg_graph_add_initializer(g, "scales", &st, &v[n++]));
   }
-  y = op_out(g, c->op, in, n_in, c->at, c->n_at, 1, 0);
-  ccg_shape ys = *ccg_value_shape(g, y);
-  ccg_tensor wt = {CCG_DTYPE_F64, ys.rank, {0}, NULL};
-  int64_t yn = 1;
-  for (int d = 0; d < ys.rank; d++)
-    yn *= wt.dims[d] = ys.dims[d].size;
-  float *wf = malloc((size_t)yn * sizeof *wf);
-  double *wd = malloc((size_t)yn * sizeof *wd);
-  xt_fill(wf, (size_t)yn, 99);
-  for (int64_t k = 0; k < yn; k++)
-    wd[k] = wf[k];
-  wt.data = wd;
-  assert_ok(g, ccg_graph_add_initializer(g, "lw", &wt, &w));
-  assert_ok(g, ccg_mul(g, y, w, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  const char *ln[1] = {"loss"};
-  ccg_node_desc nd = CCG_NODE_DESC_INIT;
-  nd.op = "Identity";
-  nd.inputs = &loss;
-  nd.n_inputs = 1;
-  nd.output_names = ln;
-  assert_ok(g, ccg_graph_add_node(g, &nd, NULL));
-  assert_ok(g, ccg_graph_find_value(g, "loss", &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = names;
-  o.n_wrt = c->n_in;
-  assert_ok(g, ccg_backward(g, &o));
-  assert_ok(g, ccg_graph_validate(g));
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = tin;
-  eo.n_input_shapes = c->n_in;
-  ccg_exec *x = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &x));
-  double h = c->loose ? 1e-3 : 1e-6, atol = c->loose ? 3e-3 : 1e-6;
-  double rtol = c->loose ? 2e-2 : 1e-5;
-  for (size_t i = 0; i < c->n_in; i++) {
-    size_t n = (size_t)fd_numel(&c->in[i]);
-    double *grad = malloc(n * sizeof(double));
-    char gname[64];
-    snprintf(gname, sizeof gname, "grad/%s", c->in[i].name);
-    ccg_exec_tensor out = xt_out(gname, grad, n * sizeof(double));
-    assert_ok(x, ccg_exec_run(x, tin, c->n_in, &out, 1));
-    for (size_t k = 0; k < n; k++) {
-      double keep = data[i][k];
-      data[i][k] = keep + h;
-      double lp = fd_loss(x, tin, c->n_in);
-      data[i][k] = keep - h;
-      double lm = fd_loss(x, tin, c->n_in);
-      data[i][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[k]) <= atol + rtol * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 c->name, c->in[i].name, k, grad[k], fd);
-    }
-    free(grad);
-  }
-  ccg_exec_free(x);
-  for (size_t i = 0; i < c->n_in; i++)
-    free(data[i]);
-  free(wf);
-  free(wd);
-  ccg_graph_free(g);
+  *y = op_out(g, c->op, v, n, c->at, c->n_at, 1, 0);
+  return CCG_STATUS_OK;
 }
 
 static const int64_t S2[] = {2, 2}, S3[] = {3, 2}, D2[] = {1, 2},
@@ -580,71 +478,77 @@ static const int64_t S2[] = {2, 2}, S3[] = {3, 2}, D2[] = {1, 2},
 static const float RS_UP[4] = {1, 1, 2, 1.5f}, RS_MIX[4] = {1, 1, 0.6f, 2},
                    RS_DOWN[4] = {1, 1, 0.5f, 0.6f};
 
+/* The gradient rules against central differences (fd_check.h): FD_TIGHT,
+ * or FD_LOOSE where the graph computes in f32. */
 static void test_gradients(void **state) {
   (void)state;
-  const fd_case cases[] = {
+  const grad_case cases[] = {
       {"conv strides pads bias",
        "Conv",
        3,
-       {{"x", 4, {2, 2, 5, 6}}, {"w", 4, {3, 2, 3, 2}}, {"b", 1, {3}}},
+       {{"x", 4, {2, 2, 5, 6}, -1, 1},
+        {"w", 4, {3, 2, 3, 2}, -1, 1},
+        {"b", 1, {3}, -1, 1}},
        {CCG_ATTR_IS("strides", S2, 2), CCG_ATTR_IS("pads", P1, 4)},
        2},
       {"conv group dilations",
        "Conv",
        2,
-       {{"x", 4, {1, 4, 5, 6}}, {"w", 4, {2, 2, 2, 2}}},
+       {{"x", 4, {1, 4, 5, 6}, -1, 1}, {"w", 4, {2, 2, 2, 2}, -1, 1}},
        {CCG_ATTR_IS("dilations", D2, 2), CCG_ATTR_I("group", 2),
         CCG_ATTR_IS("strides", S3, 2)},
        3},
       {"conv 1-D remainder",
        "Conv",
        2,
-       {{"x", 3, {2, 2, 8}}, {"w", 3, {2, 2, 3}}},
+       {{"x", 3, {2, 2, 8}, -1, 1}, {"w", 3, {2, 2, 3}, -1, 1}},
        {CCG_ATTR_IS("strides", S21, 1), CCG_ATTR_IS("pads", P10, 2)},
        2},
       {"conv 3-D same",
        "Conv",
        2,
-       {{"x", 5, {1, 1, 3, 3, 4}}, {"w", 5, {2, 1, 2, 2, 2}}},
+       {{"x", 5, {1, 1, 3, 3, 4}, -1, 1}, {"w", 5, {2, 1, 2, 2, 2}, -1, 1}},
        {CCG_ATTR_S("auto_pad", "SAME_UPPER")},
        1},
       {"convtranspose strides group bias",
        "ConvTranspose",
        3,
-       {{"x", 4, {2, 2, 3, 2}}, {"w", 4, {2, 2, 2, 3}}, {"b", 1, {4}}},
+       {{"x", 4, {2, 2, 3, 2}, -1, 1},
+        {"w", 4, {2, 2, 2, 3}, -1, 1},
+        {"b", 1, {4}, -1, 1}},
        {CCG_ATTR_IS("strides", S3, 2), CCG_ATTR_I("group", 2),
         CCG_ATTR_IS("pads", P1, 4)},
        3},
       {"convtranspose 1-D output_padding",
        "ConvTranspose",
        2,
-       {{"x", 3, {1, 2, 3}}, {"w", 3, {2, 1, 3}}},
+       {{"x", 3, {1, 2, 3}, -1, 1}, {"w", 3, {2, 1, 3}, -1, 1}},
        {CCG_ATTR_IS("strides", S21, 1), CCG_ATTR_IS("output_padding", OP, 1),
         CCG_ATTR_IS("dilations", ONE1, 1)},
        3},
       {"maxpool overlapping",
        "MaxPool",
        1,
-       {{"x", 4, {1, 2, 4, 5}}},
+       {{"x", 4, {1, 2, 4, 5}, -1, 1}},
        {CCG_ATTR_IS("kernel_shape", K3, 2), CCG_ATTR_IS("pads", P11, 4)},
        2},
       {"maxpool 3-D",
        "MaxPool",
        1,
-       {{"x", 5, {1, 1, 4, 3, 4}}},
+       {{"x", 5, {1, 1, 4, 3, 4}, -1, 1}},
        {CCG_ATTR_IS("kernel_shape", K222, 3)},
        1},
       {"averagepool pads",
        "AveragePool",
        1,
-       {{"x", 4, {2, 1, 5, 4}}},
+       {{"x", 4, {2, 1, 5, 4}, -1, 1}},
        {CCG_ATTR_IS("kernel_shape", K3, 2), CCG_ATTR_IS("pads", P11, 4),
         CCG_ATTR_IS("strides", S2, 2)},
        3},
       {"averagepool count_include_pad ceil",
        "AveragePool",
        1,
-       {{"x", 4, {1, 2, 5, 4}}},
+       {{"x", 4, {1, 2, 5, 4}, -1, 1}},
        {CCG_ATTR_IS("kernel_shape", K2, 2), CCG_ATTR_IS("pads", P1, 4),
         CCG_ATTR_IS("strides", S2, 2), CCG_ATTR_I("count_include_pad", 1),
         CCG_ATTR_I("ceil_mode", 1)},
@@ -652,14 +556,19 @@ static void test_gradients(void **state) {
       {"globalaveragepool",
        "GlobalAveragePool",
        1,
-       {{"x", 4, {2, 3, 2, 3}}},
+       {{"x", 4, {2, 3, 2, 3}, -1, 1}},
        {{0}},
        0},
-      {"globalmaxpool", "GlobalMaxPool", 1, {{"x", 3, {2, 3, 5}}}, {{0}}, 0},
+      {"globalmaxpool",
+       "GlobalMaxPool",
+       1,
+       {{"x", 3, {2, 3, 5}, -1, 1}},
+       {{0}},
+       0},
       {"resize linear",
        "Resize",
        1,
-       {{"x", 4, {1, 2, 3, 2}}},
+       {{"x", 4, {1, 2, 3, 2}, -1, 1}},
        {CCG_ATTR_S("mode", "linear")},
        1,
        RS_UP,
@@ -667,7 +576,7 @@ static void test_gradients(void **state) {
       {"resize cubic align_corners",
        "Resize",
        1,
-       {{"x", 4, {1, 1, 4, 3}}},
+       {{"x", 4, {1, 1, 4, 3}, -1, 1}},
        {CCG_ATTR_S("mode", "cubic"),
         CCG_ATTR_S("coordinate_transformation_mode", "align_corners")},
        2,
@@ -676,14 +585,15 @@ static void test_gradients(void **state) {
       {"resize nearest down",
        "Resize",
        1,
-       {{"x", 4, {2, 1, 4, 5}}},
+       {{"x", 4, {2, 1, 4, 5}, -1, 1}},
        {{0}},
        0,
        RS_DOWN,
        true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    fd_check(&cases[i]);
+    fd_check_body(cases[i].name, cases[i].in, cases[i].n_in, op_body, &cases[i],
+                  cases[i].loose ? FD_LOOSE : FD_TIGHT);
 }
 
 /* ---- sharding ------------------------------------------------------------ */
@@ -711,15 +621,9 @@ static void test_batch_shard(void **state) {
   ccg_value_id in[3], h;
   assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &ft, &in[1]));
   in[0] = x;
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "MatMul";
-  d.name = "/fc/MatMul";
-  d.inputs = in;
-  d.n_inputs = 2;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", in, 2, NULL, 0, 1, &h));
   const int64_t img[4] = {4, 3, 4, 4};
-  assert_ok(g, ccg_reshape_to(g, ccg_node_output(g, n, 0), img, 4, &h));
+  assert_ok(g, ccg_reshape_to(g, h, img, 4, &h));
   in[0] = h;
   assert_ok(g, ccg_graph_add_initializer(g, "conv.weight", &ct, &in[1]));
   assert_ok(g, ccg_graph_add_initializer(g, "conv.bias", &bt, &in[2]));
@@ -731,6 +635,7 @@ static void test_batch_shard(void **state) {
   /* named: an auto-named graph output would clash with the shard pass's
    * auto-named local value */
   const char *yn[1] = {"y"};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
   d.op = "MaxPool";
   d.name = "pool";
   d.inputs = &y;
@@ -738,18 +643,15 @@ static void test_batch_shard(void **state) {
   d.attrs = ka;
   d.n_attrs = 2;
   d.output_names = yn;
+  ccg_node_id n;
   assert_ok(g, ccg_graph_add_node(g, &d, &n));
   y = ccg_node_output(g, n, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
 
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": {\"style\": \"rowwise\", "
-                                 "\"output_layouts\": \"Shard(0)\"}}",
-                                 &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g,
+                           "{\"fc\": {\"style\": \"rowwise\", "
+                           "\"output_layouts\": \"Shard(0)\"}}",
+                           "tp=2");
   size_t convs = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
     ccg_op op = ccg_node_op(sg, (ccg_node_id)i);
@@ -775,7 +677,6 @@ static void test_batch_shard(void **state) {
   }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
