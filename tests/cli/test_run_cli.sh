@@ -40,6 +40,12 @@ expect 0 '"max_abs_diff": [0-9.e-]+' -- run "$work/tp4" --input ids="$work/ids.n
 expect 4 'FAILED' -- run "$work/tp2_sp" --input ids="$work/ids.npy" --check "$work/gpt.onnx" --tolerance 0
 expect 0 'ran 1 rank' -- run "$work/gpt.onnx" --input ids="$work/ids.npy"
 
+# --output-dir makes missing parent folders; a failure removes those made
+expect 0 'written to .*/oo/a/b' -- run "$work/tp4" --input ids="$work/ids.npy" --output-dir "$work/oo/a/b"
+[ -f "$work/oo/a/b/rank3/logits.npy" ] || { echo "FAIL: no $work/oo/a/b/rank3/logits.npy"; failures=$((failures + 1)); }
+expect 2 "File name too long" -- run "$work/tp4" --input ids="$work/ids.npy" --output-dir "$work/no_out/a/$(printf 'g%.0s' $(seq 300))"
+[ -e "$work/no_out" ] && { echo "FAIL: $work/no_out left behind"; failures=$((failures + 1)); }
+
 # A dynamic-axes export (batch and seq symbolic, head reshapes' targets
 # computed by Shape -> Gather -> Unsqueeze -> Concat with the head count a
 # Constant): equal to the static model where the sizes agree; sharded, its

@@ -78,7 +78,15 @@ expect 2 "plan entry 'decoder.\*' \(rowwise\) matches no module" -- shard "$work
 expect 2 "axis 'tp' .*not in the mesh" -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2 -o "$work/x5"
 expect 1 "--plan, --mesh and -o are required" -- shard "$work/gpt.onnx"
 expect 0 "usage: ccgraph shard" -- shard --help
-for d in x1 x2 x3 x4 x5; do
+# -o makes missing parent folders; a failed export removes the ones it made
+# (a model name too long for the rank files fails after they are made)
+expect 0 "wrote .*/deep/a/b/gpt.rank0.onnx" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/deep/a/b"
+[ -f "$work/deep/a/b/gpt.rank1.onnx" ] || { echo "FAIL: no $work/deep/a/b/gpt.rank1.onnx"; failures=$((failures + 1)); }
+long=$(printf 'g%.0s' $(seq 245))
+cp "$work/gpt.onnx" "$work/$long.onnx"
+expect 2 "File name too long" -- shard "$work/$long.onnx" --plan "$plan" --mesh tp=2 -o "$work/x6/a/b"
+rm -f "$work/$long.onnx"
+for d in x1 x2 x3 x4 x5 x6; do
   if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
 done
 expect_summary shard
