@@ -242,56 +242,76 @@ static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n);
  * Concat(Unsqueeze(Gather(Shape(x), i)).., <heads or hidden size>)): the
  * same Concat, its piece holding entry `od` replaced by a constant with
  * `entry` there (the head count or hidden size divided by W). The source's
- * target is left as it is for its other uses. */
-static ccg_status computed_target(shard *sh, ccg_value_id shp, int od,
-                                  int64_t entry, ccg_value_id *out) {
+ * target is left as it is for its other uses. *done false (nothing made)
+ * where the target is no such Concat. */
+static ccg_status concat_target(shard *sh, ccg_value_id shp, int od,
+                                int64_t entry, ccg_value_id *out, bool *done) {
   ccg_graph *g = sh->g;
   ccg_node_id c = ccg_value_producer(g, shp);
-  int64_t axis = 0;
+  int64_t axis = -1;
   size_t nin = c == CCG_NONE ? 0 : ccg_node_num_inputs(g, c);
-  if (c == CCG_NONE || ccg_node_op(g, c) != CCG_OP_CONCAT || nin > 64)
-    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                   "the target shape '%s' is computed at run time, not by a "
-                   "Concat holding its dim %d as a constant; shard cannot "
-                   "rewrite it",
-                   ccg_value_name(g, shp), od);
-  CCG_CHECK(ccg_node_attr_int(g, c, "axis", &axis));
-  ccg_value_id in[64];
-  int off = 0, hit = -1;
+  *done = false;
+  if (c == CCG_NONE || ccg_node_op(g, c) != CCG_OP_CONCAT || nin > 64 ||
+      ccg_node_attr_int(g, c, "axis", &axis) != CCG_STATUS_OK || axis != 0)
+    return CCG_STATUS_OK;
+  int off = 0, hit = -1, len[64];
   int64_t vals[CCG_MAX_RANK];
   for (size_t i = 0; i < nin; i++) {
-    ccg_value_id v = ccg_node_input(g, c, i);
-    const ccg_shape *ps = sh_gshape(sh, v);
-    int len = ps->rank == 1 && !ccg_dim_is_sym(ps->dims[0])
-                  ? (int)ps->dims[0].size
-                  : -1;
-    if (len < 0)
-      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                     "the target shape '%s' is a Concat of '%s', whose "
-                     "length is not known",
-                     ccg_value_name(g, shp), ccg_value_name(g, v));
-    if (od >= off && od < off + len) {
-      if (known_ints(sh, v, vals, CCG_MAX_RANK) != len)
-        return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                       "the target shape '%s' takes its dim %d from '%s', "
-                       "which is computed at run time; shard needs it "
-                       "constant to rewrite it",
-                       ccg_value_name(g, shp), od, ccg_value_name(g, v));
+    const ccg_shape *ps = sh_gshape(sh, ccg_node_input(g, c, i));
+    if (ps->rank != 1 || ccg_dim_is_sym(ps->dims[0]))
+      return CCG_STATUS_OK;
+    len[i] = (int)ps->dims[0].size;
+    if (od >= off && od < off + len[i]) {
+      if (known_ints(sh, ccg_node_input(g, c, i), vals, CCG_MAX_RANK) != len[i])
+        return CCG_STATUS_OK; /* the entry is not a constant's */
       hit = (int)i;
       vals[od - off] = entry;
-      ccg_tensor tt = {CCG_DTYPE_I64, 1, {len}, vals};
-      if (ccg_constant(sh->s, &tt, &in[i]) != CCG_STATUS_OK)
-        return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
-    } else {
-      CCG_CHECK(sh_get(sh, v, sh_R(), 1, false, &in[i]));
     }
-    off += len;
+    off += len[i];
   }
-  if (axis != 0 || hit < 0)
-    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                   "the target shape '%s' is a Concat shard cannot read",
-                   ccg_value_name(g, shp));
+  if (hit < 0)
+    return CCG_STATUS_OK;
+  ccg_value_id in[64];
+  for (size_t i = 0; i < nin; i++) {
+    if ((int)i != hit) {
+      CCG_CHECK(sh_get(sh, ccg_node_input(g, c, i), sh_R(), 1, false, &in[i]));
+      continue;
+    }
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {len[i]}, vals};
+    if (ccg_constant(sh->s, &tt, &in[i]) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  }
   if (ccg_concat(sh->s, in, nin, 0, out) != CCG_STATUS_OK)
+    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
+/* A computed target whose entry `od` (known, `orig`) becomes `entry`: in
+ * its Concat's constant piece where it has one; else, for a positive
+ * `orig`, the target divided by a constant holding W at od and 1s
+ * elsewhere (-1 and 0 entries stay as they are). */
+static ccg_status computed_target(shard *sh, ccg_value_id shp, int od,
+                                  int64_t orig, int64_t entry, int k,
+                                  ccg_value_id *out) {
+  bool done;
+  CCG_CHECK(concat_target(sh, shp, od, entry, out, &done));
+  if (done)
+    return CCG_STATUS_OK;
+  if (orig <= 0)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "the target shape '%s' is computed at run time and copies "
+                   "its dim %d (0) from an unsharded input dim; shard cannot "
+                   "rewrite it",
+                   ccg_value_name(sh->g, shp), od);
+  int64_t f[CCG_MAX_RANK];
+  for (int i = 0; i < k; i++)
+    f[i] = i == od ? sh->W : 1;
+  ccg_tensor ft = {CCG_DTYPE_I64, 1, {k}, f};
+  ccg_value_id t, c;
+  CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &t));
+  if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
+      ccg_div(sh->s, t, c, out) != CCG_STATUS_OK)
     return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
   return CCG_STATUS_OK;
 }
@@ -372,7 +392,8 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                      "unsharded one",
                      ccg_value_name(g, shp), i);
   }
-  if (t[od] > 0) {
+  bool divided = t[od] > 0;
+  if (divided) {
     if (t[od] % sh->W != 0)
       return sh_fail(sh, CCG_STATUS_SHAPE,
                      "target shape '%s' dim %d (%lld) is not divisible by "
@@ -384,8 +405,16 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   }
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
-  if (computed) {
-    CCG_CHECK(computed_target(sh, shp, od, t[od], &sv));
+  if (computed && divided) {
+    CCG_CHECK(computed_target(sh, shp, od, e[od].size, t[od], k, &sv));
+  } else if (computed) {
+    /* -1 (inferred) or 0 copying the sharded dim: right as it is */
+    if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "the target shape '%s' is computed at run time and "
+                     "sets its dim %d to %lld; shard cannot rewrite it",
+                     ccg_value_name(g, shp), od, (long long)e[od].size);
+    CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &sv));
   } else {
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)

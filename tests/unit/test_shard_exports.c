@@ -291,12 +291,92 @@ static void head_reshape_leaves_nothing_dead(void **state) {
   }
 }
 
+/* Unsqueeze(Gather(shape, i)) for i in 0, 1, then `tail` (a Constant):
+ * the [batch, seq, ...] target torch computes for a dynamic-axes export. */
+static ccg_value_id dyn_target(ccg_graph *g, const char *scope,
+                               ccg_value_id shape, const int64_t *tail,
+                               int n_tail) {
+  ccg_value_id parts[3];
+  char nm[64];
+  for (int i = 0; i < 2; i++) {
+    static const int64_t zero = 0;
+    int64_t idx = i;
+    ccg_tensor it = {CCG_DTYPE_I64, 0, {0}, &idx};
+    ccg_value_id c, d;
+    assert_ok(g, ccg_constant(g, &it, &c));
+    ccg_attr axes = CCG_ATTR_IS("axes", &zero, 1);
+    snprintf(nm, sizeof nm, "%s/Gather_%d", scope, i);
+    ccg_attr ax = CCG_ATTR_I("axis", 0);
+    d = add(g, "Gather", nm, (ccg_value_id[]){shape, c}, 2, NULL, &ax, 1);
+    snprintf(nm, sizeof nm, "%s/Unsqueeze_%d", scope, i);
+    parts[i] = add(g, "Unsqueeze", nm, &d, 1, NULL, &axes, 1);
+  }
+  ccg_tensor tt = {CCG_DTYPE_I64, 1, {n_tail}, (void *)tail};
+  assert_ok(g, ccg_constant(g, &tt, &parts[2]));
+  snprintf(nm, sizeof nm, "%s/Concat", scope);
+  ccg_attr ax = CCG_ATTR_I("axis", 0);
+  return add(g, "Concat", nm, parts, 3, NULL, &ax, 1);
+}
+
+/* Dynamic axes: x [batch, seq, 8] through a colwise q projection, split
+ * into 2 heads by a target Concat(batch, seq, [2], [4]) (its head count
+ * rewritten to 1 per rank) and merged back by a target computed past a
+ * Concat (a Mul by ones: divided by [1, 1, W] at run time). Shape of the
+ * shard is taken locally and scaled (graph output qshape, the global
+ * shape); only the output is gathered. Equal to the unsharded graph at two
+ * batch/seq sizes. */
+static void dynamic_head_reshape(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,seq,8]");
+  ccg_value_id w = init(g, "q.weight", 2, (int64_t[]){8, 8}, 13);
+  ccg_value_id q = add(g, "MatMul", "/attn/q/MatMul", (ccg_value_id[]){x, w}, 2,
+                       NULL, NULL, 0);
+  ccg_value_id shq = add(g, "Shape", "/attn/Shape", &q, 1, NULL, NULL, 0);
+  ccg_value_id t1 = dyn_target(g, "/attn", shq, (const int64_t[]){2, 4}, 2);
+  ccg_value_id h = add(g, "Reshape", "/attn/Reshape", (ccg_value_id[]){q, t1},
+                       2, NULL, NULL, 0);
+  h = add(g, "Relu", "/attn/Relu", &h, 1, NULL, NULL, 0);
+  ccg_value_id shh =
+      add(g, "Shape", "/attn/Shape_1", &h, 1, NULL,
+          (ccg_attr[]){CCG_ATTR_I("start", 0), CCG_ATTR_I("end", 3)}, 2);
+  ccg_value_id t2 = dyn_target(g, "/attn/merge", shh, (const int64_t[]){8}, 1);
+  int64_t ones[3] = {1, 1, 1};
+  ccg_tensor ot = {CCG_DTYPE_I64, 1, {3}, ones};
+  ccg_value_id o;
+  assert_ok(g, ccg_constant(g, &ot, &o));
+  t2 = add(g, "Mul", "/attn/merge/Mul", (ccg_value_id[]){t2, o}, 2, NULL, NULL,
+           0);
+  ccg_value_id y = add(g, "Reshape", "/attn/Reshape_1", (ccg_value_id[]){h, t2},
+                       2, "y", NULL, 0);
+  ccg_attr to = CCG_ATTR_S("to", "f32");
+  ccg_value_id qs = add(g, "Cast", "/Cast", &shq, 1, "qshape", &to, 1);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  assert_ok(g, ccg_graph_add_output(g, qs));
+  ccg_graph *s = shard(g, "{\"attn.q\": \"colwise\"}", "tp=2");
+  assert_int_equal(count_op(s, CCG_OP_ALL_GATHER), 1);
+  assert_int_equal(count_op(s, CCG_OP_DIV), 1);
+  assert_no_dead(s);
+  static const int64_t sizes[2][2] = {{2, 3}, {1, 5}};
+  for (int k = 0; k < 2; k++) {
+    float xd[5 * 8 * 2];
+    size_t n = (size_t)(sizes[k][0] * sizes[k][1] * 8);
+    xt_fill(xd, n, 14 + (uint32_t)k);
+    ccg_exec_tensor in = XT_F32("x", xd, sizes[k][0], sizes[k][1], 8);
+    assert_same_outputs(g, s, &in, 1, "y", n);
+    assert_same_outputs(g, s, &in, 1, "qshape", 3);
+  }
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(identity_folded_parameters),
       cmocka_unit_test(folded_parameter_named_by_the_plan),
       cmocka_unit_test(tied_embedding_through_transpose),
       cmocka_unit_test(head_reshape_leaves_nothing_dead),
+      cmocka_unit_test(dynamic_head_reshape),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
