@@ -11,12 +11,20 @@ weights torch writes) and biases and norms under their parameter names.
      x + fc2(gelu(fc1(ln_2(x))))     gelu in its erf form (opset 17)
   -> ln_f -> lm_head -> logits [B,S,V]
 
+With --dynamic the batch and sequence dims are symbolic (batch, seq), as
+torch.onnx.export with dynamic_axes writes them: every Reshape target is
+computed, Concat(Unsqueeze(Gather(Shape(x), 0)), Unsqueeze(Gather(Shape(x),
+1)), <head count or hidden size as a Constant>, ...), positions come from
+Range(seq) (seq <= 16) and the causal mask is Trilu of a [seq, seq]
+ConstantOfShape.
+
 With --core-scope the attention core (QK^T, mask, Softmax, PV: heads in,
 heads out, [B, heads, S, d]) is a module of its own, h.<i>.attn.core, as a
 Ulysses wrapper around the local attention would name it.
 
 Deterministic weights (seeded). usage:
-  make_gpt_block.py OUT.onnx [--fused-qkv] [--core-scope] [--layers N] [--seed S]
+  make_gpt_block.py OUT.onnx [--fused-qkv] [--core-scope] [--dynamic]
+                    [--layers N] [--seed S]
 Only the python3-onnx helper API and numpy are used."""
 import argparse
 import sys
@@ -27,6 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 B, S, H, HEADS, V, FFN = 2, 8, 64, 4, 128, 256
 HD = H // HEADS
+MAX_S = 16  # positions and mask rows of a --dynamic model
 
 
 class Builder:
@@ -78,9 +87,24 @@ class Builder:
                          epsilon=1e-5)
 
 
+def target(b, scope, x, tail):
+    """[B, S] + tail: a constant, or with b.dynamic as torch computes it:
+    the batch and sequence sizes from Shape(x), the tail a Constant."""
+    if not b.dynamic:
+        return b.const(scope, [B, S] + tail)
+    shape = b.node(scope, "Shape", [x])
+    dims = []
+    for i in range(2):
+        idx = b.node(scope, "Constant", [], value=numpy_helper.from_array(
+            np.array(i, dtype=np.int64)))
+        d = b.node(scope, "Gather", [shape, idx], axis=0)
+        axes = b.const(scope, [0])
+        dims.append(b.node(scope, "Unsqueeze", [d, axes]))
+    return b.node(scope, "Concat", dims + [b.const(scope, tail)], axis=0)
+
+
 def heads(b, scope, x, perm):
-    shape = b.const(scope, [B, S, HEADS, HD])
-    r = b.node(scope, "Reshape", [x, shape])
+    r = b.node(scope, "Reshape", [x, target(b, scope, x, [HEADS, HD])])
     return b.node(scope, "Transpose", [r], perm=perm)
 
 
@@ -104,7 +128,7 @@ def attention(b, i, x, fused, core_scope):
     p = b.node(cs, "Softmax", [s], axis=-1)
     o = b.node(cs, "MatMul", [p, v])
     o = b.node(sc, "Transpose", [o], perm=[0, 2, 1, 3])
-    o = b.node(sc, "Reshape", [o, b.const(sc, [B, S, H])])
+    o = b.node(sc, "Reshape", [o, target(b, sc, o, [H])])
     return b.linear(f"{sc}/out_proj", f"{pn}.out_proj", o, H, H)
 
 
@@ -116,16 +140,43 @@ def gelu(b, scope, x):
     return b.node(scope, "Mul", [t, "gelu_half"])
 
 
-def build(fused, layers, seed, core_scope=False):
+def positions(b):
+    """--dynamic: wpe rows 0..seq-1 and the causal mask sliced to seq."""
+    shape = b.node("", "Shape", ["ids"])
+    one = b.node("", "Constant", [], value=numpy_helper.from_array(
+        np.array(1, dtype=np.int64)))
+    seq = b.node("", "Gather", [shape, one], axis=0)
+    zero = b.node("", "Constant", [], value=numpy_helper.from_array(
+        np.array(0, dtype=np.int64)))
+    pos = b.node("", "Range", [zero, seq, one])
+    wpe = b.node("/wpe", "Gather", ["wpe.weight", pos], axis=0)
+    n = b.node("", "Unsqueeze", [seq, b.const("", [0])])
+    n = b.node("", "Concat", [n, n], axis=0)
+    full = b.node("", "ConstantOfShape", [n], value=numpy_helper.from_array(
+        np.array([-1e4], dtype=np.float32)))
+    b.nodes.append(helper.make_node("Trilu", [full, b.const("", 1)],
+                                    ["causal_mask"], name="/Trilu", upper=1))
+    return wpe
+
+
+def build(fused, layers, seed, core_scope=False, dynamic=False):
     b = Builder(np.random.default_rng(seed))
+    b.dynamic = dynamic
     b.init("attn_scale", np.array(np.sqrt(HD), np.float32))
-    mask = np.triu(np.full((S, S), -1e4, np.float32), 1)
-    b.init("causal_mask", mask)
+    if not dynamic:
+        b.init("causal_mask", np.triu(np.full((S, S), -1e4, np.float32), 1))
     b.init("gelu_sqrt2", np.array(np.sqrt(2.0), np.float32))
     b.init("gelu_one", np.array(1.0, np.float32))
     b.init("gelu_half", np.array(0.5, np.float32))
     wte = b.param("wte.weight", (V, H), scale=0.5)
     wpe = b.param("wpe.weight", (S, H), scale=0.1)
+    if dynamic:  # rows past S from another stream: the rest stays the same
+        more = np.random.default_rng(seed + 1).standard_normal((MAX_S - S, H))
+        b.inits[-1] = numpy_helper.from_array(np.concatenate(
+            [numpy_helper.to_array(b.inits[-1]),
+             (more * 0.1).astype(np.float32)]), wpe)
+    if dynamic:
+        wpe = positions(b)
     x = b.node("/wte", "Gather", [wte, "ids"], axis=0)
     x = b.node("", "Add", [x, wpe])
     for i in range(layers):
@@ -140,11 +191,12 @@ def build(fused, layers, seed, core_scope=False):
     w = b.weight((H, V))
     logits = b.node("/lm_head", "MatMul", [x, w])
     b.nodes[-1].output[0] = "logits"
+    bs = ["batch", "seq"] if dynamic else [B, S]
     graph = helper.make_graph(
         b.nodes, "gpt_block",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, [B, S])],
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, bs)],
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                       [B, S, V])],
+                                       bs + [V])],
         b.inits)
     model = helper.make_model(graph, producer_name="make_gpt_block.py",
                               opset_imports=[helper.make_opsetid("", 17)])
@@ -158,10 +210,12 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--fused-qkv", action="store_true")
     ap.add_argument("--core-scope", action="store_true")
+    ap.add_argument("--dynamic", action="store_true")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
-    onnx.save(build(a.fused_qkv, a.layers, a.seed, a.core_scope), a.out)
+    onnx.save(build(a.fused_qkv, a.layers, a.seed, a.core_scope, a.dynamic),
+              a.out)
     print(f"wrote {a.out}")
     return 0
 

@@ -115,14 +115,32 @@ void cli_program_free(cli_program *p);
 int cli_export_options(const command *self, const char *opset,
                        const char *dialect, ccg_onnx_export_options *eo);
 /* Writes p: one model file `out`, or for per-rank models the folder `out`
- * (made if missing) with <name>.rank<r>.onnx; if any rank fails, what was
- * written is removed. Returns the exit status (messages printed). */
+ * with <name>.rank<r>.onnx; missing folders (the file's parents, or the
+ * folder and its parents) are made. If anything fails, what was written
+ * and the folders made are removed. Returns the exit status (messages
+ * printed). */
 int cli_write_program(const command *self, const cli_program *p,
                       const char *out, const ccg_onnx_export_options *eo);
 /* Every rank's view of the SPMD graph g as dir/<name>.rank<r>.onnx, as
- * cli_write_program writes per-rank models. Returns the exit status. */
+ * cli_write_program writes per-rank models (folders made, all or nothing).
+ * Returns the exit status. */
 int cli_export_spmd(const command *self, ccg_graph *g, const char *dir,
                     const char *name, const ccg_onnx_export_options *eo);
+
+/* dirs.c: output folders. cli_make_dirs makes `path` and every missing
+ * folder above it (mkdir -p), cli_make_parent_dirs those above a file,
+ * recording each made in d; on failure (message printed, exit status
+ * returned) the ones this call made are gone again. cli_dirs_undo removes what
+ * d made (deepest first, empty folders only), cli_dirs_keep forgets it. */
+#define CLI_MAX_DIRS 64
+typedef struct cli_dirs {
+  char *made[CLI_MAX_DIRS];
+  int n;
+} cli_dirs;
+int cli_make_dirs(const command *self, const char *path, cli_dirs *d);
+int cli_make_parent_dirs(const command *self, const char *file, cli_dirs *d);
+void cli_dirs_undo(cli_dirs *d);
+void cli_dirs_keep(cli_dirs *d);
 
 extern const command cli_demo_command;
 extern const command cli_grad_command;

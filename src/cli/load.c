@@ -269,9 +269,16 @@ int cli_export_spmd(const command *self, ccg_graph *g, const char *dir,
   const ccg_mesh *mesh = ccg_graph_mesh(g);
   size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
   char msg[1024];
+  cli_dirs made = {0};
+  int rc = cli_make_dirs(self, dir, &made);
+  if (rc != EXIT_OK)
+    return rc;
   ccg_status st = export_ranks(&g, world, true, dir, name, eo, msg, sizeof msg);
-  if (st != CCG_STATUS_OK)
+  if (st != CCG_STATUS_OK) {
+    cli_dirs_undo(&made);
     return cli_fail(self, cli_status_code(st), "%s", msg);
+  }
+  cli_dirs_keep(&made);
   return EXIT_OK;
 }
 
@@ -279,13 +286,21 @@ int cli_write_program(const command *self, const cli_program *p,
                       const char *out, const ccg_onnx_export_options *eo) {
   char msg[1024] = "";
   ccg_status st;
+  cli_dirs made = {0};
+  int rc = p->per_rank ? cli_make_dirs(self, out, &made)
+                       : cli_make_parent_dirs(self, out, &made);
+  if (rc != EXIT_OK)
+    return rc;
   if (p->per_rank) {
     st =
         export_ranks(p->graphs, p->n, false, out, p->name, eo, msg, sizeof msg);
   } else if ((st = ccg_onnx_export_file(p->graphs[0], out, eo)) != 0) {
     snprintf(msg, sizeof msg, "%s", ccg_last_error(p->graphs[0]));
   }
-  if (st != CCG_STATUS_OK)
+  if (st != CCG_STATUS_OK) {
+    cli_dirs_undo(&made);
     return cli_fail(self, cli_status_code(st), "%s", msg);
+  }
+  cli_dirs_keep(&made);
   return EXIT_OK;
 }

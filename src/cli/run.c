@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -291,29 +292,51 @@ static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
   return m;
 }
 
-/* Ranks [r0, r1) of outs. */
+/* Rank r of outs into OUT/rank<r>/, each file written added to `files`
+ * (n_files of them). */
+static int write_rank(const run_ctx *c, ccg_graph *g, int r,
+                      const ccg_exec_tensor *outs, size_t n_out, cli_dirs *d,
+                      char **files, size_t *n_files) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/rank%d", c->out, r);
+  int rc = cli_make_dirs(&cli_run_command, dir, d);
+  size_t no = ccg_graph_num_outputs(g);
+  for (size_t i = 0; rc == EXIT_OK && i < no && i < n_out; i++) {
+    char fn[300], path[4600];
+    file_name(outs[i].name, fn, sizeof fn);
+    snprintf(path, sizeof path, "%s/%s.npy", dir, fn);
+    rc = cli_npy_write("run", path, &outs[i].tensor);
+    if (rc == EXIT_OK && !(files[(*n_files)++] = strdup(path)))
+      rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  }
+  return rc;
+}
+
+/* Ranks [r0, r1) of outs; the folders are made as needed (parents too).
+ * On failure the files written and the folders made are removed. */
 static int write_outputs(const run_ctx *c, ccg_graph *const *graphs, int r0,
                          int r1, ccg_exec_tensor *const *outs, size_t n_out) {
-  if (mkdir(c->out, 0777) != 0 && errno != EEXIST)
-    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                    "cannot create folder '%s': %s", c->out, strerror(errno));
-  for (int r = r0; r < r1; r++) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/rank%d", c->out, r);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                      "cannot create folder '%s': %s", dir, strerror(errno));
-    size_t no = ccg_graph_num_outputs(graphs[r]);
-    for (size_t i = 0; i < no && i < n_out; i++) {
-      char fn[300], path[4600];
-      file_name(outs[r][i].name, fn, sizeof fn);
-      snprintf(path, sizeof path, "%s/%s.npy", dir, fn);
-      int rc = cli_npy_write("run", path, &outs[r][i].tensor);
-      if (rc != EXIT_OK)
-        return rc;
-    }
+  cli_dirs d = {0};
+  size_t total = 0, n_files = 0;
+  for (int r = r0; r < r1; r++)
+    total += ccg_graph_num_outputs(graphs[r]);
+  char **files = calloc(total + 1, sizeof *files);
+  if (!files)
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  int rc = cli_make_dirs(&cli_run_command, c->out, &d);
+  for (int r = r0; r < r1 && rc == EXIT_OK; r++)
+    rc = write_rank(c, graphs[r], r, outs[r], n_out, &d, files, &n_files);
+  for (size_t i = 0; i < n_files; i++) {
+    if (rc != EXIT_OK && files[i])
+      unlink(files[i]);
+    free(files[i]);
   }
-  return EXIT_OK;
+  free(files);
+  if (rc != EXIT_OK)
+    cli_dirs_undo(&d);
+  else
+    cli_dirs_keep(&d);
+  return rc;
 }
 
 /* Rank r of a job with a process per rank (mpi, nccl), or a lone rank on

@@ -657,9 +657,13 @@ static ccg_status infer_shape(ccg__infer *ix) {
 
 /* Shape, Constant and ConstantOfShape: integer or constant outputs, no
  * gradient flows (the rule is never asked for). */
-const ccg__op_def ccg__opdef_SHAPE = {
-    CCG__ATTRS(shape_attrs), 0, infer_shape, NULL, .onnx_since = 1,
-    .dtypes = CCG__ALL_TYPES};
+const ccg__op_def ccg__opdef_SHAPE = {CCG__ATTRS(shape_attrs),
+                                      0,
+                                      infer_shape,
+                                      NULL,
+                                      .shard = CCG_OP_SHARD_OWN,
+                                      .onnx_since = 1,
+                                      .dtypes = CCG__ALL_TYPES};
 
 /* ---- Constant, ConstantOfShape ------------------------------------------ */
 

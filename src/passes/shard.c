@@ -48,8 +48,69 @@ const ccg_shape *sh_gshape(const shard *sh, ccg_value_id gv) {
   return ccg_value_shape(sh->g, gv);
 }
 
+/* One step of a weight view towards its initializer: the input of an
+ * Identity (torch folds equal parameters into one initializer and Identity
+ * nodes named after the others) or of a 2-D Transpose (a tied embedding's
+ * LM head); *trans flips on a Transpose. CCG_NONE where gv is neither. */
+static ccg_value_id view_step(const shard *sh, ccg_value_id gv, bool *trans) {
+  ccg_node_id p = ccg_value_producer(sh->g, gv);
+  if (p == CCG_NONE || ccg_node_num_inputs(sh->g, p) < 1)
+    return CCG_NONE;
+  ccg_value_id x = ccg_node_input(sh->g, p, 0);
+  switch (ccg_node_op(sh->g, p)) {
+  case CCG_OP_IDENTITY:
+    return x;
+  case CCG_OP_TRANSPOSE: {
+    const ccg_attr *a = ccg_node_attr(sh->g, p, "perm");
+    if (sh_gshape(sh, x)->rank != 2 ||
+        (a && !(a->n == 2 && a->ints[0] == 1 && a->ints[1] == 0)))
+      return CCG_NONE;
+    *trans = !*trans;
+    return x;
+  }
+  default:
+    return CCG_NONE;
+  }
+}
+
+ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
+  bool t = false;
+  for (int step = 0; gv != CCG_NONE && step < 64; step++) {
+    if (ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER) {
+      if (trans)
+        *trans = t;
+      return gv;
+    }
+    gv = view_step(sh, gv, &t);
+  }
+  return CCG_NONE;
+}
+
 bool sh_is_weight(const shard *sh, ccg_value_id gv) {
-  return ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER;
+  return gv != CCG_NONE && sh_weight_root(sh, gv, NULL) != CCG_NONE;
+}
+
+bool sh_is_weight_view(const shard *sh, ccg_node_id n) {
+  ccg_op op = ccg_node_op(sh->g, n);
+  if ((op != CCG_OP_IDENTITY && op != CCG_OP_TRANSPOSE) ||
+      ccg_node_num_outputs(sh->g, n) != 1)
+    return false;
+  ccg_value_id y = ccg_node_output(sh->g, n, 0);
+  return ccg_value_kind_of(sh->g, y) != CCG_VALUE_INITIALIZER &&
+         sh_is_weight(sh, y);
+}
+
+/* The name a weight view's copies take: its own (the parameter name torch
+ * gives an Identity's output), or for a Transpose "<its input's>.T". */
+static const char *view_name(const shard *sh, ccg_value_id gv, char *buf,
+                             size_t size) {
+  ccg_node_id p = ccg_value_producer(sh->g, gv);
+  if (p == CCG_NONE || ccg_node_op(sh->g, p) != CCG_OP_TRANSPOSE)
+    return ccg_value_name(sh->g, gv);
+  char in[512];
+  snprintf(buf, size, "%s.T",
+           view_name(sh, ccg_node_input(sh->g, p, 0), in, sizeof in));
+  return buf;
 }
 
 static bool name_taken(shard *sh, const char *name) {
@@ -245,9 +306,28 @@ static void *transposed(const ccg_tensor *t, ccg_tensor *out) {
   return d;
 }
 
+/* The data a weight view stands for: its initializer's, transposed into
+ * *mem (freed by the caller) where the view is. NULL on OOM. */
+static const ccg_tensor *view_data(const shard *sh, ccg_value_id gv,
+                                   ccg_tensor *buf, void **mem) {
+  bool trans = false;
+  const ccg_tensor *t = ccg_value_data(sh->g, sh_weight_root(sh, gv, &trans));
+  *mem = NULL;
+  if (!trans)
+    return t;
+  *mem = transposed(t, buf);
+  return *mem ? buf : NULL;
+}
+
+const ccg_tensor *sh_weight_data(const shard *sh, ccg_value_id gv,
+                                 ccg_tensor *buf, void **mem) {
+  return view_data(sh, gv, buf, mem);
+}
+
 static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
                                ccg_placement p, int blocks, ccg_value_id *out) {
-  const char *name = ccg_value_name(sh->g, gv);
+  char nbuf[512];
+  const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
   int d = p.dim;
   if (d >= t->rank)
     return sh_fail(sh, CCG_STATUS_INVALID_ARG, "weight '%s' has no dim %d",
@@ -285,7 +365,8 @@ out:
 
 ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
                      bool transpose, bool mark, ccg_value_id *out) {
-  const ccg_tensor *t = ccg_value_data(sh->g, gv);
+  bool vt = false;
+  const ccg_tensor *t = ccg_value_data(sh->g, sh_weight_root(sh, gv, &vt));
   if (p.kind == CCG_PLACEMENT_PARTIAL)
     return sh_fail(sh, CCG_STATUS_INTERNAL, "weight '%s' cannot be Partial",
                    ccg_value_name(sh->g, gv));
@@ -310,24 +391,31 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
     sh->vals[gv].v = CCG_NONE; /* a weight stays flexible */
     return cache_put(sh, gv, p, blocks, flags, *out);
   }
-  ccg_tensor tt;
-  void *mem = NULL;
+  ccg_tensor tt, vb;
+  void *mem = NULL, *vmem = NULL;
+  t = view_data(sh, gv, &vb, &vmem);
+  if (!t)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
   if (transpose) {
-    if (t->rank != 2)
+    if (t->rank != 2) {
+      free(vmem);
       return sh_fail(sh, CCG_STATUS_INVALID_ARG,
                      "weight '%s' of a transB Gemm must be 2-D",
                      ccg_value_name(sh->g, gv));
+    }
     mem = transposed(t, &tt);
-    if (!mem)
+    if (!mem) {
+      free(vmem);
       return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+    }
     t = &tt;
   }
   ccg_status st;
   if (p.kind == CCG_PLACEMENT_SHARD) {
     st = weight_shard(sh, gv, t, p, blocks, out);
   } else {
-    char buf[512];
-    const char *nm = ccg_value_name(sh->g, gv);
+    char buf[512], vbuf[512];
+    const char *nm = view_name(sh, gv, vbuf, sizeof vbuf);
     char tname[512];
     if (transpose) {
       snprintf(tname, sizeof tname, "%s.T", nm);
@@ -342,6 +430,7 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
     sh->vals[gv].v = CCG_NONE;
   }
   free(mem);
+  free(vmem);
   CCG_CHECK(st);
   return cache_put(sh, gv, p, blocks, flags, *out);
 }
@@ -502,14 +591,21 @@ static long node_entry(const shard *sh, ccg_node_id n, char *module,
       break;
     *dot = '\0';
   }
+  /* a weight view answers to its own name and to those of the values it
+   * comes from (Identity outputs carry the parameter names torch folded) */
   for (size_t i = 0; i < ccg_node_num_inputs(sh->g, n); i++) {
     ccg_value_id v = ccg_node_input(sh->g, n, i);
     if (v == CCG_NONE || !sh_is_weight(sh, v))
       continue;
-    long e = entry_for(sh, ccg_value_name(sh->g, v), true);
-    if (e >= 0) {
-      snprintf(module, size, "%s", ccg_value_name(sh->g, v));
-      return e;
+    bool t = false;
+    for (; v != CCG_NONE; v = view_step(sh, v, &t)) {
+      long e = entry_for(sh, ccg_value_name(sh->g, v), true);
+      if (e >= 0) {
+        snprintf(module, size, "%s", ccg_value_name(sh->g, v));
+        return e;
+      }
+      if (ccg_value_kind_of(sh->g, v) == CCG_VALUE_INITIALIZER)
+        break;
     }
   }
   return -1;
@@ -536,6 +632,9 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
                    "the model already has collectives; shard takes an "
                    "unsharded model");
+  /* a weight view is made where it is used, as each use needs it */
+  if (sh_is_weight_view(sh, n))
+    return CCG_STATUS_OK;
   char module[512] = "";
   long e = node_entry(sh, n, module, sizeof module);
   const ccg_plan_entry *pe =
@@ -688,6 +787,7 @@ static ccg_status run(shard *sh) {
   CCG_CHECK(st);
   CCG_CHECK(add_outputs(sh));
   CCG_CHECK(check_used(sh));
+  CCG_CHECK(sh_prune(sh));
   SH_S(sh, ccg_graph_validate(sh->s));
   for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)
     sh->rep.n_collectives +=

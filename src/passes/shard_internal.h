@@ -97,7 +97,18 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);
 /* Placement of a source value as it stands (weights and inputs: R). */
 ccg_placement sh_cur(const shard *sh, ccg_value_id gv, int *blocks);
+/* A weight: an initializer, or a view of one through Identity and 2-D
+ * Transpose nodes (sh_weight_root gives the initializer and whether the
+ * view is transposed; CCG_NONE for other values). A view's copies are made
+ * per use, named after the view, never the node that makes it. */
 bool sh_is_weight(const shard *sh, ccg_value_id gv);
+ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans);
+/* Whether node n makes a weight view (its copy is left out). */
+bool sh_is_weight_view(const shard *sh, ccg_node_id n);
+/* A weight's data as its view has it (transposed into *mem, which the
+ * caller frees, where it is); NULL on OOM. */
+const ccg_tensor *sh_weight_data(const shard *sh, ccg_value_id gv,
+                                 ccg_tensor *buf, void **mem);
 
 /* Emits a copy of source node n reading `inputs` (sharded values), with
  * `attrs` replacing its attributes when non-NULL; records its outputs placed
@@ -122,5 +133,9 @@ ccg_status sh_replicate(shard *sh, ccg_node_id n);
  * style does not apply to this node (it then propagates). */
 ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
                     size_t entry, const char *module, bool *done);
+
+/* shard_prune.c: sh->s without the nodes and initializers no output
+ * depends on (graph inputs and collectives stay). */
+ccg_status sh_prune(shard *sh);
 
 #endif

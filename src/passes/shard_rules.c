@@ -235,6 +235,119 @@ static int reshape_dim(const shard *sh, const ccg_shape *in,
   return -1;
 }
 
+/* Known numeric contents of source value v (at most n), or -1. */
+static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n);
+
+/* A target shape computed at run time (a dynamic-axes export's
+ * Concat(Unsqueeze(Gather(Shape(x), i)).., <heads or hidden size>)): the
+ * same Concat, its piece holding entry `od` replaced by a constant with
+ * `entry` there (the head count or hidden size divided by W). The source's
+ * target is left as it is for its other uses. *done false (nothing made)
+ * where the target is no such Concat. */
+static ccg_status concat_target(shard *sh, ccg_value_id shp, int od,
+                                int64_t entry, ccg_value_id *out, bool *done) {
+  ccg_graph *g = sh->g;
+  ccg_node_id c = ccg_value_producer(g, shp);
+  int64_t axis = -1;
+  size_t nin = c == CCG_NONE ? 0 : ccg_node_num_inputs(g, c);
+  *done = false;
+  if (c == CCG_NONE || ccg_node_op(g, c) != CCG_OP_CONCAT || nin > 64 ||
+      ccg_node_attr_int(g, c, "axis", &axis) != CCG_STATUS_OK || axis != 0)
+    return CCG_STATUS_OK;
+  int off = 0, hit = -1, len[64];
+  int64_t vals[CCG_MAX_RANK];
+  for (size_t i = 0; i < nin; i++) {
+    const ccg_shape *ps = sh_gshape(sh, ccg_node_input(g, c, i));
+    if (ps->rank != 1 || ccg_dim_is_sym(ps->dims[0]))
+      return CCG_STATUS_OK;
+    len[i] = (int)ps->dims[0].size;
+    if (od >= off && od < off + len[i]) {
+      if (known_ints(sh, ccg_node_input(g, c, i), vals, CCG_MAX_RANK) != len[i])
+        return CCG_STATUS_OK; /* the entry is not a constant's */
+      hit = (int)i;
+      vals[od - off] = entry;
+    }
+    off += len[i];
+  }
+  if (hit < 0)
+    return CCG_STATUS_OK;
+  ccg_value_id in[64];
+  for (size_t i = 0; i < nin; i++) {
+    if ((int)i != hit) {
+      CCG_CHECK(sh_get(sh, ccg_node_input(g, c, i), sh_R(), 1, false, &in[i]));
+      continue;
+    }
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {len[i]}, vals};
+    if (ccg_constant(sh->s, &tt, &in[i]) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  }
+  if (ccg_concat(sh->s, in, nin, 0, out) != CCG_STATUS_OK)
+    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
+/* A computed target whose entry `od` (known, `orig`) becomes `entry`: in
+ * its Concat's constant piece where it has one; else, for a positive
+ * `orig`, the target divided by a constant holding W at od and 1s
+ * elsewhere (-1 and 0 entries stay as they are). */
+static ccg_status computed_target(shard *sh, ccg_value_id shp, int od,
+                                  int64_t orig, int64_t entry, int k,
+                                  ccg_value_id *out) {
+  bool done;
+  CCG_CHECK(concat_target(sh, shp, od, entry, out, &done));
+  if (done)
+    return CCG_STATUS_OK;
+  if (orig <= 0)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "the target shape '%s' is computed at run time and copies "
+                   "its dim %d (0) from an unsharded input dim; shard cannot "
+                   "rewrite it",
+                   ccg_value_name(sh->g, shp), od);
+  int64_t f[CCG_MAX_RANK];
+  for (int i = 0; i < k; i++)
+    f[i] = i == od ? sh->W : 1;
+  ccg_tensor ft = {CCG_DTYPE_I64, 1, {k}, f};
+  ccg_value_id t, c;
+  CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &t));
+  if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
+      ccg_div(sh->s, t, c, out) != CCG_STATUS_OK)
+    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  return CCG_STATUS_OK;
+}
+
+/* Shape of a value sharded on dim d: the local value's shape with entry d
+ * multiplied back by W (no gather: shards are even). Other placements have
+ * their global shape locally. */
+static ccg_status rule_shape(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
+  int blocks = 1;
+  ccg_placement p = sh_cur(sh, x, &blocks);
+  CCG_CHECK(fetch_emit(sh, n, &p, &blocks, NULL, 0, sh_R(), 1));
+  if (!is_shard(p))
+    return CCG_STATUS_OK;
+  int rank = rank_of(sh, x);
+  int64_t start = 0, end = INT64_MAX;
+  CCG_CHECK(ccg_node_attr_int(g, n, "start", &start));
+  CCG_CHECK(ccg_node_attr_int(g, n, "end", &end));
+  start = start < 0 ? start + rank : start;
+  end = end < 0 ? end + rank : end;
+  start = start < 0 ? 0 : start > rank ? rank : start;
+  end = end < 0 ? 0 : end > rank ? rank : end;
+  if (p.dim < start || p.dim >= end)
+    return CCG_STATUS_OK;
+  int64_t f[CCG_MAX_RANK];
+  for (int64_t i = start; i < end; i++)
+    f[i - start] = i == p.dim ? sh->W : 1;
+  ccg_tensor ft = {CCG_DTYPE_I64, 1, {end - start}, f};
+  ccg_value_id c, v;
+  if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
+      ccg_mul(sh->s, sh->vals[y].v, c, &v) != CCG_STATUS_OK)
+    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  return sh_set(sh, y, v, sh_R(), 1);
+}
+
 static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
@@ -256,11 +369,19 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                    "needs it known to rewrite its dim %d",
                    ccg_value_name(g, shp), od);
   int64_t t[CCG_MAX_RANK];
+  bool computed = false; /* symbolic entries: the target stays computed */
   for (int i = 0; i < k; i++) {
+    /* another dim's symbol (batch, seq) is the same on every rank */
+    if (ccg_dim_is_sym(e[i]) && i != od) {
+      computed = true;
+      t[i] = -2;
+      continue;
+    }
     if (ccg_dim_is_sym(e[i]))
       return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
                      "the target shape '%s' has the symbolic entry %s at dim "
-                     "%d; shard needs numbers to rewrite it",
+                     "%d, the dim it shards; shard needs a number there to "
+                     "rewrite it",
                      ccg_value_name(g, shp), e[i].sym, i);
     t[i] = e[i].size;
     if (t[i] == 0 && i != p.dim && i == od)
@@ -271,7 +392,8 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                      "unsharded one",
                      ccg_value_name(g, shp), i);
   }
-  if (t[od] > 0) {
+  bool divided = t[od] > 0;
+  if (divided) {
     if (t[od] % sh->W != 0)
       return sh_fail(sh, CCG_STATUS_SHAPE,
                      "target shape '%s' dim %d (%lld) is not divisible by "
@@ -283,9 +405,21 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   }
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
-  ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
-  if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
-    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  if (computed && divided) {
+    CCG_CHECK(computed_target(sh, shp, od, e[od].size, t[od], k, &sv));
+  } else if (computed) {
+    /* -1 (inferred) or 0 copying the sharded dim: right as it is */
+    if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))
+      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                     "the target shape '%s' is computed at run time and "
+                     "sets its dim %d to %lld; shard cannot rewrite it",
+                     ccg_value_name(g, shp), od, (long long)e[od].size);
+    CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &sv));
+  } else {
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
+    if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  }
   in[1] = sv;
   return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
 }
@@ -606,7 +740,6 @@ static ccg_status rule_window(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 
-/* Known numeric contents of source value v (at most n), or -1. */
 static int known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
   ccg_dim k[CCG_MAX_RANK];
   int c = v == CCG_NONE ? -1 : ccg_value_known(sh->g, v, k);
@@ -778,6 +911,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_transpose(sh, n);
   case CCG_OP_RESHAPE:
     return rule_reshape(sh, n);
+  case CCG_OP_SHAPE:
+    return rule_shape(sh, n);
   case CCG_OP_SPLIT:
     return rule_split(sh, n);
   case CCG_OP_CONCAT:

@@ -265,14 +265,21 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
   if (axis != 0)
     return CCG_STATUS_OK;
-  const ccg_tensor *t = ccg_value_data(g, wv);
+  ccg_tensor tbuf;
+  void *tmem = NULL;
+  const ccg_tensor *t = sh_weight_data(sh, wv, &tbuf, &tmem);
   const char *wname = ccg_value_name(g, wv);
+  if (!t)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory for embedding '%s'",
+                   wname);
   int64_t V = t->dims[0], W = sh->W, c = V / W;
-  if (t->rank < 1 || V % W != 0)
+  if (t->rank < 1 || V % W != 0) {
+    free(tmem);
     return sh_fail(sh, CCG_STATUS_SHAPE,
                    "embedding '%s' dim 0 (size %lld) is not divisible by "
                    "%s=%lld",
                    wname, (long long)V, sh->axis_name, (long long)W);
+  }
   size_t es = ccg_dtype_size(t->dtype), row = es;
   for (int i = 1; i < t->rank; i++)
     row *= (size_t)t->dims[i];
@@ -350,6 +357,7 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   CCG_CHECK_GOTO(sh_set(sh, gy, y, to, 1), st, out);
   *done = true;
 out:
+  free(tmem);
   free(mem);
   free(wch);
   free(mch);

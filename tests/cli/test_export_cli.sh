@@ -75,7 +75,14 @@ expect 1 "--opset '9': give 17 to 24" -- export "$work/tp4" -o "$work/no_9" --op
 expect 1 "--dialect 'xyz': give ccgraph or ort" -- export "$work/tp4" -o "$work/no_x" --dialect xyz
 expect 1 'missing -o OUT' -- export "$work/tp4"
 expect 2 'nope.onnx' -- export "$work/nope.onnx" -o "$work/no_nope.onnx"
-for d in no_ort no_9 no_x no_nope.onnx; do
+# -o makes missing parent folders, and a failure removes those it made
+expect 0 '4 models written to .*/new/a/b' -- export "$work/tp4" -o "$work/new/a/b"
+expect 0 '1 model written to .*/new1/a/gpt.onnx' -- export "$work/gpt.onnx" -o "$work/new1/a/gpt.onnx"
+[ -f "$work/new/a/b/gpt.rank3.onnx" ] && [ -f "$work/new1/a/gpt.onnx" ] ||
+  { echo "FAIL: export -o into new folders wrote nothing"; failures=$((failures + 1)); }
+expect 2 "com.microsoft collectives span every rank" -- export "$work/dptp" -o "$work/no_deep/a/b" --dialect ort
+expect 2 "File name too long" -- export "$work/gpt.onnx" -o "$work/no_long/a/$(printf 'g%.0s' $(seq 300)).onnx"
+for d in no_ort no_9 no_x no_nope.onnx no_deep no_long; do
   if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
 done
 expect 1 "--opset '25': give 17 to 24" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/no_25" --opset 25

@@ -36,6 +36,12 @@ expect 2 'missing.onnx' -- grad "$work/missing.onnx" --loss "$loss" -o "$work/ba
 expect 1 'missing --loss NAME' -- grad "$models/megatron_mlp.onnx" -o "$work/bad/c.onnx"
 expect 1 'missing -o OUT' -- grad "$models/megatron_mlp.onnx" --loss "$loss"
 expect 1 "--opset '9': give 17 to 24" -- grad "$models/megatron_mlp.onnx" --loss "$loss" --opset 9 -o "$work/bad/d.onnx"
+# -o makes missing parent folders; a write that fails removes those it made
+expect 0 '1 model written to .*/deep/a/mlp_grad.onnx' -- grad "$models/megatron_mlp.onnx" --loss "$loss" -o "$work/deep/a/mlp_grad.onnx"
+expect 0 '2 models written to .*/deep/r/s' -- grad "$models" --name megatron_tp2 --loss "$loss" -o "$work/deep/r/s"
+[ -f "$work/deep/a/mlp_grad.onnx" ] && [ -f "$work/deep/r/s/megatron_tp2.rank1.onnx" ] ||
+  { echo "FAIL: grad -o into new folders wrote nothing"; failures=$((failures + 1)); }
+expect 2 "File name too long" -- grad "$models/megatron_mlp.onnx" --loss "$loss" -o "$work/bad/x/y/$(printf 'g%.0s' $(seq 300)).onnx"
 if [ -n "$(ls -A "$work/bad")" ]; then
   echo "FAIL: failed runs left files: $(ls "$work/bad")"
   failures=$((failures + 1))

@@ -39,6 +39,32 @@ expect 0 'ran 4 ranks, 2 steps' -- run "$work/tp4" --input ids="$work/ids.pb" --
 expect 0 '"max_abs_diff": [0-9.e-]+' -- run "$work/tp4" --input ids="$work/ids.npy" --check "$work/gpt.onnx" --json
 expect 4 'FAILED' -- run "$work/tp2_sp" --input ids="$work/ids.npy" --check "$work/gpt.onnx" --tolerance 0
 expect 0 'ran 1 rank' -- run "$work/gpt.onnx" --input ids="$work/ids.npy"
+
+# --output-dir makes missing parent folders; a failure removes those made
+expect 0 'written to .*/oo/a/b' -- run "$work/tp4" --input ids="$work/ids.npy" --output-dir "$work/oo/a/b"
+[ -f "$work/oo/a/b/rank3/logits.npy" ] || { echo "FAIL: no $work/oo/a/b/rank3/logits.npy"; failures=$((failures + 1)); }
+expect 2 "File name too long" -- run "$work/tp4" --input ids="$work/ids.npy" --output-dir "$work/no_out/a/$(printf 'g%.0s' $(seq 300))"
+[ -e "$work/no_out" ] && { echo "FAIL: $work/no_out left behind"; failures=$((failures + 1)); }
+
+# A dynamic-axes export (batch and seq symbolic, head reshapes' targets
+# computed by Shape -> Gather -> Unsqueeze -> Concat with the head count a
+# Constant): equal to the static model where the sizes agree; sharded, its
+# ranks equal it at two batch/seq sizes (the executor binds them per run),
+# with the static model's collectives (Shape of a shard gathers nothing).
+$py "$src/samples/make_gpt_block.py" "$work/dyn.onnx" --dynamic >/dev/null || exit 1
+$py "$src/samples/make_gpt_block.py" "$work/dyn_fused.onnx" --dynamic --fused-qkv >/dev/null || exit 1
+$py -c "import numpy as np; np.save('$work/ids_3x4.npy', (np.arange(12).reshape(3, 4) * 5 % 100).astype(np.int64))" || exit 1
+expect 0 'max \|diff\| 0 .*: ok' -- run "$work/dyn.onnx" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+expect 0 'collectives: AllReduce 5, AllGather 1$' -- shard "$work/dyn.onnx" \
+  --plan "$src/samples/plan_gpt_block.json" --mesh tp=2 -o "$work/dyn_tp2"
+expect 0 'collectives: AllGather 6, ReduceScatter 5, ShardSlice 1$' -- shard "$work/dyn_fused.onnx" \
+  --plan "$src/samples/plan_gpt_block.json" --mesh tp=4 -o "$work/dyn_fused_tp4_sp" --sequence-parallel
+for ids in ids ids_3x4; do
+  expect 0 'check against .*: 2 outputs on 2 ranks, .*: ok' -- \
+    run "$work/dyn_tp2" --input ids="$work/$ids.npy" --check "$work/dyn.onnx"
+  expect 0 'check against .*: 4 outputs on 4 ranks, .*: ok' -- \
+    run "$work/dyn_fused_tp4_sp" --input ids="$work/$ids.npy" --check "$work/dyn_fused.onnx"
+done
 expect 2 "input 'ids' is not given: pass --input ids=FILE" -- run "$work/tp4"
 expect 2 "input 'ids' needs i64 of rank 2; the file holds f32" -- run "$work/tp4" --input ids="$work/f32.npy"
 expect 2 "NumPy dtype '>i8' is not supported" -- run "$work/tp4" --input ids="$work/big.npy"

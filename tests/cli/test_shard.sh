@@ -28,6 +28,27 @@ for m in gpt gpt_fused; do
     done
   done
 done
+# No dead nodes or unused initializers (the head-count rewrite's old
+# targets are pruned), tp=1 included: onnx's own view of the rank models.
+expect 0 "wrote .*rank0.onnx" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=1 -o "$work/out_gpt_tp1"
+$py - "$work/out_gpt_tp1/gpt.rank0.onnx" "$work/out_gpt_tp2/gpt.rank1.onnx" \
+  "$work/out_gpt_fused_tp4_sp/gpt_fused.rank3.onnx" <<'PY' || failures=$((failures + 1))
+import sys, onnx
+for path in sys.argv[1:]:
+    g = onnx.load(path).graph
+    prod = {o: n for n in g.node for o in n.output}
+    live, todo = set(), [o.name for o in g.output]
+    while todo:
+        v = todo.pop()
+        if v not in live:
+            live.add(v)
+            todo += list(prod[v].input) if v in prod else []
+    dead = [n.name for n in g.node if not any(o in live for o in n.output)]
+    unused = [i.name for i in g.initializer if i.name not in live]
+    if dead or unused or not g.initializer:
+        sys.exit(f"FAIL: {path}: dead nodes {dead}, unused initializers {unused}")
+    print(f"ok: {path}: {len(g.node)} nodes, {len(g.initializer)} initializers, none dead")
+PY
 expect 0 '"reshape_rewrites": 8' -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2,tp=2 -o "$work/dp" --json
 expect 0 'AllGather 6, ReduceScatter 5' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/sp" --sequence-parallel
 # Ulysses around the attention core: q, k, v to the head shard and the
@@ -57,7 +78,15 @@ expect 2 "plan entry 'decoder.\*' \(rowwise\) matches no module" -- shard "$work
 expect 2 "axis 'tp' .*not in the mesh" -- shard "$work/gpt.onnx" --plan "$plan" --mesh dp=2 -o "$work/x5"
 expect 1 "--plan, --mesh and -o are required" -- shard "$work/gpt.onnx"
 expect 0 "usage: ccgraph shard" -- shard --help
-for d in x1 x2 x3 x4 x5; do
+# -o makes missing parent folders; a failed export removes the ones it made
+# (a model name too long for the rank files fails after they are made)
+expect 0 "wrote .*/deep/a/b/gpt.rank0.onnx" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/deep/a/b"
+[ -f "$work/deep/a/b/gpt.rank1.onnx" ] || { echo "FAIL: no $work/deep/a/b/gpt.rank1.onnx"; failures=$((failures + 1)); }
+long=$(printf 'g%.0s' $(seq 245))
+cp "$work/gpt.onnx" "$work/$long.onnx"
+expect 2 "File name too long" -- shard "$work/$long.onnx" --plan "$plan" --mesh tp=2 -o "$work/x6/a/b"
+rm -f "$work/$long.onnx"
+for d in x1 x2 x3 x4 x5 x6; do
   if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
 done
 expect_summary shard

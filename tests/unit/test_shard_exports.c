@@ -1,0 +1,382 @@
+/* The shard pass on graphs shaped like torch.onnx.export's (issue 16):
+ * equal parameters folded into one initializer and Identity nodes named
+ * after the others, a tied embedding whose LM head reads it through a
+ * Transpose, and sharded graphs that keep no dead nodes or initializers.
+ * Every sharded graph runs on local ranks and equals the unsharded one. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_util.h"
+#include "exec_test_util.h"
+
+#define MAXR 4
+
+static ccg_value_id add(ccg_graph *g, const char *op, const char *name,
+                        const ccg_value_id *in, size_t n_in,
+                        const char *out_name, const ccg_attr *attrs,
+                        size_t n_attrs) {
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = op;
+  d.name = name;
+  d.inputs = in;
+  d.n_inputs = n_in;
+  d.attrs = attrs;
+  d.n_attrs = n_attrs;
+  d.output_names = out_name ? &out_name : NULL;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  return ccg_node_output(g, n, 0);
+}
+
+static ccg_value_id init(ccg_graph *g, const char *name, int rank,
+                         const int64_t *dims, uint32_t seed) {
+  float data[256];
+  ccg_tensor t = {CCG_DTYPE_F32, rank, {0}, data};
+  size_t n = 1;
+  for (int i = 0; i < rank; i++)
+    n *= (size_t)(t.dims[i] = dims[i]);
+  assert_true(n <= 256);
+  xt_fill(data, n, seed);
+  ccg_value_id v;
+  assert_ok(g, ccg_graph_add_initializer(g, name, &t, &v));
+  return v;
+}
+
+static size_t count_op(ccg_graph *g, ccg_op op) {
+  size_t n = 0;
+  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++)
+    n += ccg_node_op(g, (ccg_node_id)i) == op;
+  return n;
+}
+
+/* Every node and initializer of g reaches an output (no dead copies). */
+static void assert_no_dead(ccg_graph *g) {
+  size_t nv = ccg_graph_num_values(g);
+  bool *used = calloc(nv + 1, sizeof *used);
+  assert_non_null(used);
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    used[ccg_graph_output(g, i)] = true;
+  for (size_t k = ccg_graph_num_nodes(g); k-- > 0;) {
+    ccg_node_id n = (ccg_node_id)k;
+    bool live = ccg_op_is_collective(ccg_node_op(g, n));
+    for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
+      ccg_value_id o = ccg_node_output(g, n, i);
+      live = live || (o != CCG_NONE && used[o]);
+    }
+    if (!live)
+      fail_msg("node '%s' (%s) is dead", ccg_node_name(g, n),
+               ccg_op_name(ccg_node_op(g, n)));
+    for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++)
+      if (ccg_node_input(g, n, i) != CCG_NONE)
+        used[ccg_node_input(g, n, i)] = true;
+  }
+  for (size_t i = 0; i < ccg_graph_num_initializers(g); i++)
+    if (!used[ccg_graph_initializer(g, i)])
+      fail_msg("initializer '%s' is unused",
+               ccg_value_name(g, ccg_graph_initializer(g, i)));
+  free(used);
+}
+
+/* Runs g on one rank and s on every rank of its mesh with the same inputs;
+ * output `name` (n_out floats) of every rank equals g's within 1e-5. */
+static void assert_same_outputs(ccg_graph *g, ccg_graph *s,
+                                const ccg_exec_tensor *in, size_t n_in,
+                                const char *name, size_t n_out) {
+  float *want = calloc(n_out, sizeof *want);
+  float *got = calloc(MAXR * n_out, sizeof *got);
+  assert_non_null(want);
+  assert_non_null(got);
+  ccg_exec_tensor o = xt_out(name, want, n_out * sizeof *want);
+  assert_ok(g, xt_run1(g, in, n_in, &o, 1));
+  int W = (int)ccg_mesh_world_size(ccg_graph_mesh(s));
+  assert_true(W <= MAXR);
+  const ccg_exec_tensor *ins[MAXR];
+  ccg_exec_tensor outs[MAXR], *outp[MAXR];
+  for (int r = 0; r < W; r++) {
+    ins[r] = in;
+    outs[r] = xt_out(name, got + (size_t)r * n_out, n_out * sizeof *got);
+    outp[r] = &outs[r];
+  }
+  assert_ok(s, ccg_exec_run_local(s, W, NULL, ins, n_in, outp, 1, NULL));
+  for (int r = 0; r < W; r++)
+    xt_close(got + (size_t)r * n_out, want, n_out, 1e-5, 1e-5, name);
+  free(want);
+  free(got);
+}
+
+static ccg_graph *shard(ccg_graph *g, const char *plan_json, const char *mesh) {
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse(plan_json, &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse(mesh, &m));
+  ccg_graph *out = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  ccg_plan_free(plan);
+  return out;
+}
+
+static void assert_shape(ccg_graph *g, const char *name, const char *shape) {
+  ccg_value_id v;
+  assert_ok(g, ccg_graph_find_value(g, name, &v));
+  assert_string_equal(ccg_test_shape(g, v), shape);
+}
+
+/* One initializer of 16 floats feeds, through Identity nodes named after
+ * the parameters torch folded into it, a colwise Gemm's bias (each rank
+ * its slice) and a replicated Mul (whole); one of 8 feeds a LayerNorm's
+ * bias and, through a chain of two Identities, a rowwise Gemm's bias. */
+static ccg_graph *folded_params(void) {
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,8]");
+  ccg_value_id s8 = init(g, "shared8", 1, (int64_t[]){8}, 1);
+  ccg_value_id s16 = init(g, "shared16", 1, (int64_t[]){16}, 2);
+  ccg_value_id w1 = init(g, "fc1.weight", 2, (int64_t[]){8, 16}, 3);
+  ccg_value_id w2 = init(g, "fc2.weight", 2, (int64_t[]){16, 8}, 4);
+  ccg_value_id b1 =
+      add(g, "Identity", "/Identity", &s16, 1, "fc1.bias", NULL, 0);
+  ccg_value_id sh =
+      add(g, "Identity", "/Identity_1", &s16, 1, "act.shift", NULL, 0);
+  ccg_value_id b2 =
+      add(g, "Identity", "/Identity_2", &s8, 1, "fc2.bias", NULL, 0);
+  ccg_value_id lb =
+      add(g, "Identity", "/Identity_3", &b2, 1, "ln.bias", NULL, 0);
+  ccg_attr ln_axis = CCG_ATTR_I("axis", -1);
+  ccg_value_id h = add(g, "LayerNormalization", "/ln/LayerNormalization",
+                       (ccg_value_id[]){x, s8, lb}, 3, NULL, &ln_axis, 1);
+  ccg_value_id a = add(g, "Gemm", "/fc1/Gemm", (ccg_value_id[]){h, w1, b1}, 3,
+                       NULL, NULL, 0);
+  ccg_value_id r = add(g, "Relu", "/act/Relu", &a, 1, NULL, NULL, 0);
+  ccg_value_id y =
+      add(g, "Gemm", "/fc2/Gemm", (ccg_value_id[]){r, w2, b2}, 3, "y", NULL, 0);
+  ccg_value_id z =
+      add(g, "Mul", "/extra/Mul", (ccg_value_id[]){sh, sh}, 2, "z", NULL, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  assert_ok(g, ccg_graph_add_output(g, z));
+  return g;
+}
+
+static void identity_folded_parameters(void **state) {
+  (void)state;
+  ccg_graph *g = folded_params();
+  ccg_graph *s =
+      shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
+  /* each use its own copy, named after its parameter */
+  assert_shape(s, "fc1.bias", "[8]");
+  assert_shape(s, "act.shift", "[16]");
+  assert_shape(s, "fc2.bias", "[8]");
+  assert_shape(s, "ln.bias", "[8]");
+  assert_shape(s, "fc1.weight", "[8,8]");
+  assert_shape(s, "fc2.weight", "[8,8]");
+  for (size_t i = 0; i < ccg_graph_num_nodes(s); i++)
+    if (ccg_node_op(s, (ccg_node_id)i) == CCG_OP_IDENTITY)
+      assert_int_not_equal(
+          ccg_value_kind_of(s, ccg_node_input(s, (ccg_node_id)i, 0)),
+          CCG_VALUE_INITIALIZER);
+  ccg_value_id b1, s16;
+  assert_ok(s, ccg_graph_find_value(s, "fc1.bias", &b1));
+  assert_ok(g, ccg_graph_find_value(g, "shared16", &s16));
+  const float *full = ccg_value_data(g, s16)->data;
+  for (int r = 0; r < 2; r++) {
+    const ccg_tensor *t = ccg_value_rank_data(s, b1, r);
+    assert_memory_equal(t->data, full + 8 * r, 8 * sizeof(float));
+  }
+  assert_no_dead(s);
+  float xd[32];
+  xt_fill(xd, 32, 7);
+  ccg_exec_tensor in = XT_F32("x", xd, 4, 8);
+  assert_same_outputs(g, s, &in, 1, "y", 32);
+  assert_same_outputs(g, s, &in, 1, "z", 16);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* The plan names a folded weight by its parameter name (the Identity's
+ * output) in a graph whose nodes carry no scopes. */
+static void folded_parameter_named_by_the_plan(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,8]");
+  ccg_value_id w = init(g, "onnx::MatMul_7", 2, (int64_t[]){8, 8}, 5);
+  ccg_value_id v =
+      add(g, "Identity", "Identity_0", &w, 1, "proj.weight", NULL, 0);
+  ccg_value_id y =
+      add(g, "MatMul", "MatMul_0", (ccg_value_id[]){x, v}, 2, "y", NULL, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_graph *s = shard(g, "{\"proj.weight\": \"colwise\"}", "tp=2");
+  assert_shape(s, "proj.weight", "[8,4]");
+  assert_int_equal(count_op(s, CCG_OP_ALL_GATHER), 1);
+  assert_no_dead(s);
+  float xd[16];
+  xt_fill(xd, 16, 8);
+  ccg_exec_tensor in = XT_F32("x", xd, 2, 8);
+  assert_same_outputs(g, s, &in, 1, "y", 16);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* A tied embedding: the Gather reads wte.weight, the LM head reads it
+ * through a Transpose. Rank r holds rows [rV/W, (r+1)V/W) for both. */
+static void tied_embedding_through_transpose(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id ids = ccg_test_input(g, "ids", CCG_DTYPE_I64, "[2,3]");
+  ccg_value_id w = init(g, "wte.weight", 2, (int64_t[]){8, 4}, 9);
+  ccg_attr ax = CCG_ATTR_I("axis", 0);
+  ccg_value_id e = add(g, "Gather", "/wte/Gather", (ccg_value_id[]){w, ids}, 2,
+                       NULL, &ax, 1);
+  ccg_value_id wt =
+      add(g, "Transpose", "/lm_head/Transpose", &w, 1, NULL, NULL, 0);
+  ccg_value_id y = add(g, "MatMul", "/lm_head/MatMul", (ccg_value_id[]){e, wt},
+                       2, "logits", NULL, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_graph *s = shard(g,
+                       "{\"wte\": \"vocab_parallel\", \"lm_head\": "
+                       "{\"style\": \"colwise\", \"output_layouts\": "
+                       "\"Replicate\"}}",
+                       "tp=2");
+  assert_shape(s, "wte.weight", "[4,4]");
+  assert_shape(s, "wte.weight.T", "[4,4]");
+  assert_int_equal(count_op(s, CCG_OP_TRANSPOSE), 0);
+  ccg_value_id t;
+  assert_ok(s, ccg_graph_find_value(s, "wte.weight.T", &t));
+  const float *full = ccg_value_data(g, w)->data;
+  for (int r = 0; r < 2; r++) {
+    const float *got = ccg_value_rank_data(s, t, r)->data;
+    for (int i = 0; i < 4; i++) /* row i of wte^T, columns 4r..4r+3 */
+      for (int j = 0; j < 4; j++)
+        assert_true(got[i * 4 + j] == full[(4 * r + j) * 4 + i]);
+  }
+  assert_no_dead(s);
+  int64_t idd[6] = {0, 7, 3, 4, 5, 1};
+  ccg_exec_tensor in =
+      xt_in("ids", CCG_DTYPE_I64, idd, 2, (const int64_t[]){2, 3});
+  assert_same_outputs(g, s, &in, 1, "logits", 48);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* A head reshape whose target is a Constant node: the rewrite makes a new
+ * constant, and the copy of the old one is not kept (nor at tp=1). */
+static void head_reshape_leaves_nothing_dead(void **state) {
+  (void)state;
+  for (int tp = 1; tp <= 2; tp++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,8]");
+    ccg_value_id w = init(g, "q.weight", 2, (int64_t[]){8, 8}, 11);
+    ccg_value_id q = add(g, "MatMul", "/attn/q/MatMul", (ccg_value_id[]){x, w},
+                         2, NULL, NULL, 0);
+    int64_t shp[4] = {2, 3, 2, 4};
+    ccg_tensor st = {CCG_DTYPE_I64, 1, {4}, shp};
+    ccg_attr val = CCG_ATTR_T("value", &st);
+    ccg_value_id c =
+        add(g, "Constant", "/attn/Constant", NULL, 0, NULL, &val, 1);
+    ccg_value_id h = add(g, "Reshape", "/attn/Reshape", (ccg_value_id[]){q, c},
+                         2, NULL, NULL, 0);
+    ccg_value_id y = add(g, "Relu", "/attn/Relu", &h, 1, "y", NULL, 0);
+    assert_ok(g, ccg_graph_add_output(g, y));
+    char mesh[16];
+    snprintf(mesh, sizeof mesh, "tp=%d", tp);
+    ccg_graph *s = shard(g, "{\"attn.q\": \"colwise\"}", mesh);
+    assert_no_dead(s);
+    assert_int_equal(count_op(s, CCG_OP_CONSTANT), 1);
+    float xd[48];
+    xt_fill(xd, 48, 12);
+    ccg_exec_tensor in = XT_F32("x", xd, 2, 3, 8);
+    assert_same_outputs(g, s, &in, 1, "y", 48);
+    ccg_graph_free(s);
+    ccg_graph_free(g);
+  }
+}
+
+/* Unsqueeze(Gather(shape, i)) for i in 0, 1, then `tail` (a Constant):
+ * the [batch, seq, ...] target torch computes for a dynamic-axes export. */
+static ccg_value_id dyn_target(ccg_graph *g, const char *scope,
+                               ccg_value_id shape, const int64_t *tail,
+                               int n_tail) {
+  ccg_value_id parts[3];
+  char nm[64];
+  for (int i = 0; i < 2; i++) {
+    static const int64_t zero = 0;
+    int64_t idx = i;
+    ccg_tensor it = {CCG_DTYPE_I64, 0, {0}, &idx};
+    ccg_value_id c, d;
+    assert_ok(g, ccg_constant(g, &it, &c));
+    ccg_attr axes = CCG_ATTR_IS("axes", &zero, 1);
+    snprintf(nm, sizeof nm, "%s/Gather_%d", scope, i);
+    ccg_attr ax = CCG_ATTR_I("axis", 0);
+    d = add(g, "Gather", nm, (ccg_value_id[]){shape, c}, 2, NULL, &ax, 1);
+    snprintf(nm, sizeof nm, "%s/Unsqueeze_%d", scope, i);
+    parts[i] = add(g, "Unsqueeze", nm, &d, 1, NULL, &axes, 1);
+  }
+  ccg_tensor tt = {CCG_DTYPE_I64, 1, {n_tail}, (void *)tail};
+  assert_ok(g, ccg_constant(g, &tt, &parts[2]));
+  snprintf(nm, sizeof nm, "%s/Concat", scope);
+  ccg_attr ax = CCG_ATTR_I("axis", 0);
+  return add(g, "Concat", nm, parts, 3, NULL, &ax, 1);
+}
+
+/* Dynamic axes: x [batch, seq, 8] through a colwise q projection, split
+ * into 2 heads by a target Concat(batch, seq, [2], [4]) (its head count
+ * rewritten to 1 per rank) and merged back by a target computed past a
+ * Concat (a Mul by ones: divided by [1, 1, W] at run time). Shape of the
+ * shard is taken locally and scaled (graph output qshape, the global
+ * shape); only the output is gathered. Equal to the unsharded graph at two
+ * batch/seq sizes. */
+static void dynamic_head_reshape(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,seq,8]");
+  ccg_value_id w = init(g, "q.weight", 2, (int64_t[]){8, 8}, 13);
+  ccg_value_id q = add(g, "MatMul", "/attn/q/MatMul", (ccg_value_id[]){x, w}, 2,
+                       NULL, NULL, 0);
+  ccg_value_id shq = add(g, "Shape", "/attn/Shape", &q, 1, NULL, NULL, 0);
+  ccg_value_id t1 = dyn_target(g, "/attn", shq, (const int64_t[]){2, 4}, 2);
+  ccg_value_id h = add(g, "Reshape", "/attn/Reshape", (ccg_value_id[]){q, t1},
+                       2, NULL, NULL, 0);
+  h = add(g, "Relu", "/attn/Relu", &h, 1, NULL, NULL, 0);
+  ccg_value_id shh =
+      add(g, "Shape", "/attn/Shape_1", &h, 1, NULL,
+          (ccg_attr[]){CCG_ATTR_I("start", 0), CCG_ATTR_I("end", 3)}, 2);
+  ccg_value_id t2 = dyn_target(g, "/attn/merge", shh, (const int64_t[]){8}, 1);
+  int64_t ones[3] = {1, 1, 1};
+  ccg_tensor ot = {CCG_DTYPE_I64, 1, {3}, ones};
+  ccg_value_id o;
+  assert_ok(g, ccg_constant(g, &ot, &o));
+  t2 = add(g, "Mul", "/attn/merge/Mul", (ccg_value_id[]){t2, o}, 2, NULL, NULL,
+           0);
+  ccg_value_id y = add(g, "Reshape", "/attn/Reshape_1", (ccg_value_id[]){h, t2},
+                       2, "y", NULL, 0);
+  ccg_attr to = CCG_ATTR_S("to", "f32");
+  ccg_value_id qs = add(g, "Cast", "/Cast", &shq, 1, "qshape", &to, 1);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  assert_ok(g, ccg_graph_add_output(g, qs));
+  ccg_graph *s = shard(g, "{\"attn.q\": \"colwise\"}", "tp=2");
+  assert_int_equal(count_op(s, CCG_OP_ALL_GATHER), 1);
+  assert_int_equal(count_op(s, CCG_OP_DIV), 1);
+  assert_no_dead(s);
+  static const int64_t sizes[2][2] = {{2, 3}, {1, 5}};
+  for (int k = 0; k < 2; k++) {
+    float xd[5 * 8 * 2];
+    size_t n = (size_t)(sizes[k][0] * sizes[k][1] * 8);
+    xt_fill(xd, n, 14 + (uint32_t)k);
+    ccg_exec_tensor in = XT_F32("x", xd, sizes[k][0], sizes[k][1], 8);
+    assert_same_outputs(g, s, &in, 1, "y", n);
+    assert_same_outputs(g, s, &in, 1, "qshape", 3);
+  }
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(identity_folded_parameters),
+      cmocka_unit_test(folded_parameter_named_by_the_plan),
+      cmocka_unit_test(tied_embedding_through_transpose),
+      cmocka_unit_test(head_reshape_leaves_nothing_dead),
+      cmocka_unit_test(dynamic_head_reshape),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
