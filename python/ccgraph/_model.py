@@ -1,0 +1,763 @@
+"""Models and the functions over them: load, shard, grad, run, verify, cost.
+
+A Model holds one SPMD graph (run by every rank of its mesh) or one graph
+per rank (per-rank models, as `ccgraph shard` writes them). Every graph is a
+ccg_graph handle owned by the Model and freed by close() (also called by
+__del__ and on leaving a `with` block). Calls on one Model are serialized by
+its lock; two Models never share a handle, so two threads may use two Models
+at once.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import threading
+from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_size_t, \
+    c_uint32, c_void_p
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
+
+import numpy as np
+
+from . import _lib
+from ._errors import BadInput, CheckFailed, Error, check, from_status
+
+L = _lib.lib
+PathLike = Union[str, "os.PathLike[str]"]
+
+# ccgraph dtype name -> numpy dtype (bf16 has none: its data is uint16)
+_NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16,
+          "f64": np.float64, "i64": np.int64, "i32": np.int32, "i8": np.int8,
+          "u8": np.uint8, "bool": np.bool_}
+
+_RANK_FILE = re.compile(r"^(.+)\.rank(0|[1-9][0-9]{0,5})\.onnx$")
+
+
+class TensorInfo(NamedTuple):
+    """A graph input or output: its name, dtype ("f32", "i64", ... as the
+    library names them), shape (a number or a symbol such as "batch" per
+    dim; rank 0's local shape for a sharded model) and placement on each
+    mesh axis ("Replicate", "Shard(1)", "Partial(sum)"; empty when the value
+    has none)."""
+    name: str
+    dtype: str
+    shape: Tuple[Union[int, str], ...]
+    placements: Tuple[str, ...]
+
+    @property
+    def numpy_dtype(self) -> "np.dtype[Any]":
+        """The numpy dtype of its data (bf16: uint16, its bits)."""
+        return np.dtype(_NUMPY[self.dtype])
+
+
+def _b(s: str) -> bytes:
+    return s.encode("utf-8")
+
+
+def _import_file(path: str) -> int:
+    g = c_void_p()
+    check(L.ccg_onnx_import_file(_b(path), None, byref(g)))
+    return g.value
+
+
+def _clone(g: int, rank: int = -1) -> int:
+    """A new graph equal to g (rank >= 0: with rank's per-rank weights as
+    its weights) through an in-memory ONNX model, as the tool's per-rank
+    files carry it."""
+    data, size = c_void_p(), c_size_t()
+    opts = _lib.ExportOptions.make(rank=rank)
+    check(L.ccg_onnx_export_buffer(g, byref(opts), byref(data), byref(size)),
+          g)
+    try:
+        out = c_void_p()
+        check(L.ccg_onnx_import_buffer(data, size, None, None, byref(out)))
+        return out.value
+    finally:
+        _lib.libc.free(data)
+
+
+def _mesh_of(g: int) -> Optional[_lib.Mesh]:
+    m = L.ccg_graph_mesh(g)
+    return m.contents if m else None
+
+
+def _world(g: int) -> int:
+    m = L.ccg_graph_mesh(g)
+    return int(L.ccg_mesh_world_size(m)) if m else 1
+
+
+def _shape(g: int, v: int) -> Tuple[Union[int, str], ...]:
+    s = L.ccg_value_shape(g, v).contents
+    return tuple(_lib.text(s.dims[d].sym) if s.dims[d].sym else
+                 int(s.dims[d].size) for d in range(s.rank))
+
+
+def _placements(g: int, v: int) -> List[_lib.Placement]:
+    p = (_lib.Placement * _lib.MAX_MESH_AXES)()
+    n = L.ccg_value_placements(g, v, p)
+    return list(p[:n])
+
+
+def _find(g: int, name: str) -> Optional[int]:
+    v = c_uint32()
+    if L.ccg_graph_find_value(g, _b(name), byref(v)) != 0:
+        L.ccg_clear_error(g)
+        return None
+    return v.value
+
+
+def _info(g: int, v: int) -> TensorInfo:
+    names = []
+    for p in _placements(g, v):
+        buf = ctypes.create_string_buffer(64)
+        L.ccg_placement_format(byref(p), buf, 64)
+        names.append(_lib.text(buf.value))
+    return TensorInfo(_lib.text(L.ccg_value_name(g, v)),
+                      _lib.DTYPE_NAMES[L.ccg_value_dtype(g, v)], _shape(g, v),
+                      tuple(names))
+
+
+def _mesh_spec(mesh: Union[str, Mapping[str, int]]) -> _lib.Mesh:
+    if isinstance(mesh, Mapping):
+        spec = ",".join(f"{k}={int(v)}" for k, v in mesh.items())
+    elif isinstance(mesh, str):
+        spec = mesh
+    else:
+        raise BadInput(f"mesh {mesh!r}: give a spec such as 'tp=2' or a "
+                       "dict such as {'tp': 2}", "INVALID_ARG")
+    m = _lib.Mesh()
+    check(L.ccg_mesh_parse(_b(spec), byref(m)))
+    return m
+
+
+def _part(g: int, name: str, a: np.ndarray, rank: int,
+          strict: bool) -> np.ndarray:
+    """Rank `rank`'s part of the global array `a` for value `name` of g:
+    along every mesh axis where the value is Shard(d), dim d cut into that
+    axis' size and the chunk at the rank's coordinate kept (nested axes of
+    one dim: first axis outermost). strict (inputs, as `ccgraph run` splits
+    them): a dim already of the local size is taken as the shard, and one
+    the axis does not divide is an error; else (reference outputs, as
+    `run --check` cuts them; "grad/<x>" takes x's placements) such a dim is
+    left whole."""
+    m = _mesh_of(g)
+    v = _find(g, name)
+    if m is None or v is None:
+        return a
+    pls = _placements(g, v)
+    if not pls and not strict and name.startswith("grad/"):
+        w = _find(g, name[5:])
+        pls = _placements(g, w) if w is not None else []
+    if not pls:
+        return a
+    coords = (c_int64 * _lib.MAX_MESH_AXES)()
+    check(L.ccg_mesh_coords(byref(m), rank, coords))
+    local = L.ccg_value_shape(g, v).contents if strict else None
+    for ax, p in enumerate(pls[:m.ndims]):
+        if p.kind != _lib.PLACEMENT_SHARD:
+            continue
+        d = p.dim if p.dim >= 0 else p.dim + a.ndim
+        w, full = int(m.sizes[ax]), None
+        if d < 0 or d >= a.ndim:
+            continue
+        full = a.shape[d]
+        if strict:
+            ld = local.dims[d]
+            if ld.sym is None and full == ld.size:
+                continue  # given as the shard already
+            if full % w:
+                raise BadInput(
+                    f"input '{name}' dim {d} is {full}, which the {w} ranks "
+                    f"of axis '{_lib.text(m.names[ax].value)}' do not divide",
+                    "SHAPE")
+        elif w < 2 or full % w:
+            continue
+        c = full // w
+        a = a[(slice(None),) * d + (slice(coords[ax] * c,
+                                          (coords[ax] + 1) * c),)]
+    return a
+
+
+class Model:
+    """A model: one SPMD graph, or one graph per rank. Made by load(),
+    shard() and grad(); free it with close() or a `with` block (__del__
+    frees it too)."""
+
+    def __init__(self, graphs: Sequence[int], per_rank: bool,
+                 shard_report: Optional[Dict[str, int]] = None) -> None:
+        self._graphs: List[int] = list(graphs)
+        self._spmd_copies: List[int] = []  # rank r > 0's copy for run()
+        self.per_rank = per_rank
+        """True when each rank has a graph of its own (saved as a folder of
+        <name>.rank<r>.onnx); False for one SPMD graph (saved as a file)."""
+        self.shard_report = shard_report
+        """What shard() did (sharded params, collectives, reshape
+        rewrites); None for other models."""
+        self._lock = threading.RLock()
+
+    # ---- lifetime ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Frees every graph of the model; later calls raise BadInput.
+        Calling it again does nothing."""
+        with self._lock:
+            for g in self._graphs + self._spmd_copies:
+                L.ccg_graph_free(g)
+            self._graphs, self._spmd_copies = [], []
+
+    def __del__(self) -> None:
+        if getattr(self, "_graphs", None):
+            self.close()
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return not self._graphs
+
+    def _g(self, rank: int = 0) -> int:
+        if not self._graphs:
+            raise BadInput("the model is closed", "INVALID_ARG")
+        if not self.per_rank:
+            return self._graphs[0]
+        if not 0 <= rank < len(self._graphs):
+            raise BadInput(f"rank {rank}: the model has ranks 0 to "
+                           f"{len(self._graphs) - 1}", "INVALID_ARG")
+        return self._graphs[rank]
+
+    def graphs(self) -> List[int]:
+        """The graphs, as the library's verify and cost take them: one SPMD
+        graph or one per rank (borrowed ccg_graph handles)."""
+        self._g()
+        return list(self._graphs)
+
+    # ---- what it is -------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The graph's name (a saved per-rank model's <name>)."""
+        with self._lock:
+            return _lib.text(L.ccg_graph_name(self._g()))
+
+    @property
+    def ranks(self) -> int:
+        """Ranks of the mesh (1 without one)."""
+        with self._lock:
+            return _world(self._g())
+
+    @property
+    def mesh(self) -> Dict[str, int]:
+        """The device mesh as {axis: size} in axis order ({} without one)."""
+        with self._lock:
+            m = _mesh_of(self._g())
+            if m is None:
+                return {}
+            return {_lib.text(m.names[i].value): int(m.sizes[i])
+                    for i in range(m.ndims)}
+
+    def _values(self, count, at, rank: int) -> List[TensorInfo]:
+        with self._lock:
+            g = self._g(rank)
+            return [_info(g, at(g, i)) for i in range(count(g))]
+
+    @property
+    def inputs(self) -> List[TensorInfo]:
+        """Graph inputs (rank 0's, with local shapes, for per-rank models)."""
+        return self._values(L.ccg_graph_num_inputs, L.ccg_graph_input, 0)
+
+    @property
+    def outputs(self) -> List[TensorInfo]:
+        """Graph outputs (rank 0's, with local shapes, for per-rank
+        models)."""
+        return self._values(L.ccg_graph_num_outputs, L.ccg_graph_output, 0)
+
+    def input_info(self, rank: int) -> List[TensorInfo]:
+        """Rank `rank`'s graph inputs."""
+        return self._values(L.ccg_graph_num_inputs, L.ccg_graph_input, rank)
+
+    def collectives(self, rank: int = 0,
+                    axis: Optional[str] = None) -> Dict[str, int]:
+        """Collective nodes of rank `rank`'s graph by op ({"AllReduce": 6,
+        ...}, ops in registry order, absent ones left out); with `axis`, only
+        those whose group spans that mesh axis."""
+        with self._lock:
+            g = self._g(rank)
+            counts: Dict[str, int] = {}
+            for n in range(L.ccg_graph_num_nodes(g)):
+                op = L.ccg_node_op(g, n)
+                name = _lib.OP_NAMES[op]
+                if name not in _lib.COLLECTIVES:
+                    continue
+                if axis is not None and axis not in _node_axes(g, n):
+                    continue
+                counts[name] = counts.get(name, 0) + 1
+            return {k: counts[k] for k in _lib.OP_NAMES if k in counts}
+
+    def summary(self) -> str:
+        """One line for the model, one per rank (nodes, weights and their
+        bytes, collectives by kind) as `ccgraph inspect DIR` prints them,
+        then the inputs and outputs."""
+        with self._lock:
+            mesh = ",".join(f"{k}={v}" for k, v in self.mesh.items())
+            kind = "per-rank models" if self.per_rank else "one SPMD graph"
+            lines = [f"model '{self.name}' (mesh {mesh or 'none'}): "
+                     f"{self.ranks} rank{'s' if self.ranks != 1 else ''}, "
+                     f"{kind}"]
+            for r in range(len(self._graphs)):
+                g = self._graphs[r]
+                nbytes = 0
+                for i in range(L.ccg_graph_num_initializers(g)):
+                    t = L.ccg_value_rank_data(g, L.ccg_graph_initializer(g, i),
+                                              r if self.per_rank else 0)
+                    n = c_size_t()
+                    if t and L.ccg_tensor_nbytes(t, byref(n)) == 0:
+                        nbytes += n.value
+                coll = ", ".join(f"{k} {v}" for k, v in
+                                 self.collectives(r).items()) or "none"
+                who = f"rank {r}" if self.per_rank else "every rank"
+                lines.append(
+                    f"  {who}: {L.ccg_graph_num_nodes(g)} nodes, "
+                    f"{L.ccg_graph_num_initializers(g)} weights ({nbytes} "
+                    f"bytes), collectives: {coll}")
+            for what, vals in (("input", self.inputs),
+                               ("output", self.outputs)):
+                for t in vals:
+                    dims = ",".join(str(d) for d in t.shape)
+                    pl = f" {'/'.join(t.placements)}" if t.placements else ""
+                    lines.append(f"  {what} {t.name}: {t.dtype} [{dims}]{pl}")
+            return "\n".join(lines)
+
+    def dump(self, format: str = "text", rank: int = 0) -> str:
+        """Rank `rank`'s graph as text (a line per node), the stable JSON
+        dump or Graphviz DOT ("text", "json", "dot")."""
+        fmts = {"text": 0, "json": 1, "dot": 2}
+        if format not in fmts:
+            raise BadInput(f"format '{format}': give text, json or dot",
+                           "INVALID_ARG")
+        with self._lock:
+            g = self._g(rank)
+            out = c_void_p()
+            check(L.ccg_graph_dump_string(g, fmts[format], byref(out)), g)
+            try:
+                return _lib.text(ctypes.string_at(out))
+            finally:
+                _lib.libc.free(out)
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<ccgraph.Model closed>"
+        return (f"<ccgraph.Model '{self.name}' ranks={self.ranks} "
+                f"mesh={self.mesh} per_rank={self.per_rank}>")
+
+    # ---- writing ----------------------------------------------------------
+
+    def save(self, path: PathLike, opset: int = 17) -> None:
+        """Writes the model as ONNX: one SPMD graph to the file `path`,
+        per-rank models into the folder `path` (made if missing) as
+        <name>.rank<r>.onnx. Weights above 1 MiB go to a .data file beside
+        each model. All or nothing: on failure nothing is left."""
+        path = os.fspath(path)
+        with self._lock:
+            g = self._g()
+            opts = _lib.ExportOptions.make(opset=opset)
+            if not self.per_rank:
+                check(L.ccg_onnx_export_file(g, _b(path), byref(opts)), g)
+                return
+            arr = (c_void_p * len(self._graphs))(*self._graphs)
+            check(L.ccg_onnx_export_rank_graphs(arr, len(self._graphs),
+                                                _b(path), _b(self.name),
+                                                byref(opts)), g)
+
+    # ---- running ----------------------------------------------------------
+
+    def _rank_graphs(self) -> List[int]:
+        """A graph per rank: an executor compiles from its graph on its own
+        thread, so an SPMD graph is copied for ranks 1.. (kept for the next
+        run)."""
+        g = self._g()
+        if self.per_rank:
+            return list(self._graphs)
+        world = _world(g)
+        while len(self._spmd_copies) < world - 1:
+            self._spmd_copies.append(_clone(g))
+        return [g] + self._spmd_copies
+
+    def run(self, inputs: Mapping[str, np.ndarray],
+            ranks: Optional[int] = None) -> List[Dict[str, np.ndarray]]:
+        """Runs one step on every rank of the mesh as threads of this process
+        (the local communicator) and returns each rank's outputs, one dict
+        {output name: array} per rank. `inputs` are global arrays, one per
+        graph input, with the input's dtype: a rank whose input is Shard(d)
+        on a mesh axis gets its chunk of dim d, any other the whole array
+        (as `ccgraph run` splits them). `ranks`, when given, must be the
+        mesh's world size. BadInput for a missing, unknown or misshapen
+        input; RuntimeFailure when a rank fails."""
+        with self._lock:
+            graphs = self._rank_graphs()
+            world = len(graphs)
+            if ranks is not None and ranks != world:
+                raise BadInput(f"ranks={ranks}: the model's mesh has {world} "
+                               "ranks", "INVALID_ARG")
+            names = [_lib.text(L.ccg_value_name(graphs[0],
+                                                L.ccg_graph_input(graphs[0], i)))
+                     for i in range(L.ccg_graph_num_inputs(graphs[0]))]
+            unknown = sorted(set(inputs) - set(names))
+            if unknown:
+                raise BadInput(f"input '{unknown[0]}': the model has no input "
+                               f"of that name (its inputs: "
+                               f"{', '.join(names) or 'none'})", "INVALID_ARG")
+            keep: List[Any] = []  # everything C borrows during the call
+            n_in, n_out = len(names), L.ccg_graph_num_outputs(graphs[0])
+            in_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
+            out_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
+            outs = []
+            for r, g in enumerate(graphs):
+                if (L.ccg_graph_num_inputs(g) != n_in or
+                        L.ccg_graph_num_outputs(g) != n_out):
+                    raise BadInput(f"rank {r}'s model has other inputs or "
+                                   "outputs than rank 0's", "INVALID_ARG")
+                row = (_lib.ExecTensor * max(n_in, 1))()
+                for i in range(n_in):
+                    v = L.ccg_graph_input(g, i)
+                    name = _lib.text(L.ccg_value_name(g, v))
+                    if name not in inputs:
+                        raise BadInput(f"input '{name}' is not given",
+                                       "INVALID_ARG")
+                    a = _rank_input(g, v, name, inputs[name], r)
+                    keep.append(a)
+                    row[i].name = L.ccg_value_name(g, v)
+                    row[i].tensor = _tensor(a, L.ccg_value_dtype(g, v))
+                orow = (_lib.ExecTensor * max(n_out, 1))()
+                for i in range(n_out):
+                    orow[i].name = L.ccg_value_name(g, L.ccg_graph_output(g, i))
+                keep += [row, orow]
+                in_rows[r] = row
+                out_rows[r] = orow
+                outs.append(orow)
+            garr = (c_void_p * world)(*graphs)
+            status = (c_int * world)()
+            st = L.ccg_exec_run_local_ranks(garr, world, None, 1, in_rows,
+                                            n_in, out_rows, n_out, status,
+                                            None)
+            msg = _lib.text(L.ccg_last_error(None)) if st else ""
+            result = []
+            try:
+                for r in range(world):
+                    d = {}
+                    for i in range(n_out):
+                        t = outs[r][i].tensor
+                        if st == 0:
+                            d[_lib.text(outs[r][i].name)] = _array(t)
+                    result.append(d)
+            finally:
+                for r in range(world):
+                    for i in range(n_out):
+                        if outs[r][i].tensor.data:
+                            _lib.libc.free(outs[r][i].tensor.data)
+            if st:
+                raise from_status(st, msg)
+            return result
+
+
+def _node_axes(g: int, n: int) -> List[str]:
+    """The mesh axes of a collective node's group."""
+    a = L.ccg_node_attr(g, n, b"mesh_axes")
+    if a and a.contents.type == _lib.ATTR_STRINGS:
+        return [_lib.text(a.contents.strings[i]) for i in range(a.contents.n)]
+    a = L.ccg_node_attr(g, n, b"mesh_axis")
+    if a and a.contents.type == _lib.ATTR_STRING:
+        return [_lib.text(a.contents.s)]
+    return []
+
+
+def _rank_input(g: int, v: int, name: str, a: Any, rank: int) -> np.ndarray:
+    dt = _lib.DTYPE_NAMES[L.ccg_value_dtype(g, v)]
+    want = np.dtype(_NUMPY[dt])
+    arr = np.asarray(a)
+    shape = _shape(g, v)
+    if arr.dtype != want or arr.ndim != len(shape):
+        raise BadInput(f"input '{name}' needs {dt} ({want.name}) of rank "
+                       f"{len(shape)}; the array is {arr.dtype.name} of rank "
+                       f"{arr.ndim}", "DTYPE" if arr.dtype != want else "SHAPE")
+    part = _part(g, name, arr, rank, strict=True)
+    for d, want_d in enumerate(shape):
+        if isinstance(want_d, int) and part.shape[d] != want_d:
+            raise BadInput(f"input '{name}' dim {d} is {part.shape[d]} on "
+                           f"rank {rank}; the model needs {want_d}", "SHAPE")
+    return np.ascontiguousarray(part)
+
+
+def _tensor(a: np.ndarray, dtype: int) -> _lib.Tensor:
+    t = _lib.Tensor()
+    t.dtype = dtype
+    t.rank = a.ndim
+    for d in range(a.ndim):
+        t.dims[d] = a.shape[d]
+    t.data = a.ctypes.data if a.size else a.ctypes.data or None
+    return t
+
+
+def _array(t: _lib.Tensor) -> np.ndarray:
+    """A numpy copy of a tensor's data."""
+    dt = np.dtype(_NUMPY[_lib.DTYPE_NAMES[t.dtype]])
+    shape = tuple(int(t.dims[d]) for d in range(t.rank))
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    buf = ctypes.string_at(t.data, n) if n else b""
+    return np.frombuffer(buf, dtype=dt).reshape(shape).copy()
+
+
+# ---- module functions --------------------------------------------------------
+
+
+def load(path: PathLike, name: Optional[str] = None) -> Model:
+    """Reads a model: an ONNX file (one SPMD graph), or a folder of per-rank
+    models <name>.rank<r>.onnx (`name` picks the program in a folder holding
+    several); a file <name>.rank<r>.onnx stands for every rank beside it, as
+    for the tool. BadInput naming the file for anything missing or bad."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _load_ranks(path, name)
+    m = _RANK_FILE.match(os.path.basename(path))
+    if m and name is None and os.path.exists(path):
+        return _load_ranks(os.path.dirname(path) or ".", m.group(1))
+    return Model([_import_file(path)], per_rank=False)
+
+
+def _load_ranks(folder: str, name: Optional[str]) -> Model:
+    found: Dict[str, List[int]] = {}
+    for f in sorted(os.listdir(folder)):
+        m = _RANK_FILE.match(f)
+        if m and (name is None or m.group(1) == name):
+            found.setdefault(m.group(1), []).append(int(m.group(2)))
+    if not found:
+        raise BadInput(f"no per-rank models {name or '<name>'}.rank<r>.onnx "
+                       f"in '{folder}'", "IO")
+    if len(found) > 1:
+        a, b = sorted(found)[:2]
+        raise BadInput(f"'{folder}' holds the models of several programs "
+                       f"('{a}' and '{b}'); pick one with name=", "INVALID_ARG")
+    prog, ranks = next(iter(found.items()))
+    for r in range(max(ranks) + 1):
+        if r not in ranks:
+            raise BadInput(f"'{folder}/{prog}.rank{r}.onnx' is missing (found "
+                           f"ranks up to {max(ranks)} of '{prog}')", "IO")
+    graphs: List[int] = []
+    try:
+        for r in range(max(ranks) + 1):
+            graphs.append(_import_file(os.path.join(folder,
+                                                    f"{prog}.rank{r}.onnx")))
+    except BaseException:
+        for g in graphs:
+            L.ccg_graph_free(g)
+        raise
+    return Model(graphs, per_rank=True)
+
+
+def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
+          mesh: Union[str, Mapping[str, int]], sequence_parallel: bool = False,
+          axis: Optional[str] = None) -> Model:
+    """Applies a DTensor-style plan ({module-or-parameter pattern: style},
+    a dict or a JSON file; docs/shard.md) to an unsharded model on `mesh`
+    ("tp=2" or {"tp": 2}) and returns the per-rank models (each rank's
+    weight shards, collectives inserted), as `ccgraph shard` writes them.
+    `axis` is the mesh axis the plan shards over (default "tp"). BadInput
+    for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
+    does not divide."""
+    with model._lock:
+        if model.per_rank:
+            raise BadInput("shard takes an unsharded model (one graph); this "
+                           f"one has {len(model._graphs)} per-rank models",
+                           "INVALID_ARG")
+        g = model._g()
+        m = _mesh_spec(mesh)
+        p = c_void_p()
+        if isinstance(plan, Mapping):
+            try:
+                text = json.dumps(plan)
+            except (TypeError, ValueError) as e:
+                raise BadInput(f"plan: not JSON: {e}", "PARSE") from None
+            check(L.ccg_plan_parse(_b(text), byref(p)))
+        elif isinstance(plan, (str, os.PathLike)):
+            check(L.ccg_plan_load(_b(os.fspath(plan)), byref(p)))
+        else:
+            raise BadInput(f"plan: give a dict or a JSON file's path, not "
+                           f"{type(plan).__name__}", "INVALID_ARG")
+        out = c_void_p()
+        rep = _lib.ShardReport()
+        opts = _lib.ShardOptions(ctypes.sizeof(_lib.ShardOptions),
+                                 _b(axis) if axis else None,
+                                 bool(sequence_parallel), 1)
+        try:
+            check(L.ccg_shard_apply(g, p, byref(m), byref(opts), byref(out),
+                                    byref(rep)), g)
+        finally:
+            L.ccg_plan_free(p)
+        graphs: List[int] = []
+        try:
+            for r in range(_world(out.value)):
+                graphs.append(_clone(out.value, rank=r))
+        except BaseException:
+            for x in graphs:
+                L.ccg_graph_free(x)
+            raise
+        finally:
+            L.ccg_graph_free(out)
+        return Model(graphs, per_rank=True, shard_report={
+            "sharded_params": rep.n_sharded_params,
+            "collectives": rep.n_collectives,
+            "reshape_rewrites": rep.n_reshape_rewrites})
+
+
+def grad(model: Model, loss: str,
+         wrt: Optional[Union[str, Sequence[str]]] = None) -> Model:
+    """A new model with the backward added (to every rank's graph): the
+    gradient of the sum of value `loss`'s elements with respect to the
+    inputs and initializers `wrt` names (names or fnmatch patterns; default
+    every float initializer), each as a graph output "grad/<name>". `model`
+    is left unchanged. BadInput for an unknown loss or pattern, or an op
+    without a gradient rule (the message names it)."""
+    pats = [wrt] if isinstance(wrt, str) else list(wrt or [])
+    with model._lock:
+        src = model._graphs if model.per_rank else [model._g()]
+        model._g()
+        graphs: List[int] = []
+        try:
+            for r, g0 in enumerate(src):
+                g = _clone(g0)
+                graphs.append(g)
+                what = f"rank {r}: " if model.per_rank else ""
+                v = _find(g, loss)
+                if v is None:
+                    raise BadInput(f"{what}no value named '{loss}' to use as "
+                                   "the loss", "INVALID_ARG")
+                o = _lib.BackwardOptions()
+                o.size = ctypes.sizeof(o)
+                o.loss = v
+                o.n_outputs = 0
+                o.add_outputs = True
+                o.p2p = True
+                arr = (c_char_p * max(len(pats), 1))(*[_b(s) for s in pats])
+                if pats:
+                    o.wrt = arr
+                    o.n_wrt = len(pats)
+                check(L.ccg_backward(g, byref(o)), g, what)
+        except BaseException:
+            for g in graphs:
+                L.ccg_graph_free(g)
+            raise
+        return Model(graphs, per_rank=model.per_rank)
+
+
+def _verify_options(dims: Optional[Mapping[str, int]], p2p_buffer: int,
+                    keep: List[Any]) -> _lib.VerifyOptions:
+    o = _lib.VerifyOptions(ctypes.sizeof(_lib.VerifyOptions), None,
+                           p2p_buffer, None, None, 0)
+    if dims:
+        names = (c_char_p * len(dims))(*[_b(k) for k in dims])
+        vals = (c_int64 * len(dims))(*[int(v) for v in dims.values()])
+        keep += [names, vals]
+        o.dim_names, o.dim_values, o.n_dims = names, vals, len(dims)
+    return o
+
+
+def verify(model: Model, dims: Optional[Mapping[str, int]] = None,
+           p2p_buffer: int = 16) -> Dict[str, Any]:
+    """Proves that the ranks' collectives and sends/recvs match, and that
+    every declared placement agrees with its collective (`ccgraph verify`).
+    Returns {"ok": True, "kind": "ok", "calls": n, "graphs": n, "ranks": n};
+    raises CheckFailed (its `report` with the kind, ranks, nodes, position,
+    group and message) on a mismatch. `dims` binds named dims
+    ({"batch": 8})."""
+    with model._lock:
+        graphs = model.graphs()
+        keep: List[Any] = []
+        o = _verify_options(dims, p2p_buffer, keep)
+        arr = (c_void_p * len(graphs))(*graphs)
+        rep = _lib.VerifyReport()
+        comm = _lib.STATUS_NAMES.index("COMM")
+        st = L.ccg_verify_program(arr, len(graphs), byref(o), byref(rep))
+        if st not in (0, comm):
+            check(st)  # cannot be replayed: a bad program, not a mismatch
+        calls, prefix = rep.n_calls, ""
+        for i, g in enumerate(graphs if st == 0 else []):
+            pst = L.ccg_verify_placements(g, byref(rep))
+            if pst and rep.kind != _lib.VERIFY_PLACEMENT:
+                check(pst)
+            if pst:
+                st = comm
+                rep.rank_a = i if model.per_rank else -1
+                prefix = f"rank {i}: " if model.per_rank else ""
+                break
+        report: Dict[str, Any] = {
+            "ok": st == 0, "kind": _lib.VERIFY_KINDS[rep.kind] if st else "ok",
+            "calls": calls, "graphs": len(graphs), "ranks": model.ranks}
+        if st:
+            msg = prefix + _lib.text(rep.message)
+            report["mismatch"] = {
+                "rank_a": rep.rank_a, "rank_b": rep.rank_b,
+                "node_a": _lib.text(rep.node_a), "node_b": _lib.text(rep.node_b),
+                "position": rep.position, "group": _lib.text(rep.group),
+                "message": msg}
+            raise CheckFailed(msg, "COMM", report)
+        return report
+
+
+def cost(model: Model, link_gbps: float = 100.0,
+         dims: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+    """The communication cost of one step (`ccgraph cost --json`): every
+    collective once per group (op, node, first_rank, group_size, bytes,
+    bus_factor, bus_bytes, time_s), each rank's bytes, and the step's bus
+    bytes and time at a link of `link_gbps` Gbit/s. Every dim must be a
+    number (`dims` binds named ones)."""
+    if not (isinstance(link_gbps, (int, float)) and 0 < link_gbps <= 1e9):
+        raise BadInput(f"link_gbps {link_gbps!r} is not a positive number",
+                       "INVALID_ARG")
+    with model._lock:
+        graphs = model.graphs()
+        keep: List[Any] = []
+        o = _verify_options(dims, 16, keep)
+        arr = (c_void_p * len(graphs))(*graphs)
+        rp = ctypes.POINTER(_lib.CostReport)()
+        check(L.ccg_cost_program(arr, len(graphs), byref(o),
+                                 c_double(link_gbps), byref(rp)))
+        try:
+            r = rp.contents
+            items = [{"op": _lib.OP_NAMES[it.op], "node": _lib.text(it.node),
+                      "first_rank": it.first_rank,
+                      "group_size": it.group_size, "bytes": it.bytes,
+                      "bus_factor": it.bus_factor, "bus_bytes": it.bus_bytes,
+                      "time_s": it.time_s}
+                     for it in (r.items[i] for i in range(r.n_items))]
+            ranks = [{"rank": q, "bytes": r.rank_bytes[q],
+                      "bus_bytes": r.rank_bus_bytes[q],
+                      "time_s": r.rank_bus_bytes[q] / r.link_bytes_per_s}
+                     for q in range(r.n_ranks)]
+            return {"link_gbps": float(link_gbps),
+                    "link_bytes_per_s": r.link_bytes_per_s,
+                    "collectives": items, "ranks": ranks,
+                    "step": {"bus_bytes": r.step_bus_bytes,
+                             "time_s": r.step_time_s}}
+        finally:
+            L.ccg_cost_report_free(rp)
+
+
+def part_of(model: Model, name: str, array: np.ndarray,
+            rank: int) -> np.ndarray:
+    """Rank `rank`'s part of a global (unsharded) array for the model's
+    value `name`: where that value (or, for "grad/<x>", x) is Shard(d) on a
+    mesh axis, the chunk of dim d at the rank's coordinate; the whole array
+    elsewhere, or where the axis does not divide the dim (as `ccgraph run
+    --check` compares a rank with its part of the reference)."""
+    with model._lock:
+        return _part(model._g(rank), name, np.asarray(array), rank,
+                     strict=False)
+
+
+__all__ = ["Model", "TensorInfo", "load", "shard", "grad", "verify", "cost",
+           "part_of", "Error"]
