@@ -208,8 +208,11 @@ class Model:
             self._graphs, self._spmd_copies = [], []
 
     def __del__(self) -> None:
-        if getattr(self, "_graphs", None):
-            self.close()
+        try:
+            if getattr(self, "_graphs", None):
+                self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
 
     def __enter__(self) -> "Model":
         return self
@@ -231,7 +234,7 @@ class Model:
                            f"{len(self._graphs) - 1}", "INVALID_ARG")
         return self._graphs[rank]
 
-    def graphs(self) -> List[int]:
+    def _all(self) -> List[int]:
         """The graphs, as the library's verify and cost take them: one SPMD
         graph or one per rank (borrowed ccg_graph handles)."""
         self._g()
@@ -499,7 +502,7 @@ def _tensor(a: np.ndarray, dtype: int) -> _lib.Tensor:
     t.rank = a.ndim
     for d in range(a.ndim):
         t.dims[d] = a.shape[d]
-    t.data = a.ctypes.data if a.size else a.ctypes.data or None
+    t.data = a.ctypes.data
     return t
 
 
@@ -675,7 +678,7 @@ def verify(model: Model, dims: Optional[Mapping[str, int]] = None,
     group and message) on a mismatch. `dims` binds named dims
     ({"batch": 8})."""
     with model._lock:
-        graphs = model.graphs()
+        graphs = model._all()
         keep: List[Any] = []
         o = _verify_options(dims, p2p_buffer, keep)
         arr = (c_void_p * len(graphs))(*graphs)
@@ -719,7 +722,7 @@ def cost(model: Model, link_gbps: float = 100.0,
         raise BadInput(f"link_gbps {link_gbps!r} is not a positive number",
                        "INVALID_ARG")
     with model._lock:
-        graphs = model.graphs()
+        graphs = model._all()
         keep: List[Any] = []
         o = _verify_options(dims, 16, keep)
         arr = (c_void_p * len(graphs))(*graphs)

@@ -164,12 +164,26 @@ def test_run_ranks_must_match_the_mesh(sharded, ids):
         sharded.run({"ids": ids}, ranks=4)
 
 
-def test_run_failure_is_a_runtime_failure(gpt):
+def test_run_failure_names_the_node(gpt):
     """Token ids past the vocabulary: the library's Gather refuses them on
-    the run, naming the node."""
-    with pytest.raises(ccgraph.Error) as e:
+    the run, naming the rank, the node and the index."""
+    with pytest.raises(ccgraph.BadInput) as e:
         gpt.run({"ids": np.full((2, 8), 10 ** 6, np.int64)})
-    assert "Gather" in e.value.message
+    assert e.value.message.startswith("rank 0: node '/wte/Gather' (Gather)")
+    assert "index 1000000" in e.value.message
+
+
+def test_statuses_map_to_the_tool_exit_classes():
+    from ccgraph import _errors, _lib
+    bad = {"PARSE", "SHAPE", "DTYPE", "INVALID_ARG", "UNSUPPORTED", "IO"}
+    runtime = {"COMM", "TIMEOUT", "BACKEND", "OOM", "INTERNAL"}
+    assert set(_lib.STATUS_NAMES) == bad | runtime | {"OK"}
+    for i, name in enumerate(_lib.STATUS_NAMES[1:], 1):
+        e = _errors.from_status(i, "the message")
+        assert type(e) is (ccgraph.BadInput if name in bad else
+                           ccgraph.RuntimeFailure)
+        assert e.status == name and str(e) == "the message"
+        assert isinstance(e, ccgraph.Error)
 
 
 def test_save_and_load_again(gpt, sharded, ids, tmp_path):
