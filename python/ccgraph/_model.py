@@ -121,7 +121,11 @@ def _info(g: int, v: int) -> TensorInfo:
 
 def _mesh_spec(mesh: Union[str, Mapping[str, int]]) -> _lib.Mesh:
     if isinstance(mesh, Mapping):
-        spec = ",".join(f"{k}={int(v)}" for k, v in mesh.items())
+        try:
+            spec = ",".join(f"{k}={int(v)}" for k, v in mesh.items())
+        except (TypeError, ValueError):
+            raise BadInput(f"mesh {dict(mesh)!r}: every axis size must be an "
+                           "integer", "INVALID_ARG") from None
     elif isinstance(mesh, str):
         spec = mesh
     else:
@@ -178,6 +182,11 @@ def _part(g: int, name: str, a: np.ndarray, rank: int,
         a = a[(slice(None),) * d + (slice(coords[ax] * c,
                                           (coords[ax] + 1) * c),)]
     return a
+
+
+def _is_model(m: Any) -> None:
+    if not isinstance(m, Model):
+        raise TypeError(f"expected a ccgraph.Model, not {type(m).__name__}")
 
 
 class Model:
@@ -572,6 +581,7 @@ def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
     `axis` is the mesh axis the plan shards over (default "tp"). BadInput
     for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
     does not divide."""
+    _is_model(model)
     with model._lock:
         if model.per_rank:
             raise BadInput("shard takes an unsharded model (one graph); this "
@@ -625,6 +635,7 @@ def grad(model: Model, loss: str,
     every float initializer), each as a graph output "grad/<name>". `model`
     is left unchanged. BadInput for an unknown loss or pattern, or an op
     without a gradient rule (the message names it)."""
+    _is_model(model)
     pats = [wrt] if isinstance(wrt, str) else list(wrt or [])
     with model._lock:
         src = model._graphs if model.per_rank else [model._g()]
@@ -677,6 +688,7 @@ def verify(model: Model, dims: Optional[Mapping[str, int]] = None,
     raises CheckFailed (its `report` with the kind, ranks, nodes, position,
     group and message) on a mismatch. `dims` binds named dims
     ({"batch": 8})."""
+    _is_model(model)
     with model._lock:
         graphs = model._all()
         keep: List[Any] = []
@@ -718,6 +730,7 @@ def cost(model: Model, link_gbps: float = 100.0,
     bus_factor, bus_bytes, time_s), each rank's bytes, and the step's bus
     bytes and time at a link of `link_gbps` Gbit/s. Every dim must be a
     number (`dims` binds named ones)."""
+    _is_model(model)
     if not (isinstance(link_gbps, (int, float)) and 0 < link_gbps <= 1e9):
         raise BadInput(f"link_gbps {link_gbps!r} is not a positive number",
                        "INVALID_ARG")
@@ -757,6 +770,7 @@ def part_of(model: Model, name: str, array: np.ndarray,
     mesh axis, the chunk of dim d at the rank's coordinate; the whole array
     elsewhere, or where the axis does not divide the dim (as `ccgraph run
     --check` compares a rank with its part of the reference)."""
+    _is_model(model)
     with model._lock:
         return _part(model._g(rank), name, np.asarray(array), rank,
                      strict=False)

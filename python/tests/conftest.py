@@ -47,3 +47,16 @@ def sharded(gpt):
 @pytest.fixture(scope="session")
 def ids() -> np.ndarray:
     return np.arange(16, dtype=np.int64).reshape(2, 8) % 50
+
+
+@pytest.fixture(scope="session")
+def spmd_path() -> Path:
+    """test_onnx's megatron_mlp.onnx: one SPMD graph on tp=4 with input x
+    [batch, 16] and an AllReduce (the ctest fixture onnx_models makes it;
+    by hand: CCGRAPH_TEST_MODELS=build/tests/onnx_models after ctest -R
+    test_onnx)."""
+    folder = os.environ.get("CCGRAPH_TEST_MODELS",
+                            SOURCE_DIR / "build" / "tests" / "onnx_models")
+    path = Path(folder) / "megatron_mlp.onnx"
+    assert path.exists(), f"{path}: run test_onnx first (ctest -R test_onnx)"
+    return path

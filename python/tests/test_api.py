@@ -343,3 +343,45 @@ def test_two_models_from_two_threads(gpt_path, ids):
                     np.testing.assert_array_equal(v, want[i][r][k])
     a.close()
     b.close()
+
+
+def test_spmd_model_with_a_symbolic_batch(spmd_path, tmp_path):
+    """One graph run by every rank of tp=4: the batch is bound by the input
+    given, every rank gets the replicated input and ends with the same
+    all-reduced output; grad and save keep it one SPMD graph."""
+    with ccgraph.load(spmd_path) as m:
+        assert not m.per_rank and m.ranks == 4 and m.mesh == {"tp": 4}
+        assert m.inputs[0][:4] == ("x", "f32", ("batch", 16), ("Replicate",))
+        testing_counts = m.collectives(3, axis="tp")
+        assert testing_counts == {"AllReduce": 1}
+        x = np.random.default_rng(0).standard_normal((3, 16), np.float32)
+        outs = m.run({"x": x})
+        assert len(outs) == 4
+        out = m.outputs[0].name
+        assert outs[0][out].shape == (3, 16)
+        for o in outs[1:]:
+            np.testing.assert_allclose(o[out], outs[0][out], atol=1e-5)
+        assert ccgraph.verify(m)["calls"] == 4
+        with pytest.raises(ccgraph.BadInput, match="symbolic dim|batch"):
+            ccgraph.cost(m)
+        assert ccgraph.cost(m, dims={"batch": 3})["step"]["bus_bytes"] > 0
+        with ccgraph.grad(m, out) as g:
+            assert not g.per_rank and len(g.run({"x": x})) == 4
+        m.save(tmp_path / "mlp.onnx")
+        with ccgraph.load(tmp_path / "mlp.onnx") as back:
+            np.testing.assert_array_equal(back.run({"x": x})[2][out],
+                                          outs[2][out])
+
+
+def test_wrong_argument_types(gpt):
+    for f in (lambda: ccgraph.shard("gpt.onnx", PLAN, "tp=2"),
+              lambda: ccgraph.grad(None, "logits"),
+              lambda: ccgraph.verify([]), lambda: ccgraph.cost({})):
+        with pytest.raises(TypeError, match="expected a ccgraph.Model"):
+            f()
+    with pytest.raises(ccgraph.BadInput, match="must be an integer"):
+        ccgraph.shard(gpt, PLAN, {"tp": "two"})
+    with pytest.raises(ccgraph.BadInput, match="not JSON"):
+        ccgraph.shard(gpt, {"wte": object()}, "tp=2")
+    with pytest.raises(ccgraph.BadInput, match="not int"):
+        ccgraph.shard(gpt, 3, "tp=2")
