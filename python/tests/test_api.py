@@ -27,11 +27,17 @@ def test_library_lookup_order(source_dir):
     env = {k: v for k, v in os.environ.items() if k != "CCGRAPH_LIBRARY"}
     code = ("import ccgraph._lib as l, json; "
             "print(json.dumps([l.candidates(), l.path]))")
-    out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+    out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, cwd="/")
-    cands, used = json.loads(out.stdout)
-    assert cands[0] == str(source_dir / "build" / "libccgraph.so")
-    assert used == next(c for c in cands if os.path.exists(c) or "/" not in c)
+    tree = str(source_dir / "build" / "libccgraph.so")
+    if out.returncode != 0:  # built elsewhere and not installed: none found
+        assert not os.path.exists(tree), out.stderr
+        assert f"{tree} (absent)" in out.stderr
+    else:
+        cands, used = json.loads(out.stdout)
+        assert cands[0] == tree
+        assert used == next(c for c in cands
+                            if os.path.exists(c) or "/" not in c)
     env["CCGRAPH_LIBRARY"] = "/nonexistent/libccgraph.so"
     bad = subprocess.run([sys.executable, "-c", "import ccgraph"], env=env,
                          capture_output=True, text=True, cwd="/")
