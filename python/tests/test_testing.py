@@ -2,12 +2,11 @@
 saying what it found, when the model is not what the test expects."""
 import os
 
-import numpy as np
 import pytest
 
 import ccgraph
 from ccgraph import testing
-from conftest import PLAN, make_gpt
+from conftest import make_gpt
 
 
 def test_assert_collectives(sharded):
