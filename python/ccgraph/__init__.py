@@ -15,8 +15,8 @@ says which.
 """
 from . import _lib
 from ._errors import BadInput, CheckFailed, Error, RuntimeFailure
-from ._model import (Model, TensorInfo, cost, grad, load, part_of, shard,
-                     verify)
+from ._functions import cost, grad, load, part_of, shard, verify
+from ._model import Model, TensorInfo
 
 __version__ = "0.1.0"
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from . import _lib
 from ._errors import CheckFailed
-from ._model import Model, part_of, verify
+from ._functions import part_of, verify
+from ._model import Model
 
 __all__ = ["assert_collectives", "assert_verified", "assert_matches"]
 
