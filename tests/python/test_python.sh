@@ -10,6 +10,9 @@ set -euo pipefail
 src=$1 venv=$2 lib=$3 models=$4
 rm -rf "$venv"
 /usr/bin/python3 -m venv --system-site-packages "$venv"
+# setuptools builds in python/build (ignored by git); a file left there by
+# an older tree would be installed too, so that folder starts empty
+rm -rf "$src/python/build"
 "$venv/bin/pip" install --quiet --no-deps --no-build-isolation --no-index \
   --disable-pip-version-check "$src/python"
 cd "$venv" # not the source folder: `import ccgraph` is the installed one
