@@ -11,6 +11,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libopenblas-dev
   python3 python3-numpy python3-onnx python3-jsonschema libonnx-testdata
+  python3-venv python3-setuptools python3-wheel python3-pytest
   graphviz valgrind
   clang clang-format libclang-rt-14-dev
 )

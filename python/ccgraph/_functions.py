@@ -1,0 +1,267 @@
+"""The functions over models: load, shard, grad, verify, cost, part_of. Each
+takes the Model's lock for the handles it reads; results are new Models
+owning new handles."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from ctypes import byref, c_char_p, c_double, c_int64, c_void_p
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _lib
+from ._errors import BadInput, CheckFailed, check
+from ._model import (_RANK_FILE, L, Model, PathLike, _b, _clone, _find,
+                     _import_file, _is_model, _mesh_spec, _part, _world)
+
+def load(path: PathLike, name: Optional[str] = None) -> Model:
+    """Reads a model: an ONNX file (one SPMD graph), or a folder of per-rank
+    models <name>.rank<r>.onnx (`name` picks the program in a folder holding
+    several); a file <name>.rank<r>.onnx stands for every rank beside it, as
+    for the tool. BadInput naming the file for anything missing or bad."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _load_ranks(path, name)
+    m = _RANK_FILE.match(os.path.basename(path))
+    if m and name is None and os.path.exists(path):
+        return _load_ranks(os.path.dirname(path) or ".", m.group(1))
+    return Model([_import_file(path)], per_rank=False)
+
+
+def _load_ranks(folder: str, name: Optional[str]) -> Model:
+    found: Dict[str, List[int]] = {}
+    for f in sorted(os.listdir(folder)):
+        m = _RANK_FILE.match(f)
+        if m and (name is None or m.group(1) == name):
+            found.setdefault(m.group(1), []).append(int(m.group(2)))
+    if not found:
+        raise BadInput(f"no per-rank models {name or '<name>'}.rank<r>.onnx "
+                       f"in '{folder}'", "IO")
+    if len(found) > 1:
+        a, b = sorted(found)[:2]
+        raise BadInput(f"'{folder}' holds the models of several programs "
+                       f"('{a}' and '{b}'); pick one with name=", "INVALID_ARG")
+    prog, ranks = next(iter(found.items()))
+    for r in range(max(ranks) + 1):
+        if r not in ranks:
+            raise BadInput(f"'{folder}/{prog}.rank{r}.onnx' is missing (found "
+                           f"ranks up to {max(ranks)} of '{prog}')", "IO")
+    graphs: List[int] = []
+    try:
+        for r in range(max(ranks) + 1):
+            graphs.append(_import_file(os.path.join(folder,
+                                                    f"{prog}.rank{r}.onnx")))
+    except BaseException:
+        for g in graphs:
+            L.ccg_graph_free(g)
+        raise
+    return Model(graphs, per_rank=True)
+
+
+def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
+          mesh: Union[str, Mapping[str, int]], sequence_parallel: bool = False,
+          axis: Optional[str] = None) -> Model:
+    """Applies a DTensor-style plan ({module-or-parameter pattern: style},
+    a dict or a JSON file; docs/shard.md) to an unsharded model on `mesh`
+    ("tp=2" or {"tp": 2}) and returns the per-rank models (each rank's
+    weight shards, collectives inserted), as `ccgraph shard` writes them.
+    `axis` is the mesh axis the plan shards over (default "tp"). BadInput
+    for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
+    does not divide."""
+    _is_model(model)
+    with model._lock:
+        if model.per_rank:
+            raise BadInput("shard takes an unsharded model (one graph); this "
+                           f"one has {len(model._graphs)} per-rank models",
+                           "INVALID_ARG")
+        g = model._g()
+        m = _mesh_spec(mesh)
+        p = c_void_p()
+        if isinstance(plan, Mapping):
+            try:
+                text = json.dumps(plan)
+            except (TypeError, ValueError) as e:
+                raise BadInput(f"plan: not JSON: {e}", "PARSE") from None
+            check(L.ccg_plan_parse(_b(text), byref(p)))
+        elif isinstance(plan, (str, os.PathLike)):
+            check(L.ccg_plan_load(_b(os.fspath(plan)), byref(p)))
+        else:
+            raise BadInput(f"plan: give a dict or a JSON file's path, not "
+                           f"{type(plan).__name__}", "INVALID_ARG")
+        out = c_void_p()
+        rep = _lib.ShardReport()
+        opts = _lib.ShardOptions(ctypes.sizeof(_lib.ShardOptions),
+                                 _b(axis) if axis else None,
+                                 bool(sequence_parallel), 1)
+        try:
+            check(L.ccg_shard_apply(g, p, byref(m), byref(opts), byref(out),
+                                    byref(rep)), g)
+        finally:
+            L.ccg_plan_free(p)
+        graphs: List[int] = []
+        try:
+            for r in range(_world(out.value)):
+                graphs.append(_clone(out.value, rank=r))
+        except BaseException:
+            for x in graphs:
+                L.ccg_graph_free(x)
+            raise
+        finally:
+            L.ccg_graph_free(out)
+        return Model(graphs, per_rank=True, shard_report={
+            "sharded_params": rep.n_sharded_params,
+            "collectives": rep.n_collectives,
+            "reshape_rewrites": rep.n_reshape_rewrites})
+
+
+def grad(model: Model, loss: str,
+         wrt: Optional[Union[str, Sequence[str]]] = None) -> Model:
+    """A new model with the backward added (to every rank's graph): the
+    gradient of the sum of value `loss`'s elements with respect to the
+    inputs and initializers `wrt` names (names or fnmatch patterns; default
+    every float initializer), each as a graph output "grad/<name>". `model`
+    is left unchanged. BadInput for an unknown loss or pattern, or an op
+    without a gradient rule (the message names it)."""
+    _is_model(model)
+    pats = [wrt] if isinstance(wrt, str) else list(wrt or [])
+    with model._lock:
+        src = model._graphs if model.per_rank else [model._g()]
+        model._g()
+        graphs: List[int] = []
+        try:
+            for r, g0 in enumerate(src):
+                g = _clone(g0)
+                graphs.append(g)
+                what = f"rank {r}: " if model.per_rank else ""
+                v = _find(g, loss)
+                if v is None:
+                    raise BadInput(f"{what}no value named '{loss}' to use as "
+                                   "the loss", "INVALID_ARG")
+                o = _lib.BackwardOptions()
+                o.size = ctypes.sizeof(o)
+                o.loss = v
+                o.n_outputs = 0
+                o.add_outputs = True
+                o.p2p = True
+                arr = (c_char_p * max(len(pats), 1))(*[_b(s) for s in pats])
+                if pats:
+                    o.wrt = arr
+                    o.n_wrt = len(pats)
+                check(L.ccg_backward(g, byref(o)), g, what)
+        except BaseException:
+            for g in graphs:
+                L.ccg_graph_free(g)
+            raise
+        return Model(graphs, per_rank=model.per_rank)
+
+
+def _verify_options(dims: Optional[Mapping[str, int]], p2p_buffer: int,
+                    keep: List[Any]) -> _lib.VerifyOptions:
+    o = _lib.VerifyOptions(ctypes.sizeof(_lib.VerifyOptions), None,
+                           p2p_buffer, None, None, 0)
+    if dims:
+        names = (c_char_p * len(dims))(*[_b(k) for k in dims])
+        vals = (c_int64 * len(dims))(*[int(v) for v in dims.values()])
+        keep += [names, vals]
+        o.dim_names, o.dim_values, o.n_dims = names, vals, len(dims)
+    return o
+
+
+def verify(model: Model, dims: Optional[Mapping[str, int]] = None,
+           p2p_buffer: int = 16) -> Dict[str, Any]:
+    """Proves that the ranks' collectives and sends/recvs match, and that
+    every declared placement agrees with its collective (`ccgraph verify`).
+    Returns {"ok": True, "kind": "ok", "calls": n, "graphs": n, "ranks": n};
+    raises CheckFailed (its `report` with the kind, ranks, nodes, position,
+    group and message) on a mismatch. `dims` binds named dims
+    ({"batch": 8})."""
+    _is_model(model)
+    with model._lock:
+        graphs = model._all()
+        keep: List[Any] = []
+        o = _verify_options(dims, p2p_buffer, keep)
+        arr = (c_void_p * len(graphs))(*graphs)
+        rep = _lib.VerifyReport()
+        comm = _lib.STATUS_NAMES.index("COMM")
+        st = L.ccg_verify_program(arr, len(graphs), byref(o), byref(rep))
+        if st not in (0, comm):
+            check(st)  # cannot be replayed: a bad program, not a mismatch
+        calls, prefix = rep.n_calls, ""
+        for i, g in enumerate(graphs if st == 0 else []):
+            pst = L.ccg_verify_placements(g, byref(rep))
+            if pst and rep.kind != _lib.VERIFY_PLACEMENT:
+                check(pst)
+            if pst:
+                st = comm
+                rep.rank_a = i if model.per_rank else -1
+                prefix = f"rank {i}: " if model.per_rank else ""
+                break
+        report: Dict[str, Any] = {
+            "ok": st == 0, "kind": _lib.VERIFY_KINDS[rep.kind] if st else "ok",
+            "calls": calls, "graphs": len(graphs), "ranks": model.ranks}
+        if st:
+            msg = prefix + _lib.text(rep.message)
+            report["mismatch"] = {
+                "rank_a": rep.rank_a, "rank_b": rep.rank_b,
+                "node_a": _lib.text(rep.node_a), "node_b": _lib.text(rep.node_b),
+                "position": rep.position, "group": _lib.text(rep.group),
+                "message": msg}
+            raise CheckFailed(msg, "COMM", report)
+        return report
+
+
+def cost(model: Model, link_gbps: float = 100.0,
+         dims: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+    """The communication cost of one step (`ccgraph cost --json`): every
+    collective once per group (op, node, first_rank, group_size, bytes,
+    bus_factor, bus_bytes, time_s), each rank's bytes, and the step's bus
+    bytes and time at a link of `link_gbps` Gbit/s. Every dim must be a
+    number (`dims` binds named ones)."""
+    _is_model(model)
+    if not (isinstance(link_gbps, (int, float)) and 0 < link_gbps <= 1e9):
+        raise BadInput(f"link_gbps {link_gbps!r} is not a positive number",
+                       "INVALID_ARG")
+    with model._lock:
+        graphs = model._all()
+        keep: List[Any] = []
+        o = _verify_options(dims, 16, keep)
+        arr = (c_void_p * len(graphs))(*graphs)
+        rp = ctypes.POINTER(_lib.CostReport)()
+        check(L.ccg_cost_program(arr, len(graphs), byref(o),
+                                 c_double(link_gbps), byref(rp)))
+        try:
+            r = rp.contents
+            items = [{"op": _lib.OP_NAMES[it.op], "node": _lib.text(it.node),
+                      "first_rank": it.first_rank,
+                      "group_size": it.group_size, "bytes": it.bytes,
+                      "bus_factor": it.bus_factor, "bus_bytes": it.bus_bytes,
+                      "time_s": it.time_s}
+                     for it in (r.items[i] for i in range(r.n_items))]
+            ranks = [{"rank": q, "bytes": r.rank_bytes[q],
+                      "bus_bytes": r.rank_bus_bytes[q],
+                      "time_s": r.rank_bus_bytes[q] / r.link_bytes_per_s}
+                     for q in range(r.n_ranks)]
+            return {"link_gbps": float(link_gbps),
+                    "link_bytes_per_s": r.link_bytes_per_s,
+                    "collectives": items, "ranks": ranks,
+                    "step": {"bus_bytes": r.step_bus_bytes,
+                             "time_s": r.step_time_s}}
+        finally:
+            L.ccg_cost_report_free(rp)
+
+
+def part_of(model: Model, name: str, array: np.ndarray,
+            rank: int) -> np.ndarray:
+    """Rank `rank`'s part of a global (unsharded) array for the model's
+    value `name`: where that value (or, for "grad/<x>", x) is Shard(d) on a
+    mesh axis, the chunk of dim d at the rank's coordinate; the whole array
+    elsewhere, or where the axis does not divide the dim (as `ccgraph run
+    --check` compares a rank with its part of the reference)."""
+    _is_model(model)
+    with model._lock:
+        return _part(model._g(rank), name, np.asarray(array), rank,
+                     strict=False)
+
+
