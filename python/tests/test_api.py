@@ -99,7 +99,7 @@ def test_shard(sharded):
                                                  "AllGather": 1}
     assert sharded.collectives(1, axis="dp") == {}
     s = sharded.summary()
-    assert "rank 1: 105 nodes" in s and "AllReduce 5, AllGather 1" in s
+    assert "rank 1: 97 nodes" in s and "AllReduce 5, AllGather 1" in s
     assert sharded.outputs[0].placements == ("Replicate",)
 
 
