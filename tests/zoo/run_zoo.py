@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Run the model zoo (tests/data/zoo) through ccgraph on one rank.
+
+usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
+                  [--write docs/models.md | --check docs/models.md]
+
+For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
+runs it with `ccgraph run --output-dir` on the stored inputs and compares
+every output with torch's (max abs diff <= 1e-4). A training variant is
+first given its backward with `ccgraph grad --loss loss --wrt <params>`,
+and then the loss, the outputs and every parameter gradient are compared
+with torch autograd's.
+
+Models that ccgraph cannot run yet are in EXPECTED below with the exact
+reason. Such a model counts as unsupported while it fails with that reason;
+it fails the test if it passes (remove its row) or fails otherwise. Any
+other failure fails the test. The last line is
+'zoo: N passed, M failed, K unsupported'.
+
+--write FILE replaces the results table of docs/models.md (between its
+markers) with this run's; --check FILE fails if the table there differs.
+Needs python3 and numpy only.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+TOL = 1e-4
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZOO = os.path.normpath(os.path.join(HERE, "..", "data", "zoo"))
+BEGIN = "<!-- zoo results: begin -->"
+END = "<!-- zoo results: end -->"
+
+# (arch, variant) -> the exact reason it fails today: the last line that
+# ccgraph prints (or the comparison's message). Kept honest by the test.
+EXPECTED = {
+}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class Failure(Exception):
+    pass
+
+
+def tool(cmd):
+    """Run ccgraph; a non-zero exit is a Failure with its last message."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        lines = [l.strip() for l in (p.stderr + p.stdout).splitlines()
+                 if l.strip()]
+        msg = lines[-1] if lines else "(no message)"
+        raise Failure(f"{cmd[1]} exit {p.returncode}: {msg}")
+    return p.stdout
+
+
+def out_file(outdir, name):
+    return os.path.join(outdir, "rank0", name.replace("/", "_") + ".npy")
+
+
+def compare(name, got_path, want):
+    if not os.path.exists(got_path):
+        raise Failure(f"no output '{name}'")
+    got = np.load(got_path)
+    if got.shape != want.shape:
+        raise Failure(f"'{name}' shape {list(got.shape)}, torch "
+                      f"{list(want.shape)}")
+    if not np.all(np.isfinite(got)):
+        raise Failure(f"'{name}' has non-finite values")
+    diff = float(np.max(np.abs(got.astype(np.float64) - want))) \
+        if want.size else 0.0
+    if diff > TOL:
+        raise Failure(f"'{name}' differs from torch by {diff:.3g} "
+                      f"(tolerance {TOL:g})")
+    return diff
+
+
+def run_model(ccgraph, zoo, m, work):
+    d = os.path.join(work, m["arch"], m["variant"])
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    model = os.path.join(zoo, m["model"])
+    if m.get("loss"):
+        grads = np.load(os.path.join(zoo, m["grads"]))
+        wrt = ",".join(m["grad_params"])
+        gmodel = os.path.join(d, "grad.onnx")
+        tool([ccgraph, "grad", model, "--loss", m["loss"], "--wrt", wrt,
+              "-o", gmodel])
+        model = gmodel
+    cmd = [ccgraph, "run", model, "--output-dir", os.path.join(d, "out")]
+    for n, f in m["inputs"].items():
+        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    tool(cmd)
+    worst = 0.0
+    for n, f in m["outputs"].items():
+        want = np.load(os.path.join(zoo, f)).astype(np.float64)
+        worst = max(worst, compare(n, out_file(os.path.join(d, "out"), n),
+                                   want))
+    if m.get("loss"):
+        for p in m["grad_params"]:
+            g = "grad/" + p
+            worst = max(worst, compare(g, out_file(os.path.join(d, "out"), g),
+                                       grads[p].astype(np.float64)))
+    return worst
+
+
+def table(results, manifest):
+    variants = []
+    for m in manifest["models"]:
+        if m["variant"] not in variants:
+            variants.append(m["variant"])
+    archs = []
+    for m in manifest["models"]:
+        if m["arch"] not in archs:
+            archs.append(m["arch"])
+    lines = ["| arch | " + " | ".join(variants) + " |",
+             "|---|" + "---|" * len(variants)]
+    notes = []
+    for a in archs:
+        cells = []
+        for v in variants:
+            r = results.get((a, v))
+            if r is None:
+                cells.append("—")
+            elif r[0] == "pass":
+                cells.append("pass")
+            else:
+                if r[1] not in notes:
+                    notes.append(r[1])
+                label = {"unsupported": "fails", "export": "no export"}.get(
+                    r[0], r[0])
+                cells.append(f"{label} [{notes.index(r[1]) + 1}]")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for i, n in enumerate(notes):
+        lines.append(f"{i + 1}. {n.replace('|', '/')}")
+    return "\n".join(lines) + "\n"
+
+
+def doc_table(path):
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"run_zoo: {path} has no '{BEGIN}' ... '{END}' markers")
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    return head, body.strip("\n") + "\n", tail
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ccgraph")
+    ap.add_argument("--zoo", default=ZOO)
+    ap.add_argument("--work", default=os.path.join(os.getcwd(), "zoo_work"))
+    ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--write", metavar="DOC")
+    g.add_argument("--check", metavar="DOC")
+    a = ap.parse_args()
+    with open(os.path.join(a.zoo, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    for rel, info in manifest["files"].items():
+        p = os.path.join(a.zoo, rel)
+        if not os.path.exists(p) or sha256(p) != info["sha256"]:
+            sys.exit(f"run_zoo: {rel} is missing or differs from "
+                     "MANIFEST.json (re-run scripts/make-zoo.py)")
+    passed = failed = unsupported = 0
+    results = {}
+    seen = set()
+    for m in manifest["models"]:
+        key = (m["arch"], m["variant"])
+        name = f"{m['arch']}/{m['variant']}"
+        if a.only and a.only not in (m["arch"], name):
+            continue
+        if "export_error" in m:
+            results[key] = ("export", "torch could not export it: "
+                            + m["export_error"])
+            print(f"{name:28s} not exported by torch: {m['export_error']}")
+            continue
+        seen.add(key)
+        reason = None
+        try:
+            worst = run_model(a.ccgraph, a.zoo, m, a.work)
+        except Failure as e:
+            reason = str(e)
+        except subprocess.TimeoutExpired:
+            reason = "timed out after 600 s"
+        want = EXPECTED.get(key)
+        if reason is None and want is None:
+            passed += 1
+            results[key] = ("pass", "")
+            print(f"{name:28s} pass (max abs diff {worst:.2g})")
+        elif reason is None:
+            failed += 1
+            results[key] = ("pass", "")
+            print(f"{name:28s} FAIL: passes but EXPECTED says '{want}' "
+                  "(remove its row)")
+        elif want == reason:
+            unsupported += 1
+            results[key] = ("unsupported", reason)
+            print(f"{name:28s} unsupported: {reason}")
+        else:
+            failed += 1
+            results[key] = ("fail", reason)
+            print(f"{name:28s} FAIL: {reason}"
+                  + (f" (EXPECTED says '{want}')" if want else ""))
+    for key in EXPECTED:
+        if key not in seen and not a.only:
+            failed += 1
+            print(f"{key[0]}/{key[1]:18s} FAIL: in EXPECTED but not in the "
+                  "manifest (remove its row)")
+    status = 0
+    if a.write or a.check:
+        doc = a.write or a.check
+        head, body, tail = doc_table(doc)
+        new = table(results, manifest)
+        if a.write:
+            with open(doc, "w") as f:
+                f.write(head + BEGIN + "\n" + new + END + tail)
+            print(f"run_zoo: wrote the table of {doc}")
+        elif body != new:
+            print(f"run_zoo: the table of {doc} is stale: run "
+                  f"'{' '.join(sys.argv[:2])} --write {doc}'")
+            status = 1
+    print(f"zoo: {passed} passed, {failed} failed, {unsupported} unsupported")
+    return 1 if failed or status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
