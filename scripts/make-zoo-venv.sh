@@ -9,6 +9,13 @@
 # torch comes from PyPI: its Linux x86_64 wheel depends on NVIDIA's CUDA
 # runtime wheels (about 3 GB installed). The zoo is exported on the CPU; the
 # CUDA libraries are pulled only because PyPI's torch needs them to import.
+# The install takes 4 to 6 minutes and 6.7 GB.
+#
+# onnx-ir and protobuf are pinned too: with protobuf 7 the dynamo exporter
+# fails to serialize any model ("Field onnx.AttributeProto.i: Expected an
+# int, got a boolean"), and onnxscript 0.4.0 cannot inline functions with
+# onnx-ir 1.x ("The model contains functions. The version conversion pass
+# does not support functions").
 set -euo pipefail
 
 VENV=${1:-build-zoo-venv}
@@ -21,6 +28,8 @@ PINS=(
   transformers==4.49.0
   onnx==1.18.0
   onnxscript==0.4.0
+  onnx-ir==0.1.7
+  protobuf==5.29.3
   numpy==2.2.3
 )
 

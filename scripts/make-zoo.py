@@ -18,10 +18,13 @@ one folder per variant under OUT/<arch>/<variant>/:
                   so that initializers keep their parameter names
   dynamo_static   torch.onnx.export(dynamo=True), opset 18, static
   dynamo_dynamic  the same with dynamic batch and sequence axes
+  dynamo_train    opset 18, static, the loss output of ts_train, not
+                  optimized (the optimizer's constant folding would rename
+                  transposed weights)
 
 Each folder: model.onnx (data inline), inputs/<name>.npy, outputs/<name>.npy
-(torch's eager outputs for those inputs) and, for ts_train, grads.npz (torch
-autograd's gradient of `loss` for every parameter, by parameter name).
+(torch's eager outputs for those inputs) and, for the train variants,
+grads.npz (torch autograd's gradient of `loss` for every parameter, by parameter name).
 OUT/MANIFEST.json records the versions, every model with its inputs,
 outputs, loss and gradients, the exports torch itself could not make (with
 torch's message), and every file with its sha256.
@@ -34,6 +37,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import sys
 import traceback
@@ -152,7 +156,7 @@ ARCHS = {
 }
 
 VARIANTS = ["ts_static", "ts_dynamic", "ts_train", "dynamo_static",
-            "dynamo_dynamic"]
+            "dynamo_dynamic", "dynamo_train"]
 
 
 def build(arch, train):
@@ -165,6 +169,13 @@ def build(arch, train):
     cfg = cfg_cls(**kwargs)
     cfg._attn_implementation = "eager"
     model = model_cls(cfg).eval()
+    # Hugging Face initializes norms to ones and biases to zeros. Identical
+    # initializers are merged by the TorchScript exporter (the gradient of
+    # the merged one is then the sum of theirs) and ones hide bugs: jitter
+    # every parameter. Tied parameters are one tensor and stay tied.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
     base = type(model)
     extra = {"use_cache": False} if kind == "causal" else {}
 
@@ -244,21 +255,41 @@ def export(model, args, path, in_names, out_names, variant, kind):
         prog = torch.onnx.export(model, args, None, input_names=in_names,
                                  output_names=out_names, opset_version=18,
                                  dynamic_shapes=shapes, dynamo=True,
-                                 optimize=True)
+                                 optimize=not variant.endswith("train"))
         proto = prog.model_proto
+        # The stack traces are half of a small model's bytes and nothing
+        # that ccgraph reads; name_scopes and the rest stay.
+        for node in proto.graph.node:
+            keep = [(p.key, p.value) for p in node.metadata_props
+                    if p.key != "pkg.torch.onnx.stack_trace"]
+            del node.metadata_props[:]
+            for k, v in keep:
+                node.metadata_props.add(key=k, value=v)
     # Everything inline: no .data files beside the model.
     onnx.save_model(proto, path, save_as_external_data=False)
     onnx.checker.check_model(path)
     return onnx.load(path)
 
 
+def export_error(e):
+    """The first line of torch's message and of its innermost cause (the
+    first line alone is often generic: 'Failed to convert ...')."""
+    def line(x):
+        msg = "".join(traceback.format_exception_only(type(x), x)).strip()
+        return re.sub(r"\x1b\[[0-9;]*m", "", msg.splitlines()[0])[:300]
+    root = e
+    while root.__cause__ is not None:
+        root = root.__cause__
+    return line(e) if root is e else line(e) + " <- " + line(root)
+
+
 def save_npy(path, arr):
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    np.save(path, np.ascontiguousarray(arr))
+    np.save(path, np.array(arr, order="C"))  # ascontiguousarray makes 0-d 1-d
 
 
 def make_variant(arch, variant, root, rng_seed):
-    train = variant == "ts_train"
+    train = variant.endswith("train")
     model, make_inputs, out_names, kind = build(arch, train)
     shape = DYNAMIC_SHAPE if variant.endswith("dynamic") else STATIC_SHAPE
     rng = np.random.default_rng(rng_seed)
@@ -283,8 +314,7 @@ def make_variant(arch, variant, root, rng_seed):
                            in_names, out_names, variant, kind)
         except Exception as e:  # torch's own failure: record it
             shutil.rmtree(d, ignore_errors=True)
-            msg = "".join(traceback.format_exception_only(type(e), e))
-            entry["export_error"] = msg.strip().splitlines()[0][:400]
+            entry["export_error"] = export_error(e)
             return entry
     if entry["dynamic"]:
         # torch 2.6's decompositions can specialize a dynamic dim (it warns
@@ -358,19 +388,23 @@ def main():
         os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
         "zoo"))
     ap.add_argument("--arch", help="comma-separated subset (default: all)")
+    ap.add_argument("--variant", help="comma-separated subset (default: "
+                    "all); the manifest keeps the other models")
     a = ap.parse_args()
     root = os.path.normpath(a.out)
     archs = a.arch.split(",") if a.arch else list(ARCHS)
     os.makedirs(root, exist_ok=True)
     man_path = os.path.join(root, "MANIFEST.json")
     old = {}
-    if a.arch and os.path.exists(man_path):
+    if (a.arch or a.variant) and os.path.exists(man_path):
         with open(man_path) as f:
             for m in json.load(f)["models"]:
                 old[(m["arch"], m["variant"])] = m
     torch.set_num_threads(2)
     for ai, arch in enumerate(archs):
         for vi, variant in enumerate(VARIANTS):
+            if a.variant and variant not in a.variant.split(","):
+                continue
             e = make_variant(arch, variant, root, SEED * 100 + vi)
             old[(arch, variant)] = e
             print(f"{arch:10s} {variant:15s} "
