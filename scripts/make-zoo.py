@@ -353,11 +353,17 @@ def make_variant(arch, variant, root, rng_seed):
     if train:
         inits = {i.name for i in proto.graph.initializer}
         grads, absent = {}, []
+        # A tied parameter (lm_head.weight is transformer.wte.weight) has
+        # several names; each exporter names its initializer after one.
+        aliases = {}
+        for name, p in model.named_parameters(remove_duplicate=False):
+            aliases.setdefault(id(p), []).append(name)
         for name, p in model.named_parameters():
             if p.grad is None:
                 continue
-            if name in inits:
-                grads[name] = p.grad.numpy().astype(np.float32)
+            found = [n for n in aliases[id(p)] if n in inits]
+            if found:
+                grads[found[0]] = p.grad.numpy().astype(np.float32)
             else:
                 absent.append(name)
         rel = f"{arch}/{variant}/grads.npz"
