@@ -1,0 +1,385 @@
+#!/usr/bin/env python3
+"""Run the model zoo (tests/data/zoo) through ccgraph on one rank.
+
+usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
+                  [--write docs/models.md | --check docs/models.md]
+
+For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
+runs it with `ccgraph run --output-dir` on the stored inputs and compares
+every output with torch's (max abs diff <= 1e-4). A training variant is
+first given its backward with `ccgraph grad --loss loss --wrt <params>`,
+and then the loss, the outputs and every parameter gradient are compared
+with torch autograd's.
+
+Models that ccgraph cannot run yet are in EXPECTED below with the exact
+reason. Such a model counts as unsupported while it fails with that reason;
+it fails the test if it passes (remove its row) or fails otherwise. Any
+other failure fails the test. The last line is
+'zoo: N passed, M failed, K unsupported'.
+
+--print-expected prints this run's failures as an EXPECTED table.
+--write FILE replaces the results table of docs/models.md (between its
+markers) with this run's; --check FILE fails if the table there differs.
+Needs python3 and numpy only.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+TOL = 1e-4
+HERE = os.path.dirname(os.path.abspath(__file__))
+ZOO = os.path.normpath(os.path.join(HERE, "..", "data", "zoo"))
+BEGIN = "<!-- zoo results: begin -->"
+END = "<!-- zoo results: end -->"
+
+# (arch, variant) -> the exact reason it fails today: the last line that
+# ccgraph prints (or the comparison's message). Kept honest by the test.
+EXPECTED = {
+    ('gpt2', 'ts_dynamic'):
+        "run exit 2: ccgraph run: gpt2/ts_dynamic/model.onnx: node '/transformer/h.0/attn/Where' (Where): shapes [1,1,transformer_h.0_attn_Slice_3_o0_d2,transformer_h.0_attn_Slice_4_o0_d3] and [batch,4,sequence,sequence] do not broadcast (dim 2: transformer_h.0_attn_Slice_3_o0_d2 vs sequence)",
+    ('gpt2', 'ts_train'):
+        "grad exit 2: ccgraph grad: gpt2/ts_train/model.onnx: node '/SoftmaxCrossEntropyLoss' (SoftmaxCrossEntropyLoss): target '/Cast_4_output_0' has shape [Pad_o0_d0*Slice_1_o0_d1]; input '/Reshape_2_output_0' of shape [16,256] needs its shape without dim 1",
+    ('gpt2', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: gpt2/dynamo_dynamic/model.onnx: node 'n0_5' (Where): shapes [1,1,node_slice_3_o0_d2,node_slice_4_o0_d3] and [s72,4,s70,s70] do not broadcast (dim 2: node_slice_3_o0_d2 vs s70)",
+    ('gpt2', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: gpt2/dynamo_train/model.onnx: node 'n0' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
+    ('llama', 'ts_static'):
+        "run exit 2: ccgraph run: llama/ts_static/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('llama', 'ts_dynamic'):
+        "run exit 2: ccgraph run: llama/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
+    ('llama', 'ts_train'):
+        "grad exit 2: ccgraph grad: llama/ts_train/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('llama', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: llama/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
+    ('llama', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: llama/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,9] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('bert', 'ts_static'):
+        "run exit 2: ccgraph run: bert/ts_static/model.onnx: node '/bert/embeddings/Add' (Add): shapes [2,8,32] and [bert_Expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs bert_Expand_o0_d0)",
+    ('bert', 'ts_dynamic'):
+        "run exit 2: ccgraph run: bert/ts_dynamic/model.onnx: node '/bert/embeddings/Add' (Add): shapes [batch,sequence,32] and [bert_Expand_o0_d0,bert_Slice_o0_d1,32] do not broadcast (dim 0: batch vs bert_Expand_o0_d0)",
+    ('bert', 'ts_train'):
+        "grad exit 2: ccgraph grad: bert/ts_train/model.onnx: node '/bert/embeddings/Add' (Add): shapes [2,8,32] and [bert_Expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs bert_Expand_o0_d0)",
+    ('bert', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: bert/dynamo_dynamic/model.onnx: node 'node_expand' (Expand): shapes [1,node_slice_2_o0_d1] and [s72,s70] do not broadcast (dim 1: node_slice_2_o0_d1 vs s70)",
+    ('bert', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: bert/dynamo_train/model.onnx: node 'node_add' (Add): shapes [2,8,32] and [node_expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs node_expand_o0_d0)",
+    ('mistral', 'ts_static'):
+        "run exit 2: ccgraph run: mistral/ts_static/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('mistral', 'ts_dynamic'):
+        "run exit 2: ccgraph run: mistral/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
+    ('mistral', 'ts_train'):
+        "grad exit 2: ccgraph grad: mistral/ts_train/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('mistral', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: mistral/dynamo_dynamic/model.onnx: node 'node_mul_14' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
+    ('mistral', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: mistral/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,9] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('qwen2', 'ts_static'):
+        "run exit 2: ccgraph run: qwen2/ts_static/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('qwen2', 'ts_dynamic'):
+        "run exit 2: ccgraph run: qwen2/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
+    ('qwen2', 'ts_train'):
+        "grad exit 2: ccgraph grad: qwen2/ts_train/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('qwen2', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: qwen2/dynamo_dynamic/model.onnx: node 'node_mul_27' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
+    ('qwen2', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: qwen2/dynamo_train/model.onnx: node 'node_bitwise_or' (Or): shapes [node_arange_o0_d0,node_arange_1_o0_d0] and [node_arange_o0_d0,node_arange_2_o0_d0] do not broadcast (dim 1: node_arange_1_o0_d0 vs node_arange_2_o0_d0)",
+    ('opt', 'ts_static'):
+        "run exit 2: ccgraph run: opt/ts_static/model.onnx: node '/decoder/Add' (Add): shapes [decoder_Expand_o0_d0,decoder_Expand_o0_d1,8,8] and [2,1,1,8] do not broadcast (dim 0: decoder_Expand_o0_d0 vs 2)",
+    ('opt', 'ts_dynamic'):
+        "run exit 2: ccgraph run: opt/ts_dynamic/model.onnx: node '/decoder/Add' (Add): shapes [decoder_Expand_o0_d0,decoder_Expand_o0_d1,sequence,decoder_Slice_o0_d3] and [batch,1,1,sequence] do not broadcast (dim 0: decoder_Expand_o0_d0 vs batch)",
+    ('opt', 'ts_train'):
+        "grad exit 2: ccgraph grad: opt/ts_train/model.onnx: node '/decoder/Add' (Add): shapes [decoder_Expand_o0_d0,decoder_Expand_o0_d1,8,8] and [2,1,1,8] do not broadcast (dim 0: decoder_Expand_o0_d0 vs 2)",
+    ('opt', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: opt/dynamo_dynamic/model.onnx: node 'node_add_92' (Add): shapes [node_expand_1_o0_d0,node_expand_1_o0_d1,s70,s70] and [s72,1,1,s70] do not broadcast (dim 0: node_expand_1_o0_d0 vs s72)",
+    ('opt', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: opt/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,8] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('gpt_neox', 'ts_static'):
+        "run exit 2: ccgraph run: gpt_neox/ts_static/model.onnx: node '/gpt_neox/rotary_emb/MatMul' (MatMul): inner dims do not match: '/gpt_neox/rotary_emb/Cast_output_0' [gpt_neox_rotary_emb_Expand_o0_d0,gpt_neox_rotary_emb_Expand_o0_d1,gpt_neox_rotary_emb_Expand_o0_d2] has K=gpt_neox_rotary_emb_Expand_o0_d2 but '/gpt_neox/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('gpt_neox', 'ts_dynamic'):
+        "run exit 2: ccgraph run: gpt_neox/ts_dynamic/model.onnx: node '/gpt_neox/Mul' (Mul): shapes [gpt_neox_ConstantOfShape_o0_d0,gpt_neox_ConstantOfShape_o0_d1] and [sequence,gpt_neox_Range_1_o0_d0] do not broadcast (dim 0: gpt_neox_ConstantOfShape_o0_d0 vs sequence)",
+    ('gpt_neox', 'ts_train'):
+        "grad exit 2: ccgraph grad: gpt_neox/ts_train/model.onnx: node '/gpt_neox/rotary_emb/MatMul' (MatMul): inner dims do not match: '/gpt_neox/rotary_emb/Cast_output_0' [gpt_neox_rotary_emb_Expand_o0_d0,gpt_neox_rotary_emb_Expand_o0_d1,gpt_neox_rotary_emb_Expand_o0_d2] has K=gpt_neox_rotary_emb_Expand_o0_d2 but '/gpt_neox/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('gpt_neox', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: gpt_neox/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
+    ('gpt_neox', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: gpt_neox/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,9] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('phi', 'ts_static'):
+        "run exit 2: ccgraph run: phi/ts_static/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,2,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('phi', 'ts_dynamic'):
+        "run exit 2: ccgraph run: phi/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
+    ('phi', 'ts_train'):
+        "grad exit 2: ccgraph grad: phi/ts_train/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,2,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('phi', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: phi/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
+    ('phi', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: phi/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,9] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('falcon', 'ts_static'):
+        "run exit 2: ccgraph run: falcon/ts_static/model.onnx: node '/transformer/rotary_emb/MatMul' (MatMul): inner dims do not match: '/transformer/rotary_emb/Cast_output_0' [transformer_rotary_emb_Expand_o0_d0,4,transformer_rotary_emb_Expand_o0_d2] has K=transformer_rotary_emb_Expand_o0_d2 but '/transformer/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('falcon', 'ts_dynamic'):
+        "run exit 2: ccgraph run: falcon/ts_dynamic/model.onnx: node '/transformer/rotary_emb/MatMul' (MatMul): inner dims do not match: '/transformer/rotary_emb/Cast_1_output_0' [transformer_rotary_emb_Expand_o0_d0,4,transformer_rotary_emb_Expand_o0_d2] has K=transformer_rotary_emb_Expand_o0_d2 but '/transformer/rotary_emb/Cast_2_output_0' [1,1,sequence] has K=1",
+    ('falcon', 'ts_train'):
+        "grad exit 2: ccgraph grad: falcon/ts_train/model.onnx: node '/transformer/rotary_emb/MatMul' (MatMul): inner dims do not match: '/transformer/rotary_emb/Cast_output_0' [transformer_rotary_emb_Expand_o0_d0,4,transformer_rotary_emb_Expand_o0_d2] has K=transformer_rotary_emb_Expand_o0_d2 but '/transformer/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+    ('falcon', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: falcon/dynamo_dynamic/model.onnx: node 'node_add_258' (Add): shapes [s72,4,s70,s70] and [node_expand_2_o0_d0,node_expand_2_o0_d1,s70,s70] do not broadcast (dim 0: s72 vs node_expand_2_o0_d0)",
+    ('falcon', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: falcon/dynamo_train/model.onnx: node 'node_mul' (Mul): shapes [8,8] and [node_arange_o0_d0,node_arange_1_o0_d0] do not broadcast (dim 0: 8 vs node_arange_o0_d0)",
+    ('roberta', 'ts_static'):
+        "run exit 2: ccgraph run: roberta/ts_static/model.onnx: node '/roberta/embeddings/Add_1' (Add): shapes [2,8,32] and [roberta_Expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs roberta_Expand_o0_d0)",
+    ('roberta', 'ts_dynamic'):
+        "run exit 2: ccgraph run: roberta/ts_dynamic/model.onnx: node '/roberta/embeddings/Add_1' (Add): shapes [batch,sequence,32] and [roberta_Expand_o0_d0,roberta_Slice_o0_d1,32] do not broadcast (dim 0: batch vs roberta_Expand_o0_d0)",
+    ('roberta', 'ts_train'):
+        "grad exit 2: ccgraph grad: roberta/ts_train/model.onnx: node '/roberta/embeddings/Add_1' (Add): shapes [2,8,32] and [roberta_Expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs roberta_Expand_o0_d0)",
+    ('roberta', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: roberta/dynamo_dynamic/model.onnx: node 'node_expand' (Expand): shapes [1,node_slice_2_o0_d1] and [s72,s70] do not broadcast (dim 1: node_slice_2_o0_d1 vs s70)",
+    ('roberta', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: roberta/dynamo_train/model.onnx: node 'node_add_2' (Add): shapes [2,8,32] and [node_expand_o0_d0,8,32] do not broadcast (dim 0: 2 vs node_expand_o0_d0)",
+    ('t5_encoder', 'ts_dynamic'):
+        "run exit 2: ccgraph run: t5_encoder/ts_dynamic/model.onnx: node '/encoder/block.0/layer.0/SelfAttention/Add_3' (Add): shapes [1,4,encoder_block.0_layer.0_SelfAttention_Slice_o0_d2,sequence] and [batch,1,1,encoder_block.0_layer.0_SelfAttention_Slice_1_o0_d3] do not broadcast (dim 3: sequence vs encoder_block.0_layer.0_SelfAttention_Slice_1_o0_d3)",
+    ('t5_encoder', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: t5_encoder/dynamo_train/model.onnx: node 'node_add_5' (Add): shapes [2,4,8,8] and [1,4,node_slice_5_o0_d2,8] do not broadcast (dim 2: 8 vs node_slice_5_o0_d2)",
+    ('vit', 'ts_static'):
+        "run exit 2: ccgraph run: vit/ts_static/model.onnx: node '/vit/embeddings/Concat' (Concat): input 0 '/vit/embeddings/Expand_output_0' [vit_embeddings_Expand_o0_d0,vit_embeddings_Expand_o0_d1,32] and input 1 '/vit/embeddings/patch_embeddings/Transpose_output_0' [2,16,32] differ in dim 0 (only the axis 1 may differ)",
+    ('vit', 'ts_dynamic'):
+        "run exit 2: ccgraph run: vit/ts_dynamic/model.onnx: node '/vit/embeddings/Concat_1' (Concat): input 0 '/vit/embeddings/Expand_output_0' [vit_embeddings_Expand_o0_d0,vit_embeddings_Expand_o0_d1,32] and input 1 '/vit/embeddings/patch_embeddings/Transpose_output_0' [batch,16,32] differ in dim 0 (only the axis 1 may differ)",
+    ('vit', 'ts_train'):
+        "grad exit 2: ccgraph grad: vit/ts_train/model.onnx: node '/vit/embeddings/Concat_1' (Concat): input 0 '/vit/embeddings/Expand_output_0' [vit_embeddings_Expand_o0_d0,vit_embeddings_Expand_o0_d1,32] and input 1 '/vit/embeddings/patch_embeddings/Transpose_output_0' [2,16,32] differ in dim 0 (only the axis 1 may differ)",
+    ('vit', 'dynamo_dynamic'):
+        "run exit 2: ccgraph run: vit/dynamo_dynamic/model.onnx: node 'node_cat' (Concat): input 0 'expand' [node_expand_o0_d0,node_expand_o0_d1,32] and input 1 'transpose' [s99,16,32] differ in dim 0 (only the axis 1 may differ)",
+    ('vit', 'dynamo_train'):
+        "grad exit 2: ccgraph grad: vit/dynamo_train/model.onnx: node 'node_cat' (Concat): input 0 'expand' [node_expand_o0_d0,node_expand_o0_d1,32] and input 1 'transpose' [2,16,32] differ in dim 0 (only the axis 1 may differ)",
+    ('mixtral', 'ts_static'):
+        "run exit 2: ccgraph run: mixtral/ts_static/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_3_output_0' [1,1,8] has K=1",
+    ('mixtral', 'ts_dynamic'):
+        "run exit 2: ccgraph run: mixtral/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
+    ('mixtral', 'ts_train'):
+        "grad exit 2: ccgraph grad: mixtral/ts_train/model.onnx: node '/model/rotary_emb/MatMul' (MatMul): inner dims do not match: '/model/rotary_emb/Cast_output_0' [model_rotary_emb_Expand_o0_d0,4,model_rotary_emb_Expand_o0_d2] has K=model_rotary_emb_Expand_o0_d2 but '/model/rotary_emb/Constant_6_output_0' [1,1,8] has K=1",
+}
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class Failure(Exception):
+    """reason: stable text (what EXPECTED holds); detail: printed beside it
+    (numbers that may move in the last digit from one machine to another)."""
+    def __init__(self, reason, detail=""):
+        super().__init__(reason)
+        self.detail = detail
+
+
+def tool(cmd, strip):
+    """Run ccgraph; a non-zero exit is a Failure with its last message
+    (the paths in `strip` taken out, so that the message is the same in
+    every checkout)."""
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        lines = [l.strip() for l in (p.stderr + p.stdout).splitlines()
+                 if l.strip()]
+        msg = lines[-1] if lines else "(no message)"
+        for prefix in strip:
+            msg = msg.replace(prefix.rstrip("/") + "/", "")
+        raise Failure(f"{cmd[1]} exit {p.returncode}: {msg}")
+    return p.stdout
+
+
+def out_file(outdir, name):
+    return os.path.join(outdir, "rank0", name.replace("/", "_") + ".npy")
+
+
+def compare(name, got_path, want):
+    if not os.path.exists(got_path):
+        raise Failure(f"no output '{name}'")
+    got = np.load(got_path)
+    if got.shape != want.shape:
+        raise Failure(f"'{name}' shape {list(got.shape)}, torch "
+                      f"{list(want.shape)}")
+    if not np.all(np.isfinite(got)):
+        raise Failure(f"'{name}' has non-finite values")
+    diff = float(np.max(np.abs(got.astype(np.float64) - want))) \
+        if want.size else 0.0
+    if diff > TOL:
+        raise Failure(f"'{name}' differs from torch by more than {TOL:g}",
+                      f"max abs diff {diff:.3g}")
+    return diff
+
+
+def run_model(ccgraph, zoo, m, work):
+    d = os.path.join(work, m["arch"], m["variant"])
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    model = os.path.join(zoo, m["model"])
+    if m.get("loss"):
+        grads = np.load(os.path.join(zoo, m["grads"]))
+        wrt = ",".join(m["grad_params"])
+        gmodel = os.path.join(d, "grad.onnx")
+        tool([ccgraph, "grad", model, "--loss", m["loss"], "--wrt", wrt,
+              "-o", gmodel], (zoo, d))
+        model = gmodel
+    cmd = [ccgraph, "run", model, "--output-dir", os.path.join(d, "out")]
+    for n, f in m["inputs"].items():
+        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    tool(cmd, (zoo, d))
+    worst = 0.0
+    for n, f in m["outputs"].items():
+        want = np.load(os.path.join(zoo, f)).astype(np.float64)
+        worst = max(worst, compare(n, out_file(os.path.join(d, "out"), n),
+                                   want))
+    if m.get("loss"):
+        for p in m["grad_params"]:
+            g = "grad/" + p
+            worst = max(worst, compare(g, out_file(os.path.join(d, "out"), g),
+                                       grads[p].astype(np.float64)))
+    return worst
+
+
+def table(results, manifest):
+    variants = []
+    for m in manifest["models"]:
+        if m["variant"] not in variants:
+            variants.append(m["variant"])
+    archs = []
+    for m in manifest["models"]:
+        if m["arch"] not in archs:
+            archs.append(m["arch"])
+    lines = ["| arch | " + " | ".join(variants) + " |",
+             "|---|" + "---|" * len(variants)]
+    notes = []
+    for a in archs:
+        cells = []
+        for v in variants:
+            r = results.get((a, v))
+            if r is None:
+                cells.append("—")
+            elif r[0] == "pass":
+                cells.append("pass")
+            else:
+                if r[1] not in notes:
+                    notes.append(r[1])
+                label = {"unsupported": "fails", "export": "no export"}.get(
+                    r[0], r[0])
+                cells.append(f"{label} [{notes.index(r[1]) + 1}]")
+        lines.append(f"| {a} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for i, n in enumerate(notes):
+        lines.append(f"{i + 1}. {n.replace('|', '/')}")
+    return "\n".join(lines) + "\n"
+
+
+def doc_table(path):
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"run_zoo: {path} has no '{BEGIN}' ... '{END}' markers")
+    head, rest = text.split(BEGIN, 1)
+    body, tail = rest.split(END, 1)
+    return head, body.strip("\n") + "\n", tail
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("ccgraph")
+    ap.add_argument("--zoo", default=ZOO)
+    ap.add_argument("--work", default=os.path.join(os.getcwd(), "zoo_work"))
+    ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
+    ap.add_argument("--print-expected", action="store_true",
+                    help="print an EXPECTED table of this run's failures "
+                    "(to review and paste in when ccgraph changes)")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--write", metavar="DOC")
+    g.add_argument("--check", metavar="DOC")
+    a = ap.parse_args()
+    a.zoo, a.work = os.path.abspath(a.zoo), os.path.abspath(a.work)
+    with open(os.path.join(a.zoo, "MANIFEST.json")) as f:
+        manifest = json.load(f)
+    for rel, info in manifest["files"].items():
+        p = os.path.join(a.zoo, rel)
+        if not os.path.exists(p) or sha256(p) != info["sha256"]:
+            sys.exit(f"run_zoo: {rel} is missing or differs from "
+                     "MANIFEST.json (re-run scripts/make-zoo.py)")
+    passed = failed = unsupported = 0
+    results = {}
+    seen = set()
+    for m in manifest["models"]:
+        key = (m["arch"], m["variant"])
+        name = f"{m['arch']}/{m['variant']}"
+        if a.only and a.only not in (m["arch"], name):
+            continue
+        if "export_error" in m:
+            results[key] = ("export", "torch could not export it: "
+                            + m["export_error"])
+            print(f"{name:28s} not exported by torch: {m['export_error']}")
+            continue
+        seen.add(key)
+        reason = detail = None
+        try:
+            worst = run_model(a.ccgraph, a.zoo, m, a.work)
+        except Failure as e:
+            reason, detail = str(e), e.detail
+        except subprocess.TimeoutExpired:
+            reason = "timed out after 600 s"
+        want = EXPECTED.get(key)
+        if reason is None and want is None:
+            passed += 1
+            results[key] = ("pass", "")
+            skipped = m.get("grads_not_initializers")
+            print(f"{name:28s} pass (max abs diff {worst:.2g})"
+                  + (f"; torch parameters that are no initializer, so not "
+                     f"compared: {', '.join(skipped)}" if skipped else ""))
+        elif reason is None:
+            failed += 1
+            results[key] = ("pass", "")
+            print(f"{name:28s} FAIL: passes but EXPECTED says '{want}' "
+                  "(remove its row)")
+        elif want == reason:
+            unsupported += 1
+            results[key] = ("unsupported", reason)
+            print(f"{name:28s} unsupported: {reason}"
+                  + (f" ({detail})" if detail else ""))
+        else:
+            failed += 1
+            results[key] = ("fail", reason)
+            print(f"{name:28s} FAIL: {reason}"
+                  + (f" ({detail})" if detail else "")
+                  + (f" (EXPECTED says '{want}')" if want else ""))
+    for key in EXPECTED:
+        if key not in seen and not a.only:
+            failed += 1
+            print(f"{key[0]}/{key[1]:18s} FAIL: in EXPECTED but not in the "
+                  "manifest (remove its row)")
+    if a.print_expected:
+        print("EXPECTED = {")
+        for key, r in results.items():
+            if r[0] in ("fail", "unsupported"):
+                print(f"    {key!r}:\n        {r[1]!r},")
+        print("}")
+    status = 0
+    if a.write or a.check:
+        doc = a.write or a.check
+        head, body, tail = doc_table(doc)
+        new = table(results, manifest)
+        if a.write:
+            with open(doc, "w") as f:
+                f.write(head + BEGIN + "\n" + new + END + tail)
+            print(f"run_zoo: wrote the table of {doc}")
+        elif body != new:
+            print(f"run_zoo: the table of {doc} is stale: run "
+                  f"'{' '.join(sys.argv[:2])} --write {doc}'")
+            status = 1
+    print(f"zoo: {passed} passed, {failed} failed, {unsupported} unsupported")
+    return 1 if failed or status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
