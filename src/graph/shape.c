@@ -723,6 +723,8 @@ static const ccg__attr_spec constant_of_shape_attrs[] = {
     {"value", CCG_ATTR_TENSOR, false, 0, 0, NULL},
 };
 
+static void known_fill(ccg__infer *ix, const ccg_attr *value);
+
 static ccg_status infer_constant_of_shape(ccg__infer *ix) {
   CCG_CHECK(ccg__expect_vector(ix, 0, CCG__DT(I64), "a 1-D i64 shape"));
   const ccg_attr *a = ccg__attr(ix, "value");
@@ -742,7 +744,39 @@ static ccg_status infer_constant_of_shape(ccg__infer *ix) {
   int n = ccg__in_known(ix, 0, &k);
   if (n < 0)
     return fresh_shape(ix, 0);
-  return shape_from_known(ix, 0, k, n, &ix->out_shape[0]);
+  CCG_CHECK(shape_from_known(ix, 0, k, n, &ix->out_shape[0]));
+  known_fill(ix, a);
+  return CCG_STATUS_OK;
+}
+
+/* A small integer vector of one value is known: torch's exports build
+ * Expand targets from ConstantOfShape(...) * -1, Equal and Where. */
+static void known_fill(ccg__infer *ix, const ccg_attr *value) {
+  const ccg_shape *s = &ix->out_shape[0];
+  if (!value || !ccg_dtype_is_int(ix->out_dtype[0]) || s->rank > 1 ||
+      !ccg_shape_is_static(s))
+    return;
+  int64_t count = s->rank ? s->dims[0].size : 1;
+  if (count > CCG_MAX_RANK)
+    return;
+  int64_t v = 0;
+  const void *p = value->t->data;
+  switch (value->t->dtype) {
+  case CCG_DTYPE_I64:
+    memcpy(&v, p, 8);
+    break;
+  case CCG_DTYPE_I32: {
+    int32_t x;
+    memcpy(&x, p, 4);
+    v = x;
+    break;
+  }
+  default:
+    return;
+  }
+  for (int i = 0; i < (int)count; i++)
+    ix->out_known[0][i] = ccg_dim_num(v);
+  ix->out_n_known[0] = (int)count;
 }
 
 const ccg__op_def ccg__opdef_CONSTANT_OF_SHAPE = {

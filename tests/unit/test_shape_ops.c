@@ -785,6 +785,16 @@ static void test_constant_of_shape(void **state) {
   ccg_tensor v = {CCG_DTYPE_I64, 1, {1}, &one};
   assert_ok(g, ccg_constant_of_shape(g, s, &v, &y));
   assert_int_equal(ccg_value_dtype(g, y), CCG_DTYPE_I64);
+  /* a small integer vector of one value is known (torch's Expand targets) */
+  ccg_dim k[CCG_MAX_RANK];
+  assert_int_equal(ccg_value_known(g, y, k), -1); /* [2,3] is no vector */
+  ccg_value_id s3 = vec_i64(g, "s3", (const int64_t[]){3}, 1), y3;
+  assert_ok(g, ccg_constant_of_shape(g, s3, &v, &y3));
+  assert_int_equal(ccg_value_known(g, y3, k), 3);
+  assert_int_equal(k[0].size, 1);
+  assert_int_equal(k[2].size, 1);
+  assert_ok(g, ccg_constant_of_shape(g, s3, NULL, &y3)); /* f32: not known */
+  assert_int_equal(ccg_value_known(g, y3, k), -1);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[b,s,768]"), sh;
   assert_ok(g, ccg_shape_of(g, x, 0, INT64_MAX, &sh));
   assert_ok(g, ccg_constant_of_shape(g, sh, NULL, &y));
