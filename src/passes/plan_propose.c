@@ -331,7 +331,8 @@ ccg_status ccg_plan_propose(ccg_graph *g, const ccg_mesh *mesh,
   CCG_CHECK_GOTO(pp_prepare(&p), st, out);
   CCG_CHECK_GOTO(pp_find(&p), st, out);
   /* the plan reads in model order: embeddings, each layer, the head */
-  qsort(p.f, p.nf, sizeof *p.f, by_node);
+  if (p.nf > 1) /* p.f is NULL when nothing was found */
+    qsort(p.f, p.nf, sizeof *p.f, by_node);
   drop_conflicts(&p);
   CCG_CHECK_GOTO(build(&p, r, &n_entries), st, out);
   if (n_entries == 0) {
