@@ -15,7 +15,7 @@ says which.
 """
 from . import _lib
 from ._errors import BadInput, CheckFailed, Error, RuntimeFailure
-from ._functions import cost, grad, load, part_of, shard, verify
+from ._functions import cost, grad, load, part_of, plan, shard, verify
 from ._model import Model, TensorInfo
 
 __version__ = "0.1.0"
@@ -29,6 +29,7 @@ def library_version() -> str:
     return _lib.text(_lib.lib.ccg_version())
 
 
-__all__ = ["Model", "TensorInfo", "load", "shard", "grad", "verify", "cost",
+__all__ = ["Model", "TensorInfo", "load", "shard", "plan", "grad", "verify",
+           "cost",
            "part_of", "Error", "BadInput", "RuntimeFailure", "CheckFailed",
            "library_path", "library_version"]

@@ -116,6 +116,49 @@ def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
             "reshape_rewrites": rep.n_reshape_rewrites})
 
 
+def plan(model: Model, mesh: Union[str, Mapping[str, int]],
+         sequence_parallel: bool = False, axis: Optional[str] = None,
+         notes: Optional[List[Dict[str, Any]]] = None) -> Dict[str, Any]:
+    """The Megatron-style plan `ccgraph plan` proposes for a transformer-
+    shaped unsharded model on `mesh` (attention input projections colwise,
+    its output rowwise, the MLP's first projections colwise and its last
+    rowwise, embeddings vocab_parallel; LayerNorms sequence_parallel with
+    `sequence_parallel`), as a dict that `shard` takes. `notes`, a list,
+    receives one dict per finding (pattern, style, proposed, role, why).
+    BadInput when the model is not transformer-shaped or nothing divides
+    (the message says why), or for a mesh without the axis."""
+    _is_model(model)
+    with model._lock:
+        if model.per_rank:
+            raise BadInput("plan takes an unsharded model (one graph); this "
+                           f"one has {len(model._graphs)} per-rank models",
+                           "INVALID_ARG")
+        g = model._g()
+        m = _mesh_spec(mesh)
+        opts = _lib.PlanProposeOptions(
+            ctypes.sizeof(_lib.PlanProposeOptions),
+            _b(axis) if axis else None, bool(sequence_parallel))
+        p, rep = c_void_p(), c_void_p()
+        status = L.ccg_plan_propose(g, byref(m), byref(opts), byref(p),
+                                    byref(rep))
+        try:
+            if rep.value and notes is not None:
+                for i in range(L.ccg_plan_report_num_notes(rep)):
+                    n = L.ccg_plan_report_note(rep, i).contents
+                    notes.append({
+                        "pattern": _lib.text(n.pattern),
+                        "style": _lib.text(L.ccg_plan_style_name(n.style)),
+                        "proposed": bool(n.proposed),
+                        "role": _lib.text(n.role), "why": _lib.text(n.why)})
+            check(status, g)
+            return json.loads(_lib.text(L.ccg_plan_report_json(rep)))
+        finally:
+            if p.value:
+                L.ccg_plan_free(p)
+            if rep.value:
+                L.ccg_plan_report_free(rep)
+
+
 def grad(model: Model, loss: str,
          wrt: Optional[Union[str, Sequence[str]]] = None) -> Model:
     """A new model with the backward added (to every rank's graph): the

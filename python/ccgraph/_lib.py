@@ -76,6 +76,16 @@ class ShardReport(Structure):
                 ("n_reshape_rewrites", c_size_t)]
 
 
+class PlanProposeOptions(Structure):
+    _fields_ = [("size", c_size_t), ("mesh_axis", c_char_p),
+                ("sequence_parallel", c_bool)]
+
+
+class PlanNote(Structure):
+    _fields_ = [("pattern", c_char_p), ("style", c_int),
+                ("proposed", c_bool), ("role", c_char_p), ("why", c_char_p)]
+
+
 class BackwardOptions(Structure):
     _fields_ = [("size", c_size_t), ("loss", c_uint32),
                 ("outputs", POINTER(c_uint32)),
@@ -227,6 +237,14 @@ _fn("ccg_plan_load", st, c_char_p, POINTER(c_void_p))
 _fn("ccg_plan_free", None, _P)
 _fn("ccg_shard_apply", st, _P, _P, POINTER(Mesh), POINTER(ShardOptions),
     POINTER(c_void_p), POINTER(ShardReport))
+_fn("ccg_plan_propose", st, _P, POINTER(Mesh), POINTER(PlanProposeOptions),
+    POINTER(c_void_p), POINTER(c_void_p))
+_fn("ccg_plan_report_num_notes", c_size_t, _P)
+_fn("ccg_plan_report_note", POINTER(PlanNote), _P, c_size_t)
+_fn("ccg_plan_report_json", c_char_p, _P)
+_fn("ccg_plan_report_summary", c_char_p, _P)
+_fn("ccg_plan_report_free", None, _P)
+_fn("ccg_plan_style_name", c_char_p, c_int)
 _fn("ccg_backward", st, _P, POINTER(BackwardOptions))
 _fn("ccg_verify_kind_name", c_char_p, c_int)
 _fn("ccg_verify_program", st, POINTER(c_void_p), c_size_t,

@@ -17,6 +17,8 @@ STRUCTS = {
     _lib.ExportOptions: "ccg_onnx_export_options",
     _lib.ShardOptions: "ccg_shard_options",
     _lib.ShardReport: "ccg_shard_report",
+    _lib.PlanProposeOptions: "ccg_plan_propose_options",
+    _lib.PlanNote: "ccg_plan_note",
     _lib.BackwardOptions: "ccg_backward_options",
     _lib.VerifyOptions: "ccg_verify_options",
     _lib.VerifyReport: "ccg_verify_report", _lib.CostItem: "ccg_cost_item",

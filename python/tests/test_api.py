@@ -391,3 +391,29 @@ def test_wrong_argument_types(gpt):
         ccgraph.shard(gpt, {"wte": object()}, "tp=2")
     with pytest.raises(ccgraph.BadInput, match="not int"):
         ccgraph.shard(gpt, 3, "tp=2")
+
+
+def test_plan_proposed_shards_like_the_sample(gpt, ids):
+    notes = []
+    plan = ccgraph.plan(gpt, "tp=2", notes=notes)
+    assert plan and all(isinstance(v, (str, dict)) for v in plan.values())
+    assert any(n["proposed"] and n["style"] == "colwise" for n in notes)
+    assert any(n["proposed"] and n["style"] == "rowwise" for n in notes)
+    with ccgraph.shard(gpt, plan, "tp=2") as mine, \
+            ccgraph.shard(gpt, PLAN, "tp=2") as sample:
+        assert mine.collectives(0) == sample.collectives(0)
+        got, want = mine.run({"ids": ids}), sample.run({"ids": ids})
+        for r in range(2):
+            np.testing.assert_allclose(got[r]["logits"], want[r]["logits"],
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_plan_bad_input(gpt, sharded):
+    with pytest.raises(ccgraph.BadInput) as e:
+        ccgraph.plan(gpt, "tp=3")  # 4 heads, ffn and vocab: nothing divides
+    assert "3" in str(e.value)
+    with pytest.raises(ccgraph.BadInput) as e:
+        ccgraph.plan(gpt, "dp=2")
+    assert "tp" in str(e.value)
+    with pytest.raises(ccgraph.BadInput):
+        ccgraph.plan(sharded, "tp=2")  # per-rank models: not one graph
