@@ -347,17 +347,18 @@ static ccg_status infer_gather(ccg__infer *ix) {
 
 /* Scatter-add: dy viewed as [outer, Nq, inner] and turned to [Nq, outer,
  * inner] is added (ScatterND, reduction add) into zeros [D, outer, inner]
- * at the rows the indices name (negative ones too), then turned back. */
+ * at the rows the indices name (negative ones too), then turned back. Nq
+ * may be a symbol (-1 in the views): MoE routing gathers the rows NonZero
+ * picks. */
 static ccg_status grad_gather(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   ccg_shape ds = *ccg_value_shape(g, gx->in[0]);
   ccg_shape qs = *ccg_value_shape(g, gx->in[1]);
-  if (!ccg_shape_is_static(&ds) || !ccg_shape_is_static(&qs))
+  if (!ccg_shape_is_static(&ds))
     return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "data '%s' or indices '%s' have symbolic dims; the "
-                          "scatter-add needs numbers",
-                          ccg_value_name(g, gx->in[0]),
-                          ccg_value_name(g, gx->in[1]));
+                          "data '%s' has symbolic dims; the scatter-add "
+                          "needs numbers",
+                          ccg_value_name(g, gx->in[0]));
   int64_t axis = ccg__grad_attr_i(gx, "axis");
   axis = axis < 0 ? axis + ds.rank : axis;
   int64_t outer = 1, inner = 1, nq = 1, d = ds.dims[axis].size;
@@ -366,8 +367,8 @@ static ccg_status grad_gather(ccg__grad *gx) {
       outer *= ds.dims[i].size;
     else if (i > axis)
       inner *= ds.dims[i].size;
-  for (int i = 0; i < qs.rank; i++)
-    nq *= qs.dims[i].size;
+  for (int i = 0; i < qs.rank && nq >= 0; i++)
+    nq = ccg_dim_is_sym(qs.dims[i]) ? -1 : nq * qs.dims[i].size;
   ccg_value_id idx, dy, z;
   int64_t view[3] = {outer, nq, inner}, perm[3] = {1, 0, 2};
   int64_t col[2] = {nq, 1}, zd[3] = {d, outer, inner};
