@@ -326,6 +326,30 @@ const ccg__op_def ccg__opdef_SIZE = {
 
 /* ---- CastLike ----------------------------------------------------------- */
 
+/* A small float constant of whole numbers cast to an integer type is known:
+ * dynamo exports arange(n) as Range(0, n, CastLike(1.0, n)). */
+static void cast_like_float_const(ccg__infer *ix) {
+  ccg_graph *g = ix->g;
+  ccg_value_id v = ix->in[0];
+  const ccg_tensor *t = g->values[v].data;
+  ccg_node_id p = ccg_value_producer(g, v);
+  if (!t && p != CCG_NONE && ccg_node_op(g, p) == CCG_OP_CONSTANT)
+    t = ccg_node_attr(g, p, "value")->t;
+  if (!t || (t->dtype != CCG_DTYPE_F32 && t->dtype != CCG_DTYPE_F64) ||
+      t->rank > 1 || (t->rank == 1 && t->dims[0] > CCG_MAX_RANK))
+    return;
+  int n = t->rank ? (int)t->dims[0] : 1;
+  for (int i = 0; i < n; i++) {
+    double x = t->dtype == CCG_DTYPE_F32 ? ((const float *)t->data)[i]
+                                         : ((const double *)t->data)[i];
+    double lim = ix->out_dtype[0] == CCG_DTYPE_I32 ? 2147483647.0 : 9e15;
+    if (!(x == floor(x) && fabs(x) <= lim))
+      return;
+    ix->out_known[0][i] = ccg_dim_num((int64_t)x);
+  }
+  ix->out_n_known[0] = n;
+}
+
 static ccg_status infer_cast_like(ccg__infer *ix) {
   ccg_dtype to = ccg__in_dtype(ix, 1);
   ix->out_dtype[0] = to;
@@ -334,8 +358,12 @@ static ccg_status infer_cast_like(ccg__infer *ix) {
   int n = ccg__in_known(ix, 0, &k);
   /* integer contents stay what they are in another integer type that
    * holds shape values */
-  if (n >= 0 && (to == CCG_DTYPE_I64 || to == CCG_DTYPE_I32))
+  if (to != CCG_DTYPE_I64 && to != CCG_DTYPE_I32)
+    return CCG_STATUS_OK;
+  if (n >= 0)
     set_known(ix, k, n);
+  else
+    cast_like_float_const(ix);
   return CCG_STATUS_OK;
 }
 

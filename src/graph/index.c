@@ -97,19 +97,36 @@ static bool slice_full(int64_t start, int64_t end, int64_t step) {
          (step == -1 && start == -1 && end <= -INT64_MAX);
 }
 
-/* A known vector slices through (only axis 0 exists). */
-static void slice_known(ccg__infer *ix, int64_t first, int64_t step) {
+/* Known contents slice through, per axis from first[a] by step[a]: torch's
+ * F.pad exports reverse the rows of their [n,2] pads view. */
+static void slice_known(ccg__infer *ix, const int64_t *first,
+                        const int64_t *step) {
   const ccg_dim *k;
   int n = ccg__in_known(ix, 0, &k);
-  const ccg_shape *out = &ix->out_shape[0];
-  if (out->rank != 1 || ccg_dim_is_sym(out->dims[0]) ||
-      !ccg__is_num(ccg__in_shape(ix, 0)->dims[0], n))
+  const ccg_shape *in = ccg__in_shape(ix, 0), *out = &ix->out_shape[0];
+  if (n < 0 || !ccg_shape_is_static(in) || !ccg_shape_is_static(out))
     return;
-  for (int64_t j = 0; j < out->dims[0].size; j++)
-    ix->out_known[0][j] = k[first + j * step];
-  ix->out_n_known[0] = (int)out->dims[0].size;
+  int64_t stride[CCG_MAX_RANK], at[CCG_MAX_RANK] = {0}, s = 1, m = 1;
+  for (int d = in->rank - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= in->dims[d].size;
+    m *= out->dims[d].size;
+  }
+  if (s != n)
+    return;
+  for (int64_t j = 0; j < m; j++) {
+    int64_t src = 0;
+    for (int d = 0; d < out->rank; d++)
+      src += (first[d] + at[d] * step[d]) * stride[d];
+    ix->out_known[0][j] = k[src];
+    for (int d = out->rank - 1; d >= 0 && ++at[d] == out->dims[d].size; d--)
+      at[d] = 0;
+  }
+  ix->out_n_known[0] = (int)m;
 }
 
+/* Axis i of the slice: the output dim, and where the axis starts (first)
+ * and how it steps, both indexed by the data's axis. */
 static ccg_status slice_axis(ccg__infer *ix, const ccg_dim *k[4], int i,
                              bool *seen, int64_t *first, int64_t *step) {
   const ccg_shape *in = ccg__in_shape(ix, 0);
@@ -120,14 +137,14 @@ static ccg_status slice_axis(ccg__infer *ix, const ccg_dim *k[4], int i,
                      "axis %d appears twice in axes", a);
   seen[a] = true;
   int64_t s = k[0][i].size, e = k[1][i].size;
-  *step = k[3] ? k[3][i].size : 1;
-  if (*step == 0)
+  step[a] = k[3] ? k[3][i].size : 1;
+  if (step[a] == 0)
     return ccg__fail(ix, CCG_STATUS_INVALID_ARG, "steps[%d] (axis %d) is 0", i,
                      a);
   ccg_dim d = in->dims[a], *o = &ix->out_shape[0].dims[a];
   if (!ccg_dim_is_sym(d))
-    *o = ccg_dim_num(slice_count(d.size, s, e, *step, first));
-  else if (!slice_full(s, e, *step))
+    *o = ccg_dim_num(slice_count(d.size, s, e, step[a], &first[a]));
+  else if (!slice_full(s, e, step[a]))
     CCG_CHECK(ccg__fresh_dim(ix, 0, a, o));
   return CCG_STATUS_OK;
 }
@@ -148,9 +165,11 @@ static ccg_status infer_slice(ccg__infer *ix) {
   if (n < 0)
     return slice_unknown(ix);
   bool seen[CCG_MAX_RANK] = {false};
-  int64_t first = 0, step = 1;
+  int64_t first[CCG_MAX_RANK] = {0}, step[CCG_MAX_RANK];
+  for (int d = 0; d < CCG_MAX_RANK; d++)
+    step[d] = 1;
   for (int i = 0; i < n; i++)
-    CCG_CHECK(slice_axis(ix, k, i, seen, &first, &step));
+    CCG_CHECK(slice_axis(ix, k, i, seen, first, step));
   slice_known(ix, first, step);
   return CCG_STATUS_OK;
 }
@@ -328,17 +347,18 @@ static ccg_status infer_gather(ccg__infer *ix) {
 
 /* Scatter-add: dy viewed as [outer, Nq, inner] and turned to [Nq, outer,
  * inner] is added (ScatterND, reduction add) into zeros [D, outer, inner]
- * at the rows the indices name (negative ones too), then turned back. */
+ * at the rows the indices name (negative ones too), then turned back. Nq
+ * may be a symbol (-1 in the views): MoE routing gathers the rows NonZero
+ * picks. */
 static ccg_status grad_gather(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   ccg_shape ds = *ccg_value_shape(g, gx->in[0]);
   ccg_shape qs = *ccg_value_shape(g, gx->in[1]);
-  if (!ccg_shape_is_static(&ds) || !ccg_shape_is_static(&qs))
+  if (!ccg_shape_is_static(&ds))
     return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "data '%s' or indices '%s' have symbolic dims; the "
-                          "scatter-add needs numbers",
-                          ccg_value_name(g, gx->in[0]),
-                          ccg_value_name(g, gx->in[1]));
+                          "data '%s' has symbolic dims; the scatter-add "
+                          "needs numbers",
+                          ccg_value_name(g, gx->in[0]));
   int64_t axis = ccg__grad_attr_i(gx, "axis");
   axis = axis < 0 ? axis + ds.rank : axis;
   int64_t outer = 1, inner = 1, nq = 1, d = ds.dims[axis].size;
@@ -347,8 +367,8 @@ static ccg_status grad_gather(ccg__grad *gx) {
       outer *= ds.dims[i].size;
     else if (i > axis)
       inner *= ds.dims[i].size;
-  for (int i = 0; i < qs.rank; i++)
-    nq *= qs.dims[i].size;
+  for (int i = 0; i < qs.rank && nq >= 0; i++)
+    nq = ccg_dim_is_sym(qs.dims[i]) ? -1 : nq * qs.dims[i].size;
   ccg_value_id idx, dy, z;
   int64_t view[3] = {outer, nq, inner}, perm[3] = {1, 0, 2};
   int64_t col[2] = {nq, 1}, zd[3] = {d, outer, inner};

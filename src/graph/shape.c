@@ -43,13 +43,13 @@ static void set_known(ccg__infer *ix, size_t out, const ccg_dim *k, int n) {
   ix->out_n_known[out] = n;
 }
 
-/* Ops that only regroup elements keep the known contents of input 0, as
- * long as the result is still a static scalar or vector. */
+/* Ops that only regroup elements keep the known contents of input 0 (in
+ * row-major order) while the result is static: torch's F.pad exports reshape
+ * its pads vector to [n,2], reverse and transpose it, and flatten it back. */
 static void pass_known(ccg__infer *ix) {
   const ccg_dim *k;
   int n = ccg__in_known(ix, 0, &k);
-  if (n >= 0 && ix->out_shape[0].rank <= 1 &&
-      ccg_shape_is_static(&ix->out_shape[0]))
+  if (n >= 0 && ccg_shape_is_static(&ix->out_shape[0]))
     set_known(ix, 0, k, n);
 }
 
@@ -245,6 +245,35 @@ static const ccg__attr_spec transpose_attrs[] = {
     {"perm", CCG_ATTR_INTS, false, 0, 0, NULL},
 };
 
+/* Known contents of a static input move with the elements (the pads of
+ * torch's F.pad exports pass through a transposed [2,n] view). */
+static void transpose_known(ccg__infer *ix) {
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  const ccg_shape *in = ccg__in_shape(ix, 0), *out = &ix->out_shape[0];
+  const int64_t *perm;
+  size_t perm_n = ccg__attr_ints(ix, "perm", &perm);
+  if (n < 0 || !ccg_shape_is_static(in))
+    return;
+  int64_t stride[CCG_MAX_RANK], at[CCG_MAX_RANK] = {0}, s = 1;
+  for (int d = in->rank - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= in->dims[d].size;
+  }
+  if (s != n)
+    return;
+  for (int j = 0; j < n; j++) {
+    /* at: output coordinates of element j; out dim i is input dim perm[i] */
+    int64_t src = 0;
+    for (int i = 0; i < out->rank; i++)
+      src += at[i] * stride[perm_n ? perm[i] : out->rank - 1 - i];
+    ix->out_known[0][j] = k[src];
+    for (int i = out->rank - 1; i >= 0 && ++at[i] == out->dims[i].size; i--)
+      at[i] = 0;
+  }
+  ix->out_n_known[0] = n;
+}
+
 static ccg_status infer_transpose(ccg__infer *ix) {
   const ccg_shape *in = ccg__in_shape(ix, 0);
   const int64_t *perm;
@@ -269,6 +298,7 @@ static ccg_status infer_transpose(ccg__infer *ix) {
     out->dims[i] = in->dims[p];
   }
   ix->out_dtype[0] = ccg__in_dtype(ix, 0);
+  transpose_known(ix);
   return CCG_STATUS_OK;
 }
 

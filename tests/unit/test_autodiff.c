@@ -429,6 +429,38 @@ static void test_options_and_errors(void **state) {
   ccg_graph_free(g);
 }
 
+/* Gather's gradient with indices of a symbolic count (MoE routing gathers
+ * the rows NonZero picks): the scatter-add views dy with -1 and runs with
+ * the count bound at run time. */
+static void test_gather_symbolic_indices(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,3]");
+  ccg_value_id q = ccg_test_input(g, "q", CCG_DTYPE_I64, "[n]");
+  ccg_value_id y, loss, gx;
+  assert_ok(g, ccg_gather(g, x, q, 0, &y));
+  assert_ok(g, ccg_reduce_sum(g, y, NULL, 0, false, &loss));
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = loss;
+  const char *xs[1] = {"x"};
+  o.wrt = xs;
+  o.n_wrt = 1;
+  assert_ok(g, ccg_backward(g, &o));
+  assert_ok(g, ccg_graph_find_value(g, "grad/x", &gx));
+  assert_string_equal(ccg_test_shape(g, gx), "[4,3]");
+  const float xd[12] = {0};
+  const int64_t qd[3] = {0, 2, -4};
+  ccg_exec_tensor in[2] = {
+      XT_F32("x", xd, 4, 3),
+      xt_in("q", CCG_DTYPE_I64, qd, 1, (const int64_t[]){3})};
+  float got[12];
+  const float want[12] = {2, 2, 2, 0, 0, 0, 1, 1, 1, 0, 0, 0};
+  ccg_exec_tensor out = xt_out("grad/x", got, sizeof got);
+  assert_ok(g, xt_run1(g, in, 2, &out, 1));
+  xt_close(got, want, 12, 0, 0, "grad/x");
+  ccg_graph_free(g);
+}
+
 /* ScatterND's kernel, each reduction: rows 0 and 2 of [3,2] (row 0 twice
  * where repeats are defined, i.e. not for none). */
 static void test_scatter_nd_kernel(void **state) {
@@ -513,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_finite_differences),
       cmocka_unit_test(test_options_and_errors),
       cmocka_unit_test(test_every_op_has_a_rule),
+      cmocka_unit_test(test_gather_symbolic_indices),
       cmocka_unit_test(test_scatter_nd_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -508,6 +508,33 @@ static void test_flatten_size_cast_like(void **state) {
   ccg_graph_free(g);
 }
 
+/* dynamo exports arange(8) as Range(0, 8, CastLike(1.0, 8)): a whole float
+ * constant cast to an integer type is known, so the length is a number; a
+ * fraction is not. */
+static void test_cast_like_float_constant(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id like = scalar_i64(g, "like", 8);
+  float one = 1.0f, half = 0.5f;
+  ccg_tensor t = {CCG_DTYPE_F32, 0, {0}, &one};
+  ccg_value_id c, h, d;
+  assert_ok(g, ccg_constant(g, &t, &c));
+  t.data = &half;
+  assert_ok(g, ccg_constant(g, &t, &h));
+  ccg_value_id in[2] = {c, like};
+  d = node(g, "CastLike", "cl", in, 2, NULL, 0);
+  ccg_dim k[CCG_MAX_RANK];
+  assert_int_equal(ccg_value_known(g, d, k), 1);
+  assert_int_equal(k[0].size, 1);
+  ccg_value_id r[3] = {scalar_i64(g, "zero", 0), like, d};
+  assert_string_equal(ccg_test_shape(g, node(g, "Range", "r", r, 3, NULL, 0)),
+                      "[8]");
+  in[0] = h;
+  assert_int_equal(
+      ccg_value_known(g, node(g, "CastLike", "cl2", in, 2, NULL, 0), k), -1);
+  ccg_graph_free(g);
+}
+
 static void test_tile(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -1277,6 +1304,7 @@ int main(void) {
       cmocka_unit_test(test_trilu),
       cmocka_unit_test(test_cumsum),
       cmocka_unit_test(test_flatten_size_cast_like),
+      cmocka_unit_test(test_cast_like_float_constant),
       cmocka_unit_test(test_tile),
       cmocka_unit_test(test_pad),
       cmocka_unit_test(test_onehot),

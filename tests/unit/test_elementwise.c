@@ -147,6 +147,18 @@ static void test_known_folding(void **state) {
   assert_ok(g, ccg_mul(g, neg, b, &y));
   assert_int_equal(ccg_value_known(g, y, k), 1);
   assert_int_equal(k[0].size, -2);
+  /* Abs too: dynamo's Expand targets are Abs([1,-1,1]) */
+  ccg_value_id abs_in[1] = {neg};
+  ccg_node_desc ad = CCG_NODE_DESC_INIT;
+  ad.op = "Abs";
+  ad.name = "abs";
+  ad.inputs = abs_in;
+  ad.n_inputs = 1;
+  ccg_node_id an;
+  assert_ok(g, ccg_graph_add_node(g, &ad, &an));
+  y = ccg_node_output(g, an, 0);
+  assert_int_equal(ccg_value_known(g, y, k), 1);
+  assert_int_equal(k[0].size, 1);
   /* Float values are never folded. */
   ccg_value_id f = ccg_test_input(g, "f", CCG_DTYPE_F32, "[3]");
   assert_ok(g, ccg_add(g, f, f, &y));

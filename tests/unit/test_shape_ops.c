@@ -484,6 +484,37 @@ static void test_slice_symbolic_and_known(void **state) {
   ccg_graph_free(g);
 }
 
+/* torch's F.pad exports turn the pads vector into a [n,2] view, reverse its
+ * rows, transpose it and flatten it: known contents survive every step
+ * (row-major), so Pad gets numeric dims. */
+static void test_known_through_views(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id p = vec_i64(g, "p", (const int64_t[]){1, 2, 3, 4}, 4), m, r, t,
+               f;
+  assert_ok(g, ccg_reshape_to(g, p, (const int64_t[]){-1, 2}, 2, &m));
+  assert_string_equal(known_str(g, m), "[1,2,3,4]");
+  assert_ok(g, ccg_slice(g, m, (const int64_t[]){-1},
+                         (const int64_t[]){-INT64_MAX}, (const int64_t[]){0},
+                         (const int64_t[]){-1}, 1, &r));
+  assert_string_equal(known_str(g, r), "[3,4,1,2]");
+  assert_ok(g, ccg_transpose(g, r, (const int64_t[]){1, 0}, 2, &t));
+  assert_string_equal(ccg_test_shape(g, t), "[2,2]");
+  assert_string_equal(known_str(g, t), "[3,1,4,2]");
+  assert_ok(g, ccg_reshape_to(g, t, (const int64_t[]){-1}, 1, &f));
+  assert_string_equal(known_str(g, f), "[3,1,4,2]");
+  /* a slice of the inner axis keeps the rows: [[1],[3]] */
+  assert_ok(g, ccg_slice(g, m, (const int64_t[]){0}, (const int64_t[]){1},
+                         (const int64_t[]){1}, NULL, 1, &r));
+  assert_string_equal(known_str(g, r), "[1,3]");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_I64, "[2,8]"), y;
+  ccg_value_id in[2] = {x, f};
+  assert_ok(g, add(g, "Pad", in, 2, NULL, 0, 1, &y));
+  assert_string_equal(ccg_test_shape(g, y), "[9,11]");
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
 static void test_slice_errors(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -653,9 +684,9 @@ static void test_squeeze_unsqueeze_known(void **state) {
   assert_ok(g, ccg_squeeze(g, v, NULL, 0, &s));
   assert_string_equal(ccg_test_shape(g, s), "[]");
   assert_string_equal(known_str(g, s), "[7]");
-  /* A rank-2 result is no longer a shape vector. */
+  /* A static rank-2 result keeps its contents, row-major. */
   assert_ok(g, ccg_unsqueeze(g, v, &zero, 1, &w));
-  assert_string_equal(known_str(g, w), "unknown");
+  assert_string_equal(known_str(g, w), "[7]");
   assert_ok(g, ccg_graph_validate(g));
   ccg_graph_free(g);
 }
@@ -833,6 +864,7 @@ int main(void) {
       cmocka_unit_test(test_split_known),
       cmocka_unit_test(test_slice_static),
       cmocka_unit_test(test_slice_symbolic_and_known),
+      cmocka_unit_test(test_known_through_views),
       cmocka_unit_test(test_slice_errors),
       cmocka_unit_test(test_gather),
       cmocka_unit_test(test_unsqueeze),
