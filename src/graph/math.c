@@ -21,6 +21,24 @@ static ccg_status infer_numeric(ccg__infer *ix) {
   return same_as_input(ix, CCG__NUM_TYPES, "a numeric type");
 }
 
+/* Abs of known integers stays known: dynamo writes Expand targets as
+ * Abs(Concat(Shape(x)[0:1], [-1, -1])). Symbols are positive sizes. */
+static ccg_status infer_abs(ccg__infer *ix) {
+  CCG_CHECK(infer_numeric(ix));
+  const ccg_dim *k;
+  int n = ccg__in_known(ix, 0, &k);
+  if (n < 0 || !ccg_dtype_is_int(ix->out_dtype[0]))
+    return CCG_STATUS_OK;
+  for (int i = 0; i < n; i++) {
+    if (!ccg_dim_is_sym(k[i]) && k[i].size == INT64_MIN)
+      return CCG_STATUS_OK;
+    ix->out_known[0][i] =
+        ccg_dim_is_sym(k[i]) || k[i].size >= 0 ? k[i] : ccg_dim_num(-k[i].size);
+  }
+  ix->out_n_known[0] = n;
+  return CCG_STATUS_OK;
+}
+
 /* Clip-11+: min and max are optional scalar inputs of the data's dtype. */
 static ccg_status infer_clip(ccg__infer *ix) {
   static const char *const names[3] = {"input", "min", "max"};
@@ -194,7 +212,7 @@ static ccg_status grad_cosh(ccg__grad *gx) {
                                        .onnx_since = since};
 
 MATH_OP(RECIPROCAL, infer_float, grad_reciprocal, F, 6)
-MATH_OP(ABS, infer_numeric, grad_abs, N, 6)
+MATH_OP(ABS, infer_abs, grad_abs, N, 6)
 MATH_OP(FLOOR, infer_float, grad_zero, F, 6)
 MATH_OP(CEIL, infer_float, grad_zero, F, 6)
 MATH_OP(ROUND, infer_float, grad_zero, F, 11)
