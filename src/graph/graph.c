@@ -72,14 +72,29 @@ void ccg_graph_free(ccg_graph *g) {
 
 const char *ccg_graph_name(const ccg_graph *g) { return g->name; }
 
-const char *ccg__intern(ccg_graph *g, const char *s) {
+/* A symbol's id in g->symbols: 1 for a fresh one, 0 for the others. */
+static const char *intern_as(ccg_graph *g, const char *s, uint32_t id) {
   const char *k = ccg__strmap_key(&g->symbols, s);
   if (k)
     return k;
   char *copy = ccg__arena_strdup(&g->arena, s);
-  if (!copy || ccg__strmap_put(&g->symbols, copy, 0) != CCG_STATUS_OK)
+  if (!copy || ccg__strmap_put(&g->symbols, copy, id) != CCG_STATUS_OK)
     return NULL;
   return copy;
+}
+
+const char *ccg__intern(ccg_graph *g, const char *s) {
+  return intern_as(g, s, 0);
+}
+
+const char *ccg__intern_fresh(ccg_graph *g, const char *s) {
+  return intern_as(g, s, 1);
+}
+
+bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d) {
+  uint32_t id = 0;
+  return ccg_dim_is_sym(d) && ccg__strmap_get(&g->symbols, d.sym, &id) &&
+         id == 1;
 }
 
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,

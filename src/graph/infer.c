@@ -155,6 +155,10 @@ ccg_status ccg__broadcast(ccg__infer *ix, const ccg_shape *a,
       r.dims[i] = da;
     else if (!ccg_dim_is_sym(da) && da.size == 1)
       r.dims[i] = db;
+    else if (ccg__dim_is_fresh(ix->g, da))
+      r.dims[i] = db; /* unified: checked at run time (docs/ir.md) */
+    else if (ccg__dim_is_fresh(ix->g, db))
+      r.dims[i] = da;
     else {
       char sa[128], sb[128], xa[64], xb[64];
       return ccg__fail(

@@ -96,6 +96,11 @@ ccg_status ccg__graph_add_initializer_borrowed(ccg_graph *g, const char *name,
  * canonical texts (ccg__sym_canonical) may be interned: shape import relies
  * on it to skip canonicalizing symbols that are already interned. */
 const char *ccg__intern(ccg_graph *g, const char *s);
+/* ccg__intern for a fresh symbol (ccg__dim_fresh): marked as one, unless the
+ * same text was interned before as an ordinary symbol. */
+const char *ccg__intern_fresh(ccg_graph *g, const char *s);
+/* True if d is a symbol a shape rule made fresh (a dim set by data). */
+bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
 

@@ -21,8 +21,9 @@ static ccg_status infer_numeric(ccg__infer *ix) {
   return same_as_input(ix, CCG__NUM_TYPES, "a numeric type");
 }
 
-/* Abs of known integers stays known: dynamo exports expand(-1, ...) with
- * Expand(x, Abs(shape)), -1 meaning "keep" (1 broadcasts the same). */
+/* Abs of known integers stays known: dynamo writes Expand targets as
+ * Abs(Concat(Shape(x)[0:1], [-1, -1])) (-1 meaning "keep"). Symbols are
+ * positive sizes. */
 static ccg_status infer_abs(ccg__infer *ix) {
   CCG_CHECK(infer_numeric(ix));
   const ccg_dim *k;
@@ -30,9 +31,10 @@ static ccg_status infer_abs(ccg__infer *ix) {
   if (n < 0 || !ccg_dtype_is_int(ix->out_dtype[0]))
     return CCG_STATUS_OK;
   for (int i = 0; i < n; i++) {
-    if (ccg_dim_is_sym(k[i]) || k[i].size == INT64_MIN)
+    if (!ccg_dim_is_sym(k[i]) && k[i].size == INT64_MIN)
       return CCG_STATUS_OK;
-    ix->out_known[0][i] = ccg_dim_num(k[i].size < 0 ? -k[i].size : k[i].size);
+    ix->out_known[0][i] =
+        ccg_dim_is_sym(k[i]) || k[i].size >= 0 ? k[i] : ccg_dim_num(-k[i].size);
   }
   ix->out_n_known[0] = n;
   return CCG_STATUS_OK;

@@ -320,7 +320,7 @@ bool ccg__dim_fresh(ccg_graph *g, const char *base, ccg_dim *d) {
       *p = '_';
   if (!is_ident_start(buf[0]))
     buf[0] = '_';
-  const char *s = ccg__intern(g, buf);
+  const char *s = ccg__intern_fresh(g, buf);
   if (!s)
     return false;
   *d = ccg_dim_sym(s);

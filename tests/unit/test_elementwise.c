@@ -203,6 +203,38 @@ static void test_where_folds_known(void **state) {
   ccg_graph_free(g);
 }
 
+/* dynamo's Expand target Abs(Concat(Shape(x)[0:1], [-1, -1])) stays known,
+ * the symbol included, so Expand gives [batch,1,32]. */
+static void test_abs_folds_known(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,4]"), s;
+  assert_ok(g, ccg_shape_of(g, x, 0, 1, &s));
+  const int64_t m1[2] = {-1, -1};
+  float cls[32] = {0};
+  ccg_tensor tm = {CCG_DTYPE_I64, 1, {2}, m1},
+             tc = {CCG_DTYPE_F32, 3, {1, 1, 32}, cls};
+  ccg_value_id vm, vc, c, a, e;
+  assert_ok(g, ccg_graph_add_initializer(g, "m1", &tm, &vm));
+  assert_ok(g, ccg_graph_add_initializer(g, "cls", &tc, &vc));
+  assert_ok(g, ccg_concat(g, (const ccg_value_id[]){s, vm}, 2, 0, &c));
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Abs";
+  d.inputs = &c;
+  d.n_inputs = 1;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  a = ccg_node_output(g, n, 0);
+  ccg_dim k[CCG_MAX_RANK];
+  assert_int_equal(ccg_value_known(g, a, k), 3);
+  assert_true(ccg_dim_is_sym(k[0]));
+  assert_int_equal(k[1].size, 1);
+  assert_int_equal(k[2].size, 1);
+  assert_ok(g, ccg_expand(g, vc, a, &e));
+  assert_string_equal(ccg_test_shape(g, e), "[batch,1,32]");
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_broadcast),
@@ -210,6 +242,7 @@ int main(void) {
       cmocka_unit_test(test_where_folds_known),
       cmocka_unit_test(test_where_cast_dropout),
       cmocka_unit_test(test_known_folding),
+      cmocka_unit_test(test_abs_folds_known),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

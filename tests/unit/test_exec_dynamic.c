@@ -450,6 +450,49 @@ static void test_constant_of_shape_and_expand(void **state) {
   ccg_graph_free(g);
 }
 
+/* A fresh dim (ConstantOfShape of a fed shape) broadcast against `seq`
+ * unifies with it when the graph is built; a run whose sizes differ fails
+ * naming the node. */
+static void test_fresh_dim_unifies_checked_at_run(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[seq]");
+  ccg_value_id s = ccg_test_input(g, "shape", CCG_DTYPE_I64, "[1]"), c;
+  float fill = 0.5f;
+  ccg_tensor ft = {CCG_DTYPE_F32, 1, {1}, &fill};
+  assert_ok(g, ccg_constant_of_shape(g, s, &ft, &c));
+  ccg_node_desc nd = CCG_NODE_DESC_INIT;
+  nd.op = "Add";
+  nd.name = "join";
+  nd.inputs = (const ccg_value_id[]){c, x};
+  nd.n_inputs = 2;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &nd, &n));
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  assert_ok(g, ccg_graph_add_output(g, y));
+  const ccg_shape *ys = ccg_value_shape(g, y);
+  assert_int_equal(ys->rank, 1);
+  assert_true(ccg_dim_is_sym(ys->dims[0]));
+  assert_string_equal(ys->dims[0].sym, "seq");
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x_ = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x_));
+  float xv[3] = {1, 2, 3}, got[3];
+  int64_t three = 3, two = 2;
+  ccg_exec_tensor in[2] = {XT_F32("x", xv, 3), xt_i64("shape", &three, 1)};
+  ccg_exec_tensor out = xt_out(ccg_value_name(g, y), got, sizeof got);
+  assert_ok(x_, ccg_exec_run(x_, in, 2, &out, 1));
+  for (int i = 0; i < 3; i++)
+    assert_true(got[i] == xv[i] + 0.5f);
+  in[1] = xt_i64("shape", &two, 1);
+  assert_int_equal(ccg_exec_run(x_, in, 2, &out, 1), CCG_STATUS_SHAPE);
+  const char *msg = ccg_last_error(x_);
+  if (!strstr(msg, "node 'join'") || !strstr(msg, "do not broadcast"))
+    fail_msg("unexpected error: %s", msg);
+  ccg_exec_free(x_);
+  ccg_graph_free(g);
+}
+
 /* ---- dims set by data the graph computes --------------------------------- */
 
 /* The Reshape target comes from a float input through Cast: a guard runs
@@ -752,6 +795,7 @@ int main(void) {
       cmocka_unit_test(test_contents_that_set_no_shape),
       cmocka_unit_test(test_slice_fed_bounds),
       cmocka_unit_test(test_constant_of_shape_and_expand),
+      cmocka_unit_test(test_fresh_dim_unifies_checked_at_run),
       cmocka_unit_test(test_reshape_to_computed_shape),
       cmocka_unit_test(test_bad_inputs_name_input_and_dim),
       cmocka_unit_test(test_ranks_specialize_alike),

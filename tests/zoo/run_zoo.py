@@ -41,56 +41,10 @@ END = "<!-- zoo results: end -->"
 # (arch, variant) -> the exact reason it fails today: the last line that
 # ccgraph prints (or the comparison's message). Kept honest by the test.
 EXPECTED = {
-    ('gpt2', 'ts_dynamic'):
-        "run exit 2: ccgraph run: gpt2/ts_dynamic/model.onnx: node '/transformer/h.0/attn/Where' (Where): shapes [1,1,transformer_h.0_attn_Slice_3_o0_d2,transformer_h.0_attn_Slice_4_o0_d3] and [batch,4,sequence,sequence] do not broadcast (dim 2: transformer_h.0_attn_Slice_3_o0_d2 vs sequence)",
-    ('gpt2', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: gpt2/dynamo_dynamic/model.onnx: node 'n0_5' (Where): shapes [1,1,node_slice_3_o0_d2,node_slice_4_o0_d3] and [s72,4,s70,s70] do not broadcast (dim 2: node_slice_3_o0_d2 vs s70)",
     ('gpt2', 'dynamo_train'):
         "grad exit 2: ccgraph grad: gpt2/dynamo_train/model.onnx: node 'n0' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
-    ('llama', 'ts_dynamic'):
-        "run exit 2: ccgraph run: llama/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
-    ('llama', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: llama/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
-    ('bert', 'ts_dynamic'):
-        "run exit 2: ccgraph run: bert/ts_dynamic/model.onnx: node '/bert/Expand' (Expand): shapes [1,bert_Slice_o0_d1] and [batch,sequence] do not broadcast (dim 1: bert_Slice_o0_d1 vs sequence)",
-    ('bert', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: bert/dynamo_dynamic/model.onnx: node 'node_expand' (Expand): shapes [1,node_slice_2_o0_d1] and [s72,s70] do not broadcast (dim 1: node_slice_2_o0_d1 vs s70)",
-    ('mistral', 'ts_dynamic'):
-        "run exit 2: ccgraph run: mistral/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
-    ('mistral', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: mistral/dynamo_dynamic/model.onnx: node 'node_mul_14' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
-    ('qwen2', 'ts_dynamic'):
-        "run exit 2: ccgraph run: qwen2/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
-    ('qwen2', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: qwen2/dynamo_dynamic/model.onnx: node 'node_mul_27' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
-    ('opt', 'ts_dynamic'):
-        "run exit 2: ccgraph run: opt/ts_dynamic/model.onnx: node '/decoder/Add' (Add): shapes [batch,1,sequence,decoder_Slice_o0_d3] and [batch,1,1,sequence] do not broadcast (dim 3: decoder_Slice_o0_d3 vs sequence)",
-    ('opt', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: opt/dynamo_dynamic/model.onnx: node 'node_add_92' (Add): shapes [node_expand_1_o0_d0,node_expand_1_o0_d1,s70,s70] and [s72,1,1,s70] do not broadcast (dim 0: node_expand_1_o0_d0 vs s72)",
-    ('gpt_neox', 'ts_dynamic'):
-        "run exit 2: ccgraph run: gpt_neox/ts_dynamic/model.onnx: node '/gpt_neox/Mul' (Mul): shapes [gpt_neox_ConstantOfShape_o0_d0,gpt_neox_ConstantOfShape_o0_d1] and [sequence,gpt_neox_Range_1_o0_d0] do not broadcast (dim 0: gpt_neox_ConstantOfShape_o0_d0 vs sequence)",
-    ('gpt_neox', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: gpt_neox/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
     ('gpt_neox', 'dynamo_train'):
         "grad exit 2: ccgraph grad: gpt_neox/dynamo_train/model.onnx: node 'n0_2' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
-    ('phi', 'ts_dynamic'):
-        "run exit 2: ccgraph run: phi/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
-    ('phi', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: phi/dynamo_dynamic/model.onnx: node 'node_mul_16' (Mul): shapes [node_full_o0_d0,node_full_o0_d1] and [s70,node_arange_1_o0_d0] do not broadcast (dim 0: node_full_o0_d0 vs s70)",
-    ('falcon', 'ts_dynamic'):
-        "run exit 2: ccgraph run: falcon/ts_dynamic/model.onnx: node '/transformer/h.0/self_attention/Add_2' (Add): shapes [batch,4,sequence,sequence] and [batch,1,sequence,transformer_h.0_self_attention_Slice_5_o0_d3] do not broadcast (dim 3: sequence vs transformer_h.0_self_attention_Slice_5_o0_d3)",
-    ('falcon', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: falcon/dynamo_dynamic/model.onnx: node 'node_add_258' (Add): shapes [s72,4,s70,s70] and [node_expand_2_o0_d0,node_expand_2_o0_d1,s70,s70] do not broadcast (dim 0: s72 vs node_expand_2_o0_d0)",
-    ('roberta', 'ts_dynamic'):
-        "run exit 2: ccgraph run: roberta/ts_dynamic/model.onnx: node '/roberta/Expand' (Expand): shapes [1,roberta_Slice_o0_d1] and [batch,sequence] do not broadcast (dim 1: roberta_Slice_o0_d1 vs sequence)",
-    ('roberta', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: roberta/dynamo_dynamic/model.onnx: node 'node_expand' (Expand): shapes [1,node_slice_2_o0_d1] and [s72,s70] do not broadcast (dim 1: node_slice_2_o0_d1 vs s70)",
-    ('t5_encoder', 'ts_dynamic'):
-        "run exit 2: ccgraph run: t5_encoder/ts_dynamic/model.onnx: node '/encoder/block.0/layer.0/SelfAttention/Add_3' (Add): shapes [1,4,encoder_block.0_layer.0_SelfAttention_Slice_o0_d2,sequence] and [batch,1,1,encoder_block.0_layer.0_SelfAttention_Slice_1_o0_d3] do not broadcast (dim 3: sequence vs encoder_block.0_layer.0_SelfAttention_Slice_1_o0_d3)",
-    ('vit', 'dynamo_dynamic'):
-        "run exit 2: ccgraph run: vit/dynamo_dynamic/model.onnx: node 'node_cat' (Concat): input 0 'expand' [node_expand_o0_d0,node_expand_o0_d1,32] and input 1 'transpose' [s99,16,32] differ in dim 0 (only the axis 1 may differ)",
-    ('mixtral', 'ts_dynamic'):
-        "run exit 2: ccgraph run: mixtral/ts_dynamic/model.onnx: node '/model/Mul' (Mul): shapes [model_ConstantOfShape_o0_d0,model_ConstantOfShape_o0_d1] and [sequence,model_Range_1_o0_d0] do not broadcast (dim 0: model_ConstantOfShape_o0_d0 vs sequence)",
 }
 
 
