@@ -151,8 +151,10 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
   for (size_t i = 0; i < sizeof from18 / sizeof from18[0]; i++)
     if (strcmp(op, from18[i]) == 0)
       return m->opset >= 18 ? 1 : -1;
+  /* SplitToSequence's split and SequenceAt's position: read by seq.c */
   if (strcmp(op, "Split") == 0 || strcmp(op, "Squeeze") == 0 ||
-      strcmp(op, "Unsqueeze") == 0)
+      strcmp(op, "Unsqueeze") == 0 || strcmp(op, "SplitToSequence") == 0 ||
+      strcmp(op, "SequenceAt") == 0)
     return 1;
   return -1;
 }
@@ -407,10 +409,17 @@ static ccg_status build(im *m) {
   }
   CCG_CHECK(initializers(m));
   for (size_t i = 0; i < m->gp->n_node; i++) {
-    if (is_constant_node(m->gp->node[i]) &&
+    const Onnx__NodeProto *np = m->gp->node[i];
+    if (is_constant_node(np) &&
         ccg__onnx_dropped(m, (uint32_t)(m->gp->n_initializer + i)))
       continue;
-    CCG_CHECK(ccg__onnx_node_in(m, m->gp->node[i]));
+    if (ccg__onnx_seq_at_of_split(m, np))
+      continue; /* read with its SplitToSequence */
+    if (!*node_domain(np) && np->op_type &&
+        strcmp(np->op_type, "SplitToSequence") == 0)
+      CCG_CHECK(ccg__onnx_split_seq_in(m, np));
+    else
+      CCG_CHECK(ccg__onnx_node_in(m, np));
   }
   CCG_CHECK(graph_outputs(m));
   /* ccgraph's own placements win over ONNX's annotations. */

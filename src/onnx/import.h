@@ -28,6 +28,16 @@ bool ccg__onnx_dropped(const im *m, uint32_t c);
 ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
                                 const char *input, const int64_t **vals,
                                 size_t *n);
+/* Fails naming the node, its op, domain and opset, then the message (on the
+ * thread). */
+ccg_status ccg__onnx_node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
+                               const char *fmt, ...) CCG_PRINTF(4, 5);
+/* Reads SplitToSequence node np and the SequenceAt nodes that read its
+ * sequence as one IR Split (the IR has no sequences); refuses any other use,
+ * naming the node and why. */
+ccg_status ccg__onnx_split_seq_in(im *m, const Onnx__NodeProto *np);
+/* True if np is a SequenceAt of a SplitToSequence's sequence (read with it). */
+bool ccg__onnx_seq_at_of_split(const im *m, const Onnx__NodeProto *np);
 /* Adds one node to m->g. Errors on the thread, naming node, op, domain and
  * opset. */
 ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np);

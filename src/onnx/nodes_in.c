@@ -17,8 +17,6 @@ static const char *domain_of(const Onnx__NodeProto *np) {
   return strcmp(d, "ai.onnx") == 0 ? "" : d;
 }
 
-static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
-                            const char *fmt, ...) CCG_PRINTF(4, 5);
 /* The version the model imports of a domain (-1 if none). */
 static long long domain_version(const im *m, const char *d) {
   if (!*d)
@@ -31,8 +29,8 @@ static long long domain_version(const im *m, const char *d) {
   return -1;
 }
 
-static ccg_status node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
-                            const char *fmt, ...) {
+ccg_status ccg__onnx_node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
+                               const char *fmt, ...) {
   char msg[CCG__ERRMSG_MAX / 2];
   va_list ap;
   va_start(ap, fmt);
@@ -55,11 +53,11 @@ static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
   *k = K_PLAIN;
   if (!*d) {
     if (m->opset < 0)
-      return node_fail(m, np, CCG_STATUS_PARSE,
-                       "the model imports no ai.onnx opset");
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
+                                 "the model imports no ai.onnx opset");
     if (strcmp(t, "Gelu") == 0 && m->opset < 20)
-      return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                       "ai.onnx Gelu exists from opset 20 on");
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                                 "ai.onnx Gelu exists from opset 20 on");
   } else if (strcmp(d, CCG_DOMAIN_CCGRAPH) == 0) {
     if (strcmp(t, CCG__FN_GELU) == 0 || strcmp(t, CCG__FN_GELU_TANH) == 0) {
       *k = K_GELU_FN;
@@ -80,21 +78,24 @@ static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
         *op = ms[i].op;
         return CCG_STATUS_OK;
       }
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED, "not supported by ccgraph");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "not supported by ccgraph");
   } else {
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "domain not supported by ccgraph");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "domain not supported by ccgraph");
   }
   if (ccg_op_find(d, t, op) != CCG_STATUS_OK) {
     ccg_clear_error(NULL);
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED, "not supported by ccgraph");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "not supported by ccgraph");
   }
   int since = ccg_op_onnx_since(*op);
   if (!*d && m->opset < since)
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "ccgraph reads %s from opset %d on (its version in opset "
-                     "%lld differs)",
-                     t, since, (long long)m->opset);
+    return ccg__onnx_node_fail(
+        m, np, CCG_STATUS_UNSUPPORTED,
+        "ccgraph reads %s from opset %d on (its version in opset "
+        "%lld differs)",
+        t, since, (long long)m->opset);
   return CCG_STATUS_OK;
 }
 
@@ -104,11 +105,13 @@ static ccg_status copy_string(im *m, const Onnx__NodeProto *np,
                               const char *attr, ProtobufCBinaryData b,
                               const char **out) {
   if (b.len && memchr(b.data, 0, b.len))
-    return node_fail(m, np, CCG_STATUS_PARSE,
-                     "attribute '%s' holds a string with a NUL byte", attr);
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
+                               "attribute '%s' holds a string with a NUL byte",
+                               attr);
   *out = ccg__arena_strndup(&m->a, (const char *)b.data, b.len);
   return *out ? CCG_STATUS_OK
-              : node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", attr);
+              : ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'",
+                                    attr);
 }
 
 static int attr_type(const Onnx__AttributeProto *a) {
@@ -138,8 +141,9 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
   memset(out, 0, sizeof *out);
   out->name = name;
   if (a->ref_attr_name)
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "attribute '%s' refers to a function attribute", name);
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "attribute '%s' refers to a function attribute",
+                               name);
   int type = attr_type(a);
   switch (type) {
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT:
@@ -167,7 +171,7 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
     out->type = CCG_ATTR_STRINGS;
     const char **v = ccg__arena_calloc(&m->a, a->n_strings + 1, sizeof *v);
     if (!v)
-      return node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
     for (size_t i = 0; i < a->n_strings; i++)
       CCG_CHECK(copy_string(m, np, name, a->strings[i], &v[i]));
     out->strings = v;
@@ -176,14 +180,14 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
   }
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR: {
     if (!a->t)
-      return node_fail(m, np, CCG_STATUS_PARSE, "attribute '%s' has no tensor",
-                       name);
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
+                                 "attribute '%s' has no tensor", name);
     ccg_tensor *t = ccg__arena_alloc(&m->a, sizeof *t, 16);
     char role[256];
     snprintf(role, sizeof role, "node '%s' attribute '%s'",
              np->name ? np->name : "", name);
     if (!t)
-      return node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, a->t, role, false, NULL, t));
     out->type = CCG_ATTR_TENSOR;
     out->t = t;
@@ -192,9 +196,9 @@ static ccg_status attr_in(im *m, const Onnx__NodeProto *np,
   default: {
     const ProtobufCEnumValue *ev = protobuf_c_enum_descriptor_get_value(
         &onnx__attribute_proto__attribute_type__descriptor, type);
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "attribute '%s' of type %s is not supported", name,
-                     ev ? ev->name : "UNDEFINED");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "attribute '%s' of type %s is not supported",
+                               name, ev ? ev->name : "UNDEFINED");
   }
   }
 }
@@ -205,7 +209,7 @@ static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
   const char *name = a->name;
   ccg_tensor *t = ccg__arena_calloc(&m->a, 1, sizeof *t);
   if (!t)
-    return node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "attribute '%s'", name);
   if (strcmp(name, "value_float") == 0) {
     *t = (ccg_tensor){CCG_DTYPE_F32, 0, {0}, &a->f};
   } else if (strcmp(name, "value_int") == 0) {
@@ -215,8 +219,9 @@ static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
   } else if (strcmp(name, "value_ints") == 0) {
     *t = (ccg_tensor){CCG_DTYPE_I64, 1, {(int64_t)a->n_ints}, a->ints};
   } else {
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "Constant attribute '%s' is not supported", name);
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                               "Constant attribute '%s' is not supported",
+                               name);
   }
   *out = CCG_ATTR_T("value", t);
   return CCG_STATUS_OK;
@@ -226,9 +231,9 @@ static ccg_status constant_value(im *m, const Onnx__NodeProto *np,
 static ccg_status cast_to(im *m, const Onnx__NodeProto *np, ccg_attr *at) {
   ccg_dtype dt;
   if (at->type != CCG_ATTR_INT || !ccg__onnx_dtype_from_code(at->i, &dt))
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "%s to %s (%lld) is not supported", np->op_type,
-                     ccg__onnx_dtype_code_name(at->i), (long long)at->i);
+    return ccg__onnx_node_fail(
+        m, np, CCG_STATUS_UNSUPPORTED, "%s to %s (%lld) is not supported",
+        np->op_type, ccg__onnx_dtype_code_name(at->i), (long long)at->i);
   *at = CCG_ATTR_S(at->name, ccg_dtype_name(dt));
   return CCG_STATUS_OK;
 }
@@ -238,9 +243,10 @@ static ccg_status cast_to(im *m, const Onnx__NodeProto *np, ccg_attr *at) {
 static ccg_status split_num_outputs(im *m, const Onnx__NodeProto *np,
                                     ccg_value_id x, nodebuf *nb, int64_t n) {
   if (n <= 0 || (size_t)n != np->n_output)
-    return node_fail(m, np, CCG_STATUS_PARSE,
-                     "num_outputs %lld does not match its %zu outputs",
-                     (long long)n, np->n_output);
+    return ccg__onnx_node_fail(
+        m, np, CCG_STATUS_PARSE,
+        "num_outputs %lld does not match its %zu outputs", (long long)n,
+        np->n_output);
   int64_t axis = 0;
   for (size_t i = 0; i < nb->n_attrs; i++)
     if (strcmp(nb->attrs[i].name, "axis") == 0)
@@ -254,7 +260,7 @@ static ccg_status split_num_outputs(im *m, const Onnx__NodeProto *np,
   int64_t part = (d.size + n - 1) / n;
   int64_t *sizes = ccg__arena_calloc(&m->a, (size_t)n, sizeof *sizes);
   if (!sizes)
-    return node_fail(m, np, CCG_STATUS_OOM, "split sizes");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "split sizes");
   for (int64_t i = 0; i < n; i++)
     sizes[i] = i < n - 1 ? part : d.size - part * (n - 1);
   nb->attrs[nb->n_attrs++] = CCG_ATTR_IS("split", sizes, (size_t)n);
@@ -279,11 +285,12 @@ static ccg_status old_softmax_axis(im *m, const Onnx__NodeProto *np,
   int rank = x0 == CCG_NONE ? 0 : ccg_value_shape(m->g, x0)->rank;
   int64_t norm = axis < 0 ? axis + rank : axis;
   if (rank < 1 || norm != rank - 1)
-    return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                     "%s of opset %lld normalizes the input flattened at "
-                     "axis %lld of rank %d; ccgraph reads only the last axis "
-                     "(re-export at opset 13 or later)",
-                     np->op_type, (long long)m->opset, (long long)axis, rank);
+    return ccg__onnx_node_fail(
+        m, np, CCG_STATUS_UNSUPPORTED,
+        "%s of opset %lld normalizes the input flattened at "
+        "axis %lld of rank %d; ccgraph reads only the last axis "
+        "(re-export at opset 13 or later)",
+        np->op_type, (long long)m->opset, (long long)axis, rank);
   nb->attrs[nb->n_attrs++] = CCG_ATTR_I("axis", -1);
   return CCG_STATUS_OK;
 }
@@ -333,18 +340,19 @@ static ccg_status ms_attrs(im *m, const Onnx__NodeProto *np, ccg_op op,
     const Onnx__AttributeProto *a = np->attribute[i];
     const char *name = a->name ? a->name : "";
     if (strcmp(name, "group_size") == 0 && a->i != world)
-      return node_fail(m, np, CCG_STATUS_PARSE,
-                       "group_size %lld, but the model has %lld ranks",
-                       (long long)a->i, (long long)world);
+      return ccg__onnx_node_fail(
+          m, np, CCG_STATUS_PARSE,
+          "group_size %lld, but the model has %lld ranks", (long long)a->i,
+          (long long)world);
     else if (strcmp(name, "axis") == 0 && op == CCG_OP_ALL_GATHER)
       axis = a->i;
     else if (strcmp(name, "group_size") != 0)
-      return node_fail(m, np, CCG_STATUS_UNSUPPORTED,
-                       "attribute '%s' is not supported", name);
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
+                                 "attribute '%s' is not supported", name);
   }
   const char **axes = ccg__arena_calloc(&m->a, CCG_MAX_MESH_AXES, sizeof *axes);
   if (!axes)
-    return node_fail(m, np, CCG_STATUS_OOM, "mesh axes");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "mesh axes");
   int nax = mesh ? mesh->ndims : 0;
   for (int i = 0; i < nax; i++)
     axes[i] = mesh->names[i];
@@ -379,8 +387,9 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
     }
     uint32_t v;
     if (!ccg__strmap_get(&m->g->value_names, nm, &v))
-      return node_fail(m, np, CCG_STATUS_PARSE,
-                       "input '%s' is not defined before the node", nm);
+      return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
+                                 "input '%s' is not defined before the node",
+                                 nm);
     in[n++] = v;
   }
   while (n && in[n - 1] == CCG_NONE)
@@ -400,7 +409,7 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
                 0};
   const char **outs = ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
   if (!in || !nb.attrs || !outs)
-    return node_fail(m, np, CCG_STATUS_OOM, "reading the node");
+    return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "reading the node");
   size_t n_in = 0;
   CCG_CHECK(inputs(m, np, slot, in, &n_in));
   if (k == K_MS) {

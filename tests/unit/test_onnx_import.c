@@ -308,6 +308,153 @@ static void test_split_num_outputs(void **state) {
   ccg_graph_free(g);
 }
 
+/* torch's split as dynamo writes it: SplitToSequence read by SequenceAt at
+ * constant positions (scalar int64 initializers). */
+static const int64_t pos[] = {0, 1, 2, -1, -2};
+
+static void mk_seq_at(mk *k, const char *name, const char *pname, size_t p,
+                      const char *out) {
+  mk_init(k, pname, 7, 0, NULL, &pos[p], sizeof pos[p]);
+  mk_node(k, "SequenceAt", name, "seq", pname, out, NULL);
+}
+
+static Onnx__NodeProto *mk_split_seq(mk *k, const char *split, int64_t axis) {
+  Onnx__NodeProto *n =
+      mk_node(k, "SplitToSequence", "sts", "x", split, "seq", NULL);
+  Onnx__AttributeProto *a =
+      mk_attr(k, n, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  a->has_i = 1;
+  a->i = axis;
+  return n;
+}
+
+static void assert_shape(ccg_graph *g, const char *name, const char *shape) {
+  ccg_value_id v;
+  assert_ok(g, ccg_graph_find_value(g, name, &v));
+  assert_string_equal(ccg_test_shape(g, v), shape);
+}
+
+static void test_split_to_sequence(void **state) {
+  (void)state;
+  /* Chunks of 2 over 6: three equal parts, one Split, no sequence left. */
+  mk *k = mk_new(18);
+  static const int64_t d26[] = {2, 6}, two = 2;
+  mk_input(k, "x", 2, d26);
+  mk_init(k, "chunk", 7, 0, NULL, &two, sizeof two);
+  mk_split_seq(k, "chunk", 1);
+  mk_seq_at(k, "at0", "p0", 0, "a");
+  mk_seq_at(k, "at1", "p1", 1, "b");
+  mk_seq_at(k, "at2", "p2", 2, "c");
+  mk_output(k, "a");
+  mk_output(k, "b");
+  mk_output(k, "c");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_shape(g, "a", "[2,2]");
+  assert_shape(g, "b", "[2,2]");
+  assert_shape(g, "c", "[2,2]");
+  assert_int_equal(ccg_graph_num_nodes(g), 1);
+  assert_int_equal(ccg_node_op(g, 0), CCG_OP_SPLIT);
+  assert_string_equal(ccg_node_name(g, 0), "sts");
+  assert_int_equal(ccg_graph_num_initializers(g), 0);
+  ccg_graph_free(g);
+
+  /* Chunks of 2 over 5: [2, 2, 1]; -1 is the short last one, the middle
+   * part is read by no one. */
+  k = mk_new(18);
+  static const int64_t d52[] = {5, 2};
+  mk_input(k, "x", 2, d52);
+  mk_init(k, "chunk", 7, 0, NULL, &two, sizeof two);
+  mk_split_seq(k, "chunk", -2);
+  mk_seq_at(k, "last", "pl", 3, "z");
+  mk_seq_at(k, "first", "pf", 0, "a");
+  mk_output(k, "a");
+  mk_output(k, "z");
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_shape(g, "a", "[2,2]");
+  assert_shape(g, "z", "[1,2]");
+  assert_int_equal(ccg_node_num_outputs(g, 0), 3);
+  ccg_graph_free(g);
+
+  /* 1-D sizes: keepdims=0 is ignored (ONNX drops the axis only for
+   * chunks of a default split). */
+  k = mk_new(18);
+  static const int64_t n2[] = {2}, sizes[] = {1, 4};
+  mk_input(k, "x", 2, d52);
+  mk_init(k, "sizes", 7, 1, n2, sizes, sizeof sizes);
+  Onnx__NodeProto *n = mk_split_seq(k, "sizes", 0);
+  Onnx__AttributeProto *a =
+      mk_attr(k, n, "keepdims", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  a->has_i = 1;
+  a->i = 0;
+  mk_seq_at(k, "at0", "p0", 0, "a");
+  mk_seq_at(k, "at1", "p1", 1, "b");
+  mk_output(k, "a");
+  mk_output(k, "b");
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_shape(g, "a", "[1,2]");
+  assert_shape(g, "b", "[4,2]");
+  ccg_graph_free(g);
+}
+
+static void test_split_to_sequence_keepdims(void **state) {
+  (void)state;
+  /* No split, keepdims=0: parts of 1 along axis 1, which each loses. */
+  mk *k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  Onnx__NodeProto *n = mk_split_seq(k, NULL, 1);
+  Onnx__AttributeProto *a =
+      mk_attr(k, n, "keepdims", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+  a->has_i = 1;
+  a->i = 0;
+  mk_seq_at(k, "at0", "p0", 0, "a");
+  mk_seq_at(k, "atm2", "pm2", 4, "b");
+  mk_output(k, "a");
+  mk_output(k, "b");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_shape(g, "a", "[2]");
+  assert_shape(g, "b", "[2]");
+  assert_int_equal(ccg_graph_num_nodes(g), 3); /* Split, 2 Squeeze */
+  assert_int_equal(ccg_node_op(g, 2), CCG_OP_SQUEEZE);
+  assert_string_equal(ccg_node_name(g, 2), "atm2");
+  ccg_graph_free(g);
+}
+
+static void test_split_to_sequence_refused(void **state) {
+  (void)state;
+  /* The sequence also goes to SequenceLength: no tensor can stand in. */
+  mk *k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  mk_split_seq(k, NULL, 1);
+  mk_seq_at(k, "at0", "p0", 0, "a");
+  mk_node(k, "SequenceLength", "len", "seq", NULL, "n", NULL);
+  mk_output(k, "a");
+  mk_output(k, "n");
+  ccg_graph *g;
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "node 'sts'", "op 'SplitToSequence'",
+               "used by 'len' (SequenceLength)", "cannot read as a tensor");
+  assert_null(g);
+
+  /* The sequence is a graph output. */
+  k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  mk_split_seq(k, NULL, 1);
+  mk_output(k, "seq");
+  assert_fails(NULL, CCG_STATUS_UNSUPPORTED, mk_import(k, NULL, &g),
+               "node 'sts'", "'seq' is a graph output");
+
+  /* A position past the end. */
+  k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  mk_split_seq(k, NULL, 0);
+  mk_seq_at(k, "at2", "p2", 2, "a");
+  mk_output(k, "a");
+  assert_fails(NULL, CCG_STATUS_PARSE, mk_import(k, NULL, &g), "node 'sts'",
+               "'at2' reads position 2 of a sequence of 2");
+}
+
 static void test_ort_per_rank_model(void **state) {
   (void)state;
   /* As ONNX Runtime's per-rank models are written: com.microsoft ops with
@@ -662,6 +809,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_axes_inputs_become_attributes),
       cmocka_unit_test(test_split_num_outputs),
+      cmocka_unit_test(test_split_to_sequence),
+      cmocka_unit_test(test_split_to_sequence_keepdims),
+      cmocka_unit_test(test_split_to_sequence_refused),
       cmocka_unit_test(test_node_metadata),
       cmocka_unit_test(test_computed_axes_known),
       cmocka_unit_test(test_ort_per_rank_model),
