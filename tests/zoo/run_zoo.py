@@ -41,10 +41,6 @@ END = "<!-- zoo results: end -->"
 # (arch, variant) -> the exact reason it fails today: the last line that
 # ccgraph prints (or the comparison's message). Kept honest by the test.
 EXPECTED = {
-    ('gpt2', 'dynamo_train'):
-        "grad exit 2: ccgraph grad: gpt2/dynamo_train/model.onnx: node 'n0' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
-    ('gpt_neox', 'dynamo_train'):
-        "grad exit 2: ccgraph grad: gpt_neox/dynamo_train/model.onnx: node 'n0_2' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
 }
 
 
