@@ -237,6 +237,15 @@ ccg_status ccg__onnx_split_seq_in(im *m, const Onnx__NodeProto *np) {
   d.output_names = outs;
   ccg_node_id nid;
   CCG_CHECK(add(m, &d, &nid));
+  /* what the model says of the node (torch's module path, ...) */
+  for (size_t i = 0; i < np->n_metadata_props; i++) {
+    const Onnx__StringStringEntryProto *kv = np->metadata_props[i];
+    if (kv->key && *kv->key && kv->value &&
+        ccg_node_set_meta(m->g, nid, kv->key, kv->value) != CCG_STATUS_OK) {
+      ccg__error_copy(NULL, &m->g->ctx);
+      return ccg__error_prefix(NULL, "%s", m->src.what);
+    }
+  }
   if (squeeze)
     CCG_CHECK(squeezes(m, nid, axis, by_part, count));
   return CCG_STATUS_OK;

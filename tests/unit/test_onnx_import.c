@@ -1,6 +1,7 @@
 /* ONNX import of models made here with the generated protobuf-c code: the
  * opset conversions (axes/split inputs from initializers and Constant nodes,
- * Split-18 num_outputs, Constant value_* forms), ONNX Runtime's per-rank
+ * Split-18 num_outputs, Constant value_* forms, SplitToSequence read by
+ * SequenceAt as one Split), ONNX Runtime's per-rank
  * com.microsoft collectives, and every semantic check with the message it
  * gives (unknown ops, run-time axes, dims, raw_data lengths, external data
  * confinement, non-ONNX input). */
@@ -14,6 +15,7 @@
 
 #include "onnx.pb-c.h"
 #include "test_util.h"
+#include "exec_test_util.h"
 
 /* A model under construction: fixed-size tables are plenty for tests. */
 typedef struct mk {
@@ -374,6 +376,14 @@ static void test_split_to_sequence(void **state) {
   assert_shape(g, "a", "[2,2]");
   assert_shape(g, "z", "[1,2]");
   assert_int_equal(ccg_node_num_outputs(g, 0), 3);
+  static const float x52[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  float a4[4], z2[2];
+  ccg_exec_tensor in = XT_F32("x", x52, 5, 2);
+  ccg_exec_tensor out[] = {xt_out("a", a4, sizeof a4),
+                           xt_out("z", z2, sizeof z2)};
+  assert_ok(g, xt_run1(g, &in, 1, out, 2));
+  xt_close(a4, (const float[]){0, 1, 2, 3}, 4, 0, 0, "a");
+  xt_close(z2, (const float[]){8, 9}, 2, 0, 0, "z");
   ccg_graph_free(g);
 
   /* 1-D sizes: keepdims=0 is ignored (ONNX drops the axis only for
@@ -418,6 +428,14 @@ static void test_split_to_sequence_keepdims(void **state) {
   assert_int_equal(ccg_graph_num_nodes(g), 3); /* Split, 2 Squeeze */
   assert_int_equal(ccg_node_op(g, 2), CCG_OP_SQUEEZE);
   assert_string_equal(ccg_node_name(g, 2), "atm2");
+  static const float x23[] = {0, 1, 2, 3, 4, 5};
+  float a2[2], b2[2];
+  ccg_exec_tensor in = XT_F32("x", x23, 2, 3);
+  ccg_exec_tensor out[] = {xt_out("a", a2, sizeof a2),
+                           xt_out("b", b2, sizeof b2)};
+  assert_ok(g, xt_run1(g, &in, 1, out, 2));
+  xt_close(a2, (const float[]){0, 3}, 2, 0, 0, "a");
+  xt_close(b2, (const float[]){1, 4}, 2, 0, 0, "b (position -2)");
   ccg_graph_free(g);
 }
 
