@@ -20,12 +20,27 @@ other failure fails the test. The last line is
 --print-expected prints this run's failures as an EXPECTED table.
 --write FILE replaces the results table of docs/models.md (between its
 markers) with this run's; --check FILE fails if the table there differs.
+Sharded runs (issue 16): every model that passes on one rank is then
+sharded at tp=2, tp=4 and tp=2 with --sequence-parallel, with the plan that
+`ccgraph plan MODEL --mesh tp=N [--sequence-parallel] --json` proposes for
+it (samples/plans/<arch>.json is that plan for the arch's ts_static export
+at tp=2; the run says where a variant or config gets another plan):
+`ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
+--input ... --check MODEL.onnx` (every rank against its part of the
+unsharded run, whose outputs match torch). Training variants are checked
+forward only (loss and logits): the shard pass renames and splits the
+weights, and `ccgraph run --check` has no way to compare a rank's
+grad/ outputs with its part of torch's gradients. Known failures of
+these (arch, variant, config) checks are in SHARD_EXPECTED, under the
+same rules as EXPECTED. --no-shard skips them.
+
 Needs python3 and numpy only.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +61,15 @@ EXPECTED = {
     ('gpt_neox', 'dynamo_train'):
         "grad exit 2: ccgraph grad: gpt_neox/dynamo_train/model.onnx: node 'n0_2' (op 'SplitToSequence', domain 'ai.onnx', opset 18): not supported by ccgraph",
 }
+
+
+# (arch, variant, config) -> the exact reason its sharded check fails.
+SHARD_EXPECTED = {
+}
+
+# (label, tp, sequence parallel)
+CONFIGS = [("tp=2", 2, False), ("tp=4", 4, False), ("tp=2 sp", 2, True)]
+PLANS = os.path.normpath(os.path.join(HERE, "..", "..", "samples", "plans"))
 
 
 def sha256(path):
@@ -71,8 +95,8 @@ def tool(cmd, strip):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=600)
     if p.returncode != 0:
-        lines = [l.strip() for l in (p.stderr + p.stdout).splitlines()
-                 if l.strip()]
+        lines = [l.strip() for l in p.stderr.splitlines() if l.strip()] \
+            or [l.strip() for l in p.stdout.splitlines() if l.strip()]
         msg = lines[-1] if lines else "(no message)"
         for prefix in strip:
             msg = msg.replace(prefix.rstrip("/") + "/", "")
@@ -130,6 +154,52 @@ def run_model(ccgraph, zoo, m, work):
     return worst
 
 
+def shard_model(ccgraph, zoo, m, work, config):
+    """Plan, shard, verify and run one model on one config; returns the
+    max abs diff of every rank against its part of the unsharded run, and
+    whether the arch's sample plan was the one used."""
+    label, tp, sp = config
+    d = os.path.join(work, m["arch"], m["variant"],
+                     label.replace("=", "").replace(" ", "_"))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    model = os.path.join(zoo, m["model"])
+    strip = (zoo, d)
+    plan = os.path.join(d, "plan.json")
+    cmd = [ccgraph, "plan", model, "--mesh", f"tp={tp}", "--json"]
+    if sp:
+        cmd.append("--sequence-parallel")
+    text = tool(cmd, strip)
+    if json.loads(text) == {}:
+        raise Failure("plan proposes nothing")
+    with open(plan, "w") as f:
+        f.write(text)
+    sample = os.path.join(PLANS, m["arch"] + ".json")
+    same = False
+    if os.path.exists(sample):
+        with open(sample) as f:
+            same = json.load(f) == json.loads(text)
+        if same:
+            plan = sample
+    if m["variant"] == "ts_static" and config == CONFIGS[0] and not same:
+        raise Failure(f"samples/plans/{m['arch']}.json is not the plan "
+                      "that ccgraph plan proposes (rewrite it)")
+    cmd = [ccgraph, "shard", model, "--plan", plan, "--mesh", f"tp={tp}",
+           "-o", os.path.join(d, "shard")]
+    if sp:
+        cmd.append("--sequence-parallel")
+    tool(cmd, strip)
+    tool([ccgraph, "verify", os.path.join(d, "shard")], strip)
+    cmd = [ccgraph, "run", os.path.join(d, "shard"), "--check", model,
+           "--json"]
+    for n, f in m["inputs"].items():
+        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    r = json.loads(tool(cmd, strip))
+    if not r.get("checked_outputs"):
+        raise Failure("run --check compared no output")
+    return float(r["max_abs_diff"]), same
+
+
 def table(results, manifest):
     variants = []
     for m in manifest["models"]:
@@ -163,6 +233,51 @@ def table(results, manifest):
     return "\n".join(lines) + "\n"
 
 
+def masked(text):
+    """The table without its measured differences (they may move in the
+    last digit from one machine to another)."""
+    return re.sub(r"\d(\.\d+)?e[-+]\d+", "D", text)
+
+
+def shard_table(results, shard_results, manifest):
+    """A row per model that passes on one rank: the max abs diff of every
+    rank against the unsharded run per config, and whether verify passed."""
+    lines = ["| model | " + " | ".join(c[0] for c in CONFIGS)
+             + " | verify |", "|---|" + "---|" * (len(CONFIGS) + 1)]
+    notes = []
+    for m in manifest["models"]:
+        key = (m["arch"], m["variant"])
+        if results.get(key, ("",))[0] != "pass":
+            continue
+        cells = []
+        verified = []
+        for c in CONFIGS:
+            r = shard_results.get(key + (c[0],))
+            if r is None:
+                cells.append("—")
+                continue
+            if r[0] == "pass":
+                cells.append(f"{r[1]:.0e}")
+                verified.append("ok")
+                continue
+            if r[1] not in notes:
+                notes.append(r[1])
+            label = "fails" if r[0] == "unsupported" else r[0]
+            cells.append(f"{label} [{notes.index(r[1]) + 1}]")
+            if r[1].startswith("verify exit"):
+                verified.append(f"fails [{notes.index(r[1]) + 1}]")
+            elif r[1].startswith("run exit"):
+                verified.append("ok")
+        vs = sorted(set(verified))
+        cells.append(", ".join(vs) if vs else "—")
+        lines.append(f"| {m['arch']}/{m['variant']} | " + " | ".join(cells)
+                     + " |")
+    lines.append("")
+    for i, n in enumerate(notes):
+        lines.append(f"{i + 1}. {n.replace('|', '/')}")
+    return "\n".join(lines) + "\n"
+
+
 def doc_table(path):
     with open(path) as f:
         text = f.read()
@@ -179,6 +294,8 @@ def main():
     ap.add_argument("--zoo", default=ZOO)
     ap.add_argument("--work", default=os.path.join(os.getcwd(), "zoo_work"))
     ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
+    ap.add_argument("--no-shard", action="store_true",
+                    help="one rank only: skip the sharded runs")
     ap.add_argument("--print-expected", action="store_true",
                     help="print an EXPECTED table of this run's failures "
                     "(to review and paste in when ccgraph changes)")
@@ -197,6 +314,8 @@ def main():
     passed = failed = unsupported = 0
     results = {}
     seen = set()
+    shard_results = {}
+    shard_seen = set()
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         name = f"{m['arch']}/{m['variant']}"
@@ -239,14 +358,61 @@ def main():
             print(f"{name:28s} FAIL: {reason}"
                   + (f" ({detail})" if detail else "")
                   + (f" (EXPECTED says '{want}')" if want else ""))
+        if reason is not None or a.no_shard:
+            continue
+        for config in CONFIGS:
+            label = config[0]
+            skey = key + (label,)
+            sname = f"{name} {label}"
+            shard_seen.add(skey)
+            reason = detail = None
+            try:
+                diff, same = shard_model(a.ccgraph, a.zoo, m, a.work, config)
+            except Failure as e:
+                reason, detail = str(e), e.detail
+            except subprocess.TimeoutExpired:
+                reason = "timed out after 600 s"
+            want = SHARD_EXPECTED.get(skey)
+            if reason is None and want is None:
+                passed += 1
+                shard_results[skey] = ("pass", diff)
+                print(f"{sname:36s} pass (max abs diff {diff:.2g}; "
+                      + ("the arch's sample plan" if same else "its own plan")
+                      + ")")
+            elif reason is None:
+                failed += 1
+                shard_results[skey] = ("pass", diff)
+                print(f"{sname:36s} FAIL: passes but SHARD_EXPECTED says "
+                      f"'{want}' (remove its row)")
+            elif want == reason:
+                unsupported += 1
+                shard_results[skey] = ("unsupported", reason)
+                print(f"{sname:36s} unsupported: {reason}"
+                      + (f" ({detail})" if detail else ""))
+            else:
+                failed += 1
+                shard_results[skey] = ("fail", reason)
+                print(f"{sname:36s} FAIL: {reason}"
+                      + (f" ({detail})" if detail else "")
+                      + (f" (SHARD_EXPECTED says '{want}')" if want else ""))
     for key in EXPECTED:
         if key not in seen and not a.only:
             failed += 1
             print(f"{key[0]}/{key[1]:18s} FAIL: in EXPECTED but not in the "
                   "manifest (remove its row)")
+    for key in SHARD_EXPECTED:
+        if key not in shard_seen and not a.only and not a.no_shard:
+            failed += 1
+            print(f"{key[0]}/{key[1]} {key[2]} FAIL: in SHARD_EXPECTED but "
+                  "not run (remove its row)")
     if a.print_expected:
         print("EXPECTED = {")
         for key, r in results.items():
+            if r[0] in ("fail", "unsupported"):
+                print(f"    {key!r}:\n        {r[1]!r},")
+        print("}")
+        print("SHARD_EXPECTED = {")
+        for key, r in shard_results.items():
             if r[0] in ("fail", "unsupported"):
                 print(f"    {key!r}:\n        {r[1]!r},")
         print("}")
@@ -255,11 +421,13 @@ def main():
         doc = a.write or a.check
         head, body, tail = doc_table(doc)
         new = table(results, manifest)
+        if not a.no_shard:
+            new += "\n" + shard_table(results, shard_results, manifest)
         if a.write:
             with open(doc, "w") as f:
                 f.write(head + BEGIN + "\n" + new + END + tail)
             print(f"run_zoo: wrote the table of {doc}")
-        elif body != new:
+        elif masked(body) != masked(new):
             print(f"run_zoo: the table of {doc} is stale: run "
                   f"'{' '.join(sys.argv[:2])} --write {doc}'")
             status = 1
