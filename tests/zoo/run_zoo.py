@@ -24,7 +24,9 @@ Sharded runs (issue 16): every model that passes on one rank is then
 sharded at tp=2, tp=4 and tp=2 with --sequence-parallel, with the plan that
 `ccgraph plan MODEL --mesh tp=N [--sequence-parallel] --json` proposes for
 it (samples/plans/<arch>.json is that plan for the arch's ts_static export
-at tp=2; the run says where a variant or config gets another plan):
+at tp=2, <arch>.tp4.json and <arch>.sp.json where tp=4 or sequence
+parallelism changes it; a variant uses the sample file where its proposal
+is the same, its own proposal otherwise, and the run says which):
 `ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
 --input ... --check MODEL.onnx` (every rank against its part of the
 unsharded run, whose outputs match torch). Training variants are checked
@@ -65,6 +67,86 @@ EXPECTED = {
 
 # (arch, variant, config) -> the exact reason its sharded check fails.
 SHARD_EXPECTED = {
+    ('gpt2', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_static/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_57' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_dynamic/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_173' (Add): shapes [batch*sequence,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'ts_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_train/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_100' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/dynamo_static/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_39' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/dynamo_dynamic/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_47' (Add): shapes [s70*s72,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('llama', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('llama', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('bert', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: bert/ts_dynamic/model.onnx: shard: node '/bert/embeddings/Add_1' (Add): node '/bert/embeddings/Add_1' (Add): shapes [batch,sequence/2,32] and [1,bert_embeddings_Slice_o0_d1/2,32] do not broadcast (dim 1: sequence/2 vs bert_embeddings_Slice_o0_d1/2)",
+    ('bert', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: bert/dynamo_dynamic/model.onnx: shard: node 'node_add_29' (Add): node 'node_add_29' (Add): shapes [s72,s70/2,32] and [1,node_slice_4_o0_d1/2,32] do not broadcast (dim 1: s70/2 vs node_slice_4_o0_d1/2)",
+    ('mistral', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('mistral', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('qwen2', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('qwen2', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('opt', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_static/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_dynamic/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'ts_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_train/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_static/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
+    ('opt', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
+    ('opt', 'dynamo_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_train/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
+    ('gpt_neox', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('gpt_neox', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('phi', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('phi', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('falcon', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('falcon', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('roberta', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('roberta', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('t5_encoder', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('t5_encoder', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('vit', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_static/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_train', 'tp=2'):
+        'plan exit 2: ccgraph plan: vit/ts_train/model.onnx: plan: not transformer-shaped: no attention (projections feeding Softmax through MatMul), no MLP (projections around an activation) and no embedding lookup of token ids; the plan is empty',
+    ('vit', 'ts_train', 'tp=4'):
+        'plan exit 2: ccgraph plan: vit/ts_train/model.onnx: plan: not transformer-shaped: no attention (projections feeding Softmax through MatMul), no MLP (projections around an activation) and no embedding lookup of token ids; the plan is empty',
+    ('vit', 'ts_train', 'tp=2 sp'):
+        "plan exit 2: ccgraph plan: vit/ts_train/model.onnx: plan: nothing can be sharded on tp=2, the plan is empty: sequence 17 is not divisible by tp=2 (LayerNorm 'vit.encoder.layer.0.layernorm_before')",
+    ('vit', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_static/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add_17' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_train', 'tp=2'):
+        'plan exit 2: ccgraph plan: vit/dynamo_train/model.onnx: plan: not transformer-shaped: no attention (projections feeding Softmax through MatMul), no MLP (projections around an activation) and no embedding lookup of token ids; the plan is empty',
+    ('vit', 'dynamo_train', 'tp=4'):
+        'plan exit 2: ccgraph plan: vit/dynamo_train/model.onnx: plan: not transformer-shaped: no attention (projections feeding Softmax through MatMul), no MLP (projections around an activation) and no embedding lookup of token ids; the plan is empty',
+    ('vit', 'dynamo_train', 'tp=2 sp'):
+        "plan exit 2: ccgraph plan: vit/dynamo_train/model.onnx: plan: nothing can be sharded on tp=2, the plan is empty: sequence 17 is not divisible by tp=2 (LayerNorm 'vit.encoder.layer.0.layernorm_before')",
+    ('mixtral', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
 }
 
 # (label, tp, sequence parallel)
@@ -154,6 +236,16 @@ def run_model(ccgraph, zoo, m, work):
     return worst
 
 
+def sample_plan(arch, config):
+    """samples/plans/<arch>.json: ccgraph plan's proposal for the arch's
+    ts_static export at tp=2; <arch>.tp4.json and <arch>.sp.json where
+    tp=4 or --sequence-parallel gives another plan."""
+    label, tp, sp = config
+    suffix = ".sp" if sp else (f".tp{tp}" if tp != 2 else "")
+    p = os.path.join(PLANS, arch + suffix + ".json")
+    return p if os.path.exists(p) else os.path.join(PLANS, arch + ".json")
+
+
 def shard_model(ccgraph, zoo, m, work, config):
     """Plan, shard, verify and run one model on one config; returns the
     max abs diff of every rank against its part of the unsharded run, and
@@ -174,16 +266,17 @@ def shard_model(ccgraph, zoo, m, work, config):
         raise Failure("plan proposes nothing")
     with open(plan, "w") as f:
         f.write(text)
-    sample = os.path.join(PLANS, m["arch"] + ".json")
+    sample = sample_plan(m["arch"], config)
     same = False
     if os.path.exists(sample):
         with open(sample) as f:
             same = json.load(f) == json.loads(text)
         if same:
             plan = sample
-    if m["variant"] == "ts_static" and config == CONFIGS[0] and not same:
-        raise Failure(f"samples/plans/{m['arch']}.json is not the plan "
-                      "that ccgraph plan proposes (rewrite it)")
+    if m["variant"] == "ts_static" and not same:
+        raise Failure(f"{os.path.relpath(sample, os.path.dirname(PLANS))} "
+                      "is not the plan that ccgraph plan proposes "
+                      "(rewrite it)")
     cmd = [ccgraph, "shard", model, "--plan", plan, "--mesh", f"tp={tp}",
            "-o", os.path.join(d, "shard")]
     if sp:
