@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the model zoo (tests/data/zoo) through ccgraph on one rank.
+"""Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
                   [--write docs/models.md | --check docs/models.md]
