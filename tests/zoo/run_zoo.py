@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the model zoo (tests/data/zoo) through ccgraph on one rank.
+"""Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
                   [--write docs/models.md | --check docs/models.md]
@@ -20,12 +20,29 @@ other failure fails the test. The last line is
 --print-expected prints this run's failures as an EXPECTED table.
 --write FILE replaces the results table of docs/models.md (between its
 markers) with this run's; --check FILE fails if the table there differs.
+Sharded runs (issue 16): every model that passes on one rank is then
+sharded at tp=2, tp=4 and tp=2 with --sequence-parallel, with the plan that
+`ccgraph plan MODEL --mesh tp=N [--sequence-parallel] --json` proposes for
+it (samples/plans/<arch>.json is that plan for the arch's ts_static export
+at tp=2, <arch>.tp4.json and <arch>.sp.json where tp=4 or sequence
+parallelism changes it; a variant uses the sample file where its proposal
+is the same, its own proposal otherwise, and the run says which):
+`ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
+--input ... --check MODEL.onnx` (every rank against its part of the
+unsharded run, whose outputs match torch). Training variants are checked
+forward only (loss and logits): the shard pass renames and splits the
+weights, and `ccgraph run --check` has no way to compare a rank's
+grad/ outputs with its part of torch's gradients. Known failures of
+these (arch, variant, config) checks are in SHARD_EXPECTED, under the
+same rules as EXPECTED. --no-shard skips them.
+
 Needs python3 and numpy only.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +59,86 @@ END = "<!-- zoo results: end -->"
 # ccgraph prints (or the comparison's message). Kept honest by the test.
 EXPECTED = {
 }
+SHARD_EXPECTED = {
+    ('gpt2', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_static/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_57' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_dynamic/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_173' (Add): shapes [batch*sequence,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'ts_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/ts_train/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_100' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/dynamo_static/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_39' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/dynamo_dynamic/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_47' (Add): shapes [s70*s72,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('gpt2', 'dynamo_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: gpt2/dynamo_train/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_107' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
+    ('llama', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('llama', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('bert', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: bert/ts_dynamic/model.onnx: shard: node '/bert/embeddings/Add_1' (Add): node '/bert/embeddings/Add_1' (Add): shapes [batch,sequence/2,32] and [1,bert_embeddings_Slice_o0_d1/2,32] do not broadcast (dim 1: sequence/2 vs bert_embeddings_Slice_o0_d1/2)",
+    ('bert', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: bert/dynamo_dynamic/model.onnx: shard: node 'node_add_29' (Add): node 'node_add_29' (Add): shapes [s72,s70/2,32] and [1,node_slice_4_o0_d1/2,32] do not broadcast (dim 1: s70/2 vs node_slice_4_o0_d1/2)",
+    ('mistral', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('mistral', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('qwen2', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('qwen2', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('opt', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_static/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_dynamic/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'ts_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/ts_train/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
+    ('opt', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_static/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
+    ('opt', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_dynamic/model.onnx: shard: node 'node_view_5' (Reshape): the target shape 'val_288' has the symbolic entry s70 at dim 1, the dim it shards; shard needs a number there to rewrite it",
+    ('opt', 'dynamo_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: opt/dynamo_train/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
+    ('gpt_neox', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('gpt_neox', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('phi', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('phi', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('falcon', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('falcon', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('roberta', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('roberta', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('t5_encoder', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('t5_encoder', 'dynamo_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+    ('vit', 'ts_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_static/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_train/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_static', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_static/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_dynamic', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add_17' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_train', 'tp=2 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_train/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'clone' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('mixtral', 'ts_dynamic', 'tp=2 sp'):
+        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
+}
+
+# (label, tp, sequence parallel)
+CONFIGS = [("tp=2", 2, False), ("tp=4", 4, False), ("tp=2 sp", 2, True)]
+PLANS = os.path.normpath(os.path.join(HERE, "..", "..", "samples", "plans"))
 
 
 def sha256(path):
@@ -67,8 +164,8 @@ def tool(cmd, strip):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=600)
     if p.returncode != 0:
-        lines = [l.strip() for l in (p.stderr + p.stdout).splitlines()
-                 if l.strip()]
+        lines = [l.strip() for l in p.stderr.splitlines() if l.strip()] \
+            or [l.strip() for l in p.stdout.splitlines() if l.strip()]
         msg = lines[-1] if lines else "(no message)"
         for prefix in strip:
             msg = msg.replace(prefix.rstrip("/") + "/", "")
@@ -126,6 +223,74 @@ def run_model(ccgraph, zoo, m, work):
     return worst
 
 
+def sample_plan(arch, config):
+    """samples/plans/<arch>.json: ccgraph plan's proposal for the arch's
+    ts_static export at tp=2; <arch>.tp4.json and <arch>.sp.json where
+    tp=4 or --sequence-parallel gives another plan."""
+    label, tp, sp = config
+    suffix = ".sp" if sp else (f".tp{tp}" if tp != 2 else "")
+    p = os.path.join(PLANS, arch + suffix + ".json")
+    return p if os.path.exists(p) else os.path.join(PLANS, arch + ".json")
+
+
+def shard_model(ccgraph, zoo, m, work, config):
+    """Shard, verify and run one model on one config with the arch's
+    sample plan, or with the plan ccgraph proposes for this model where
+    the arch's plan does not shard it; returns the max abs diff of every
+    rank against its part of the unsharded run , which plan it took
+    ("arch" or "own") and how many weights it split."""
+    label, tp, sp = config
+    d = os.path.join(work, m["arch"], m["variant"],
+                     label.replace("=", "").replace(" ", "_"))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    model = os.path.join(zoo, m["model"])
+    strip = (zoo, d)
+    mesh = ["--mesh", f"tp={tp}"] + (["--sequence-parallel"] if sp else [])
+    sample = sample_plan(m["arch"], config)
+    with open(sample) as f:
+        sample_json = json.load(f)
+
+    def propose():
+        text = tool([ccgraph, "plan", model, "--json"] + mesh, strip)
+        return json.loads(text)
+
+    if m["variant"] == "ts_static" and propose() != sample_json:
+        raise Failure(f"{os.path.relpath(sample, os.path.dirname(PLANS))} "
+                      "is not the plan that ccgraph plan proposes "
+                      "(rewrite it)")
+    shard = os.path.join(d, "shard")
+    used = "arch"
+    try:
+        out = tool([ccgraph, "shard", model, "--plan", sample, "-o", shard,
+                    "--json"] + mesh, strip)
+    except Failure as first:
+        try:
+            own = propose()
+        except Failure:
+            raise first
+        if own == sample_json:
+            raise first
+        plan = os.path.join(d, "plan.json")
+        with open(plan, "w") as f:
+            json.dump(own, f, indent=2)
+        shutil.rmtree(shard, ignore_errors=True)
+        try:
+            out = tool([ccgraph, "shard", model, "--plan", plan, "-o", shard,
+                        "--json"] + mesh, strip)
+        except Failure:
+            raise first
+        used = "own"
+    tool([ccgraph, "verify", shard], strip)
+    cmd = [ccgraph, "run", shard, "--check", model, "--json"]
+    for n, f in m["inputs"].items():
+        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    r = json.loads(tool(cmd, strip))
+    if not r.get("checked_outputs"):
+        raise Failure("run --check compared no output")
+    return float(r["max_abs_diff"]), used, json.loads(out)["sharded_params"]
+
+
 def table(results, manifest):
     variants = []
     for m in manifest["models"]:
@@ -159,6 +324,52 @@ def table(results, manifest):
     return "\n".join(lines) + "\n"
 
 
+def masked(text):
+    """The table without its measured differences (they may move in the
+    last digit from one machine to another)."""
+    return re.sub(r"\d(\.\d+)?e[-+]\d+", "D", text)
+
+
+def shard_table(results, shard_results, manifest):
+    """A row per model that passes on one rank: the max abs diff of every
+    rank against the unsharded run per config, and whether verify passed."""
+    lines = ["| model | " + " | ".join(c[0] for c in CONFIGS)
+             + " | verify |", "|---|" + "---|" * (len(CONFIGS) + 1)]
+    notes = []
+    for m in manifest["models"]:
+        key = (m["arch"], m["variant"])
+        if results.get(key, ("",))[0] != "pass":
+            continue
+        cells = []
+        verified = []
+        for c in CONFIGS:
+            r = shard_results.get(key + (c[0],))
+            if r is None:
+                cells.append("—")
+                continue
+            if r[0] == "pass":
+                cells.append(f"{r[1]:.0e}, {r[3]} split"
+                             + (", own plan" if r[2] == "own" else ""))
+                verified.append("ok")
+                continue
+            if r[1] not in notes:
+                notes.append(r[1])
+            label = "fails" if r[0] == "unsupported" else r[0]
+            cells.append(f"{label} [{notes.index(r[1]) + 1}]")
+            if r[1].startswith("verify exit"):
+                verified.append(f"fails [{notes.index(r[1]) + 1}]")
+            elif r[1].startswith("run exit"):
+                verified.append("ok")
+        vs = sorted(set(verified))
+        cells.append(", ".join(vs) if vs else "—")
+        lines.append(f"| {m['arch']}/{m['variant']} | " + " | ".join(cells)
+                     + " |")
+    lines.append("")
+    for i, n in enumerate(notes):
+        lines.append(f"{i + 1}. {n.replace('|', '/')}")
+    return "\n".join(lines) + "\n"
+
+
 def doc_table(path):
     with open(path) as f:
         text = f.read()
@@ -175,6 +386,8 @@ def main():
     ap.add_argument("--zoo", default=ZOO)
     ap.add_argument("--work", default=os.path.join(os.getcwd(), "zoo_work"))
     ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
+    ap.add_argument("--no-shard", action="store_true",
+                    help="one rank only: skip the sharded runs")
     ap.add_argument("--print-expected", action="store_true",
                     help="print an EXPECTED table of this run's failures "
                     "(to review and paste in when ccgraph changes)")
@@ -193,6 +406,8 @@ def main():
     passed = failed = unsupported = 0
     results = {}
     seen = set()
+    shard_results = {}
+    shard_seen = set()
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         name = f"{m['arch']}/{m['variant']}"
@@ -235,14 +450,63 @@ def main():
             print(f"{name:28s} FAIL: {reason}"
                   + (f" ({detail})" if detail else "")
                   + (f" (EXPECTED says '{want}')" if want else ""))
+        if reason is not None or a.no_shard:
+            continue
+        for config in CONFIGS:
+            label = config[0]
+            skey = key + (label,)
+            sname = f"{name} {label}"
+            shard_seen.add(skey)
+            reason = detail = None
+            try:
+                diff, used, nsplit = shard_model(a.ccgraph, a.zoo, m, a.work, config)
+            except Failure as e:
+                reason, detail = str(e), e.detail
+            except subprocess.TimeoutExpired:
+                reason = "timed out after 600 s"
+            want = SHARD_EXPECTED.get(skey)
+            if reason is None and want is None:
+                passed += 1
+                shard_results[skey] = ("pass", diff, used, nsplit)
+                print(f"{sname:36s} pass (max abs diff {diff:.2g}; "
+                      f"{nsplit} weights split; "
+                      + ("the arch's plan" if used == "arch" else
+                         "its own plan: the arch's does not shard it")
+                      + ")")
+            elif reason is None:
+                failed += 1
+                shard_results[skey] = ("pass", diff, used, nsplit)
+                print(f"{sname:36s} FAIL: passes but SHARD_EXPECTED says "
+                      f"'{want}' (remove its row)")
+            elif want == reason:
+                unsupported += 1
+                shard_results[skey] = ("unsupported", reason)
+                print(f"{sname:36s} unsupported: {reason}"
+                      + (f" ({detail})" if detail else ""))
+            else:
+                failed += 1
+                shard_results[skey] = ("fail", reason)
+                print(f"{sname:36s} FAIL: {reason}"
+                      + (f" ({detail})" if detail else "")
+                      + (f" (SHARD_EXPECTED says '{want}')" if want else ""))
     for key in EXPECTED:
         if key not in seen and not a.only:
             failed += 1
             print(f"{key[0]}/{key[1]:18s} FAIL: in EXPECTED but not in the "
                   "manifest (remove its row)")
+    for key in SHARD_EXPECTED:
+        if key not in shard_seen and not a.only and not a.no_shard:
+            failed += 1
+            print(f"{key[0]}/{key[1]} {key[2]} FAIL: in SHARD_EXPECTED but "
+                  "not run (remove its row)")
     if a.print_expected:
         print("EXPECTED = {")
         for key, r in results.items():
+            if r[0] in ("fail", "unsupported"):
+                print(f"    {key!r}:\n        {r[1]!r},")
+        print("}")
+        print("SHARD_EXPECTED = {")
+        for key, r in shard_results.items():
             if r[0] in ("fail", "unsupported"):
                 print(f"    {key!r}:\n        {r[1]!r},")
         print("}")
@@ -251,11 +515,13 @@ def main():
         doc = a.write or a.check
         head, body, tail = doc_table(doc)
         new = table(results, manifest)
+        if not a.no_shard:
+            new += "\n" + shard_table(results, shard_results, manifest)
         if a.write:
             with open(doc, "w") as f:
                 f.write(head + BEGIN + "\n" + new + END + tail)
             print(f"run_zoo: wrote the table of {doc}")
-        elif body != new:
+        elif masked(body) != masked(new):
             print(f"run_zoo: the table of {doc} is stale: run "
                   f"'{' '.join(sys.argv[:2])} --write {doc}'")
             status = 1
