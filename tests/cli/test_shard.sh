@@ -37,12 +37,12 @@ import sys, onnx
 for path in sys.argv[1:]:
     g = onnx.load(path).graph
     prod = {o: n for n in g.node for o in n.output}
-    live, todo = set(), [o.name for o in g.output]
-    while todo:
-        v = todo.pop()
+    live, pending = set(), [o.name for o in g.output]
+    while pending:
+        v = pending.pop()
         if v not in live:
             live.add(v)
-            todo += list(prod[v].input) if v in prod else []
+            pending += list(prod[v].input) if v in prod else []
     dead = [n.name for n in g.node if not any(o in live for o in n.output)]
     unused = [i.name for i in g.initializer if i.name not in live]
     if dead or unused or not g.initializer:
