@@ -95,6 +95,10 @@ size_t ccg__gpu_table_bytes(const ccg_exec *x, const ccg__xnode *n, size_t s);
 void ccg__gpu_fill_tables(ccg_exec *x, const ccg__xnode *n, size_t s,
                           char *host_tables);
 ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s);
+/* cuBLAS's data type of an IR float dtype, and the compute type a GEMM of
+ * that dtype uses (TF32 only with ccg_exec_options.tf32). gpu_ops.c. */
+cudaDataType ccg__blas_type(ccg_dtype dt);
+cublasComputeType_t ccg__blas_compute(const ccg_exec *x, ccg_dtype dt);
 /* The families in files of their own (gpu_<family>.c): the check (with the
  * node's device scratch bytes) and the launch, as above. */
 #define CCG__GPU_FAMILY(f)                                                     \

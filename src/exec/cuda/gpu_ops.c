@@ -189,7 +189,7 @@ void ccg__gpu_fill_tables(ccg_exec *x, const ccg__xnode *n, size_t s,
 
 /* ---- cuBLAS ------------------------------------------------------------- */
 
-static cudaDataType blas_type(ccg_dtype dt) {
+cudaDataType ccg__blas_type(ccg_dtype dt) {
   switch (dt) {
   case CCG_DTYPE_F16:
     return CUDA_R_16F;
@@ -202,7 +202,7 @@ static cudaDataType blas_type(ccg_dtype dt) {
   }
 }
 
-static cublasComputeType_t blas_compute(const ccg_exec *x, ccg_dtype dt) {
+cublasComputeType_t ccg__blas_compute(const ccg_exec *x, ccg_dtype dt) {
   if (dt == CCG_DTYPE_F64)
     return CUBLAS_COMPUTE_64F;
   if (dt == CCG_DTYPE_F32 && x->gpu->tf32)
@@ -222,8 +222,8 @@ static ccg_status gemm(ccg_exec *x, const ccg__xnode *n, const gemm_args *g,
                        const void *a, const void *b, void *o, int64_t batch,
                        const void *ptrs) {
   ccg_dtype dt = ccg__out(x, n, 0)->dtype;
-  cudaDataType ty = blas_type(dt);
-  cublasComputeType_t ct = blas_compute(x, dt);
+  cudaDataType ty = ccg__blas_type(dt);
+  cublasComputeType_t ct = ccg__blas_compute(x, dt);
   float af = (float)g->alpha, bf = (float)g->beta;
   const void *alpha = dt == CCG_DTYPE_F64 ? (const void *)&g->alpha : &af;
   const void *beta = dt == CCG_DTYPE_F64 ? (const void *)&g->beta : &bf;

@@ -48,29 +48,13 @@ static ccg_status launched(ccg_exec *x, const ccg__xnode *n, int err) {
   return err ? ccg__cuda_fail(x, n, err, "kernel launch") : CCG_STATUS_OK;
 }
 
-static cudaDataType blas_type(ccg_dtype dt) {
-  switch (dt) {
-  case CCG_DTYPE_F16:
-    return CUDA_R_16F;
-  case CCG_DTYPE_BF16:
-    return CUDA_R_16BF;
-  case CCG_DTYPE_F64:
-    return CUDA_R_64F;
-  default:
-    return CUDA_R_32F;
-  }
-}
-
 /* Row-major C[M,N] = op(A) B, A [M,K] (or [K,M] when ta), B [K,N], as
  * cuBLAS's column-major C^T = B^T op(A)^T. */
 static ccg_status gemm(ccg_exec *x, const ccg__xnode *n, ccg_dtype dt, bool ta,
                        int64_t M, int64_t N, int64_t K, const void *a,
                        const void *b, void *c) {
-  cudaDataType ty = blas_type(dt);
-  cublasComputeType_t ct = dt == CCG_DTYPE_F64 ? CUBLAS_COMPUTE_64F
-                           : dt == CCG_DTYPE_F32 && x->gpu->tf32
-                               ? CUBLAS_COMPUTE_32F_FAST_TF32
-                               : CUBLAS_COMPUTE_32F;
+  cudaDataType ty = ccg__blas_type(dt);
+  cublasComputeType_t ct = ccg__blas_compute(x, dt);
   double one = 1.0, zero = 0.0;
   float onef = 1.0f, zerof = 0.0f;
   const void *alpha = dt == CCG_DTYPE_F64 ? (const void *)&one : &onef;

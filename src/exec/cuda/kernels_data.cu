@@ -3,38 +3,21 @@
  * collectives on non-leading axes, and reductions. Index math is
  * index_math.h, as on the CPU. */
 #include "exec/cuda/launch.cuh"
-
-__device__ static inline void copy_elem(char *dst, const char *src,
-                                        size_t es) {
-  switch (es) {
-  case 8:
-    *(uint64_t *)dst = *(const uint64_t *)src;
-    break;
-  case 4:
-    *(uint32_t *)dst = *(const uint32_t *)src;
-    break;
-  case 2:
-    *(uint16_t *)dst = *(const uint16_t *)src;
-    break;
-  default:
-    for (size_t k = 0; k < es; k++)
-      dst[k] = src[k];
-  }
-}
+#include "exec/data_math.h"
 
 __global__ static void k_strided(size_t es, ccg__view v, const char *src,
                                  char *dst, size_t n) {
   CCG__GRID_LOOP(j, n) {
     int64_t off = ccg__strided_offset(v.rank, v.dims, v.st, v.base, j);
-    copy_elem(dst + j * es, src + (size_t)off * es, es);
+    ccg__copy_bytes(dst + j * es, src + (size_t)off * es, es);
   }
 }
 
 extern "C" int ccg__cu_strided_copy(cudaStream_t s, size_t es,
                                     const ccg__view *v, const void *src,
                                     void *dst, size_t n) {
-  k_strided<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(
-      es, *v, (const char *)src, (char *)dst, n);
+  k_strided<<<ccg__blocks(n), CCG__THREADS, 0, s>>>(es, *v, (const char *)src,
+                                                    (char *)dst, n);
   return ccg__launched();
 }
 
@@ -80,7 +63,7 @@ __global__ static void k_slice_copy(size_t es, int rank, dims8 odims,
                                     char *dst, size_t n) {
   CCG__GRID_LOOP(j, n) {
     int64_t off = ccg__strided_offset(rank, odims.d, sl->st, sl->base, j);
-    copy_elem(dst + j * es, src + (size_t)off * es, es);
+    ccg__copy_bytes(dst + j * es, src + (size_t)off * es, es);
   }
 }
 
@@ -106,7 +89,7 @@ __global__ static void k_gather(size_t es, const char *a, ccg_dtype di,
                   (unsigned long long)ccg__ld_i64(di, idx, bad));
       src = 0;
     }
-    copy_elem(o + e * es, a + src * es, es);
+    ccg__copy_bytes(o + e * es, a + src * es, es);
   }
 }
 
@@ -120,22 +103,21 @@ extern "C" int ccg__cu_gather(cudaStream_t s, size_t es, const void *a,
   return ccg__launched();
 }
 
-__global__ static void k_pack(size_t es, char *packed, char *full,
-                              size_t outer, size_t inner, const int64_t *before,
-                              int nr, size_t n, bool unpack) {
+__global__ static void k_pack(size_t es, char *packed, char *full, size_t outer,
+                              size_t inner, const int64_t *before, int nr,
+                              size_t n, bool unpack) {
   CCG__GRID_LOOP(p, n) {
     size_t f = ccg__pack_full_index(p, outer, inner, before, nr);
     if (unpack)
-      copy_elem(full + f * es, packed + p * es, es);
+      ccg__copy_bytes(full + f * es, packed + p * es, es);
     else
-      copy_elem(packed + p * es, full + f * es, es);
+      ccg__copy_bytes(packed + p * es, full + f * es, es);
   }
 }
 
-extern "C" int ccg__cu_pack(cudaStream_t s, size_t es, void *packed,
-                            void *full, size_t outer, size_t inner,
-                            const int64_t *before, int n, size_t total_elems,
-                            bool unpack) {
+extern "C" int ccg__cu_pack(cudaStream_t s, size_t es, void *packed, void *full,
+                            size_t outer, size_t inner, const int64_t *before,
+                            int n, size_t total_elems, bool unpack) {
   k_pack<<<ccg__blocks(total_elems), CCG__THREADS, 0, s>>>(
       es, (char *)packed, (char *)full, outer, inner, before, n, total_elems,
       unpack);
@@ -153,7 +135,7 @@ extern "C" int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g,
                               ccg_dtype di, const void *a, ccg_dtype dout,
                               void *o, size_t nout) {
   k_reduce<<<ccg__blocks(nout), CCG__THREADS, 0, s>>>(op, g, di, a, dout, o,
-                                                       nout);
+                                                      nout);
   return ccg__launched();
 }
 
@@ -174,7 +156,7 @@ __global__ static void k_scatter_nd(int red, ccg_dtype dt, size_t es, char *o,
       }
       off = off * slice + i;
       if (red == 0)
-        copy_elem(o + off * es, u + (r * slice + i) * es, es);
+        ccg__copy_bytes(o + off * es, u + (r * slice + i) * es, es);
       else
         ccg__combine_elem(red, dt, o, off, du, u, r * slice + i);
     }
@@ -190,8 +172,8 @@ extern "C" int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt,
   for (int d = 0; d < CCG_MAX_RANK; d++)
     dd.d[d] = d < k ? dims[d] : 1;
   k_scatter_nd<<<ccg__blocks(slice), CCG__THREADS, 0, s>>>(
-      red, dt, ccg_dtype_size(dt), (char *)o, du, (const char *)u, di, idx, rows, k, dd, slice,
-      err);
+      red, dt, ccg_dtype_size(dt), (char *)o, du, (const char *)u, di, idx,
+      rows, k, dd, slice, err);
   return ccg__launched();
 }
 
@@ -206,7 +188,7 @@ __global__ static void k_gather_nd(size_t es, const char *a, ccg_dtype di,
       ccg__kfail(err, (unsigned long long)r);
       off = 0;
     }
-    copy_elem(o + e * es, a + (off * slice + e % slice) * es, es);
+    ccg__copy_bytes(o + e * es, a + (off * slice + e % slice) * es, es);
   }
 }
 
