@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""ccgraph beside ONNX Runtime on the same ONNX files, inputs and threads.
+
+usage: bench_ort.py --bench-run PATH --ccgraph PATH [--smoke] [--work DIR]
+                    [--venv DIR] [--threads 1,2] [--models a,b,...]
+                    [--warmup W] [--steps K] [--no-coretype-unset]
+
+Writes the models (bench/ort/models.py) and their inputs into a temporary
+folder (--work keeps them there), then for every model and thread count:
+ccgraph's step time, measured in process by bench_run (bench/bench_run.c:
+ccg_exec_run alone, no process start or model load), and ONNX Runtime's
+(CPU provider, intra_op_num_threads N, inter_op_num_threads 1, sequential
+execution, graph optimizations at ORT's default level), each the median of
+K steps after W warm-up steps; their outputs must agree within
+1e-3 * max(1, max |ORT's output|). Where OPENBLAS_CORETYPE is set, ccgraph
+is also timed with it unset (ONNX Runtime's GEMM does not read it). Then
+the memory of each ccgraph run: the peak resident set over the steps
+against the weights plus the memory plan's arena (target 1.2).
+
+ONNX Runtime comes from the venv of scripts/make-bench-venv.sh (--venv,
+else $CCG_BENCH_VENV, else build-bench-venv at the top of the source
+tree): the script re-runs itself there. Without it, ccgraph's outputs are
+compared with NumPy's (the zoo model's with torch's stored outputs) and the
+ORT columns say why they are empty. Nothing is downloaded.
+
+--threads N is passed to ccgraph only where `ccgraph run --help` offers
+--threads; otherwise ccgraph runs once per model at its default and that
+figure stands beside ONNX Runtime's at each thread count.
+
+The last line is one JSON document: {"bench":"ort","ok":true|false, ...}.
+Exit 1 when an output disagrees or a run fails.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+
+TOL = 1e-3
+MIB = 1 << 20
+
+
+def find_ort(args, argv):
+    """onnxruntime, or None and the reason; may re-exec in the venv."""
+    try:
+        import onnxruntime
+        return onnxruntime, None
+    except ImportError:
+        pass
+    venv = args.venv or os.environ.get("CCG_BENCH_VENV") or \
+        os.path.join(ROOT, "build-bench-venv")
+    py = os.path.join(venv, "bin", "python")
+    if os.path.exists(py) and os.path.realpath(sys.prefix) != \
+            os.path.realpath(venv):
+        os.execv(py, [py, os.path.abspath(__file__)] + argv)
+    if not os.path.exists(py):
+        return None, (f"no venv at {venv} (make it with "
+                      "scripts/make-bench-venv.sh)")
+    return None, f"onnxruntime does not import in {venv}"
+
+
+def machine(ort):
+    info = {"cpu": platform.processor() or "?", "flags": [],
+            "cores": len(os.sched_getaffinity(0)),
+            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+            "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+            "python": platform.python_version(), "numpy": np.__version__,
+            "onnx": models.onnx.__version__,
+            "onnxruntime": ort.__version__ if ort else None}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    fl = line.split(":", 1)[1].split()
+                    info["flags"] = [x for x in ("avx2", "avx512f", "fma")
+                                     if x in fl]
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def pick_zoo(smoke):
+    """The largest TorchScript static export of tests/data/zoo."""
+    zoo = os.path.join(ROOT, "tests", "data", "zoo")
+    try:
+        with open(os.path.join(zoo, "MANIFEST.json")) as f:
+            man = json.load(f)
+    except OSError as e:
+        return None, f"no zoo manifest ({e})"
+    cands = [m for m in man["models"] if m["variant"] == "ts_static"]
+    if not cands:
+        return None, "no ts_static model in the zoo"
+    m = max(cands, key=lambda m: os.path.getsize(os.path.join(zoo, m["model"])))
+    inputs = {k: np.load(os.path.join(zoo, p)) for k, p in m["inputs"].items()}
+    outs = {k: np.load(os.path.join(zoo, p)) for k, p in m["outputs"].items()}
+    return (os.path.join(zoo, m["model"]), inputs, lambda _: outs,
+            f"zoo {m['arch']}/{m['variant']}"), None
+
+
+def make_models(args, work):
+    """[(label, model path, inputs, reference, steps)] written under work."""
+    s = args.smoke
+    # (hidden, seq, layers, heads) of a and b; chain nodes; mlp width, batch
+    ta, tb = ((32, 8, 1, 2), (16, 8, 2, 2)) if s else \
+        ((1024, 512, 1, 16), (256, 128, 2, 4))
+    nodes, (width, batch) = (200, (64, 4)) if s else (10000, (4096, 64))
+
+    def tlabel(t):
+        return f"transformer h{t[0]} s{t[1]} l{t[2]}"
+    makers = {
+        "a": (tlabel(ta), lambda: models.transformer(*ta), 1),
+        "b": (tlabel(tb), lambda: models.transformer(*tb), 3),
+        "c": (f"chain {nodes} Add/Mul [64]", lambda: models.chain(nodes), 3),
+        "d": (f"mlp {width}x{width} batch {batch}",
+              lambda: models.mlp(width, batch), 1),
+    }
+    out = []
+    for key in args.models:
+        if key == "e":
+            z, why = pick_zoo(s)
+            if z:
+                out.append((z[3], z[0], z[1], z[2], 3))
+            else:
+                print(f"model e skipped: {why}")
+            continue
+        label, make, mult = makers[key]
+        model, inputs, ref = make()
+        d = os.path.join(work, key)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, "model.onnx")
+        models.onnx.save(model, path)
+        out.append((label, path, inputs, ref, mult))
+    return out
+
+
+def write_inputs(d, inputs):
+    os.makedirs(d, exist_ok=True)
+    flags = []
+    for i, (name, arr) in enumerate(inputs.items()):
+        p = os.path.join(d, f"in{i}.pb")
+        with open(p, "wb") as f:
+            f.write(models.tensor_bytes(arr, name))
+        flags += ["--input", f"{name}={p}"]
+    return flags
+
+
+def run_ccgraph(args, path, in_flags, threads, d, env):
+    """bench_run's JSON and outputs {name: array}; raises on failure."""
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    cmd = [args.bench_run, path, *in_flags, "--warmup", str(args.warmup),
+           "--steps", str(args.k), "--output-dir", d]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {p.returncode}: "
+                           f"{p.stderr.strip()}")
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    outs = dict(models.read_tensor(os.path.join(d, f))
+                for f in sorted(os.listdir(d)) if f.endswith(".pb"))
+    return res, outs
+
+
+def run_ort(ort, args, path, inputs, threads):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
+    for _ in range(args.warmup):
+        sess.run(None, feed)
+    ms = []
+    for _ in range(args.k):
+        t0 = time.perf_counter()
+        outs = sess.run(None, feed)
+        ms.append(1e3 * (time.perf_counter() - t0))
+    names = [o.name for o in sess.get_outputs()]
+    return statistics.median(ms), dict(zip(names, outs)), \
+        str(so.graph_optimization_level)
+
+
+def compare(got, want):
+    """(max |diff|, allowed, ok) over the outputs want names."""
+    worst, allowed, ok = 0.0, 0.0, True
+    for name, w in want.items():
+        g = got.get(name)
+        w = np.asarray(w)
+        tol = TOL * max(1.0, float(np.abs(w).max()) if w.size else 1.0)
+        if g is None or g.shape != w.shape:
+            return float("inf"), tol, False
+        d = float(np.abs(g.astype(np.float64) - w).max()) if w.size else 0.0
+        worst, allowed = max(worst, d), max(allowed, tol)
+        ok = ok and d <= tol
+    return worst, allowed, ok
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def print_tables(rows, mem, unset):
+    print()
+    print("## time (ms per step, median)")
+    head = f"{'model':34} {'thr':>4} {'ccgraph':>10} {'ORT':>10} {'ratio':>7}"
+    if unset:
+        head += f" {'ccg unset':>10} {'ratio':>7}"
+    print(head + f" {'max|diff|':>10} {'check':>6}")
+    for r in rows:
+        line = (f"{r['model']:34} {r['threads_label']:>4} "
+                f"{fmt(r['ccgraph_ms'], '.3f'):>10} {fmt(r['ort_ms'], '.3f'):>10} "
+                f"{fmt(r['ratio']):>7}")
+        if unset:
+            line += (f" {fmt(r.get('ccgraph_unset_ms'), '.3f'):>10} "
+                     f"{fmt(r.get('ratio_unset')):>7}")
+        print(line + f" {r['max_diff']:>10.2e} {r['check']:>6}")
+    print()
+    print("## ccgraph memory (MiB; run peak: VmHWM over the steps)")
+    print(f"{'model':34} {'weights':>9} {'plan':>9} {'w+plan':>9} "
+          f"{'run peak':>9} {'ratio':>6} {'base':>7} {'-base':>6} "
+          f"{'load peak':>9}")
+    for m in mem:
+        print(f"{m['model']:34} {m['weights_bytes'] / MIB:9.1f} "
+              f"{m['plan_peak_bytes'] / MIB:9.1f} "
+              f"{(m['weights_bytes'] + m['plan_peak_bytes']) / MIB:9.1f} "
+              f"{m['run_peak_rss_bytes'] / MIB:9.1f} "
+              f"{m['run_peak_ratio']:6.2f} {m['base_rss_bytes'] / MIB:7.1f} "
+              f"{m['above_base_ratio']:6.2f} "
+              f"{m['load_peak_rss_bytes'] / MIB:9.1f}")
+
+
+def bench_model(args, ort, entry, work, has_threads, env_unset, rows, mem):
+    label, path, inputs, ref, mult = entry
+    d = os.path.join(work, "io", label.split()[0] + str(len(rows)))
+    in_flags = write_inputs(os.path.join(d, "in"), inputs)
+    want_ref = None if ort else ref(inputs)
+    ccg_cache = {}
+    ok_all = True
+    for n in args.threads:
+        t = n if has_threads else 0
+        if t not in ccg_cache:
+            res, outs = run_ccgraph(args, path, in_flags, t,
+                                    os.path.join(d, "out"), None)
+            unset = run_ccgraph(args, path, in_flags, t,
+                                os.path.join(d, "out_unset"),
+                                env_unset)[0] if env_unset else None
+            ccg_cache[t] = (res, outs, unset)
+            need = res["weights_bytes"] + res["plan_peak_bytes"]
+            mem.append(dict(res, model=label,
+                            threads=t if has_threads else "default",
+                            above_base_ratio=(res["run_peak_rss_bytes"] -
+                                              res["base_rss_bytes"]) / need))
+        res, outs, unset = ccg_cache[t]
+        row = {"model": label, "threads": n,
+               "threads_label": str(n) if has_threads else f"{n}*",
+               "ccgraph_ms": res["median_ms"], "ort_ms": None, "ratio": None}
+        if unset:
+            row["ccgraph_unset_ms"] = unset["median_ms"]
+        if ort:
+            row["ort_ms"], want, row["ort_opt_level"] = run_ort(
+                ort, args, path, inputs, n)
+            row["ratio"] = row["ccgraph_ms"] / row["ort_ms"]
+            if unset:
+                row["ratio_unset"] = unset["median_ms"] / row["ort_ms"]
+            row["against"] = "onnxruntime"
+        else:
+            want = want_ref
+            row["against"] = "torch" if label.startswith("zoo") else "numpy"
+        row["max_diff"], row["tolerance"], ok = compare(outs, want)
+        row["check"] = "ok" if ok else "FAIL"
+        ok_all = ok_all and ok
+        rows.append(row)
+        print(f"{label}: threads {row['threads_label']}: ccgraph "
+              f"{fmt(row['ccgraph_ms'], '.3f')} ms, ORT {fmt(row['ort_ms'], '.3f')} ms, "
+              f"max|diff| {row['max_diff']:.2e} against {row['against']} "
+              f"({row['check']})", flush=True)
+    return ok_all
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench-run", required=True)
+    ap.add_argument("--ccgraph", required=True)
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, 1 warm-up and 3 steps")
+    ap.add_argument("--work")
+    ap.add_argument("--venv")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--models", default="a,b,c,d,e")
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--no-coretype-unset", action="store_true")
+    args = ap.parse_args(argv)
+    args.threads = [int(x) for x in args.threads.split(",")]
+    args.models = args.models.split(",")
+    bad = [m for m in args.models if m not in "abcde" or len(m) != 1]
+    if bad or any(n < 1 for n in args.threads):
+        ap.error(f"--models takes a..e, --threads numbers >= 1 ({bad})")
+    return args
+
+
+def main(argv):
+    args = parse(argv)
+    ort, why = find_ort(args, argv)
+    args.warmup = args.warmup if args.warmup is not None else \
+        (1 if args.smoke else 3)
+    steps = args.steps or (3 if args.smoke else 10)
+    info = machine(ort)
+    helptext = subprocess.run([args.ccgraph, "run", "--help"],
+                              capture_output=True, text=True).stdout
+    has_threads = "--threads" in helptext
+    version = subprocess.run([args.ccgraph, "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    print(f"cpu: {info['cpu']}, {info['cores']} cores available, flags: "
+          f"{' '.join(info['flags']) or 'none of avx2/avx512f/fma'}")
+    print(f"OPENBLAS_CORETYPE={info['OPENBLAS_CORETYPE'] or '(unset)'} "
+          f"OPENBLAS_NUM_THREADS={info['OPENBLAS_NUM_THREADS'] or '(unset)'}")
+    print(f"versions: {version}, python {info['python']}, numpy "
+          f"{info['numpy']}, onnx {info['onnx']}, onnxruntime "
+          f"{info['onnxruntime'] or '-'}")
+    if not ort:
+        print(f"onnxruntime skipped: {why}")
+    if not has_threads:
+        print("ccgraph run has no --threads: ccgraph runs once per model at "
+              "its default (OpenBLAS's threads: OPENBLAS_NUM_THREADS, else "
+              "every core); rows marked * show that figure beside ORT at N")
+    env_unset = None
+    if info["OPENBLAS_CORETYPE"] and not args.no_coretype_unset:
+        env_unset = {k: v for k, v in os.environ.items()
+                     if k != "OPENBLAS_CORETYPE"}
+    work = args.work or tempfile.mkdtemp(prefix="ccg-bench-ort-")
+    os.makedirs(work, exist_ok=True)
+    rows, mem, ok = [], [], True
+    try:
+        for entry in make_models(args, work):
+            args.k = steps * entry[4]
+            try:
+                ok = bench_model(args, ort, entry, work, has_threads,
+                                 env_unset, rows, mem) and ok
+            except RuntimeError as e:
+                print(f"{entry[0]}: FAILED: {e}", flush=True)
+                ok = False
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print_tables(rows, mem, env_unset is not None)
+    print(f"\nchecks: outputs within {TOL:g} * max(1, max |reference|); "
+          f"ratio = ccgraph / ORT; memory ratio = run peak / (weights + "
+          f"plan), -base: the same less the\nprocess's resident set before loading "
+          f"(code, libraries); target <= 1.2")
+    print(json.dumps({"bench": "ort", "ok": ok, "machine": info,
+                      "ccgraph": version, "threads_option": has_threads,
+                      "ort_skipped": why, "rows": rows, "memory": mem},
+                     separators=(",", ":")))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
