@@ -3,7 +3,8 @@
 
 usage: bench_ort.py --bench-run PATH --ccgraph PATH [--smoke] [--work DIR]
                     [--venv DIR] [--threads 1,2] [--models a,b,...]
-                    [--warmup W] [--steps K] [--no-coretype-unset]
+                    [--warmup W] [--steps K] [--rounds R]
+                    [--no-coretype-unset]
 
 Writes the models (bench/ort/models.py) and their inputs into a temporary
 folder (--work keeps them there), then for every model and thread count:
@@ -11,7 +12,8 @@ ccgraph's step time, measured in process by bench_run (bench/bench_run.c:
 ccg_exec_run alone, no process start or model load), and ONNX Runtime's
 (CPU provider, intra_op_num_threads N, inter_op_num_threads 1, sequential
 execution, graph optimizations at ORT's default level), each the median of
-K steps after W warm-up steps; their outputs must agree within
+K steps after W warm-up steps, in R rounds that alternate ccgraph and
+ORT (the median of the rounds' medians); their outputs must agree within
 1e-3 * max(1, max |ORT's output|). Where OPENBLAS_CORETYPE is set, ccgraph
 is also timed with it unset (ONNX Runtime's GEMM does not read it). Then
 the memory of each ccgraph run: the peak resident set over the steps
@@ -24,8 +26,8 @@ compared with NumPy's (the zoo model's with torch's stored outputs) and the
 ORT columns say why they are empty. Nothing is downloaded.
 
 --threads N is passed to ccgraph only where `ccgraph run --help` offers
---threads; otherwise ccgraph runs once per model at its default and that
-figure stands beside ONNX Runtime's at each thread count.
+--threads; otherwise ccgraph runs at its default in every row, beside ONNX
+Runtime at N threads.
 
 The last line is one JSON document: {"bench":"ort","ok":true|false, ...}.
 Exit 1 when an output disagrees or a run fails.
@@ -177,12 +179,17 @@ def run_ccgraph(args, path, in_flags, threads, d, env):
     return res, outs
 
 
-def run_ort(ort, args, path, inputs, threads):
+def ort_session(ort, path, threads):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]), \
+        str(so.graph_optimization_level)
+
+
+def run_ort(sess, args, inputs):
+    """Median ms of K steps after the warm-up, and the outputs by name."""
     feed = {i.name: inputs[i.name] for i in sess.get_inputs()}
     for _ in range(args.warmup):
         sess.run(None, feed)
@@ -192,8 +199,7 @@ def run_ort(ort, args, path, inputs, threads):
         outs = sess.run(None, feed)
         ms.append(1e3 * (time.perf_counter() - t0))
     names = [o.name for o in sess.get_outputs()]
-    return statistics.median(ms), dict(zip(names, outs)), \
-        str(so.graph_optimization_level)
+    return statistics.median(ms), dict(zip(names, outs))
 
 
 def compare(got, want):
@@ -246,49 +252,60 @@ def print_tables(rows, mem, unset):
 
 
 def bench_model(args, ort, entry, work, has_threads, env_unset, rows, mem):
+    """Every thread count: R rounds of ccgraph (and ccgraph with
+    OPENBLAS_CORETYPE unset) then ORT, alternating so that the load of a
+    shared machine falls on both alike; each figure is the median of the
+    rounds' medians."""
     label, path, inputs, ref, mult = entry
     d = os.path.join(work, "io", label.split()[0] + str(len(rows)))
     in_flags = write_inputs(os.path.join(d, "in"), inputs)
-    want_ref = None if ort else ref(inputs)
-    ccg_cache = {}
-    ok_all = True
+    want = None if ort else ref(inputs)
+    seen, ok_all = set(), True
     for n in args.threads:
         t = n if has_threads else 0
-        if t not in ccg_cache:
+        sess, level = ort_session(ort, path, n) if ort else (None, None)
+        ccg, unset, ort_ms = [], [], []
+        for _ in range(args.rounds):
             res, outs = run_ccgraph(args, path, in_flags, t,
                                     os.path.join(d, "out"), None)
-            unset = run_ccgraph(args, path, in_flags, t,
-                                os.path.join(d, "out_unset"),
-                                env_unset)[0] if env_unset else None
-            ccg_cache[t] = (res, outs, unset)
-            need = res["weights_bytes"] + res["plan_peak_bytes"]
-            mem.append(dict(res, model=label,
-                            threads=t if has_threads else "default",
-                            above_base_ratio=(res["run_peak_rss_bytes"] -
-                                              res["base_rss_bytes"]) / need))
-        res, outs, unset = ccg_cache[t]
+            ccg.append(res["median_ms"])
+            if t not in seen:
+                seen.add(t)
+                need = res["weights_bytes"] + res["plan_peak_bytes"]
+                mem.append(dict(res, model=label,
+                                threads=t if has_threads else "default",
+                                above_base_ratio=(res["run_peak_rss_bytes"] -
+                                                  res["base_rss_bytes"]) /
+                                need))
+            if env_unset:
+                unset.append(run_ccgraph(args, path, in_flags, t,
+                                         os.path.join(d, "out_unset"),
+                                         env_unset)[0]["median_ms"])
+            if sess:
+                ms, want = run_ort(sess, args, inputs)
+                ort_ms.append(ms)
         row = {"model": label, "threads": n,
                "threads_label": str(n) if has_threads else f"{n}*",
-               "ccgraph_ms": res["median_ms"], "ort_ms": None, "ratio": None}
+               "rounds": args.rounds, "ccgraph_ms": statistics.median(ccg),
+               "ort_ms": statistics.median(ort_ms) if sess else None,
+               "ratio": None}
         if unset:
-            row["ccgraph_unset_ms"] = unset["median_ms"]
-        if ort:
-            row["ort_ms"], want, row["ort_opt_level"] = run_ort(
-                ort, args, path, inputs, n)
+            row["ccgraph_unset_ms"] = statistics.median(unset)
+        if sess:
             row["ratio"] = row["ccgraph_ms"] / row["ort_ms"]
             if unset:
-                row["ratio_unset"] = unset["median_ms"] / row["ort_ms"]
-            row["against"] = "onnxruntime"
+                row["ratio_unset"] = row["ccgraph_unset_ms"] / row["ort_ms"]
+            row["against"], row["ort_opt_level"] = "onnxruntime", level
         else:
-            want = want_ref
             row["against"] = "torch" if label.startswith("zoo") else "numpy"
         row["max_diff"], row["tolerance"], ok = compare(outs, want)
         row["check"] = "ok" if ok else "FAIL"
         ok_all = ok_all and ok
         rows.append(row)
         print(f"{label}: threads {row['threads_label']}: ccgraph "
-              f"{fmt(row['ccgraph_ms'], '.3f')} ms, ORT {fmt(row['ort_ms'], '.3f')} ms, "
-              f"max|diff| {row['max_diff']:.2e} against {row['against']} "
+              f"{fmt(row['ccgraph_ms'], '.3f')} ms, ORT "
+              f"{fmt(row['ort_ms'], '.3f')} ms, max|diff| "
+              f"{row['max_diff']:.2e} against {row['against']} "
               f"({row['check']})", flush=True)
     return ok_all
 
@@ -305,6 +322,9 @@ def parse(argv):
     ap.add_argument("--models", default="a,b,c,d,e")
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--steps", type=int)
+    ap.add_argument("--rounds", type=int,
+                    help="alternations of ccgraph and ORT (default 3, "
+                    "smoke 1)")
     ap.add_argument("--no-coretype-unset", action="store_true")
     args = ap.parse_args(argv)
     args.threads = [int(x) for x in args.threads.split(",")]
@@ -321,6 +341,7 @@ def main(argv):
     args.warmup = args.warmup if args.warmup is not None else \
         (1 if args.smoke else 3)
     steps = args.steps or (3 if args.smoke else 10)
+    args.rounds = args.rounds or (1 if args.smoke else 3)
     info = machine(ort)
     helptext = subprocess.run([args.ccgraph, "run", "--help"],
                               capture_output=True, text=True).stdout
@@ -337,9 +358,9 @@ def main(argv):
     if not ort:
         print(f"onnxruntime skipped: {why}")
     if not has_threads:
-        print("ccgraph run has no --threads: ccgraph runs once per model at "
-              "its default (OpenBLAS's threads: OPENBLAS_NUM_THREADS, else "
-              "every core); rows marked * show that figure beside ORT at N")
+        print("ccgraph run has no --threads: ccgraph runs at its default in "
+              "every row (marked *: OpenBLAS's threads, OPENBLAS_NUM_THREADS "
+              "or else every core) beside ORT at N threads")
     env_unset = None
     if info["OPENBLAS_CORETYPE"] and not args.no_coretype_unset:
         env_unset = {k: v for k, v in os.environ.items()
