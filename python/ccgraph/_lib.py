@@ -56,6 +56,31 @@ class ExecTensor(Structure):
                 ("dst_bytes", c_size_t)]
 
 
+class ExecOptions(Structure):
+    _fields_ = [("size", c_size_t), ("rank", c_int), ("comm", c_void_p),
+                ("input_shapes", POINTER(ExecTensor)),
+                ("n_input_shapes", c_size_t), ("dims", c_void_p),
+                ("n_dims", c_size_t), ("deadline_s", c_double),
+                ("allocator", c_void_p), ("debug_collectives", c_bool),
+                ("flight_records", c_size_t), ("overlap", c_int),
+                ("device", c_int), ("device_index", c_int),
+                ("cuda_graph", c_int), ("tf32", c_int),
+                ("max_specializations", c_int)]
+
+    @classmethod
+    def make(cls, rank: int = 0, comm: Optional[int] = None,
+             device: int = 0) -> "ExecOptions":
+        """CCG_EXEC_OPTIONS_INIT with rank, comm and device set."""
+        o = cls()
+        o.size = ctypes.sizeof(cls)
+        o.rank, o.comm, o.device = rank, comm, device
+        o.deadline_s, o.flight_records, o.device_index = 300.0, 32, -1
+        return o
+
+
+DEVICE_CPU, DEVICE_CUDA = 0, 1  # ccg_device
+
+
 class ExportOptions(Structure):
     _fields_ = [("size", c_size_t), ("opset", c_int64), ("dialect", c_int),
                 ("external_threshold", c_size_t), ("rank", c_int)]
@@ -253,6 +278,17 @@ _fn("ccg_verify_placements", st, _P, POINTER(VerifyReport))
 _fn("ccg_cost_program", st, POINTER(c_void_p), c_size_t,
     POINTER(VerifyOptions), c_double, POINTER(POINTER(CostReport)))
 _fn("ccg_cost_report_free", None, POINTER(CostReport))
+_fn("ccg_comm_mpi_new", st, POINTER(c_void_p))
+_fn("ccg_comm_mpi_available", c_bool)
+_fn("ccg_comm_nccl_new", st, c_void_p, POINTER(c_void_p))
+_fn("ccg_comm_nccl_available", c_bool)
+_fn("ccg_comm_free", None, _P)
+_fn("ccg_comm_rank", c_int, _P)
+_fn("ccg_comm_size", c_int, _P)
+_fn("ccg_exec_create", st, _P, POINTER(ExecOptions), POINTER(c_void_p))
+_fn("ccg_exec_free", None, _P)
+_fn("ccg_exec_run", st, _P, POINTER(ExecTensor), c_size_t,
+    POINTER(ExecTensor), c_size_t)
 _fn("ccg_exec_run_local_ranks", st, POINTER(c_void_p), c_int, _P, c_int,
     POINTER(POINTER(ExecTensor)), c_size_t, POINTER(POINTER(ExecTensor)),
     c_size_t, POINTER(c_int), POINTER(c_double))

@@ -14,7 +14,9 @@ import ctypes
 import os
 import re
 import threading
-from ctypes import byref, c_int, c_int64, c_size_t, c_uint32, c_void_p
+import time
+from ctypes import (byref, c_double, c_int, c_int64, c_size_t, c_uint32,
+                    c_void_p)
 from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
                     Tuple, Union)
 
@@ -203,6 +205,10 @@ class Model:
         self.shard_report = shard_report
         """What shard() did (sharded params, collectives, reshape
         rewrites); None for other models."""
+        self.last_ranks: List[int] = []
+        """The ranks whose outputs the last run() returned, in its order."""
+        self.last_step_seconds: float = 0.0
+        """The time of one step of the last run() (the slowest rank's)."""
         self._lock = threading.RLock()
 
     # ---- lifetime ---------------------------------------------------------
@@ -400,21 +406,55 @@ class Model:
         return [g] + self._spmd_copies
 
     def run(self, inputs: Mapping[str, np.ndarray],
-            ranks: Optional[int] = None) -> List[Dict[str, np.ndarray]]:
-        """Runs one step on every rank of the mesh as threads of this process
-        (the local communicator) and returns each rank's outputs, one dict
-        {output name: array} per rank. `inputs` are global arrays, one per
-        graph input, with the input's dtype: a rank whose input is Shard(d)
-        on a mesh axis gets its chunk of dim d, any other the whole array
-        (as `ccgraph run` splits them). `ranks`, when given, must be the
-        mesh's world size. BadInput for a missing, unknown or misshapen
-        input; RuntimeFailure when a rank fails."""
+            ranks: Optional[int] = None, comm: str = "local",
+            device: str = "cpu",
+            steps: int = 1) -> List[Dict[str, np.ndarray]]:
+        """Runs `steps` steps and returns the last step's outputs, one dict
+        {output name: array} per rank run here. `inputs` are global arrays,
+        one per graph input, with the input's dtype: a rank whose input is
+        Shard(d) on a mesh axis gets its chunk of dim d, any other the whole
+        array (as `ccgraph run` splits them). `ranks`, when given, must be
+        the mesh's world size.
+
+        comm="local" (default): every rank is a thread of this process; the
+        list holds every rank. comm="mpi": this process is one rank of a job
+        started by mpirun (its MPI rank; the job's size must be the world
+        size); comm="nccl": the same with one GPU per process (implies
+        device="cuda"; rank and GPU from the launcher's RANK, WORLD_SIZE,
+        LOCAL_RANK, or from MPI). Then the list holds this process's rank
+        only. device="cuda" runs on a GPU (docs/gpu.md): a one-rank model
+        with comm="local", more ranks with comm="nccl". After the call,
+        `last_ranks` names the ranks of the list and `last_step_seconds`
+        the time of one step. BadInput for a missing, unknown or misshapen
+        input, or a comm/device/steps the model cannot run with;
+        RuntimeFailure when a rank fails (no GPU, a dead peer)."""
+        if comm not in ("local", "mpi", "nccl"):
+            raise BadInput(f"comm={comm!r}: give 'local' (threads), 'mpi' "
+                           "(under mpirun) or 'nccl' (GPUs)", "INVALID_ARG")
+        if device not in ("cpu", "cuda"):
+            raise BadInput(f"device={device!r}: give 'cpu' or 'cuda'",
+                           "INVALID_ARG")
+        if comm == "nccl" and device != "cuda":
+            raise BadInput("comm='nccl' moves GPU memory: give "
+                           "device='cuda'", "INVALID_ARG")
+        if comm == "mpi" and device == "cuda":
+            raise BadInput("device='cuda': GPU ranks talk through "
+                           "comm='nccl', not 'mpi'", "INVALID_ARG")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise BadInput(f"steps={steps!r}: give an int, 1 or more",
+                           "INVALID_ARG")
         with self._lock:
             graphs = self._rank_graphs()
             world = len(graphs)
             if ranks is not None and ranks != world:
                 raise BadInput(f"ranks={ranks}: the model's mesh has {world} "
                                "ranks", "INVALID_ARG")
+            if comm == "local" and device == "cuda" and world > 1:
+                raise BadInput(f"device='cuda' runs one rank per process and "
+                               f"the mesh has {world}: give comm='nccl' and "
+                               "start a process per rank (mpirun, or RANK/"
+                               "WORLD_SIZE/LOCAL_RANK; docs/gpu.md)",
+                               "INVALID_ARG")
             names = [_lib.text(L.ccg_value_name(graphs[0],
                                                 L.ccg_graph_input(graphs[0], i)))
                      for i in range(L.ccg_graph_num_inputs(graphs[0]))]
@@ -423,57 +463,153 @@ class Model:
                 raise BadInput(f"input '{unknown[0]}': the model has no input "
                                f"of that name (its inputs: "
                                f"{', '.join(names) or 'none'})", "INVALID_ARG")
-            keep: List[Any] = []  # everything C borrows during the call
-            n_in, n_out = len(names), L.ccg_graph_num_outputs(graphs[0])
-            in_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
-            out_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
-            outs = []
-            for r, g in enumerate(graphs):
-                if (L.ccg_graph_num_inputs(g) != n_in or
-                        L.ccg_graph_num_outputs(g) != n_out):
-                    raise BadInput(f"rank {r}'s model has other inputs or "
-                                   "outputs than rank 0's", "INVALID_ARG")
-                row = (_lib.ExecTensor * max(n_in, 1))()
-                for i in range(n_in):
-                    v = L.ccg_graph_input(g, i)
-                    name = _lib.text(L.ccg_value_name(g, v))
-                    if name not in inputs:
-                        raise BadInput(f"input '{name}' is not given",
-                                       "INVALID_ARG")
-                    a = _rank_input(g, v, name, inputs[name], r)
-                    keep.append(a)
-                    row[i].name = L.ccg_value_name(g, v)
-                    row[i].tensor = _tensor(a, L.ccg_value_dtype(g, v))
-                orow = (_lib.ExecTensor * max(n_out, 1))()
+            if comm == "local" and device == "cpu":
+                return self._run_local(graphs, inputs, steps)
+            handle = _process_comm(comm) if comm != "local" else None
+            r = L.ccg_comm_rank(handle) if handle else 0
+            if handle and L.ccg_comm_size(handle) != world:
+                raise BadInput(f"comm={comm!r}: the job has "
+                               f"{L.ccg_comm_size(handle)} processes and the "
+                               f"model's mesh {world} ranks; start one "
+                               "process per rank", "INVALID_ARG")
+            row, orow, keep = _rank_rows(graphs[r], inputs, r)
+            dev = _lib.DEVICE_CUDA if device == "cuda" else _lib.DEVICE_CPU
+            out, secs = _run_own(graphs[r], r, handle, dev, steps, row,
+                                 len(names), orow)
+            if out is None:
+                _drop_comm(comm)
+                raise secs
+            self.last_ranks, self.last_step_seconds = [r], secs
+            return [out]
+
+    def _run_local(self, graphs: List[int], inputs: Mapping[str, np.ndarray],
+                   steps: int) -> List[Dict[str, np.ndarray]]:
+        """Every rank as a thread of this process (the local communicator)."""
+        world = len(graphs)
+        n_in, n_out = L.ccg_graph_num_inputs(graphs[0]), \
+            L.ccg_graph_num_outputs(graphs[0])
+        keep: List[Any] = []  # everything C borrows during the call
+        in_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
+        out_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
+        outs = []
+        for r, g in enumerate(graphs):
+            if (L.ccg_graph_num_inputs(g) != n_in or
+                    L.ccg_graph_num_outputs(g) != n_out):
+                raise BadInput(f"rank {r}'s model has other inputs or "
+                               "outputs than rank 0's", "INVALID_ARG")
+            row, orow, k = _rank_rows(g, inputs, r)
+            keep += k
+            in_rows[r] = row
+            out_rows[r] = orow
+            outs.append(orow)
+        garr = (c_void_p * world)(*graphs)
+        status = (c_int * world)()
+        secs = c_double(0.0)
+        st = L.ccg_exec_run_local_ranks(garr, world, None, steps, in_rows,
+                                        n_in, out_rows, n_out, status,
+                                        byref(secs))
+        msg = _lib.text(L.ccg_last_error(None)) if st else ""
+        result = []
+        try:
+            for r in range(world):
+                d = {}
                 for i in range(n_out):
-                    orow[i].name = L.ccg_value_name(g, L.ccg_graph_output(g, i))
-                keep += [row, orow]
-                in_rows[r] = row
-                out_rows[r] = orow
-                outs.append(orow)
-            garr = (c_void_p * world)(*graphs)
-            status = (c_int * world)()
-            st = L.ccg_exec_run_local_ranks(garr, world, None, 1, in_rows,
-                                            n_in, out_rows, n_out, status,
-                                            None)
-            msg = _lib.text(L.ccg_last_error(None)) if st else ""
-            result = []
-            try:
-                for r in range(world):
-                    d = {}
-                    for i in range(n_out):
-                        t = outs[r][i].tensor
-                        if st == 0:
-                            d[_lib.text(outs[r][i].name)] = _array(t)
-                    result.append(d)
-            finally:
-                for r in range(world):
-                    for i in range(n_out):
-                        if outs[r][i].tensor.data:
-                            _lib.libc.free(outs[r][i].tensor.data)
+                    t = outs[r][i].tensor
+                    if st == 0:
+                        d[_lib.text(outs[r][i].name)] = _array(t)
+                result.append(d)
+        finally:
+            for r in range(world):
+                for i in range(n_out):
+                    if outs[r][i].tensor.data:
+                        _lib.libc.free(outs[r][i].tensor.data)
+        if st:
+            raise from_status(st, msg)
+        self.last_ranks = list(range(world))
+        self.last_step_seconds = secs.value
+        return result
+
+
+def _rank_rows(g: int, inputs: Mapping[str, np.ndarray],
+               r: int) -> Tuple[Any, Any, List[Any]]:
+    """Rank r's input row (its parts of the global inputs) and output row
+    (names only), with what C borrows during the call."""
+    n_in, n_out = L.ccg_graph_num_inputs(g), L.ccg_graph_num_outputs(g)
+    keep: List[Any] = []
+    row = (_lib.ExecTensor * max(n_in, 1))()
+    for i in range(n_in):
+        v = L.ccg_graph_input(g, i)
+        name = _lib.text(L.ccg_value_name(g, v))
+        if name not in inputs:
+            raise BadInput(f"input '{name}' is not given", "INVALID_ARG")
+        a = _rank_input(g, v, name, inputs[name], r)
+        keep.append(a)
+        row[i].name = L.ccg_value_name(g, v)
+        row[i].tensor = _tensor(a, L.ccg_value_dtype(g, v))
+    orow = (_lib.ExecTensor * max(n_out, 1))()
+    for i in range(n_out):
+        orow[i].name = L.ccg_value_name(g, L.ccg_graph_output(g, i))
+    keep += [row, orow]
+    return row, orow, keep
+
+
+def _run_own(g: int, r: int, comm: Optional[int], device: int, steps: int,
+             row: Any, n_in: int, orow: Any) -> Tuple[Any, Any]:
+    """Rank r on this thread (a process per rank, or a lone rank on a GPU):
+    compiles, runs `steps` steps and copies the outputs before the executor
+    goes. Returns (outputs, seconds per step), or (None, the exception)."""
+    n_out = L.ccg_graph_num_outputs(g)
+    o = _lib.ExecOptions.make(r, comm, device)
+    o.input_shapes = ctypes.cast(row, ctypes.POINTER(_lib.ExecTensor))
+    o.n_input_shapes = n_in
+    x = c_void_p()
+    st = L.ccg_exec_create(g, byref(o), byref(x))
+    if st:
+        return None, from_status(st, f"rank {r}: " +
+                                 _lib.text(L.ccg_last_error(g)))
+    try:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            st = L.ccg_exec_run(x, row, n_in, orow, n_out)
             if st:
-                raise from_status(st, msg)
-            return result
+                return None, from_status(st, _lib.text(L.ccg_last_error(x)))
+        secs = (time.perf_counter() - t0) / steps
+        return {_lib.text(orow[i].name): _array(orow[i].tensor)
+                for i in range(n_out)}, secs
+    finally:
+        L.ccg_exec_free(x)
+
+
+# One communicator per kind for the process: MPI is initialized once, and
+# every process of the job must create its communicators in the same order.
+_COMMS: Dict[str, int] = {}
+_COMMS_LOCK = threading.Lock()
+
+
+def _process_comm(kind: str) -> int:
+    with _COMMS_LOCK:
+        if kind in _COMMS:
+            return _COMMS[kind]
+        available = (L.ccg_comm_mpi_available() if kind == "mpi" else
+                     L.ccg_comm_nccl_available())
+        if not available:
+            raise BadInput(f"comm={kind!r}: this build of the library has no "
+                           f"{kind} communicator", "UNSUPPORTED")
+        h = c_void_p()
+        st = (L.ccg_comm_mpi_new(byref(h)) if kind == "mpi" else
+              L.ccg_comm_nccl_new(None, byref(h)))
+        check(st, None, f"comm={kind!r}: ")
+        _COMMS[kind] = h.value
+        return h.value
+
+
+def _drop_comm(kind: str) -> None:
+    """A communicator stays failed after a failure: the next run makes a
+    new one."""
+    with _COMMS_LOCK:
+        h = _COMMS.pop(kind, None)
+    if h:
+        L.ccg_comm_free(h)
 
 
 def _node_axes(g: int, n: int) -> List[str]:

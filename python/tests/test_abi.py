@@ -14,6 +14,7 @@ STRUCTS = {
     _lib.Dim: "ccg_dim", _lib.Shape: "ccg_shape", _lib.Tensor: "ccg_tensor",
     _lib.Mesh: "ccg_mesh", _lib.Placement: "ccg_placement",
     _lib.Attr: "ccg_attr", _lib.ExecTensor: "ccg_exec_tensor",
+    _lib.ExecOptions: "ccg_exec_options",
     _lib.ExportOptions: "ccg_onnx_export_options",
     _lib.ShardOptions: "ccg_shard_options",
     _lib.ShardReport: "ccg_shard_report",

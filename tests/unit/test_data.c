@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "exec_test_util.h"
 #include "exec_ranks.h"
+#include "fd_check.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -850,80 +851,26 @@ static void test_einsum(void **state) {
 
 /* ---- gradients ---------------------------------------------------------- */
 
-typedef ccg_value_id (*fd_body)(ccg_graph *g, ccg_value_id x, ccg_value_id w);
+typedef ccg_value_id (*data_body)(ccg_graph *g, ccg_value_id x, ccg_value_id w);
+typedef struct data_fd_ctx {
+  data_body body;
+} data_fd_ctx;
 
-/* y = body(x, w) for f64 inputs x and w of the given shapes; the loss
- * sum(y * R) differentiated for x and w against finite differences. */
-static void fd_check(const char *what, fd_body body, int rx, const int64_t *dx,
-                     int rw, const int64_t *dw) {
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_shape sx = ccg_shape_make(rx, dx), sw = ccg_shape_make(rw, dw);
-  ccg_value_id x, w, r, loss;
-  assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F64, &sx, &x));
-  assert_ok(g, ccg_graph_add_input(g, "w", CCG_DTYPE_F64, &sw, &w));
-  ccg_value_id y = body(g, x, w);
-  ccg_shape ys = *ccg_value_shape(g, y);
-  ccg_tensor rt = {CCG_DTYPE_F64, ys.rank, {0}, NULL};
-  size_t ny = 1, nx = 1, nw = 1;
-  for (int d = 0; d < ys.rank; d++)
-    ny *= (size_t)(rt.dims[d] = ys.dims[d].size);
-  for (int d = 0; d < rx; d++)
-    nx *= (size_t)dx[d];
-  for (int d = 0; d < rw; d++)
-    nw *= (size_t)dw[d];
-  double rd[256], xd[256], wd[256], gx[256], gw[256];
-  float f[256];
-  assert_true(ny <= 256 && nx <= 256 && nw <= 256);
-  xt_fill(f, 256, 7);
-  for (size_t i = 0; i < 256; i++)
-    rd[i] = f[i];
-  xt_fill(f, 256, 8);
-  for (size_t i = 0; i < 256; i++)
-    xd[i] = f[i];
-  xt_fill(f, 256, 9);
-  for (size_t i = 0; i < 256; i++)
-    wd[i] = f[i];
-  rt.data = rd;
-  assert_ok(g, ccg_graph_add_initializer(g, "R", &rt, &r));
-  assert_ok(g, ccg_mul(g, y, r, &loss));
-  assert_ok(g, ccg_reduce_sum(g, loss, NULL, 0, false, &loss));
-  assert_ok(g, ccg_graph_add_output(g, loss));
-  const char *wrt[2] = {"x", "w"};
-  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
-  o.loss = loss;
-  o.wrt = wrt;
-  o.n_wrt = 2;
-  assert_ok(g, ccg_backward(g, &o));
-  ccg_exec_tensor in[2] = {xt_in("x", CCG_DTYPE_F64, xd, rx, dx),
-                           xt_in("w", CCG_DTYPE_F64, wd, rw, dw)};
-  ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
-  eo.input_shapes = in;
-  eo.n_input_shapes = 2;
-  ccg_exec *ex = NULL;
-  assert_ok(g, ccg_exec_create(g, &eo, &ex));
-  ccg_exec_tensor out[2] = {xt_out("grad/x", gx, nx * sizeof(double)),
-                            xt_out("grad/w", gw, nw * sizeof(double))};
-  assert_ok(ex, ccg_exec_run(ex, in, 2, out, 2));
-  double *data[2] = {xd, wd}, *grad[2] = {gx, gw};
-  size_t count[2] = {nx, nw};
-  const double h = 1e-6;
-  for (int v = 0; v < 2; v++)
-    for (size_t k = 0; k < count[v]; k++) {
-      double keep = data[v][k], lp, lm;
-      ccg_exec_tensor lo = xt_out(ccg_value_name(g, loss), &lp, sizeof lp);
-      data[v][k] = keep + h;
-      assert_ok(ex, ccg_exec_run(ex, in, 2, &lo, 1));
-      lo.dst = &lm;
-      data[v][k] = keep - h;
-      assert_ok(ex, ccg_exec_run(ex, in, 2, &lo, 1));
-      data[v][k] = keep;
-      double fd = (lp - lm) / (2 * h);
-      if (!(fabs(fd - grad[v][k]) <= 1e-6 + 1e-5 * fabs(fd)))
-        fail_msg("%s: d loss / d %s[%zu] is %.10g; finite difference %.10g",
-                 what, wrt[v], k, grad[v][k], fd);
-    }
-  ccg_exec_free(ex);
-  ccg_graph_free(g);
+static ccg_status data_fd_body(ccg_graph *g, const ccg_value_id *in,
+                               const void *ctx, ccg_value_id *y) {
+  *y = ((const data_fd_ctx *)ctx)->body(g, in[0], in[1]);
+  return CCG_STATUS_OK;
+}
+
+/* y = body(x, w) for f64 inputs x and w of the given shapes, both checked
+ * by fd_check.h's checker (loss sum(y * R), central differences). */
+static void data_fd(const char *what, data_body body, int rx, const int64_t *dx,
+                    int rw, const int64_t *dw) {
+  fd_arg args[2] = {{"x", rx, {0}, -1, 1}, {"w", rw, {0}, -1, 1}};
+  memcpy(args[0].dims, dx, (size_t)rx * sizeof *dx);
+  memcpy(args[1].dims, dw, (size_t)rw * sizeof *dw);
+  data_fd_ctx ctx = {body};
+  fd_check_body(what, args, 2, data_fd_body, &ctx, FD_TIGHT);
 }
 
 /* Each body uses w too (added or multiplied in), so every case checks two
@@ -1025,19 +972,19 @@ static ccg_value_id b_einsum(ccg_graph *g, ccg_value_id x, ccg_value_id w) {
 static void test_gradients(void **state) {
   (void)state;
   const int64_t d23[2] = {2, 3}, d34[2] = {3, 4}, d234[3] = {2, 3, 4};
-  fd_check("Trilu", b_trilu, 2, d34, 2, d34);
-  fd_check("CumSum", b_cumsum, 2, d23, 2, d23);
-  fd_check("Flatten, Tile", b_flatten_tile, 3, (const int64_t[]){2, 3, 3}, 2,
-           (const int64_t[]){3, 1});
-  fd_check("Pad", b_pad, 2, d23, 2, (const int64_t[]){3, 4});
-  fd_check("Pad with axes", b_pad_axes, 2, d23, 2, (const int64_t[]){2, 4});
-  fd_check("Pad reflect, edge, wrap", b_pad_modes, 2, d23, 2,
-           (const int64_t[]){5, 10});
-  fd_check("EyeLike", b_eye_like, 2, d34, 2, d34);
-  fd_check("CastLike", b_cast_like, 3, d234, 3, d234);
-  fd_check("DepthToSpace, SpaceToDepth", b_blocks, 4,
-           (const int64_t[]){1, 8, 2, 3}, 4, (const int64_t[]){1, 8, 2, 3});
-  fd_check("Einsum", b_einsum, 3, d234, 3, (const int64_t[]){2, 5, 4});
+  data_fd("Trilu", b_trilu, 2, d34, 2, d34);
+  data_fd("CumSum", b_cumsum, 2, d23, 2, d23);
+  data_fd("Flatten, Tile", b_flatten_tile, 3, (const int64_t[]){2, 3, 3}, 2,
+          (const int64_t[]){3, 1});
+  data_fd("Pad", b_pad, 2, d23, 2, (const int64_t[]){3, 4});
+  data_fd("Pad with axes", b_pad_axes, 2, d23, 2, (const int64_t[]){2, 4});
+  data_fd("Pad reflect, edge, wrap", b_pad_modes, 2, d23, 2,
+          (const int64_t[]){5, 10});
+  data_fd("EyeLike", b_eye_like, 2, d34, 2, d34);
+  data_fd("CastLike", b_cast_like, 3, d234, 3, d234);
+  data_fd("DepthToSpace, SpaceToDepth", b_blocks, 4,
+          (const int64_t[]){1, 8, 2, 3}, 4, (const int64_t[]){1, 8, 2, 3});
+  data_fd("Einsum", b_einsum, 3, d234, 3, (const int64_t[]){2, 5, 4});
 }
 
 /* ---- sharding ----------------------------------------------------------- */
