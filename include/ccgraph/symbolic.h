@@ -184,6 +184,21 @@ CCG_API ccg_status ccg_mark_sequence_parallel_param(ccg_graph *g,
                                                     const char *group,
                                                     ccg_value_id *out);
 
+/* Data parallelism (docs/parallelism.md). DistributedDataParallel's
+ * gradient hook: an Identity tagged "ddp.all_reduce_grad" whose backward
+ * all-reduces the gradient over `group` (NULL = "dp"), averaged unless
+ * `sum`. Use *out in place of `param`. */
+CCG_API ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
+                                           const char *group, bool sum,
+                                           ccg_value_id *out);
+/* FSDP's unshard (ZeRO): `shard` is this rank's chunk of a parameter along
+ * `dim`; *out is the whole parameter (AllGather over `group`, NULL = "dp").
+ * The backward reduce-scatters the gradient along `dim`, averaged unless
+ * `sum`, so each rank gets the gradient of its shard. */
+CCG_API ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
+                                             const char *group, int64_t dim,
+                                             bool sum, ccg_value_id *out);
+
 /* Megatron's tensor-parallel linear layers, built from the mappings above
  * and a MatMul with this rank's weight shard (weights are MatMul's right
  * operand, [in, out]). Mapping nodes are tagged; the MatMul and bias Add are

@@ -616,6 +616,8 @@ static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
   if (is_shard(p) && hit[p.dim]) {
     if (combine)
       out = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, rop};
+    else if (sh->local && op == CCG_OP_REDUCE_MEAN)
+      out = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_AVG};
     else
       p = out = sh_R();
   } else if (is_shard(p) && !keep) {
@@ -625,7 +627,8 @@ static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
     out = sh_S(d);
   }
   CCG_CHECK(fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1));
-  if (!is_partial(out) || out.reduce == CCG_REDUCE_SUM)
+  if (!is_partial(out) || out.reduce == CCG_REDUCE_SUM ||
+      (sh->local && out.reduce == CCG_REDUCE_AVG))
     return CCG_STATUS_OK;
   /* The other rules take a Partial for a sum: Partial(max/min/prod) is
    * reduced at once (AllReduce of its op). */
@@ -707,11 +710,19 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
   if (ccg_node_attr(g, n, "reduction"))
     CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
   bool none = strcmp(red, "none") == 0;
-  if (!is_shard(p) || p.dim == 1 || (!none && strcmp(red, "sum") != 0))
+  /* data parallel: each rank's mean over its batch chunk; their average
+   * is the whole batch's mean when every position counts (no ignored
+   * targets, no class weights) */
+  bool mean = sh->local && strcmp(red, "mean") == 0;
+  if (!is_shard(p) || p.dim == 1 ||
+      (!none && !mean && strcmp(red, "sum") != 0))
     return sh_replicate(sh, n);
   int td = p.dim == 0 ? 0 : p.dim - 1;
   ccg_placement want[3] = {p, sh_S(td), sh_R()};
-  ccg_placement out = none ? sh_S(td) : sh_P();
+  ccg_placement out = none   ? sh_S(td)
+                      : mean ? (ccg_placement){CCG_PLACEMENT_PARTIAL, 0,
+                                               CCG_REDUCE_AVG}
+                             : sh_P();
   CCG_CHECK(fetch_emit(sh, n, want, NULL, NULL, 0, out, 1));
   if (ccg_node_num_outputs(g, n) < 2)
     return CCG_STATUS_OK;
@@ -790,6 +801,22 @@ static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
         return false;
     return true;
   }
+  case CCG_OP_SLICE: {
+    /* axes given, or the first as many dims as there are starts */
+    int na = -1;
+    if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
+      na = known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
+    else if (sh_gshape(sh, ccg_node_input(g, n, 1))->rank == 1 &&
+             gdim(sh, ccg_node_input(g, n, 1), 0) >= 0)
+      for (na = 0; na < gdim(sh, ccg_node_input(g, n, 1), 0) && na < rank; na++)
+        ax[na] = na;
+    if (na < 0)
+      return false;
+    for (int i = 0; i < na; i++)
+      if (norm_axis(ax[i], rank) == d)
+        return false;
+    return true;
+  }
   default:
     return false;
   }
@@ -803,8 +830,8 @@ static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
   ccg_value_id x = ccg_node_input(g, n, 0);
   size_t nin = ccg_node_num_inputs(g, n);
   int blocks = 1;
-  ccg_placement p = sh_cur(sh, x, &blocks), want[4];
-  if (!is_shard(p) || blocks != 1 || nin > 4 ||
+  ccg_placement p = sh_cur(sh, x, &blocks), want[5];
+  if (!is_shard(p) || blocks != 1 || nin > 5 ||
       !data_keeps_dim(sh, n, p.dim, rank_of(sh, x)))
     return sh_replicate(sh, n);
   want[0] = p;
@@ -884,8 +911,30 @@ static ccg_status rule_einsum(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* Gemm without transA: a row shard of A passes (each row of the product
+ * is its row of A times B); C broadcasts over the rows or is whole. Only
+ * the local run (data parallel) uses it; the plan's axis sees replicated
+ * inputs, as before. */
+static ccg_status rule_gemm(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  int64_t ta = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "transA", &ta));
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  ccg_value_id c = nin > 2 ? ccg_node_input(g, n, 2) : CCG_NONE;
+  if (ta || !is_shard(p) || p.dim != 0 ||
+      (c != CCG_NONE && rank_of(sh, c) == 2 && gdim(sh, c, 0) != 1))
+    return sh_replicate(sh, n);
+  ccg_placement want[3] = {p, sh_R(), sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
+  if (sh->local && op == CCG_OP_GEMM)
+    return rule_gemm(sh, n);
+  if (sh->local && op == CCG_OP_SLICE) /* Slice on another dim */
+    return rule_data_keep(sh, n);
   switch (ccg_op_shard_rule(op)) {
   case CCG_OP_SHARD_KEEP:
     return rule_unary(sh, n);

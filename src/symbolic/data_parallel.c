@@ -1,0 +1,157 @@
+/* PyTorch's data-parallel gradient synchronisation as mappings: the hook
+ * DistributedDataParallel puts on each parameter (its gradient all-reduced
+ * over the data-parallel group, averaged by default) and FSDP's parameter
+ * unshard (the rank stores a dp shard of the parameter, all-gathers it for
+ * use, and reduce-scatters its gradient). Inserted by the shard pass for a
+ * mesh axis with the data role (docs/parallelism.md). */
+#include <string.h>
+
+#include "symbolic/internal.h"
+
+typedef struct params {
+  const char *group;
+  const char *reduce; /* "mean" or "sum" */
+  int64_t dim;        /* fsdp: the dim the parameter is sharded on */
+} params;
+
+#define GROUP                                                                  \
+  CCG__PARAM(params, group, "group", STRING, "\"dp\"",                         \
+             "mesh axes of the data-parallel group")
+#define REDUCE                                                                 \
+  CCG__PARAM(params, reduce, "reduce", STRING, "\"mean\"",                     \
+             "\"mean\" (the gradient averaged over the group) or \"sum\"")
+#define DIM                                                                    \
+  CCG__PARAM(params, dim, "dim", INT, "0",                                     \
+             "the dim of the parameter each rank holds a chunk of")
+
+static const ccg__param_spec p_ddp[] = {GROUP, REDUCE};
+static const ccg__param_spec p_fsdp[] = {GROUP, REDUCE, DIM};
+
+static ccg_status reduce_op(ccg__mcall *c, ccg_reduce_op *op) {
+  const params *p = c->params;
+  if (strcmp(p->reduce, "mean") == 0)
+    *op = CCG_REDUCE_AVG;
+  else if (strcmp(p->reduce, "sum") == 0)
+    *op = CCG_REDUCE_SUM;
+  else
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "params key 'reduce' must be \"mean\" or \"sum\", not "
+                      "\"%s\"",
+                      p->reduce);
+  return CCG_STATUS_OK;
+}
+
+/* ---- ddp.all_reduce_grad ------------------------------------------------- */
+
+static ccg_status ddp_forward(ccg__mcall *c, const ccg_value_id *in,
+                              size_t n_in, ccg_value_id *out, size_t *n_out) {
+  (void)n_in;
+  const params *p = c->params;
+  int64_t w;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  *n_out = 1;
+  return ccg_identity(c->g, in[0], &out[0]);
+}
+
+static ccg_status ddp_backward(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, const ccg_value_id *out,
+                               const ccg_value_id *gout, size_t n_out,
+                               ccg_value_id *gin) {
+  (void)in, (void)n_in, (void)out, (void)n_out;
+  const params *p = c->params;
+  int64_t w;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  if (w == 1)
+    return ccg_identity(c->g, gout[0], &gin[0]);
+  return ccg_all_reduce(c->g, gout[0], p->group, op, &gin[0]);
+}
+
+/* ---- fsdp.all_gather_param ----------------------------------------------- */
+
+static ccg_status fsdp_forward(ccg__mcall *c, const ccg_value_id *in,
+                               size_t n_in, ccg_value_id *out, size_t *n_out) {
+  (void)n_in;
+  const params *p = c->params;
+  int64_t w;
+  int dim;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  *n_out = 1;
+  if (w == 1)
+    return ccg_identity(c->g, in[0], &out[0]);
+  return ccg_all_gather(c->g, in[0], p->group, dim, NULL, &out[0]);
+}
+
+static ccg_status fsdp_backward(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, const ccg_value_id *out,
+                                const ccg_value_id *gout, size_t n_out,
+                                ccg_value_id *gin) {
+  (void)n_in, (void)out, (void)n_out;
+  const params *p = c->params;
+  int64_t w;
+  int dim;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  if (w == 1)
+    return ccg_identity(c->g, gout[0], &gin[0]);
+  CCG_CHECK(ccg__mdivisible(c, gout[0], dim, w, p->group));
+  return ccg_reduce_scatter(c->g, gout[0], p->group, dim, op, NULL, &gin[0]);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+const ccg__mapping_def ccg__data_parallel_mappings[] = {
+    {"ddp.all_reduce_grad",
+     "identity (a parameter replicated over the data-parallel group)",
+     "AllReduce of the gradient: avg for reduce \"mean\" (what "
+     "DistributedDataParallel does), sum for \"sum\"",
+     CCG__PARAMS(p_ddp), sizeof(params), 1, 1, 1, ddp_forward, ddp_backward,
+     NULL},
+    {"fsdp.all_gather_param",
+     "AllGather along dim of the rank's parameter shard (FSDP's unshard, "
+     "ZeRO)",
+     "ReduceScatter (avg for reduce \"mean\", sum for \"sum\") along dim: "
+     "each rank gets the gradient of its shard",
+     CCG__PARAMS(p_fsdp), sizeof(params), 1, 1, 1, fsdp_forward,
+     fsdp_backward, NULL},
+};
+
+const size_t ccg__data_parallel_mappings_count =
+    sizeof ccg__data_parallel_mappings / sizeof ccg__data_parallel_mappings[0];
+
+/* ---- typed entry points -------------------------------------------------- */
+
+static json_t *dp_params(const char *group, bool sum) {
+  json_t *o = ccg__mparams_group(group ? group : "dp");
+  if (o && json_object_set_new(o, "reduce", json_string(sum ? "sum" : "mean"))) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
+}
+
+ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
+                                   const char *group, bool sum,
+                                   ccg_value_id *out) {
+  return ccg__mapply1(g, "ddp.all_reduce_grad", dp_params(group, sum), param,
+                      out);
+}
+
+ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
+                                     const char *group, int64_t dim, bool sum,
+                                     ccg_value_id *out) {
+  json_t *o = dp_params(group, sum);
+  if (o && json_object_set_new(o, "dim", json_integer(dim))) {
+    json_decref(o);
+    o = NULL;
+  }
+  return ccg__mapply1(g, "fsdp.all_gather_param", o, shard, out);
+}
