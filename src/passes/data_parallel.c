@@ -53,6 +53,61 @@ ccg_status sh_dp_is_batch_input(shard *sh, ccg_value_id gv, bool *batch) {
   return CCG_STATUS_OK;
 }
 
+/* Whether a float initializer reaches v (through any producer). */
+static bool reaches_param(const shard *sh, ccg_value_id v, bool *seen) {
+  if (v == CCG_NONE || seen[v])
+    return false;
+  seen[v] = true;
+  if (ccg_value_kind_of(sh->s, v) == CCG_VALUE_INITIALIZER)
+    return ccg_dtype_is_float(ccg_value_dtype(sh->s, v));
+  ccg_node_id p = ccg_value_producer(sh->s, v);
+  for (size_t i = 0; p != CCG_NONE && i < ccg_node_num_inputs(sh->s, p); i++)
+    if (reaches_param(sh, ccg_node_input(sh->s, p, i), seen))
+      return true;
+  return false;
+}
+
+ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
+                            ccg_placement to) {
+  const char *name = ccg_value_name(sh->s, v);
+  if (from.kind == CCG_PLACEMENT_REPLICATE &&
+      to.kind == CCG_PLACEMENT_SHARD && to.dim == sh->opts->dp_batch_dim) {
+    bool *seen = calloc(ccg_graph_num_values(sh->s) + 1, sizeof *seen);
+    if (!seen)
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+    bool param = reaches_param(sh, v, seen);
+    free(seen);
+    if (!param)
+      return CCG_STATUS_OK;
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "data parallel: value '%s' is whole on every %s rank and "
+                   "is computed from parameters; this node needs its batch "
+                   "chunk, whose gradient the ranks would not share",
+                   name, sh->axis_name);
+  }
+  if (from.kind == CCG_PLACEMENT_SHARD)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "data parallel: value '%s' is held as each %s rank's "
+                   "batch chunk (dim %d); this node needs it otherwise, "
+                   "which would mix the ranks' batches (only ops that keep "
+                   "the batch rows apart, and a loss or reduction over "
+                   "them, run data parallel)",
+                   name, sh->axis_name, from.dim);
+  return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                 "data parallel: value '%s' is each %s rank's part of a "
+                 "reduction over the batch; this node needs the whole "
+                 "result (only a graph output may be such a part)",
+                 name, sh->axis_name);
+}
+
+bool sh_dp_local_slice(const shard *sh, ccg_node_id n) {
+  if (ccg_node_op(sh->g, n) != CCG_OP_SHARD_SLICE)
+    return false;
+  const ccg_attr *a = ccg_node_attr(sh->g, n, "mesh_axes");
+  return a && a->type == CCG_ATTR_STRINGS && a->n == 1 &&
+         strcmp(a->strings[0], sh->dp_name) == 0;
+}
+
 /* Each list entry must name a graph input (a misspelt name would silently
  * leave the batch whole). */
 static ccg_status check_inputs(shard *sh) {

@@ -223,13 +223,7 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
     return CCG_STATUS_OK;
   }
   if (sh->local)
-    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                   "data parallel: value '%s' is held as each %s rank's "
-                   "batch chunk; this node needs it otherwise, which would "
-                   "mix the ranks' batches (only ops that keep the batch "
-                   "rows apart, and a loss or reduction over them, run "
-                   "data parallel)",
-                   ccg_value_name(sh->s, v), sh->axis_name);
+    CCG_CHECK(sh_dp_local_move(sh, v, from, to));
   if (to.kind == CCG_PLACEMENT_SHARD) {
     const ccg_shape *s = ccg_value_shape(sh->s, v);
     if (to.dim >= s->rank)
@@ -652,6 +646,8 @@ static int ulysses_index(shard *sh, const char *module, int64_t seq) {
 static ccg_status shard_node(shard *sh, ccg_node_id n) {
   sh->node = n;
   sh->cur_ulysses = 0;
+  if (sh->dp >= 0 && !sh->local && sh_dp_local_slice(sh, n))
+    return sh_replicate(sh, n);
   if (ccg_op_is_collective(ccg_node_op(sh->g, n)))
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
                    "the model already has collectives; shard takes an "

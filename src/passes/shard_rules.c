@@ -424,6 +424,45 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
 }
 
+/* Expand of a value sharded on a dim it does not broadcast: the target's
+ * entry for that dim (a number: the global size, or 1) becomes 1 so the
+ * local dim is kept; a computed target is rewritten as a Reshape's is.
+ * Only the local run (data parallel) uses it. */
+static ccg_status rule_expand(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  ccg_placement p = sh_cur(sh, x, NULL);
+  ccg_dim e[CCG_MAX_RANK];
+  int k = ccg_value_known(g, shp, e), rx = rank_of(sh, x), ry = rank_of(sh, y);
+  if (!is_shard(p) || k < 0 || gdim(sh, x, p.dim) == 1)
+    return sh_replicate(sh, n);
+  int od = p.dim + (ry - rx), pos = od - (ry - k);
+  ccg_value_id in[2], sv;
+  CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
+  bool numeric = true;
+  int64_t t[CCG_MAX_RANK];
+  for (int i = 0; i < k; i++) {
+    numeric = numeric && !ccg_dim_is_sym(e[i]);
+    t[i] = ccg_dim_is_sym(e[i]) ? 0 : e[i].size;
+  }
+  if (pos < 0 || (numeric && t[pos] == 1)) {
+    CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &sv));
+  } else if (numeric) {
+    t[pos] = 1;
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
+    if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  } else if (!ccg_dim_is_sym(e[pos]) && e[pos].size > 1) {
+    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size,
+                              e[pos].size / sh->W, k, &sv));
+  } else {
+    return sh_replicate(sh, n);
+  }
+  in[1] = sv;
+  return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
+}
+
 /* Split sizes of n (its "split" attribute, else equal parts). */
 static void split_sizes(shard *sh, ccg_node_id n, int64_t dim, size_t n_out,
                         int64_t *sizes) {
@@ -935,6 +974,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
     return rule_gemm(sh, n);
   if (sh->local && op == CCG_OP_SLICE) /* Slice on another dim */
     return rule_data_keep(sh, n);
+  if (sh->local && op == CCG_OP_EXPAND)
+    return rule_expand(sh, n);
   switch (ccg_op_shard_rule(op)) {
   case CCG_OP_SHARD_KEEP:
     return rule_unary(sh, n);
