@@ -194,10 +194,15 @@ CCG_API ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
 /* FSDP's unshard (ZeRO): `shard` is this rank's chunk of a parameter along
  * `dim`; *out is the whole parameter (AllGather over `group`, NULL = "dp").
  * The backward reduce-scatters the gradient along `dim`, averaged unless
- * `sum`, so each rank gets the gradient of its shard. */
+ * `sum`, so each rank gets the gradient of its shard. With
+ * `reshard_after_forward` (FSDP's option; ZeRO 3) ccg_backward gathers the
+ * parameter again for the gradient rules that read it, so the forward's
+ * copy is not kept alive through the backward. */
 CCG_API ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
                                              const char *group, int64_t dim,
-                                             bool sum, ccg_value_id *out);
+                                             bool sum,
+                                             bool reshard_after_forward,
+                                             ccg_value_id *out);
 
 /* Megatron's tensor-parallel linear layers, built from the mappings above
  * and a MatMul with this rank's weight shard (weights are MatMul's right

@@ -70,8 +70,8 @@ static bool reaches_param(const shard *sh, ccg_value_id v, bool *seen) {
 ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
                             ccg_placement to) {
   const char *name = ccg_value_name(sh->s, v);
-  if (from.kind == CCG_PLACEMENT_REPLICATE &&
-      to.kind == CCG_PLACEMENT_SHARD && to.dim == sh->opts->dp_batch_dim) {
+  if (from.kind == CCG_PLACEMENT_REPLICATE && to.kind == CCG_PLACEMENT_SHARD &&
+      to.dim == sh->opts->dp_batch_dim) {
     bool *seen = calloc(ccg_graph_num_values(sh->s) + 1, sizeof *seen);
     if (!seen)
       return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
@@ -210,8 +210,8 @@ ccg_status sh_dp_param(shard *sh, ccg_value_id *w) {
     memcpy(sp, pl, sizeof sp);
     sp[sh->dp] = sh_S(k);
     if (ccg_value_set_placements(sh->s, ws, sp, np) != CCG_STATUS_OK ||
-        ccg_fsdp_all_gather_param(sh->s, ws, sh->dp_name, k, sum, &y) !=
-            CCG_STATUS_OK)
+        ccg_fsdp_all_gather_param(sh->s, ws, sh->dp_name, k, sum,
+                                  sh->opts->zero == 3, &y) != CCG_STATUS_OK)
       return fail_s(sh, ccg_last_status((ccg_ctx *)sh->s));
     sh->rep.n_dp_sharded++;
   }

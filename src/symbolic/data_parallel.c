@@ -12,6 +12,7 @@ typedef struct params {
   const char *group;
   const char *reduce; /* "mean" or "sum" */
   int64_t dim;        /* fsdp: the dim the parameter is sharded on */
+  bool reshard;       /* fsdp: gathered again for the backward */
 } params;
 
 #define GROUP                                                                  \
@@ -25,7 +26,12 @@ typedef struct params {
              "the dim of the parameter each rank holds a chunk of")
 
 static const ccg__param_spec p_ddp[] = {GROUP, REDUCE};
-static const ccg__param_spec p_fsdp[] = {GROUP, REDUCE, DIM};
+#define RESHARD                                                                \
+  CCG__PARAM(params, reshard, "reshard_after_forward", BOOL, "true",           \
+             "true (FSDP, ZeRO 3): the backward pass gathers the parameter "   \
+             "again where its gradient rules read it, so the forward's copy "  \
+             "is freed after its last forward use; false (ZeRO 1): kept")
+static const ccg__param_spec p_fsdp[] = {GROUP, REDUCE, DIM, RESHARD};
 
 static ccg_status reduce_op(ccg__mcall *c, ccg_reduce_op *op) {
   const params *p = c->params;
@@ -120,8 +126,8 @@ const ccg__mapping_def ccg__data_parallel_mappings[] = {
      "ZeRO)",
      "ReduceScatter (avg for reduce \"mean\", sum for \"sum\") along dim: "
      "each rank gets the gradient of its shard",
-     CCG__PARAMS(p_fsdp), sizeof(params), 1, 1, 1, fsdp_forward,
-     fsdp_backward, NULL},
+     CCG__PARAMS(p_fsdp), sizeof(params), 1, 1, 1, fsdp_forward, fsdp_backward,
+     NULL},
 };
 
 const size_t ccg__data_parallel_mappings_count =
@@ -131,7 +137,8 @@ const size_t ccg__data_parallel_mappings_count =
 
 static json_t *dp_params(const char *group, bool sum) {
   json_t *o = ccg__mparams_group(group ? group : "dp");
-  if (o && json_object_set_new(o, "reduce", json_string(sum ? "sum" : "mean"))) {
+  if (o &&
+      json_object_set_new(o, "reduce", json_string(sum ? "sum" : "mean"))) {
     json_decref(o);
     return NULL;
   }
@@ -147,9 +154,12 @@ ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
 
 ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
                                      const char *group, int64_t dim, bool sum,
+                                     bool reshard_after_forward,
                                      ccg_value_id *out) {
   json_t *o = dp_params(group, sum);
-  if (o && json_object_set_new(o, "dim", json_integer(dim))) {
+  if (o && (json_object_set_new(o, "dim", json_integer(dim)) ||
+            json_object_set_new(o, "reshard_after_forward",
+                                json_boolean(reshard_after_forward)))) {
     json_decref(o);
     o = NULL;
   }
