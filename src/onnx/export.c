@@ -503,15 +503,8 @@ static ccg_status graph_proto(ex *e) {
     CCG_CHECK(add_initializer(e, ccg_value_rank_data(g, v, e->rank),
                               ccg_value_name(g, v), true));
   }
-  /* ONNX wants producers before consumers; a pass may append a node that
-   * earlier nodes read (the backward's ZeRO 3 re-gather). The order taking
-   * the lowest ready id is the node order wherever that is already one. */
-  ccg_node_id *order = ccg__arena_calloc(e->a, nn + 1, sizeof *order);
-  if (!order)
-    return oom(e);
-  CCG_CHECK(ccg_graph_topo_order(g, order));
-  for (size_t k = 0; k < nn; k++)
-    CCG_CHECK(node_proto(e, order[k], &gp->node[k]));
+  for (ccg_node_id n = 0; n < nn; n++)
+    CCG_CHECK(node_proto(e, n, &gp->node[n]));
   gp->n_node = nn;
   for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
     CCG_CHECK(value_info(e, ccg_graph_output(g, i), &gp->output[i]));

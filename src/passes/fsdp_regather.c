@@ -2,11 +2,9 @@
  * all-gathered by fsdp.all_gather_param is gathered again for the gradient
  * rules that read it, so that the forward's gathered copy dies at its last
  * forward use (the executor's liveness frees it) instead of living through
- * the backward. The re-gather is appended after the backward's nodes: the
- * schedule (a topological order taking the lowest ready node id) runs it
- * only once nothing before it is ready, i.e. just before its first
- * reader. */
+ * the backward. Each re-gather is placed just before its first reader. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/internal.h"
@@ -22,12 +20,14 @@ static bool reshard(const ccg_tag *t) {
   return r;
 }
 
-static bool reads_at(const ccg_graph *g, size_t from, ccg_value_id y) {
+/* The first node from `from` on that reads y; CCG_NONE for none. */
+static ccg_node_id first_reader(const ccg_graph *g, size_t from,
+                                ccg_value_id y) {
   for (size_t m = from; m < g->n_nodes; m++)
     for (uint32_t i = 0; i < g->nodes[m].n_inputs; i++)
       if (g->nodes[m].inputs[i] == y)
-        return true;
-  return false;
+        return (ccg_node_id)m;
+  return CCG_NONE;
 }
 
 /* Gathers x again as forward node n did (its attributes), tagged as n's
@@ -60,17 +60,41 @@ static ccg_status regather(ccg_graph *g, ccg_node_id n, size_t from) {
 }
 
 ccg_status ccg__fsdp_regather(ccg_graph *g, size_t first) {
-  /* In the order the backward reads them (reverse of the forward), so the
-   * re-gather needed first has the lowest id among them. */
-  for (size_t k = first; k-- > 0;) {
+  size_t n0 = g->n_nodes, n_new = 0;
+  ccg_node_id *reader = calloc(first + 1, sizeof *reader);
+  if (!reader)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t k = 0; k < first && st == CCG_STATUS_OK; k++) {
     const ccg_tag *t = g->nodes[k].tag;
+    reader[k] = CCG_NONE;
     if (!t || t->backward || !t->mapping ||
         strcmp(t->mapping, "fsdp.all_gather_param") != 0 ||
         g->nodes[k].n_outputs != 1 || g->nodes[k].n_inputs != 1 ||
         g->nodes[k].op != CCG_OP_ALL_GATHER || !reshard(t))
       continue;
-    if (reads_at(g, first, g->nodes[k].outputs[0]))
-      CCG_CHECK(regather(g, (ccg_node_id)k, first));
+    reader[k] = first_reader(g, first, g->nodes[k].outputs[0]);
+    if (reader[k] == CCG_NONE)
+      continue;
+    st = regather(g, (ccg_node_id)k, first);
+    n_new++;
   }
-  return CCG_STATUS_OK;
+  uint64_t *key =
+      st == CCG_STATUS_OK && n_new ? calloc(g->n_nodes, sizeof *key) : NULL;
+  if (st == CCG_STATUS_OK && n_new && !key)
+    st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
+  if (key) {
+    /* every node keeps its place; a re-gather goes just before its first
+     * reader (added in the order of their forward gathers) */
+    size_t r = n0;
+    for (size_t i = 0; i < n0; i++)
+      key[i] = 2 * (uint64_t)i;
+    for (size_t k = 0; k < first; k++)
+      if (reader[k] != CCG_NONE)
+        key[r++] = 2 * (uint64_t)reader[k] - 1;
+    st = ccg__graph_reorder(g, key);
+  }
+  free(key);
+  free(reader);
+  return st;
 }
