@@ -26,16 +26,16 @@ typedef struct ccg_shard_options {
    * the data role. The graph inputs carrying the batch enter Shard(batch_dim)
    * over it, every rank runs the model on its batch chunk, and every float
    * initializer is synchronised over it in the backward. */
-  const char *dp_axis;    /* NULL = "dp"; absent from the mesh: no dp */
-  int zero;               /* 0: gradients all-reduced (DDP); 1 and 3: each
-                             parameter stored as its dp shard, all-gathered
-                             for use, its gradient reduce-scattered (3 also
-                             gathers again in the backward) */
-  bool dp_sum;            /* gradients summed over dp; false: averaged */
-  int64_t dp_batch_dim;   /* the batch dim of the inputs carrying it; 0 */
-  const char *dp_inputs;  /* comma-separated names of the inputs carrying
-                             the batch; NULL = every input whose batch dim
-                             equals the first input's */
+  const char *dp_axis;   /* NULL = "dp"; absent from the mesh: no dp */
+  int zero;              /* 0: gradients all-reduced (DDP); 1 and 3: each
+                            parameter stored as its dp shard, all-gathered
+                            for use, its gradient reduce-scattered (3 also
+                            gathers again in the backward) */
+  bool dp_sum;           /* gradients summed over dp; false: averaged */
+  int64_t dp_batch_dim;  /* the batch dim of the inputs carrying it; 0 */
+  const char *dp_inputs; /* comma-separated names of the inputs carrying
+                            the batch; NULL = every input whose batch dim
+                            equals the first input's */
 } ccg_shard_options;
 #define CCG_SHARD_OPTIONS_INIT                                                 \
   { sizeof(ccg_shard_options), NULL, false, 1, NULL, 0, false, 0, NULL }

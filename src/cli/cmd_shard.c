@@ -58,8 +58,8 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
         cli_collectives_json(counts), "sharded_params",
         (json_int_t)rep->n_sharded_params, "reshape_rewrites",
         (json_int_t)rep->n_reshape_rewrites, "sequence_parallel", a->sp,
-        "data_parallel", "batch_inputs", (json_int_t)rep->n_dp_inputs,
-        "params", (json_int_t)rep->n_dp_params, "params_sharded",
+        "data_parallel", "batch_inputs", (json_int_t)rep->n_dp_inputs, "params",
+        (json_int_t)rep->n_dp_params, "params_sharded",
         (json_int_t)rep->n_dp_sharded, "files", files));
   }
   char coll[512];
@@ -86,7 +86,8 @@ static int int_option(const command *self, const char *opt, const char *v,
   errno = 0;
   long x = strtol(v, &end, 10);
   if (errno || end == v || *end || x < lo || x > hi)
-    return usage_error(self, "%s takes a whole number from %ld to %ld, not "
+    return usage_error(self,
+                       "%s takes a whole number from %ld to %ld, not "
                        "'%s'",
                        opt, lo, hi, v);
   *out = x;

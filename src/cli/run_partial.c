@@ -8,8 +8,7 @@
 
 /* Whether rank q is in rank r's group on the axes in `mask` (the same
  * coordinate on every other axis). */
-static bool same_group(const ccg_mesh *m, int64_t r, int64_t q,
-                       unsigned mask) {
+static bool same_group(const ccg_mesh *m, int64_t r, int64_t q, unsigned mask) {
   int64_t a[CCG_MAX_MESH_AXES], b[CCG_MAX_MESH_AXES];
   if (ccg_mesh_coords(m, r, a) != CCG_STATUS_OK ||
       ccg_mesh_coords(m, q, b) != CCG_STATUS_OK)
@@ -58,8 +57,7 @@ int cli_partial_combine(ccg_graph *g, const char *name, int r,
   const ccg_tensor *mine = have[r];
   if (!mask)
     return 0;
-  if (!mine ||
-      (mine->dtype != CCG_DTYPE_F32 && mine->dtype != CCG_DTYPE_F64))
+  if (!mine || (mine->dtype != CCG_DTYPE_F32 && mine->dtype != CCG_DTYPE_F64))
     return -1;
   size_t nbytes;
   if (ccg_tensor_nbytes(mine, &nbytes) != CCG_STATUS_OK)

@@ -253,7 +253,7 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
 /* ---- weights ------------------------------------------------------------- */
 
 void sh_slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
-                        int64_t r, unsigned char *dst) {
+                    int64_t r, unsigned char *dst) {
   size_t es = ccg_dtype_size(t->dtype);
   size_t outer = 1, inner = es;
   for (int i = 0; i < d; i++)

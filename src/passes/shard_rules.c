@@ -454,8 +454,8 @@ static ccg_status rule_expand(shard *sh, ccg_node_id n) {
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
       return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
   } else if (!ccg_dim_is_sym(e[pos]) && e[pos].size > 1) {
-    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size,
-                              e[pos].size / sh->W, k, &sv));
+    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size, e[pos].size / sh->W, k,
+                              &sv));
   } else {
     return sh_replicate(sh, n);
   }
@@ -753,15 +753,14 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
    * is the whole batch's mean when every position counts (no ignored
    * targets, no class weights) */
   bool mean = sh->local && strcmp(red, "mean") == 0;
-  if (!is_shard(p) || p.dim == 1 ||
-      (!none && !mean && strcmp(red, "sum") != 0))
+  if (!is_shard(p) || p.dim == 1 || (!none && !mean && strcmp(red, "sum") != 0))
     return sh_replicate(sh, n);
   int td = p.dim == 0 ? 0 : p.dim - 1;
   ccg_placement want[3] = {p, sh_S(td), sh_R()};
-  ccg_placement out = none   ? sh_S(td)
-                      : mean ? (ccg_placement){CCG_PLACEMENT_PARTIAL, 0,
-                                               CCG_REDUCE_AVG}
-                             : sh_P();
+  ccg_placement out =
+      none   ? sh_S(td)
+      : mean ? (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_AVG}
+             : sh_P();
   CCG_CHECK(fetch_emit(sh, n, want, NULL, NULL, 0, out, 1));
   if (ccg_node_num_outputs(g, n) < 2)
     return CCG_STATUS_OK;

@@ -4,6 +4,7 @@
  * unshard (the rank stores a dp shard of the parameter, all-gathers it for
  * use, and reduce-scatters its gradient). Inserted by the shard pass for a
  * mesh axis with the data role (docs/parallelism.md). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "symbolic/internal.h"
@@ -112,6 +113,88 @@ static ccg_status fsdp_backward(ccg__mcall *c, const ccg_value_id *in,
   return ccg_reduce_scatter(c->g, gout[0], p->group, dim, op, NULL, &gin[0]);
 }
 
+/* ---- ddp.all_reduce_bucket ----------------------------------------------- */
+
+/* DDP's gradient bucket: the inputs flattened and concatenated, one
+ * AllReduce, split and reshaped back. Element counts must be numbers. */
+static ccg_status bucket(ccg__mcall *c, const ccg_value_id *in, size_t n,
+                         ccg_value_id *out) {
+  const params *p = c->params;
+  int64_t w;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  ccg_value_id *flat = calloc(n + 1, sizeof *flat);
+  int64_t *sizes = calloc(n + 1, sizeof *sizes);
+  ccg_status st = CCG_STATUS_OK;
+  ccg_value_id cat, red;
+  if (!flat || !sizes) {
+    st = ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    ccg_shape s = *ccg_value_shape(c->g, in[i]);
+    sizes[i] = 1;
+    for (int d = 0; d < s.rank; d++) {
+      if (ccg_dim_is_sym(s.dims[d])) {
+        char b[160];
+        st = ccg__mfail(c, CCG_STATUS_SHAPE,
+                        "input %s has a symbolic dim; a bucket needs "
+                        "numbers",
+                        ccg__mvalue_str(c, in[i], b, sizeof b));
+        goto out;
+      }
+      sizes[i] *= s.dims[d].size;
+    }
+    ccg_shape f = {1, {ccg_dim_num(sizes[i])}};
+    st = ccg__mreshape(c, in[i], &f, &flat[i]);
+  }
+  if (st != CCG_STATUS_OK)
+    goto out;
+  if (n == 1)
+    cat = flat[0];
+  else
+    CCG_CHECK_GOTO(ccg_concat(c->g, flat, n, 0, &cat), st, out);
+  CCG_CHECK_GOTO(w == 1 ? ccg_identity(c->g, cat, &red)
+                        : ccg_all_reduce(c->g, cat, p->group, op, &red),
+                 st, out);
+  if (n == 1)
+    flat[0] = red;
+  else
+    CCG_CHECK_GOTO(ccg_split(c->g, red, 0, sizes, n, flat), st, out);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
+    st = ccg__mreshape(c, flat[i], ccg_value_shape(c->g, in[i]), &out[i]);
+out:
+  free(flat);
+  free(sizes);
+  return st;
+}
+
+static ccg_status bucket_forward(ccg__mcall *c, const ccg_value_id *in,
+                                 size_t n_in, ccg_value_id *out,
+                                 size_t *n_out) {
+  if (*n_out < n_in)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "room for %zu outputs; the bucket has %zu", *n_out, n_in);
+  *n_out = n_in;
+  return bucket(c, in, n_in, out);
+}
+
+/* An all-reduce is its own adjoint (sum; avg: the mean of the gradients). */
+static ccg_status bucket_backward(ccg__mcall *c, const ccg_value_id *in,
+                                  size_t n_in, const ccg_value_id *out,
+                                  const ccg_value_id *gout, size_t n_out,
+                                  ccg_value_id *gin) {
+  (void)in, (void)out, (void)n_out;
+  for (size_t i = 0; i < n_in; i++)
+    if (gout[i] == CCG_NONE)
+      return ccg__mfail(c, CCG_STATUS_UNSUPPORTED,
+                        "output %zu has no gradient; a bucket's backward "
+                        "needs all of them",
+                        i);
+  return bucket(c, gout, n_in, gin);
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 const ccg__mapping_def ccg__data_parallel_mappings[] = {
@@ -128,6 +211,12 @@ const ccg__mapping_def ccg__data_parallel_mappings[] = {
      "each rank gets the gradient of its shard",
      CCG__PARAMS(p_fsdp), sizeof(params), 1, 1, 1, fsdp_forward, fsdp_backward,
      NULL},
+    {"ddp.all_reduce_bucket",
+     "gradients flattened, concatenated, one AllReduce (avg for reduce "
+     "\"mean\", sum for \"sum\"), split and reshaped back (DDP's bucket)",
+     "the same on the output gradients (an all-reduce is its own adjoint)",
+     CCG__PARAMS(p_ddp), sizeof(params), 1, -1, -1, bucket_forward,
+     bucket_backward, NULL},
 };
 
 const size_t ccg__data_parallel_mappings_count =
