@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Data parallelism end to end (docs/parallelism.md): zoo training models
+# (gpt2, llama) and the GPT sample sharded on dp=2 alone and dp=2,tp=2 (four
+# local ranks), with ZeRO 0, 1 and 3: `ccgraph grad` on the ranks, `verify`,
+# `run --check` against the unsharded model's full-batch outputs and
+# gradients (the loss as the dp mean; a gradient as the dp shard under ZeRO),
+# onnx.checker on the rank models; the cost report's dp bytes per step
+# against the formulas; bad input exits non-zero naming the fault.
+# usage: test_dp_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+py=/usr/bin/python3
+failures=0
+passes=0
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
+zoo=$src/tests/data/zoo
+
+# shard_grad_check NAME ARCH MESH [shard options]: shard the zoo model's
+# training variant, differentiate every rank, verify, and check against the
+# unsharded model's gradients (ref_ARCH.onnx).
+shard_grad_check() {
+  local name=$1 arch=$2 mesh=$3
+  shift 3
+  local model=$zoo/$arch/ts_train/model.onnx plan=()
+  [[ $mesh == *tp=* ]] && plan=(--plan "$src/samples/plans/$arch.json")
+  expect 0 "data parallel: 2 batch inputs split" -- shard "$model" "${plan[@]}" \
+    --mesh "$mesh" -o "$work/$name/s" "$@"
+  expect 0 "models written" -- grad "$work/$name/s" --loss loss -o "$work/$name/g"
+  expect 0 "ok: .* communication calls match" -- verify "$work/$name/g"
+  expect 0 "check against .*: [0-9]+ outputs on .* ok$" -- run "$work/$name/g" \
+    --input "input_ids=$zoo/$arch/ts_train/inputs/input_ids.npy" \
+    --input "labels=$zoo/$arch/ts_train/inputs/labels.npy" \
+    --check "$work/ref_$arch.onnx"
+}
+
+for arch in gpt2 llama; do
+  "$tool" grad "$zoo/$arch/ts_train/model.onnx" --loss loss \
+    -o "$work/ref_$arch.onnx" >/dev/null || exit 1
+done
+shard_grad_check gpt2_dp2 gpt2 dp=2
+shard_grad_check gpt2_dp2_z1 gpt2 dp=2 --zero 1
+shard_grad_check gpt2_dp2_z3 gpt2 dp=2 --zero 3
+shard_grad_check llama_dp2 llama dp=2
+shard_grad_check llama_dp2tp2 llama dp=2,tp=2
+shard_grad_check llama_dp2tp2_z1 llama dp=2,tp=2 --zero 1
+shard_grad_check llama_tp2dp2_z3 llama tp=2,dp=2 --zero 3
+shard_grad_check llama_dp2tp2_data llama data=2,tp=2 --dp-axis data
+
+# Every gradient compared: dp alone keeps the tied embedding one parameter,
+# so the rank's gradients are all of the reference's (28 of gpt2).
+$py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: dp=2 gradients"; }
+import sys, onnx
+w = sys.argv[1]
+for name in ("gpt2_dp2", "gpt2_dp2_z1", "gpt2_dp2_z3"):
+    ref = {o.name for o in onnx.load(f"{w}/ref_gpt2.onnx").graph.output}
+    got = {o.name for o in onnx.load(f"{w}/{name}/g/model.rank1.onnx",
+                                     load_external_data=False).graph.output}
+    grads = {n for n in ref if n.startswith("grad/")}
+    assert len(grads) == 28 and grads <= got, (name, sorted(grads - got))
+PY
+
+# The GPT sample: logits summed as the loss, so the gradients are summed
+# over dp (--dp-reduce sum) to give the full batch's.
+$py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" >/dev/null || exit 1
+$py -c "
+import numpy as np; np.save('$work/ids.npy', (np.arange(16).reshape(2, 8) * 7 % 50).astype(np.int64))"
+"$tool" grad "$work/gpt.onnx" --loss logits -o "$work/gpt_ref.onnx" >/dev/null || exit 1
+for cfg in "dp=2" "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json" \
+  "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json --zero 1"; do
+  set -- $cfg
+  d=$work/gpt_$(echo "$cfg" | md5sum | cut -c1-8)
+  expect 0 "data parallel: 1 batch inputs split" -- shard "$work/gpt.onnx" \
+    --mesh "$@" --dp-reduce sum -o "$d/s"
+  expect 0 "models written" -- grad "$d/s" --loss logits -o "$d/g"
+  expect 0 "ok: .* communication calls match" -- verify "$d/g"
+  expect 0 "check against .* ok$" -- run "$d/g" --input "ids=$work/ids.npy" \
+    --check "$work/gpt_ref.onnx"
+done
+
+# onnx.checker on every rank model written above
+mkdir -p "$work/all"
+for f in "$work"/*/g/*.onnx; do
+  cp "$f" "$work/all/$(basename "$(dirname "$(dirname "$f")")")_$(basename "$f")"
+done
+$py "$src/tests/onnx/check_models.py" "$work/all" | tail -1 &&
+  passes=$((passes + 1)) || failures=$((failures + 1))
+
+# Cost: dp bus bytes per step. P = the bytes of the parameters a rank
+# computes with (its tp shard). DDP: all-reduce 2(n-1)/n P. ZeRO 1:
+# all-gather (n-1)/n P + reduce-scatter (n-1)/n P. ZeRO 3: that plus the
+# backward's re-gather (n-1)/n P_g, P_g the parameters a gradient rule
+# reads (gpt2: the weight matrices and LayerNorm scales).
+for name in gpt2_dp2 gpt2_dp2_z1 gpt2_dp2_z3 llama_dp2tp2 llama_dp2tp2_z1; do
+  "$tool" cost "$work/$name/g" --json >"$work/$name/cost.json" || exit 1
+done
+$py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: dp cost formulas"; }
+import json, sys, onnx, numpy as np
+w = sys.argv[1]
+def params(name, rank=0, pred=lambda n: True):
+    m = onnx.load(f"{w}/{name}/s/model.rank{rank}.onnx")
+    return sum(np.prod(i.dims, dtype=np.int64) * 4 for i in m.graph.initializer
+               if i.data_type == 1 and pred(i.name))
+def dp(name):
+    return json.load(open(f"{w}/{name}/cost.json"))["axes"]["dp"]["bus_bytes"]
+n = 2
+cases = {
+    "gpt2_dp2": 2 * (n - 1) / n * params("gpt2_dp2"),
+    "gpt2_dp2_z1": 2 * (n - 1) / n * n * params("gpt2_dp2_z1"),
+    "gpt2_dp2_z3": (n - 1) / n * (2 * n * params("gpt2_dp2_z3") + n * params(
+        "gpt2_dp2_z3", pred=lambda s: s.endswith(".weight") and ".wte." not in s
+        and ".wpe." not in s)),
+    "llama_dp2tp2": 2 * (n - 1) / n * params("llama_dp2tp2"),
+    "llama_dp2tp2_z1": 2 * (n - 1) / n * n * params("llama_dp2tp2_z1"),
+}
+for name, want in cases.items():
+    got = dp(name)
+    print(f"{name}: dp bus bytes {got:.0f}, formula {want:.0f}")
+    assert want > 0 and abs(got - want) <= 1e-9 * want, (name, got, want)
+PY
+
+# bad input
+expect 2 "input 'input_ids' batch dim 0 \(size 2\) is not divisible by dp=3" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=3 -o "$work/bad1"
+expect 2 "mesh \[dq=2\] has neither the plan's axis 'tp' nor the data axis 'dp'" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dq=2 -o "$work/bad2"
+expect 2 "ZeRO and the batch inputs need the data axis 'data' in the mesh" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --plan "$src/samples/plans/gpt2.json" \
+  --mesh dp=2,tp=2 --dp-axis data --zero 1 -o "$work/bad3"
+expect 1 "--zero 2 .* is not supported" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --zero 2 -o "$work/bad4"
+expect 1 "--dp-reduce takes mean or sum, not 'max'" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --dp-reduce max -o "$work/bad5"
+expect 2 "'nope' \(a batch input named by the options\) is not a graph input" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --dp-inputs input_ids,nope \
+  -o "$work/bad6"
+expect 2 "mesh axis 'tp' cannot be both the plan's axis and the data axis" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 --dp-axis tp -o "$work/bad7"
+expect 1 "--bucket-mb takes a size in MB" -- grad "$work/gpt2_dp2/s" --loss loss \
+  --bucket-mb -3 -o "$work/bad8"
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8; do
+  if [ -e "$work/$d" ]; then
+    echo "FAIL: $d was written"
+    failures=$((failures + 1))
+  fi
+done
+expect_summary cli_dp
