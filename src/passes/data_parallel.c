@@ -260,6 +260,7 @@ ccg_status sh_dp_apply(shard *sh, ccg_graph **out) {
   shard t = *sh;
   t.g = g1;
   t.rep = l.rep;
+  t.rep.n_reshape_rewrites = 0; /* the report counts the plan's axis */
   if (sh->axis < 0) {
     t.no_plan = true;
     t.axis = sh->dp;

@@ -162,8 +162,10 @@ static ccg_status bucket(ccg__mcall *c, const ccg_value_id *in, size_t n,
     flat[0] = red;
   else
     CCG_CHECK_GOTO(ccg_split(c->g, red, 0, sizes, n, flat), st, out);
-  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
-    st = ccg__mreshape(c, flat[i], ccg_value_shape(c->g, in[i]), &out[i]);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    ccg_shape to = *ccg_value_shape(c->g, in[i]); /* adding values moves it */
+    st = ccg__mreshape(c, flat[i], &to, &out[i]);
+  }
 out:
   free(flat);
   free(sizes);

@@ -79,6 +79,22 @@ for cfg in "dp=2" "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json" \
     --check "$work/gpt_ref.onnx"
 done
 
+# Six layers: one bucket of about a hundred gradients (and again with
+# buckets of at most 16 KB), still the full batch's gradients.
+$py "$src/samples/make_gpt_block.py" --layers 6 "$work/gpt6.onnx" >/dev/null || exit 1
+"$tool" grad "$work/gpt6.onnx" --loss logits -o "$work/gpt6_ref.onnx" >/dev/null || exit 1
+expect 0 "data parallel" -- shard "$work/gpt6.onnx" --mesh dp=2 --dp-reduce sum \
+  -o "$work/gpt6/s"
+for mb in 25 0.015625; do
+  expect 0 "models written" -- grad "$work/gpt6/s" --loss logits \
+    --bucket-mb $mb -o "$work/gpt6/g$mb"
+  expect 0 "check against .* ok$" -- run "$work/gpt6/g$mb" \
+    --input "ids=$work/ids.npy" --check "$work/gpt6_ref.onnx"
+done
+expect 0 "ok: 2 ranks, 2 communication calls match" -- verify "$work/gpt6/g25"
+expect 0 "ok: 2 ranks, ([3-9]|[1-9][0-9]+) communication calls match" -- \
+  verify "$work/gpt6/g0.015625"
+
 # onnx.checker on every rank model written above
 mkdir -p "$work/all"
 for f in "$work"/*/g/*.onnx; do
