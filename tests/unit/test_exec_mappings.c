@@ -236,6 +236,20 @@ static const mcase cases[] = {
      "{\"input_split_sizes\": %S}", "[%T,3]", NULL, true, RS(0, SUM), AG(0)},
     {"megatron.sequence_parallel_param", "tp", NULL, "[3]", NULL, false, ID,
      AR(SUM)},
+    /* PyTorch data parallelism (their group on an axis "data": the
+     * harness puts every case on the inner axis of dp=2 x 2 as well) */
+    {"ddp.all_reduce_grad", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, ID, AR(CCG_REDUCE_AVG)},
+    {"ddp.all_reduce_grad", "data",
+     "{\"group\": \"data\", \"reduce\": \"sum\"}", "[2,3]", NULL, false, ID,
+     AR(SUM)},
+    {"fsdp.all_gather_param", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, AG(0), RS(0, CCG_REDUCE_AVG)},
+    {"fsdp.all_gather_param", "data",
+     "{\"group\": \"data\", \"dim\": 1, \"reduce\": \"sum\"}", "[2,3]", NULL,
+     false, AG(1), RS(1, SUM)},
+    {"ddp.all_reduce_bucket", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, AR(CCG_REDUCE_AVG), AR(CCG_REDUCE_AVG)},
     /* Open-Sora */
     {"opensora.all_to_all", "sp", NULL, "[2,3,8,2]", NULL, false, A2A(2, 1),
      A2A(1, 2)},
