@@ -191,6 +191,14 @@ CCG_API ccg_status ccg_mark_sequence_parallel_param(ccg_graph *g,
 CCG_API ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
                                            const char *group, bool sum,
                                            ccg_value_id *out);
+/* A value whole on every rank (built with the global batch) of which each
+ * data-parallel rank needs its chunk along `dim`: ShardSlice over `group`
+ * (NULL = "dp"), "ddp.batch_chunk". Its backward puts the gradient in the
+ * rank's chunk and zeros elsewhere, without communication: each rank's
+ * loss covers its chunk, and the parameters' reduction adds the parts. */
+CCG_API ccg_status ccg_ddp_batch_chunk(ccg_graph *g, ccg_value_id x,
+                                       const char *group, int64_t dim,
+                                       ccg_value_id *out);
 /* FSDP's unshard (ZeRO): `shard` is this rank's chunk of a parameter along
  * `dim`; *out is the whole parameter (AllGather over `group`, NULL = "dp").
  * The backward reduce-scatters the gradient along `dim`, averaged unless

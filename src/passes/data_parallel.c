@@ -53,37 +53,18 @@ ccg_status sh_dp_is_batch_input(shard *sh, ccg_value_id gv, bool *batch) {
   return CCG_STATUS_OK;
 }
 
-/* Whether a float initializer reaches v (through any producer). */
-static bool reaches_param(const shard *sh, ccg_value_id v, bool *seen) {
-  if (v == CCG_NONE || seen[v])
-    return false;
-  seen[v] = true;
-  if (ccg_value_kind_of(sh->s, v) == CCG_VALUE_INITIALIZER)
-    return ccg_dtype_is_float(ccg_value_dtype(sh->s, v));
-  ccg_node_id p = ccg_value_producer(sh->s, v);
-  for (size_t i = 0; p != CCG_NONE && i < ccg_node_num_inputs(sh->s, p); i++)
-    if (reaches_param(sh, ccg_node_input(sh->s, p, i), seen))
-      return true;
-  return false;
+static ccg_status fail_s(shard *sh, ccg_status st) {
+  return sh_fail(sh, st, "%s", ccg_last_error(sh->s));
 }
 
 ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
-                            ccg_placement to) {
+                            ccg_placement to, ccg_value_id *out) {
   const char *name = ccg_value_name(sh->s, v);
-  if (from.kind == CCG_PLACEMENT_REPLICATE && to.kind == CCG_PLACEMENT_SHARD &&
-      to.dim == sh->opts->dp_batch_dim) {
-    bool *seen = calloc(ccg_graph_num_values(sh->s) + 1, sizeof *seen);
-    if (!seen)
-      return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-    bool param = reaches_param(sh, v, seen);
-    free(seen);
-    if (!param)
-      return CCG_STATUS_OK;
-    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                   "data parallel: value '%s' is whole on every %s rank and "
-                   "is computed from parameters; this node needs its batch "
-                   "chunk, whose gradient the ranks would not share",
-                   name, sh->axis_name);
+  if (from.kind == CCG_PLACEMENT_REPLICATE && to.kind == CCG_PLACEMENT_SHARD) {
+    if (ccg_ddp_batch_chunk(sh->s, v, sh->axis_name, to.dim, out) !=
+        CCG_STATUS_OK)
+      return fail_s(sh, ccg_last_status((ccg_ctx *)sh->s));
+    return CCG_STATUS_OK;
   }
   if (from.kind == CCG_PLACEMENT_SHARD)
     return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
@@ -100,12 +81,21 @@ ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
                  name, sh->axis_name);
 }
 
+ccg_status sh_dp_chunk_copy(shard *sh, ccg_node_id n) {
+  ccg_value_id x, y;
+  int64_t axis = 0;
+  CCG_CHECK(ccg_node_attr_int(sh->g, n, "axis", &axis));
+  CCG_CHECK(sh_get(sh, ccg_node_input(sh->g, n, 0), sh_R(), 1, false, &x));
+  if (ccg_ddp_batch_chunk(sh->s, x, sh->dp_name, axis, &y) != CCG_STATUS_OK)
+    return fail_s(sh, ccg_last_status((ccg_ctx *)sh->s));
+  return sh_set(sh, ccg_node_output(sh->g, n, 0), y, sh_R(), 1);
+}
+
 bool sh_dp_local_slice(const shard *sh, ccg_node_id n) {
   if (ccg_node_op(sh->g, n) != CCG_OP_SHARD_SLICE)
     return false;
-  const ccg_attr *a = ccg_node_attr(sh->g, n, "mesh_axes");
-  return a && a->type == CCG_ATTR_STRINGS && a->n == 1 &&
-         strcmp(a->strings[0], sh->dp_name) == 0;
+  const ccg_tag *t = ccg_node_tag(sh->g, n);
+  return t && t->mapping && strcmp(t->mapping, "ddp.batch_chunk") == 0;
 }
 
 /* Each list entry must name a graph input (a misspelt name would silently
@@ -149,10 +139,6 @@ static int zero_dim(const shard *sh, ccg_value_id w, const ccg_placement *pl,
       return k;
   }
   return -1;
-}
-
-static ccg_status fail_s(shard *sh, ccg_status st) {
-  return sh_fail(sh, st, "%s", ccg_last_error(sh->s));
 }
 
 /* Every rank's chunk `k` (its dp coordinate) of its own data for w, as a

@@ -222,8 +222,13 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
     *out = c->v;
     return CCG_STATUS_OK;
   }
-  if (sh->local)
-    CCG_CHECK(sh_dp_local_move(sh, v, from, to));
+  if (sh->local) {
+    ccg_placement full[CCG_MAX_MESH_AXES];
+    CCG_CHECK(sh_dp_local_move(sh, v, from, to, out));
+    full_placements(sh, v, to, full);
+    SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+    return cache_put(sh, v, to, 1, SH_MOVE, *out);
+  }
   if (to.kind == CCG_PLACEMENT_SHARD) {
     const ccg_shape *s = ccg_value_shape(sh->s, v);
     if (to.dim >= s->rank)
@@ -647,7 +652,7 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   sh->node = n;
   sh->cur_ulysses = 0;
   if (sh->dp >= 0 && !sh->local && sh_dp_local_slice(sh, n))
-    return sh_replicate(sh, n);
+    return sh_dp_chunk_copy(sh, n);
   if (ccg_op_is_collective(ccg_node_op(sh->g, n)))
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
                    "the model already has collectives; shard takes an "

@@ -156,15 +156,17 @@ ccg_status sh_dp_is_batch_input(shard *sh, ccg_value_id gv, bool *batch);
  * as its dp shard under the same name and all-gathered by
  * fsdp.all_gather_param (ZeRO 1, 3). *w becomes the value to use. */
 ccg_status sh_dp_param(shard *sh, ccg_value_id *w);
-/* The local run's check of a move of sharded value v: only Replicate to
- * the batch shard of a value no parameter reaches (a mask or positions
- * built from shapes: a ShardSlice, no communication, no gradient) is
- * allowed; anything else would mix the ranks' batches (an error naming v). */
+/* The local run's move of sharded value v: a value the same on every rank
+ * to a shard is each rank's chunk (ddp.batch_chunk: no communication; the
+ * gradient is the chunk's); anything else would mix the ranks' batches (an
+ * error naming v). */
 ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
-                            ccg_placement to);
-/* Whether source node n is such a ShardSlice on the dp axis alone (the
- * second run copies it). */
+                            ccg_placement to, ccg_value_id *out);
+/* Whether source node n is the local run's ddp.batch_chunk, which the
+ * second run applies again (sh_dp_chunk_copy) so the backward has its
+ * rule. */
 bool sh_dp_local_slice(const shard *sh, ccg_node_id n);
+ccg_status sh_dp_chunk_copy(shard *sh, ccg_node_id n);
 /* Both runs (sh set up by ccg_shard_apply with sh->dp >= 0). */
 ccg_status sh_dp_apply(shard *sh, ccg_graph **out);
 /* One run of the pass over sh->g as sh is set up. "new": *out. */

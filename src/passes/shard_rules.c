@@ -683,11 +683,19 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
   int ax = norm_axis(axis, rank_of(sh, ccg_node_input(g, n, 0)));
   ccg_placement pi = sh_cur(sh, idx, NULL), out = sh_R();
+  ccg_placement pd = sh_R();
   if (is_partial(pi))
     pi = sh_R();
   if (is_shard(pi))
     out = sh_S(ax + pi.dim);
-  ccg_placement want[2] = {sh_R(), pi};
+  /* data parallel: rows of data sharded off the axis stay apart (dims
+   * after the axis move by the indices' rank less one) */
+  ccg_placement dp = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  if (sh->local && !is_shard(pi) && is_shard(dp) && dp.dim != ax) {
+    pd = dp;
+    out = sh_S(dp.dim < ax ? dp.dim : dp.dim + rank_of(sh, idx) - 1);
+  }
+  ccg_placement want[2] = {pd, pi};
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 

@@ -33,6 +33,8 @@ static const ccg__param_spec p_ddp[] = {GROUP, REDUCE};
              "again where its gradient rules read it, so the forward's copy "  \
              "is freed after its last forward use; false (ZeRO 1): kept")
 static const ccg__param_spec p_fsdp[] = {GROUP, REDUCE, DIM, RESHARD};
+#define BATCH_DIM CCG__PARAM(params, dim, "dim", INT, "0", "the batch dim")
+static const ccg__param_spec p_chunk[] = {GROUP, BATCH_DIM};
 
 static ccg_status reduce_op(ccg__mcall *c, ccg_reduce_op *op) {
   const params *p = c->params;
@@ -197,6 +199,64 @@ static ccg_status bucket_backward(ccg__mcall *c, const ccg_value_id *in,
   return bucket(c, gout, n_in, gin);
 }
 
+/* ---- ddp.batch_chunk ----------------------------------------------------- */
+
+/* A value the same on every rank whose batch a data-parallel rank needs
+ * only its chunk of (a mask or an embedding built with the global batch).
+ * Each rank's loss covers its chunk, so the gradient is that chunk's in
+ * place and zeros elsewhere (the parameter's reduction then adds the
+ * ranks' parts): dy * [r == k] for k = 0..W-1, concatenated along dim; the
+ * factor is this rank's entry of the constant e_k (a ShardSlice, no
+ * communication). */
+static ccg_status chunk_forward(ccg__mcall *c, const ccg_value_id *in,
+                                size_t n_in, ccg_value_id *out, size_t *n_out) {
+  (void)n_in;
+  const params *p = c->params;
+  int64_t w;
+  int dim;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  CCG_CHECK(ccg__mdivisible(c, in[0], dim, w, p->group));
+  *n_out = 1;
+  if (w == 1)
+    return ccg_identity(c->g, in[0], &out[0]);
+  return ccg_shard_slice(c->g, in[0], p->group, dim, NULL, &out[0]);
+}
+
+static ccg_status chunk_backward(ccg__mcall *c, const ccg_value_id *in,
+                                 size_t n_in, const ccg_value_id *out,
+                                 const ccg_value_id *gout, size_t n_out,
+                                 ccg_value_id *gin) {
+  (void)n_in, (void)out, (void)n_out;
+  const params *p = c->params;
+  int64_t w;
+  int dim;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  if (w == 1)
+    return ccg_identity(c->g, gout[0], &gin[0]);
+  if (w > 64)
+    return ccg__mfail(c, CCG_STATUS_UNSUPPORTED,
+                      "a group of %lld ranks; the backward builds one term "
+                      "per rank, at most 64",
+                      (long long)w);
+  ccg_dtype dt = ccg_value_dtype(c->g, gout[0]);
+  ccg_value_id parts[64];
+  float e[64];
+  for (int64_t k = 0; k < w; k++) {
+    for (int64_t i = 0; i < w; i++)
+      e[i] = i == k ? 1.0f : 0.0f;
+    ccg_tensor t = {CCG_DTYPE_F32, 1, {w}, e};
+    ccg_value_id ek, mine;
+    CCG_CHECK(ccg_constant(c->g, &t, &ek));
+    if (dt != CCG_DTYPE_F32)
+      CCG_CHECK(ccg_cast(c->g, ek, dt, &ek));
+    CCG_CHECK(ccg_shard_slice(c->g, ek, p->group, 0, NULL, &mine));
+    CCG_CHECK(ccg_mul(c->g, gout[0], mine, &parts[k]));
+  }
+  return ccg_concat(c->g, parts, (size_t)w, dim, &gin[0]);
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 const ccg__mapping_def ccg__data_parallel_mappings[] = {
@@ -213,6 +273,13 @@ const ccg__mapping_def ccg__data_parallel_mappings[] = {
      "each rank gets the gradient of its shard",
      CCG__PARAMS(p_fsdp), sizeof(params), 1, 1, 1, fsdp_forward, fsdp_backward,
      NULL},
+    {"ddp.batch_chunk",
+     "keep chunk r of dim (a value whole on every rank, of which a "
+     "data-parallel rank needs its batch chunk; ShardSlice)",
+     "the gradient in chunk r of dim, zeros elsewhere (each rank's loss "
+     "covers its chunk; no communication)",
+     CCG__PARAMS(p_chunk), sizeof(params), 1, 1, 1, chunk_forward,
+     chunk_backward, NULL},
     {"ddp.all_reduce_bucket",
      "gradients flattened, concatenated, one AllReduce (avg for reduce "
      "\"mean\", sum for \"sum\"), split and reshaped back (DDP's bucket)",
@@ -255,4 +322,14 @@ ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
     o = NULL;
   }
   return ccg__mapply1(g, "fsdp.all_gather_param", o, shard, out);
+}
+
+ccg_status ccg_ddp_batch_chunk(ccg_graph *g, ccg_value_id x, const char *group,
+                               int64_t dim, ccg_value_id *out) {
+  json_t *o = ccg__mparams_group(group ? group : "dp");
+  if (o && json_object_set_new(o, "dim", json_integer(dim))) {
+    json_decref(o);
+    o = NULL;
+  }
+  return ccg__mapply1(g, "ddp.batch_chunk", o, x, out);
 }

@@ -79,6 +79,18 @@ for cfg in "dp=2" "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json" \
     --check "$work/gpt_ref.onnx"
 done
 
+# ViT: the class token is expanded to the global batch from a parameter;
+# each rank keeps its chunk (ddp.batch_chunk) and its gradient is the
+# chunk's, so the summed gradients are the full batch's.
+v=$zoo/vit/ts_static
+"$tool" grad "$v/model.onnx" --loss logits -o "$work/vit_ref.onnx" >/dev/null || exit 1
+expect 0 "data parallel: 1 batch inputs split" -- shard "$v/model.onnx" \
+  --mesh dp=2 --dp-reduce sum -o "$work/vit/s"
+expect 0 "models written" -- grad "$work/vit/s" --loss logits -o "$work/vit/g"
+expect 0 "ddp.batch_chunk" -- inspect "$work/vit/g/model.rank0.onnx"
+expect 0 "check against .* ok$" -- run "$work/vit/g" \
+  --input "pixel_values=$v/inputs/pixel_values.npy" --check "$work/vit_ref.onnx"
+
 # Six layers: one bucket of about a hundred gradients (and again with
 # buckets of at most 16 KB), still the full batch's gradients.
 $py "$src/samples/make_gpt_block.py" --layers 6 "$work/gpt6.onnx" >/dev/null || exit 1
