@@ -107,6 +107,40 @@ expect 0 "ok: 2 ranks, 2 communication calls match" -- verify "$work/gpt6/g25"
 expect 0 "ok: 2 ranks, ([3-9]|[1-9][0-9]+) communication calls match" -- \
   verify "$work/gpt6/g0.015625"
 
+# Under mpirun (one process per rank, dp=2,tp=2 with ZeRO 1): rank 0 checks
+# its outputs and gradient shards (its loss is a dp part: said and
+# skipped), and every rank's outputs equal the local ranks' (1e-6).
+l=$zoo/llama/ts_train
+if command -v mpirun >/dev/null && "$tool" run "$work/ref_llama.onnx" --comm mpi \
+  --input "input_ids=$l/inputs/input_ids.npy" --input "labels=$l/inputs/labels.npy" >/dev/null 2>&1; then
+  ins=(--input "input_ids=$l/inputs/input_ids.npy" --input "labels=$l/inputs/labels.npy")
+  "$tool" run "$work/llama_dp2tp2_z1/g" "${ins[@]}" --output-dir "$work/mpi_local" >/dev/null
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 4 --oversubscribe \
+    "$tool" run "$work/llama_dp2tp2_z1/g" --comm mpi "${ins[@]}" --output-dir "$work/mpi_out" \
+    --check "$work/ref_llama.onnx" 2>&1)
+  if grep -qE "check against .*: ok" <<<"$out" && grep -q "output 'loss' of rank 0 skipped" <<<"$out" &&
+    $py - "$work" <<'PY'; then
+import sys, os, numpy as np
+w = sys.argv[1]
+n = 0
+for r in range(4):
+    d = f"{w}/mpi_local/rank{r}"
+    for f in os.listdir(d):
+        a, b = np.load(f"{d}/{f}"), np.load(f"{w}/mpi_out/rank{r}/{f}")
+        assert a.shape == b.shape and np.allclose(a, b, rtol=0, atol=1e-6), (r, f)
+        n += 1
+assert n == 4 * 23, n
+PY
+    passes=$((passes + 1))
+  else
+    echo "FAIL: dp=2,tp=2 under mpirun:"
+    echo "$out" | sed 's/^/    /' | head -20
+    failures=$((failures + 1))
+  fi
+else
+  echo "SKIP: run --comm mpi: no mpirun or no MPI in this build"
+fi
+
 # onnx.checker on every rank model written above
 mkdir -p "$work/all"
 for f in "$work"/*/g/*.onnx; do
