@@ -47,6 +47,17 @@ shard_grad_check llama_dp2tp2 llama dp=2,tp=2
 shard_grad_check llama_dp2tp2_z1 llama dp=2,tp=2 --zero 1
 shard_grad_check llama_tp2dp2_z3 llama tp=2,dp=2 --zero 3
 shard_grad_check llama_dp2tp2_data llama data=2,tp=2 --dp-axis data
+# The other training variants: dp=2, and dp=2,tp=2 with ZeRO 1 where the
+# tp plan alone gives the unsharded gradients (falcon's and opt's tied
+# embeddings get two gradient parts from the plan's axis, docs/shard.md).
+for arch in mistral qwen2 phi gpt_neox falcon opt; do
+  "$tool" grad "$zoo/$arch/ts_train/model.onnx" --loss loss \
+    -o "$work/ref_$arch.onnx" >/dev/null || exit 1
+  shard_grad_check "${arch}_dp2" "$arch" dp=2
+done
+for arch in mistral qwen2 phi gpt_neox; do
+  shard_grad_check "${arch}_dp2tp2_z1" "$arch" dp=2,tp=2 --zero 1
+done
 
 # Every gradient compared: dp alone keeps the tied embedding one parameter,
 # so the rank's gradients are all of the reference's (28 of gpt2).
