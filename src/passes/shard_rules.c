@@ -370,11 +370,19 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                    ccg_value_name(g, shp), od);
   int64_t t[CCG_MAX_RANK];
   bool computed = false; /* symbolic entries: the target stays computed */
+  bool sym_od = false;   /* the sharded entry is a symbol (a batch) */
   for (int i = 0; i < k; i++) {
     /* another dim's symbol (batch, seq) is the same on every rank */
     if (ccg_dim_is_sym(e[i]) && i != od) {
       computed = true;
       t[i] = -2;
+      continue;
+    }
+    /* data parallel: the whole batch, computed from the shard's Shape (its
+     * entry multiplied back), is divided again at run time */
+    if (ccg_dim_is_sym(e[i]) && sh->local) {
+      computed = sym_od = true;
+      t[i] = sh->W;
       continue;
     }
     if (ccg_dim_is_sym(e[i]))
@@ -406,7 +414,8 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
   if (computed && divided) {
-    CCG_CHECK(computed_target(sh, shp, od, e[od].size, t[od], k, &sv));
+    CCG_CHECK(computed_target(sh, shp, od, sym_od ? sh->W : e[od].size, t[od],
+                              k, &sv));
   } else if (computed) {
     /* -1 (inferred) or 0 copying the sharded dim: right as it is */
     if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))

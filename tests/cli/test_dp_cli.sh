@@ -90,6 +90,25 @@ for cfg in "dp=2" "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json" \
     --check "$work/gpt_ref.onnx"
 done
 
+# A symbolic batch: the input is batch/2 on each rank; head reshapes whose
+# targets are computed from shapes are divided at run time. Two batch
+# sizes, forward and backward.
+$py "$src/samples/make_gpt_block.py" --dynamic "$work/gdyn.onnx" >/dev/null || exit 1
+$py -c "
+import numpy as np
+np.save('$work/ids4.npy', (np.arange(24).reshape(4, 6) * 7 % 50).astype(np.int64))
+np.save('$work/ids6.npy', (np.arange(30).reshape(6, 5) * 3 % 50).astype(np.int64))"
+"$tool" grad "$work/gdyn.onnx" --loss logits -o "$work/gdyn_ref.onnx" >/dev/null || exit 1
+expect 0 "data parallel: 1 batch inputs split" -- shard "$work/gdyn.onnx" \
+  --plan "$src/samples/plan_gpt_block.json" --mesh dp=2,tp=2 --dp-reduce sum \
+  -o "$work/gdyn/s"
+expect 0 "i64\[batch/2,seq\]" -- inspect "$work/gdyn/s/gdyn.rank3.onnx"
+expect 0 "models written" -- grad "$work/gdyn/s" --loss logits -o "$work/gdyn/g"
+for b in 4 6; do
+  expect 0 "check against .* ok$" -- run "$work/gdyn/g" --input "ids=$work/ids$b.npy" \
+    --check "$work/gdyn_ref.onnx"
+done
+
 # ViT: the class token is expanded to the global batch from a parameter;
 # each rank keeps its chunk (ddp.batch_chunk) and its gradient is the
 # chunk's, so the summed gradients are the full batch's.
