@@ -52,7 +52,8 @@ typedef struct ccg_shard_report {
 
 /* Builds the sharded graph of `g` (unchanged; its shapes are the global
  * ones) on `mesh` (copied; it must have the plan's axis, unless it has the
- * data axis and `plan` is NULL or empty: data parallelism alone). Plan patterns
+ * data axis and `plan` is NULL: data parallelism alone; NULL without a
+ * data axis is an error). Plan patterns
  * match module paths (from torch.onnx.export's scoped node names:
  * "/h.0/mlp/fc1/MatMul" is module "h.0.mlp.fc1") and parameter names. Every
  * graph output of the result is Replicate, under its original name. Errors

@@ -949,11 +949,11 @@ ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
                       "shard: mesh axis '%s' cannot be both the plan's axis "
                       "and the data axis",
                       sh.axis_name);
-  if (sh.axis < 0 && sh.dp < 0 && ccg_plan_num_entries(plan) == 0)
+  if (!plan && sh.dp < 0)
     return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
-                      "shard: the mesh [%s] has neither the plan's axis '%s' "
-                      "nor the data axis '%s'",
-                      buf, sh.axis_name, sh.dp_name);
+                      "shard: no plan, and the mesh [%s] has no data axis "
+                      "'%s': give a plan for axis '%s'",
+                      buf, sh.dp_name, sh.axis_name);
   if (sh.axis < 0 && (sh.dp < 0 || ccg_plan_num_entries(plan) > 0))
     return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
                       "shard: the plan's mesh axis '%s' is not in the mesh "

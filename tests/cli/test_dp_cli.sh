@@ -215,11 +215,13 @@ PY
 # bad input
 expect 2 "input 'input_ids' batch dim 0 \(size 2\) is not divisible by dp=3" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=3 -o "$work/bad1"
-expect 2 "mesh \[dq=2\] has neither the plan's axis 'tp' nor the data axis 'dp'" -- \
+expect 2 "no plan, and the mesh \[dq=2\] has no data axis 'dp'" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dq=2 -o "$work/bad2"
 expect 2 "ZeRO and the batch inputs need the data axis 'data' in the mesh" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --plan "$src/samples/plans/gpt2.json" \
   --mesh dp=2,tp=2 --dp-axis data --zero 1 -o "$work/bad3"
+expect 2 "no plan, and the mesh \[tp=2\] has no data axis 'dp'" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 -o "$work/bad9"
 expect 1 "--zero 2 .* is not supported" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --zero 2 -o "$work/bad4"
 expect 1 "--dp-reduce takes mean or sum, not 'max'" -- \
@@ -231,7 +233,7 @@ expect 2 "mesh axis 'tp' cannot be both the plan's axis and the data axis" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 --dp-axis tp -o "$work/bad7"
 expect 1 "--bucket-mb takes a size in MB" -- grad "$work/gpt2_dp2/s" --loss loss \
   --bucket-mb -3 -o "$work/bad8"
-for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8; do
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8 bad9; do
   if [ -e "$work/$d" ]; then
     echo "FAIL: $d was written"
     failures=$((failures + 1))
