@@ -124,14 +124,15 @@ static ccg_status check_inputs(shard *sh) {
   return CCG_STATUS_OK;
 }
 
-/* The dim a ZeRO parameter is split on: the first one the dp size divides
- * that the plan's axis does not shard (a nested shard of one dim would
- * hold another order of chunks than the placements say); -1 for none. */
+/* The dim a ZeRO parameter is split on: the first one the dp size divides.
+ * The dp chunk is cut from the rank's tp shard, so a dim the plan's axis
+ * shards too qualifies only where that axis comes first in the mesh
+ * (placements nest shards of one dim in mesh order); -1 for none. */
 static int zero_dim(const shard *sh, ccg_value_id w, const ccg_placement *pl,
                     int np) {
   const ccg_shape *s = ccg_value_shape(sh->s, w);
   for (int k = 0; k < s->rank; k++) {
-    if (!sh->no_plan && np > sh->axis &&
+    if (!sh->no_plan && sh->dp < sh->axis && np > sh->axis &&
         pl[sh->axis].kind == CCG_PLACEMENT_SHARD && pl[sh->axis].dim == k)
       continue;
     if (!ccg_dim_is_sym(s->dims[k]) && s->dims[k].size > 0 &&

@@ -79,7 +79,8 @@ $py -c "
 import numpy as np; np.save('$work/ids.npy', (np.arange(16).reshape(2, 8) * 7 % 50).astype(np.int64))"
 "$tool" grad "$work/gpt.onnx" --loss logits -o "$work/gpt_ref.onnx" >/dev/null || exit 1
 for cfg in "dp=2" "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json" \
-  "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json --zero 1"; do
+  "dp=2,tp=2 --plan $src/samples/plan_gpt_block.json --zero 1" \
+  "tp=2,dp=2 --plan $src/samples/plan_gpt_block.json --zero 3"; do
   set -- $cfg
   d=$work/gpt_$(echo "$cfg" | md5sum | cut -c1-8)
   expect 0 "data parallel: 1 batch inputs split" -- shard "$work/gpt.onnx" \
