@@ -47,6 +47,15 @@ shard_grad_check llama_dp2tp2 llama dp=2,tp=2
 shard_grad_check llama_dp2tp2_z1 llama dp=2,tp=2 --zero 1
 shard_grad_check llama_tp2dp2_z3 llama tp=2,dp=2 --zero 3
 shard_grad_check llama_dp2tp2_data llama data=2,tp=2 --dp-axis data
+# Only input_ids named as carrying the batch: labels stay whole on every
+# rank and the loss takes each rank's chunk of them (ddp.batch_chunk).
+expect 0 "data parallel: 1 batch inputs split" -- shard "$zoo/gpt2/ts_train/model.onnx" \
+  --mesh dp=2 --dp-inputs input_ids -o "$work/gpt2_ids/s"
+expect 0 "models written" -- grad "$work/gpt2_ids/s" --loss loss -o "$work/gpt2_ids/g"
+expect 0 "check against .* ok$" -- run "$work/gpt2_ids/g" \
+  --input "input_ids=$zoo/gpt2/ts_train/inputs/input_ids.npy" \
+  --input "labels=$zoo/gpt2/ts_train/inputs/labels.npy" --check "$work/ref_gpt2.onnx"
+
 # The other training variants: dp=2, and dp=2,tp=2 with ZeRO 1 where the
 # tp plan alone gives the unsharded gradients (falcon's and opt's tied
 # embeddings get two gradient parts from the plan's axis, docs/shard.md).
@@ -225,6 +234,8 @@ expect 2 "no plan, and the mesh \[tp=2\] has no data axis 'dp'" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 -o "$work/bad9"
 expect 1 "--zero 2 .* is not supported" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --zero 2 -o "$work/bad4"
+expect 1 "--batch-dim takes a whole number from 0 to 7, not '9'" -- \
+  shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --batch-dim 9 -o "$work/bad10"
 expect 1 "--dp-reduce takes mean or sum, not 'max'" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=2 --dp-reduce max -o "$work/bad5"
 expect 2 "'nope' \(a batch input named by the options\) is not a graph input" -- \
@@ -234,7 +245,7 @@ expect 2 "mesh axis 'tp' cannot be both the plan's axis and the data axis" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 --dp-axis tp -o "$work/bad7"
 expect 1 "--bucket-mb takes a size in MB" -- grad "$work/gpt2_dp2/s" --loss loss \
   --bucket-mb -3 -o "$work/bad8"
-for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8 bad9; do
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8 bad9 bad10; do
   if [ -e "$work/$d" ]; then
     echo "FAIL: $d was written"
     failures=$((failures + 1))
