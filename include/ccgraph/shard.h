@@ -22,19 +22,38 @@ typedef struct ccg_shard_options {
                              vocab_parallel outputs default to
                              Shard(sequence_dim) */
   int64_t sequence_dim;   /* of [batch, seq, hidden] activations; 1 */
+  /* Data parallelism (docs/parallelism.md): a mesh axis named dp_axis has
+   * the data role. The graph inputs carrying the batch enter Shard(batch_dim)
+   * over it, every rank runs the model on its batch chunk, and every float
+   * initializer is synchronised over it in the backward. */
+  const char *dp_axis;   /* NULL = "dp"; absent from the mesh: no dp */
+  int zero;              /* 0: gradients all-reduced (DDP); 1 and 3: each
+                            parameter stored as its dp shard, all-gathered
+                            for use, its gradient reduce-scattered (3 also
+                            gathers again in the backward) */
+  bool dp_sum;           /* gradients summed over dp; false: averaged */
+  int64_t dp_batch_dim;  /* the batch dim of the inputs carrying it; 0 */
+  const char *dp_inputs; /* comma-separated names of the inputs carrying
+                            the batch; NULL = every input whose batch dim
+                            equals the first input's */
 } ccg_shard_options;
 #define CCG_SHARD_OPTIONS_INIT                                                 \
-  { sizeof(ccg_shard_options), NULL, false, 1 }
+  { sizeof(ccg_shard_options), NULL, false, 1, NULL, 0, false, 0, NULL }
 
 /* What the pass did. */
 typedef struct ccg_shard_report {
   size_t n_sharded_params;   /* initializers split across the axis */
   size_t n_collectives;      /* collective nodes inserted */
   size_t n_reshape_rewrites; /* Reshape targets divided by the group size */
+  size_t n_dp_inputs;        /* graph inputs split on the batch over dp */
+  size_t n_dp_params;        /* parameters synchronised over dp */
+  size_t n_dp_sharded;       /* of those, stored as dp shards (ZeRO 1, 3) */
 } ccg_shard_report;
 
 /* Builds the sharded graph of `g` (unchanged; its shapes are the global
- * ones) on `mesh` (copied; it must have the plan's axis). Plan patterns
+ * ones) on `mesh` (copied; it must have the plan's axis, unless it has the
+ * data axis and `plan` is NULL: data parallelism alone; NULL without a
+ * data axis is an error). Plan patterns
  * match module paths (from torch.onnx.export's scoped node names:
  * "/h.0/mlp/fc1/MatMul" is module "h.0.mlp.fc1") and parameter names. Every
  * graph output of the result is Replicate, under its original name. Errors

@@ -184,6 +184,34 @@ CCG_API ccg_status ccg_mark_sequence_parallel_param(ccg_graph *g,
                                                     const char *group,
                                                     ccg_value_id *out);
 
+/* Data parallelism (docs/parallelism.md). DistributedDataParallel's
+ * gradient hook: an Identity tagged "ddp.all_reduce_grad" whose backward
+ * all-reduces the gradient over `group` (NULL = "dp"), averaged unless
+ * `sum`. Use *out in place of `param`. */
+CCG_API ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
+                                           const char *group, bool sum,
+                                           ccg_value_id *out);
+/* A value whole on every rank (built with the global batch) of which each
+ * data-parallel rank needs its chunk along `dim`: ShardSlice over `group`
+ * (NULL = "dp"), "ddp.batch_chunk". Its backward puts the gradient in the
+ * rank's chunk and zeros elsewhere, without communication: each rank's
+ * loss covers its chunk, and the parameters' reduction adds the parts. */
+CCG_API ccg_status ccg_ddp_batch_chunk(ccg_graph *g, ccg_value_id x,
+                                       const char *group, int64_t dim,
+                                       ccg_value_id *out);
+/* FSDP's unshard (ZeRO): `shard` is this rank's chunk of a parameter along
+ * `dim`; *out is the whole parameter (AllGather over `group`, NULL = "dp").
+ * The backward reduce-scatters the gradient along `dim`, averaged unless
+ * `sum`, so each rank gets the gradient of its shard. With
+ * `reshard_after_forward` (FSDP's option; ZeRO 3) ccg_backward gathers the
+ * parameter again for the gradient rules that read it, so the forward's
+ * copy is not kept alive through the backward. */
+CCG_API ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
+                                             const char *group, int64_t dim,
+                                             bool sum,
+                                             bool reshard_after_forward,
+                                             ccg_value_id *out);
+
 /* Megatron's tensor-parallel linear layers, built from the mappings above
  * and a MatMul with this rank's weight shard (weights are MatMul's right
  * operand, [in, out]). Mapping nodes are tagged; the MatMul and bias Add are

@@ -124,6 +124,7 @@ typedef struct ccg_cost_item {
   int first_rank;   /* the group's first rank (the sender for Send) */
   int group_size;
   double bytes, bus_factor, bus_bytes, time_s;
+  unsigned axes; /* mesh-axis mask of the group (bit i: axis i) */
 } ccg_cost_item;
 
 typedef struct ccg_cost_report {
@@ -135,6 +136,14 @@ typedef struct ccg_cost_report {
   double step_bus_bytes;  /* the largest rank_bus_bytes */
   double step_time_s;     /* step_bus_bytes / link bandwidth */
   double link_bytes_per_s;
+  /* Per mesh axis (n_axes of them, the mesh's order): the bytes and bus
+   * bytes of the busiest rank's calls whose group is that axis alone (a
+   * data-parallel axis: its gradient reductions). Calls over several axes
+   * are in multi_axis_bus_bytes. */
+  int n_axes;
+  double axis_bytes[CCG_MAX_MESH_AXES];
+  double axis_bus_bytes[CCG_MAX_MESH_AXES];
+  double multi_axis_bus_bytes;
 } ccg_cost_report;
 
 /* The communication cost of one step of a program (the forms, stage axis

@@ -93,12 +93,15 @@ class ExportOptions(Structure):
 
 class ShardOptions(Structure):
     _fields_ = [("size", c_size_t), ("mesh_axis", c_char_p),
-                ("sequence_parallel", c_bool), ("sequence_dim", c_int64)]
+                ("sequence_parallel", c_bool), ("sequence_dim", c_int64),
+                ("dp_axis", c_char_p), ("zero", c_int), ("dp_sum", c_bool),
+                ("dp_batch_dim", c_int64), ("dp_inputs", c_char_p)]
 
 
 class ShardReport(Structure):
     _fields_ = [("n_sharded_params", c_size_t), ("n_collectives", c_size_t),
-                ("n_reshape_rewrites", c_size_t)]
+                ("n_reshape_rewrites", c_size_t), ("n_dp_inputs", c_size_t),
+                ("n_dp_params", c_size_t), ("n_dp_sharded", c_size_t)]
 
 
 class PlanProposeOptions(Structure):
@@ -136,7 +139,7 @@ class CostItem(Structure):
     _fields_ = [("op", c_int), ("node", c_char_p), ("first_rank", c_int),
                 ("group_size", c_int), ("bytes", c_double),
                 ("bus_factor", c_double), ("bus_bytes", c_double),
-                ("time_s", c_double)]
+                ("time_s", c_double), ("axes", ctypes.c_uint)]
 
 
 class CostReport(Structure):
@@ -144,7 +147,9 @@ class CostReport(Structure):
                 ("n_ranks", c_int), ("rank_bytes", POINTER(c_double)),
                 ("rank_bus_bytes", POINTER(c_double)),
                 ("step_bus_bytes", c_double), ("step_time_s", c_double),
-                ("link_bytes_per_s", c_double)]
+                ("link_bytes_per_s", c_double), ("n_axes", c_int),
+                ("axis_bytes", c_double * 4), ("axis_bus_bytes", c_double * 4),
+                ("multi_axis_bus_bytes", c_double)]
 
 
 # ---- finding the library ---------------------------------------------------

@@ -159,4 +159,13 @@ extern const command cli_export_command;
 int cli_npy_read(const char *cmd, const char *path, ccg_tensor *out);
 int cli_npy_write(const char *cmd, const char *path, const ccg_tensor *t);
 
+/* run_partial.c. Output `name` of rank r (of g) placed Partial(avg|sum) on
+ * mesh axes: the mean or sum of the values of r's group on those axes
+ * (have[q]: rank q's tensor, NULL where not run here) into *out, its data
+ * in *owned (freed by the caller). 1 done, 0 not Partial, -1 not possible
+ * here (a member missing, another reduce op, not f32/f64). */
+int cli_partial_combine(ccg_graph *g, const char *name, int r,
+                        const ccg_tensor *const *have, int world,
+                        ccg_tensor *out, void **owned);
+
 #endif

@@ -1,6 +1,7 @@
 /* ccgraph shard: applies a DTensor-style plan to an unsharded ONNX model and
  * writes one model per rank. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ static void model_name(const char *path, char *buf, size_t size) {
 
 typedef struct shard_args {
   const char *model, *plan, *mesh, *out, *dialect, *axis, *opset;
+  const char *dp_axis, *zero, *dp_reduce, *dp_inputs, *batch_dim;
   bool sp, json;
 } shard_args;
 
@@ -50,12 +52,15 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
       json_array_append_new(files, json_sprintf("%s/%s.rank%lld.onnx", a->out,
                                                 name, (long long)r));
     return print_json(json_pack(
-        "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:o}", "model", name, "mesh", mesh,
-        "ranks", (json_int_t)world, "nodes", (json_int_t)ccg_graph_num_nodes(s),
-        "collectives", cli_collectives_json(counts), "sharded_params",
+        "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:{s:I,s:I,s:I},s:o}", "model", name,
+        "mesh", mesh, "ranks", (json_int_t)world, "nodes",
+        (json_int_t)ccg_graph_num_nodes(s), "collectives",
+        cli_collectives_json(counts), "sharded_params",
         (json_int_t)rep->n_sharded_params, "reshape_rewrites",
         (json_int_t)rep->n_reshape_rewrites, "sequence_parallel", a->sp,
-        "files", files));
+        "data_parallel", "batch_inputs", (json_int_t)rep->n_dp_inputs, "params",
+        (json_int_t)rep->n_dp_params, "params_sharded",
+        (json_int_t)rep->n_dp_sharded, "files", files));
   }
   char coll[512];
   cli_format_collectives(counts, coll, sizeof coll);
@@ -65,9 +70,57 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
   printf("  collectives: %s\n", coll);
   printf("  weights split: %zu; reshape targets rewritten: %zu\n",
          rep->n_sharded_params, rep->n_reshape_rewrites);
+  if (rep->n_dp_params || rep->n_dp_inputs)
+    printf("  data parallel: %zu batch inputs split, %zu parameters "
+           "synchronised (%zu stored as dp shards)\n",
+           rep->n_dp_inputs, rep->n_dp_params, rep->n_dp_sharded);
   printf("wrote %s/%s.rank0.onnx .. rank%lld.onnx\n", a->out, name,
          (long long)(world - 1));
   return EXIT_OK;
+}
+
+/* A whole number in [lo, hi], else a usage error naming the option. */
+static int int_option(const command *self, const char *opt, const char *v,
+                      long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return usage_error(self,
+                       "%s takes a whole number from %ld to %ld, not "
+                       "'%s'",
+                       opt, lo, hi, v);
+  *out = x;
+  return -1;
+}
+
+static int dp_options(const command *self, const shard_args *a,
+                      ccg_shard_options *so) {
+  long x;
+  int rc;
+  so->dp_axis = a->dp_axis;
+  so->dp_inputs = a->dp_inputs;
+  if (a->zero) {
+    if ((rc = int_option(self, "--zero", a->zero, 0, 3, &x)) >= 0)
+      return rc;
+    if (x == 2)
+      return usage_error(self, "--zero 2 (sharded gradients and optimizer "
+                               "state, whole parameters) is not supported: "
+                               "use 1 (each rank's gradients are its dp "
+                               "shard) or 3 (parameters sharded too)");
+    so->zero = (int)x;
+  }
+  if (a->batch_dim) {
+    if ((rc = int_option(self, "--batch-dim", a->batch_dim, 0, 7, &x)) >= 0)
+      return rc;
+    so->dp_batch_dim = x;
+  }
+  if (a->dp_reduce && strcmp(a->dp_reduce, "mean") != 0 &&
+      strcmp(a->dp_reduce, "sum") != 0)
+    return usage_error(self, "--dp-reduce takes mean or sum, not '%s'",
+                       a->dp_reduce);
+  so->dp_sum = a->dp_reduce && strcmp(a->dp_reduce, "sum") == 0;
+  return -1;
 }
 
 static int run_shard(int argc, char **argv) {
@@ -81,6 +134,11 @@ static int run_shard(int argc, char **argv) {
       {"--dialect", &a.dialect, NULL},
       {"--opset", &a.opset, NULL},
       {"--axis", &a.axis, NULL},
+      {"--dp-axis", &a.dp_axis, NULL},
+      {"--zero", &a.zero, NULL},
+      {"--dp-reduce", &a.dp_reduce, NULL},
+      {"--dp-inputs", &a.dp_inputs, NULL},
+      {"--batch-dim", &a.batch_dim, NULL},
       {"--sequence-parallel", NULL, &a.sp},
       {"--json", NULL, &a.json},
   };
@@ -90,8 +148,12 @@ static int run_shard(int argc, char **argv) {
     return rc;
   if (!a.model)
     return usage_error(self, "missing the MODEL.onnx");
-  if (!a.plan || !a.mesh || !a.out)
-    return usage_error(self, "--plan, --mesh and -o are required");
+  if (!a.mesh || !a.out)
+    return usage_error(self, "--mesh and -o are required");
+  ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
+  rc = dp_options(self, &a, &so);
+  if (rc >= 0)
+    return rc;
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
@@ -100,7 +162,9 @@ static int run_shard(int argc, char **argv) {
   if (rc >= 0)
     return rc;
   ccg_plan *plan = NULL;
-  if (ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
+  /* without --plan nothing is placed on the plan's axis (data parallel
+   * alone) */
+  if (a.plan && ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
   ccg_graph *g = NULL, *s = NULL;
   rc = cli_import(self->name, a.model, &g);
@@ -108,7 +172,6 @@ static int run_shard(int argc, char **argv) {
     ccg_plan_free(plan);
     return rc;
   }
-  ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
   so.mesh_axis = a.axis;
   so.sequence_parallel = a.sp;
   ccg_shard_report rep;
@@ -133,9 +196,11 @@ static int run_shard(int argc, char **argv) {
 
 const command cli_shard_command = {
     "shard", "apply a parallel plan to an ONNX model: one model per rank",
-    "usage: ccgraph shard MODEL.onnx --plan PLAN.json --mesh tp=4[,dp=2]\n"
+    "usage: ccgraph shard MODEL.onnx [--plan PLAN.json] --mesh tp=4[,dp=2]\n"
     "                     -o DIR [--sequence-parallel] [--dialect ort]\n"
-    "                     [--opset N] [--axis tp] [--json]\n"
+    "                     [--opset N] [--axis tp] [--dp-axis dp]\n"
+    "                     [--zero 0|1|3] [--dp-reduce mean|sum]\n"
+    "                     [--dp-inputs A,B] [--batch-dim D] [--json]\n"
     "\n"
     "Applies a DTensor-style plan ({module-or-parameter pattern: style},\n"
     "styles colwise, rowwise, sequence_parallel, vocab_parallel, replicate,\n"
@@ -144,7 +209,12 @@ const command cli_shard_command = {
     "inserted, local shapes, each rank's weight shards. Module paths come\n"
     "from torch.onnx.export's node names (/h.0/mlp/fc1/MatMul is module\n"
     "h.0.mlp.fc1). Nothing is written when anything fails.\n"
-    "  --plan PLAN.json      the parallel plan (schemas/plan.schema.json)\n"
+    "A mesh axis named as --dp-axis is data parallel (docs/parallelism.md):\n"
+    "the inputs carrying the batch are split on it, each rank runs on its\n"
+    "batch chunk, and every float parameter's gradient is reduced over it\n"
+    "in the backward (ccgraph grad).\n"
+    "  --plan PLAN.json      the parallel plan (schemas/plan.schema.json);\n"
+    "                        none: nothing on the plan's axis (dp alone)\n"
     "  --mesh SPEC           device mesh, e.g. tp=4 or dp=2,tp=4\n"
     "  -o, --out DIR         output folder (created if missing)\n"
     "  --sequence-parallel   LayerNorms on sequence shards; rowwise and\n"
@@ -153,6 +223,15 @@ const command cli_shard_command = {
     "                        ONNX Runtime's com.microsoft ops\n"
     "  --opset N             ai.onnx opset of the models, 17..24 (default 17)\n"
     "  --axis AXIS           the mesh axis the plan shards over (default tp)\n"
+    "  --dp-axis AXIS        the data-parallel mesh axis (default dp)\n"
+    "  --zero 0|1|3          0: gradients all-reduced (DDP, default); 1: each\n"
+    "                        parameter stored as its dp shard, all-gathered\n"
+    "                        for use, its gradient reduce-scattered; 3: as\n"
+    "                        1, gathered again in the backward (FSDP)\n"
+    "  --dp-reduce mean|sum  gradients averaged over dp (default) or summed\n"
+    "  --dp-inputs A,B       the inputs carrying the batch (default: those\n"
+    "                        whose batch dim equals the first input's)\n"
+    "  --batch-dim D         the inputs' batch dim (default 0)\n"
     "  --json                a JSON summary on stdout\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"
     "entry that matches nothing, a dim the mesh does not divide), 3 runtime.\n",

@@ -19,7 +19,9 @@ const command cli_cost_command = {
     "(AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n;\n"
     "Broadcast, Reduce, Send/Recv 1), bus bytes S*factor and the time at the\n"
     "link bandwidth. Per step: each rank's bus bytes and the largest, whose\n"
-    "time is the step's estimate (calls do not overlap). Models are read as\n"
+    "time is the step's estimate (calls do not overlap), and per mesh axis\n"
+    "the busiest rank's bus bytes over that axis alone (a data-parallel\n"
+    "axis: its gradient reductions). Models are read as\n"
     "`ccgraph verify` reads them; every dim must be a number (--dims).\n"
     "  --link-gbps X      link (bus) bandwidth in Gbit/s (default 100)\n"
     "  --name NAME        the program in a folder holding several\n"
@@ -28,8 +30,18 @@ const command cli_cost_command = {
     "  --json             one JSON document on stdout\n",
     cmd_cost};
 
-static json_t *cost_json(const ccg_cost_report *r, double gbps) {
-  json_t *items = json_array(), *ranks = json_array();
+static const char *axis_name(const ccg_mesh *m, int a) {
+  return m && a < m->ndims ? m->names[a] : "?";
+}
+
+static json_t *cost_json(const ccg_cost_report *r, double gbps,
+                         const ccg_mesh *m) {
+  json_t *items = json_array(), *ranks = json_array(), *axes = json_object();
+  for (int a = 0; a < r->n_axes; a++)
+    json_object_set_new(axes, axis_name(m, a),
+                        json_pack("{s:f,s:f,s:f}", "bytes", r->axis_bytes[a],
+                                  "bus_bytes", r->axis_bus_bytes[a], "time_s",
+                                  r->axis_bus_bytes[a] / r->link_bytes_per_s));
   for (size_t i = 0; i < r->n_items; i++) {
     const ccg_cost_item *it = &r->items[i];
     json_array_append_new(
@@ -44,13 +56,15 @@ static json_t *cost_json(const ccg_cost_report *r, double gbps) {
         ranks, json_pack("{s:i,s:f,s:f,s:f}", "rank", q, "bytes",
                          r->rank_bytes[q], "bus_bytes", r->rank_bus_bytes[q],
                          "time_s", r->rank_bus_bytes[q] / r->link_bytes_per_s));
-  return json_pack("{s:f,s:f,s:o,s:o,s:{s:f,s:f}}", "link_gbps", gbps,
+  return json_pack("{s:f,s:f,s:o,s:o,s:o,s:f,s:{s:f,s:f}}", "link_gbps", gbps,
                    "link_bytes_per_s", r->link_bytes_per_s, "collectives",
-                   items, "ranks", ranks, "step", "bus_bytes",
+                   items, "ranks", ranks, "axes", axes, "multi_axis_bus_bytes",
+                   r->multi_axis_bus_bytes, "step", "bus_bytes",
                    r->step_bus_bytes, "time_s", r->step_time_s);
 }
 
-static void cost_text(const ccg_cost_report *r, double gbps) {
+static void cost_text(const ccg_cost_report *r, double gbps,
+                      const ccg_mesh *m) {
   printf("%-18s %-40s %5s %6s %14s %7s %14s %12s\n", "op", "node", "first",
          "ranks", "bytes", "factor", "bus_bytes", "time_us");
   for (size_t i = 0; i < r->n_items; i++) {
@@ -62,6 +76,13 @@ static void cost_text(const ccg_cost_report *r, double gbps) {
   printf("\nper rank (bus bytes):");
   for (int q = 0; q < r->n_ranks; q++)
     printf(" %d:%.0f", q, r->rank_bus_bytes[q]);
+  printf("\nper axis (busiest rank, calls over that axis alone):");
+  for (int a = 0; a < r->n_axes; a++)
+    printf(" %s %.0f bus bytes (%.3f us);", axis_name(m, a),
+           r->axis_bus_bytes[a],
+           r->axis_bus_bytes[a] / r->link_bytes_per_s * 1e6);
+  if (r->multi_axis_bus_bytes > 0)
+    printf(" several axes %.0f bus bytes;", r->multi_axis_bus_bytes);
   printf("\nstep: %.0f bus bytes on the busiest rank, %.3f us at %g Gbit/s\n",
          r->step_bus_bytes, r->step_time_s * 1e6, gbps);
 }
@@ -96,9 +117,9 @@ static int cmd_cost(int argc, char **argv) {
     return st == CCG_STATUS_OOM ? EXIT_RUNTIME : EXIT_BAD_INPUT;
   }
   if (a.json) {
-    rc = print_json(cost_json(r, gbps));
+    rc = print_json(cost_json(r, gbps, ccg_graph_mesh(prog.graphs[0])));
   } else {
-    cost_text(r, gbps);
+    cost_text(r, gbps, ccg_graph_mesh(prog.graphs[0]));
     rc = EXIT_OK;
   }
   ccg_cost_report_free(r);

@@ -11,7 +11,7 @@ static int cmd_grad(int argc, char **argv);
 const command cli_grad_command = {
     "grad", "add the backward of a model (or of per-rank models)",
     "usage: ccgraph grad MODEL.onnx|DIR --loss NAME -o OUT [--wrt P,...]\n"
-    "                    [--name NAME] [--opset N] [--json]\n"
+    "                    [--bucket-mb M] [--name NAME] [--opset N] [--json]\n"
     "\n"
     "Derives the gradients of the sum of value NAME's elements (a scalar\n"
     "loss, or any float value) with respect to the inputs and initializers\n"
@@ -24,9 +24,17 @@ const command cli_grad_command = {
     "of <name>.rank<r>.onnx, or one such file) every rank is differentiated\n"
     "and OUT is a folder that receives <name>.rank<r>.onnx; if any rank\n"
     "fails, none is left.\n"
+    "\n"
+    "Models sharded over a data-parallel axis (ccgraph shard --mesh dp=N)\n"
+    "get their parameters' gradients reduced over it; those all-reduces\n"
+    "are grouped into buckets of at most M MB (DDP's bucket_cap_mb), each\n"
+    "right after its last gradient, so that they overlap the rest of the\n"
+    "backward (docs/parallelism.md).\n"
     "  --loss NAME   the value whose elements' sum is the loss\n"
     "  -o OUT        the model file, or the folder for per-rank models\n"
     "  --wrt P,...   what to differentiate for (comma-separated)\n"
+    "  --bucket-mb M data-parallel gradient buckets of at most M MB\n"
+    "                (default 25; 0: one all-reduce per gradient)\n"
     "  --name NAME   the program in a folder holding several\n"
     "  --opset N     ai.onnx opset of the written models (17..24, default "
     "17)\n"
@@ -38,7 +46,7 @@ const command cli_grad_command = {
 
 /* The backward of g for the loss named `loss`. */
 static int differentiate(ccg_graph *g, const char *loss, const char *const *wrt,
-                         size_t n_wrt, const char *what) {
+                         size_t n_wrt, size_t bucket_bytes, const char *what) {
   ccg_value_id l;
   if (ccg_graph_find_value(g, loss, &l) != CCG_STATUS_OK) {
     fprintf(stderr,
@@ -51,7 +59,8 @@ static int differentiate(ccg_graph *g, const char *loss, const char *const *wrt,
   o.loss = l;
   o.wrt = n_wrt ? wrt : NULL;
   o.n_wrt = n_wrt;
-  if (ccg_backward(g, &o) != CCG_STATUS_OK) {
+  if (ccg_backward(g, &o) != CCG_STATUS_OK ||
+      ccg_ddp_bucket_gradients(g, bucket_bytes, NULL) != CCG_STATUS_OK) {
     fprintf(stderr, "ccgraph grad: %s: %s\n", what, ccg_last_error(g));
     return EXIT_BAD_INPUT;
   }
@@ -79,12 +88,13 @@ static int print_summary(const cli_program *p, const char *out) {
 static int cmd_grad(int argc, char **argv) {
   const command *self = &cli_grad_command;
   const char *loss = NULL, *out = NULL, *wrt_arg = NULL, *name = NULL,
-             *opset = NULL, *path = NULL;
+             *opset = NULL, *path = NULL, *bucket = NULL;
   bool json = false;
-  const option opts[] = {{"--loss", &loss, NULL}, {"-o", &out, NULL},
-                         {"--out", &out, NULL},   {"--wrt", &wrt_arg, NULL},
-                         {"--name", &name, NULL}, {"--opset", &opset, NULL},
-                         {"--json", NULL, &json}};
+  const option opts[] = {
+      {"--loss", &loss, NULL},        {"-o", &out, NULL},
+      {"--out", &out, NULL},          {"--wrt", &wrt_arg, NULL},
+      {"--name", &name, NULL},        {"--opset", &opset, NULL},
+      {"--bucket-mb", &bucket, NULL}, {"--json", NULL, &json}};
   int rc =
       parse_args(self, argc, argv, opts, sizeof opts / sizeof *opts, &path, 1);
   if (rc >= 0)
@@ -95,6 +105,17 @@ static int cmd_grad(int argc, char **argv) {
     return usage_error(self, "missing --loss NAME%s", "");
   if (!out)
     return usage_error(self, "missing -o OUT%s", "");
+  double mb = 25;
+  if (bucket) {
+    char *end;
+    mb = strtod(bucket, &end);
+    if (end == bucket || *end || !(mb >= 0) || mb > 1e6)
+      return usage_error(self,
+                         "--bucket-mb takes a size in MB from 0 to "
+                         "1e6, not '%s'",
+                         bucket);
+  }
+  size_t bucket_bytes = (size_t)(mb * 1024 * 1024);
   ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
   rc = cli_export_options(self, opset, NULL, &eo);
   if (rc >= 0)
@@ -126,7 +147,7 @@ static int cmd_grad(int argc, char **argv) {
       snprintf(what, sizeof what, "%s rank %zu", p.name, r);
     else
       snprintf(what, sizeof what, "%s", path);
-    rc = differentiate(p.graphs[r], loss, wrt, n_wrt, what);
+    rc = differentiate(p.graphs[r], loss, wrt, n_wrt, bucket_bytes, what);
   }
   if (rc == EXIT_OK)
     rc = cli_write_program(self, &p, out, &eo);

@@ -376,6 +376,12 @@ ccg_status ccg__add_const(ccg_graph *g, const ccg_tensor *t, const char *hint,
 ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
                           const char *hint, ccg_value_id *out);
 
+/* Puts the nodes in a topological order that, among the nodes ready at each
+ * point, takes the lowest key[node] (then the lowest id): a pass gives its
+ * appended nodes the key of where they belong (reorder.c). Node ids change;
+ * values and names follow. An error (a cycle) leaves g unchanged. */
+ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key);
+
 /* Rollback: builders that add helper values (constants) before their node
  * undo them if the node is refused, so a failed call changes nothing. */
 typedef struct ccg__mark {

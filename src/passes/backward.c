@@ -13,6 +13,7 @@
 #include "ccgraph/autodiff.h"
 #include "ccgraph/symbolic.h"
 #include "graph/internal.h"
+#include "passes/fsdp_regather.h"
 
 typedef struct unit {
   ccg_node_id node; /* the first node */
@@ -430,6 +431,8 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
   ccg_status st = ccg_graph_push_scope(g, "grad");
   if (st == CCG_STATUS_OK) {
     st = run(&b);
+    if (st == CCG_STATUS_OK)
+      st = ccg__fsdp_regather(g, b.nn);
     ccg_graph_pop_scope(g);
   }
   if (st != CCG_STATUS_OK)

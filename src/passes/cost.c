@@ -87,10 +87,46 @@ static ccg_status add_item(const ccg__program *p, ccg_cost_report *r,
   it->bus_factor = ccg_cost_bus_factor(e->op, e->gsize);
   it->bus_bytes = bytes * it->bus_factor;
   it->time_s = it->bus_bytes / bw;
+  it->axes = e->key;
+  return CCG_STATUS_OK;
+}
+
+/* Rank q's calls by the axis of their group: bytes and bus bytes into
+ * r's per-axis figures where they exceed the other ranks'. */
+static ccg_status fill_axes(const ccg__program *p, ccg_cost_report *r, int q) {
+  double bytes[CCG_MAX_MESH_AXES] = {0}, bus[CCG_MAX_MESH_AXES] = {0};
+  double multi = 0;
+  for (size_t i = 0; i < p->n_ev[q]; i++) {
+    const ccg__cev *e = &p->ev[q][i];
+    double b;
+    CCG_CHECK(call_bytes(e, &b));
+    double bb = b * ccg_cost_bus_factor(e->op, e->gsize);
+    int a = -1;
+    for (int k = 0; k < r->n_axes; k++)
+      if (e->key == 1u << k)
+        a = k;
+    if (a < 0) {
+      multi += bb;
+      continue;
+    }
+    bytes[a] += b;
+    bus[a] += bb;
+  }
+  for (int k = 0; k < r->n_axes; k++) {
+    if (bus[k] > r->axis_bus_bytes[k])
+      r->axis_bus_bytes[k] = bus[k];
+    if (bytes[k] > r->axis_bytes[k])
+      r->axis_bytes[k] = bytes[k];
+  }
+  if (multi > r->multi_axis_bus_bytes)
+    r->multi_axis_bus_bytes = multi;
   return CCG_STATUS_OK;
 }
 
 static ccg_status fill(const ccg__program *p, ccg_cost_report *r, double bw) {
+  r->n_axes = p->mesh ? p->mesh->ndims : 0;
+  for (int q = 0; q < p->world; q++)
+    CCG_CHECK(fill_axes(p, r, q));
   for (int q = 0; q < p->world; q++)
     for (size_t i = 0; i < p->n_ev[q]; i++) {
       const ccg__cev *e = &p->ev[q][i];

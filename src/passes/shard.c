@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/internal.h"
 #include "passes/shard_internal.h"
 
 bool sh_same(ccg_placement a, ccg_placement b) {
@@ -87,7 +88,14 @@ ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
 }
 
 bool sh_is_weight(const shard *sh, ccg_value_id gv) {
-  return gv != CCG_NONE && sh_weight_root(sh, gv, NULL) != CCG_NONE;
+  /* the local run copies weights as they are: the second run splits them */
+  if (sh->local || gv == CCG_NONE)
+    return false;
+  /* nothing is split on the plan's axis: views stay nodes, so a tied
+   * weight keeps one gradient */
+  if (sh->no_plan)
+    return ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER;
+  return sh_weight_root(sh, gv, NULL) != CCG_NONE;
 }
 
 bool sh_is_weight_view(const shard *sh, ccg_node_id n) {
@@ -157,13 +165,18 @@ static void full_placements(shard *sh, ccg_value_id v, ccg_placement on_axis,
     p[i] = sh_R();
   if (v != CCG_NONE)
     ccg_value_placements(sh->s, v, p);
-  p[sh->axis] = on_axis;
+  if (!sh->no_plan)
+    p[sh->axis] = on_axis;
 }
 
 ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
                   int blocks) {
   ccg_placement full[CCG_MAX_MESH_AXES];
   full_placements(sh, v, p, full);
+  ccg_placement dp[CCG_MAX_MESH_AXES];
+  /* the second run keeps what the local run placed on the dp axis */
+  if (sh->dp >= 0 && !sh->local && ccg_value_placements(sh->g, gv, dp) > sh->dp)
+    full[sh->dp] = dp[sh->dp];
   SH_S(sh, ccg_value_set_placements(sh->s, v, full, sh->nd));
   sh->vals[gv].v = v;
   sh->vals[gv].p = p;
@@ -209,6 +222,13 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
     *out = c->v;
     return CCG_STATUS_OK;
   }
+  if (sh->local) {
+    ccg_placement full[CCG_MAX_MESH_AXES];
+    CCG_CHECK(sh_dp_local_move(sh, v, from, to, out));
+    full_placements(sh, v, to, full);
+    SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+    return cache_put(sh, v, to, 1, SH_MOVE, *out);
+  }
   if (to.kind == CCG_PLACEMENT_SHARD) {
     const ccg_shape *s = ccg_value_shape(sh->s, v);
     if (to.dim >= s->rank)
@@ -237,9 +257,8 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
 
 /* ---- weights ------------------------------------------------------------- */
 
-/* Copies the `r`-th of W chunks of each of `blocks` blocks of dim d. */
-static void slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
-                        int64_t r, unsigned char *dst) {
+void sh_slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
+                    int64_t r, unsigned char *dst) {
   size_t es = ccg_dtype_size(t->dtype);
   size_t outer = 1, inner = es;
   for (int i = 0; i < d; i++)
@@ -288,6 +307,8 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
   full_placements(sh, CCG_NONE, p, full);
   SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
   sh->rep.n_sharded_params++;
+  if (sh->dp >= 0 && !sh->local && ccg_dtype_is_float(dt))
+    CCG_CHECK(sh_dp_param(sh, out));
   return CCG_STATUS_OK;
 }
 
@@ -351,7 +372,7 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
   }
   for (int64_t r = 0; r < sh->W; r++) {
     chunks[r] = mem + (size_t)r * chunk;
-    slice_chunk(t, d, blocks, sh->W, r, chunks[r]);
+    sh_slice_chunk(t, d, blocks, sh->W, r, chunks[r]);
   }
   int64_t dims[CCG_MAX_RANK];
   memcpy(dims, t->dims, sizeof dims);
@@ -427,6 +448,8 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
       st = from_s(sh, st);
     else
       st = sh_set(sh, gv, *out, sh_R(), 1);
+    if (st == CCG_STATUS_OK && sh->dp >= 0 && ccg_dtype_is_float(t->dtype))
+      st = sh_dp_param(sh, out);
     sh->vals[gv].v = CCG_NONE;
   }
   free(mem);
@@ -628,6 +651,8 @@ static int ulysses_index(shard *sh, const char *module, int64_t seq) {
 static ccg_status shard_node(shard *sh, ccg_node_id n) {
   sh->node = n;
   sh->cur_ulysses = 0;
+  if (sh->dp >= 0 && !sh->local && sh_dp_local_slice(sh, n))
+    return sh_dp_chunk_copy(sh, n);
   if (ccg_op_is_collective(ccg_node_op(sh->g, n)))
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
                    "the model already has collectives; shard takes an "
@@ -636,7 +661,7 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   if (sh_is_weight_view(sh, n))
     return CCG_STATUS_OK;
   char module[512] = "";
-  long e = node_entry(sh, n, module, sizeof module);
+  long e = sh->local ? -1 : node_entry(sh, n, module, sizeof module);
   const ccg_plan_entry *pe =
       e >= 0 ? ccg_plan_entry_at(sh->plan, (size_t)e) : NULL;
   if (pe && pe->style == CCG_PLAN_ULYSSES) {
@@ -648,7 +673,7 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   size_t first = ccg_graph_num_nodes(sh->s);
   if (pe)
     CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
-  else if (sh->sp && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
+  else if (sh->sp && !sh->local && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
     CCG_CHECK(sh_style(sh, n, NULL, 0, module, &done));
   if (done)
     CCG_CHECK(copy_meta(sh, n, first));
@@ -694,13 +719,51 @@ static ccg_status consumers(shard *sh) {
   return CCG_STATUS_OK;
 }
 
+/* The local run's batch inputs: local shape, Shard(batch dim). */
+static ccg_status add_batch_input(shard *sh, ccg_value_id gv, ccg_shape *s,
+                                  ccg_placement *p) {
+  bool batch = false;
+  CCG_CHECK(sh_dp_is_batch_input(sh, gv, &batch));
+  if (!batch)
+    return CCG_STATUS_OK;
+  int d = (int)sh->opts->dp_batch_dim;
+  ccg_dim W = ccg_dim_num(sh->W);
+  if (!ccg_dim_is_sym(s->dims[d]) && s->dims[d].size % sh->W != 0)
+    return sh_fail(sh, CCG_STATUS_SHAPE,
+                   "data parallel: input '%s' batch dim %d (size %lld) is "
+                   "not divisible by %s=%lld",
+                   ccg_value_name(sh->g, gv), d, (long long)s->dims[d].size,
+                   sh->axis_name, (long long)sh->W);
+  if (!ccg__dim_div(sh->s, s->dims[d], W, &s->dims[d]))
+    return sh_fail(sh, CCG_STATUS_SHAPE,
+                   "data parallel: input '%s' batch dim %d cannot be divided "
+                   "by %s=%lld",
+                   ccg_value_name(sh->g, gv), d, sh->axis_name,
+                   (long long)sh->W);
+  *p = sh_S(d);
+  sh->rep.n_dp_inputs++;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status add_inputs(shard *sh) {
   for (size_t i = 0; i < ccg_graph_num_inputs(sh->g); i++) {
     ccg_value_id gv = ccg_graph_input(sh->g, i), v;
     ccg_shape s = *sh_gshape(sh, gv);
+    ccg_placement p = sh_R();
+    if (sh->local)
+      CCG_CHECK(add_batch_input(sh, gv, &s, &p));
     SH_S(sh, ccg_graph_add_input(sh->s, ccg_value_name(sh->g, gv),
                                  ccg_value_dtype(sh->g, gv), &s, &v));
-    CCG_CHECK(sh_set(sh, gv, v, sh_R(), 1));
+    CCG_CHECK(sh_set(sh, gv, v, p, 1));
+  }
+  for (size_t gv = 0; sh->local && gv < sh->n_vals; gv++) {
+    if (ccg_value_kind_of(sh->g, (ccg_value_id)gv) != CCG_VALUE_INITIALIZER)
+      continue;
+    ccg_value_id v;
+    SH_S(sh, ccg_graph_add_initializer(
+                 sh->s, ccg_value_name(sh->g, (ccg_value_id)gv),
+                 ccg_value_data(sh->g, (ccg_value_id)gv), &v));
+    CCG_CHECK(sh_set(sh, (ccg_value_id)gv, v, sh_R(), 1));
   }
   return CCG_STATUS_OK;
 }
@@ -736,7 +799,10 @@ static ccg_status add_outputs(shard *sh) {
   sh->cur_ulysses = 0;
   for (size_t i = 0; i < ccg_graph_num_outputs(sh->g); i++) {
     ccg_value_id gv = ccg_graph_output(sh->g, i), v;
-    CCG_CHECK(sh_get(sh, gv, sh_R(), 1, false, &v));
+    /* the local run leaves each rank's part as it is: batch chunks, and
+     * means or sums over its chunk (Partial) */
+    ccg_placement want = sh->local ? sh_cur(sh, gv, NULL) : sh_R();
+    CCG_CHECK(sh_get(sh, gv, want, 1, false, &v));
     const char *name = ccg_value_name(sh->g, gv);
     CCG_CHECK(free_output_name(sh, name, v));
     if (strcmp(ccg_value_name(sh->s, v), name) != 0) {
@@ -749,7 +815,7 @@ static ccg_status add_outputs(shard *sh) {
       SH_S(sh, ccg_graph_add_node(sh->s, &d, &n));
       v = ccg_node_output(sh->s, n, 0);
       ccg_placement full[CCG_MAX_MESH_AXES];
-      full_placements(sh, CCG_NONE, sh_R(), full);
+      full_placements(sh, CCG_NONE, want, full);
       SH_S(sh, ccg_value_set_placements(sh->s, v, full, sh->nd));
     }
     SH_S(sh, ccg_graph_add_output(sh->s, v));
@@ -786,7 +852,8 @@ static ccg_status run(shard *sh) {
   free(order);
   CCG_CHECK(st);
   CCG_CHECK(add_outputs(sh));
-  CCG_CHECK(check_used(sh));
+  if (!sh->local)
+    CCG_CHECK(check_used(sh));
   CCG_CHECK(sh_prune(sh));
   SH_S(sh, ccg_graph_validate(sh->s));
   for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)
@@ -795,13 +862,62 @@ static ccg_status run(shard *sh) {
   return CCG_STATUS_OK;
 }
 
+ccg_status sh_pass(shard *sh, ccg_graph **out) {
+  ccg_graph *g = sh->g;
+  *out = NULL;
+  sh->node = CCG_NONE;
+  sh->n_vals = ccg_graph_num_values(g);
+  ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
+  go.name = ccg_graph_name(g);
+  if (ccg_graph_new(&go, &sh->s) != CCG_STATUS_OK)
+    return ccg__error((ccg_ctx *)g, ccg_last_status(NULL), "shard: %s",
+                      ccg_last_error(NULL));
+  sh->vals = calloc(sh->n_vals + 1, sizeof *sh->vals);
+  sh->is_output = calloc(sh->n_vals + 1, sizeof *sh->is_output);
+  sh->used = calloc(ccg_plan_num_entries(sh->plan) + 1, sizeof *sh->used);
+  ccg_status st;
+  if (!sh->vals || !sh->is_output || !sh->used) {
+    st = ccg__error((ccg_ctx *)g, CCG_STATUS_OOM, "shard: out of memory");
+    goto out;
+  }
+  for (size_t v = 0; v < sh->n_vals; v++)
+    sh->vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0};
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    sh->is_output[ccg_graph_output(g, i)] = true;
+  st = ccg_graph_set_mesh(sh->s, &sh->mesh);
+  if (st != CCG_STATUS_OK)
+    st = from_s(sh, st);
+  else
+    st = run(sh);
+out:
+  free(sh->vals);
+  free(sh->is_output);
+  free(sh->used);
+  free(sh->cons_start);
+  free(sh->cons);
+  free(sh->cache);
+  sh->vals = NULL;
+  sh->is_output = NULL;
+  sh->used = NULL;
+  sh->cons_start = NULL;
+  sh->cons = NULL;
+  sh->cache = NULL;
+  sh->n_cache = sh->cap_cache = 0;
+  if (st != CCG_STATUS_OK) {
+    ccg_graph_free(sh->s);
+    sh->s = NULL;
+    return st;
+  }
+  *out = sh->s;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
                            const ccg_mesh *mesh, const ccg_shard_options *opts,
                            ccg_graph **out, ccg_shard_report *report) {
-  if (!g || !plan || !mesh || !out)
+  if (!g || !mesh || !out)
     return ccg__error(g ? (ccg_ctx *)g : NULL, CCG_STATUS_INVALID_ARG,
-                      "ccg_shard_apply: graph, plan, mesh and out are "
-                      "required");
+                      "ccg_shard_apply: graph, mesh and out are required");
   *out = NULL;
   ccg_shard_options o = CCG_SHARD_OPTIONS_INIT;
   if (opts)
@@ -810,57 +926,51 @@ ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
   sh.g = g;
   sh.plan = plan;
   sh.mesh = *mesh;
-  sh.node = CCG_NONE;
+  sh.opts = &o;
   sh.axis_name = o.mesh_axis ? o.mesh_axis : "tp";
   sh.axis = ccg_mesh_axis(mesh, sh.axis_name);
-  if (sh.axis < 0) {
-    char buf[128];
-    ccg_mesh_format(mesh, buf, sizeof buf);
+  sh.dp_name = o.dp_axis ? o.dp_axis : "dp";
+  sh.dp = ccg_mesh_axis(mesh, sh.dp_name);
+  char buf[128];
+  ccg_mesh_format(mesh, buf, sizeof buf);
+  if (o.zero != 0 && o.zero != 1 && o.zero != 3)
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "shard: ZeRO level %d is not supported (0: all-reduced "
+                      "gradients, 1: sharded gradients, 3: sharded "
+                      "parameters)",
+                      o.zero);
+  if (sh.dp < 0 && (o.zero != 0 || o.dp_inputs))
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "shard: ZeRO and the batch inputs need the data axis "
+                      "'%s' in the mesh [%s]",
+                      sh.dp_name, buf);
+  if (sh.dp >= 0 && sh.dp == sh.axis)
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "shard: mesh axis '%s' cannot be both the plan's axis "
+                      "and the data axis",
+                      sh.axis_name);
+  if (!plan && sh.dp < 0)
+    return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
+                      "shard: no plan, and the mesh [%s] has no data axis "
+                      "'%s': give a plan for axis '%s'",
+                      buf, sh.dp_name, sh.axis_name);
+  if (sh.axis < 0 && (sh.dp < 0 || ccg_plan_num_entries(plan) > 0))
     return ccg__error((ccg_ctx *)g, CCG_STATUS_INVALID_ARG,
                       "shard: the plan's mesh axis '%s' is not in the mesh "
                       "[%s]",
                       sh.axis_name, buf);
-  }
   sh.nd = mesh->ndims;
-  sh.W = mesh->sizes[sh.axis];
   sh.sp = o.sequence_parallel;
   sh.seq_dim = o.sequence_dim;
-  sh.n_vals = ccg_graph_num_values(g);
-  ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
-  go.name = ccg_graph_name(g);
-  if (ccg_graph_new(&go, &sh.s) != CCG_STATUS_OK)
-    return ccg__error((ccg_ctx *)g, ccg_last_status(NULL), "shard: %s",
-                      ccg_last_error(NULL));
-  sh.vals = calloc(sh.n_vals + 1, sizeof *sh.vals);
-  sh.is_output = calloc(sh.n_vals + 1, sizeof *sh.is_output);
-  sh.used = calloc(ccg_plan_num_entries(plan) + 1, sizeof *sh.used);
   ccg_status st;
-  if (!sh.vals || !sh.is_output || !sh.used) {
-    st = ccg__error((ccg_ctx *)g, CCG_STATUS_OOM, "shard: out of memory");
-    goto out;
+  if (sh.dp >= 0) {
+    sh.dp_W = mesh->sizes[sh.dp];
+    st = sh_dp_apply(&sh, out);
+  } else {
+    sh.W = mesh->sizes[sh.axis];
+    st = sh_pass(&sh, out);
   }
-  for (size_t v = 0; v < sh.n_vals; v++)
-    sh.vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0};
-  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
-    sh.is_output[ccg_graph_output(g, i)] = true;
-  st = ccg_graph_set_mesh(sh.s, mesh);
-  if (st != CCG_STATUS_OK)
-    st = from_s(&sh, st);
-  else
-    st = run(&sh);
-out:
-  free(sh.vals);
-  free(sh.is_output);
-  free(sh.used);
-  free(sh.cons_start);
-  free(sh.cons);
-  free(sh.cache);
-  if (st != CCG_STATUS_OK) {
-    ccg_graph_free(sh.s);
-    return st;
-  }
-  *out = sh.s;
-  if (report)
+  if (st == CCG_STATUS_OK && report)
     *report = sh.rep;
-  return CCG_STATUS_OK;
+  return st;
 }

@@ -58,6 +58,17 @@ typedef struct shard {
   ccg_shard_report rep;
   /* the node being sharded, for messages */
   ccg_node_id node;
+  /* data parallelism (data_parallel.c): the dp axis (-1: none), its size
+   * and options. `local` is the first of the two runs: the axis is the dp
+   * axis, batch inputs enter Shard(batch dim), weights are plain values and
+   * no node communicates (each rank computes on its batch chunk). `no_plan`:
+   * the mesh has no plan axis; the second run then places nothing. */
+  int dp;
+  int64_t dp_W;
+  const char *dp_name;
+  const ccg_shard_options *opts;
+  bool local;
+  bool no_plan;
 } shard;
 
 static inline ccg_placement sh_R(void) {
@@ -86,6 +97,10 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
  * `transpose` (a Gemm's transB weight). */
 ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
                      bool transpose, bool mark, ccg_value_id *out);
+/* Copies the `r`-th of W chunks of each of `blocks` blocks of dim d of t
+ * into dst. */
+void sh_slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
+                    int64_t r, unsigned char *dst);
 /* Adds a weight whose group rank r holds chunks[r] (local dims), placed p on
  * the axis; every global rank gets its group rank's data. */
 ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
@@ -134,6 +149,28 @@ ccg_status sh_replicate(shard *sh, ccg_node_id n);
 ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
                     size_t entry, const char *module, bool *done);
 
+/* data_parallel.c. Whether graph input gv carries the batch (local run). */
+ccg_status sh_dp_is_batch_input(shard *sh, ccg_value_id gv, bool *batch);
+/* The parameter *w (a float initializer just added to the sharded graph) as
+ * the dp axis needs it: wrapped in ddp.all_reduce_grad (ZeRO 0), or stored
+ * as its dp shard under the same name and all-gathered by
+ * fsdp.all_gather_param (ZeRO 1, 3). *w becomes the value to use. */
+ccg_status sh_dp_param(shard *sh, ccg_value_id *w);
+/* The local run's move of sharded value v: a value the same on every rank
+ * to a shard is each rank's chunk (ddp.batch_chunk: no communication; the
+ * gradient is the chunk's); anything else would mix the ranks' batches (an
+ * error naming v). */
+ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
+                            ccg_placement to, ccg_value_id *out);
+/* Whether source node n is the local run's ddp.batch_chunk, which the
+ * second run applies again (sh_dp_chunk_copy) so the backward has its
+ * rule. */
+bool sh_dp_local_slice(const shard *sh, ccg_node_id n);
+ccg_status sh_dp_chunk_copy(shard *sh, ccg_node_id n);
+/* Both runs (sh set up by ccg_shard_apply with sh->dp >= 0). */
+ccg_status sh_dp_apply(shard *sh, ccg_graph **out);
+/* One run of the pass over sh->g as sh is set up. "new": *out. */
+ccg_status sh_pass(shard *sh, ccg_graph **out);
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */
 ccg_status sh_prune(shard *sh);

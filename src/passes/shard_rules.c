@@ -370,11 +370,19 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                    ccg_value_name(g, shp), od);
   int64_t t[CCG_MAX_RANK];
   bool computed = false; /* symbolic entries: the target stays computed */
+  bool sym_od = false;   /* the sharded entry is a symbol (a batch) */
   for (int i = 0; i < k; i++) {
     /* another dim's symbol (batch, seq) is the same on every rank */
     if (ccg_dim_is_sym(e[i]) && i != od) {
       computed = true;
       t[i] = -2;
+      continue;
+    }
+    /* data parallel: the whole batch, computed from the shard's Shape (its
+     * entry multiplied back), is divided again at run time */
+    if (ccg_dim_is_sym(e[i]) && sh->local) {
+      computed = sym_od = true;
+      t[i] = sh->W;
       continue;
     }
     if (ccg_dim_is_sym(e[i]))
@@ -406,7 +414,8 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
   if (computed && divided) {
-    CCG_CHECK(computed_target(sh, shp, od, e[od].size, t[od], k, &sv));
+    CCG_CHECK(computed_target(sh, shp, od, sym_od ? sh->W : e[od].size, t[od],
+                              k, &sv));
   } else if (computed) {
     /* -1 (inferred) or 0 copying the sharded dim: right as it is */
     if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))
@@ -419,6 +428,45 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
       return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  }
+  in[1] = sv;
+  return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
+}
+
+/* Expand of a value sharded on a dim it does not broadcast: the target's
+ * entry for that dim (a number: the global size, or 1) becomes 1 so the
+ * local dim is kept; a computed target is rewritten as a Reshape's is.
+ * Only the local run (data parallel) uses it. */
+static ccg_status rule_expand(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  ccg_placement p = sh_cur(sh, x, NULL);
+  ccg_dim e[CCG_MAX_RANK];
+  int k = ccg_value_known(g, shp, e), rx = rank_of(sh, x), ry = rank_of(sh, y);
+  if (!is_shard(p) || k < 0 || gdim(sh, x, p.dim) == 1)
+    return sh_replicate(sh, n);
+  int od = p.dim + (ry - rx), pos = od - (ry - k);
+  ccg_value_id in[2], sv;
+  CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
+  bool numeric = true;
+  int64_t t[CCG_MAX_RANK];
+  for (int i = 0; i < k; i++) {
+    numeric = numeric && !ccg_dim_is_sym(e[i]);
+    t[i] = ccg_dim_is_sym(e[i]) ? 0 : e[i].size;
+  }
+  if (pos < 0 || (numeric && t[pos] == 1)) {
+    CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &sv));
+  } else if (numeric) {
+    t[pos] = 1;
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
+    if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  } else if (!ccg_dim_is_sym(e[pos]) && e[pos].size > 1) {
+    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size, e[pos].size / sh->W, k,
+                              &sv));
+  } else {
+    return sh_replicate(sh, n);
   }
   in[1] = sv;
   return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
@@ -616,6 +664,8 @@ static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
   if (is_shard(p) && hit[p.dim]) {
     if (combine)
       out = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, rop};
+    else if (sh->local && op == CCG_OP_REDUCE_MEAN)
+      out = (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_AVG};
     else
       p = out = sh_R();
   } else if (is_shard(p) && !keep) {
@@ -625,7 +675,8 @@ static ccg_status rule_reduce(shard *sh, ccg_node_id n) {
     out = sh_S(d);
   }
   CCG_CHECK(fetch_emit(sh, n, &p, NULL, NULL, 0, out, 1));
-  if (!is_partial(out) || out.reduce == CCG_REDUCE_SUM)
+  if (!is_partial(out) || out.reduce == CCG_REDUCE_SUM ||
+      (sh->local && out.reduce == CCG_REDUCE_AVG))
     return CCG_STATUS_OK;
   /* The other rules take a Partial for a sum: Partial(max/min/prod) is
    * reduced at once (AllReduce of its op). */
@@ -641,11 +692,19 @@ static ccg_status rule_gather(shard *sh, ccg_node_id n) {
   CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
   int ax = norm_axis(axis, rank_of(sh, ccg_node_input(g, n, 0)));
   ccg_placement pi = sh_cur(sh, idx, NULL), out = sh_R();
+  ccg_placement pd = sh_R();
   if (is_partial(pi))
     pi = sh_R();
   if (is_shard(pi))
     out = sh_S(ax + pi.dim);
-  ccg_placement want[2] = {sh_R(), pi};
+  /* data parallel: rows of data sharded off the axis stay apart (dims
+   * after the axis move by the indices' rank less one) */
+  ccg_placement dp = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  if (sh->local && !is_shard(pi) && is_shard(dp) && dp.dim != ax) {
+    pd = dp;
+    out = sh_S(dp.dim < ax ? dp.dim : dp.dim + rank_of(sh, idx) - 1);
+  }
+  ccg_placement want[2] = {pd, pi};
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
@@ -707,11 +766,18 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
   if (ccg_node_attr(g, n, "reduction"))
     CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
   bool none = strcmp(red, "none") == 0;
-  if (!is_shard(p) || p.dim == 1 || (!none && strcmp(red, "sum") != 0))
+  /* data parallel: each rank's mean over its batch chunk; their average
+   * is the whole batch's mean when every position counts (no ignored
+   * targets, no class weights) */
+  bool mean = sh->local && strcmp(red, "mean") == 0;
+  if (!is_shard(p) || p.dim == 1 || (!none && !mean && strcmp(red, "sum") != 0))
     return sh_replicate(sh, n);
   int td = p.dim == 0 ? 0 : p.dim - 1;
   ccg_placement want[3] = {p, sh_S(td), sh_R()};
-  ccg_placement out = none ? sh_S(td) : sh_P();
+  ccg_placement out =
+      none   ? sh_S(td)
+      : mean ? (ccg_placement){CCG_PLACEMENT_PARTIAL, 0, CCG_REDUCE_AVG}
+             : sh_P();
   CCG_CHECK(fetch_emit(sh, n, want, NULL, NULL, 0, out, 1));
   if (ccg_node_num_outputs(g, n) < 2)
     return CCG_STATUS_OK;
@@ -790,6 +856,22 @@ static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
         return false;
     return true;
   }
+  case CCG_OP_SLICE: {
+    /* axes given, or the first as many dims as there are starts */
+    int na = -1;
+    if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
+      na = known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
+    else if (sh_gshape(sh, ccg_node_input(g, n, 1))->rank == 1 &&
+             gdim(sh, ccg_node_input(g, n, 1), 0) >= 0)
+      for (na = 0; na < gdim(sh, ccg_node_input(g, n, 1), 0) && na < rank; na++)
+        ax[na] = na;
+    if (na < 0)
+      return false;
+    for (int i = 0; i < na; i++)
+      if (norm_axis(ax[i], rank) == d)
+        return false;
+    return true;
+  }
   default:
     return false;
   }
@@ -803,8 +885,8 @@ static ccg_status rule_data_keep(shard *sh, ccg_node_id n) {
   ccg_value_id x = ccg_node_input(g, n, 0);
   size_t nin = ccg_node_num_inputs(g, n);
   int blocks = 1;
-  ccg_placement p = sh_cur(sh, x, &blocks), want[4];
-  if (!is_shard(p) || blocks != 1 || nin > 4 ||
+  ccg_placement p = sh_cur(sh, x, &blocks), want[5];
+  if (!is_shard(p) || blocks != 1 || nin > 5 ||
       !data_keeps_dim(sh, n, p.dim, rank_of(sh, x)))
     return sh_replicate(sh, n);
   want[0] = p;
@@ -884,8 +966,32 @@ static ccg_status rule_einsum(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* Gemm without transA: a row shard of A passes (each row of the product
+ * is its row of A times B); C broadcasts over the rows or is whole. Only
+ * the local run (data parallel) uses it; the plan's axis sees replicated
+ * inputs, as before. */
+static ccg_status rule_gemm(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  int64_t ta = 0;
+  CCG_CHECK(ccg_node_attr_int(g, n, "transA", &ta));
+  ccg_placement p = sh_cur(sh, ccg_node_input(g, n, 0), NULL);
+  ccg_value_id c = nin > 2 ? ccg_node_input(g, n, 2) : CCG_NONE;
+  if (ta || !is_shard(p) || p.dim != 0 ||
+      (c != CCG_NONE && rank_of(sh, c) == 2 && gdim(sh, c, 0) != 1))
+    return sh_replicate(sh, n);
+  ccg_placement want[3] = {p, sh_R(), sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
+  if (sh->local && op == CCG_OP_GEMM)
+    return rule_gemm(sh, n);
+  if (sh->local && op == CCG_OP_SLICE) /* Slice on another dim */
+    return rule_data_keep(sh, n);
+  if (sh->local && op == CCG_OP_EXPAND)
+    return rule_expand(sh, n);
   switch (ccg_op_shard_rule(op)) {
   case CCG_OP_SHARD_KEEP:
     return rule_unary(sh, n);

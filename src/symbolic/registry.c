@@ -8,11 +8,13 @@
 #include "graph/internal.h"
 #include "symbolic/internal.h"
 
-/* The tables of colossal.c and dtensor.c. */
+/* The tables of colossal.c, dtensor.c and data_parallel.c. */
 extern const ccg__mapping_def ccg__colossal_mappings[];
 extern const size_t ccg__colossal_mappings_count;
 extern const ccg__mapping_def ccg__dtensor_mappings[];
 extern const size_t ccg__dtensor_mappings_count;
+extern const ccg__mapping_def ccg__data_parallel_mappings[];
+extern const size_t ccg__data_parallel_mappings_count;
 
 /* One row per system; a new system adds its table here. */
 typedef struct system_table {
@@ -25,6 +27,7 @@ static const system_table systems[] = {
     {ccg__opensora_mappings, &ccg__opensora_mappings_count},
     {ccg__colossal_mappings, &ccg__colossal_mappings_count},
     {ccg__dtensor_mappings, &ccg__dtensor_mappings_count},
+    {ccg__data_parallel_mappings, &ccg__data_parallel_mappings_count},
 };
 
 #define N_SYSTEMS (sizeof systems / sizeof systems[0])

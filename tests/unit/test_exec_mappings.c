@@ -33,6 +33,7 @@ typedef enum mn_kind {
   MN_PERM,      /* the input of group rank r - shift (dim2 = 1: not
                  * rotating, zeros where there is none) */
   MN_KEEP_ROOT, /* own input at the root, zeros (own input times 0) else */
+  MN_PAD,       /* own input as chunk r on dim, zeros for the others */
   MN_NONE,      /* no value (a backward that gives no gradient) */
 } mn_kind;
 
@@ -141,6 +142,12 @@ static ccg_value_id mn_build_ref(ccg_graph *g, const mn_ref *f,
   case MN_KEEP_ROOT:
     assert_ok(g, ccg_mul(g, xs[r], mn_const(g, r == root ? 1.0f : 0.0f), &y));
     return y;
+  case MN_PAD:
+    for (int i = 0; i < W; i++)
+      assert_ok(
+          g, ccg_mul(g, xs[r], mn_const(g, i == r ? 1.0f : 0.0f), &parts[i]));
+    assert_ok(g, ccg_concat(g, parts, (size_t)W, f->dim, &y));
+    return y;
   default:
     return CCG_NONE;
   }
@@ -172,6 +179,8 @@ typedef struct mcase {
   { MN_RS, d, 0, op, 0 }
 #define A2A(split, cat)                                                        \
   { MN_A2A, split, cat, SUM, 0 }
+#define PAD(d)                                                                 \
+  { MN_PAD, d, 0, SUM, 0 }
 #define NONE                                                                   \
   { MN_NONE, 0, 0, SUM, 0 }
 
@@ -236,6 +245,24 @@ static const mcase cases[] = {
      "{\"input_split_sizes\": %S}", "[%T,3]", NULL, true, RS(0, SUM), AG(0)},
     {"megatron.sequence_parallel_param", "tp", NULL, "[3]", NULL, false, ID,
      AR(SUM)},
+    /* PyTorch data parallelism (their group on an axis "data": the
+     * harness puts every case on the inner axis of dp=2 x 2 as well) */
+    {"ddp.all_reduce_grad", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, ID, AR(CCG_REDUCE_AVG)},
+    {"ddp.all_reduce_grad", "data",
+     "{\"group\": \"data\", \"reduce\": \"sum\"}", "[2,3]", NULL, false, ID,
+     AR(SUM)},
+    {"fsdp.all_gather_param", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, AG(0), RS(0, CCG_REDUCE_AVG)},
+    {"fsdp.all_gather_param", "data",
+     "{\"group\": \"data\", \"dim\": 1, \"reduce\": \"sum\"}", "[2,3]", NULL,
+     false, AG(1), RS(1, SUM)},
+    {"ddp.batch_chunk", "data", "{\"group\": \"data\"}", "[8,3]", NULL, false,
+     CHUNK(0), PAD(0)},
+    {"ddp.batch_chunk", "data", "{\"group\": \"data\", \"dim\": 1}", "[2,8]",
+     NULL, false, CHUNK(1), PAD(1)},
+    {"ddp.all_reduce_bucket", "data", "{\"group\": \"data\"}", "[2,3]", NULL,
+     false, AR(CCG_REDUCE_AVG), AR(CCG_REDUCE_AVG)},
     /* Open-Sora */
     {"opensora.all_to_all", "sp", NULL, "[2,3,8,2]", NULL, false, A2A(2, 1),
      A2A(1, 2)},
