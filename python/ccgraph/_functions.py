@@ -60,14 +60,25 @@ def _load_ranks(folder: str, name: Optional[str]) -> Model:
     return Model(graphs, per_rank=True)
 
 
-def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
+def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
           mesh: Union[str, Mapping[str, int]], sequence_parallel: bool = False,
-          axis: Optional[str] = None) -> Model:
+          axis: Optional[str] = None, *, dp_axis: Optional[str] = None,
+          zero: int = 0, dp_reduce: str = "mean", batch_dim: int = 0,
+          dp_inputs: Optional[Sequence[str]] = None) -> Model:
     """Applies a DTensor-style plan ({module-or-parameter pattern: style},
     a dict or a JSON file; docs/shard.md) to an unsharded model on `mesh`
     ("tp=2" or {"tp": 2}) and returns the per-rank models (each rank's
     weight shards, collectives inserted), as `ccgraph shard` writes them.
-    `axis` is the mesh axis the plan shards over (default "tp"). BadInput
+    `axis` is the mesh axis the plan shards over (default "tp").
+    Data parallelism (docs/parallelism.md), as `ccgraph shard`'s options of
+    the same names: a mesh axis named `dp_axis` (default "dp") has the data
+    role: the inputs carrying the batch (`dp_inputs`, default every input
+    whose `batch_dim` equals the first input's) are split over it, and
+    every float parameter's gradient is all-reduced over it (`zero` 0),
+    or the parameter stored as its dp shard and its gradient
+    reduce-scattered (`zero` 1, or 3: gathered again in the backward);
+    `dp_reduce` "mean" averages the gradients, "sum" sums them. `plan` may
+    be None on a mesh with a data axis only. BadInput
     for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
     does not divide."""
     _is_model(model)
@@ -79,7 +90,16 @@ def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
         g = model._g()
         m = _mesh_spec(mesh)
         p = c_void_p()
-        if isinstance(plan, Mapping):
+        if zero not in (0, 1, 3) or isinstance(zero, bool):
+            raise BadInput(f"zero={zero!r}: give 0 (all-reduced gradients), "
+                           "1 (sharded parameters) or 3 (FSDP); 2's "
+                           "communication is 1's", "INVALID_ARG")
+        if dp_reduce not in ("mean", "sum"):
+            raise BadInput(f"dp_reduce={dp_reduce!r}: give 'mean' or 'sum'",
+                           "INVALID_ARG")
+        if plan is None:
+            pass
+        elif isinstance(plan, Mapping):
             try:
                 text = json.dumps(plan)
             except (TypeError, ValueError) as e:
@@ -94,12 +114,17 @@ def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
         rep = _lib.ShardReport()
         opts = _lib.ShardOptions(ctypes.sizeof(_lib.ShardOptions),
                                  _b(axis) if axis else None,
-                                 bool(sequence_parallel), 1)
+                                 bool(sequence_parallel), 1,
+                                 _b(dp_axis) if dp_axis else None, zero,
+                                 dp_reduce == "sum", batch_dim,
+                                 _b(",".join(dp_inputs)) if dp_inputs
+                                 else None)
         try:
             check(L.ccg_shard_apply(g, p, byref(m), byref(opts), byref(out),
                                     byref(rep)), g)
         finally:
-            L.ccg_plan_free(p)
+            if p:
+                L.ccg_plan_free(p)
         graphs: List[int] = []
         try:
             for r in range(_world(out.value)):
@@ -113,7 +138,9 @@ def shard(model: Model, plan: Union[Mapping[str, Any], PathLike],
         return Model(graphs, per_rank=True, shard_report={
             "sharded_params": rep.n_sharded_params,
             "collectives": rep.n_collectives,
-            "reshape_rewrites": rep.n_reshape_rewrites})
+            "reshape_rewrites": rep.n_reshape_rewrites,
+            "dp_inputs": rep.n_dp_inputs, "dp_params": rep.n_dp_params,
+            "dp_sharded": rep.n_dp_sharded})
 
 
 def plan(model: Model, mesh: Union[str, Mapping[str, int]],
@@ -160,13 +187,20 @@ def plan(model: Model, mesh: Union[str, Mapping[str, int]],
 
 
 def grad(model: Model, loss: str,
-         wrt: Optional[Union[str, Sequence[str]]] = None) -> Model:
+         wrt: Optional[Union[str, Sequence[str]]] = None,
+         bucket_mb: float = 25) -> Model:
     """A new model with the backward added (to every rank's graph): the
     gradient of the sum of value `loss`'s elements with respect to the
     inputs and initializers `wrt` names (names or fnmatch patterns; default
-    every float initializer), each as a graph output "grad/<name>". `model`
-    is left unchanged. BadInput for an unknown loss or pattern, or an op
-    without a gradient rule (the message names it)."""
+    every float initializer), each as a graph output "grad/<name>". A
+    data-parallel model's gradient all-reduces are grouped into buckets of
+    at most `bucket_mb` MB (`ccgraph grad --bucket-mb`; 0: one per
+    gradient). `model` is left unchanged. BadInput for an unknown loss or
+    pattern, or an op without a gradient rule (the message names it)."""
+    if isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float)) \
+            or not 0 <= bucket_mb <= 1e6:
+        raise BadInput(f"bucket_mb={bucket_mb!r}: give a size in MB, 0 to "
+                       "1e6", "INVALID_ARG")
     _is_model(model)
     pats = [wrt] if isinstance(wrt, str) else list(wrt or [])
     with model._lock:
@@ -193,6 +227,8 @@ def grad(model: Model, loss: str,
                     o.wrt = arr
                     o.n_wrt = len(pats)
                 check(L.ccg_backward(g, byref(o)), g, what)
+                check(L.ccg_ddp_bucket_gradients(
+                    g, int(bucket_mb * 1024 * 1024), None), g, what)
         except BaseException:
             for g in graphs:
                 L.ccg_graph_free(g)

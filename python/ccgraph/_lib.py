@@ -276,6 +276,7 @@ _fn("ccg_plan_report_summary", c_char_p, _P)
 _fn("ccg_plan_report_free", None, _P)
 _fn("ccg_plan_style_name", c_char_p, c_int)
 _fn("ccg_backward", st, _P, POINTER(BackwardOptions))
+_fn("ccg_ddp_bucket_gradients", st, _P, c_size_t, POINTER(c_size_t))
 _fn("ccg_verify_kind_name", c_char_p, c_int)
 _fn("ccg_verify_program", st, POINTER(c_void_p), c_size_t,
     POINTER(VerifyOptions), POINTER(VerifyReport))

@@ -93,7 +93,8 @@ def test_shard(sharded):
     assert sharded.ranks == 2 and sharded.mesh == {"tp": 2}
     assert sharded.per_rank
     assert sharded.shard_report == {"sharded_params": 22, "collectives": 6,
-                                    "reshape_rewrites": 8}
+                                    "reshape_rewrites": 8, "dp_inputs": 0,
+                                    "dp_params": 0, "dp_sharded": 0}
     assert sharded.collectives(0) == {"AllReduce": 5, "AllGather": 1}
     assert sharded.collectives(1, axis="tp") == {"AllReduce": 5,
                                                  "AllGather": 1}
