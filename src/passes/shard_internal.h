@@ -17,6 +17,13 @@ typedef struct sh_val {
   ccg_placement p;
   int blocks;
   int ulysses; /* index+1 of the ulysses module that produced it, or 0 */
+  /* Grouped-query attention's key/value heads, fewer than W: with rep > 1
+   * the Shard holds chunk r / rep of W / rep chunks (each chunk on the rep
+   * ranks that share it); with merged > 1 the Shard lies on dims d and d+1
+   * together (an Expand repeating each such chunk: rank r holds chunk r of
+   * the pair, dim d+1 divided by `merged`). 1 otherwise. */
+  int rep;
+  int merged;
 } sh_val;
 
 typedef struct sh_cache {
@@ -29,7 +36,13 @@ typedef struct sh_cache {
 
 #define SH_MAX_ULYSSES 64
 
-enum { SH_MARKED = 1, SH_TRANSPOSED = 2, SH_VOCAB = 4, SH_MOVE = 8 };
+enum {
+  SH_MARKED = 1,
+  SH_TRANSPOSED = 2,
+  SH_VOCAB = 4,
+  SH_MOVE = 8,
+  SH_GROUPED = 16 /* rep << 8 beside it */
+};
 
 typedef struct shard {
   ccg_graph *g; /* source, global shapes */
@@ -58,6 +71,9 @@ typedef struct shard {
   ccg_shard_report rep;
   /* the node being sharded, for messages */
   ccg_node_id node;
+  /* rep and merged of the grouped inputs of the node being sharded (see
+   * sh_val): its Shard outputs get them */
+  int cur_rep, cur_merged;
 } shard;
 
 static inline ccg_placement sh_R(void) {
@@ -86,6 +102,12 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
  * `transpose` (a Gemm's transB weight). */
 ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
                      bool transpose, bool mark, ccg_value_id *out);
+/* A weight's chunk for grouped-query attention: dim p.dim split into W/rep
+ * chunks, rank r holding chunk r / rep, as a view whose gradient is summed
+ * over the rep ranks sharing it (docs/shard.md, "Grouped-query
+ * attention"). */
+ccg_status sh_weight_grouped(shard *sh, ccg_value_id gv, ccg_placement p,
+                             int rep, bool transpose, ccg_value_id *out);
 /* Adds a weight whose group rank r holds chunks[r] (local dims), placed p on
  * the axis; every global rank gets its group rank's data. */
 ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
