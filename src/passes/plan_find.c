@@ -353,8 +353,18 @@ static const char *attention_fit(pp *p, const ccg_node_id *proj, int64_t heads,
       proj[1] != proj[0]) {
     projection(p, proj[1], NULL, &width);
     int64_t kv_heads = width / (q_width / heads);
-    if ((bad = indivisible(p, "key/value head count", kv_heads, buf, size)))
-      return bad;
+    /* fewer key/value heads than ranks: each on W / kv ranks (the shard
+     * pass's grouped-query attention) */
+    if (kv_heads > 0 && kv_heads < p->W && p->W % kv_heads == 0) {
+      p->kv_heads = kv_heads;
+    } else if ((bad = indivisible(p, "key/value head count", kv_heads, buf,
+                                  size))) {
+      snprintf(buf, size,
+               "key/value head count %lld neither divides nor is divisible "
+               "by %s=%lld",
+               (long long)kv_heads, p->axis, (long long)p->W);
+      return buf;
+    }
   }
   for (int i = 0; i < 3; i++) {
     projection(p, proj[i], NULL, &width);
@@ -393,11 +403,17 @@ static ccg_status find_attention(pp *p, ccg_node_id s) {
   int64_t heads = sc->rank >= 3 && !ccg_dim_is_sym(sc->dims[sc->rank - 3])
                       ? sc->dims[sc->rank - 3].size
                       : 0;
-  char buf[256], hd[32] = "";
+  char buf[256], hd[96] = "";
+  p->kv_heads = 0;
   const char *bad = out == CCG_NONE
                         ? "no output projection reads its result"
                         : attention_fit(p, proj, heads, out, buf, sizeof buf);
-  if (heads > 0)
+  if (heads > 0 && p->kv_heads > 0)
+    snprintf(hd, sizeof hd,
+             "; %lld heads, %lld key/value heads on %lld ranks each",
+             (long long)heads, (long long)p->kv_heads,
+             (long long)(p->W / p->kv_heads));
+  else if (heads > 0)
     snprintf(hd, sizeof hd, "; %lld heads", (long long)heads);
   static const char *const which[] = {"q", "k", "v"};
   bool fused = proj[0] == proj[1] && proj[1] == proj[2];

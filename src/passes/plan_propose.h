@@ -52,6 +52,7 @@ typedef struct pp {
   /* for the summary */
   int n_attn, n_mlp, n_norm;
   int64_t heads, ffn, vocab;
+  int64_t kv_heads; /* of the attention being checked, when fewer than W */
   bool head;
   ccg_value_id embed_w;  /* the word embeddings' weight, or CCG_NONE */
   const char *embed_bad; /* why they are left out, or NULL */

@@ -78,9 +78,10 @@ static int split_blocks(const shard *sh, ccg_value_id v) {
 }
 
 /* Grouped-query attention: a colwise output reshaped (after a bias Add or
- * Cast) into h heads of its last dim. W dividing h gives rep 1 (each rank
- * its h / W heads); h dividing W gives rep W / h (each head on W / h
- * ranks, docs/shard.md); anything else is an error. No such reshape: 1. */
+ * Cast) into h heads of its last dim. h dividing W, h < W, gives rep W / h
+ * (each head on W / h ranks, docs/shard.md). Otherwise 1: W dividing h
+ * gives each rank h / W heads; neither has the Reshape gather the heads
+ * (ccgraph plan leaves such attention out). */
 static ccg_status kv_rep(shard *sh, ccg_value_id v, int *rep) {
   ccg_graph *g = sh->g;
   *rep = 1;
@@ -111,12 +112,7 @@ static ccg_status kv_rep(shard *sh, ccg_value_id v, int *rep) {
     if (h % W == 0)
       return CCG_STATUS_OK;
     if (W % h != 0)
-      return sh_fail(sh, CCG_STATUS_SHAPE,
-                     "'%s' is reshaped into %lld heads, which %s=%lld neither "
-                     "divides nor is a multiple of; grouped key/value heads "
-                     "need one of them",
-                     ccg_value_name(g, v), (long long)h, sh->axis_name,
-                     (long long)W);
+      return CCG_STATUS_OK; /* the Reshape gathers the heads */
     *rep = (int)(W / h);
     return CCG_STATUS_OK;
   }
