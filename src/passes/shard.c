@@ -788,7 +788,8 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   size_t first = ccg_graph_num_nodes(sh->s);
   if (pe)
     CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
-  else if (sh->sp && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
+  else if (sh->sp && (ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM ||
+                      ccg_node_op(sh->g, n) == CCG_OP_RMS_NORM))
     CCG_CHECK(sh_style(sh, n, NULL, 0, module, &done));
   if (done)
     CCG_CHECK(copy_meta(sh, n, first));

@@ -257,11 +257,53 @@ static ccg_status rowwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
   return sh_set(sh, y, ys, out, 1);
 }
 
+/* sequence_parallel on a node other than a LayerNormalization: an
+ * RMSNormalization, or a node of an RMSNorm written out (Pow, ReduceMean,
+ * Add, Sqrt, Reciprocal or Div, Mul, Cast). Its float activations of rank
+ * >= 2 enter on their sequence shard (a slice of a replicated value, a
+ * reduce-scatter of a Partial one) and the rules carry it: a reduction
+ * over the last dim keeps it, and the scale, replicated beside a shard, is
+ * marked so that its gradient is all-reduced. */
+static ccg_status sequence_parallel_rules(shard *sh, ccg_node_id n,
+                                          const ccg_plan_entry *e, bool *done) {
+  ccg_graph *g = sh->g;
+  for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
+    ccg_value_id gv = ccg_node_input(g, n, i), v;
+    if (gv == CCG_NONE || sh_is_weight(sh, gv) ||
+        !ccg_dtype_is_float(ccg_value_dtype(g, gv)))
+      continue;
+    const ccg_shape *xs = ccg_value_shape(g, gv);
+    if (xs->rank < 2)
+      continue;
+    int seq = norm_dim((int)(e ? e->sequence_dim : sh->seq_dim), xs->rank);
+    if (seq < 0 || seq >= xs->rank - 1)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "sequence_dim %d is not a dim of '%s' before the last",
+                     seq, ccg_value_name(g, gv));
+    int blocks;
+    ccg_placement cur = sh_cur(sh, gv, &blocks);
+    if (cur.kind == CCG_PLACEMENT_SHARD && cur.dim == seq)
+      continue;
+    ccg_dim sd = xs->dims[seq];
+    if (!ccg_dim_is_sym(sd) && sd.size % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "value '%s' sequence dim %d (size %lld) is not "
+                     "divisible by %s=%lld",
+                     ccg_value_name(g, gv), seq, (long long)sd.size,
+                     sh->axis_name, (long long)sh->W);
+    CCG_CHECK(sh_get(sh, gv, sh_S(seq), 1, false, &v));
+    CCG_CHECK(sh_set(sh, gv, v, sh_S(seq), 1));
+  }
+  CCG_CHECK(sh_rule(sh, n));
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
                                     const ccg_plan_entry *e, bool *done) {
   ccg_graph *g = sh->g;
   if (ccg_node_op(g, n) != CCG_OP_LAYER_NORM)
-    return CCG_STATUS_OK;
+    return sequence_parallel_rules(sh, n, e, done);
   ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
   int rx = ccg_value_shape(g, x)->rank;
   int64_t axis = -1;
