@@ -156,6 +156,12 @@ ccg_status sh_replicate(shard *sh, ccg_node_id n);
 ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
                     size_t entry, const char *module, bool *done);
 
+/* shard_loss.c: a SoftmaxCrossEntropyLoss whose logits are sharded on the
+ * vocabulary, computed on the shards (Megatron's vocab-parallel cross
+ * entropy); *done false when it does not apply (weights, log_prob read,
+ * logits not [N, V] Shard(1)). */
+ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done);
+
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */
 ccg_status sh_prune(shard *sh);

@@ -727,7 +727,10 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
   const char *red = "mean";
   if (ccg_node_attr(g, n, "reduction"))
     CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
-  bool none = strcmp(red, "none") == 0;
+  bool none = strcmp(red, "none") == 0, done;
+  CCG_CHECK(sh_vocab_parallel_loss(sh, n, &done));
+  if (done)
+    return CCG_STATUS_OK;
   if (!is_shard(p) || p.dim == 1 || (!none && strcmp(red, "sum") != 0))
     return sh_replicate(sh, n);
   int td = p.dim == 0 ? 0 : p.dim - 1;
