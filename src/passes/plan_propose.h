@@ -19,6 +19,7 @@ typedef enum pp_role {
   PP_MLP_OUT,
   PP_EMBED,
   PP_HEAD,
+  PP_HEAD_LOSS, /* an LM head feeding SoftmaxCrossEntropyLoss: kept sharded */
   PP_NORM,
   PP_ROLE_COUNT
 } pp_role;
