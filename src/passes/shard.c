@@ -631,7 +631,28 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                    ccg_value_name(sh->g, gv), x->blocks);
   ccg_value_id v = x->v;
   CCG_CHECK(sh_move(sh, v, x->p, cur, &v));
-  return sh_move(sh, v, cur, want, out);
+  CCG_CHECK(sh_move(sh, v, cur, want, out));
+  if (!mark || want.kind != CCG_PLACEMENT_REPLICATE || sh->W < 2 ||
+      !ccg_dtype_is_float(ccg_value_dtype(sh->g, gv)))
+    return CCG_STATUS_OK;
+  /* beside a shard, a replicated activation meets only the rank's part of
+   * the output: its gradient here is partial, summed over the axis */
+  v = *out;
+  sh_cache *c = cache_find(sh, v, want, 1, SH_SUMMED);
+  if (c) {
+    *out = c->v;
+    return CCG_STATUS_OK;
+  }
+  int pushed = push_scopes(sh, sh->node);
+  ccg_status st = ccg_megatron_copy_to_tensor_model_parallel_region(
+      sh->s, v, sh->axis_name, out);
+  pop_scopes(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return from_s(sh, st);
+  ccg_placement full[CCG_MAX_MESH_AXES];
+  full_placements(sh, v, want, full);
+  SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+  return cache_put(sh, v, want, 1, SH_SUMMED, *out);
 }
 
 /* ---- emitting copies ------------------------------------------------------

@@ -41,7 +41,8 @@ enum {
   SH_TRANSPOSED = 2,
   SH_VOCAB = 4,
   SH_MOVE = 8,
-  SH_GROUPED = 16 /* rep << 8 beside it */
+  SH_GROUPED = 16, /* rep << 8 beside it */
+  SH_SUMMED = 32   /* a replicated activation whose gradient is summed */
 };
 
 typedef struct shard {
@@ -93,9 +94,11 @@ ccg_status sh_fail(shard *sh, ccg_status st, const char *fmt, ...)
 
 /* The source value `gv` in the sharded graph placed `want` on the axis (in
  * `blocks` blocks): weights are split into per-rank data, computed values
- * redistributed (collectives from the mapping library, cached). `mark` asks
- * for a replicated float weight used beside sharded activations to be
- * marked as a sequence-parallel parameter (its gradient is all-reduced). */
+ * redistributed (collectives from the mapping library, cached). `mark` says
+ * the node has sharded inputs: a replicated float weight is then marked as
+ * a sequence-parallel parameter, and a replicated float activation goes
+ * through copy_to_tensor_model_parallel_region (both identity forward,
+ * AllReduce (sum) of the gradient: each rank's covers its shards only). */
 ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                   bool mark, ccg_value_id *out);
 /* A weight's data split on `dim` for every rank; transposed first when

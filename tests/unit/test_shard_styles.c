@@ -2,7 +2,8 @@
  * vocab_parallel module holding more than its Gather (a scaled embedding)
  * shards the Gather and leaves the other nodes to the propagation rules;
  * sequence_parallel on an RMSNorm, written out or as RMSNormalization,
- * against the unsharded loss and gradients. */
+ * and a replicated activation scaling a shard, against the unsharded loss
+ * and gradients. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -282,6 +283,75 @@ static void rmsnormalization_under_the_sequence_parallel_option(void **state) {
   ccg_graph_free(g);
 }
 
+/* A replicated activation used beside a shard: y = fc(x) * sigmoid(x @ g)
+ * with fc colwise (y sharded on its last dim) and the gate [4, 1]
+ * replicated, as a router's weights scale an expert's sharded output.
+ * The gate's gradient on a rank covers its columns of y only; the pass
+ * sums it over the ranks, and g's and x's gradients equal the unsharded
+ * ones within 1e-4 of the largest element (without the sum g's is off). */
+static void replicated_gate_beside_a_shard(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,8]");
+  float fd[64], gd[8], cd[32];
+  xt_fill(fd, 64, 11);
+  xt_fill(gd, 8, 12);
+  xt_fill(cd, 32, 13);
+  ccg_tensor ft = {CCG_DTYPE_F32, 2, {8, 8}, fd};
+  ccg_tensor gt = {CCG_DTYPE_F32, 2, {8, 1}, gd};
+  ccg_tensor ct = {CCG_DTYPE_F32, 2, {4, 8}, cd};
+  ccg_value_id f, gw, c, y, h, s, l;
+  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &ft, &f));
+  assert_ok(g, ccg_graph_add_initializer(g, "gate.weight", &gt, &gw));
+  assert_ok(g, ccg_graph_add_initializer(g, "loss.c", &ct, &c));
+  ccg_value_id in[2] = {x, f};
+  assert_ok(g, xt_node(g, "MatMul", "/fc/MatMul", in, 2, NULL, 0, 1, &y));
+  in[1] = gw;
+  assert_ok(g, xt_node(g, "MatMul", "/gate/MatMul", in, 2, NULL, 0, 1, &h));
+  assert_ok(g, xt_node(g, "Sigmoid", "/gate/Sigmoid", &h, 1, NULL, 0, 1, &s));
+  in[0] = y, in[1] = s;
+  assert_ok(g, xt_node(g, "Mul", "/Mul", in, 2, NULL, 0, 1, &y));
+  in[0] = y, in[1] = c;
+  assert_ok(g, xt_node(g, "Mul", "/loss/Mul", in, 2, NULL, 0, 1, &l));
+  ccg_attr kd = CCG_ATTR_I("keepdims", 0);
+  assert_ok(g,
+            xt_node(g, "ReduceSum", "/loss/ReduceSum", &l, 1, &kd, 1, 1, &l));
+  assert_ok(g, ccg_graph_add_output(g, xt_named(g, l, "loss")));
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
+  static const char *const wrt[] = {"gate.weight", "x"};
+  for (ccg_graph *k = g; k; k = k == g ? sg : NULL) {
+    ccg_backward_options bo = CCG_BACKWARD_OPTIONS_INIT;
+    assert_ok(k, ccg_graph_find_value(k, "loss", &bo.loss));
+    bo.wrt = wrt;
+    bo.n_wrt = 2;
+    assert_ok(k, ccg_backward(k, &bo));
+  }
+  float xd[32], want[2][32], got[2][2][32];
+  xt_fill(xd, 32, 14);
+  ccg_exec_tensor xin = XT_F32("x", xd, 4, 8);
+  const char *names[2] = {"grad/gate.weight", "grad/x"};
+  ccg_exec_tensor o1[2], o[2][2], *op[2];
+  const ccg_exec_tensor *ins[2] = {&xin, &xin};
+  for (int i = 0; i < 2; i++) {
+    o1[i] = xt_out(names[i], want[i], sizeof want[i]);
+    for (int r = 0; r < 2; r++)
+      o[r][i] = xt_out(names[i], got[r][i], sizeof got[r][i]);
+  }
+  op[0] = o[0], op[1] = o[1];
+  assert_ok(g, xt_run1(g, &xin, 1, o1, 2));
+  assert_ok(sg, ccg_exec_run_local(sg, 2, NULL, ins, 1, op, 2, NULL));
+  size_t n[2] = {8, 32};
+  for (int r = 0; r < 2; r++)
+    for (int i = 0; i < 2; i++) {
+      double scale = 0;
+      for (size_t k = 0; k < n[i]; k++)
+        scale = fmax(scale, fabs((double)want[i][k]));
+      xt_close(got[r][i], want[i], n[i], 1e-4 * scale, 0, names[i]);
+    }
+  ccg_graph_free(sg);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(vocab_parallel_module_with_a_mul),
@@ -290,6 +360,7 @@ int main(void) {
       cmocka_unit_test(rmsnorm_written_out_sequence_parallel),
       cmocka_unit_test(rmsnormalization_sequence_parallel),
       cmocka_unit_test(rmsnormalization_under_the_sequence_parallel_option),
+      cmocka_unit_test(replicated_gate_beside_a_shard),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
