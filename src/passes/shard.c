@@ -785,6 +785,25 @@ static int ulysses_index(shard *sh, const char *module, int64_t seq) {
 
 /* ---- the pass ------------------------------------------------------------ */
 
+/* An expert_parallel module owns all its nodes: an entry naming one of
+ * them (a colwise expert) is an error. */
+static ccg_status not_inside_experts(shard *sh, const char *module,
+                                     const ccg_plan_entry *pe) {
+  char path[512];
+  snprintf(path, sizeof path, "%s", module);
+  for (char *dot; (dot = strrchr(path, '.')) != NULL;) {
+    *dot = '\0';
+    long e = entry_for(sh, path, false);
+    if (e >= 0 && ccg_plan_entry_at(sh->plan, (size_t)e)->style ==
+                      CCG_PLAN_EXPERT_PARALLEL)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "plan entry '%s' (%s) names '%s' inside the "
+                     "expert_parallel module '%s'",
+                     pe->pattern, ccg_plan_style_name(pe->style), module, path);
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status shard_node(shard *sh, ccg_node_id n) {
   sh->node = n;
   sh->cur_rep = sh->cur_merged = 1;
@@ -805,9 +824,13 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
     sh->cur_ulysses = ulysses_index(sh, module, pe->sequence_dim);
     pe = NULL;
   }
+  if (pe && pe->style != CCG_PLAN_EXPERT_PARALLEL)
+    CCG_CHECK(not_inside_experts(sh, module, pe));
   bool done = false;
   size_t first = ccg_graph_num_nodes(sh->s);
-  if (pe)
+  if (pe && pe->style == CCG_PLAN_EXPERT_PARALLEL)
+    CCG_CHECK(sh_expert_parallel(sh, n, module, &done));
+  else if (pe)
     CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
   else if (sh->sp && (ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM ||
                       ccg_node_op(sh->g, n) == CCG_OP_RMS_NORM))
@@ -1019,6 +1042,7 @@ out:
   free(sh.cons_start);
   free(sh.cons);
   free(sh.cache);
+  free(sh.ep_tag);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh.s);
     return st;

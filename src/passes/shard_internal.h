@@ -75,6 +75,11 @@ typedef struct shard {
   /* rep and merged of the grouped inputs of the node being sharded (see
    * sh_val): its Shard outputs get them */
   int cur_rep, cur_merged;
+  /* expert_parallel (shard_experts.c): each source value's expert (-1
+   * none), and the last module's expert count */
+  int *ep_tag;
+  char ep_module[512];
+  int64_t ep_experts;
 } shard;
 
 static inline ccg_placement sh_R(void) {
@@ -164,6 +169,12 @@ ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
  * entropy); *done false when it does not apply (weights, log_prob read,
  * logits not [N, V] Shard(1)). */
 ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done);
+
+/* shard_experts.c: node n of module `mod` under an expert_parallel entry
+ * (docs/shard.md, "Mixture of experts"); *done false where `mod` has no
+ * experts. */
+ccg_status sh_expert_parallel(shard *sh, ccg_node_id n, const char *mod,
+                              bool *done);
 
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */

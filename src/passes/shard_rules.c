@@ -910,7 +910,8 @@ static ccg_status rule_einsum(shard *sh, ccg_node_id n) {
 
 /* Slice: a shard stays where the slice leaves its dim whole (not among
  * the axes, or from 0 to the end with step 1, as dynamo writes x[:, :]);
- * the other inputs are replicated. Otherwise the input is gathered. */
+ * the other inputs are replicated. A Partial stays Partial. Otherwise the
+ * input is gathered. */
 static ccg_status rule_slice(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id x = ccg_node_input(g, n, 0);
@@ -920,6 +921,10 @@ static ccg_status rule_slice(shard *sh, ccg_node_id n) {
   int64_t st[CCG_MAX_RANK], en[CCG_MAX_RANK], ax[CCG_MAX_RANK],
       sp[CCG_MAX_RANK];
   int k = known_ints(sh, ccg_node_input(g, n, 1), st, CCG_MAX_RANK);
+  if (is_partial(p)) { /* linear: a slice of a sum is the sum of slices */
+    ccg_placement want[5] = {p, sh_R(), sh_R(), sh_R(), sh_R()};
+    return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+  }
   if (!is_shard(p) || blocks != 1 || nin > 5 || k < 0 ||
       known_ints(sh, ccg_node_input(g, n, 2), en, CCG_MAX_RANK) != k)
     return sh_replicate(sh, n);
