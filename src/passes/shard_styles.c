@@ -108,6 +108,10 @@ static ccg_status kv_rep(shard *sh, ccg_value_id v, int *rep) {
       prod *= out->dims[--j].size;
     if (prod != last.size || j == out->rank)
       return CCG_STATUS_OK;
+    /* one head ([.., 1, head_dim]: multi-query attention) */
+    if (j == out->rank - 1 && j > 0 && !ccg_dim_is_sym(out->dims[j - 1]) &&
+        out->dims[j - 1].size == 1)
+      j--;
     int64_t h = out->dims[j].size, W = sh->W;
     if (h % W == 0)
       return CCG_STATUS_OK;

@@ -1,7 +1,8 @@
 /* Grouped-query attention through the shard pass: 4 query heads, 2
  * key/value heads (v with a bias), repeat_kv as Unsqueeze, Expand and
  * Reshape, a whole-dim Slice on the way. Sharded at tp=2 (one key/value
- * head per rank) and tp=4 (each key/value head on 2 ranks), differentiated
+ * head per rank) and tp=4 (each key/value head on 2 ranks), and with one
+ * key/value head (multi-query: on every rank) at both, differentiated
  * by ccg_backward and run on local ranks: the loss equals the unsharded
  * one, and every rank's gradient of a key/value weight equals the columns
  * of the unsharded gradient that its head holds (the sum over the ranks
@@ -15,7 +16,7 @@
 #include "test_util.h"
 #include "exec_test_util.h"
 
-enum { B = 2, S = 4, H = 16, NH = 4, KV = 2, HD = 4, MAXW = 4 };
+enum { B = 2, S = 4, H = 16, NH = 4, HD = 4, MAXW = 4 };
 
 static ccg_value_id node(ccg_graph *g, const char *op, const char *name,
                          const ccg_value_id *in, size_t n_in,
@@ -63,11 +64,12 @@ static ccg_value_id heads(ccg_graph *g, const char *pfx, ccg_value_id x,
   return node(g, "Transpose", nm, &r, 1, &a, 1);
 }
 
-/* [B, KV, S, HD] -> [B, NH, S, HD] as transformers' repeat_kv */
-static ccg_value_id repeat_kv(ccg_graph *g, const char *pfx, ccg_value_id x) {
+/* [B, kv, S, HD] -> [B, NH, S, HD] as transformers' repeat_kv */
+static ccg_value_id repeat_kv(ccg_graph *g, const char *pfx, ccg_value_id x,
+                              int64_t kv) {
   char nm[64];
   int64_t ax = 2, st = 0, en = INT64_MAX, one = 1;
-  int64_t exp[5] = {B, KV, NH / KV, S, HD}, out[4] = {B, NH, S, HD};
+  int64_t exp[5] = {B, kv, NH / kv, S, HD}, out[4] = {B, NH, S, HD};
   /* dynamo's x[:, :]: a Slice of the whole (sharded) head dim */
   snprintf(nm, sizeof nm, "%s.st", pfx);
   ccg_value_id sl[4] = {x, ints(g, nm, 1, &st), CCG_NONE, CCG_NONE};
@@ -90,10 +92,10 @@ static ccg_value_id repeat_kv(ccg_graph *g, const char *pfx, ccg_value_id x) {
   return node(g, "Reshape", nm, r, 2, NULL, 0);
 }
 
-static ccg_graph *gqa_model(void) {
+static ccg_graph *gqa_model(int64_t kv) {
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4,16]");
-  int64_t wq[2] = {H, NH * HD}, wk[2] = {H, KV * HD}, bk[1] = {KV * HD};
+  int64_t wq[2] = {H, NH * HD}, wk[2] = {H, kv * HD}, bk[1] = {kv * HD};
   int64_t wo[2] = {NH * HD, H}, ry[3] = {B, S, H};
   ccg_value_id in[2] = {x, weight(g, "attn.q_proj.weight", 2, wq, 1)};
   ccg_value_id q = node(g, "MatMul", "/attn/q_proj/MatMul", in, 2, NULL, 0);
@@ -106,8 +108,8 @@ static ccg_graph *gqa_model(void) {
   ccg_value_id va[2] = {v, weight(g, "attn.v_proj.bias", 1, bk, 3)};
   v = node(g, "Add", "/attn/v_proj/Add", va, 2, NULL, 0);
   q = heads(g, "q", q, NH);
-  k = repeat_kv(g, "k", heads(g, "k", k, KV));
-  v = repeat_kv(g, "v", heads(g, "v", v, KV));
+  k = repeat_kv(g, "k", heads(g, "k", k, kv), kv);
+  v = repeat_kv(g, "v", heads(g, "v", v, kv), kv);
   int64_t pk[4] = {0, 1, 3, 2}, pc[4] = {0, 2, 1, 3}, flat[3] = {B, S, H};
   ccg_attr a = CCG_ATTR_IS("perm", pk, 4);
   ccg_value_id kt = node(g, "Transpose", "/attn/Transpose_k", &k, 1, &a, 1);
@@ -136,7 +138,7 @@ static const char *const wrt[] = {"attn.q_proj.weight", "attn.k_proj.weight",
                                   "attn.v_proj.weight", "attn.v_proj.bias"};
 enum { NWRT = 4 };
 /* per parameter: full size, dim holding key/value heads (-1: q's heads) */
-static const int64_t wrows[NWRT] = {H, H, H, 1}, wcols[NWRT] = {16, 8, 8, 8};
+static const int64_t wrows[NWRT] = {H, H, H, 1};
 
 static void differentiate(ccg_graph *g) {
   ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
@@ -155,7 +157,7 @@ static void rel_close(const float *got, const float *want, size_t n,
   xt_close(got, want, n, 1e-4 * scale, 0, what);
 }
 
-static void check_tp(int W) {
+static void check_tp(int W, int64_t kv) {
   float xd[B * S * H], want_loss, want[NWRT][H * 16];
   xt_fill(xd, B * S * H, 9);
   ccg_exec_tensor in = XT_F32("x", xd, B, S, H);
@@ -166,7 +168,7 @@ static void check_tp(int W) {
     snprintf(gname[i], sizeof gname[i], "grad/%s", wrt[i]);
     out1[i + 1] = xt_out(gname[i], want[i], sizeof want[i]);
   }
-  ccg_graph *g = gqa_model();
+  ccg_graph *g = gqa_model(kv);
   char mesh[16];
   snprintf(mesh, sizeof mesh, "tp=%d", W);
   ccg_graph *s = xt_shard(
@@ -188,7 +190,8 @@ static void check_tp(int W) {
   assert_ok(s, ccg_exec_run_local(s, W, NULL, ins, 1, outp, NWRT + 1, NULL));
   /* rank r holds q head block r of W and key/value block r / rep of W / rep
    * (rep: ranks per key/value head) */
-  int rep = W > KV ? W / KV : 1;
+  int64_t rep = W > kv ? W / kv : 1;
+  const int64_t wcols[NWRT] = {NH * HD, kv * HD, kv * HD, kv * HD};
   for (int r = 0; r < W; r++) {
     rel_close(&loss[r], &want_loss, 1, "loss");
     for (int i = 0; i < NWRT; i++) {
@@ -199,7 +202,8 @@ static void check_tp(int W) {
         memcpy(exp + row * c, want[i] + row * wcols[i] + blk * c,
                (size_t)c * sizeof *exp);
       char what[96];
-      snprintf(what, sizeof what, "tp=%d rank %d %s", W, r, gname[i]);
+      snprintf(what, sizeof what, "tp=%d kv=%lld rank %d %s", W, (long long)kv,
+               r, gname[i]);
       rel_close(got[r][i], exp, (size_t)(wrows[i] * c), what);
     }
   }
@@ -209,18 +213,25 @@ static void check_tp(int W) {
 
 static void gqa_tp2_one_head_per_rank(void **state) {
   (void)state;
-  check_tp(2);
+  check_tp(2, 2);
 }
 
 static void gqa_tp4_heads_shared_by_two_ranks(void **state) {
   (void)state;
-  check_tp(4);
+  check_tp(4, 2);
+}
+
+/* Multi-query attention: one key/value head, on every rank. */
+static void mqa_tp2_and_tp4(void **state) {
+  (void)state;
+  check_tp(2, 1);
+  check_tp(4, 1);
 }
 
 /* The key/value weights at tp=4 are each rank's head, no more: [16, 4]. */
 static void gqa_tp4_weights_hold_one_head(void **state) {
   (void)state;
-  ccg_graph *g = gqa_model();
+  ccg_graph *g = gqa_model(2);
   ccg_graph *s = xt_shard(
       g, "{\"attn.o_proj\": \"rowwise\", \"attn.*\": \"colwise\"}", "tp=4");
   ccg_value_id v;
@@ -241,6 +252,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gqa_tp2_one_head_per_rank),
       cmocka_unit_test(gqa_tp4_heads_shared_by_two_ranks),
+      cmocka_unit_test(mqa_tp2_and_tp4),
       cmocka_unit_test(gqa_tp4_weights_hold_one_head),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
