@@ -138,11 +138,12 @@ typedef enum ccg_plan_style {
   CCG_PLAN_VOCAB_PARALLEL,
   CCG_PLAN_REPLICATE,
   CCG_PLAN_ULYSSES,
+  CCG_PLAN_EXPERT_PARALLEL,
   CCG_PLAN_STYLE_COUNT
 } ccg_plan_style;
 
 /* "colwise", "rowwise", "sequence_parallel", "vocab_parallel", "replicate",
- * "ulysses"; NULL out of range. */
+ * "ulysses", "expert_parallel"; NULL out of range. */
 CCG_API const char *ccg_plan_style_name(ccg_plan_style s);
 
 #define CCG_PLAN_MAX_LAYOUTS 8

@@ -20,14 +20,15 @@ const char *const pp_role_names[] = {
     "MLP output projection",
     "word embeddings",
     "LM head",
+    "LM head into the loss",
     "LayerNorm",
 };
 _Static_assert(sizeof pp_role_names / sizeof pp_role_names[0] == PP_ROLE_COUNT,
                "one name per role");
 const ccg_plan_style pp_role_styles[] = {
-    CCG_PLAN_COLWISE,           CCG_PLAN_ROWWISE,        CCG_PLAN_COLWISE,
-    CCG_PLAN_ROWWISE,           CCG_PLAN_VOCAB_PARALLEL, CCG_PLAN_COLWISE,
-    CCG_PLAN_SEQUENCE_PARALLEL,
+    CCG_PLAN_COLWISE, CCG_PLAN_ROWWISE,           CCG_PLAN_COLWISE,
+    CCG_PLAN_ROWWISE, CCG_PLAN_VOCAB_PARALLEL,    CCG_PLAN_COLWISE,
+    CCG_PLAN_COLWISE, CCG_PLAN_SEQUENCE_PARALLEL,
 };
 _Static_assert(sizeof pp_role_styles / sizeof pp_role_styles[0] ==
                    PP_ROLE_COUNT,
@@ -48,8 +49,23 @@ static int64_t attr_int(const ccg_graph *g, ccg_node_id n, const char *name,
   return a && a->type == CCG_ATTR_INT ? a->i : dflt;
 }
 
+/* An initializer, or a view of one through Identity and 2-D Transpose
+ * nodes (the weights of exports without constant folding), as the shard
+ * pass takes them. */
 static bool is_weight(const ccg_graph *g, ccg_value_id v) {
-  return v != CCG_NONE && ccg_value_kind_of(g, v) == CCG_VALUE_INITIALIZER;
+  for (int depth = 0; v != CCG_NONE && depth < 8; depth++) {
+    if (ccg_value_kind_of(g, v) == CCG_VALUE_INITIALIZER)
+      return true;
+    ccg_node_id n = ccg_value_producer(g, v);
+    if (n == CCG_NONE)
+      return false;
+    ccg_op op = ccg_node_op(g, n);
+    if (op != CCG_OP_IDENTITY &&
+        !(op == CCG_OP_TRANSPOSE && ccg_value_shape(g, v)->rank == 2))
+      return false;
+    v = ccg_node_input(g, n, 0);
+  }
+  return false;
 }
 
 /* A projection: MatMul, or Gemm with transA 0, whose second input is a 2-D
@@ -353,8 +369,18 @@ static const char *attention_fit(pp *p, const ccg_node_id *proj, int64_t heads,
       proj[1] != proj[0]) {
     projection(p, proj[1], NULL, &width);
     int64_t kv_heads = width / (q_width / heads);
-    if ((bad = indivisible(p, "key/value head count", kv_heads, buf, size)))
-      return bad;
+    /* fewer key/value heads than ranks: each on W / kv ranks (the shard
+     * pass's grouped-query attention) */
+    if (kv_heads > 0 && kv_heads < p->W && p->W % kv_heads == 0) {
+      p->kv_heads = kv_heads;
+    } else if ((bad = indivisible(p, "key/value head count", kv_heads, buf,
+                                  size))) {
+      snprintf(buf, size,
+               "key/value head count %lld neither divides nor is divisible "
+               "by %s=%lld",
+               (long long)kv_heads, p->axis, (long long)p->W);
+      return buf;
+    }
   }
   for (int i = 0; i < 3; i++) {
     projection(p, proj[i], NULL, &width);
@@ -393,11 +419,17 @@ static ccg_status find_attention(pp *p, ccg_node_id s) {
   int64_t heads = sc->rank >= 3 && !ccg_dim_is_sym(sc->dims[sc->rank - 3])
                       ? sc->dims[sc->rank - 3].size
                       : 0;
-  char buf[256], hd[32] = "";
+  char buf[256], hd[96] = "";
+  p->kv_heads = 0;
   const char *bad = out == CCG_NONE
                         ? "no output projection reads its result"
                         : attention_fit(p, proj, heads, out, buf, sizeof buf);
-  if (heads > 0)
+  if (heads > 0 && p->kv_heads > 0)
+    snprintf(hd, sizeof hd,
+             "; %lld heads, %lld key/value heads on %lld ranks each",
+             (long long)heads, (long long)p->kv_heads,
+             (long long)(p->W / p->kv_heads));
+  else if (heads > 0)
     snprintf(hd, sizeof hd, "; %lld heads", (long long)heads);
   static const char *const which[] = {"q", "k", "v"};
   bool fused = proj[0] == proj[1] && proj[1] == proj[2];
@@ -535,6 +567,33 @@ static ccg_status find_embeddings(pp *p) {
   return CCG_STATUS_OK;
 }
 
+/* Whether logits v reach, through Cast, Identity and Reshapes keeping the
+ * vocabulary last, input 0 of a SoftmaxCrossEntropyLoss on [N, V] without
+ * class weights: the shard pass then computes it on vocabulary shards. */
+static bool feeds_loss(const pp *p, ccg_value_id v, int64_t vocab, int depth) {
+  for (size_t k = p->cs[v]; depth < 6 && k < p->cs[v + 1]; k++) {
+    ccg_node_id c = p->cons[k];
+    ccg_op op = ccg_node_op(p->g, c);
+    if (ccg_node_input(p->g, c, 0) != v)
+      continue;
+    ccg_value_id o = ccg_node_output(p->g, c, 0);
+    const ccg_shape *s = ccg_value_shape(p->g, o);
+    ccg_dim last = s->rank ? s->dims[s->rank - 1] : (ccg_dim){0};
+    if (op == CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS) {
+      const ccg_shape *xs = ccg_value_shape(p->g, v);
+      if (xs->rank == 2 && (ccg_node_num_inputs(p->g, c) < 3 ||
+                            ccg_node_input(p->g, c, 2) == CCG_NONE))
+        return true;
+    } else if ((op == CCG_OP_CAST || op == CCG_OP_IDENTITY ||
+                op == CCG_OP_RESHAPE) &&
+               !ccg_dim_is_sym(last) && last.size == vocab &&
+               feeds_loss(p, o, vocab, depth + 1)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /* The LM head: a projection back to the vocabulary (the embeddings' rows),
  * on its own weight or on the embeddings' (tied: Gemm with transB). A head
  * tied through a Transpose has no weight of its own to split. */
@@ -562,11 +621,15 @@ static ccg_status find_head(pp *p) {
         out != es->dims[0].size || in != hidden)
       continue;
     p->head = p->embed_bad == NULL;
-    return add(p, n, w, PP_HEAD, p->embed_bad,
+    bool loss = feeds_loss(p, ccg_node_output(p->g, n, 0), out, 0);
+    return add(p, n, w, loss ? PP_HEAD_LOSS : PP_HEAD, p->embed_bad,
                "%s '%s' [%lldx%lld] maps the hidden state back to the "
-               "vocabulary%s; logits gathered (output Replicate)",
+               "vocabulary%s; %s",
                op_nm(p, n), nm(p, n), (long long)in, (long long)out,
-               w == p->embed_w ? " (tied to the embeddings)" : "");
+               w == p->embed_w ? " (tied to the embeddings)" : "",
+               loss ? "logits kept sharded (output Shard(-1)) for the "
+                      "vocab-parallel cross entropy"
+                    : "logits gathered (output Replicate)");
   }
   return CCG_STATUS_OK;
 }

@@ -19,6 +19,7 @@ typedef enum pp_role {
   PP_MLP_OUT,
   PP_EMBED,
   PP_HEAD,
+  PP_HEAD_LOSS, /* an LM head feeding SoftmaxCrossEntropyLoss: kept sharded */
   PP_NORM,
   PP_ROLE_COUNT
 } pp_role;
@@ -52,6 +53,7 @@ typedef struct pp {
   /* for the summary */
   int n_attn, n_mlp, n_norm;
   int64_t heads, ffn, vocab;
+  int64_t kv_heads; /* of the attention being checked, when fewer than W */
   bool head;
   ccg_value_id embed_w;  /* the word embeddings' weight, or CCG_NONE */
   const char *embed_bad; /* why they are left out, or NULL */

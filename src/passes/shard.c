@@ -178,9 +178,12 @@ ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
   if (sh->dp >= 0 && !sh->local && ccg_value_placements(sh->g, gv, dp) > sh->dp)
     full[sh->dp] = dp[sh->dp];
   SH_S(sh, ccg_value_set_placements(sh->s, v, full, sh->nd));
+  bool s = p.kind == CCG_PLACEMENT_SHARD;
   sh->vals[gv].v = v;
   sh->vals[gv].p = p;
   sh->vals[gv].blocks = blocks;
+  sh->vals[gv].rep = s ? sh->cur_rep : 1;
+  sh->vals[gv].merged = s ? sh->cur_merged : 1;
   return CCG_STATUS_OK;
 }
 
@@ -345,16 +348,19 @@ const ccg_tensor *sh_weight_data(const shard *sh, ccg_value_id gv,
   return view_data(sh, gv, buf, mem);
 }
 
+/* Splits dim p.dim of t into W / rep chunks (of each of `blocks` blocks);
+ * rank r gets chunk r / rep. */
 static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
-                               ccg_placement p, int blocks, ccg_value_id *out) {
+                               ccg_placement p, int blocks, int rep,
+                               ccg_value_id *out) {
   char nbuf[512];
   const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
   int d = p.dim;
   if (d >= t->rank)
     return sh_fail(sh, CCG_STATUS_INVALID_ARG, "weight '%s' has no dim %d",
                    name, d);
-  int64_t D = t->dims[d];
-  if (D % blocks != 0 || (D / blocks) % sh->W != 0)
+  int64_t D = t->dims[d], Wc = sh->W / rep;
+  if (D % blocks != 0 || (D / blocks) % Wc != 0)
     return sh_fail(sh, CCG_STATUS_SHAPE,
                    "weight '%s' dim %d (size %lld%s) is not divisible by "
                    "%s=%lld",
@@ -362,7 +368,7 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
                    sh->axis_name, (long long)sh->W);
   size_t nbytes;
   SH_S(sh, ccg_tensor_nbytes(t, &nbytes));
-  size_t chunk = nbytes / (size_t)sh->W;
+  size_t chunk = nbytes / (size_t)Wc;
   unsigned char **chunks = calloc((size_t)sh->W, sizeof *chunks);
   unsigned char *mem = malloc(nbytes + 1);
   ccg_status st = CCG_STATUS_OK;
@@ -371,12 +377,13 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
     goto out;
   }
   for (int64_t r = 0; r < sh->W; r++) {
-    chunks[r] = mem + (size_t)r * chunk;
-    sh_slice_chunk(t, d, blocks, sh->W, r, chunks[r]);
+    chunks[r] = mem + (size_t)(r / rep) * chunk;
+    if (r % rep == 0)
+      sh_slice_chunk(t, d, blocks, Wc, r / rep, chunks[r]);
   }
   int64_t dims[CCG_MAX_RANK];
   memcpy(dims, t->dims, sizeof dims);
-  dims[d] = D / sh->W;
+  dims[d] = D / Wc;
   st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
 out:
   free(chunks);
@@ -433,7 +440,7 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
   }
   ccg_status st;
   if (p.kind == CCG_PLACEMENT_SHARD) {
-    st = weight_shard(sh, gv, t, p, blocks, out);
+    st = weight_shard(sh, gv, t, p, blocks, 1, out);
   } else {
     char buf[512], vbuf[512];
     const char *nm = view_name(sh, gv, vbuf, sizeof vbuf);
@@ -456,6 +463,115 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
   free(vmem);
   CCG_CHECK(st);
   return cache_put(sh, gv, p, blocks, flags, *out);
+}
+
+/* The rep ranks sharing a chunk must each get the sum of their gradients.
+ * The chunk b (dim d of c) is placed in a zero-padded copy of the whole
+ * weight (a per-rank one-hot over the W / rep chunks), marked so that its
+ * gradient is all-reduced over the axis, and taken back out with the same
+ * one-hot: forward b unchanged, backward the sum over the ranks holding
+ * it, the other chunks' sums dropped. */
+static ccg_status grouped_view(shard *sh, ccg_value_id b, const ccg_tensor *t,
+                               int d, int rep, const char *name,
+                               ccg_value_id *out) {
+  int64_t G = sh->W / rep, c = t->dims[d] / G;
+  int64_t hd[CCG_MAX_RANK + 1], full[CCG_MAX_RANK], axis = d;
+  int hr = t->rank + 1;
+  for (int i = 0; i < hr; i++)
+    hd[i] = i < d ? t->dims[i] : i == d ? G : i == d + 1 ? c : t->dims[i - 1];
+  memcpy(full, t->dims, sizeof full);
+  int64_t oh[CCG_MAX_RANK + 1];
+  for (int i = 0; i < hr; i++)
+    oh[i] = i == d ? G : 1;
+  size_t es = ccg_dtype_size(t->dtype);
+  unsigned char *mem = calloc((size_t)(G * sh->W), es);
+  unsigned char **chunks = calloc((size_t)sh->W, sizeof *chunks);
+  ccg_status st = CCG_STATUS_OK;
+  if (!mem || !chunks) {
+    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+    goto out;
+  }
+  ccg_tensor one = {t->dtype, 0, {0}, NULL};
+  double dv = 1.0;
+  float fv = 1.0f;
+  if (t->dtype == CCG_DTYPE_F64)
+    one.data = &dv;
+  else if (t->dtype == CCG_DTYPE_F32)
+    one.data = &fv;
+  else {
+    st = sh_fail(sh, CCG_STATUS_DTYPE,
+                 "weight '%s': grouped key/value heads need f32 or f64", name);
+    goto out;
+  }
+  for (int64_t r = 0; r < sh->W; r++) {
+    chunks[r] = mem + (size_t)(r * G) * es;
+    memcpy(chunks[r] + (size_t)(r / rep) * es, one.data, es);
+  }
+  char oname[512];
+  snprintf(oname, sizeof oname, "%s.kv_group", name);
+  ccg_value_id mask, u, m, f, k, back, m2, shp_h, shp_f;
+  CCG_CHECK_GOTO(
+      sh_add_rank_weight(sh, oname, t->dtype, hr, oh, chunks, sh_R(), &mask),
+      st, out);
+  sh->rep.n_sharded_params--; /* the one-hot is not a parameter */
+  ccg_tensor th = {CCG_DTYPE_I64, 1, {hr}, hd};
+  ccg_tensor tf = {CCG_DTYPE_I64, 1, {t->rank}, full};
+  int pushed = push_scopes(sh, sh->node);
+  st = ccg_constant(sh->s, &th, &shp_h);
+  if (st == CCG_STATUS_OK)
+    st = ccg_constant(sh->s, &tf, &shp_f);
+  if (st == CCG_STATUS_OK)
+    st = ccg_unsqueeze(sh->s, b, &axis, 1, &u);
+  if (st == CCG_STATUS_OK)
+    st = ccg_mul(sh->s, u, mask, &m);
+  if (st == CCG_STATUS_OK)
+    st = ccg_reshape(sh->s, m, shp_f, &f);
+  if (st == CCG_STATUS_OK)
+    st = ccg_mark_sequence_parallel_param(sh->s, f, sh->axis_name, &k);
+  if (st == CCG_STATUS_OK)
+    st = ccg_reshape(sh->s, k, shp_h, &back);
+  if (st == CCG_STATUS_OK)
+    st = ccg_mul(sh->s, back, mask, &m2);
+  if (st == CCG_STATUS_OK)
+    st = ccg_reduce_sum(sh->s, m2, &axis, 1, false, out);
+  pop_scopes(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    st = from_s(sh, st);
+out:
+  free(mem);
+  free(chunks);
+  return st;
+}
+
+ccg_status sh_weight_grouped(shard *sh, ccg_value_id gv, ccg_placement p,
+                             int rep, bool transpose, ccg_value_id *out) {
+  if (rep <= 1)
+    return sh_weight(sh, gv, p, 1, transpose, false, out);
+  int flags = SH_GROUPED | (transpose ? SH_TRANSPOSED : 0) | rep << 8;
+  sh_cache *c = cache_find(sh, gv, p, 1, flags);
+  if (c) {
+    *out = c->v;
+    return CCG_STATUS_OK;
+  }
+  ccg_tensor tt, vb;
+  void *mem = NULL, *vmem = NULL;
+  const ccg_tensor *t = view_data(sh, gv, &vb, &vmem);
+  if (t && transpose)
+    t = (mem = transposed(t, &tt)) != NULL ? &tt : NULL;
+  if (!t) {
+    free(vmem);
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  }
+  char nbuf[512];
+  const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
+  ccg_value_id b;
+  ccg_status st = weight_shard(sh, gv, t, p, 1, rep, &b);
+  if (st == CCG_STATUS_OK)
+    st = grouped_view(sh, b, t, p.dim, rep, name, out);
+  free(mem);
+  free(vmem);
+  CCG_CHECK(st);
+  return cache_put(sh, gv, p, 1, flags, *out);
 }
 
 /* ---- values -------------------------------------------------------------- */
@@ -500,6 +616,17 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
     *out = CCG_NONE;
     return CCG_STATUS_OK;
   }
+  /* a bias beside grouped key/value heads is split as they are */
+  if (sh_is_weight(sh, gv) && want.kind == CCG_PLACEMENT_SHARD &&
+      sh->cur_rep > 1 && sh->cur_merged == 1)
+    return sh_weight_grouped(sh, gv, want, sh->cur_rep, false, out);
+  if (sh_is_weight(sh, gv) && want.kind == CCG_PLACEMENT_SHARD &&
+      sh->cur_merged > 1)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "weight '%s' meets key/value heads shared by several ranks "
+                   "(grouped-query attention) on its dim %d; shard splits it "
+                   "only through a colwise projection",
+                   ccg_value_name(sh->g, gv), want.dim);
   if (sh_is_weight(sh, gv))
     return sh_weight(sh, gv, want, blocks, false, mark, out);
   const sh_val *x = &sh->vals[gv];
@@ -507,6 +634,18 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
     return sh_fail(sh, CCG_STATUS_INTERNAL, "value '%s' used before it is made",
                    ccg_value_name(sh->g, gv));
   ccg_placement cur = view(sh, gv);
+  bool grouped = x->rep > 1 || x->merged > 1;
+  bool differ = x->rep != sh->cur_rep || x->merged != sh->cur_merged;
+  if ((grouped && (!sh_same(cur, want) || differ)) ||
+      (want.kind == CCG_PLACEMENT_SHARD && differ))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "value '%s' holds or meets key/value heads shared by %d "
+                   "ranks (grouped-query attention); only elementwise, "
+                   "shape, Slice, Concat, Expand and Reshape ops on its "
+                   "other dims may use them",
+                   ccg_value_name(sh->g, gv),
+                   grouped ? (x->rep > 1 ? x->rep : x->merged)
+                           : (sh->cur_rep > 1 ? sh->cur_rep : sh->cur_merged));
   if (x->blocks != blocks && !(sh_same(cur, want) && x->blocks == blocks))
     return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
                    "value '%s' is a fused projection's output (sharded in %d "
@@ -515,7 +654,30 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                    ccg_value_name(sh->g, gv), x->blocks);
   ccg_value_id v = x->v;
   CCG_CHECK(sh_move(sh, v, x->p, cur, &v));
-  return sh_move(sh, v, cur, want, out);
+  CCG_CHECK(sh_move(sh, v, cur, want, out));
+  /* (not in the data-parallel run: there the parameters' gradients are
+   * reduced over the batch chunks where they enter, ddp.all_reduce_grad) */
+  if (!mark || sh->local || want.kind != CCG_PLACEMENT_REPLICATE ||
+      sh->W < 2 || !ccg_dtype_is_float(ccg_value_dtype(sh->g, gv)))
+    return CCG_STATUS_OK;
+  /* beside a shard, a replicated activation meets only the rank's part of
+   * the output: its gradient here is partial, summed over the axis */
+  v = *out;
+  sh_cache *c = cache_find(sh, v, want, 1, SH_SUMMED);
+  if (c) {
+    *out = c->v;
+    return CCG_STATUS_OK;
+  }
+  int pushed = push_scopes(sh, sh->node);
+  ccg_status st = ccg_megatron_copy_to_tensor_model_parallel_region(
+      sh->s, v, sh->axis_name, out);
+  pop_scopes(sh, pushed);
+  if (st != CCG_STATUS_OK)
+    return from_s(sh, st);
+  ccg_placement full[CCG_MAX_MESH_AXES];
+  full_placements(sh, v, want, full);
+  SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+  return cache_put(sh, v, want, 1, SH_SUMMED, *out);
 }
 
 /* ---- emitting copies ------------------------------------------------------
@@ -648,8 +810,28 @@ static int ulysses_index(shard *sh, const char *module, int64_t seq) {
 
 /* ---- the pass ------------------------------------------------------------ */
 
+/* An expert_parallel module owns all its nodes: an entry naming one of
+ * them (a colwise expert) is an error. */
+static ccg_status not_inside_experts(shard *sh, const char *module,
+                                     const ccg_plan_entry *pe) {
+  char path[512];
+  snprintf(path, sizeof path, "%s", module);
+  for (char *dot; (dot = strrchr(path, '.')) != NULL;) {
+    *dot = '\0';
+    long e = entry_for(sh, path, false);
+    if (e >= 0 && ccg_plan_entry_at(sh->plan, (size_t)e)->style ==
+                      CCG_PLAN_EXPERT_PARALLEL)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "plan entry '%s' (%s) names '%s' inside the "
+                     "expert_parallel module '%s'",
+                     pe->pattern, ccg_plan_style_name(pe->style), module, path);
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status shard_node(shard *sh, ccg_node_id n) {
   sh->node = n;
+  sh->cur_rep = sh->cur_merged = 1;
   sh->cur_ulysses = 0;
   if (sh->dp >= 0 && !sh->local && sh_dp_local_slice(sh, n))
     return sh_dp_chunk_copy(sh, n);
@@ -669,11 +851,17 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
     sh->cur_ulysses = ulysses_index(sh, module, pe->sequence_dim);
     pe = NULL;
   }
+  if (pe && pe->style != CCG_PLAN_EXPERT_PARALLEL)
+    CCG_CHECK(not_inside_experts(sh, module, pe));
   bool done = false;
   size_t first = ccg_graph_num_nodes(sh->s);
-  if (pe)
+  if (pe && pe->style == CCG_PLAN_EXPERT_PARALLEL)
+    CCG_CHECK(sh_expert_parallel(sh, n, module, &done));
+  else if (pe)
     CCG_CHECK(sh_style(sh, n, pe, (size_t)e, module, &done));
-  else if (sh->sp && !sh->local && ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM)
+  else if (sh->sp && !sh->local &&
+           (ccg_node_op(sh->g, n) == CCG_OP_LAYER_NORM ||
+            ccg_node_op(sh->g, n) == CCG_OP_RMS_NORM))
     CCG_CHECK(sh_style(sh, n, NULL, 0, module, &done));
   if (done)
     CCG_CHECK(copy_meta(sh, n, first));
@@ -686,6 +874,7 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
     sh->used[e] = true;
   for (size_t i = 0; i < ccg_node_num_outputs(sh->g, n); i++)
     sh->vals[ccg_node_output(sh->g, n, i)].ulysses = sh->cur_ulysses;
+  sh->cur_rep = sh->cur_merged = 1;
   return CCG_STATUS_OK;
 }
 
@@ -881,7 +1070,7 @@ ccg_status sh_pass(shard *sh, ccg_graph **out) {
     goto out;
   }
   for (size_t v = 0; v < sh->n_vals; v++)
-    sh->vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0};
+    sh->vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0, 1, 1};
   for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
     sh->is_output[ccg_graph_output(g, i)] = true;
   st = ccg_graph_set_mesh(sh->s, &sh->mesh);
@@ -896,6 +1085,8 @@ out:
   free(sh->cons_start);
   free(sh->cons);
   free(sh->cache);
+  free(sh->ep_tag);
+  sh->ep_tag = NULL;
   sh->vals = NULL;
   sh->is_output = NULL;
   sh->used = NULL;
@@ -923,6 +1114,7 @@ ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
   if (opts)
     memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
   shard sh = {0};
+  sh.cur_rep = sh.cur_merged = 1;
   sh.g = g;
   sh.plan = plan;
   sh.mesh = *mesh;

@@ -17,6 +17,13 @@ typedef struct sh_val {
   ccg_placement p;
   int blocks;
   int ulysses; /* index+1 of the ulysses module that produced it, or 0 */
+  /* Grouped-query attention's key/value heads, fewer than W: with rep > 1
+   * the Shard holds chunk r / rep of W / rep chunks (each chunk on the rep
+   * ranks that share it); with merged > 1 the Shard lies on dims d and d+1
+   * together (an Expand repeating each such chunk: rank r holds chunk r of
+   * the pair, dim d+1 divided by `merged`). 1 otherwise. */
+  int rep;
+  int merged;
 } sh_val;
 
 typedef struct sh_cache {
@@ -29,7 +36,14 @@ typedef struct sh_cache {
 
 #define SH_MAX_ULYSSES 64
 
-enum { SH_MARKED = 1, SH_TRANSPOSED = 2, SH_VOCAB = 4, SH_MOVE = 8 };
+enum {
+  SH_MARKED = 1,
+  SH_TRANSPOSED = 2,
+  SH_VOCAB = 4,
+  SH_MOVE = 8,
+  SH_GROUPED = 16, /* rep << 8 beside it */
+  SH_SUMMED = 32   /* a replicated activation whose gradient is summed */
+};
 
 typedef struct shard {
   ccg_graph *g; /* source, global shapes */
@@ -69,6 +83,14 @@ typedef struct shard {
   const ccg_shard_options *opts;
   bool local;
   bool no_plan;
+  /* rep and merged of the grouped inputs of the node being sharded (see
+   * sh_val): its Shard outputs get them */
+  int cur_rep, cur_merged;
+  /* expert_parallel (shard_experts.c): each source value's expert (-1
+   * none), and the last module's expert count */
+  int *ep_tag;
+  char ep_module[512];
+  int64_t ep_experts;
 } shard;
 
 static inline ccg_placement sh_R(void) {
@@ -88,9 +110,11 @@ ccg_status sh_fail(shard *sh, ccg_status st, const char *fmt, ...)
 
 /* The source value `gv` in the sharded graph placed `want` on the axis (in
  * `blocks` blocks): weights are split into per-rank data, computed values
- * redistributed (collectives from the mapping library, cached). `mark` asks
- * for a replicated float weight used beside sharded activations to be
- * marked as a sequence-parallel parameter (its gradient is all-reduced). */
+ * redistributed (collectives from the mapping library, cached). `mark` says
+ * the node has sharded inputs: a replicated float weight is then marked as
+ * a sequence-parallel parameter, and a replicated float activation goes
+ * through copy_to_tensor_model_parallel_region (both identity forward,
+ * AllReduce (sum) of the gradient: each rank's covers its shards only). */
 ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                   bool mark, ccg_value_id *out);
 /* A weight's data split on `dim` for every rank; transposed first when
@@ -101,6 +125,12 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
  * into dst. */
 void sh_slice_chunk(const ccg_tensor *t, int d, int blocks, int64_t W,
                     int64_t r, unsigned char *dst);
+/* A weight's chunk for grouped-query attention: dim p.dim split into W/rep
+ * chunks, rank r holding chunk r / rep, as a view whose gradient is summed
+ * over the rep ranks sharing it (docs/shard.md, "Grouped-query
+ * attention"). */
+ccg_status sh_weight_grouped(shard *sh, ccg_value_id gv, ccg_placement p,
+                             int rep, bool transpose, ccg_value_id *out);
 /* Adds a weight whose group rank r holds chunks[r] (local dims), placed p on
  * the axis; every global rank gets its group rank's data. */
 ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
@@ -171,6 +201,18 @@ ccg_status sh_dp_chunk_copy(shard *sh, ccg_node_id n);
 ccg_status sh_dp_apply(shard *sh, ccg_graph **out);
 /* One run of the pass over sh->g as sh is set up. "new": *out. */
 ccg_status sh_pass(shard *sh, ccg_graph **out);
+/* shard_loss.c: a SoftmaxCrossEntropyLoss whose logits are sharded on the
+ * vocabulary, computed on the shards (Megatron's vocab-parallel cross
+ * entropy); *done false when it does not apply (weights, log_prob read,
+ * logits not [N, V] Shard(1)). */
+ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done);
+
+/* shard_experts.c: node n of module `mod` under an expert_parallel entry
+ * (docs/shard.md, "Mixture of experts"); *done false where `mod` has no
+ * experts. */
+ccg_status sh_expert_parallel(shard *sh, ccg_node_id n, const char *mod,
+                              bool *done);
+
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */
 ccg_status sh_prune(shard *sh);

@@ -202,10 +202,11 @@ static ccg_status rule_transpose(shard *sh, ccg_node_id n) {
 
 /* The output dim that Shard(d) of a reshape's input becomes: d must be the
  * outermost dim of a group of input dims whose product equals that of a
- * group of output dims, and the group's outermost output dim must divide by
- * W. -1 if not. */
-static int reshape_dim(const shard *sh, const ccg_shape *in,
-                       const ccg_shape *out, int d) {
+ * group of output dims (holding d + 1 too when `with_next`), and the
+ * group's outermost output dim must divide by Wd (the number of chunks).
+ * -1 if not. */
+static int reshape_dim(int64_t Wd, const ccg_shape *in, const ccg_shape *out,
+                       int d, bool with_next) {
   int i = 0, j = 0;
   while (i < in->rank && j < out->rank) {
     int i0 = i, j0 = j;
@@ -227,9 +228,11 @@ static int reshape_dim(const shard *sh, const ccg_shape *in,
       }
     }
     if (d >= i0 && d < i) {
+      if (with_next && d + 1 >= i)
+        return -1; /* a merged shard's second dim must go with it */
       if (d != i0 || ccg_dim_is_sym(out->dims[j0]))
         return d == i0 && ccg_dim_equal(in->dims[d], out->dims[j0]) ? j0 : -1;
-      return out->dims[j0].size % sh->W == 0 ? j0 : -1;
+      return out->dims[j0].size % Wd == 0 ? j0 : -1;
     }
   }
   return -1;
@@ -291,9 +294,12 @@ static ccg_status concat_target(shard *sh, ccg_value_id shp, int od,
  * its Concat's constant piece where it has one; else, for a positive
  * `orig`, the target divided by a constant holding W at od and 1s
  * elsewhere (-1 and 0 entries stay as they are). */
+static ccg_status divided_target(shard *sh, ccg_value_id shp, const int64_t *f,
+                                 int k, ccg_value_id *out);
+
 static ccg_status computed_target(shard *sh, ccg_value_id shp, int od,
-                                  int64_t orig, int64_t entry, int k,
-                                  ccg_value_id *out) {
+                                  int64_t orig, int64_t entry, int64_t Wd,
+                                  int k, ccg_value_id *out) {
   bool done;
   CCG_CHECK(concat_target(sh, shp, od, entry, out, &done));
   if (done)
@@ -306,8 +312,14 @@ static ccg_status computed_target(shard *sh, ccg_value_id shp, int od,
                    ccg_value_name(sh->g, shp), od);
   int64_t f[CCG_MAX_RANK];
   for (int i = 0; i < k; i++)
-    f[i] = i == od ? sh->W : 1;
-  ccg_tensor ft = {CCG_DTYPE_I64, 1, {k}, f};
+    f[i] = i == od ? Wd : 1;
+  return divided_target(sh, shp, f, k, out);
+}
+
+/* A computed target divided, entry by entry, by the constant f. */
+static ccg_status divided_target(shard *sh, ccg_value_id shp, const int64_t *f,
+                                 int k, ccg_value_id *out) {
+  ccg_tensor ft = {CCG_DTYPE_I64, 1, {k}, (void *)(uintptr_t)f};
   ccg_value_id t, c;
   CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &t));
   if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
@@ -335,11 +347,16 @@ static ccg_status rule_shape(shard *sh, ccg_node_id n) {
   end = end < 0 ? end + rank : end;
   start = start < 0 ? 0 : start > rank ? rank : start;
   end = end < 0 ? 0 : end > rank ? rank : end;
-  if (p.dim < start || p.dim >= end)
+  if ((p.dim < start || p.dim >= end) &&
+      (sh->cur_merged == 1 || p.dim + 1 < start || p.dim + 1 >= end))
     return CCG_STATUS_OK;
-  int64_t f[CCG_MAX_RANK];
+  /* a grouped shard holds one of W / rep chunks; a merged one has dim d
+   * divided by W / merged and dim d + 1 by merged */
+  int64_t f[CCG_MAX_RANK], R = sh->cur_merged;
   for (int64_t i = start; i < end; i++)
-    f[i - start] = i == p.dim ? sh->W : 1;
+    f[i - start] = i == p.dim       ? sh->W / (sh->cur_rep * R)
+                   : i == p.dim + 1 ? R
+                                    : 1;
   ccg_tensor ft = {CCG_DTYPE_I64, 1, {end - start}, f};
   ccg_value_id c, v;
   if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
@@ -353,9 +370,12 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
   ccg_value_id y = ccg_node_output(g, n, 0);
   ccg_placement p = sh_cur(sh, x, NULL);
-  int od = is_shard(p)
-               ? reshape_dim(sh, sh_gshape(sh, x), sh_gshape(sh, y), p.dim)
-               : -1;
+  /* chunks of the sharded dim: W, or W / rep for grouped key/value heads */
+  int64_t Wd = sh->W / sh->cur_rep;
+  bool merged = sh->cur_merged > 1;
+  int od = is_shard(p) ? reshape_dim(Wd, sh_gshape(sh, x), sh_gshape(sh, y),
+                                     p.dim, merged)
+                       : -1;
   if (is_shard(p) && od < 0)
     p = sh_R(); /* the shard does not survive this reshape: gather first */
   ccg_placement want[2] = {p, sh_R()};
@@ -402,20 +422,20 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   }
   bool divided = t[od] > 0;
   if (divided) {
-    if (t[od] % sh->W != 0)
+    if (t[od] % Wd != 0)
       return sh_fail(sh, CCG_STATUS_SHAPE,
                      "target shape '%s' dim %d (%lld) is not divisible by "
                      "%s=%lld",
                      ccg_value_name(g, shp), od, (long long)t[od],
-                     sh->axis_name, (long long)sh->W);
-    t[od] /= sh->W;
+                     sh->axis_name, (long long)Wd);
+    t[od] /= Wd;
     sh->rep.n_reshape_rewrites++;
   }
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
   if (computed && divided) {
     CCG_CHECK(computed_target(sh, shp, od, sym_od ? sh->W : e[od].size, t[od],
-                              k, &sv));
+                              Wd, k, &sv));
   } else if (computed) {
     /* -1 (inferred) or 0 copying the sharded dim: right as it is */
     if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))
@@ -430,6 +450,7 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
       return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
   }
   in[1] = sv;
+  sh->cur_merged = 1; /* the pair is one dim again: W chunks */
   return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
 }
 
@@ -437,7 +458,7 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
  * entry for that dim (a number: the global size, or 1) becomes 1 so the
  * local dim is kept; a computed target is rewritten as a Reshape's is.
  * Only the local run (data parallel) uses it. */
-static ccg_status rule_expand(shard *sh, ccg_node_id n) {
+static ccg_status rule_data_expand(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
   ccg_value_id y = ccg_node_output(g, n, 0);
@@ -463,8 +484,8 @@ static ccg_status rule_expand(shard *sh, ccg_node_id n) {
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
       return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
   } else if (!ccg_dim_is_sym(e[pos]) && e[pos].size > 1) {
-    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size, e[pos].size / sh->W, k,
-                              &sv));
+    CCG_CHECK(computed_target(sh, shp, pos, e[pos].size, e[pos].size / sh->W,
+                              sh->W, k, &sv));
   } else {
     return sh_replicate(sh, n);
   }
@@ -765,7 +786,11 @@ static ccg_status rule_loss(shard *sh, ccg_node_id n) {
   const char *red = "mean";
   if (ccg_node_attr(g, n, "reduction"))
     CCG_CHECK(ccg_node_attr_string(g, n, "reduction", &red));
-  bool none = strcmp(red, "none") == 0;
+  bool none = strcmp(red, "none") == 0, done = false;
+  if (!sh->local)
+    CCG_CHECK(sh_vocab_parallel_loss(sh, n, &done));
+  if (done)
+    return CCG_STATUS_OK;
   /* data parallel: each rank's mean over its batch chunk; their average
    * is the whole batch's mean when every position counts (no ignored
    * targets, no class weights) */
@@ -984,13 +1009,165 @@ static ccg_status rule_gemm(shard *sh, ccg_node_id n) {
   return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 
+/* Slice: a shard stays where the slice leaves its dim whole (not among
+ * the axes, or from 0 to the end with step 1, as dynamo writes x[:, :]);
+ * the other inputs are replicated. A Partial stays Partial. Otherwise the
+ * input is gathered. */
+static ccg_status rule_slice(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  size_t nin = ccg_node_num_inputs(g, n);
+  int blocks = 1, rx = rank_of(sh, x);
+  ccg_placement p = sh_cur(sh, x, &blocks);
+  int64_t st[CCG_MAX_RANK], en[CCG_MAX_RANK], ax[CCG_MAX_RANK],
+      sp[CCG_MAX_RANK];
+  int k = known_ints(sh, ccg_node_input(g, n, 1), st, CCG_MAX_RANK);
+  if (is_partial(p)) { /* linear: a slice of a sum is the sum of slices */
+    ccg_placement want[5] = {p, sh_R(), sh_R(), sh_R(), sh_R()};
+    return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+  }
+  if (!is_shard(p) || blocks != 1 || nin > 5 || k < 0 ||
+      known_ints(sh, ccg_node_input(g, n, 2), en, CCG_MAX_RANK) != k)
+    return sh_replicate(sh, n);
+  for (int i = 0; i < k; i++)
+    ax[i] = i, sp[i] = 1;
+  if ((nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE &&
+       known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK) != k) ||
+      (nin > 4 && ccg_node_input(g, n, 4) != CCG_NONE &&
+       known_ints(sh, ccg_node_input(g, n, 4), sp, CCG_MAX_RANK) != k))
+    return sh_replicate(sh, n);
+  int64_t size = gdim(sh, x, p.dim);
+  for (int i = 0; i < k; i++) {
+    if (norm_axis(ax[i], rx) != p.dim)
+      continue;
+    bool from0 = st[i] == 0 || (size > 0 && st[i] <= -size);
+    bool to_end = en[i] >= INT64_MAX / 2 || (size > 0 && en[i] >= size);
+    if (!from0 || !to_end || sp[i] != 1)
+      return sh_replicate(sh, n);
+  }
+  ccg_placement want[5] = {p, sh_R(), sh_R(), sh_R(), sh_R()};
+  return fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+}
+
+/* Expand: a shard on a dim the Expand does not broadcast stays, the
+ * target's entry there divided by the number of chunks. Grouped key/value
+ * heads (repeat_kv: [B, kv, 1, S, d] -> [B, kv, n_rep, S, d]) become a
+ * shard of the pair (kv, n_rep): rank r holds its own kv head once per
+ * query head it has, n_rep / rep times. */
+static ccg_status rule_expand(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), shp = ccg_node_input(g, n, 1);
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  int blocks = 1, rx = rank_of(sh, x), ry = rank_of(sh, y);
+  ccg_placement p = sh_cur(sh, x, &blocks);
+  if (!is_shard(p) || blocks != 1)
+    return sh_replicate(sh, n);
+  int R = sh->cur_rep, od = p.dim + ry - rx;
+  int64_t Wd = sh->W / R, dx = gdim(sh, x, p.dim), dy = gdim(sh, y, od);
+  ccg_dim e[CCG_MAX_RANK];
+  int k = ccg_value_known(g, shp, e);
+  bool ok = dx > 0 && dx == dy && dx % Wd == 0 && k == ry &&
+            !ccg_dim_is_sym(e[od]) && e[od].size > 0;
+  int64_t f[CCG_MAX_RANK];
+  for (int i = 0; i < ry; i++)
+    f[i] = 1;
+  if (ok && e[od].size != 1)
+    f[od] = Wd;
+  if (ok && R > 1) {
+    int64_t m = od + 1 < ry ? gdim(sh, y, od + 1) : -1;
+    ok = p.dim + 1 < rx && gdim(sh, x, p.dim + 1) == 1 && m > 0 && m % R == 0 &&
+         !ccg_dim_is_sym(e[od + 1]) && e[od + 1].size == m;
+    f[od + 1] = R;
+  }
+  if (!ok && R > 1)
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "key/value heads shared by %d ranks must be repeated by "
+                   "an Expand of the dim after them by a multiple of %d "
+                   "(repeat_kv), with a known target",
+                   R, R);
+  if (!ok)
+    return sh_replicate(sh, n);
+  ccg_value_id in[2];
+  CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
+  bool computed = false;
+  int64_t t[CCG_MAX_RANK];
+  for (int i = 0; i < ry; i++) {
+    computed = computed || ccg_dim_is_sym(e[i]);
+    t[i] = ccg_dim_is_sym(e[i]) ? 0 : e[i].size / f[i];
+  }
+  if (computed) {
+    CCG_CHECK(divided_target(sh, shp, f, ry, &in[1]));
+  } else {
+    ccg_tensor tt = {CCG_DTYPE_I64, 1, {ry}, t};
+    if (ccg_constant(sh->s, &tt, &in[1]) != CCG_STATUS_OK)
+      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+  }
+  sh->rep.n_reshape_rewrites++;
+  sh->cur_merged = R;
+  sh->cur_rep = 1;
+  return sh_emit(sh, n, in, NULL, 0, sh_S(od), 1);
+}
+
+/* The rep and merged (shard_internal.h) of n's grouped inputs; false when
+ * two inputs hold key/value heads grouped differently. */
+static bool grouped_inputs(shard *sh, ccg_node_id n, int *rep, int *merged) {
+  *rep = *merged = 1;
+  bool seen = false;
+  for (size_t i = 0; i < ccg_node_num_inputs(sh->g, n); i++) {
+    ccg_value_id gv = ccg_node_input(sh->g, n, i);
+    if (gv == CCG_NONE || sh_is_weight(sh, gv) ||
+        !is_shard(sh_cur(sh, gv, NULL)))
+      continue;
+    const sh_val *x = &sh->vals[gv];
+    if (x->rep == 1 && x->merged == 1)
+      continue;
+    if (seen && (x->rep != *rep || x->merged != *merged))
+      return false;
+    seen = true;
+    *rep = x->rep;
+    *merged = x->merged;
+  }
+  return true;
+}
+
+/* The ops grouped key/value heads go through: those that keep the heads
+ * apart (elementwise, layout and shape ops); a merged pair only to the
+ * Reshape that joins it (and elementwise ops, Shape on the way). */
+static bool grouped_op(ccg_op op, bool merged) {
+  ccg_op_shard k = ccg_op_shard_rule(op);
+  if (k == CCG_OP_SHARD_KEEP || op == CCG_OP_RESHAPE || op == CCG_OP_SHAPE)
+    return true;
+  if (merged)
+    return false;
+  return k == CCG_OP_SHARD_BROADCAST || op == CCG_OP_TRANSPOSE ||
+         op == CCG_OP_CONCAT || op == CCG_OP_UNSQUEEZE ||
+         op == CCG_OP_SQUEEZE || op == CCG_OP_SLICE || op == CCG_OP_EXPAND;
+}
+
 ccg_status sh_rule(shard *sh, ccg_node_id n) {
   ccg_op op = ccg_node_op(sh->g, n);
+  int rep, merged;
+  if (!grouped_inputs(sh, n, &rep, &merged))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "inputs hold key/value heads grouped differently");
+  sh->cur_rep = rep;
+  sh->cur_merged = merged;
+  if ((rep > 1 || merged > 1) && !grouped_op(op, merged > 1))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "%s cannot take key/value heads shared by %d ranks "
+                   "(grouped-query attention): only elementwise, layout and "
+                   "shape ops before their repeat, and the Reshape joining "
+                   "it, can",
+                   ccg_op_name(op), rep > 1 ? rep : merged);
   if (sh->local && op == CCG_OP_GEMM)
     return rule_gemm(sh, n);
   if (sh->local && op == CCG_OP_SLICE) /* Slice on another dim */
     return rule_data_keep(sh, n);
   if (sh->local && op == CCG_OP_EXPAND)
+    return rule_data_expand(sh, n);
+  if (op == CCG_OP_SLICE)
+    return rule_slice(sh, n);
+  if (op == CCG_OP_EXPAND)
     return rule_expand(sh, n);
   switch (ccg_op_shard_rule(op)) {
   case CCG_OP_SHARD_KEEP:

@@ -77,6 +77,52 @@ static int split_blocks(const shard *sh, ccg_value_id v) {
   return 1;
 }
 
+/* Grouped-query attention: a colwise output reshaped (after a bias Add or
+ * Cast) into h heads of its last dim. h dividing W, h < W, gives rep W / h
+ * (each head on W / h ranks, docs/shard.md). Otherwise 1: W dividing h
+ * gives each rank h / W heads; neither has the Reshape gather the heads
+ * (ccgraph plan leaves such attention out). */
+static ccg_status kv_rep(shard *sh, ccg_value_id v, int *rep) {
+  ccg_graph *g = sh->g;
+  *rep = 1;
+  for (int step = 0; step < 4; step++) {
+    size_t a = sh->cons_start[v], b = sh->cons_start[v + 1];
+    if (b - a != 1 || sh->is_output[v])
+      return CCG_STATUS_OK;
+    ccg_node_id c = sh->cons[a];
+    ccg_op op = ccg_node_op(g, c);
+    if (op == CCG_OP_ADD || op == CCG_OP_CAST || op == CCG_OP_IDENTITY) {
+      v = ccg_node_output(g, c, 0);
+      continue;
+    }
+    if (op != CCG_OP_RESHAPE || ccg_node_input(g, c, 0) != v)
+      return CCG_STATUS_OK;
+    const ccg_shape *in = ccg_value_shape(g, v);
+    const ccg_shape *out = ccg_value_shape(g, ccg_node_output(g, c, 0));
+    ccg_dim last = in->dims[in->rank - 1];
+    if (ccg_dim_is_sym(last))
+      return CCG_STATUS_OK;
+    int64_t prod = 1;
+    int j = out->rank;
+    while (j > 0 && prod < last.size && !ccg_dim_is_sym(out->dims[j - 1]))
+      prod *= out->dims[--j].size;
+    if (prod != last.size || j == out->rank)
+      return CCG_STATUS_OK;
+    /* one head ([.., 1, head_dim]: multi-query attention) */
+    if (j == out->rank - 1 && j > 0 && !ccg_dim_is_sym(out->dims[j - 1]) &&
+        out->dims[j - 1].size == 1)
+      j--;
+    int64_t h = out->dims[j].size, W = sh->W;
+    if (h % W == 0)
+      return CCG_STATUS_OK;
+    if (W % h != 0)
+      return CCG_STATUS_OK; /* the Reshape gathers the heads */
+    *rep = (int)(W / h);
+    return CCG_STATUS_OK;
+  }
+  return CCG_STATUS_OK;
+}
+
 /* A Linear node: x @ w (MatMul) or Gemm(x, w, c) with transA = 0 and
  * alpha = beta = 1. false if n is not one with a weight. */
 static ccg_status linear_parts(shard *sh, ccg_node_id n, bool *is_linear,
@@ -142,13 +188,28 @@ static ccg_status colwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
                    "a fused projection (split in %d) must keep its output "
                    "Shard(-1)",
                    blocks);
+  int rep = 1;
+  CCG_CHECK(kv_rep(sh, y, &rep));
+  if (rep > 1 &&
+      (blocks > 1 || out.kind != CCG_PLACEMENT_SHARD || out.dim != ry - 1))
+    return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
+                   "key/value heads shared by %d ranks need their own "
+                   "projection with output Shard(-1)",
+                   rep);
   ccg_value_id xs, w, b = CCG_NONE, ys;
   /* gathered once, shared by every Linear that reads x (Q, K and V) */
   CCG_CHECK(sh_get(sh, x, sh_R(), 1, false, &xs));
-  CCG_CHECK(
-      sh_weight(sh, ccg_node_input(g, n, 1), sh_S(1), blocks, tw, false, &w));
-  if (bias != CCG_NONE)
-    CCG_CHECK(sh_weight(sh, bias, sh_S(0), blocks, false, false, &b));
+  if (rep > 1) {
+    CCG_CHECK(
+        sh_weight_grouped(sh, ccg_node_input(g, n, 1), sh_S(1), rep, tw, &w));
+    if (bias != CCG_NONE)
+      CCG_CHECK(sh_weight_grouped(sh, bias, sh_S(0), rep, false, &b));
+  } else {
+    CCG_CHECK(
+        sh_weight(sh, ccg_node_input(g, n, 1), sh_S(1), blocks, tw, false, &w));
+    if (bias != CCG_NONE)
+      CCG_CHECK(sh_weight(sh, bias, sh_S(0), blocks, false, false, &b));
+  }
   ccg_dtensor_style_options o = style_opts(sh, e, sh_R(), out);
   size_t before = ccg_graph_num_nodes(sh->s);
   int pushed = push(sh, n);
@@ -158,6 +219,7 @@ static ccg_status colwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
     return s_fail(sh, st);
   (void)before;
   *done = true;
+  sh->cur_rep = rep;
   return sh_set(sh, y, ys, out, blocks);
 }
 
@@ -199,11 +261,53 @@ static ccg_status rowwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
   return sh_set(sh, y, ys, out, 1);
 }
 
+/* sequence_parallel on a node other than a LayerNormalization: an
+ * RMSNormalization, or a node of an RMSNorm written out (Pow, ReduceMean,
+ * Add, Sqrt, Reciprocal or Div, Mul, Cast). Its float activations of rank
+ * >= 2 enter on their sequence shard (a slice of a replicated value, a
+ * reduce-scatter of a Partial one) and the rules carry it: a reduction
+ * over the last dim keeps it, and the scale, replicated beside a shard, is
+ * marked so that its gradient is all-reduced. */
+static ccg_status sequence_parallel_rules(shard *sh, ccg_node_id n,
+                                          const ccg_plan_entry *e, bool *done) {
+  ccg_graph *g = sh->g;
+  for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
+    ccg_value_id gv = ccg_node_input(g, n, i), v;
+    if (gv == CCG_NONE || sh_is_weight(sh, gv) ||
+        !ccg_dtype_is_float(ccg_value_dtype(g, gv)))
+      continue;
+    const ccg_shape *xs = ccg_value_shape(g, gv);
+    if (xs->rank < 2)
+      continue;
+    int seq = norm_dim((int)(e ? e->sequence_dim : sh->seq_dim), xs->rank);
+    if (seq < 0 || seq >= xs->rank - 1)
+      return sh_fail(sh, CCG_STATUS_INVALID_ARG,
+                     "sequence_dim %d is not a dim of '%s' before the last",
+                     seq, ccg_value_name(g, gv));
+    int blocks;
+    ccg_placement cur = sh_cur(sh, gv, &blocks);
+    if (cur.kind == CCG_PLACEMENT_SHARD && cur.dim == seq)
+      continue;
+    ccg_dim sd = xs->dims[seq];
+    if (!ccg_dim_is_sym(sd) && sd.size % sh->W != 0)
+      return sh_fail(sh, CCG_STATUS_SHAPE,
+                     "value '%s' sequence dim %d (size %lld) is not "
+                     "divisible by %s=%lld",
+                     ccg_value_name(g, gv), seq, (long long)sd.size,
+                     sh->axis_name, (long long)sh->W);
+    CCG_CHECK(sh_get(sh, gv, sh_S(seq), 1, false, &v));
+    CCG_CHECK(sh_set(sh, gv, v, sh_S(seq), 1));
+  }
+  CCG_CHECK(sh_rule(sh, n));
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
                                     const ccg_plan_entry *e, bool *done) {
   ccg_graph *g = sh->g;
   if (ccg_node_op(g, n) != CCG_OP_LAYER_NORM)
-    return CCG_STATUS_OK;
+    return sequence_parallel_rules(sh, n, e, done);
   ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
   int rx = ccg_value_shape(g, x)->rank;
   int64_t axis = -1;

@@ -22,8 +22,8 @@ struct ccg_plan {
 };
 
 static const char *const style_names[] = {
-    "colwise",        "rowwise",   "sequence_parallel",
-    "vocab_parallel", "replicate", "ulysses",
+    "colwise",   "rowwise", "sequence_parallel", "vocab_parallel",
+    "replicate", "ulysses", "expert_parallel",
 };
 _Static_assert(sizeof style_names / sizeof style_names[0] ==
                    CCG_PLAN_STYLE_COUNT,
@@ -43,6 +43,7 @@ static const unsigned style_options[] = {
     OPT_INPUT | OPT_OUTPUT | OPT_LOCAL,
     0,
     OPT_SEQ_DIM,
+    0,
 };
 _Static_assert(sizeof style_options / sizeof style_options[0] ==
                    CCG_PLAN_STYLE_COUNT,

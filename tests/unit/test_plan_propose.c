@@ -1,8 +1,9 @@
 /* ccg_plan_propose on GPT-style graphs built in memory (hidden 16, 4 heads,
  * ffn 64, vocabulary 32, 2 layers): separate and fused QKV, TorchScript
  * and dynamo module names, a SwiGLU MLP, a tied LM head, layers that do
- * not agree, meshes that do not divide, and a model that is no
- * transformer. */
+ * not agree, meshes that do not divide, a model that is no transformer,
+ * grouped-query attention (2 key/value heads) and logits feeding a
+ * cross-entropy loss. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -14,7 +15,7 @@
 enum { B = 1, S = 4, H = 16, NH = 4, F = 64, V = 32, LAYERS = 2 };
 
 typedef struct cfg {
-  bool fused, dynamo, swiglu, tied, tied_transpose;
+  bool fused, dynamo, swiglu, tied, tied_transpose, gqa, loss;
   int plain_layer; /* 1 + a layer whose MLP has no activation, or 0 */
 } cfg;
 
@@ -116,6 +117,20 @@ static ccg_value_id heads(bld *b, const char *scope, ccg_value_id x,
   return node(b, scope, "Transpose", &r, 1, &a, 1, 1, NULL);
 }
 
+/* [B, S, H/2] (2 key/value heads) -> [B, S, H], each head repeated */
+static ccg_value_id repeat_kv(bld *b, const char *scope, ccg_value_id x) {
+  int64_t five = 5, three = 3, split[5] = {B, S, NH / 2, 1, H / NH};
+  int64_t rep[5] = {B, S, NH / 2, 2, H / NH}, merged[3] = {B, S, H};
+  char n1[300], n2[300], n3[300];
+  snprintf(n1, sizeof n1, "%s.kv_%d", scope, b->k);
+  snprintf(n2, sizeof n2, "%s.rep_%d", scope, b->k);
+  snprintf(n3, sizeof n3, "%s.merged_%d", scope, b->k);
+  x = op2(b, scope, "Reshape", x, init(b, n1, CCG_DTYPE_I64, 1, &five, split));
+  x = op2(b, scope, "Expand", x, init(b, n2, CCG_DTYPE_I64, 1, &five, rep));
+  return op2(b, scope, "Reshape", x,
+             init(b, n3, CCG_DTYPE_I64, 1, &three, merged));
+}
+
 static ccg_value_id attention(bld *b, int i, ccg_value_id x) {
   static const int64_t qp[4] = {0, 2, 1, 3}, kp[4] = {0, 2, 3, 1};
   char sc[64], s1[96], s2[96], s3[96];
@@ -136,8 +151,12 @@ static ccg_value_id attention(bld *b, int i, ccg_value_id x) {
     snprintf(s2, sizeof s2, "%s.k_proj", sc);
     snprintf(s3, sizeof s3, "%s.v_proj", sc);
     q = linear(b, s1, x, H, H);
-    k = linear(b, s2, x, H, H);
-    v = linear(b, s3, x, H, H);
+    k = linear(b, s2, x, H, b->c->gqa ? H / 2 : H);
+    v = linear(b, s3, x, H, b->c->gqa ? H / 2 : H);
+    if (b->c->gqa) {
+      k = repeat_kv(b, sc, k);
+      v = repeat_kv(b, sc, v);
+    }
   }
   q = heads(b, sc, q, qp);
   k = heads(b, sc, k, kp);
@@ -210,6 +229,14 @@ static ccg_graph *gpt(const cfg *c) {
         op2(&b, "lm_head", "MatMul", x, weight(&b, "onnx::MatMul_lm", H, V));
   }
   assert_ok(b.g, ccg_graph_add_output(b.g, logits));
+  if (c->loss) {
+    int64_t two = 2, shape[2] = {B * S, V};
+    ccg_value_id lab = ccg_test_input(b.g, "labels", CCG_DTYPE_I64, "[4]");
+    ccg_value_id flat = op2(&b, "", "Reshape", logits,
+                            init(&b, "flat", CCG_DTYPE_I64, 1, &two, shape));
+    ccg_value_id l = op2(&b, "", "SoftmaxCrossEntropyLoss", flat, lab);
+    assert_ok(b.g, ccg_graph_add_output(b.g, l));
+  }
   return b.g;
 }
 
@@ -429,6 +456,53 @@ static void indivisible(void **state) {
   ccg_graph_free(g);
 }
 
+/* 2 key/value heads for 4 query heads: at tp=4 each key/value head goes
+ * to 2 ranks and attention stays in the plan (the note says so); the
+ * shard pass takes the plan. */
+static void grouped_query_attention(void **state) {
+  (void)state;
+  cfg c = {.gqa = true};
+  ccg_graph *g = gpt(&c);
+  ccg_plan *plan = NULL;
+  ccg_plan_report *rep = NULL;
+  assert_ok(g, propose(g, "tp=4", false, &plan, &rep));
+  assert_string_equal(ccg_plan_report_json(rep), separate_plan);
+  const ccg_plan_note *n = find_note(rep, "h.*.attn.k_proj");
+  assert_non_null(n);
+  assert_true(n->proposed);
+  assert_non_null(strstr(n->why, "2 key/value heads on 2 ranks each"));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=4", &m));
+  ccg_graph *out = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  ccg_graph_free(out);
+  ccg_plan_free(plan);
+  ccg_plan_report_free(rep);
+  ccg_graph_free(g);
+}
+
+/* Logits that feed SoftmaxCrossEntropyLoss stay sharded on the
+ * vocabulary: the head is plain colwise (output Shard(-1)). */
+static void head_into_the_loss(void **state) {
+  (void)state;
+  cfg c = {.loss = true};
+  ccg_graph *g = gpt(&c);
+  ccg_plan *plan = NULL;
+  ccg_plan_report *rep = NULL;
+  assert_ok(g, propose(g, "tp=2", false, &plan, &rep));
+  const ccg_plan_entry *e = ccg_plan_lookup(plan, "lm_head");
+  assert_non_null(e);
+  assert_int_equal(e->style, CCG_PLAN_COLWISE);
+  assert_non_null(
+      strstr(ccg_plan_report_json(rep), "\"lm_head\": \"colwise\""));
+  const ccg_plan_note *n = find_note(rep, "lm_head");
+  assert_string_equal(n->role, "LM head into the loss");
+  assert_non_null(strstr(n->why, "vocab-parallel cross entropy"));
+  ccg_plan_free(plan);
+  ccg_plan_report_free(rep);
+  ccg_graph_free(g);
+}
+
 /* No projection, Softmax or embedding: no plan, and the message says so. */
 static void not_a_transformer(void **state) {
   (void)state;
@@ -467,6 +541,8 @@ int main(void) {
       cmocka_unit_test(tied_head),
       cmocka_unit_test(indivisible),
       cmocka_unit_test(not_a_transformer),
+      cmocka_unit_test(grouped_query_attention),
+      cmocka_unit_test(head_into_the_loss),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
