@@ -1,0 +1,282 @@
+/* Fused elementwise chains (docs/exec.md, "Fused kernels"): at create, on
+ * the CPU backend, a run of f32 elementwise steps where each step's output
+ * is read by the next step only (and is no graph output) becomes one step
+ * that walks the tensor in blocks of FUSE_BLOCK elements, taking every
+ * step of the chain over a block while it sits in L1. The steps call the
+ * arithmetic the unfused kernels call on the same elements (vecmath.h maps
+ * are elementwise), so fused and unfused runs give the same bits. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu/cpu.h"
+
+/* Elements per block: the running value and two broadcast operands,
+ * 4 KiB each. */
+#define FUSE_BLOCK 1024
+
+typedef enum opd_kind {
+  OPD_PREV,   /* the previous step's result */
+  OPD_DENSE,  /* a value of the chain's shape */
+  OPD_ROW,    /* a value of the shape's trailing dims, repeated */
+  OPD_SCALAR, /* one element */
+} opd_kind;
+
+typedef struct fopd {
+  opd_kind kind;
+  ccg_value_id v;
+  size_t row; /* OPD_ROW: its elements */
+} fopd;
+
+typedef struct fstep {
+  ccg_op op;
+  ccg__unp p;
+  uint32_t n_in; /* 1: unary, 2: binary */
+  fopd in[2];
+} fstep;
+
+struct ccg__fused {
+  uint32_t n_steps;
+  fstep *steps;
+  size_t numel;
+  ccg_value_id out;
+};
+
+static bool fusable_op(ccg_op op, uint32_t *n_in) {
+  switch (op) {
+  case CCG_OP_ADD:
+  case CCG_OP_SUB:
+  case CCG_OP_MUL:
+  case CCG_OP_DIV:
+  case CCG_OP_POW:
+    *n_in = 2;
+    return true;
+  case CCG_OP_NEG:
+  case CCG_OP_RELU:
+  case CCG_OP_GELU:
+  case CCG_OP_TANH:
+  case CCG_OP_ERF:
+  case CCG_OP_SIGMOID:
+  case CCG_OP_EXP:
+  case CCG_OP_LOG:
+  case CCG_OP_SQRT:
+  case CCG_OP_RECIPROCAL:
+  case CCG_OP_ABS:
+  case CCG_OP_SOFTPLUS:
+  case CCG_OP_SOFTSIGN:
+  case CCG_OP_LEAKY_RELU:
+  case CCG_OP_ELU:
+  case CCG_OP_SELU:
+  case CCG_OP_CELU:
+  case CCG_OP_HARD_SIGMOID:
+  case CCG_OP_HARD_SWISH:
+    *n_in = 1;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* How step input v reads against the chain's shape o; false when it
+ * broadcasts any other way. */
+static bool classify(const ccg__xval *v, const ccg__xval *o, fopd *out) {
+  if (v->dtype != CCG_DTYPE_F32)
+    return false;
+  if (v->numel == o->numel) {
+    out->kind = OPD_DENSE;
+    return true;
+  }
+  if (v->numel == 1) {
+    out->kind = OPD_SCALAR;
+    return true;
+  }
+  /* its dims, leading 1s dropped, are the output's last dims */
+  int lead = 0;
+  while (lead < v->rank && v->dims[lead] == 1)
+    lead++;
+  int m = v->rank - lead;
+  if (m > o->rank || v->numel == 0)
+    return false;
+  for (int d = 0; d < m; d++)
+    if (v->dims[lead + d] != o->dims[o->rank - m + d])
+      return false;
+  out->kind = OPD_ROW;
+  out->row = v->numel;
+  return true;
+}
+
+/* Step n can join a chain of o's shape: an f32 elementwise op the CPU runs
+ * with each input read one of the ways above. */
+static bool fusable(const ccg_exec *x, const ccg__xnode *n,
+                    const ccg__xval *o) {
+  uint32_t n_in;
+  if (!n->run || n->comm || n->fused || n->n_out != 1 ||
+      !fusable_op(n->op, &n_in) || n->n_in != n_in)
+    return false;
+  const ccg__xval *out = ccg__out(x, n, 0);
+  if (out->dtype != CCG_DTYPE_F32 || out->rank != o->rank ||
+      memcmp(out->dims, o->dims, (size_t)o->rank * sizeof(int64_t)) != 0)
+    return false;
+  for (uint32_t i = 0; i < n->n_in; i++) {
+    fopd d;
+    if (n->in[i] == CCG_NONE || !classify(ccg__in(x, n, i), o, &d))
+      return false;
+  }
+  return true;
+}
+
+/* Per value: how many steps read it, and the last of them. */
+typedef struct use {
+  uint32_t count;
+  uint32_t step;
+} use;
+
+static void count_uses(const ccg_exec *x, use *u) {
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    for (uint32_t i = 0; i < n->n_in; i++) {
+      ccg_value_id v = n->in[i];
+      if (v == CCG_NONE || (u[v].count && u[v].step == (uint32_t)s))
+        continue;
+      u[v].count++;
+      u[v].step = (uint32_t)s;
+    }
+  }
+}
+
+/* The step that follows step s in a chain, or -1. */
+static long next_in_chain(const ccg_exec *x, const use *u, size_t s) {
+  const ccg__xnode *n = &x->steps[s];
+  ccg_value_id v = n->out[0];
+  const ccg__xval *o = &x->vals[v];
+  if (o->is_output || o->kind != CCG__V_ARENA || u[v].count != 1)
+    return -1;
+  const ccg__xnode *m = &x->steps[u[v].step];
+  return fusable(x, m, o) ? (long)u[v].step : -1;
+}
+
+static const float *operand(const ccg_exec *x, const fopd *d, size_t i,
+                            size_t k, const float *cur, float *tmp,
+                            size_t *stride) {
+  const float *p = d->kind == OPD_PREV ? cur : x->vals[d->v].ptr;
+  *stride = 1;
+  switch (d->kind) {
+  case OPD_PREV:
+    return p;
+  case OPD_DENSE:
+    return p + i;
+  case OPD_SCALAR:
+    *stride = 0;
+    return p;
+  default: { /* OPD_ROW: in place when the block stays in one row */
+    size_t at = i % d->row;
+    if (at + k <= d->row)
+      return p + at;
+    for (size_t done = 0; done < k;) {
+      size_t piece = d->row - at < k - done ? d->row - at : k - done;
+      memcpy(tmp + done, p + at, piece * sizeof(float));
+      done += piece;
+      at = 0;
+    }
+    return tmp;
+  }
+  }
+}
+
+static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  float *out = x->vals[f->out].ptr;
+  _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
+  for (size_t i = 0; i < f->numel; i += FUSE_BLOCK) {
+    size_t k = f->numel - i < FUSE_BLOCK ? f->numel - i : FUSE_BLOCK;
+    for (uint32_t s = 0; s < f->n_steps; s++) {
+      const fstep *st = &f->steps[s];
+      float *dst = s + 1 == f->n_steps ? out + i : cur;
+      size_t sa, sb;
+      const float *a = operand(x, &st->in[0], i, k, cur, t0, &sa);
+      if (st->n_in == 1) {
+        ccg__un_f32_block(x->vm, st->op, st->p, a, dst, k);
+        continue;
+      }
+      const float *b = operand(x, &st->in[1], i, k, cur, t1, &sb);
+      x->vm->bin(st->op, a, sa, b, sb, dst, k);
+    }
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Makes steps chain[0..len) one step: the last runs them all and reads
+ * every outside input (so liveness keeps those until then); the others
+ * run nothing and their outputs take no memory. */
+static ccg_status fuse_chain(ccg_exec *x, const size_t *chain, uint32_t len) {
+  ccg__xnode *last = &x->steps[chain[len - 1]];
+  const ccg__xval *o = ccg__out(x, last, 0);
+  struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
+  fstep *steps = ccg__arena_calloc(&x->arena, len, sizeof *steps);
+  ccg_value_id *ins = ccg__arena_calloc(&x->arena, 2 * len + 1, sizeof *ins);
+  if (!f || !steps || !ins)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  uint32_t n_ins = 0;
+  for (uint32_t s = 0; s < len; s++) {
+    const ccg__xnode *n = &x->steps[chain[s]];
+    fstep *st = &steps[s];
+    st->op = n->op;
+    st->p = ccg__unp_of(n);
+    st->n_in = n->n_in;
+    ccg_value_id prev = s ? x->steps[chain[s - 1]].out[0] : CCG_NONE;
+    for (uint32_t i = 0; i < n->n_in; i++) {
+      fopd *d = &st->in[i];
+      d->v = n->in[i];
+      if (d->v == prev) {
+        d->kind = OPD_PREV;
+        continue;
+      }
+      classify(&x->vals[d->v], o, d);
+      bool seen = false;
+      for (uint32_t k = 0; k < n_ins; k++)
+        seen = seen || ins[k] == d->v;
+      if (!seen)
+        ins[n_ins++] = d->v;
+    }
+  }
+  f->n_steps = len;
+  f->steps = steps;
+  f->numel = o->numel;
+  f->out = last->out[0];
+  for (uint32_t s = 0; s + 1 < len; s++) {
+    ccg__xnode *n = &x->steps[chain[s]];
+    x->vals[n->out[0]].kind = CCG__V_UNUSED;
+    n->run = NULL;
+    n->n_in = n->n_out = 0;
+    n->fused = f;
+  }
+  last->in = ins;
+  last->n_in = n_ins;
+  last->fused = f;
+  last->run = run_fused;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__fuse_plan(ccg_exec *x) {
+  const char *env = getenv("CCG_EXEC_FUSE");
+  if (x->backend != &ccg__cpu_backend || (env && strcmp(env, "0") == 0))
+    return CCG_STATUS_OK;
+  use *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  size_t *chain = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *chain);
+  if (!u || !chain)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  count_uses(x, u);
+  for (size_t s = 0; s < x->n_steps; s++) {
+    ccg__xnode *n = &x->steps[s];
+    if (n->n_out != 1 || n->out[0] == CCG_NONE ||
+        !fusable(x, n, ccg__out(x, n, 0)))
+      continue;
+    uint32_t len = 1;
+    chain[0] = s;
+    for (long m = next_in_chain(x, u, s); m >= 0;
+         m = next_in_chain(x, u, (size_t)m))
+      chain[len++] = (size_t)m;
+    if (len > 1)
+      CCG_CHECK(fuse_chain(x, chain, len));
+  }
+  return CCG_STATUS_OK;
+}
