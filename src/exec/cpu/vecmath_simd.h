@@ -75,7 +75,8 @@ VM_FN V FN(v_tanh)(V x) {
   V small = FMA(MUL(x, z), p, x);
   V e = FN(v_exp)(MUL(SET1(2.0f), MIN(a, SET1(10.0f))));
   V big = SUB(SET1(1.0f), DIV(SET1(2.0f), ADD(e, SET1(1.0f))));
-  V r = SEL(CMPLT(a, SET1(0.55f)), small, COPYSIGN(big, x));
+  /* the sign copied onto both: x + x^3 P(x^2) is +0 at x = -0 */
+  V r = COPYSIGN(SEL(CMPLT(a, SET1(0.55f)), small, big), x);
   return SEL(ISNAN(x), ADD(x, x), r);
 }
 
