@@ -4,8 +4,9 @@
  * edge cases, within the bounds vecmath.h states; results independent of
  * an element's position; the vector rows and binary ops against direct
  * sums and the scalar loops; CCG_CPU_ISA. Then fused elementwise chains
- * (src/exec/cpu/fuse.c) against the same graphs with CCG_EXEC_FUSE=0: the
- * same bits, no memory for the intermediates. */
+ * and RMSNorm written out (src/exec/cpu/fuse.c) against the same graphs
+ * with CCG_EXEC_FUSE=0: the same bits (RMSNorm: within 2 ulp), no memory
+ * for the intermediates. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -253,8 +254,9 @@ static void rows_match_direct_sums(void **state) {
         sq += ((double)x[i] - 0.25) * ((double)x[i] - 0.25);
       }
       assert_true(vm->max(x, n) == mx);
-      assert_true(fabs(vm->sum(x, n) - s) <= 1e-6 * (double)n);
-      assert_true(fabs(vm->sum_sqdev(x, 0.25f, n) - sq) <= 1e-6 * sq);
+      /* sums in double: only the order differs */
+      assert_true(fabs(vm->sum(x, n) - s) <= 1e-13 * (double)n);
+      assert_true(fabs(vm->sum_sqdev(x, 0.25, n) - sq) <= 1e-13 * sq);
       assert_true(fabs(vm->exp_sum(x, mx, y, n) - e) <= 1e-6 * e);
       for (size_t i = 0; i < n; i++)
         assert_true(fabs(y[i] - exp((double)x[i] - mx)) <= 3e-7);
@@ -456,6 +458,57 @@ static void chain_stops_at_outputs(void **state) {
   ccg_graph_free(g);
 }
 
+/* RMSNorm as torch exports it: Pow(x, 2), ReduceMean(-1, keepdims), Add
+ * eps, Sqrt, then Div(x, s), or Reciprocal and Mul(x, r) followed by
+ * Mul(w, y): one pass per row, within 2 ulp of the unfused steps (the
+ * scalar table: the same bits), with only the output in the arena. */
+static void fused_rms_norm_matches_unfused(void **state) {
+  (void)state;
+  static const float two = 2.0f, eps = 1e-6f;
+  enum { R = 33, C = 257, N = R * C };
+  static float xv[N], wv[C], a[N], b[N];
+  xt_fill(xv, N, 11);
+  xt_fill(wv, C, 12);
+  const char *names[3] = {"scalar", "avx2", "avx512"};
+  for (int recip = 0; recip < 2; recip++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[33,257]");
+    ccg_value_id w = ccg_test_input(g, "w", CCG_DTYPE_F32, "[257]"), v, y;
+    int64_t axis = -1;
+    assert_ok(g, ccg_pow(g, x, scalar_const(g, &two), &v));
+    assert_ok(g, ccg_reduce_mean(g, v, &axis, 1, true, &v));
+    assert_ok(g, ccg_add(g, v, scalar_const(g, &eps), &v));
+    assert_ok(g, ccg_sqrt(g, v, &v));
+    if (recip) {
+      assert_ok(g, xt_node(g, "Reciprocal", NULL, &v, 1, NULL, 0, 1, &v));
+      assert_ok(g, ccg_mul(g, x, v, &y));
+      assert_ok(g, ccg_mul(g, w, y, &y));
+    } else {
+      assert_ok(g, ccg_div(g, x, v, &y));
+    }
+    assert_ok(g, ccg_graph_add_output(g, y));
+    ccg_exec_tensor in[2] = {XT_F32("x", xv, R, C), XT_F32("w", wv, C)};
+    for (int isa = 0; isa < CCG__ISA_COUNT; isa++) {
+      if (!ccg__isa_supported((ccg__isa)isa))
+        continue;
+      assert_int_equal(setenv("CCG_CPU_ISA", names[isa], 1), 0);
+      ccg_exec_memory mf, mu;
+      run_fused(g, true, in, 2, ccg_value_name(g, y), a, N, &mf);
+      run_fused(g, false, in, 2, ccg_value_name(g, y), b, N, &mu);
+      assert_int_equal(mf.naive_bytes, N * sizeof(float));
+      assert_true(mu.naive_bytes > 2 * N * sizeof(float));
+      if (isa == CCG__ISA_SCALAR)
+        assert_memory_equal(a, b, sizeof a);
+      for (int i = 0; i < N; i++)
+        if (ulp_error(a[i], (double)b[i]) > 2.0)
+          fail_msg("%s, row %d: fused %.9g, unfused %.9g", names[isa], i / C,
+                   (double)a[i], (double)b[i]);
+    }
+    ccg_graph_free(g);
+  }
+  assert_int_equal(unsetenv("CCG_CPU_ISA"), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(functions_within_bounds),
@@ -466,6 +519,7 @@ int main(void) {
       cmocka_unit_test(fused_gelu_matches_unfused),
       cmocka_unit_test(fused_silu_rows_match_unfused),
       cmocka_unit_test(chain_stops_at_outputs),
+      cmocka_unit_test(fused_rms_norm_matches_unfused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * step of the chain over a block while it sits in L1. The steps call the
  * arithmetic the unfused kernels call on the same elements (vecmath.h maps
  * are elementwise), so fused and unfused runs give the same bits. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,11 +35,17 @@ typedef struct fstep {
   fopd in[2];
 } fstep;
 
+/* A chain (steps), or RMSNorm written out (rms: x, w, eps, recip). */
 struct ccg__fused {
   uint32_t n_steps;
   fstep *steps;
   size_t numel;
   ccg_value_id out;
+  bool rms;
+  ccg_value_id x, w; /* w: CCG_NONE without the scale */
+  float eps;
+  bool recip; /* x * (1 / s) rather than x / s */
+  size_t len; /* elements per row */
 };
 
 static bool fusable_op(ccg_op op, uint32_t *n_in) {
@@ -256,6 +263,143 @@ static ccg_status fuse_chain(ccg_exec *x, const size_t *chain, uint32_t len) {
   return CCG_STATUS_OK;
 }
 
+/* ---- RMSNorm written out ------------------------------------------------
+ * Pow(x, 2) or Mul(x, x) -> ReduceMean over the last axis (kept) -> Add eps
+ * -> Sqrt -> Div(x, s), or Reciprocal -> Mul(x, r) -> optionally Mul by a
+ * row w: one pass per row. The mean of squares comes from the vector sum
+ * (the scalar table: the float squares summed in double in order, as
+ * ReduceMean does); the rest is the unfused arithmetic on the same
+ * elements. */
+
+static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  const float *in = x->vals[f->x].ptr;
+  const float *w = f->w != CCG_NONE ? x->vals[f->w].ptr : NULL;
+  float *out = x->vals[f->out].ptr;
+  size_t len = f->len, rows = len ? f->numel / len : 0;
+  for (size_t i = 0; i < rows; i++) {
+    const float *r = in + i * len;
+    float *y = out + i * len;
+    double sq = 0.0;
+    if (x->vm->sum_sqdev)
+      sq = x->vm->sum_sqdev(r, 0.0, len);
+    else
+      for (size_t k = 0; k < len; k++)
+        sq += (double)(r[k] * r[k]);
+    float s = sqrtf((float)(sq / (double)len) + f->eps);
+    float d = f->recip ? 1.0f / s : s;
+    x->vm->bin(f->recip ? CCG_OP_MUL : CCG_OP_DIV, r, 1, &d, 0, y, len);
+    if (w)
+      x->vm->bin(CCG_OP_MUL, y, 1, w, 1, y, len);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* The one element of a constant f32 value (false if v is none). */
+static bool const_scalar(const ccg_exec *x, ccg_value_id v, float *out) {
+  const ccg__xval *c = &x->vals[v];
+  if (c->kind != CCG__V_STATIC || c->dtype != CCG_DTYPE_F32 || c->numel != 1 ||
+      !c->init)
+    return false;
+  memcpy(out, c->init, sizeof *out);
+  return true;
+}
+
+/* The step that alone reads step s's output (an f32 value that is no graph
+ * output) when its op is `op`, else NULL. */
+static ccg__xnode *only_reader(ccg_exec *x, const use *u, const ccg__xnode *n,
+                               ccg_op op) {
+  if (!n || n->n_out != 1 || n->fused)
+    return NULL;
+  ccg_value_id v = n->out[0];
+  const ccg__xval *o = &x->vals[v];
+  if (o->is_output || o->kind != CCG__V_ARENA || o->dtype != CCG_DTYPE_F32 ||
+      u[v].count != 1)
+    return NULL;
+  ccg__xnode *m = &x->steps[u[v].step];
+  return m->op == op && m->run && !m->fused ? m : NULL;
+}
+
+/* The other input of binary step n (one of whose inputs is v). */
+static ccg_value_id other_in(const ccg__xnode *n, ccg_value_id v) {
+  return n->in[0] == v ? n->in[1] : n->in[0];
+}
+
+/* Step s (a ReduceMean) starts the pattern: fuses it and returns true. */
+static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
+  *done = false;
+  ccg__xnode *red = &x->steps[s];
+  const ccg__xval *sq = ccg__in(x, red, 0), *m = ccg__out(x, red, 0);
+  if (red->n_in != 1 || sq->first < 0 || sq->kind != CCG__V_ARENA ||
+      u[red->in[0]].count != 1 || sq->is_output)
+    return CCG_STATUS_OK;
+  ccg__xnode *pw = &x->steps[sq->first];
+  float two;
+  bool is_sq = pw->n_in == 2 && pw->run && !pw->fused &&
+               ((pw->op == CCG_OP_POW && const_scalar(x, pw->in[1], &two) &&
+                 two == 2.0f) ||
+                (pw->op == CCG_OP_MUL && pw->in[0] == pw->in[1]));
+  if (!is_sq)
+    return CCG_STATUS_OK;
+  ccg_value_id xv = pw->in[0];
+  const ccg__xval *xs = &x->vals[xv];
+  int r = xs->rank;
+  if (xs->dtype != CCG_DTYPE_F32 || r < 1 || m->rank != r ||
+      m->dims[r - 1] != 1 || red->p.i0 != xs->dims[r - 1] ||
+      m->numel * (size_t)xs->dims[r - 1] != xs->numel || sq->numel != xs->numel)
+    return CCG_STATUS_OK;
+  ccg__xnode *add = only_reader(x, u, red, CCG_OP_ADD);
+  float eps;
+  if (!add || !const_scalar(x, other_in(add, red->out[0]), &eps))
+    return CCG_STATUS_OK;
+  ccg__xnode *root = only_reader(x, u, add, CCG_OP_SQRT);
+  ccg__xnode *div = only_reader(x, u, root, CCG_OP_DIV);
+  ccg__xnode *rec = div ? NULL : only_reader(x, u, root, CCG_OP_RECIPROCAL);
+  ccg__xnode *mul = rec ? only_reader(x, u, rec, CCG_OP_MUL) : NULL;
+  ccg__xnode *last = div ? div : mul;
+  if (!last || (div && (div->in[0] != xv || div->in[1] != root->out[0])) ||
+      (mul && other_in(mul, rec->out[0]) != xv))
+    return CCG_STATUS_OK;
+  ccg__xnode *scale = only_reader(x, u, last, CCG_OP_MUL);
+  ccg_value_id w = scale ? other_in(scale, last->out[0]) : CCG_NONE;
+  fopd d;
+  if (scale && (!classify(&x->vals[w], xs, &d) || d.kind != OPD_ROW ||
+                d.row != (size_t)xs->dims[r - 1] ||
+                ccg__out(x, scale, 0)->numel != xs->numel))
+    scale = NULL, w = CCG_NONE;
+  if (scale)
+    last = scale;
+  struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
+  ccg_value_id *ins = ccg__arena_calloc(&x->arena, 3, sizeof *ins);
+  if (!f || !ins)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  *f = (struct ccg__fused){.numel = xs->numel,
+                           .out = last->out[0],
+                           .rms = true,
+                           .x = xv,
+                           .w = w,
+                           .eps = eps,
+                           .recip = rec != NULL,
+                           .len = (size_t)xs->dims[r - 1]};
+  ccg__xnode *steps[7] = {pw, red, add, root, div ? div : rec, mul, scale};
+  for (int k = 0; k < 7; k++) {
+    if (!steps[k] || steps[k] == last)
+      continue;
+    x->vals[steps[k]->out[0]].kind = CCG__V_UNUSED;
+    steps[k]->run = NULL;
+    steps[k]->n_in = steps[k]->n_out = 0;
+    steps[k]->fused = f;
+  }
+  ins[0] = xv;
+  ins[1] = w;
+  last->in = ins;
+  last->n_in = w != CCG_NONE ? 2 : 1;
+  last->fused = f;
+  last->run = run_rms;
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg__fuse_plan(ccg_exec *x) {
   const char *env = getenv("CCG_EXEC_FUSE");
   if (x->backend != &ccg__cpu_backend || (env && strcmp(env, "0") == 0))
@@ -265,6 +409,12 @@ ccg_status ccg__fuse_plan(ccg_exec *x) {
   if (!u || !chain)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
   count_uses(x, u);
+  for (size_t s = 0; s < x->n_steps; s++) {
+    bool done;
+    if (x->steps[s].op == CCG_OP_REDUCE_MEAN && x->steps[s].run &&
+        !x->steps[s].fused)
+      CCG_CHECK(fuse_rms(x, u, s, &done));
+  }
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     if (n->n_out != 1 || n->out[0] == CCG_NONE ||

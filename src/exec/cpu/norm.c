@@ -98,7 +98,7 @@ static void layer_norm_row_vm(const ccg__vm *vm, const float *a, float *y,
                               float eps, float *mean_out, float *invstd_out) {
   double mean = len ? vm->sum(a, len) / (double)len : 0.0;
   float m = (float)mean;
-  double var = len ? vm->sum_sqdev(a, m, len) / (double)len : 0.0;
+  double var = len ? vm->sum_sqdev(a, mean, len) / (double)len : 0.0;
   float invstd = (float)(1.0 / sqrt(var + (double)eps));
   vm->affine(a, y, len, m, invstd, scale, bias);
   *mean_out = m;
@@ -165,7 +165,7 @@ static ccg_status prep_layer_norm(ccg_exec *x, ccg__xnode *n) {
 
 /* The mean square of an f32 row (0 for an empty one). */
 static double vm_rms_sq(const ccg__vm *vm, const float *row, size_t len) {
-  return len ? vm->sum_sqdev(row, 0.0f, len) / (double)len : 0.0;
+  return len ? vm->sum_sqdev(row, 0.0, len) / (double)len : 0.0;
 }
 
 /* As LayerNormalization's n->p; scratch: the expanded scale. */

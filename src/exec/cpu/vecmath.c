@@ -106,6 +106,14 @@ static const ccg__vm scalar_table = {
 #define CMPGE(a, b) _mm256_cmp_ps(a, b, _CMP_GE_OQ)
 #define ISNAN(a) _mm256_cmp_ps(a, a, _CMP_UNORD_Q)
 #define SEL(m, a, b) _mm256_blendv_ps(b, a, m)
+#define VD __m256d
+#define DSET1(f) _mm256_set1_pd(f)
+#define DSTU(p, v) _mm256_storeu_pd(p, v)
+#define DADD(a, b) _mm256_add_pd(a, b)
+#define DSUB(a, b) _mm256_sub_pd(a, b)
+#define DFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
+#define CVTLO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
+#define CVTHI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
 
 #include "exec/cpu/vecmath_simd.h"
 
@@ -142,6 +150,14 @@ static const ccg__vm scalar_table = {
 #undef CMPGE
 #undef ISNAN
 #undef SEL
+#undef VD
+#undef DSET1
+#undef DSTU
+#undef DADD
+#undef DSUB
+#undef DFMA
+#undef CVTLO
+#undef CVTHI
 
 /* ---- AVX-512F: the float bit operations go through the integer ones
  * (the float forms are AVX512DQ) */
@@ -183,6 +199,16 @@ static const ccg__vm scalar_table = {
 #define CMPGE(a, b) _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ)
 #define ISNAN(a) _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q)
 #define SEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
+#define VD __m512d
+#define DSET1(f) _mm512_set1_pd(f)
+#define DSTU(p, v) _mm512_storeu_pd(p, v)
+#define DADD(a, b) _mm512_add_pd(a, b)
+#define DSUB(a, b) _mm512_sub_pd(a, b)
+#define DFMA(a, b, c) _mm512_fmadd_pd(a, b, c)
+#define CVTLO(v) _mm512_cvtps_pd(_mm512_castps512_ps256(v))
+#define CVTHI(v)                                                               \
+  _mm512_cvtps_pd(                                                             \
+      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
 
 #include "exec/cpu/vecmath_simd.h"
 

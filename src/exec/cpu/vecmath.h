@@ -48,13 +48,13 @@ typedef struct ccg__vm {
   /* Rows (Softmax, LayerNormalization, RMSNormalization). NULL in the
    * scalar table, whose kernels keep the lines the GPU shares
    * (kernels_math.h, norm_math.h). max ignores NaN as `v > m ? v : m`
-   * does; sums come back in double. */
+   * does; sums accumulate in double. */
   float (*max)(const float *x, size_t n);
   /* y[i] = exp(x[i] - shift); returns the sum of the y[i] */
   double (*exp_sum)(const float *x, float shift, float *y, size_t n);
   void (*scale)(float *y, float s, size_t n); /* y[i] *= s */
   double (*sum)(const float *x, size_t n);
-  double (*sum_sqdev)(const float *x, float mean, size_t n);
+  double (*sum_sqdev)(const float *x, double mean, size_t n);
   /* y[i] = (x[i] - mean) * invstd * scale[i] + bias[i] (bias may be NULL:
    * 0); y may be x */
   void (*affine)(const float *x, float *y, size_t n, float mean, float invstd,

@@ -168,14 +168,14 @@ VM_FN void FN(bin)(ccg_op op, const float *a, size_t sa, const float *b,
 #undef VM_BIN
 
 /* ---- rows ---------------------------------------------------------------
- * Sums keep W lanes of f32 partial sums (each over n / W elements), added
- * in double at the end. */
+ * Sums accumulate in lanes of doubles (each float widened exactly), added
+ * at the end: as the scalar lines' double sums, up to the order. */
 
-VM_FN double FN(hsum)(V v) {
-  float t[W];
-  STU(t, v);
+VM_FN double FN(hsum)(VD v) {
+  double t[W / 2];
+  DSTU(t, v);
   double s = 0.0;
-  for (int k = 0; k < W; k++)
+  for (int k = 0; k < W / 2; k++)
     s += t[k];
   return s;
 }
@@ -201,12 +201,13 @@ VM_FN float FN(max)(const float *x, size_t n) {
 }
 
 VM_FN double FN(exp_sum)(const float *x, float shift, float *y, size_t n) {
-  V sh = SET1(shift), acc = SET1(0.0f);
+  V sh = SET1(shift);
+  VD acc = DSET1(0.0);
   size_t i = 0;
   for (; i + W <= n; i += W) {
     V e = FN(v_exp)(SUB(LDU(x + i), sh));
     STU(y + i, e);
-    acc = ADD(acc, e);
+    acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
   double s = FN(hsum)(acc);
   if (i < n) {
@@ -232,24 +233,28 @@ VM_FN void FN(scale)(float *y, float s, size_t n) {
 }
 
 VM_FN double FN(sum)(const float *x, size_t n) {
-  V acc = SET1(0.0f);
+  VD acc = DSET1(0.0);
   size_t i = 0;
-  for (; i + W <= n; i += W)
-    acc = ADD(acc, LDU(x + i));
+  for (; i + W <= n; i += W) {
+    V v = LDU(x + i);
+    acc = DADD(acc, DADD(CVTLO(v), CVTHI(v)));
+  }
   double s = FN(hsum)(acc);
   for (; i < n; i++)
     s += x[i];
   return s;
 }
 
-VM_FN double FN(sum_sqdev)(const float *x, float mean, size_t n) {
-  V acc = SET1(0.0f), m = SET1(mean);
+VM_FN double FN(sum_sqdev)(const float *x, double mean, size_t n) {
+  VD lo = DSET1(0.0), hi = DSET1(0.0), m = DSET1(mean);
   size_t i = 0;
   for (; i + W <= n; i += W) {
-    V d = SUB(LDU(x + i), m);
-    acc = FMA(d, d, acc);
+    V v = LDU(x + i);
+    VD dl = DSUB(CVTLO(v), m), dh = DSUB(CVTHI(v), m);
+    lo = DFMA(dl, dl, lo);
+    hi = DFMA(dh, dh, hi);
   }
-  double s = FN(hsum)(acc);
+  double s = FN(hsum)(DADD(lo, hi));
   for (; i < n; i++) {
     double d = (double)x[i] - mean;
     s += d * d;
