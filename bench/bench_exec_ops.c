@@ -1,8 +1,8 @@
 /* Per-op times of the CPU executor's vector math and fused chains on
  * tensors of rows x cols f32 elements (default 1024 x 1024): Exp, Erf,
  * Tanh, Sigmoid, Gelu (both forms), Softmax, LayerNormalization,
- * RMSNormalization, Add (same shape and a broadcast row), and Gelu and
- * SiLU written out node by node. Each case runs under every instruction
+ * RMSNormalization, Add (same shape and a broadcast row), and Gelu, SiLU
+ * and RMSNorm written out node by node. Each case runs under every instruction
  * set the CPU has (CCG_CPU_ISA=scalar is the libm code the executor had
  * before) with fusion off, and with the widest set and fusion on; the
  * configurations take turns in one loop and each keeps its best time, as
@@ -78,13 +78,14 @@ typedef enum kind {
   K_ADD_ROW,
   K_GELU_CHAIN,
   K_SILU_CHAIN,
+  K_RMS_CHAIN,
   K_COUNT
 } kind;
 
 static const char *const kind_names[] = {
-    "Exp",        "Erf",          "Tanh",        "Sigmoid", "Gelu",
-    "Gelu(tanh)", "Softmax",      "LayerNorm",   "RMSNorm", "Add",
-    "Add(row)",   "Gelu 5 nodes", "SiLU 2 nodes"};
+    "Exp",        "Erf",          "Tanh",         "Sigmoid",        "Gelu",
+    "Gelu(tanh)", "Softmax",      "LayerNorm",    "RMSNorm",        "Add",
+    "Add(row)",   "Gelu 5 nodes", "SiLU 2 nodes", "RMSNorm 7 nodes"};
 _Static_assert(sizeof kind_names / sizeof *kind_names == K_COUNT,
                "a name per case");
 
@@ -136,10 +137,22 @@ static ccg_graph *build(kind k) {
     CHECK(g, ccg_mul(g, v, scalar(g, "half", 0.5f), &y));
     break;
   }
-  default: { /* K_SILU_CHAIN */
+  case K_SILU_CHAIN: {
     ccg_value_id sg;
     CHECK(g, ccg_sigmoid(g, x, &sg));
     CHECK(g, ccg_mul(g, x, sg, &y));
+    break;
+  }
+  default: { /* K_RMS_CHAIN, as torch exports LlamaRMSNorm */
+    ccg_value_id v;
+    int64_t axis = -1;
+    CHECK(g, ccg_pow(g, x, scalar(g, "two", 2.0f), &v));
+    CHECK(g, ccg_reduce_mean(g, v, &axis, 1, true, &v));
+    CHECK(g, ccg_add(g, v, scalar(g, "eps", 1e-6f), &v));
+    CHECK(g, ccg_sqrt(g, v, &v));
+    v = node(g, "Reciprocal", &v, 1, NULL, 0);
+    CHECK(g, ccg_mul(g, x, v, &v));
+    CHECK(g, ccg_mul(g, w, v, &y));
     break;
   }
   }
