@@ -184,7 +184,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_exec_ops: rows, cols and iters must be >= 1\n");
     return 2;
   }
-  __builtin_cpu_init();
   config cf[4] = {
       {"scalar", "0", "scalar", 1},
       {"avx2", "0", "avx2",

@@ -222,10 +222,8 @@ bool ccg__isa_supported(ccg__isa isa) {
     return true;
 #ifdef CCG__VM_X86
   case CCG__ISA_AVX2:
-    __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   case CCG__ISA_AVX512:
-    __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
 #endif
   default:
