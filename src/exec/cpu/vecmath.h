@@ -8,13 +8,13 @@
  * vector tables evaluate their own polynomials, within these bounds
  * (tests/unit/test_vecmath.c checks them against libm in double over every
  * magnitude; an ulp is that of the exact result, 2^-149 in the denormals):
- *   exp      2 ulp (measured 1.24), overflow to inf above 88.72, denormal
+ *   exp      2 ulp (measured 1.10), overflow to inf above 88.72, denormal
  *            results from -87.3, 0 below -103.97;
- *   erf      3 ulp (measured 2.36);
- *   tanh     2 ulp (measured 1.40; glibc's tanhf: 2.10);
- *   sigmoid  3 ulp (measured 2.66; denormal results below -87.3);
- * each keeps NaN, gives the limits at +-inf and -0 for -0 (exp: 1, sigmoid:
- * 0.5). Every map is elementwise: an element's result does not depend on
+ *   erf      3 ulp (measured 2.25);
+ *   tanh     2 ulp (measured 1.23; glibc's tanhf: 1.92);
+ *   sigmoid  3 ulp (measured 2.39; denormal results below -87.3);
+ * each keeps NaN and gives the limits at +-inf; erf and tanh keep -0.
+ * Every map is elementwise: an element's result does not depend on
  * where in the array it sits (fused and unfused runs give the same bits). */
 #ifndef CCG_EXEC_CPU_VECMATH_H
 #define CCG_EXEC_CPU_VECMATH_H
