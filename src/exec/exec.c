@@ -120,10 +120,11 @@ static ccg_status init_steps(ccg_exec *x) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
+  /* fused chains read their inputs at their last step: before liveness */
+  CCG_CHECK(ccg__fuse_plan(x));
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan
    * keeps a collective's buffers for as long */
-  CCG_CHECK(ccg__fuse_plan(x));
   CCG_CHECK(ccg__overlap_mark(x));
   return ccg__plan_memory(x);
 }

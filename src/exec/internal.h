@@ -150,8 +150,9 @@ struct ccg_exec {
   ccg_device device;
   int device_index;
   bool cuda_graph, tf32;
-  const struct ccg__vm *vm; /* the CPU kernels' array math (cpu/vecmath.h) */
-  struct ccg__gpu *gpu;     /* CUDA state (cuda/gpu.h); NULL on the CPU */
+  /* the CPU kernels' array math (cpu/vecmath.h) */
+  const struct ccg__vm *vm;
+  struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 
   /* run-time specialization (specialize.c). An executor that create
    * returns holds `dyn` (unless max_specializations < 0): the programs
