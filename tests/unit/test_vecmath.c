@@ -460,17 +460,18 @@ static void chain_stops_at_outputs(void **state) {
 
 /* RMSNorm as torch exports it: Pow(x, 2), ReduceMean(-1, keepdims), Add
  * eps, Sqrt, then Div(x, s), or Reciprocal and Mul(x, r) followed by
- * Mul(w, y): one pass per row, within 2 ulp of the unfused steps (the
+ * Mul(w, y), or Div(1, s), Mul(x, r), Cast to f32, Mul(w, y): one pass per
+ * row, within 2 ulp of the unfused steps (the
  * scalar table: the same bits), with only the output in the arena. */
 static void fused_rms_norm_matches_unfused(void **state) {
   (void)state;
-  static const float two = 2.0f, eps = 1e-6f;
+  static const float two = 2.0f, eps = 1e-6f, one = 1.0f;
   enum { R = 33, C = 257, N = R * C };
   static float xv[N], wv[C], a[N], b[N];
   xt_fill(xv, N, 11);
   xt_fill(wv, C, 12);
   const char *names[3] = {"scalar", "avx2", "avx512"};
-  for (int recip = 0; recip < 2; recip++) {
+  for (int recip = 0; recip < 3; recip++) {
     ccg_graph *g = ccg_test_graph(NULL);
     ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[33,257]");
     ccg_value_id w = ccg_test_input(g, "w", CCG_DTYPE_F32, "[257]"), v, y;
@@ -479,7 +480,12 @@ static void fused_rms_norm_matches_unfused(void **state) {
     assert_ok(g, ccg_reduce_mean(g, v, &axis, 1, true, &v));
     assert_ok(g, ccg_add(g, v, scalar_const(g, &eps), &v));
     assert_ok(g, ccg_sqrt(g, v, &v));
-    if (recip) {
+    if (recip == 2) { /* as torch exports LlamaRMSNorm */
+      assert_ok(g, ccg_div(g, scalar_const(g, &one), v, &v));
+      assert_ok(g, ccg_mul(g, x, v, &y));
+      assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F32, &y));
+      assert_ok(g, ccg_mul(g, w, y, &y));
+    } else if (recip) {
       assert_ok(g, xt_node(g, "Reciprocal", NULL, &v, 1, NULL, 0, 1, &v));
       assert_ok(g, ccg_mul(g, x, v, &y));
       assert_ok(g, ccg_mul(g, w, y, &y));

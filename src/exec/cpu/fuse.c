@@ -265,11 +265,11 @@ static ccg_status fuse_chain(ccg_exec *x, const size_t *chain, uint32_t len) {
 
 /* ---- RMSNorm written out ------------------------------------------------
  * Pow(x, 2) or Mul(x, x) -> ReduceMean over the last axis (kept) -> Add eps
- * -> Sqrt -> Div(x, s), or Reciprocal -> Mul(x, r) -> optionally Mul by a
- * row w: one pass per row. The mean of squares comes from the vector sum
- * (the scalar table: the float squares summed in double in order, as
- * ReduceMean does); the rest is the unfused arithmetic on the same
- * elements. */
+ * -> Sqrt -> Div(x, s), or Reciprocal or Div(1, s) -> Mul(x, r) ->
+ * optionally a Cast to f32 and Mul by a row w: one pass per row. The mean of
+ * squares comes from the vector sum (the scalar table: the float squares summed
+ * in double in order, as ReduceMean does); the rest is the unfused arithmetic
+ * on the same elements. */
 
 static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
   const struct ccg__fused *f = n->fused;
@@ -353,22 +353,34 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   if (!add || !const_scalar(x, other_in(add, red->out[0]), &eps))
     return CCG_STATUS_OK;
   ccg__xnode *root = only_reader(x, u, add, CCG_OP_SQRT);
-  ccg__xnode *div = only_reader(x, u, root, CCG_OP_DIV);
-  ccg__xnode *rec = div ? NULL : only_reader(x, u, root, CCG_OP_RECIPROCAL);
+  ccg__xnode *div = only_reader(x, u, root, CCG_OP_DIV), *rec = NULL;
+  float one;
+  if (div && div->in[1] == root->out[0] && const_scalar(x, div->in[0], &one) &&
+      one == 1.0f)
+    rec = div, div = NULL; /* Div(1, s): 1 / s, as Reciprocal */
+  else if (!div)
+    rec = only_reader(x, u, root, CCG_OP_RECIPROCAL);
   ccg__xnode *mul = rec ? only_reader(x, u, rec, CCG_OP_MUL) : NULL;
   ccg__xnode *last = div ? div : mul;
   if (!last || (div && (div->in[0] != xv || div->in[1] != root->out[0])) ||
       (mul && other_in(mul, rec->out[0]) != xv))
     return CCG_STATUS_OK;
-  ccg__xnode *scale = only_reader(x, u, last, CCG_OP_MUL);
-  ccg_value_id w = scale ? other_in(scale, last->out[0]) : CCG_NONE;
+  /* the scale row, maybe after a Cast to f32 (an f32 copy) */
+  ccg__xnode *cast = only_reader(x, u, last, CCG_OP_CAST);
+  if (cast && ccg__out(x, cast, 0)->dtype != CCG_DTYPE_F32)
+    cast = NULL;
+  ccg__xnode *scale = only_reader(x, u, cast ? cast : last, CCG_OP_MUL);
+  ccg_value_id w =
+      scale ? other_in(scale, (cast ? cast : last)->out[0]) : CCG_NONE;
   fopd d;
   if (scale && (!classify(&x->vals[w], xs, &d) || d.kind != OPD_ROW ||
                 d.row != (size_t)xs->dims[r - 1] ||
                 ccg__out(x, scale, 0)->numel != xs->numel))
-    scale = NULL, w = CCG_NONE;
+    scale = cast = NULL, w = CCG_NONE;
   if (scale)
     last = scale;
+  else
+    cast = NULL;
   struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
   ccg_value_id *ins = ccg__arena_calloc(&x->arena, 3, sizeof *ins);
   if (!f || !ins)
@@ -381,8 +393,9 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
                            .eps = eps,
                            .recip = rec != NULL,
                            .len = (size_t)xs->dims[r - 1]};
-  ccg__xnode *steps[7] = {pw, red, add, root, div ? div : rec, mul, scale};
-  for (int k = 0; k < 7; k++) {
+  ccg__xnode *steps[8] = {pw,  red,  add,  root, div ? div : rec,
+                          mul, cast, scale};
+  for (int k = 0; k < 8; k++) {
     if (!steps[k] || steps[k] == last)
       continue;
     x->vals[steps[k]->out[0]].kind = CCG__V_UNUSED;
