@@ -301,6 +301,16 @@ static void isa_from_environment(void **state) {
   assert_int_equal(setenv("CCG_CPU_ISA", "sse9", 1), 0);
   assert_int_equal(ccg__vm_select(&ctx, &vm), CCG_STATUS_INVALID_ARG);
   assert_non_null(strstr(ctx.msg, "'sse9'"));
+  /* and so is creating an executor */
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), y;
+  assert_ok(g, ccg_exp(g, x, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec *ex = NULL;
+  assert_int_equal(ccg_exec_create(g, NULL, &ex), CCG_STATUS_INVALID_ARG);
+  assert_null(ex);
+  assert_non_null(strstr(ccg_last_error(g), "CCG_CPU_ISA is 'sse9'"));
+  ccg_graph_free(g);
   assert_int_equal(unsetenv("CCG_CPU_ISA"), 0);
 }
 
