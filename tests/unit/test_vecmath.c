@@ -55,6 +55,7 @@ typedef struct fn_case {
 
 static const fn_case fns[] = {
     {"exp", exp, 2.0, offsetof(ccg__vm, exp)},
+    {"log", log, 2.0, offsetof(ccg__vm, log)},
     {"erf", erf, 3.0, offsetof(ccg__vm, erf)},
     {"tanh", tanh, 2.0, offsetof(ccg__vm, tanh)},
     {"sigmoid", ref_sigmoid, 3.0, offsetof(ccg__vm, sigmoid)},
@@ -158,6 +159,11 @@ static void functions_within_bounds(void **state) {
     float dn = -100.0f, dy;
     vm->exp(&dn, &dy, 1);
     assert_true(dy > 0.0f && dy < FLT_MIN); /* a denormal */
+    float le[5] = {0.0f, -0.0f, INFINITY, -1.0f, 1e-45f};
+    vm->log(le, o, 5);
+    assert_true(isinf(o[0]) && o[0] < 0 && isinf(o[1]) && o[1] < 0 &&
+                o[2] == INFINITY && isnan(o[3]));
+    assert_true(fabs(o[4] - log((double)le[4])) <= 1e-5); /* denormal input */
     vm->erf(e, o, 4);
     assert_true(o[0] == 0.0f && signbit(o[0]) && o[1] == 1.0f &&
                 o[2] == -1.0f && isnan(o[3]));
@@ -184,9 +190,9 @@ static void results_independent_of_position(void **state) {
     if (!ccg__isa_supported((ccg__isa)isa))
       continue;
     const ccg__vm *vm = ccg__vm_of((ccg__isa)isa);
-    ccg__vm_map maps[6] = {vm->exp,     vm->erf,      vm->tanh,
+    ccg__vm_map maps[7] = {vm->exp,     vm->log,      vm->erf,      vm->tanh,
                            vm->sigmoid, vm->gelu_erf, vm->gelu_tanh};
-    for (int f = 0; f < 6; f++)
+    for (int f = 0; f < 7; f++)
       for (size_t start = 0; start < 3; start++)
         for (size_t n = 0; n + start <= 67; n += 7) {
           maps[f](x + start, y, n);

@@ -43,7 +43,8 @@ void ccg__un_f32_block(const ccg__vm *vm, ccg_op op, ccg__unp p, const float *a,
     vm->exp(a, o, n);
     break;
   case CCG_OP_LOG:
-    UN_LOOP(logf(x));
+    vm->log(a, o, n);
+    break;
   case CCG_OP_SQRT:
     UN_LOOP(sqrtf(x));
   case CCG_OP_RECIPROCAL:

@@ -45,6 +45,7 @@ static void ccg__bin_scalar(ccg_op op, const float *a, size_t sa,
   }
 
 SCALAR_MAP(exp, expf)
+SCALAR_MAP(log, logf)
 SCALAR_MAP(erf, erff)
 SCALAR_MAP(tanh, tanhf)
 SCALAR_MAP(sigmoid, ccg__sigmoidf)
@@ -57,6 +58,7 @@ static const ccg__vm scalar_table = {
     .isa = CCG__ISA_SCALAR,
     .name = "scalar",
     .exp = exp_scalar,
+    .log = log_scalar,
     .erf = erf_scalar,
     .tanh = tanh_scalar,
     .sigmoid = sigmoid_scalar,
@@ -97,6 +99,13 @@ static const ccg__vm scalar_table = {
 #define ISUB(a, b) _mm256_sub_epi32(a, b)
 #define SRAI(a, k) _mm256_srai_epi32(a, k)
 #define SLLI(a, k) _mm256_slli_epi32(a, k)
+#define SRLI(a, k) _mm256_srli_epi32(a, k)
+#define IAND(a, b) _mm256_and_si256(a, b)
+#define IOR(a, b) _mm256_or_si256(a, b)
+#define CVTF(i) _mm256_cvtepi32_ps(i)
+#define BITS(a) _mm256_castps_si256(a)
+#define MK __m256
+#define CMPEQ(a, b) _mm256_cmp_ps(a, b, _CMP_EQ_OQ)
 #define SIGNBIT _mm256_set1_ps(-0.0f)
 #define ABS(a) _mm256_andnot_ps(SIGNBIT, a)
 #define NEG(a) _mm256_xor_ps(SIGNBIT, a)
@@ -142,6 +151,13 @@ static const ccg__vm scalar_table = {
 #undef ISUB
 #undef SRAI
 #undef SLLI
+#undef SRLI
+#undef IAND
+#undef IOR
+#undef CVTF
+#undef BITS
+#undef MK
+#undef CMPEQ
 #undef SIGNBIT
 #undef ABS
 #undef NEG
@@ -188,6 +204,12 @@ static const ccg__vm scalar_table = {
 #define ISUB(a, b) _mm512_sub_epi32(a, b)
 #define SRAI(a, k) _mm512_srai_epi32(a, k)
 #define SLLI(a, k) _mm512_slli_epi32(a, k)
+#define SRLI(a, k) _mm512_srli_epi32(a, k)
+#define IAND(a, b) _mm512_and_si512(a, b)
+#define IOR(a, b) _mm512_or_si512(a, b)
+#define CVTF(i) _mm512_cvtepi32_ps(i)
+#define MK __mmask16
+#define CMPEQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
 #define BITS(a) _mm512_castps_si512(a)
 #define SIGNBIT _mm512_set1_epi32((int)0x80000000u)
 #define ABS(a) CASTF(_mm512_andnot_si512(SIGNBIT, BITS(a)))

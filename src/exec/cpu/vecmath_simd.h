@@ -29,6 +29,38 @@ VM_FN V FN(v_exp)(V x0) {
   return SEL(ISNAN(x0), ADD(x0, x0), MUL(MUL(p, s1), s2));
 }
 
+/* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by Cephes' logf
+ * polynomial, e ln2 added in two parts; denormals scaled by 2^23 first.
+ * x < 0 and NaN give NaN, 0 gives -inf, inf gives inf. */
+VM_FN V FN(v_log)(V x0) {
+  MK tiny = CMPLT(x0, SET1(1.17549435e-38f));
+  V x = SEL(tiny, MUL(x0, SET1(8388608.0f)), x0);
+  VI bits = BITS(x);
+  V e = CVTF(ISUB(SRLI(bits, 23), ISET1(126)));
+  e = SEL(tiny, SUB(e, SET1(23.0f)), e);
+  V m = CASTF(IOR(IAND(bits, ISET1(0x007fffff)), ISET1(0x3f000000)));
+  MK lo = CMPLT(m, SET1(0.707106781186547524f));
+  e = SEL(lo, SUB(e, SET1(1.0f)), e);
+  V f = SUB(SEL(lo, ADD(m, m), m), SET1(1.0f));
+  V z = MUL(f, f);
+  V p = SET1(7.0376836292e-2f);
+  p = FMA(p, f, SET1(-1.1514610310e-1f));
+  p = FMA(p, f, SET1(1.1676998740e-1f));
+  p = FMA(p, f, SET1(-1.2420140846e-1f));
+  p = FMA(p, f, SET1(1.4249322787e-1f));
+  p = FMA(p, f, SET1(-1.6668057665e-1f));
+  p = FMA(p, f, SET1(2.0000714765e-1f));
+  p = FMA(p, f, SET1(-2.4999993993e-1f));
+  p = FMA(p, f, SET1(3.3333331174e-1f));
+  V y = MUL(MUL(f, z), p);
+  y = FMA(e, SET1(-2.12194440e-4f), y);
+  y = FMA(SET1(-0.5f), z, y);
+  V r = FMA(e, SET1(0.693359375f), ADD(f, y));
+  r = SEL(CMPEQ(x0, SET1(0.0f)), SET1(-INFINITY), r);
+  r = SEL(CMPEQ(x0, SET1(INFINITY)), x0, r);
+  return SEL(CMPLT(x0, SET1(0.0f)), SET1(NAN), SEL(ISNAN(x0), ADD(x0, x0), r));
+}
+
 /* erf: |x| < 0.9: x P(x^2); above: 1 - exp(Q(|x| - 1)) with Q fitted to
  * log(erfc) on [0.9, 4] (erf(4) rounds to 1 in f32), sign restored. Both
  * fits are weighted least squares iterated towards minimax (relative
@@ -115,6 +147,7 @@ VM_FN V FN(v_gelu_tanh)(V x) {
   }
 
 VM_MAP(exp)
+VM_MAP(log)
 VM_MAP(erf)
 VM_MAP(tanh)
 VM_MAP(sigmoid)
@@ -280,6 +313,7 @@ static const ccg__vm FN(table) = {
     .isa = ISA,
     .name = NAME,
     .exp = FN(exp),
+    .log = FN(log),
     .erf = FN(erf),
     .tanh = FN(tanh),
     .sigmoid = FN(sigmoid),
