@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
+#include "exec/cpu/norm.h"
 
 /* Elements per block: the running value and two broadcast operands,
  * 4 KiB each. */
@@ -42,10 +43,11 @@ struct ccg__fused {
   size_t numel;
   ccg_value_id out;
   bool rms;
+  bool softmax;      /* a chain, then Softmax over rows of `len` (the output) */
   ccg_value_id x, w; /* w: CCG_NONE without the scale */
   float eps;
   bool recip; /* x * (1 / s) rather than x / s */
-  size_t len; /* elements per row */
+  size_t len; /* elements per row (rms, softmax) */
 };
 
 static bool fusable_op(ccg_op op, uint32_t *n_in) {
@@ -189,24 +191,48 @@ static const float *operand(const ccg_exec *x, const fopd *d, size_t i,
   }
 }
 
+/* The chain's steps over elements [i, i + k) (k <= FUSE_BLOCK), the last
+ * step's results into dst. */
+static void chain_block(ccg_exec *x, const struct ccg__fused *f, size_t i,
+                        size_t k, float *dst, float *cur, float *t0,
+                        float *t1) {
+  for (uint32_t s = 0; s < f->n_steps; s++) {
+    const fstep *st = &f->steps[s];
+    float *o = s + 1 == f->n_steps ? dst : cur;
+    size_t sa, sb;
+    const float *a = operand(x, &st->in[0], i, k, cur, t0, &sa);
+    if (st->n_in == 1) {
+      ccg__un_f32_block(x->vm, st->op, st->p, a, o, k);
+      continue;
+    }
+    const float *b = operand(x, &st->in[1], i, k, cur, t1, &sb);
+    x->vm->bin(st->op, a, sa, b, sb, o, k);
+  }
+}
+
 static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
   const struct ccg__fused *f = n->fused;
   float *out = x->vals[f->out].ptr;
   _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
   for (size_t i = 0; i < f->numel; i += FUSE_BLOCK) {
     size_t k = f->numel - i < FUSE_BLOCK ? f->numel - i : FUSE_BLOCK;
-    for (uint32_t s = 0; s < f->n_steps; s++) {
-      const fstep *st = &f->steps[s];
-      float *dst = s + 1 == f->n_steps ? out + i : cur;
-      size_t sa, sb;
-      const float *a = operand(x, &st->in[0], i, k, cur, t0, &sa);
-      if (st->n_in == 1) {
-        ccg__un_f32_block(x->vm, st->op, st->p, a, dst, k);
-        continue;
-      }
-      const float *b = operand(x, &st->in[1], i, k, cur, t1, &sb);
-      x->vm->bin(st->op, a, sa, b, sb, dst, k);
+    chain_block(x, f, i, k, out + i, cur, t0, t1);
+  }
+  return CCG_STATUS_OK;
+}
+
+/* The chain row by row into the output, each row's Softmax while it is
+ * still in cache. */
+static ccg_status run_fused_softmax(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  float *out = x->vals[f->out].ptr;
+  _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
+  for (size_t r = 0; r < f->numel; r += f->len) {
+    for (size_t i = r; i < r + f->len; i += FUSE_BLOCK) {
+      size_t k = r + f->len - i < FUSE_BLOCK ? r + f->len - i : FUSE_BLOCK;
+      chain_block(x, f, i, k, out + i, cur, t0, t1);
     }
+    ccg__softmax_row_f32(x->vm, out + r, f->len);
   }
   return CCG_STATUS_OK;
 }
@@ -413,6 +439,48 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   return CCG_STATUS_OK;
 }
 
+/* Step s's output is read by a Softmax alone (then a chain of one step is
+ * worth making: the Softmax takes it in). */
+static bool feeds_softmax(const ccg_exec *x, const use *u, size_t s) {
+  ccg_value_id v = x->steps[s].out[0];
+  const ccg__xval *o = &x->vals[v];
+  return !o->is_output && o->kind == CCG__V_ARENA && u[v].count == 1 &&
+         x->steps[u[v].step].op == CCG_OP_SOFTMAX;
+}
+
+/* ---- Softmax after a chain -----------------------------------------------
+ * A Softmax over the last axis (f32) whose input is a fused chain's output
+ * read by it alone (a scaled, masked attention score) takes the chain in:
+ * each row is computed and normalized while in cache. The chain's last
+ * step then runs nothing and its output takes no memory. */
+static ccg_status fuse_softmax(ccg_exec *x, const use *u, ccg__xnode *sm) {
+  const ccg__xval *a = ccg__in(x, sm, 0), *o = ccg__out(x, sm, 0);
+  if (sm->op != CCG_OP_SOFTMAX || !sm->run || sm->fused || sm->n_in != 1 ||
+      sm->p.i2 != 1 || sm->p.i1 < 1 || a->dtype != CCG_DTYPE_F32 ||
+      o->dtype != CCG_DTYPE_F32 || a->first < 0 || a->is_output ||
+      a->kind != CCG__V_ARENA || u[sm->in[0]].count != 1)
+    return CCG_STATUS_OK;
+  ccg__xnode *last = &x->steps[a->first];
+  const struct ccg__fused *chain = last->fused;
+  if (last->run != run_fused || chain->out != sm->in[0])
+    return CCG_STATUS_OK;
+  struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
+  if (!f)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  *f = *chain;
+  f->softmax = true;
+  f->len = (size_t)sm->p.i1;
+  f->out = sm->out[0];
+  x->vals[sm->in[0]].kind = CCG__V_UNUSED;
+  sm->in = last->in;
+  sm->n_in = last->n_in;
+  sm->fused = f;
+  sm->run = run_fused_softmax;
+  last->run = NULL;
+  last->n_in = last->n_out = 0;
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg__fuse_plan(ccg_exec *x) {
   const char *env = getenv("CCG_EXEC_FUSE");
   if (x->backend != &ccg__cpu_backend || (env && strcmp(env, "0") == 0))
@@ -438,8 +506,10 @@ ccg_status ccg__fuse_plan(ccg_exec *x) {
     for (long m = next_in_chain(x, u, s); m >= 0;
          m = next_in_chain(x, u, (size_t)m))
       chain[len++] = (size_t)m;
-    if (len > 1)
+    if (len > 1 || feeds_softmax(x, u, chain[0]))
       CCG_CHECK(fuse_chain(x, chain, len));
   }
+  for (size_t s = 0; s < x->n_steps; s++)
+    CCG_CHECK(fuse_softmax(x, u, &x->steps[s]));
   return CCG_STATUS_OK;
 }

@@ -30,6 +30,13 @@ static void softmax_row_vm(const ccg__vm *vm, bool log_softmax, const float *a,
     y[k] = a[k] - mx - lse;
 }
 
+void ccg__softmax_row_f32(const ccg__vm *vm, float *row, size_t len) {
+  if (vm->max)
+    softmax_row_vm(vm, false, row, row, len);
+  else
+    ccg__softmax_line(CCG_DTYPE_F32, row, CCG_DTYPE_F32, row, 0, len, 1);
+}
+
 /* i0 = outer, i1 = axis length, i2 = inner; LogSoftmax and Hardmax too. */
 static ccg_status run_softmax(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
