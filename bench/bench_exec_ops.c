@@ -1,13 +1,13 @@
 /* Per-op times of the CPU executor's vector math and fused chains on
  * tensors of rows x cols f32 elements (default 1024 x 1024): Exp, Erf,
  * Tanh, Sigmoid, Gelu (both forms), Softmax, LayerNormalization,
- * RMSNormalization, Add (same shape and a broadcast row), and Gelu, SiLU
- * and RMSNorm written out node by node. Each case runs under every instruction
- * set the CPU has (CCG_CPU_ISA=scalar is the libm code the executor had
- * before) with fusion off, and with the widest set and fusion on; the
- * configurations take turns in one loop and each keeps its best time, as
- * the machine may be shared. Prints a table and one JSON line.
- * usage: bench_exec_ops [--rows R] [--cols C] [--iters K] */
+ * RMSNormalization, Add (same shape and a broadcast row), and Gelu, SiLU,
+ * RMSNorm and a scaled, masked Softmax written out node by node. Each case runs
+ * under every instruction set the CPU has (CCG_CPU_ISA=scalar is the libm code
+ * the executor had before) with fusion off, and with the widest set and fusion
+ * on; the configurations take turns in one loop and each keeps its best time,
+ * as the machine may be shared. Prints a table and one JSON line. usage:
+ * bench_exec_ops [--rows R] [--cols C] [--iters K] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,13 +79,25 @@ typedef enum kind {
   K_GELU_CHAIN,
   K_SILU_CHAIN,
   K_RMS_CHAIN,
+  K_SOFTMAX_CHAIN,
   K_COUNT
 } kind;
 
-static const char *const kind_names[] = {
-    "Exp",        "Erf",          "Tanh",         "Sigmoid",        "Gelu",
-    "Gelu(tanh)", "Softmax",      "LayerNorm",    "RMSNorm",        "Add",
-    "Add(row)",   "Gelu 5 nodes", "SiLU 2 nodes", "RMSNorm 7 nodes"};
+static const char *const kind_names[] = {"Exp",
+                                         "Erf",
+                                         "Tanh",
+                                         "Sigmoid",
+                                         "Gelu",
+                                         "Gelu(tanh)",
+                                         "Softmax",
+                                         "LayerNorm",
+                                         "RMSNorm",
+                                         "Add",
+                                         "Add(row)",
+                                         "Gelu 5 nodes",
+                                         "SiLU 2 nodes",
+                                         "RMSNorm 7 nodes",
+                                         "Softmax 3 nodes"};
 _Static_assert(sizeof kind_names / sizeof *kind_names == K_COUNT,
                "a name per case");
 
@@ -141,6 +153,13 @@ static ccg_graph *build(kind k) {
     ccg_value_id sg;
     CHECK(g, ccg_sigmoid(g, x, &sg));
     CHECK(g, ccg_mul(g, x, sg, &y));
+    break;
+  }
+  case K_SOFTMAX_CHAIN: { /* attention scores: scale, mask, Softmax */
+    ccg_value_id v;
+    CHECK(g, ccg_div(g, x, scalar(g, "scale", 8.0f), &v));
+    CHECK(g, ccg_add(g, v, w, &v));
+    CHECK(g, ccg_softmax(g, v, -1, &y));
     break;
   }
   default: { /* K_RMS_CHAIN, as torch exports LlamaRMSNorm */
