@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "exec/comm/comm.h"
+#include "exec/cpu/vecmath.h"
 #include "exec/debug.h"
 #include "exec/exec_create.h"
 
@@ -119,6 +120,8 @@ static ccg_status init_steps(ccg_exec *x) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
+  /* fused chains read their inputs at their last step: before liveness */
+  CCG_CHECK(ccg__fuse_plan(x));
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan
    * keeps a collective's buffers for as long */
@@ -229,6 +232,7 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   if (backend->configure)
     backend->configure(x);
   ccg_status st;
+  CCG_CHECK_GOTO(ccg__vm_select(&x->ctx, &x->vm), st, fail);
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);

@@ -72,6 +72,9 @@ struct ccg__xnode {
   uint32_t ord; /* comm nodes: their number among them, from 0 */
   int join;     /* comm nodes: the first step at which the main thread has
                  * waited for this node's end (n_steps: the end of the run) */
+  /* the chain of elementwise nodes this step runs in one pass (cpu/fuse.c);
+   * NULL for a node that runs alone */
+  const struct ccg__fused *fused;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -147,6 +150,8 @@ struct ccg_exec {
   ccg_device device;
   int device_index;
   bool cuda_graph, tf32;
+  /* the CPU kernels' array math (cpu/vecmath.h) */
+  const struct ccg__vm *vm;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 
   /* run-time specialization (specialize.c). An executor that create
@@ -202,6 +207,13 @@ ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
 /* The program that ran last (or the only one); NULL before any. */
 const ccg_exec *ccg__dyn_current(const ccg_exec *x);
 void ccg__dyn_free(ccg_exec *x);
+
+/* cpu/fuse.c: on the CPU backend (unless CCG_EXEC_FUSE=0), after every
+ * node is prepared and before the memory plan: chains of elementwise steps
+ * whose intermediate values nothing else reads run as their last step, in
+ * one blocked pass; the other steps of a chain run nothing and their
+ * outputs take no memory (docs/exec.md, "Fused kernels"). */
+ccg_status ccg__fuse_plan(ccg_exec *x);
 
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */

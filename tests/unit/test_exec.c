@@ -7,14 +7,17 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdlib.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
 
-/* ---- an unary chain: every op after the first writes over its input ---- */
+/* ---- an unary chain: every op after the first writes over its input ----
+ * (with fusion off: fused, the chain is one step, test_vecmath.c) */
 
 static void test_chain_inplace(void **state) {
   (void)state;
+  assert_int_equal(setenv("CCG_EXEC_FUSE", "0", 1), 0);
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[1024]"), a, b, c, d;
   assert_ok(g, ccg_relu(g, x, &a));
@@ -45,6 +48,7 @@ static void test_chain_inplace(void **state) {
   assert_int_equal(to.tensor.dims[0], 1024);
   ccg_exec_free(ex);
   ccg_graph_free(g);
+  assert_int_equal(unsetenv("CCG_EXEC_FUSE"), 0);
 }
 
 /* MatMul chain: no op may write over its input; the third product reuses
@@ -91,9 +95,10 @@ static void test_chain_reuse(void **state) {
 }
 
 /* a -> (tanh, sigmoid) -> add: sigmoid takes a's block once a dies there,
- * add takes tanh's. */
+ * add takes tanh's (fusion off: fused, sigmoid and add are one step). */
 static void test_diamond(void **state) {
   (void)state;
+  assert_int_equal(setenv("CCG_EXEC_FUSE", "0", 1), 0);
   ccg_graph *g = ccg_test_graph(NULL);
   ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,16]");
   ccg_value_id w = ccg_test_input(g, "w", CCG_DTYPE_F32, "[16,16]"), a, b, c, d;
@@ -139,6 +144,7 @@ static void test_diamond(void **state) {
   assert_memory_equal(out, again, sizeof out);
   ccg_exec_free(ex);
   ccg_graph_free(g);
+  assert_int_equal(unsetenv("CCG_EXEC_FUSE"), 0);
 }
 
 /* ---- binding ------------------------------------------------------------ */

@@ -7,6 +7,7 @@
 
 #include "exec/internal.h"
 #include "exec/index_math.h"
+#include "exec/cpu/vecmath.h"
 
 /* Elements per block when a kernel converts f16/bf16/f64 to f32 and back. */
 #define CCG__BLOCK 256
@@ -76,6 +77,13 @@ ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
  * create (at_run false: values fed at run time are not known yet) or the
  * run's host data (the values' ptr). */
 ccg_status ccg__dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run);
+
+/* Unary op `op` (attributes p) on n f32 elements with the executor's
+ * array math vm; o may be a. */
+void ccg__un_f32_block(const ccg__vm *vm, ccg_op op, ccg__unp p, const float *a,
+                       float *o, size_t n);
+/* A unary node's attributes (from n->p). */
+ccg__unp ccg__unp_of(const ccg__xnode *n);
 
 /* Per-family preparation (attributes into n->p, n->run, n->scratch). */
 ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n);

@@ -4,36 +4,12 @@
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
+#include "exec/cpu/vecmath.h"
 
 /* ---- f32 arithmetic -----------------------------------------------------
- * The arithmetic of ccg__bin_f32 and ccg__un_f32 (kernels_math.h), one loop
- * per op so that the compiler vectorizes it. */
-
-static void bin_f32(ccg_op op, const float *a, size_t sa, const float *b,
-                    size_t sb, float *o, size_t n) {
-  switch (op) {
-  case CCG_OP_ADD:
-    for (size_t i = 0; i < n; i++)
-      o[i] = a[i * sa] + b[i * sb];
-    break;
-  case CCG_OP_SUB:
-    for (size_t i = 0; i < n; i++)
-      o[i] = a[i * sa] - b[i * sb];
-    break;
-  case CCG_OP_MUL:
-    for (size_t i = 0; i < n; i++)
-      o[i] = a[i * sa] * b[i * sb];
-    break;
-  case CCG_OP_DIV:
-    for (size_t i = 0; i < n; i++)
-      o[i] = a[i * sa] / b[i * sb];
-    break;
-  default: /* POW */
-    for (size_t i = 0; i < n; i++)
-      o[i] = ccg__powf(a[i * sa], b[i * sb]);
-    break;
-  }
-}
+ * The arithmetic of ccg__bin_f32 and ccg__un_f32 (kernels_math.h): the
+ * executor's array math (vecmath.h) where it has the op, else one loop per
+ * op so that the compiler can vectorize it. */
 
 /* One loop per op: x is a[i]. */
 #define UN_LOOP(expr)                                                          \
@@ -43,7 +19,8 @@ static void bin_f32(ccg_op op, const float *a, size_t sa, const float *b,
   }                                                                            \
   break
 
-static void un_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n) {
+void ccg__un_f32_block(const ccg__vm *vm, ccg_op op, ccg__unp p, const float *a,
+                       float *o, size_t n) {
   float al = p.a, be = p.b;
   switch (op) {
   case CCG_OP_NEG:
@@ -51,20 +28,23 @@ static void un_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n) {
   case CCG_OP_RELU:
     UN_LOOP(ccg__reluf(x));
   case CCG_OP_GELU:
-    if (p.tanh_gelu) {
-      UN_LOOP(ccg__gelu_tanhf(x));
-    }
-    UN_LOOP(ccg__gelu_erff(x));
+    (p.tanh_gelu ? vm->gelu_tanh : vm->gelu_erf)(a, o, n);
+    break;
   case CCG_OP_TANH:
-    UN_LOOP(tanhf(x));
+    vm->tanh(a, o, n);
+    break;
   case CCG_OP_ERF:
-    UN_LOOP(erff(x));
+    vm->erf(a, o, n);
+    break;
   case CCG_OP_SIGMOID:
-    UN_LOOP(ccg__sigmoidf(x));
+    vm->sigmoid(a, o, n);
+    break;
   case CCG_OP_EXP:
-    UN_LOOP(expf(x));
+    vm->exp(a, o, n);
+    break;
   case CCG_OP_LOG:
-    UN_LOOP(logf(x));
+    vm->log(a, o, n);
+    break;
   case CCG_OP_SQRT:
     UN_LOOP(sqrtf(x));
   case CCG_OP_RECIPROCAL:
@@ -127,8 +107,9 @@ static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
   if (c->math == CCG__MATH_F32) {
     if (c->da == CCG_DTYPE_F32 && c->db == CCG_DTYPE_F32 &&
         c->dout == CCG_DTYPE_F32) {
-      bin_f32(op, (const float *)c->a + off[0], sa,
-              (const float *)c->bb + off[1], sb, (float *)c->o + oo, inner);
+      c->x->vm->bin(op, (const float *)c->a + off[0], sa,
+                    (const float *)c->bb + off[1], sb, (float *)c->o + oo,
+                    inner);
       return CCG_STATUS_OK;
     }
     float fa[CCG__BLOCK], fb[CCG__BLOCK], fo[CCG__BLOCK];
@@ -136,7 +117,7 @@ static ccg_status bin_row(void *vctx, size_t oo, const int64_t *off,
       size_t k = inner - i < CCG__BLOCK ? inner - i : CCG__BLOCK;
       ccg__load_f32(c->da, c->a, (size_t)off[0] + i * sa, sa, k, fa);
       ccg__load_f32(c->db, c->bb, (size_t)off[1] + i * sb, sb, k, fb);
-      bin_f32(op, fa, 1, fb, 1, fo, k);
+      c->x->vm->bin(op, fa, 1, fb, 1, fo, k);
       ccg__store_f32(c->dout, c->o, oo + i, k, fo);
     }
     return CCG_STATUS_OK;
@@ -165,18 +146,18 @@ static ccg_status run_binary(ccg_exec *x, const ccg__xnode *n) {
 
 /* ---- unary -------------------------------------------------------------- */
 
-static ccg__unp unp_of(const ccg__xnode *n) {
+ccg__unp ccg__unp_of(const ccg__xnode *n) {
   ccg__unp p = {n->p.f0, n->p.f1, n->p.i0 != 0};
   return p;
 }
 
 static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  ccg__unp p = unp_of(n);
+  ccg__unp p = ccg__unp_of(n);
   size_t total = o->numel;
   ccg__math m = ccg__math_of(o->dtype);
   if (m == CCG__MATH_F32 && o->dtype == CCG_DTYPE_F32) {
-    un_f32(n->op, p, a->ptr, o->ptr, total);
+    ccg__un_f32_block(x->vm, n->op, p, a->ptr, o->ptr, total);
     return CCG_STATUS_OK;
   }
   if (m == CCG__MATH_F32) {
@@ -184,7 +165,7 @@ static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
     for (size_t i = 0; i < total; i += CCG__BLOCK) {
       size_t k = total - i < CCG__BLOCK ? total - i : CCG__BLOCK;
       ccg__load_f32(a->dtype, a->ptr, i, 1, k, fa);
-      un_f32(n->op, p, fa, fa, k);
+      ccg__un_f32_block(x->vm, n->op, p, fa, fa, k);
       ccg__store_f32(o->dtype, o->ptr, i, k, fa);
     }
     return CCG_STATUS_OK;
@@ -218,7 +199,7 @@ static ccg_status run_clip(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* Attributes into n->p (unp_of): alpha, beta / gamma / bias, lambd. */
+/* Attributes into n->p (ccg__unp_of): alpha, beta / gamma / bias, lambd. */
 static ccg_status prep_attrs(ccg_exec *x, ccg__xnode *n, const char *a,
                              const char *b) {
   if (a)

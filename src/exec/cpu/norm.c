@@ -11,11 +11,46 @@
 
 /* ---- Softmax ------------------------------------------------------------ */
 
+/* An f32 row of Softmax or LogSoftmax in three vector passes: the
+ * maximum, the shifted exponentials (into y) with their sum, the scale (or
+ * for LogSoftmax the shift by the log of the sum, from x again: y must not
+ * be x there). Sums in double, as the shared lines. */
+static void softmax_row_vm(const ccg__vm *vm, bool log_softmax, const float *a,
+                           float *y, size_t len) {
+  if (len == 0)
+    return;
+  float mx = vm->max(a, len);
+  double sum = vm->exp_sum(a, mx, y, len);
+  if (!log_softmax) {
+    vm->scale(y, (float)(1.0 / sum), len);
+    return;
+  }
+  float lse = (float)log(sum);
+  for (size_t k = 0; k < len; k++)
+    y[k] = a[k] - mx - lse;
+}
+
+void ccg__softmax_row_f32(const ccg__vm *vm, float *row, size_t len) {
+  if (vm->max)
+    softmax_row_vm(vm, false, row, row, len);
+  else
+    ccg__softmax_line(CCG_DTYPE_F32, row, CCG_DTYPE_F32, row, 0, len, 1);
+}
+
 /* i0 = outer, i1 = axis length, i2 = inner; LogSoftmax and Hardmax too. */
 static ccg_status run_softmax(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   size_t outer = (size_t)n->p.i0, len = (size_t)n->p.i1,
          inner = (size_t)n->p.i2;
+  if (x->vm->max && inner == 1 && n->op != CCG_OP_HARDMAX &&
+      a->dtype == CCG_DTYPE_F32 && o->dtype == CCG_DTYPE_F32 &&
+      (n->op == CCG_OP_SOFTMAX || a->ptr != o->ptr)) {
+    for (size_t oi = 0; oi < outer; oi++)
+      softmax_row_vm(x->vm, n->op == CCG_OP_LOG_SOFTMAX,
+                     (const float *)a->ptr + oi * len,
+                     (float *)o->ptr + oi * len, len);
+    return CCG_STATUS_OK;
+  }
   for (size_t oi = 0; oi < outer; oi++)
     for (size_t ii = 0; ii < inner; ii++) {
       size_t base = oi * len * inner + ii;
@@ -63,6 +98,20 @@ void ccg__norm_expand_param(const ccg__xval *p, const ccg__xval *xv, int axis,
                     (size_t)ccg__strided_offset(r, xv->dims + axis, st, 0, j));
 }
 
+/* ccg__layer_norm_line's arithmetic on an f32 row in vector passes: the
+ * mean, the variance about it (two passes, as the line), the affine map. */
+static void layer_norm_row_vm(const ccg__vm *vm, const float *a, float *y,
+                              size_t len, const float *scale, const float *bias,
+                              float eps, float *mean_out, float *invstd_out) {
+  double mean = len ? vm->sum(a, len) / (double)len : 0.0;
+  float m = (float)mean;
+  double var = len ? vm->sum_sqdev(a, mean, len) / (double)len : 0.0;
+  float invstd = (float)(1.0 / sqrt(var + (double)eps));
+  vm->affine(a, y, len, m, invstd, scale, bias);
+  *mean_out = m;
+  *invstd_out = invstd;
+}
+
 /* i0 = outer, i1 = normalized size, axis; f0 = epsilon. Scratch: scale
  * and bias (f32 each). */
 static ccg_status run_layer_norm(ccg_exec *x, const ccg__xnode *n) {
@@ -80,10 +129,17 @@ static ccg_status run_layer_norm(ccg_exec *x, const ccg__xnode *n) {
     ccg__norm_expand_param(bi, a, n->p.axis, bias);
   else
     memset(bias, 0, len * sizeof(float));
+  bool vec =
+      x->vm->sum && a->dtype == CCG_DTYPE_F32 && o->dtype == CCG_DTYPE_F32;
   for (size_t oi = 0; oi < outer; oi++) {
     float m, invstd;
-    ccg__layer_norm_line(a->dtype, a->ptr, o->dtype, o->ptr, oi, len, scale,
-                         bias, n->p.f0, &m, &invstd);
+    if (vec)
+      layer_norm_row_vm(x->vm, (const float *)a->ptr + oi * len,
+                        (float *)o->ptr + oi * len, len, scale, bias, n->p.f0,
+                        &m, &invstd);
+    else
+      ccg__layer_norm_line(a->dtype, a->ptr, o->dtype, o->ptr, oi, len, scale,
+                           bias, n->p.f0, &m, &invstd);
     if (mo)
       ccg__st_f32(mo->dtype, mo->ptr, oi, m);
     if (io)
@@ -114,12 +170,27 @@ static ccg_status prep_layer_norm(ccg_exec *x, ccg__xnode *n) {
 
 /* ---- RMSNormalization --------------------------------------------------- */
 
+/* The mean square of an f32 row (0 for an empty one). */
+static double vm_rms_sq(const ccg__vm *vm, const float *row, size_t len) {
+  return len ? vm->sum_sqdev(row, 0.0, len) / (double)len : 0.0;
+}
+
 /* As LayerNormalization's n->p; scratch: the expanded scale. */
 static ccg_status run_rms_norm(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   size_t outer = (size_t)n->p.i0, len = (size_t)n->p.i1;
   float *scale = x->scratch;
   ccg__norm_expand_param(ccg__in(x, n, 1), a, n->p.axis, scale);
+  if (x->vm->sum_sqdev && a->dtype == CCG_DTYPE_F32 &&
+      o->dtype == CCG_DTYPE_F32) {
+    for (size_t oi = 0; oi < outer; oi++) {
+      const float *row = (const float *)a->ptr + oi * len;
+      double sq = vm_rms_sq(x->vm, row, len);
+      float r = (float)(1.0 / sqrt(sq + (double)n->p.f0));
+      x->vm->affine(row, (float *)o->ptr + oi * len, len, 0.0f, r, scale, NULL);
+    }
+    return CCG_STATUS_OK;
+  }
   for (size_t oi = 0; oi < outer; oi++)
     ccg__rms_norm_line(a->dtype, a->ptr, o->dtype, o->ptr, oi, len, scale,
                        n->p.f0);

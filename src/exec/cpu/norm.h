@@ -7,6 +7,9 @@
 #include "exec/cpu/cpu.h"
 #include "exec/norm_math.h"
 
+/* Softmax of one f32 row in place, as the Softmax kernel computes it with
+ * vm (fuse.c's Softmax after a chain). */
+void ccg__softmax_row_f32(const ccg__vm *vm, float *row, size_t len);
 /* A LayerNormalization / RMSNormalization scale or bias expanded to the
  * normalized shape (xv's dims from axis on) as f32. */
 void ccg__norm_expand_param(const ccg__xval *p, const ccg__xval *xv, int axis,
