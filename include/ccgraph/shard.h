@@ -33,6 +33,11 @@ typedef struct ccg_shard_report {
   size_t n_reshape_rewrites; /* Reshape targets divided by the group size */
 } ccg_shard_report;
 
+/* The sharded graph's metadata key (ccg_graph_meta, exported as ONNX
+ * metadata_props) that says, for every rank, which source parameter each
+ * of its weights holds and which part: JSON, docs/shard.md "Provenance". */
+#define CCG_SHARD_PROVENANCE "ccgraph.shard.provenance"
+
 /* Builds the sharded graph of `g` (unchanged; its shapes are the global
  * ones) on `mesh` (copied; it must have the plan's axis). Plan patterns
  * match module paths (from torch.onnx.export's scoped node names:

@@ -49,13 +49,16 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
     for (int64_t r = 0; r < world; r++)
       json_array_append_new(files, json_sprintf("%s/%s.rank%lld.onnx", a->out,
                                                 name, (long long)r));
-    return print_json(json_pack(
-        "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:o}", "model", name, "mesh", mesh,
-        "ranks", (json_int_t)world, "nodes", (json_int_t)ccg_graph_num_nodes(s),
-        "collectives", cli_collectives_json(counts), "sharded_params",
-        (json_int_t)rep->n_sharded_params, "reshape_rewrites",
-        (json_int_t)rep->n_reshape_rewrites, "sequence_parallel", a->sp,
-        "files", files));
+    const char *prov = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+    json_t *provenance = prov ? json_loads(prov, 0, NULL) : json_null();
+    return print_json(
+        json_pack("{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:o,s:o*}", "model", name,
+                  "mesh", mesh, "ranks", (json_int_t)world, "nodes",
+                  (json_int_t)ccg_graph_num_nodes(s), "collectives",
+                  cli_collectives_json(counts), "sharded_params",
+                  (json_int_t)rep->n_sharded_params, "reshape_rewrites",
+                  (json_int_t)rep->n_reshape_rewrites, "sequence_parallel",
+                  a->sp, "files", files, "provenance", provenance));
   }
   char coll[512];
   cli_format_collectives(counts, coll, sizeof coll);

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/check_grads.h"
 #include "cli/cli.h"
 
 static int cmd_run(int argc, char **argv);
@@ -470,11 +471,17 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   } else {
     *worst = 0;
     *n_cmp = 0;
+    bool(*handled)[MAX_IO] = calloc((size_t)(r1 - r0) + 1, sizeof *handled);
+    if (!handled)
+      rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+    for (int r = r0; r < r1 && rc == EXIT_OK; r++)
+      rc = cli_check_grads(&cli_run_command, c->paths[0], graphs[r], r, outs[r],
+                           n0, out, no, handled[r - r0], worst, n_cmp);
     for (size_t i = 0; i < no && rc == EXIT_OK; i++)
       for (int r = r0; r < r1; r++)
         for (size_t k = 0; k < n0; k++) {
           const ccg_exec_tensor *have = &outs[r][k];
-          if (strcmp(out[i].name, have->name) != 0)
+          if (handled[r - r0][k] || strcmp(out[i].name, have->name) != 0)
             continue;
           bool ok;
           ccg_tensor want = out[i].tensor;
@@ -493,6 +500,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
           *worst = e > *worst ? e : *worst;
           (*n_cmp)++;
         }
+    free(handled);
     if (rc == EXIT_OK && *n_cmp == 0)
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "the reference shares no comparable output with the "

@@ -820,6 +820,44 @@ const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
   return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
 }
 
+/* Sets key in a metadata list (node or graph), replacing its value. */
+static ccg_status meta_set(ccg_graph *g, ccg__meta **at, const char *key,
+                           const char *value) {
+  while (*at && strcmp((*at)->key, key) != 0)
+    at = &(*at)->next;
+  const char *v = ccg__arena_strdup(&g->arena, value);
+  if (!v)
+    return oom(g, "metadata");
+  if (*at) {
+    (*at)->value = v;
+    return CCG_STATUS_OK;
+  }
+  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
+  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
+    return oom(g, "metadata");
+  m->value = v;
+  m->next = NULL;
+  *at = m;
+  return CCG_STATUS_OK;
+}
+
+static const char *meta_find(const ccg__meta *m, const char *key) {
+  for (; m && key; m = m->next)
+    if (strcmp(m->key, key) == 0)
+      return m->value;
+  return NULL;
+}
+
+static const char *meta_at(const ccg__meta *m, size_t i, const char **value) {
+  for (; m && i; i--)
+    m = m->next;
+  if (!m)
+    return NULL;
+  if (value)
+    *value = m->value;
+  return m->key;
+}
+
 ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
                              const char *value) {
   if (!ccg__node_ok(g, n))
@@ -829,44 +867,34 @@ ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s': metadata needs a key and a value",
                       g->nodes[n].name);
-  ccg__meta **at = &g->nodes[n].meta;
-  while (*at && strcmp((*at)->key, key) != 0)
-    at = &(*at)->next;
-  const char *v = ccg__arena_strdup(&g->arena, value);
-  if (!v)
-    return oom(g, "node metadata");
-  if (*at) {
-    (*at)->value = v;
-    return CCG_STATUS_OK;
-  }
-  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
-  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
-    return oom(g, "node metadata");
-  m->value = v;
-  m->next = NULL;
-  *at = m;
-  return CCG_STATUS_OK;
+  return meta_set(g, &g->nodes[n].meta, key, value);
+}
+
+ccg_status ccg_graph_set_meta(ccg_graph *g, const char *key,
+                              const char *value) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_graph_set_meta: graph is NULL");
+  if (!key || !*key || !value)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph metadata needs a key and a value");
+  return meta_set(g, &g->meta, key, value);
+}
+
+const char *ccg_graph_meta(const ccg_graph *g, const char *key) {
+  return g ? meta_find(g->meta, key) : NULL;
+}
+
+const char *ccg_graph_meta_at(const ccg_graph *g, size_t i,
+                              const char **value) {
+  return g ? meta_at(g->meta, i, value) : NULL;
 }
 
 const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n, const char *key) {
-  if (!ccg__node_ok(g, n) || !key)
-    return NULL;
-  for (const ccg__meta *m = g->nodes[n].meta; m; m = m->next)
-    if (strcmp(m->key, key) == 0)
-      return m->value;
-  return NULL;
+  return ccg__node_ok(g, n) ? meta_find(g->nodes[n].meta, key) : NULL;
 }
 
 const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n, size_t i,
                              const char **value) {
-  if (!ccg__node_ok(g, n))
-    return NULL;
-  const ccg__meta *m = g->nodes[n].meta;
-  for (; m && i; i--)
-    m = m->next;
-  if (!m)
-    return NULL;
-  if (value)
-    *value = m->value;
-  return m->key;
+  return ccg__node_ok(g, n) ? meta_at(g->nodes[n].meta, i, value) : NULL;
 }

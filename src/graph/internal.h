@@ -54,6 +54,7 @@ struct ccg_graph {
   const char *name;
   bool has_mesh;
   ccg_mesh mesh;
+  struct ccg__meta *meta; /* graph metadata, in the order first set */
 
   ccg__value *values;
   size_t n_values, cap_values;

@@ -325,7 +325,8 @@ const ccg_tensor *sh_weight_data(const shard *sh, ccg_value_id gv,
 }
 
 static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
-                               ccg_placement p, int blocks, ccg_value_id *out) {
+                               bool transpose, ccg_placement p, int blocks,
+                               ccg_value_id *out) {
   char nbuf[512];
   const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
   int d = p.dim;
@@ -357,6 +358,8 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
   memcpy(dims, t->dims, sizeof dims);
   dims[d] = D / sh->W;
   st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
+  if (st == CCG_STATUS_OK)
+    st = sh_origin_add(sh, *out, gv, transpose, d, blocks);
 out:
   free(chunks);
   free(mem);
@@ -412,7 +415,7 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
   }
   ccg_status st;
   if (p.kind == CCG_PLACEMENT_SHARD) {
-    st = weight_shard(sh, gv, t, p, blocks, out);
+    st = weight_shard(sh, gv, t, transpose, p, blocks, out);
   } else {
     char buf[512], vbuf[512];
     const char *nm = view_name(sh, gv, vbuf, sizeof vbuf);
@@ -427,6 +430,8 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
       st = from_s(sh, st);
     else
       st = sh_set(sh, gv, *out, sh_R(), 1);
+    if (st == CCG_STATUS_OK)
+      st = sh_origin_add(sh, *out, gv, transpose, -1, 1);
     sh->vals[gv].v = CCG_NONE;
   }
   free(mem);
@@ -787,7 +792,13 @@ static ccg_status run(shard *sh) {
   CCG_CHECK(st);
   CCG_CHECK(add_outputs(sh));
   CCG_CHECK(check_used(sh));
-  CCG_CHECK(sh_prune(sh));
+  json_t *origins = NULL;
+  CCG_CHECK(sh_origin_json(sh, &origins));
+  st = sh_prune(sh);
+  if (st == CCG_STATUS_OK)
+    st = sh_origin_meta(sh, origins);
+  json_decref(origins);
+  CCG_CHECK(st);
   SH_S(sh, ccg_graph_validate(sh->s));
   for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)
     sh->rep.n_collectives +=
@@ -855,6 +866,7 @@ out:
   free(sh.cons_start);
   free(sh.cons);
   free(sh.cache);
+  free(sh.origins);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh.s);
     return st;

@@ -4,6 +4,8 @@
 #ifndef CCG_PASSES_SHARD_INTERNAL_H
 #define CCG_PASSES_SHARD_INTERNAL_H
 
+#include <jansson.h>
+
 #include "ccgraph/ccgraph.h"
 #include "core/error.h"
 #include "passes/module_path.h"
@@ -18,6 +20,18 @@ typedef struct sh_val {
   int blocks;
   int ulysses; /* index+1 of the ulysses module that produced it, or 0 */
 } sh_val;
+
+/* A weight of the sharded graph and the source weight (view) it holds a part
+ * of: its data is the view's, transposed first when `transpose`, split on
+ * that tensor's `dim` (-1: whole) in `blocks` blocks (docs/shard.md,
+ * "Provenance"). */
+typedef struct sh_origin {
+  ccg_value_id v;  /* in the sharded graph (before pruning) */
+  ccg_value_id gv; /* the source weight or view */
+  bool transpose;
+  int dim;
+  int blocks;
+} sh_origin;
 
 typedef struct sh_cache {
   ccg_value_id key; /* source value (weights) or sharded value (moves) */
@@ -56,6 +70,8 @@ typedef struct shard {
   int n_ulysses;
   int cur_ulysses; /* index+1 of the node's ulysses module, or 0 */
   ccg_shard_report rep;
+  struct sh_origin *origins; /* where each per-rank weight comes from */
+  size_t n_origins, cap_origins;
   /* the node being sharded, for messages */
   ccg_node_id node;
 } shard;
@@ -92,6 +108,11 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
                               int rank, const int64_t *dims,
                               unsigned char *const *chunks, ccg_placement p,
                               ccg_value_id *out);
+/* Records that sharded weight v is the part (dim, blocks; dim -1: whole) of
+ * source weight gv (transposed first when `transpose`) that
+ * sh_add_rank_weight's chunks hold. */
+ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
+                         bool transpose, int dim, int blocks);
 /* Redistributes the sharded value v from `from` to `to` on the axis. */
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);
@@ -133,6 +154,12 @@ ccg_status sh_replicate(shard *sh, ccg_node_id n);
  * style does not apply to this node (it then propagates). */
 ccg_status sh_style(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
                     size_t entry, const char *module, bool *done);
+
+/* shard_origin.c: the sharded weights' origins as JSON (NULL when there
+ * are none; new reference), taken before pruning; then, on the pruned
+ * graph, its "ccgraph.shard.provenance" metadata from them. */
+ccg_status sh_origin_json(shard *sh, json_t **out);
+ccg_status sh_origin_meta(shard *sh, json_t *origins);
 
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */

@@ -316,6 +316,7 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, wname, t->dtype, t->rank, wd, wch, sh_S(0), &w),
       st, out);
+  CCG_CHECK_GOTO(sh_origin_add(sh, w, wv, false, 0, 1), st, out);
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch, sh_R(), &map),
       st, out);

@@ -173,8 +173,8 @@ def tool(cmd, strip):
     return p.stdout
 
 
-def out_file(outdir, name):
-    return os.path.join(outdir, "rank0", name.replace("/", "_") + ".npy")
+def out_file(outdir, name, rank=0):
+    return os.path.join(outdir, f"rank{rank}", name.replace("/", "_") + ".npy")
 
 
 def compare(name, got_path, want):
@@ -282,13 +282,96 @@ def shard_model(ccgraph, zoo, m, work, config):
             raise first
         used = "own"
     tool([ccgraph, "verify", shard], strip)
-    cmd = [ccgraph, "run", shard, "--check", model, "--json"]
-    for n, f in m["inputs"].items():
-        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    summary = json.loads(out)
+    inputs = sp_inputs(m, zoo, d, tp) if sp else \
+        {n: os.path.join(zoo, f) for n, f in m["inputs"].items()}
+    run, ref, outdir = shard, model, os.path.join(d, "out")
+    if m.get("loss"):
+        # every rank's backward; --check compares its gradients with their
+        # parts of the unsharded backward's (made and checked against torch
+        # by run_model) through the shard's provenance metadata
+        run = os.path.join(d, "grad")
+        tool([ccgraph, "grad", shard, "--loss", m["loss"], "-o", run], strip)
+        ref = os.path.join(work, m["arch"], m["variant"], "grad.onnx")
+    cmd = [ccgraph, "run", run, "--check", ref, "--json"]
+    if m.get("loss"):
+        cmd += ["--output-dir", outdir]
+    for n, f in inputs.items():
+        cmd += ["--input", f"{n}={f}"]
     r = json.loads(tool(cmd, strip))
     if not r.get("checked_outputs"):
         raise Failure("run --check compared no output")
-    return float(r["max_abs_diff"]), used, json.loads(out)["sharded_params"]
+    gdiff = None
+    if m.get("loss"):
+        gdiff = torch_grads(m, zoo, outdir, summary.get("provenance"))
+    return (float(r["max_abs_diff"]), used, summary["sharded_params"],
+            gdiff)
+
+
+def sp_inputs(m, zoo, d, tp):
+    """The inputs of a sequence-parallel run. Sequence parallelism cuts
+    the sequence into tp equal shards (a ReduceScatter, as in Megatron-LM),
+    so a dynamic model run at a sequence length that tp does not divide
+    fails at run time, rightly; it is run at the largest length below that
+    tp divides (token ids [batch, seq] cut to their first seq // tp * tp
+    positions; the unsharded reference takes the same)."""
+    out = {}
+    for n, f in m["inputs"].items():
+        path = os.path.join(zoo, f)
+        a = np.load(path)
+        if "dynamic" in m["variant"] and a.ndim == 2 and a.shape[1] % tp:
+            os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+            path = os.path.join(d, "inputs", os.path.basename(f))
+            np.save(path, a[:, :a.shape[1] // tp * tp])
+        out[n] = path
+    return out
+
+
+def torch_grads(m, zoo, outdir, provenance):
+    """Every rank's parameter gradients against torch autograd's, through
+    the shard's provenance (docs/shard.md): a parameter's gradient on a
+    rank is the sum of its weights' gradients (uses of one parameter: tied,
+    folded or copied weights), each put back where its part of the
+    parameter lies (ranges of one dim, transposed where the rank holds it
+    transposed); it must equal torch's where all of them reach, and every
+    element must be reached on some rank. Returns the max abs diff."""
+    if not provenance or "weights" not in provenance:
+        raise Failure("ccgraph shard --json gave no provenance")
+    grads = np.load(os.path.join(zoo, m["grads"]))
+    worst = 0.0
+    for p in m["grad_params"]:
+        want = grads[p].astype(np.float64)
+        uses = [w for w in provenance["weights"] if w["param"] == p]
+        if not uses:
+            raise Failure(f"no rank weight holds parameter '{p}'")
+        covered = np.zeros(want.shape, bool)
+        for r in range(provenance["world"]):
+            acc = np.zeros(want.shape)
+            cnt = np.zeros(want.shape, int)
+            for w in uses:
+                g = np.load(out_file(outdir, "grad/" + w["name"], r))
+                g = g.T if w["transposed"] else g
+                idx = [slice(None)] * want.ndim
+                if w["dim"] is not None:
+                    idx[w["dim"]] = np.concatenate(
+                        [np.arange(a, b) for a, b in w["ranks"][r]])
+                if acc[tuple(idx)].shape != g.shape:
+                    raise Failure(f"rank {r}: 'grad/{w['name']}' is not the "
+                                  f"part of '{p}' the provenance names")
+                acc[tuple(idx)] += g
+                cnt[tuple(idx)] += 1
+            mine = cnt == len(uses)
+            covered |= mine
+            if mine.any():
+                worst = max(worst,
+                            float(np.max(np.abs(acc[mine] - want[mine]))))
+        if not covered.all():
+            raise Failure(f"the ranks' gradients of '{p}' do not cover it")
+    if worst > TOL:
+        raise Failure(f"a rank's parameter gradient differs from its part "
+                      f"of torch's by more than {TOL:g}",
+                      f"max abs diff {worst:.3g}")
+    return worst
 
 
 def table(results, manifest):
@@ -349,6 +432,8 @@ def shard_table(results, shard_results, manifest):
                 continue
             if r[0] == "pass":
                 cells.append(f"{r[1]:.0e}, {r[3]} split"
+                             + (f", grads {r[4]:.0e}" if r[4] is not None
+                                else "")
                              + (", own plan" if r[2] == "own" else ""))
                 verified.append("ok")
                 continue
@@ -459,7 +544,8 @@ def main():
             shard_seen.add(skey)
             reason = detail = None
             try:
-                diff, used, nsplit = shard_model(a.ccgraph, a.zoo, m, a.work, config)
+                diff, used, nsplit, gdiff = shard_model(a.ccgraph, a.zoo, m,
+                                                        a.work, config)
             except Failure as e:
                 reason, detail = str(e), e.detail
             except subprocess.TimeoutExpired:
@@ -467,15 +553,17 @@ def main():
             want = SHARD_EXPECTED.get(skey)
             if reason is None and want is None:
                 passed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit)
+                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
                 print(f"{sname:36s} pass (max abs diff {diff:.2g}; "
-                      f"{nsplit} weights split; "
+                      + (f"parameter gradients against torch {gdiff:.2g}; "
+                         if gdiff is not None else "")
+                      + f"{nsplit} weights split; "
                       + ("the arch's plan" if used == "arch" else
                          "its own plan: the arch's does not shard it")
                       + ")")
             elif reason is None:
                 failed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit)
+                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
                 print(f"{sname:36s} FAIL: passes but SHARD_EXPECTED says "
                       f"'{want}' (remove its row)")
             elif want == reason:
