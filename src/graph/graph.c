@@ -1,6 +1,7 @@
 /* Graphs: values, nodes, attributes, tags, placements, scopes. Node creation
  * goes through one path (add_node) that validates everything, runs the op's
  * shape rule, and commits only when nothing can fail any more. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +92,39 @@ const char *ccg__intern_fresh(ccg_graph *g, const char *s) {
   return intern_as(g, s, 1);
 }
 
+/* Whether every name in the symbol text s is a fresh symbol (numbers and
+ * operators aside); false when it names none. */
+static bool fresh_names(const ccg_graph *g, const char *s) {
+  bool any = false;
+  while (*s) {
+    if (!isalpha((unsigned char)*s) && *s != '_') {
+      s++;
+      continue;
+    }
+    size_t n = 0;
+    while (isalnum((unsigned char)s[n]) || s[n] == '_' || s[n] == '.')
+      n++;
+    char name[256];
+    uint32_t id = 0;
+    if (n >= sizeof name)
+      return false;
+    memcpy(name, s, n);
+    name[n] = '\0';
+    if (!ccg__strmap_get(&g->symbols, name, &id) || id != 1)
+      return false;
+    any = true;
+    s += n;
+  }
+  return any;
+}
+
 bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d) {
   uint32_t id = 0;
-  return ccg_dim_is_sym(d) && ccg__strmap_get(&g->symbols, d.sym, &id) &&
-         id == 1;
+  if (!ccg_dim_is_sym(d))
+    return false;
+  if (ccg__strmap_get(&g->symbols, d.sym, &id))
+    return id == 1 || fresh_names(g, d.sym);
+  return fresh_names(g, d.sym);
 }
 
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,

@@ -198,13 +198,51 @@ static ccg_status cache_put(shard *sh, ccg_value_id key, ccg_placement p,
 
 /* ---- redistribution ------------------------------------------------------ */
 
+/* dtensor.redistribute of v from pf to pt whose gradient comes back
+ * Partial on the axis (its backward reduce-scatters instead of slicing). */
+static ccg_status redistribute_partial_grad(shard *sh, ccg_value_id v,
+                                            const ccg_placement *pf,
+                                            const ccg_placement *pt,
+                                            ccg_value_id *out) {
+  char text[1024], f[CCG_MAX_MESH_AXES][32], t[CCG_MAX_MESH_AXES][32],
+      gr[CCG_MAX_MESH_AXES][32];
+  size_t len = 0;
+  for (int i = 0; i < sh->nd; i++) {
+    ccg_placement gp = i == sh->axis ? sh_P() : pt[i];
+    ccg_placement_format(&pf[i], f[i], sizeof f[i]);
+    ccg_placement_format(&pt[i], t[i], sizeof t[i]);
+    ccg_placement_format(&gp, gr[i], sizeof gr[i]);
+  }
+  const char *keys[3] = {"from", "to", "grad"};
+  char(*lists[3])[32] = {f, t, gr};
+  len += (size_t)snprintf(text + len, sizeof text - len, "{");
+  for (int k = 0; k < 3; k++) {
+    len += (size_t)snprintf(text + len, sizeof text - len, "%s\"%s\": [",
+                            k ? ", " : "", keys[k]);
+    for (int i = 0; i < sh->nd; i++)
+      len += (size_t)snprintf(text + len, sizeof text - len, "%s\"%s\"",
+                              i ? ", " : "", lists[k][i]);
+    len += (size_t)snprintf(text + len, sizeof text - len, "]");
+  }
+  snprintf(text + len, sizeof text - len, "}");
+  size_t n = 1;
+  return ccg_mapping_apply(sh->s, "dtensor.redistribute", text, &v, 1, out, &n);
+}
+
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out) {
+  return sh_move_grad(sh, v, from, to, false, out);
+}
+
+ccg_status sh_move_grad(shard *sh, ccg_value_id v, ccg_placement from,
+                        ccg_placement to, bool partial_grad,
+                        ccg_value_id *out) {
   if (sh_same(from, to)) {
     *out = v;
     return CCG_STATUS_OK;
   }
-  sh_cache *c = cache_find(sh, v, to, 1, SH_MOVE);
+  int flags = SH_MOVE | (partial_grad ? SH_MARKED : 0);
+  sh_cache *c = cache_find(sh, v, to, 1, flags);
   if (c) {
     *out = c->v;
     return CCG_STATUS_OK;
@@ -228,11 +266,13 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
   memcpy(pt, pf, sizeof pt);
   pt[sh->axis] = to;
   int pushed = push_scopes(sh, sh->node);
-  ccg_status st = ccg_dtensor_redistribute(sh->s, v, pf, pt, out);
+  ccg_status st = partial_grad
+                      ? redistribute_partial_grad(sh, v, pf, pt, out)
+                      : ccg_dtensor_redistribute(sh->s, v, pf, pt, out);
   pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
     return from_s(sh, st);
-  return cache_put(sh, v, to, 1, SH_MOVE, *out);
+  return cache_put(sh, v, to, 1, flags, *out);
 }
 
 /* ---- weights ------------------------------------------------------------- */
@@ -497,7 +537,12 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                    ccg_value_name(sh->g, gv), x->blocks);
   ccg_value_id v = x->v;
   CCG_CHECK(sh_move(sh, v, x->p, cur, &v));
-  return sh_move(sh, v, cur, want, out);
+  /* gathered for a node with sharded inputs, the value's gradient is each
+   * rank's part of a sum (as a weight's beside them): reduce-scattered */
+  bool partial_grad = mark && cur.kind == CCG_PLACEMENT_SHARD &&
+                      want.kind == CCG_PLACEMENT_REPLICATE &&
+                      ccg_dtype_is_float(ccg_value_dtype(sh->s, v));
+  return sh_move_grad(sh, v, cur, want, partial_grad, out);
 }
 
 /* ---- emitting copies ------------------------------------------------------

@@ -116,6 +116,10 @@ ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
 /* Redistributes the sharded value v from `from` to `to` on the axis. */
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);
+/* sh_move whose backward takes the gradient as Partial when `partial_grad`
+ * (the value feeds a node whose other inputs are sharded). */
+ccg_status sh_move_grad(shard *sh, ccg_value_id v, ccg_placement from,
+                        ccg_placement to, bool partial_grad, ccg_value_id *out);
 /* Placement of a source value as it stands (weights and inputs: R). */
 ccg_placement sh_cur(const shard *sh, ccg_value_id gv, int *blocks);
 /* A weight: an initializer, or a view of one through Identity and 2-D
