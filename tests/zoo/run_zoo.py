@@ -61,7 +61,7 @@ EXPECTED = {
 }
 SHARD_EXPECTED = {
     ('vit', 'ts_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: vit/ts_static/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+        "plan exit 2: ccgraph plan: vit/ts_static/model.onnx: plan: no sequence-parallel plan on tp=2: sequence 17 is not divisible by tp=2 (LayerNorm 'vit.encoder.layer.0.layernorm_before'), and shard --sequence-parallel runs every LayerNorm and rowwise output on sequence shards; propose without --sequence-parallel",
     ('vit', 'ts_dynamic', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
     ('vit', 'ts_train', 'tp=2 sp'):
