@@ -94,25 +94,29 @@ static const char *scatter(const use *u, const ccg_tensor *g,
   if (!is_float(g) || g->rank != rank || (u->transposed && rank != 2) ||
       u->dim >= rank)
     return "its gradient is not a float tensor of the parameter's rank";
-  int64_t map[4096]; /* the part's index along u->dim -> the parameter's */
   int64_t want[CCG_MAX_RANK];
   for (int d = 0; d < rank; d++)
     want[d] = ref->dims[d];
-  if (u->dim >= 0) {
-    int64_t k = 0;
-    for (size_t i = 0; i < u->n_ranges; i++)
-      for (int64_t j = u->starts[i]; j < u->ends[i]; j++) {
-        if (k == 4096 || j >= ref->dims[u->dim])
-          return "a range past the parameter's dim";
-        map[k++] = j;
-      }
-    want[u->dim] = k;
+  int64_t k = 0;
+  for (size_t i = 0; u->dim >= 0 && i < u->n_ranges; i++) {
+    if (u->ends[i] > ref->dims[u->dim])
+      return "a range past the parameter's dim";
+    k += u->ends[i] - u->starts[i];
   }
+  if (u->dim >= 0)
+    want[u->dim] = k;
   for (int d = 0; d < rank; d++) {
     int64_t have = g->dims[u->transposed ? rank - 1 - d : d];
     if (have != want[d])
       return "its gradient's shape is not the part the metadata names";
   }
+  /* the part's index along u->dim -> the parameter's */
+  int64_t *map = malloc((size_t)k * sizeof *map + 1);
+  if (!map)
+    return "out of memory";
+  for (size_t i = 0, j = 0; u->dim >= 0 && i < u->n_ranges; i++)
+    for (int64_t x = u->starts[i]; x < u->ends[i]; x++)
+      map[j++] = x;
   size_t n = numel(g);
   int64_t c[CCG_MAX_RANK] = {0}; /* coordinates in g */
   for (size_t i = 0; i < n; i++) {
@@ -128,6 +132,7 @@ static const char *scatter(const use *u, const ccg_tensor *g,
     for (int d = rank - 1; d >= 0 && ++c[d] == g->dims[d]; d--)
       c[d] = 0;
   }
+  free(map);
   return NULL;
 }
 
