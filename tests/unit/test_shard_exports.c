@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <string.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
@@ -124,6 +126,43 @@ static void assert_shape(ccg_graph *g, const char *name, const char *shape) {
   assert_string_equal(ccg_test_shape(g, v), shape);
 }
 
+/* The provenance entry of sharded weight `name` (a new reference), checked
+ * against its parameter, transposition and dim; NULL-free. */
+static json_t *origin(ccg_graph *s, const char *name, const char *param,
+                      bool transposed, int dim) {
+  const char *text = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+  assert_non_null(text);
+  json_t *doc = json_loads(text, 0, NULL);
+  assert_non_null(doc);
+  json_t *ws = json_object_get(doc, "weights"), *e, *found = NULL;
+  size_t i;
+  json_array_foreach(ws, i, e) {
+    if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+      found = json_incref(e);
+  }
+  json_decref(doc);
+  assert_non_null(found);
+  assert_string_equal(json_string_value(json_object_get(found, "param")),
+                      param);
+  assert_int_equal(json_is_true(json_object_get(found, "transposed")),
+                   transposed);
+  json_t *d = json_object_get(found, "dim");
+  if (dim < 0)
+    assert_true(json_is_null(d));
+  else
+    assert_int_equal(json_integer_value(d), dim);
+  return found;
+}
+
+/* Rank r's ranges of a provenance entry as text: "[[4, 8]]". */
+static void assert_ranges(json_t *e, int r, const char *want) {
+  char *got = json_dumps(json_array_get(json_object_get(e, "ranks"), (size_t)r),
+                         JSON_COMPACT);
+  assert_non_null(got);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* One initializer of 16 floats feeds, through Identity nodes named after
  * the parameters torch folded into it, a colwise Gemm's bias (each rank
  * its slice) and a replicated Mul (whole); one of 8 feeds a LayerNorm's
@@ -183,6 +222,16 @@ static void identity_folded_parameters(void **state) {
     const ccg_tensor *t = ccg_value_rank_data(s, b1, r);
     assert_memory_equal(t->data, full + 8 * r, 8 * sizeof(float));
   }
+  /* provenance: the folded initializer's uses, each with its part */
+  json_t *o = origin(s, "fc1.bias", "shared16", false, 0);
+  assert_ranges(o, 0, "[[0,8]]");
+  assert_ranges(o, 1, "[[8,16]]");
+  json_decref(o);
+  json_decref(origin(s, "act.shift", "shared16", false, -1));
+  json_decref(origin(s, "ln.bias", "shared8", false, -1));
+  o = origin(s, "fc2.weight", "fc2.weight", false, 0);
+  assert_ranges(o, 1, "[[8,16]]");
+  json_decref(o);
   assert_no_dead(s);
   float xd[32];
   xt_fill(xd, 32, 7);
@@ -249,11 +298,52 @@ static void tied_embedding_through_transpose(void **state) {
       for (int j = 0; j < 4; j++)
         assert_true(got[i * 4 + j] == full[(4 * r + j) * 4 + i]);
   }
+  /* both hold rows [4r, 4r+4) of wte.weight; the head's transposed */
+  json_t *o = origin(s, "wte.weight", "wte.weight", false, 0);
+  assert_ranges(o, 1, "[[4,8]]");
+  json_decref(o);
+  o = origin(s, "wte.weight.T", "wte.weight", true, 0);
+  assert_ranges(o, 0, "[[0,4]]");
+  assert_ranges(o, 1, "[[4,8]]");
+  json_decref(o);
   assert_no_dead(s);
   int64_t idd[6] = {0, 7, 3, 4, 5, 1};
   ccg_exec_tensor in =
       xt_in("ids", CCG_DTYPE_I64, idd, 2, (const int64_t[]){2, 3});
   assert_same_outputs(g, s, &in, 1, "logits", 48);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* The provenance survives an ONNX export and import (model metadata_props
+ * under "ccgraph.shard."); other graph metadata stays in memory. Setting a
+ * key again replaces it; a missing key or value is refused. */
+static void provenance_through_onnx(void **state) {
+  (void)state;
+  ccg_graph *g = folded_params();
+  ccg_graph *s =
+      shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
+  assert_ok(s, ccg_graph_set_meta(s, "note", "a"));
+  assert_ok(s, ccg_graph_set_meta(s, "note", "b"));
+  assert_string_equal(ccg_graph_meta(s, "note"), "b");
+  const char *v = NULL;
+  assert_string_equal(ccg_graph_meta_at(s, 0, &v), CCG_SHARD_PROVENANCE);
+  assert_string_equal(ccg_graph_meta_at(s, 1, &v), "note");
+  assert_string_equal(v, "b");
+  assert_null(ccg_graph_meta_at(s, 2, &v));
+  assert_int_equal(ccg_graph_set_meta(s, "", "x"), CCG_STATUS_INVALID_ARG);
+  assert_int_equal(ccg_graph_set_meta(s, "k", NULL), CCG_STATUS_INVALID_ARG);
+  void *buf = NULL;
+  size_t size = 0;
+  assert_ok(s, ccg_onnx_export_buffer(s, NULL, &buf, &size));
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
+  free(buf);
+  assert_string_equal(ccg_graph_meta(back, CCG_SHARD_PROVENANCE),
+                      ccg_graph_meta(s, CCG_SHARD_PROVENANCE));
+  assert_null(ccg_graph_meta(back, "note"));
+  json_decref(origin(back, "fc1.weight", "fc1.weight", false, 1));
+  ccg_graph_free(back);
   ccg_graph_free(s);
   ccg_graph_free(g);
 }
@@ -375,6 +465,7 @@ int main(void) {
       cmocka_unit_test(identity_folded_parameters),
       cmocka_unit_test(folded_parameter_named_by_the_plan),
       cmocka_unit_test(tied_embedding_through_transpose),
+      cmocka_unit_test(provenance_through_onnx),
       cmocka_unit_test(head_reshape_leaves_nothing_dead),
       cmocka_unit_test(dynamic_head_reshape),
   };
