@@ -156,7 +156,8 @@ const command cli_shard_command = {
     "                        ONNX Runtime's com.microsoft ops\n"
     "  --opset N             ai.onnx opset of the models, 17..24 (default 17)\n"
     "  --axis AXIS           the mesh axis the plan shards over (default tp)\n"
-    "  --json                a JSON summary on stdout\n"
+    "  --json                a JSON summary on stdout, with the\n"
+    "                        provenance of every rank's weights\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"
     "entry that matches nothing, a dim the mesh does not divide), 3 runtime.\n",
     run_shard};

@@ -53,7 +53,12 @@ const command cli_run_command = {
     "                         inputs and compare every output it shares with\n"
     "                         every rank run here (under mpirun: rank 0),\n"
     "                         each rank's shard with its part of the\n"
-    "                         reference (exit 4 above the tolerance)\n"
+    "                         reference (exit 4 above the tolerance); the\n"
+    "                         gradients of per-rank models that ccgraph\n"
+    "                         shard made, summed over the uses of each\n"
+    "                         parameter, with their parts of the\n"
+    "                         reference's grad/<parameter> (docs/shard.md,\n"
+    "                         \"Provenance\")\n"
     "  --tolerance T          largest accepted difference (default 1e-4)\n"
     "  --name NAME            the program in a folder holding several\n"
     "  --json                 one JSON document on stdout\n",
