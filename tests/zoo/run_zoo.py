@@ -29,12 +29,14 @@ parallelism changes it; a variant uses the sample file where its proposal
 is the same, its own proposal otherwise, and the run says which):
 `ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
 --input ... --check MODEL.onnx` (every rank against its part of the
-unsharded run, whose outputs match torch). Training variants are checked
-forward only (loss and logits): the shard pass renames and splits the
-weights, and `ccgraph run --check` has no way to compare a rank's
-grad/ outputs with its part of torch's gradients. Known failures of
-these (arch, variant, config) checks are in SHARD_EXPECTED, under the
-same rules as EXPECTED. --no-shard skips them.
+unsharded run, whose outputs match torch). A training variant's shard
+is first differentiated (`ccgraph grad SHARD --loss loss`) and checked
+against the unsharded backward (`--check grad.onnx`, through the shard's
+provenance metadata); then every rank's parameter gradients are compared
+with their parts of torch autograd's (torch_grads). Sequence-parallel
+runs of dynamic variants take a sequence length tp divides (sp_inputs).
+Known failures of these (arch, variant, config) checks are in
+SHARD_EXPECTED, under the same rules as EXPECTED. --no-shard skips them.
 
 Needs python3 and numpy only.
 """
