@@ -2,7 +2,7 @@
 """Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
-                  [--write docs/models.md | --check docs/models.md]
+                  [--jobs N] [--write docs/models.md | --check docs/models.md]
 
 For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
 runs it with `ccgraph run --output-dir` on the stored inputs and compares
@@ -30,10 +30,10 @@ is the same, its own proposal otherwise, and the run says which):
 `ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
 --input ... --check MODEL.onnx` (every rank against its part of the
 unsharded run, whose outputs match torch). A training variant's shard
-is first differentiated (`ccgraph grad SHARD --loss loss`) and checked
-against the unsharded backward (`--check grad.onnx`, through the shard's
-provenance metadata); then every rank's parameter gradients are compared
-with their parts of torch autograd's (torch_grads). Sequence-parallel
+is differentiated (`ccgraph grad SHARD --loss loss`) and run; every
+rank's loss and logits are compared with torch's, and its parameter
+gradients with their parts of torch autograd's, through the shard's
+provenance (torch_grads). Sequence-parallel
 runs of dynamic variants take a sequence length tp divides (sp_inputs).
 Known failures of these (arch, variant, config) checks are in
 SHARD_EXPECTED, under the same rules as EXPECTED. --no-shard skips them.
@@ -41,6 +41,7 @@ SHARD_EXPECTED, under the same rules as EXPECTED. --no-shard skips them.
 Needs python3 and numpy only.
 """
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -225,27 +226,33 @@ def shard_model(ccgraph, zoo, m, work, config):
     summary = json.loads(out)
     inputs = sp_inputs(m, zoo, d, tp) if sp else \
         {n: os.path.join(zoo, f) for n, f in m["inputs"].items()}
-    run, ref, outdir = shard, model, os.path.join(d, "out")
     if m.get("loss"):
-        # every rank's backward; --check compares its gradients with their
-        # parts of the unsharded backward's (made and checked against torch
-        # by run_model) through the shard's provenance metadata
-        run = os.path.join(d, "grad")
-        tool([ccgraph, "grad", shard, "--loss", m["loss"], "-o", run], strip)
-        ref = os.path.join(work, m["arch"], m["variant"], "grad.onnx")
-    cmd = [ccgraph, "run", run, "--check", ref, "--json"]
-    if m.get("loss"):
-        cmd += ["--output-dir", outdir]
+        # every rank's backward, run; its outputs and parameter gradients
+        # against torch's (through the shard's provenance)
+        outdir = os.path.join(d, "out")
+        gshard = os.path.join(d, "grad")
+        tool([ccgraph, "grad", shard, "--loss", m["loss"], "-o", gshard],
+             strip)
+        cmd = [ccgraph, "run", gshard, "--output-dir", outdir]
+        for n, f in inputs.items():
+            cmd += ["--input", f"{n}={f}"]
+        tool(cmd, strip)
+        world = summary["ranks"]
+        diff = 0.0
+        for n, f in m["outputs"].items():
+            want = np.load(os.path.join(zoo, f)).astype(np.float64)
+            for r in range(world):
+                diff = max(diff, compare(f"rank {r}: {n}",
+                                         out_file(outdir, n, r), want))
+        gdiff = torch_grads(m, zoo, outdir, summary.get("provenance"))
+        return diff, used, summary["sharded_params"], gdiff
+    cmd = [ccgraph, "run", shard, "--check", model, "--json"]
     for n, f in inputs.items():
         cmd += ["--input", f"{n}={f}"]
     r = json.loads(tool(cmd, strip))
     if not r.get("checked_outputs"):
         raise Failure("run --check compared no output")
-    gdiff = None
-    if m.get("loss"):
-        gdiff = torch_grads(m, zoo, outdir, summary.get("provenance"))
-    return (float(r["max_abs_diff"]), used, summary["sharded_params"],
-            gdiff)
+    return float(r["max_abs_diff"]), used, summary["sharded_params"], None
 
 
 def sp_inputs(m, zoo, d, tp):
@@ -293,8 +300,10 @@ def torch_grads(m, zoo, outdir, provenance):
                 g = g.T if w["transposed"] else g
                 idx = [slice(None)] * want.ndim
                 if w["dim"] is not None:
-                    idx[w["dim"]] = np.concatenate(
-                        [np.arange(a, b) for a, b in w["ranks"][r]])
+                    ranges = w["ranks"][r]
+                    idx[w["dim"]] = slice(*ranges[0]) if len(ranges) == 1 \
+                        else np.concatenate([np.arange(a, b)
+                                             for a, b in ranges])
                 if acc[tuple(idx)].shape != g.shape:
                     raise Failure(f"rank {r}: 'grad/{w['name']}' is not the "
                                   f"part of '{p}' the provenance names")
@@ -405,6 +414,29 @@ def doc_table(path):
     return head, body.strip("\n") + "\n", tail
 
 
+def attempt(fn, *args):
+    """fn(*args) as (value, reason, detail): reason None when it passed."""
+    try:
+        return fn(*args), None, None
+    except Failure as e:
+        return None, str(e), e.detail
+    except subprocess.TimeoutExpired:
+        return None, "timed out after 600 s", None
+
+
+def model_work(a, m):
+    """One model's runs, on one rank and (when it passes) sharded: what the
+    report loop reads, computed in a worker thread (the work is in ccgraph
+    processes)."""
+    one = attempt(run_model, a.ccgraph, a.zoo, m, a.work)
+    shards = {}
+    if one[1] is None and not a.no_shard:
+        for config in CONFIGS:
+            shards[config[0]] = attempt(shard_model, a.ccgraph, a.zoo, m,
+                                        a.work, config)
+    return one, shards
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ccgraph")
@@ -413,6 +445,8 @@ def main():
     ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
     ap.add_argument("--no-shard", action="store_true",
                     help="one rank only: skip the sharded runs")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="models run at once (default: the CPU count)")
     ap.add_argument("--print-expected", action="store_true",
                     help="print an EXPECTED table of this run's failures "
                     "(to review and paste in when ccgraph changes)")
@@ -433,6 +467,12 @@ def main():
     seen = set()
     shard_results = {}
     shard_seen = set()
+    todo = [m for m in manifest["models"]
+            if (not a.only or a.only in (m["arch"],
+                                          f"{m['arch']}/{m['variant']}"))
+            and "export_error" not in m]
+    with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        work = {id(m): pool.submit(model_work, a, m) for m in todo}
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         name = f"{m['arch']}/{m['variant']}"
@@ -444,13 +484,7 @@ def main():
             print(f"{name:28s} not exported by torch: {m['export_error']}")
             continue
         seen.add(key)
-        reason = detail = None
-        try:
-            worst = run_model(a.ccgraph, a.zoo, m, a.work)
-        except Failure as e:
-            reason, detail = str(e), e.detail
-        except subprocess.TimeoutExpired:
-            reason = "timed out after 600 s"
+        (worst, reason, detail), shards = work[id(m)].result()
         want = EXPECTED.get(key)
         if reason is None and want is None:
             passed += 1
@@ -482,14 +516,9 @@ def main():
             skey = key + (label,)
             sname = f"{name} {label}"
             shard_seen.add(skey)
-            reason = detail = None
-            try:
-                diff, used, nsplit, gdiff = shard_model(a.ccgraph, a.zoo, m,
-                                                        a.work, config)
-            except Failure as e:
-                reason, detail = str(e), e.detail
-            except subprocess.TimeoutExpired:
-                reason = "timed out after 600 s"
+            value, reason, detail = shards[label]
+            if reason is None:
+                diff, used, nsplit, gdiff = value
             want = SHARD_EXPECTED.get(skey)
             if reason is None and want is None:
                 passed += 1
