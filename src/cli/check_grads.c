@@ -228,8 +228,8 @@ int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
   json_t *weights = json_object_get(doc, "weights");
   int rc = EXIT_OK;
   if (!json_is_array(weights))
-    rc = bad(self, what, r,
-             doc ? "no 'weights' array" : "not JSON: ", doc ? NULL : err.text);
+    rc = bad(self, what, r, doc ? "no 'weights' array" : "not JSON",
+             doc ? NULL : err.text);
   for (size_t i = 0; rc == EXIT_OK && i < n_ref; i++) {
     if (strncmp(ref[i].name, "grad/", 5) != 0 || !is_float(&ref[i].tensor))
       continue;
