@@ -911,6 +911,8 @@ out:
   free(sh.cons_start);
   free(sh.cons);
   free(sh.cache);
+  for (size_t i = 0; i < sh.n_origins; i++)
+    free(sh.origins[i].ranges);
   free(sh.origins);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh.s);

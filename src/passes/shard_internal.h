@@ -22,15 +22,17 @@ typedef struct sh_val {
 } sh_val;
 
 /* A weight of the sharded graph and the source weight (view) it holds a part
- * of: its data is the view's, transposed first when `transpose`, split on
- * that tensor's `dim` (-1: whole) in `blocks` blocks (docs/shard.md,
- * "Provenance"). */
+ * of: its data is the view's, transposed first when `transpose`, cut on
+ * that tensor's `dim` (-1: whole); group rank r holds, in order, the
+ * `n_ranges` ranges [ranges[2(r n_ranges + i)], ranges[2(r n_ranges + i)
+ * + 1]) of that dim (docs/shard.md, "Provenance"). */
 typedef struct sh_origin {
   ccg_value_id v;  /* in the sharded graph (before pruning) */
   ccg_value_id gv; /* the source weight or view */
   bool transpose;
   int dim;
-  int blocks;
+  int n_ranges;
+  int64_t *ranges; /* W * n_ranges pairs; NULL when whole */
 } sh_origin;
 
 typedef struct sh_cache {
@@ -110,9 +112,15 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
                               ccg_value_id *out);
 /* Records that sharded weight v is the part (dim, blocks; dim -1: whole) of
  * source weight gv (transposed first when `transpose`) that
- * sh_add_rank_weight's chunks hold. */
+ * sh_add_rank_weight's chunks hold: group rank r chunk r of each block. */
 ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
                          bool transpose, int dim, int blocks);
+/* The same for any layout: group rank r holds the n_ranges ranges
+ * ranges[r * n_ranges .. (r + 1) * n_ranges) ([start, end) pairs, copied)
+ * of dim `dim`, as when ranks share key/value heads. */
+ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
+                                bool transpose, int dim, int n_ranges,
+                                const int64_t (*ranges)[2]);
 /* Redistributes the sharded value v from `from` to `to` on the axis. */
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);

@@ -8,8 +8,9 @@
 
 #include "passes/shard_internal.h"
 
-ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
-                         bool transpose, int dim, int blocks) {
+ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
+                                bool transpose, int dim, int n_ranges,
+                                const int64_t (*ranges)[2]) {
   if (sh->n_origins == sh->cap_origins) {
     size_t cap = sh->cap_origins ? 2 * sh->cap_origins : 32;
     sh_origin *o = realloc(sh->origins, cap * sizeof *o);
@@ -18,17 +19,49 @@ ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
     sh->origins = o;
     sh->cap_origins = cap;
   }
-  sh->origins[sh->n_origins++] = (sh_origin){v, gv, transpose, dim, blocks};
+  sh_origin o = {v, gv, transpose, dim, 0, NULL};
+  if (dim >= 0) {
+    size_t n = (size_t)(sh->W * n_ranges) * 2;
+    o.ranges = malloc(n * sizeof *o.ranges + 1);
+    if (!o.ranges)
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+    memcpy(o.ranges, ranges, n * sizeof *o.ranges);
+    o.n_ranges = n_ranges;
+  }
+  sh->origins[sh->n_origins++] = o;
   return CCG_STATUS_OK;
 }
 
-/* The ranges of the root's dim `rd` (size D) that group rank r holds. */
-static json_t *ranges(int64_t D, int blocks, int64_t W, int64_t r) {
+ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
+                         bool transpose, int dim, int blocks) {
+  if (dim < 0)
+    return sh_origin_add_ranges(sh, v, gv, transpose, dim, 0, NULL);
+  /* dim of the tensor the chunks were cut from: the view's data,
+   * transposed when `transpose` */
+  bool vt = false;
+  const ccg_tensor *t = ccg_value_data(sh->g, sh_weight_root(sh, gv, &vt));
+  int rd = vt != transpose ? 1 - dim : dim;
+  int64_t bk = t->dims[rd] / blocks, c = bk / sh->W;
+  int64_t(*rg)[2] = calloc((size_t)(sh->W * blocks) + 1, sizeof *rg);
+  if (!rg)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  for (int64_t r = 0; r < sh->W; r++)
+    for (int b = 0; b < blocks; b++) {
+      rg[r * blocks + b][0] = b * bk + r * c;
+      rg[r * blocks + b][1] = b * bk + (r + 1) * c;
+    }
+  ccg_status st = sh_origin_add_ranges(sh, v, gv, transpose, dim, blocks,
+                                       (const int64_t(*)[2])rg);
+  free(rg);
+  return st;
+}
+
+/* Group rank r's ranges of an origin as JSON. */
+static json_t *ranges(const sh_origin *o, int64_t r) {
   json_t *list = json_array();
-  int64_t bk = D / blocks, c = bk / W;
-  for (int b = 0; list && b < blocks; b++) {
-    json_t *pair = json_pack("[I,I]", (json_int_t)(b * bk + r * c),
-                             (json_int_t)(b * bk + (r + 1) * c));
+  for (int i = 0; list && i < o->n_ranges; i++) {
+    const int64_t *p = o->ranges + 2 * (r * o->n_ranges + i);
+    json_t *pair = json_pack("[I,I]", (json_int_t)p[0], (json_int_t)p[1]);
     if (!pair || json_array_append_new(list, pair) != 0) {
       json_decref(list);
       return NULL;
@@ -43,7 +76,6 @@ static json_t *ranges(int64_t D, int blocks, int64_t W, int64_t r) {
 static json_t *entry(shard *sh, const sh_origin *o) {
   bool vt = false;
   ccg_value_id root = sh_weight_root(sh, o->gv, &vt);
-  const ccg_tensor *rt = ccg_value_data(sh->g, root);
   bool flip = vt != o->transpose;
   int rd = o->dim;
   if (rd >= 0 && flip)
@@ -62,7 +94,7 @@ static json_t *entry(shard *sh, const sh_origin *o) {
   int64_t world = ccg_mesh_world_size(&sh->mesh);
   for (int64_t g = 0; per && g < world; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
-    json_t *rg = ranges(rt->dims[rd], o->blocks, sh->W, r);
+    json_t *rg = ranges(o, r);
     if (!rg || json_array_append_new(per, rg) != 0) {
       json_decref(per);
       per = NULL;

@@ -92,6 +92,18 @@ if p["world"] != 2 or got != want or uses["transformer.wte.weight"]["ranks"] != 
     sys.exit(f"FAIL: provenance of transformer.wte.weight: {uses}")
 print("ok: provenance of the tied embedding")
 PY
+# a fused QKV projection's weight: each rank its chunk of each block
+if "$tool" shard "$work/gpt_fused.onnx" --plan "$plan" --mesh tp=2 -o "$work/fused_prov" --json |
+  $py -c "
+import json, sys
+p = json.load(sys.stdin)['provenance']
+w = [w for w in p['weights'] if w['name'] == 'h.0.attn.qkv.bias'][0]
+sys.exit(0 if w['dim'] == 0 and w['ranks'] == [[[0, 32], [64, 96], [128, 160]], [[32, 64], [96, 128], [160, 192]]] else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: provenance of the fused qkv bias is not chunk r of each block"
+  failures=$((failures + 1))
+fi
 # missing, malformed and wrong metadata: clear errors, and a check that fails
 prov() {
   $py - "$work/gpt2_tp2_grad" "$work/$1" "$2" <<'PY'
