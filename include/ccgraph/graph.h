@@ -551,6 +551,19 @@ CCG_API ccg_status ccg_graph_set_mesh(ccg_graph *g, const ccg_mesh *mesh);
 /* Borrowed; NULL if none was set. */
 CCG_API const ccg_mesh *ccg_graph_mesh(const ccg_graph *g);
 
+/* Graph metadata: string key/value pairs the model carries (ONNX
+ * ModelProto.metadata_props under keys of its own, such as the shard pass's
+ * "ccgraph.shard.provenance"). Setting a key again replaces its value;
+ * strings are copied. */
+CCG_API ccg_status ccg_graph_set_meta(ccg_graph *g, const char *key,
+                                      const char *value);
+/* Borrowed; NULL when the graph has no such key. */
+CCG_API const char *ccg_graph_meta(const ccg_graph *g, const char *key);
+/* The i-th pair (in the order first set): its key, value into *value;
+ * NULL past the last. */
+CCG_API const char *ccg_graph_meta_at(const ccg_graph *g, size_t i,
+                                      const char **value);
+
 /* Graph inputs, initializers (weights; data copied into the graph) and
  * outputs. Names must be unique across all values of the graph. */
 CCG_API ccg_status ccg_graph_add_input(ccg_graph *g, const char *name,

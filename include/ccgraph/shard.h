@@ -50,6 +50,11 @@ typedef struct ccg_shard_report {
   size_t n_dp_sharded;       /* of those, stored as dp shards (ZeRO 1, 3) */
 } ccg_shard_report;
 
+/* The sharded graph's metadata key (ccg_graph_meta, exported as ONNX
+ * metadata_props) that says, for every rank, which source parameter each
+ * of its weights holds and which part: JSON, docs/shard.md "Provenance". */
+#define CCG_SHARD_PROVENANCE "ccgraph.shard.provenance"
+
 /* Builds the sharded graph of `g` (unchanged; its shapes are the global
  * ones) on `mesh` (copied; it must have the plan's axis, unless it has the
  * data axis and `plan` is NULL: data parallelism alone; NULL without a

@@ -51,16 +51,19 @@ static int report(const shard_args *a, ccg_graph *s, const char *name,
     for (int64_t r = 0; r < world; r++)
       json_array_append_new(files, json_sprintf("%s/%s.rank%lld.onnx", a->out,
                                                 name, (long long)r));
+    const char *prov = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+    json_t *provenance = prov ? json_loads(prov, 0, NULL) : json_null();
     return print_json(json_pack(
-        "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:{s:I,s:I,s:I},s:o}", "model", name,
-        "mesh", mesh, "ranks", (json_int_t)world, "nodes",
+        "{s:s,s:s,s:I,s:I,s:o,s:I,s:I,s:b,s:{s:I,s:I,s:I},s:o,s:o*}", "model",
+        name, "mesh", mesh, "ranks", (json_int_t)world, "nodes",
         (json_int_t)ccg_graph_num_nodes(s), "collectives",
         cli_collectives_json(counts), "sharded_params",
         (json_int_t)rep->n_sharded_params, "reshape_rewrites",
         (json_int_t)rep->n_reshape_rewrites, "sequence_parallel", a->sp,
         "data_parallel", "batch_inputs", (json_int_t)rep->n_dp_inputs, "params",
         (json_int_t)rep->n_dp_params, "params_sharded",
-        (json_int_t)rep->n_dp_sharded, "files", files));
+        (json_int_t)rep->n_dp_sharded, "files", files, "provenance",
+        provenance));
   }
   char coll[512];
   cli_format_collectives(counts, coll, sizeof coll);
@@ -232,7 +235,8 @@ const command cli_shard_command = {
     "  --dp-inputs A,B       the inputs carrying the batch (default: those\n"
     "                        whose batch dim equals the first input's)\n"
     "  --batch-dim D         the inputs' batch dim (default 0)\n"
-    "  --json                a JSON summary on stdout\n"
+    "  --json                a JSON summary on stdout, with the\n"
+    "                        provenance of every rank's weights\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"
     "entry that matches nothing, a dim the mesh does not divide), 3 runtime.\n",
     run_shard};

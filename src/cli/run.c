@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/check_grads.h"
 #include "cli/cli.h"
 
 static int cmd_run(int argc, char **argv);
@@ -52,7 +53,12 @@ const command cli_run_command = {
     "                         inputs and compare every output it shares with\n"
     "                         every rank run here (under mpirun: rank 0),\n"
     "                         each rank's shard with its part of the\n"
-    "                         reference (exit 4 above the tolerance)\n"
+    "                         reference (exit 4 above the tolerance); the\n"
+    "                         gradients of per-rank models that ccgraph\n"
+    "                         shard made, summed over the uses of each\n"
+    "                         parameter, with their parts of the\n"
+    "                         reference's grad/<parameter> (docs/shard.md,\n"
+    "                         \"Provenance\")\n"
     "  --tolerance T          largest accepted difference (default 1e-4)\n"
     "  --name NAME            the program in a folder holding several\n"
     "  --json                 one JSON document on stdout\n",
@@ -489,11 +495,17 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   } else {
     *worst = 0;
     *n_cmp = 0;
+    bool(*handled)[MAX_IO] = calloc((size_t)(r1 - r0) + 1, sizeof *handled);
+    if (!handled)
+      rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+    for (int r = r0; r < r1 && rc == EXIT_OK; r++)
+      rc = cli_check_grads(&cli_run_command, c->paths[0], graphs[r], r, outs[r],
+                           n0, out, no, handled[r - r0], worst, n_cmp);
     for (size_t i = 0; i < no && rc == EXIT_OK; i++)
       for (int r = r0; r < r1; r++)
         for (size_t k = 0; k < n0; k++) {
           const ccg_exec_tensor *have = &outs[r][k];
-          if (strcmp(out[i].name, have->name) != 0)
+          if (handled[r - r0][k] || strcmp(out[i].name, have->name) != 0)
             continue;
           bool ok;
           ccg_tensor want = out[i].tensor, mine = have->tensor;
@@ -521,6 +533,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
           *worst = e > *worst ? e : *worst;
           (*n_cmp)++;
         }
+    free(handled);
     if (rc == EXIT_OK && *n_cmp == 0)
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "the reference shares no comparable output with the "

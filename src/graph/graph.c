@@ -1,6 +1,7 @@
 /* Graphs: values, nodes, attributes, tags, placements, scopes. Node creation
  * goes through one path (add_node) that validates everything, runs the op's
  * shape rule, and commits only when nothing can fail any more. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +92,39 @@ const char *ccg__intern_fresh(ccg_graph *g, const char *s) {
   return intern_as(g, s, 1);
 }
 
+/* Whether every name in the symbol text s is a fresh symbol (numbers and
+ * operators aside); false when it names none. */
+static bool fresh_names(const ccg_graph *g, const char *s) {
+  bool any = false;
+  while (*s) {
+    if (!isalpha((unsigned char)*s) && *s != '_') {
+      s++;
+      continue;
+    }
+    size_t n = 0;
+    while (isalnum((unsigned char)s[n]) || s[n] == '_' || s[n] == '.')
+      n++;
+    char name[256];
+    uint32_t id = 0;
+    if (n >= sizeof name)
+      return false;
+    memcpy(name, s, n);
+    name[n] = '\0';
+    if (!ccg__strmap_get(&g->symbols, name, &id) || id != 1)
+      return false;
+    any = true;
+    s += n;
+  }
+  return any;
+}
+
 bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d) {
   uint32_t id = 0;
-  return ccg_dim_is_sym(d) && ccg__strmap_get(&g->symbols, d.sym, &id) &&
-         id == 1;
+  if (!ccg_dim_is_sym(d))
+    return false;
+  if (ccg__strmap_get(&g->symbols, d.sym, &id))
+    return id == 1 || fresh_names(g, d.sym);
+  return fresh_names(g, d.sym);
 }
 
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
@@ -820,6 +850,44 @@ const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
   return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
 }
 
+/* Sets key in a metadata list (node or graph), replacing its value. */
+static ccg_status meta_set(ccg_graph *g, ccg__meta **at, const char *key,
+                           const char *value) {
+  while (*at && strcmp((*at)->key, key) != 0)
+    at = &(*at)->next;
+  const char *v = ccg__arena_strdup(&g->arena, value);
+  if (!v)
+    return oom(g, "metadata");
+  if (*at) {
+    (*at)->value = v;
+    return CCG_STATUS_OK;
+  }
+  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
+  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
+    return oom(g, "metadata");
+  m->value = v;
+  m->next = NULL;
+  *at = m;
+  return CCG_STATUS_OK;
+}
+
+static const char *meta_find(const ccg__meta *m, const char *key) {
+  for (; m && key; m = m->next)
+    if (strcmp(m->key, key) == 0)
+      return m->value;
+  return NULL;
+}
+
+static const char *meta_at(const ccg__meta *m, size_t i, const char **value) {
+  for (; m && i; i--)
+    m = m->next;
+  if (!m)
+    return NULL;
+  if (value)
+    *value = m->value;
+  return m->key;
+}
+
 ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
                              const char *value) {
   if (!ccg__node_ok(g, n))
@@ -829,44 +897,34 @@ ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s': metadata needs a key and a value",
                       g->nodes[n].name);
-  ccg__meta **at = &g->nodes[n].meta;
-  while (*at && strcmp((*at)->key, key) != 0)
-    at = &(*at)->next;
-  const char *v = ccg__arena_strdup(&g->arena, value);
-  if (!v)
-    return oom(g, "node metadata");
-  if (*at) {
-    (*at)->value = v;
-    return CCG_STATUS_OK;
-  }
-  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
-  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
-    return oom(g, "node metadata");
-  m->value = v;
-  m->next = NULL;
-  *at = m;
-  return CCG_STATUS_OK;
+  return meta_set(g, &g->nodes[n].meta, key, value);
+}
+
+ccg_status ccg_graph_set_meta(ccg_graph *g, const char *key,
+                              const char *value) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_graph_set_meta: graph is NULL");
+  if (!key || !*key || !value)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "graph metadata needs a key and a value");
+  return meta_set(g, &g->meta, key, value);
+}
+
+const char *ccg_graph_meta(const ccg_graph *g, const char *key) {
+  return g ? meta_find(g->meta, key) : NULL;
+}
+
+const char *ccg_graph_meta_at(const ccg_graph *g, size_t i,
+                              const char **value) {
+  return g ? meta_at(g->meta, i, value) : NULL;
 }
 
 const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n, const char *key) {
-  if (!ccg__node_ok(g, n) || !key)
-    return NULL;
-  for (const ccg__meta *m = g->nodes[n].meta; m; m = m->next)
-    if (strcmp(m->key, key) == 0)
-      return m->value;
-  return NULL;
+  return ccg__node_ok(g, n) ? meta_find(g->nodes[n].meta, key) : NULL;
 }
 
 const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n, size_t i,
                              const char **value) {
-  if (!ccg__node_ok(g, n))
-    return NULL;
-  const ccg__meta *m = g->nodes[n].meta;
-  for (; m && i; i--)
-    m = m->next;
-  if (!m)
-    return NULL;
-  if (value)
-    *value = m->value;
-  return m->key;
+  return ccg__node_ok(g, n) ? meta_at(g->nodes[n].meta, i, value) : NULL;
 }

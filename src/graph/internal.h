@@ -54,6 +54,7 @@ struct ccg_graph {
   const char *name;
   bool has_mesh;
   ccg_mesh mesh;
+  struct ccg__meta *meta; /* graph metadata, in the order first set */
 
   ccg__value *values;
   size_t n_values, cap_values;
@@ -99,7 +100,8 @@ const char *ccg__intern(ccg_graph *g, const char *s);
 /* ccg__intern for a fresh symbol (ccg__dim_fresh): marked as one, unless the
  * same text was interned before as an ordinary symbol. */
 const char *ccg__intern_fresh(ccg_graph *g, const char *s);
-/* True if d is a symbol a shape rule made fresh (a dim set by data). */
+/* True if d is a symbol a shape rule made fresh (a dim set by data), or an
+ * expression over such symbols only (a shard of one: "fresh/2"). */
 bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);

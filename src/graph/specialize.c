@@ -165,6 +165,8 @@ static ccg_status copy_all(copier *c) {
   ccg_graph *dst = c->dst;
   if (src->has_mesh)
     CCG_CHECK(ccg_graph_set_mesh(dst, &src->mesh));
+  for (const ccg__meta *m = src->meta; m; m = m->next)
+    CCG_CHECK(ccg_graph_set_meta(dst, m->key, m->value));
   const bool *keep = c->part ? c->part->keep : NULL;
   for (size_t n = 0; n < src->n_nodes; n++) {
     const ccg__node *s = &src->nodes[n];

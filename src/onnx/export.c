@@ -539,7 +539,13 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   m->n_opset_import = nd;
 
-  const char *keys[5], *vals[5];
+  size_t ngm = 0;
+  while (ccg_graph_meta_at(e->g, ngm, NULL))
+    ngm++;
+  const char **keys = ccg__arena_calloc(e->a, 5 + ngm, sizeof *keys);
+  const char **vals = ccg__arena_calloc(e->a, 5 + ngm, sizeof *vals);
+  if (!keys || !vals)
+    return oom(e);
   size_t nm = 0;
   char mesh[128];
   keys[nm] = CCG__META_FORMAT;
@@ -561,6 +567,12 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   if (tags) {
     keys[nm] = CCG__META_TAGS;
     vals[nm++] = tags;
+  }
+  for (size_t i = 0; i < ngm; i++) {
+    keys[nm] = ccg_graph_meta_at(e->g, i, &vals[nm]);
+    if (strncmp(keys[nm], CCG__META_GRAPH_PREFIX,
+                strlen(CCG__META_GRAPH_PREFIX)) == 0)
+      nm++;
   }
   m->metadata_props = ccg__arena_calloc(e->a, nm, sizeof *m->metadata_props);
   if (!m->metadata_props)

@@ -395,8 +395,23 @@ static ccg_status check_format(im *m) {
   return CCG_STATUS_OK;
 }
 
+/* The graph metadata that export writes back (CCG__META_GRAPH_PREFIX). */
+static ccg_status read_graph_meta(im *m) {
+  size_t n = strlen(CCG__META_GRAPH_PREFIX);
+  for (size_t i = 0; i < m->m->n_metadata_props; i++) {
+    const Onnx__StringStringEntryProto *e = m->m->metadata_props[i];
+    if (!e->key || strncmp(e->key, CCG__META_GRAPH_PREFIX, n) != 0)
+      continue;
+    if (ccg_graph_set_meta(m->g, e->key, e->value ? e->value : "") !=
+        CCG_STATUS_OK)
+      return from_graph(m);
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status build(im *m) {
   CCG_CHECK(check_format(m));
+  CCG_CHECK(read_graph_meta(m));
   CCG_CHECK(read_opsets(m));
   CCG_CHECK(read_mesh(m));
   CCG_CHECK(ccg__onnx_annot_mesh(m));

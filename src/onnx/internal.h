@@ -27,6 +27,9 @@
 #define CCG__META_BACKWARD "ccgraph.backward"
 #define CCG__META_PLACEMENTS "ccgraph.placements"
 #define CCG__META_TAGS "ccgraph.tags"
+/* Graph metadata (ccg_graph_meta) under this prefix travels through
+ * import and export; our other keys are written from the graph itself. */
+#define CCG__META_GRAPH_PREFIX "ccgraph.shard."
 #define CCG__META_FORMAT_VERSION "1"
 #define CCG__BACKWARD_CONVENTION "replicated_loss"
 

@@ -261,6 +261,14 @@ ccg_status ccg_lower(ccg_graph *g, int64_t rank, ccg_lower_target target,
                     ccg_last_error(NULL));
   else if (mesh && ccg_graph_set_mesh(l.s, mesh) != CCG_STATUS_OK)
     st = fail(&l, CCG_NONE, ccg_last_status(l.s));
+  const char *mv = NULL;
+  for (size_t i = 0; st == CCG_STATUS_OK; i++) {
+    const char *mk = ccg_graph_meta_at(g, i, &mv);
+    if (!mk)
+      break;
+    if (ccg_graph_set_meta(l.s, mk, mv) != CCG_STATUS_OK)
+      st = fail(&l, CCG_NONE, ccg_last_status(l.s));
+  }
   for (size_t i = 0; i < nv && l.map; i++)
     l.map[i] = CCG_NONE;
   if (st == CCG_STATUS_OK)

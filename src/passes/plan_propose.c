@@ -297,6 +297,26 @@ static ccg_status empty(pp *p, const char *mesh) {
                     mesh, text);
 }
 
+/* Under sequence parallelism the shard pass cuts every LayerNorm and the
+ * rowwise and embedding outputs on the sequence: a LayerNorm whose
+ * sequence the axis does not divide rules the whole plan out (leaving it
+ * out of the plan would not keep it off sequence shards). */
+static ccg_status sp_blocked(pp *p, const char *mesh) {
+  for (size_t i = 0; p->sp && i < p->nf; i++) {
+    const pp_finding *f = &p->f[i];
+    if (f->role == PP_NORM && f->left_out)
+      return ccg__error((ccg_ctx *)p->g, CCG_STATUS_SHAPE,
+                        "plan: no sequence-parallel plan on %s: %s "
+                        "(LayerNorm '%s'), and shard --sequence-parallel "
+                        "runs every LayerNorm and rowwise output on "
+                        "sequence shards; propose without "
+                        "--sequence-parallel",
+                        mesh, f->reason,
+                        *f->key ? f->key : ccg_node_name(p->g, f->node));
+  }
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg_plan_propose(ccg_graph *g, const ccg_mesh *mesh,
                             const ccg_plan_propose_options *opts,
                             ccg_plan **plan, ccg_plan_report **report) {
@@ -337,6 +357,8 @@ ccg_status ccg_plan_propose(ccg_graph *g, const ccg_mesh *mesh,
   CCG_CHECK_GOTO(build(&p, r, &n_entries), st, out);
   if (n_entries == 0) {
     st = empty(&p, mesh_text);
+  } else if ((st = sp_blocked(&p, mesh_text)) != CCG_STATUS_OK) {
+    /* the notes say what was found; nothing is proposed */
   } else if (ccg_plan_parse(r->json, plan) != CCG_STATUS_OK) {
     st = ccg__error((ccg_ctx *)g, CCG_STATUS_INTERNAL,
                     "plan: the proposed plan does not parse: %s",

@@ -214,13 +214,51 @@ static ccg_status cache_put(shard *sh, ccg_value_id key, ccg_placement p,
 
 /* ---- redistribution ------------------------------------------------------ */
 
+/* dtensor.redistribute of v from pf to pt whose gradient comes back
+ * Partial on the axis (its backward reduce-scatters instead of slicing). */
+static ccg_status redistribute_partial_grad(shard *sh, ccg_value_id v,
+                                            const ccg_placement *pf,
+                                            const ccg_placement *pt,
+                                            ccg_value_id *out) {
+  char text[1024], f[CCG_MAX_MESH_AXES][32], t[CCG_MAX_MESH_AXES][32],
+      gr[CCG_MAX_MESH_AXES][32];
+  size_t len = 0;
+  for (int i = 0; i < sh->nd; i++) {
+    ccg_placement gp = i == sh->axis ? sh_P() : pt[i];
+    ccg_placement_format(&pf[i], f[i], sizeof f[i]);
+    ccg_placement_format(&pt[i], t[i], sizeof t[i]);
+    ccg_placement_format(&gp, gr[i], sizeof gr[i]);
+  }
+  const char *keys[3] = {"from", "to", "grad"};
+  char(*lists[3])[32] = {f, t, gr};
+  len += (size_t)snprintf(text + len, sizeof text - len, "{");
+  for (int k = 0; k < 3; k++) {
+    len += (size_t)snprintf(text + len, sizeof text - len, "%s\"%s\": [",
+                            k ? ", " : "", keys[k]);
+    for (int i = 0; i < sh->nd; i++)
+      len += (size_t)snprintf(text + len, sizeof text - len, "%s\"%s\"",
+                              i ? ", " : "", lists[k][i]);
+    len += (size_t)snprintf(text + len, sizeof text - len, "]");
+  }
+  snprintf(text + len, sizeof text - len, "}");
+  size_t n = 1;
+  return ccg_mapping_apply(sh->s, "dtensor.redistribute", text, &v, 1, out, &n);
+}
+
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out) {
+  return sh_move_grad(sh, v, from, to, false, out);
+}
+
+ccg_status sh_move_grad(shard *sh, ccg_value_id v, ccg_placement from,
+                        ccg_placement to, bool partial_grad,
+                        ccg_value_id *out) {
   if (sh_same(from, to)) {
     *out = v;
     return CCG_STATUS_OK;
   }
-  sh_cache *c = cache_find(sh, v, to, 1, SH_MOVE);
+  int flags = SH_MOVE | (partial_grad ? SH_MARKED : 0);
+  sh_cache *c = cache_find(sh, v, to, 1, flags);
   if (c) {
     *out = c->v;
     return CCG_STATUS_OK;
@@ -251,11 +289,13 @@ ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
   memcpy(pt, pf, sizeof pt);
   pt[sh->axis] = to;
   int pushed = push_scopes(sh, sh->node);
-  ccg_status st = ccg_dtensor_redistribute(sh->s, v, pf, pt, out);
+  ccg_status st = partial_grad
+                      ? redistribute_partial_grad(sh, v, pf, pt, out)
+                      : ccg_dtensor_redistribute(sh->s, v, pf, pt, out);
   pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
     return from_s(sh, st);
-  return cache_put(sh, v, to, 1, SH_MOVE, *out);
+  return cache_put(sh, v, to, 1, flags, *out);
 }
 
 /* ---- weights ------------------------------------------------------------- */
@@ -348,11 +388,28 @@ const ccg_tensor *sh_weight_data(const shard *sh, ccg_value_id gv,
   return view_data(sh, gv, buf, mem);
 }
 
+/* The provenance of a weight split for grouped key/value heads: rank r
+ * holds chunk r / rep (of size c) of dim d. */
+static ccg_status origin_grouped(shard *sh, ccg_value_id v, ccg_value_id gv,
+                                 bool transpose, int d, int64_t c, int rep) {
+  int64_t(*rg)[2] = calloc((size_t)sh->W + 1, sizeof *rg);
+  if (!rg)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  for (int64_t r = 0; r < sh->W; r++) {
+    rg[r][0] = (r / rep) * c;
+    rg[r][1] = (r / rep + 1) * c;
+  }
+  ccg_status st =
+      sh_origin_add_ranges(sh, v, gv, transpose, d, 1, (const int64_t(*)[2])rg);
+  free(rg);
+  return st;
+}
+
 /* Splits dim p.dim of t into W / rep chunks (of each of `blocks` blocks);
  * rank r gets chunk r / rep. */
 static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
-                               ccg_placement p, int blocks, int rep,
-                               ccg_value_id *out) {
+                               bool transpose, ccg_placement p, int blocks,
+                               int rep, ccg_value_id *out) {
   char nbuf[512];
   const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
   int d = p.dim;
@@ -385,6 +442,10 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
   memcpy(dims, t->dims, sizeof dims);
   dims[d] = D / Wc;
   st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
+  if (st == CCG_STATUS_OK && rep == 1)
+    st = sh_origin_add(sh, *out, gv, transpose, d, blocks);
+  else if (st == CCG_STATUS_OK)
+    st = origin_grouped(sh, *out, gv, transpose, d, D / Wc, rep);
 out:
   free(chunks);
   free(mem);
@@ -440,7 +501,7 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
   }
   ccg_status st;
   if (p.kind == CCG_PLACEMENT_SHARD) {
-    st = weight_shard(sh, gv, t, p, blocks, 1, out);
+    st = weight_shard(sh, gv, t, transpose, p, blocks, 1, out);
   } else {
     char buf[512], vbuf[512];
     const char *nm = view_name(sh, gv, vbuf, sizeof vbuf);
@@ -455,6 +516,8 @@ ccg_status sh_weight(shard *sh, ccg_value_id gv, ccg_placement p, int blocks,
       st = from_s(sh, st);
     else
       st = sh_set(sh, gv, *out, sh_R(), 1);
+    if (st == CCG_STATUS_OK)
+      st = sh_origin_add(sh, *out, gv, transpose, -1, 1);
     if (st == CCG_STATUS_OK && sh->dp >= 0 && ccg_dtype_is_float(t->dtype))
       st = sh_dp_param(sh, out);
     sh->vals[gv].v = CCG_NONE;
@@ -565,7 +628,7 @@ ccg_status sh_weight_grouped(shard *sh, ccg_value_id gv, ccg_placement p,
   char nbuf[512];
   const char *name = view_name(sh, gv, nbuf, sizeof nbuf);
   ccg_value_id b;
-  ccg_status st = weight_shard(sh, gv, t, p, 1, rep, &b);
+  ccg_status st = weight_shard(sh, gv, t, transpose, p, 1, rep, &b);
   if (st == CCG_STATUS_OK)
     st = grouped_view(sh, b, t, p.dim, rep, name, out);
   free(mem);
@@ -654,14 +717,20 @@ ccg_status sh_get(shard *sh, ccg_value_id gv, ccg_placement want, int blocks,
                    ccg_value_name(sh->g, gv), x->blocks);
   ccg_value_id v = x->v;
   CCG_CHECK(sh_move(sh, v, x->p, cur, &v));
-  CCG_CHECK(sh_move(sh, v, cur, want, out));
-  /* (not in the data-parallel run: there the parameters' gradients are
-   * reduced over the batch chunks where they enter, ddp.all_reduce_grad) */
-  if (!mark || sh->local || want.kind != CCG_PLACEMENT_REPLICATE ||
-      sh->W < 2 || !ccg_dtype_is_float(ccg_value_dtype(sh->g, gv)))
-    return CCG_STATUS_OK;
+  /* gathered for a node with sharded inputs, the value's gradient is each
+   * rank's part of a sum (as a weight's beside them): reduce-scattered */
+  bool partial_grad = mark && cur.kind == CCG_PLACEMENT_SHARD &&
+                      want.kind == CCG_PLACEMENT_REPLICATE &&
+                      ccg_dtype_is_float(ccg_value_dtype(sh->s, v));
+  CCG_CHECK(sh_move_grad(sh, v, cur, want, partial_grad, out));
   /* beside a shard, a replicated activation meets only the rank's part of
-   * the output: its gradient here is partial, summed over the axis */
+   * the output: its gradient here is partial, summed over the axis (not in
+   * the data-parallel run: there the parameters' gradients are reduced over
+   * the batch chunks where they enter, ddp.all_reduce_grad) */
+  if (!mark || sh->local || partial_grad ||
+      want.kind != CCG_PLACEMENT_REPLICATE || sh->W < 2 ||
+      !ccg_dtype_is_float(ccg_value_dtype(sh->g, gv)))
+    return CCG_STATUS_OK;
   v = *out;
   sh_cache *c = cache_find(sh, v, want, 1, SH_SUMMED);
   if (c) {
@@ -1043,7 +1112,13 @@ static ccg_status run(shard *sh) {
   CCG_CHECK(add_outputs(sh));
   if (!sh->local)
     CCG_CHECK(check_used(sh));
-  CCG_CHECK(sh_prune(sh));
+  json_t *origins = NULL;
+  CCG_CHECK(sh_origin_json(sh, &origins));
+  st = sh_prune(sh);
+  if (st == CCG_STATUS_OK)
+    st = sh_origin_meta(sh, origins);
+  json_decref(origins);
+  CCG_CHECK(st);
   SH_S(sh, ccg_graph_validate(sh->s));
   for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)
     sh->rep.n_collectives +=
@@ -1087,6 +1162,11 @@ out:
   free(sh->cache);
   free(sh->ep_tag);
   sh->ep_tag = NULL;
+  for (size_t i = 0; i < sh->n_origins; i++)
+    free(sh->origins[i].ranges);
+  free(sh->origins);
+  sh->origins = NULL;
+  sh->n_origins = sh->cap_origins = 0;
   sh->vals = NULL;
   sh->is_output = NULL;
   sh->used = NULL;

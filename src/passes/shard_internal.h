@@ -4,6 +4,8 @@
 #ifndef CCG_PASSES_SHARD_INTERNAL_H
 #define CCG_PASSES_SHARD_INTERNAL_H
 
+#include <jansson.h>
+
 #include "ccgraph/ccgraph.h"
 #include "core/error.h"
 #include "passes/module_path.h"
@@ -25,6 +27,20 @@ typedef struct sh_val {
   int rep;
   int merged;
 } sh_val;
+
+/* A weight of the sharded graph and the source weight (view) it holds a part
+ * of: its data is the view's, transposed first when `transpose`, cut on
+ * that tensor's `dim` (-1: whole); group rank r holds, in order, the
+ * `n_ranges` ranges [ranges[2(r n_ranges + i)], ranges[2(r n_ranges + i)
+ * + 1]) of that dim (docs/shard.md, "Provenance"). */
+typedef struct sh_origin {
+  ccg_value_id v;  /* in the sharded graph (before pruning) */
+  ccg_value_id gv; /* the source weight or view */
+  bool transpose;
+  int dim;
+  int n_ranges;
+  int64_t *ranges; /* W * n_ranges pairs; NULL when whole */
+} sh_origin;
 
 typedef struct sh_cache {
   ccg_value_id key; /* source value (weights) or sharded value (moves) */
@@ -70,6 +86,8 @@ typedef struct shard {
   int n_ulysses;
   int cur_ulysses; /* index+1 of the node's ulysses module, or 0 */
   ccg_shard_report rep;
+  struct sh_origin *origins; /* where each per-rank weight comes from */
+  size_t n_origins, cap_origins;
   /* the node being sharded, for messages */
   ccg_node_id node;
   /* data parallelism (data_parallel.c): the dp axis (-1: none), its size
@@ -137,9 +155,24 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
                               int rank, const int64_t *dims,
                               unsigned char *const *chunks, ccg_placement p,
                               ccg_value_id *out);
+/* Records that sharded weight v is the part (dim, blocks; dim -1: whole) of
+ * source weight gv (transposed first when `transpose`) that
+ * sh_add_rank_weight's chunks hold: group rank r chunk r of each block. */
+ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
+                         bool transpose, int dim, int blocks);
+/* The same for any layout: group rank r holds the n_ranges ranges
+ * ranges[r * n_ranges .. (r + 1) * n_ranges) ([start, end) pairs, copied)
+ * of dim `dim`, as when ranks share key/value heads. */
+ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
+                                bool transpose, int dim, int n_ranges,
+                                const int64_t (*ranges)[2]);
 /* Redistributes the sharded value v from `from` to `to` on the axis. */
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);
+/* sh_move whose backward takes the gradient as Partial when `partial_grad`
+ * (the value feeds a node whose other inputs are sharded). */
+ccg_status sh_move_grad(shard *sh, ccg_value_id v, ccg_placement from,
+                        ccg_placement to, bool partial_grad, ccg_value_id *out);
 /* Placement of a source value as it stands (weights and inputs: R). */
 ccg_placement sh_cur(const shard *sh, ccg_value_id gv, int *blocks);
 /* A weight: an initializer, or a view of one through Identity and 2-D
@@ -212,6 +245,11 @@ ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done);
  * experts. */
 ccg_status sh_expert_parallel(shard *sh, ccg_node_id n, const char *mod,
                               bool *done);
+/* shard_origin.c: the sharded weights' origins as JSON (NULL when there
+ * are none; new reference), taken before pruning; then, on the pruned
+ * graph, its "ccgraph.shard.provenance" metadata from them. */
+ccg_status sh_origin_json(shard *sh, json_t **out);
+ccg_status sh_origin_meta(shard *sh, json_t *origins);
 
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */

@@ -398,19 +398,13 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
       t[i] = -2;
       continue;
     }
-    /* data parallel: the whole batch, computed from the shard's Shape (its
-     * entry multiplied back), is divided again at run time */
-    if (ccg_dim_is_sym(e[i]) && sh->local) {
+    /* the sharded dim's own symbol (a dim size from Shape: positive, or
+     * 0 where it copies) is divided at run time */
+    if (ccg_dim_is_sym(e[i])) {
       computed = sym_od = true;
-      t[i] = sh->W;
+      t[i] = -2;
       continue;
     }
-    if (ccg_dim_is_sym(e[i]))
-      return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                     "the target shape '%s' has the symbolic entry %s at dim "
-                     "%d, the dim it shards; shard needs a number there to "
-                     "rewrite it",
-                     ccg_value_name(g, shp), e[i].sym, i);
     t[i] = e[i].size;
     if (t[i] == 0 && i != p.dim && i == od)
       t[i] = gdim(sh, x, i); /* a copied dim that becomes sharded */
@@ -420,8 +414,10 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
                      "unsharded one",
                      ccg_value_name(g, shp), i);
   }
-  bool divided = t[od] > 0;
-  if (divided) {
+  bool divided = t[od] > 0 || sym_od;
+  if (sym_od)
+    sh->rep.n_reshape_rewrites++;
+  else if (divided) {
     if (t[od] % Wd != 0)
       return sh_fail(sh, CCG_STATUS_SHAPE,
                      "target shape '%s' dim %d (%lld) is not divisible by "
@@ -434,8 +430,8 @@ static ccg_status rule_reshape(shard *sh, ccg_node_id n) {
   ccg_value_id in[2], sv;
   CCG_CHECK(sh_get(sh, x, p, 1, false, &in[0]));
   if (computed && divided) {
-    CCG_CHECK(computed_target(sh, shp, od, sym_od ? sh->W : e[od].size, t[od],
-                              Wd, k, &sv));
+    CCG_CHECK(computed_target(sh, shp, od, sym_od ? 1 : e[od].size, t[od], Wd,
+                              k, &sv));
   } else if (computed) {
     /* -1 (inferred) or 0 copying the sharded dim: right as it is */
     if (e[od].size != -1 && !(e[od].size == 0 && od == p.dim))

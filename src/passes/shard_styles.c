@@ -233,7 +233,10 @@ static ccg_status rowwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
     return CCG_STATUS_OK;
   ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_output(g, n, 0);
   int ry = ccg_value_shape(g, y)->rank;
-  ccg_placement dflt = sh->sp ? sh_S((int)sh->seq_dim) : sh_R();
+  /* a 2-D output ([batch*seq, hidden], as GPT-2's Conv1D and OPT's fc2
+   * flatten tokens) has no sequence dim before the last: Replicate */
+  int seq = norm_dim((int)sh->seq_dim, ry);
+  ccg_placement dflt = sh->sp && seq >= 0 && seq < ry - 1 ? sh_S(seq) : sh_R();
   ccg_placement out = out_layout(sh, e, dflt, ry);
   if (out.kind == CCG_PLACEMENT_SHARD) {
     ccg_dim d = ccg_value_shape(g, y)->dims[out.dim];
@@ -319,6 +322,9 @@ static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
                    "sequence parallel needs a LayerNormalization over the "
                    "last dim with one output");
   int seq = norm_dim((int)(e ? e->sequence_dim : sh->seq_dim), rx);
+  if (!e && (seq < 0 || seq >= rx - 1))
+    return CCG_STATUS_OK; /* not named, no sequence dim ([batch*seq,
+                             hidden]): it propagates */
   ccg_dim sd = ccg_value_shape(g, x)->dims[seq];
   if (seq < 0 || seq >= rx - 1)
     return sh_fail(sh, CCG_STATUS_INVALID_ARG,
@@ -420,6 +426,7 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, wname, t->dtype, t->rank, wd, wch, sh_S(0), &w),
       st, out);
+  CCG_CHECK_GOTO(sh_origin_add(sh, w, wv, false, 0, 1), st, out);
   CCG_CHECK_GOTO(
       sh_add_rank_weight(sh, mname, CCG_DTYPE_I64, 1, md, mch, sh_R(), &map),
       st, out);

@@ -68,6 +68,72 @@ expect 0 'digraph' -- inspect "$work/out_gpt_tp4/gpt.rank1.onnx" --format dot
 expect 2 "nope" -- inspect "$work/nope.onnx"
 expect 1 "--format must be text, json or dot" -- inspect "$work/gpt.onnx" --format png
 
+# Provenance: a sharded training model's gradients against the unsharded
+# backward, through the ccgraph.shard.provenance metadata (GPT-2 of the zoo:
+# wte tied to the LM head through a Transpose, split vocab-parallel and
+# colwise; Conv1D weights split colwise and rowwise).
+zoo=$src/tests/data/zoo/gpt2/ts_train
+zin=(--input input_ids="$zoo/inputs/input_ids.npy" --input labels="$zoo/inputs/labels.npy")
+expect 0 "1 model written" -- grad "$zoo/model.onnx" --loss loss -o "$work/gpt2_grad.onnx"
+expect 0 '"provenance": \{' -- shard "$zoo/model.onnx" --plan "$src/samples/plans/gpt2.json" \
+  --mesh tp=2 -o "$work/gpt2_tp2" --json
+expect 0 "2 models written" -- grad "$work/gpt2_tp2" --loss loss -o "$work/gpt2_tp2_grad"
+expect 0 "check against .*: 60 outputs on 2 ranks, .*: ok" -- run "$work/gpt2_tp2_grad" "${zin[@]}" \
+  --check "$work/gpt2_grad.onnx"
+# the metadata as shard wrote it: the tied weight's two uses, each rank's rows
+$py - "$work/gpt2_tp2_grad/model.rank1.onnx" <<'PY' || failures=$((failures + 1))
+import json, sys, onnx
+m = onnx.load(sys.argv[1])
+p = json.loads({e.key: e.value for e in m.metadata_props}["ccgraph.shard.provenance"])
+uses = {w["name"]: w for w in p["weights"] if w["param"] == "transformer.wte.weight"}
+want = {"transformer.wte.weight": (0, False), "transformer.wte.weight.T": (0, True)}
+got = {n: (w["dim"], w["transposed"]) for n, w in uses.items()}
+if p["world"] != 2 or got != want or uses["transformer.wte.weight"]["ranks"] != [[[0, 128]], [[128, 256]]]:
+    sys.exit(f"FAIL: provenance of transformer.wte.weight: {uses}")
+print("ok: provenance of the tied embedding")
+PY
+# a fused QKV projection's weight: each rank its chunk of each block
+if "$tool" shard "$work/gpt_fused.onnx" --plan "$plan" --mesh tp=2 -o "$work/fused_prov" --json |
+  $py -c "
+import json, sys
+p = json.load(sys.stdin)['provenance']
+w = [w for w in p['weights'] if w['name'] == 'h.0.attn.qkv.bias'][0]
+sys.exit(0 if w['dim'] == 0 and w['ranks'] == [[[0, 32], [64, 96], [128, 160]], [[32, 64], [96, 128], [160, 192]]] else 1)"; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: provenance of the fused qkv bias is not chunk r of each block"
+  failures=$((failures + 1))
+fi
+# missing, malformed and wrong metadata: clear errors, and a check that fails
+prov() {
+  $py - "$work/gpt2_tp2_grad" "$work/$1" "$2" <<'PY'
+import json, os, sys, onnx
+src, dst, how = sys.argv[1:]
+os.makedirs(dst, exist_ok=True)
+for r in range(2):
+    m = onnx.load(f"{src}/model.rank{r}.onnx")
+    e = [e for e in m.metadata_props if e.key == "ccgraph.shard.provenance"][0]
+    p = json.loads(e.value)
+    for w in p["weights"]:
+        if how == "swap" and w["dim"] is not None:
+            w["ranks"].reverse()
+        if how == "past" and w["dim"] is not None:
+            w["ranks"][r] = [[0, 100000]]
+    e.value = json.dumps(p) if how != "text" else "not json"
+    if how == "drop":
+        m.metadata_props.remove(e)
+    onnx.save(m, f"{dst}/model.rank{r}.onnx")
+PY
+}
+prov prov_drop drop && expect 2 "rank 0: its gradients are not the reference's by name and the model has no 'ccgraph.shard.provenance' metadata" -- \
+  run "$work/prov_drop" "${zin[@]}" --check "$work/gpt2_grad.onnx"
+prov prov_text text && expect 2 "rank 0: metadata 'ccgraph.shard.provenance': not JSON" -- \
+  run "$work/prov_text" "${zin[@]}" --check "$work/gpt2_grad.onnx"
+prov prov_past past && expect 2 "rank 0: metadata 'ccgraph.shard.provenance': a range past the parameter's dim" -- \
+  run "$work/prov_past" "${zin[@]}" --check "$work/gpt2_grad.onnx"
+prov prov_swap swap && expect 4 "check against .*: FAILED" -- \
+  run "$work/prov_swap" "${zin[@]}" --check "$work/gpt2_grad.onnx"
+
 # bad inputs
 expect 2 "nope.onnx" -- shard "$work/nope.onnx" --plan "$plan" --mesh tp=2 -o "$work/x1"
 echo '{"fc": "sideways"}' > "$work/bad_plan.json"

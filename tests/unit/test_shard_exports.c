@@ -8,6 +8,8 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <jansson.h>
+#include <string.h>
 
 #include "test_util.h"
 #include "exec_test_util.h"
@@ -124,6 +126,43 @@ static void assert_shape(ccg_graph *g, const char *name, const char *shape) {
   assert_string_equal(ccg_test_shape(g, v), shape);
 }
 
+/* The provenance entry of sharded weight `name` (a new reference), checked
+ * against its parameter, transposition and dim; NULL-free. */
+static json_t *origin(ccg_graph *s, const char *name, const char *param,
+                      bool transposed, int dim) {
+  const char *text = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+  assert_non_null(text);
+  json_t *doc = json_loads(text, 0, NULL);
+  assert_non_null(doc);
+  json_t *ws = json_object_get(doc, "weights"), *e, *found = NULL;
+  size_t i;
+  json_array_foreach(ws, i, e) {
+    if (strcmp(json_string_value(json_object_get(e, "name")), name) == 0)
+      found = json_incref(e);
+  }
+  json_decref(doc);
+  assert_non_null(found);
+  assert_string_equal(json_string_value(json_object_get(found, "param")),
+                      param);
+  assert_int_equal(json_is_true(json_object_get(found, "transposed")),
+                   transposed);
+  json_t *d = json_object_get(found, "dim");
+  if (dim < 0)
+    assert_true(json_is_null(d));
+  else
+    assert_int_equal(json_integer_value(d), dim);
+  return found;
+}
+
+/* Rank r's ranges of a provenance entry as text: "[[4, 8]]". */
+static void assert_ranges(json_t *e, int r, const char *want) {
+  char *got = json_dumps(json_array_get(json_object_get(e, "ranks"), (size_t)r),
+                         JSON_COMPACT);
+  assert_non_null(got);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* One initializer of 16 floats feeds, through Identity nodes named after
  * the parameters torch folded into it, a colwise Gemm's bias (each rank
  * its slice) and a replicated Mul (whole); one of 8 feeds a LayerNorm's
@@ -183,6 +222,16 @@ static void identity_folded_parameters(void **state) {
     const ccg_tensor *t = ccg_value_rank_data(s, b1, r);
     assert_memory_equal(t->data, full + 8 * r, 8 * sizeof(float));
   }
+  /* provenance: the folded initializer's uses, each with its part */
+  json_t *o = origin(s, "fc1.bias", "shared16", false, 0);
+  assert_ranges(o, 0, "[[0,8]]");
+  assert_ranges(o, 1, "[[8,16]]");
+  json_decref(o);
+  json_decref(origin(s, "act.shift", "shared16", false, -1));
+  json_decref(origin(s, "ln.bias", "shared8", false, -1));
+  o = origin(s, "fc2.weight", "fc2.weight", false, 0);
+  assert_ranges(o, 1, "[[8,16]]");
+  json_decref(o);
   assert_no_dead(s);
   float xd[32];
   xt_fill(xd, 32, 7);
@@ -249,11 +298,123 @@ static void tied_embedding_through_transpose(void **state) {
       for (int j = 0; j < 4; j++)
         assert_true(got[i * 4 + j] == full[(4 * r + j) * 4 + i]);
   }
+  /* both hold rows [4r, 4r+4) of wte.weight; the head's transposed */
+  json_t *o = origin(s, "wte.weight", "wte.weight", false, 0);
+  assert_ranges(o, 1, "[[4,8]]");
+  json_decref(o);
+  o = origin(s, "wte.weight.T", "wte.weight", true, 0);
+  assert_ranges(o, 0, "[[0,4]]");
+  assert_ranges(o, 1, "[[4,8]]");
+  json_decref(o);
   assert_no_dead(s);
   int64_t idd[6] = {0, 7, 3, 4, 5, 1};
   ccg_exec_tensor in =
       xt_in("ids", CCG_DTYPE_I64, idd, 2, (const int64_t[]){2, 3});
   assert_same_outputs(g, s, &in, 1, "logits", 48);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* The provenance survives an ONNX export and import (model metadata_props
+ * under "ccgraph.shard."); other graph metadata stays in memory. Setting a
+ * key again replaces it; a missing key or value is refused. */
+static void provenance_through_onnx(void **state) {
+  (void)state;
+  ccg_graph *g = folded_params();
+  ccg_graph *s =
+      shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
+  assert_ok(s, ccg_graph_set_meta(s, "note", "a"));
+  assert_ok(s, ccg_graph_set_meta(s, "note", "b"));
+  assert_string_equal(ccg_graph_meta(s, "note"), "b");
+  const char *v = NULL;
+  assert_string_equal(ccg_graph_meta_at(s, 0, &v), CCG_SHARD_PROVENANCE);
+  assert_string_equal(ccg_graph_meta_at(s, 1, &v), "note");
+  assert_string_equal(v, "b");
+  assert_null(ccg_graph_meta_at(s, 2, &v));
+  assert_int_equal(ccg_graph_set_meta(s, "", "x"), CCG_STATUS_INVALID_ARG);
+  assert_int_equal(ccg_graph_set_meta(s, "k", NULL), CCG_STATUS_INVALID_ARG);
+  void *buf = NULL;
+  size_t size = 0;
+  assert_ok(s, ccg_onnx_export_buffer(s, NULL, &buf, &size));
+  ccg_graph *back = NULL;
+  assert_ok(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
+  free(buf);
+  assert_string_equal(ccg_graph_meta(back, CCG_SHARD_PROVENANCE),
+                      ccg_graph_meta(s, CCG_SHARD_PROVENANCE));
+  assert_null(ccg_graph_meta(back, "note"));
+  json_decref(origin(back, "fc1.weight", "fc1.weight", false, 1));
+  ccg_graph_free(back);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+/* Attention on sequence shards (what --sequence-parallel gives a model
+ * whose plan leaves attention out): q stays on its shard and k is
+ * gathered; each rank's gradient of the gathered k is its part of a sum,
+ * so the gather's backward reduce-scatters it. Every rank's weight
+ * gradients equal the unsharded ones (f32, 1e-5 + 1e-4 relative). */
+static void gathered_key_gradient(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4,8]");
+  ccg_value_id sc = init(g, "ln.weight", 1, (int64_t[]){8}, 11);
+  ccg_value_id bi = init(g, "ln.bias", 1, (int64_t[]){8}, 12);
+  ccg_value_id wq = init(g, "q.weight", 2, (int64_t[]){8, 8}, 13);
+  ccg_value_id wk = init(g, "k.weight", 2, (int64_t[]){8, 8}, 14);
+  ccg_attr ax = CCG_ATTR_I("axis", -1);
+  ccg_value_id h = add(g, "LayerNormalization", "/ln/LayerNormalization",
+                       (ccg_value_id[]){x, sc, bi}, 3, NULL, &ax, 1);
+  ccg_value_id q =
+      add(g, "MatMul", "/q/MatMul", (ccg_value_id[]){h, wq}, 2, NULL, NULL, 0);
+  ccg_value_id k =
+      add(g, "MatMul", "/k/MatMul", (ccg_value_id[]){h, wk}, 2, NULL, NULL, 0);
+  int64_t pv[3] = {0, 2, 1};
+  ccg_attr perm = CCG_ATTR_IS("perm", pv, 3);
+  ccg_value_id kt = add(g, "Transpose", "/Transpose", &k, 1, NULL, &perm, 1);
+  ccg_value_id sc2 = add(g, "MatMul", "/scores/MatMul", (ccg_value_id[]){q, kt},
+                         2, NULL, NULL, 0);
+  ccg_value_id sq =
+      add(g, "Mul", "/Mul", (ccg_value_id[]){sc2, sc2}, 2, NULL, NULL, 0);
+  ccg_attr kd = CCG_ATTR_I("keepdims", 0);
+  ccg_value_id loss = add(g, "ReduceSum", "/ReduceSum", &sq, 1, "loss", &kd, 1);
+  assert_ok(g, ccg_graph_add_output(g, loss));
+  ccg_plan *plan = NULL;
+  assert_ok(NULL, ccg_plan_parse("{\"ln\": \"sequence_parallel\"}", &plan));
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
+  so.sequence_parallel = true;
+  ccg_graph *s = NULL;
+  assert_ok(g, ccg_shard_apply(g, plan, &m, &so, &s, NULL));
+  ccg_plan_free(plan);
+  ccg_graph *gs[2] = {g, s};
+  for (int i = 0; i < 2; i++) {
+    ccg_value_id l;
+    assert_ok(gs[i], ccg_graph_find_value(gs[i], "loss", &l));
+    ccg_backward_options bo = CCG_BACKWARD_OPTIONS_INIT;
+    bo.loss = l;
+    bo.add_outputs = true;
+    assert_ok(gs[i], ccg_backward(gs[i], &bo));
+  }
+  float xd[64];
+  xt_fill(xd, 64, 15);
+  ccg_exec_tensor in = XT_F32("x", xd, 2, 4, 8);
+  const char *names[] = {"grad/q.weight", "grad/k.weight", "grad/ln.weight"};
+  for (int i = 0; i < 3; i++) {
+    float want[64], got[2][64];
+    ccg_exec_tensor w = xt_out(names[i], want, sizeof want);
+    assert_ok(g, xt_run1(g, &in, 1, &w, 1));
+    ccg_exec_tensor outs[2], *outp[2];
+    const ccg_exec_tensor *ins[2] = {&in, &in};
+    for (int r = 0; r < 2; r++) {
+      outs[r] = xt_out(names[i], got[r], sizeof got[r]);
+      outp[r] = &outs[r];
+    }
+    assert_ok(s, ccg_exec_run_local(s, 2, NULL, ins, 1, outp, 1, NULL));
+    size_t n = i == 2 ? 8 : 64;
+    for (int r = 0; r < 2; r++)
+      xt_close(got[r], want, n, 1e-5, 1e-4, names[i]);
+  }
   ccg_graph_free(s);
   ccg_graph_free(g);
 }
@@ -375,6 +536,8 @@ int main(void) {
       cmocka_unit_test(identity_folded_parameters),
       cmocka_unit_test(folded_parameter_named_by_the_plan),
       cmocka_unit_test(tied_embedding_through_transpose),
+      cmocka_unit_test(provenance_through_onnx),
+      cmocka_unit_test(gathered_key_gradient),
       cmocka_unit_test(head_reshape_leaves_nothing_dead),
       cmocka_unit_test(dynamic_head_reshape),
   };

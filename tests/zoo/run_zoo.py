@@ -2,7 +2,7 @@
 """Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
-                  [--write docs/models.md | --check docs/models.md]
+                  [--jobs N] [--write docs/models.md | --check docs/models.md]
 
 For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
 runs it with `ccgraph run --output-dir` on the stored inputs and compares
@@ -29,16 +29,19 @@ parallelism changes it; a variant uses the sample file where its proposal
 is the same, its own proposal otherwise, and the run says which):
 `ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
 --input ... --check MODEL.onnx` (every rank against its part of the
-unsharded run, whose outputs match torch). Training variants are checked
-forward only (loss and logits): the shard pass renames and splits the
-weights, and `ccgraph run --check` has no way to compare a rank's
-grad/ outputs with its part of torch's gradients. Known failures of
-these (arch, variant, config) checks are in SHARD_EXPECTED, under the
-same rules as EXPECTED. --no-shard skips them.
+unsharded run, whose outputs match torch). A training variant's shard
+is differentiated (`ccgraph grad SHARD --loss loss`) and run; every
+rank's loss and logits are compared with torch's, and its parameter
+gradients with their parts of torch autograd's, through the shard's
+provenance (torch_grads). Sequence-parallel
+runs of dynamic variants take a sequence length tp divides (sp_inputs).
+Known failures of these (arch, variant, config) checks are in
+SHARD_EXPECTED, under the same rules as EXPECTED. --no-shard skips them.
 
 Needs python3 and numpy only.
 """
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -60,68 +63,8 @@ END = "<!-- zoo results: end -->"
 EXPECTED = {
 }
 SHARD_EXPECTED = {
-    ('gpt2', 'ts_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/ts_static/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_57' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('gpt2', 'ts_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/ts_dynamic/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_173' (Add): shapes [batch*sequence,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('gpt2', 'ts_train', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/ts_train/model.onnx: shard: node '/transformer/h.0/attn/c_proj/Gemm' (Gemm): dtensor.rowwise_parallel: node '/transformer/h.0/attn/c_proj/Add_100' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('gpt2', 'dynamo_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/dynamo_static/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_39' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('gpt2', 'dynamo_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/dynamo_dynamic/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_47' (Add): shapes [s70*s72,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('gpt2', 'dynamo_train', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: gpt2/dynamo_train/model.onnx: shard: node 'node_addmm_1' (Gemm): dtensor.rowwise_parallel: node 'Add_107' (Add): shapes [16,16] and [32] do not broadcast (dim 1: 16 vs 32)",
-    ('llama', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('llama', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('bert', 'ts_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: bert/ts_dynamic/model.onnx: shard: node '/bert/embeddings/Add_1' (Add): node '/bert/embeddings/Add_1' (Add): shapes [batch,sequence/2,32] and [1,bert_embeddings_Slice_o0_d1/2,32] do not broadcast (dim 1: sequence/2 vs bert_embeddings_Slice_o0_d1/2)",
-    ('bert', 'dynamo_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: bert/dynamo_dynamic/model.onnx: shard: node 'node_add_29' (Add): node 'node_add_29' (Add): shapes [s72,s70/2,32] and [1,node_slice_4_o0_d1/2,32] do not broadcast (dim 1: s70/2 vs node_slice_4_o0_d1/2)",
-    ('mistral', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('mistral', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('qwen2', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('qwen2', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('opt', 'ts_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/ts_static/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
-    ('opt', 'ts_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/ts_dynamic/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
-    ('opt', 'ts_train', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/ts_train/model.onnx: shard: node '/decoder/layers.0/final_layer_norm/LayerNormalization' (LayerNormalization): sequence_dim 1 is not a dim of '/decoder/layers.0/Reshape_output_0' before the last",
-    ('opt', 'dynamo_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/dynamo_static/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
-    ('opt', 'dynamo_dynamic', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/dynamo_dynamic/model.onnx: shard: node 'node_view_5' (Reshape): the target shape 'val_288' has the symbolic entry s70 at dim 1, the dim it shards; shard needs a number there to rewrite it",
-    ('opt', 'dynamo_train', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: opt/dynamo_train/model.onnx: shard: node 'node_layer_norm_1' (LayerNormalization): sequence_dim 1 is not a dim of 'view_6' before the last",
-    ('gpt_neox', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/gpt_neox/embed_in/ReduceScatter_6' (ReduceScatter): input '/gpt_neox/embed_in/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('gpt_neox', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('phi', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('phi', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('falcon', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/transformer/word_embeddings/ReduceScatter_6' (ReduceScatter): input '/transformer/word_embeddings/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('falcon', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_9' (ReduceScatter): input 'Where_8_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('roberta', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/roberta/embeddings/word_embeddings/ReduceScatter_40' (ReduceScatter): input '/roberta/embeddings/word_embeddings/Where_39_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('roberta', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_20' (ReduceScatter): input 'Where_19_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('t5_encoder', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/encoder/shared/ReduceScatter_16' (ReduceScatter): input '/encoder/shared/Where_15_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
-    ('t5_encoder', 'dynamo_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node 'ReduceScatter_11' (ReduceScatter): input 'Where_10_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
     ('vit', 'ts_static', 'tp=2 sp'):
-        "shard exit 2: ccgraph shard: vit/ts_static/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+        "plan exit 2: ccgraph plan: vit/ts_static/model.onnx: plan: no sequence-parallel plan on tp=2: sequence 17 is not divisible by tp=2 (LayerNorm 'vit.encoder.layer.0.layernorm_before'), and shard --sequence-parallel runs every LayerNorm and rowwise output on sequence shards; propose without --sequence-parallel",
     ('vit', 'ts_dynamic', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
     ('vit', 'ts_train', 'tp=2 sp'):
@@ -132,8 +75,6 @@ SHARD_EXPECTED = {
         "shard exit 2: ccgraph shard: vit/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add_17' sequence dim 1 (size 17) is not divisible by tp=2",
     ('vit', 'dynamo_train', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/dynamo_train/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'clone' sequence dim 1 (size 17) is not divisible by tp=2",
-    ('mixtral', 'ts_dynamic', 'tp=2 sp'):
-        "run exit 3: ccgraph run: specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2; specializing graph 'main_graph': node '/model/embed_tokens/ReduceScatter_6' (ReduceScatter): input '/model/embed_tokens/Where_5_output_0' [3,5,32]: dim 1 of size 5 is not divisible by group size 2",
 }
 
 # (label, tp, sequence parallel)
@@ -173,8 +114,8 @@ def tool(cmd, strip):
     return p.stdout
 
 
-def out_file(outdir, name):
-    return os.path.join(outdir, "rank0", name.replace("/", "_") + ".npy")
+def out_file(outdir, name, rank=0):
+    return os.path.join(outdir, f"rank{rank}", name.replace("/", "_") + ".npy")
 
 
 def compare(name, got_path, want):
@@ -282,13 +223,104 @@ def shard_model(ccgraph, zoo, m, work, config):
             raise first
         used = "own"
     tool([ccgraph, "verify", shard], strip)
+    summary = json.loads(out)
+    inputs = sp_inputs(m, zoo, d, tp) if sp else \
+        {n: os.path.join(zoo, f) for n, f in m["inputs"].items()}
+    if m.get("loss"):
+        # every rank's backward, run; its outputs and parameter gradients
+        # against torch's (through the shard's provenance)
+        outdir = os.path.join(d, "out")
+        gshard = os.path.join(d, "grad")
+        tool([ccgraph, "grad", shard, "--loss", m["loss"], "-o", gshard],
+             strip)
+        cmd = [ccgraph, "run", gshard, "--output-dir", outdir]
+        for n, f in inputs.items():
+            cmd += ["--input", f"{n}={f}"]
+        tool(cmd, strip)
+        world = summary["ranks"]
+        diff = 0.0
+        for n, f in m["outputs"].items():
+            want = np.load(os.path.join(zoo, f)).astype(np.float64)
+            for r in range(world):
+                diff = max(diff, compare(f"rank {r}: {n}",
+                                         out_file(outdir, n, r), want))
+        gdiff = torch_grads(m, zoo, outdir, summary.get("provenance"))
+        return diff, used, summary["sharded_params"], gdiff
     cmd = [ccgraph, "run", shard, "--check", model, "--json"]
-    for n, f in m["inputs"].items():
-        cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
+    for n, f in inputs.items():
+        cmd += ["--input", f"{n}={f}"]
     r = json.loads(tool(cmd, strip))
     if not r.get("checked_outputs"):
         raise Failure("run --check compared no output")
-    return float(r["max_abs_diff"]), used, json.loads(out)["sharded_params"]
+    return float(r["max_abs_diff"]), used, summary["sharded_params"], None
+
+
+def sp_inputs(m, zoo, d, tp):
+    """The inputs of a sequence-parallel run. Sequence parallelism cuts
+    the sequence into tp equal shards (a ReduceScatter, as in Megatron-LM),
+    so a dynamic model run at a sequence length that tp does not divide
+    fails at run time, rightly; it is run at the largest length below that
+    tp divides (token ids [batch, seq] cut to their first seq // tp * tp
+    positions; the unsharded reference takes the same)."""
+    out = {}
+    for n, f in m["inputs"].items():
+        path = os.path.join(zoo, f)
+        a = np.load(path)
+        if "dynamic" in m["variant"] and a.ndim == 2 and a.shape[1] % tp:
+            os.makedirs(os.path.join(d, "inputs"), exist_ok=True)
+            path = os.path.join(d, "inputs", os.path.basename(f))
+            np.save(path, a[:, :a.shape[1] // tp * tp])
+        out[n] = path
+    return out
+
+
+def torch_grads(m, zoo, outdir, provenance):
+    """Every rank's parameter gradients against torch autograd's, through
+    the shard's provenance (docs/shard.md): a parameter's gradient on a
+    rank is the sum of its weights' gradients (uses of one parameter: tied,
+    folded or copied weights), each put back where its part of the
+    parameter lies (ranges of one dim, transposed where the rank holds it
+    transposed); it must equal torch's where all of them reach, and every
+    element must be reached on some rank. Returns the max abs diff."""
+    if not provenance or "weights" not in provenance:
+        raise Failure("ccgraph shard --json gave no provenance")
+    grads = np.load(os.path.join(zoo, m["grads"]))
+    worst = 0.0
+    for p in m["grad_params"]:
+        want = grads[p].astype(np.float64)
+        uses = [w for w in provenance["weights"] if w["param"] == p]
+        if not uses:
+            raise Failure(f"no rank weight holds parameter '{p}'")
+        covered = np.zeros(want.shape, bool)
+        for r in range(provenance["world"]):
+            acc = np.zeros(want.shape)
+            cnt = np.zeros(want.shape, int)
+            for w in uses:
+                g = np.load(out_file(outdir, "grad/" + w["name"], r))
+                g = g.T if w["transposed"] else g
+                idx = [slice(None)] * want.ndim
+                if w["dim"] is not None:
+                    ranges = w["ranks"][r]
+                    idx[w["dim"]] = slice(*ranges[0]) if len(ranges) == 1 \
+                        else np.concatenate([np.arange(a, b)
+                                             for a, b in ranges])
+                if acc[tuple(idx)].shape != g.shape:
+                    raise Failure(f"rank {r}: 'grad/{w['name']}' is not the "
+                                  f"part of '{p}' the provenance names")
+                acc[tuple(idx)] += g
+                cnt[tuple(idx)] += 1
+            mine = cnt == len(uses)
+            covered |= mine
+            if mine.any():
+                worst = max(worst,
+                            float(np.max(np.abs(acc[mine] - want[mine]))))
+        if not covered.all():
+            raise Failure(f"the ranks' gradients of '{p}' do not cover it")
+    if worst > TOL:
+        raise Failure(f"a rank's parameter gradient differs from its part "
+                      f"of torch's by more than {TOL:g}",
+                      f"max abs diff {worst:.3g}")
+    return worst
 
 
 def table(results, manifest):
@@ -349,6 +381,8 @@ def shard_table(results, shard_results, manifest):
                 continue
             if r[0] == "pass":
                 cells.append(f"{r[1]:.0e}, {r[3]} split"
+                             + (f", grads {r[4]:.0e}" if r[4] is not None
+                                else "")
                              + (", own plan" if r[2] == "own" else ""))
                 verified.append("ok")
                 continue
@@ -380,6 +414,29 @@ def doc_table(path):
     return head, body.strip("\n") + "\n", tail
 
 
+def attempt(fn, *args):
+    """fn(*args) as (value, reason, detail): reason None when it passed."""
+    try:
+        return fn(*args), None, None
+    except Failure as e:
+        return None, str(e), e.detail
+    except subprocess.TimeoutExpired:
+        return None, "timed out after 600 s", None
+
+
+def model_work(a, m):
+    """One model's runs, on one rank and (when it passes) sharded: what the
+    report loop reads, computed in a worker thread (the work is in ccgraph
+    processes)."""
+    one = attempt(run_model, a.ccgraph, a.zoo, m, a.work)
+    shards = {}
+    if one[1] is None and not a.no_shard:
+        for config in CONFIGS:
+            shards[config[0]] = attempt(shard_model, a.ccgraph, a.zoo, m,
+                                        a.work, config)
+    return one, shards
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ccgraph")
@@ -388,6 +445,8 @@ def main():
     ap.add_argument("--only", help="ARCH or ARCH/VARIANT")
     ap.add_argument("--no-shard", action="store_true",
                     help="one rank only: skip the sharded runs")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="models run at once (default: the CPU count)")
     ap.add_argument("--print-expected", action="store_true",
                     help="print an EXPECTED table of this run's failures "
                     "(to review and paste in when ccgraph changes)")
@@ -408,6 +467,12 @@ def main():
     seen = set()
     shard_results = {}
     shard_seen = set()
+    todo = [m for m in manifest["models"]
+            if (not a.only or a.only in (m["arch"],
+                                          f"{m['arch']}/{m['variant']}"))
+            and "export_error" not in m]
+    with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        work = {id(m): pool.submit(model_work, a, m) for m in todo}
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         name = f"{m['arch']}/{m['variant']}"
@@ -419,13 +484,7 @@ def main():
             print(f"{name:28s} not exported by torch: {m['export_error']}")
             continue
         seen.add(key)
-        reason = detail = None
-        try:
-            worst = run_model(a.ccgraph, a.zoo, m, a.work)
-        except Failure as e:
-            reason, detail = str(e), e.detail
-        except subprocess.TimeoutExpired:
-            reason = "timed out after 600 s"
+        (worst, reason, detail), shards = work[id(m)].result()
         want = EXPECTED.get(key)
         if reason is None and want is None:
             passed += 1
@@ -457,25 +516,23 @@ def main():
             skey = key + (label,)
             sname = f"{name} {label}"
             shard_seen.add(skey)
-            reason = detail = None
-            try:
-                diff, used, nsplit = shard_model(a.ccgraph, a.zoo, m, a.work, config)
-            except Failure as e:
-                reason, detail = str(e), e.detail
-            except subprocess.TimeoutExpired:
-                reason = "timed out after 600 s"
+            value, reason, detail = shards[label]
+            if reason is None:
+                diff, used, nsplit, gdiff = value
             want = SHARD_EXPECTED.get(skey)
             if reason is None and want is None:
                 passed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit)
+                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
                 print(f"{sname:36s} pass (max abs diff {diff:.2g}; "
-                      f"{nsplit} weights split; "
+                      + (f"parameter gradients against torch {gdiff:.2g}; "
+                         if gdiff is not None else "")
+                      + f"{nsplit} weights split; "
                       + ("the arch's plan" if used == "arch" else
                          "its own plan: the arch's does not shard it")
                       + ")")
             elif reason is None:
                 failed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit)
+                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
                 print(f"{sname:36s} FAIL: passes but SHARD_EXPECTED says "
                       f"'{want}' (remove its row)")
             elif want == reason:
