@@ -25,6 +25,7 @@ static void model_name(const char *path, char *buf, size_t size) {
 typedef struct shard_args {
   const char *model, *plan, *mesh, *out, *dialect, *axis, *opset;
   bool sp, json;
+  cli_pp_args pp;
 } shard_args;
 
 static int export_all(const command *self, ccg_graph *s, const shard_args *a,
@@ -83,6 +84,10 @@ static int run_shard(int argc, char **argv) {
       {"--axis", &a.axis, NULL},
       {"--sequence-parallel", NULL, &a.sp},
       {"--json", NULL, &a.json},
+      {"--pp-axis", &a.pp.axis, NULL},
+      {"--stages", &a.pp.stages, NULL},
+      {"--microbatches", &a.pp.microbatches, NULL},
+      {"--schedule", &a.pp.schedule, NULL},
   };
   int rc = parse_args(self, argc, argv, opts, sizeof opts / sizeof *opts,
                       &a.model, 1);
@@ -90,17 +95,27 @@ static int run_shard(int argc, char **argv) {
     return rc;
   if (!a.model)
     return usage_error(self, "missing the MODEL.onnx");
-  if (!a.plan || !a.mesh || !a.out)
-    return usage_error(self, "--plan, --mesh and -o are required");
+  if (!a.mesh || !a.out)
+    return usage_error(self, "--mesh and -o are required");
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
+  ccg_pipeline_options po;
+  a.pp.in_mesh = ccg_mesh_axis(&mesh, a.pp.axis ? a.pp.axis : "pp") >= 0;
+  rc = cli_pipeline_options(self, &a.pp, &po);
+  if (rc >= 0)
+    return rc;
+  if (!a.plan && !a.pp.in_mesh)
+    return usage_error(self,
+                       "--plan is required (or a pipeline axis '%s' in "
+                       "--mesh)",
+                       a.pp.axis ? a.pp.axis : "pp");
   ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
   rc = cli_export_options(self, a.opset, a.dialect, &eo);
   if (rc >= 0)
     return rc;
   ccg_plan *plan = NULL;
-  if (ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
+  if (a.plan && ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
   ccg_graph *g = NULL, *s = NULL;
   rc = cli_import(self->name, a.model, &g);
@@ -113,11 +128,16 @@ static int run_shard(int argc, char **argv) {
   so.sequence_parallel = a.sp;
   ccg_shard_report rep;
   cli_progress("sharding", 0, 1);
-  ccg_status st = ccg_shard_apply(g, plan, &mesh, &so, &s, &rep);
+  ccg_status st = plan ? ccg_shard_apply(g, plan, &mesh, &so, &s, &rep)
+                       : ccg_graph_set_mesh(g, &mesh);
   cli_progress_done();
   if (st != CCG_STATUS_OK) {
     rc = cli_fail(self, cli_status_code(st), "%s: %s", a.model,
                   ccg_last_error(g));
+  } else if (a.pp.in_mesh) {
+    char name[256];
+    model_name(a.model, name, sizeof name);
+    rc = cli_shard_pipeline(self, s ? s : g, &po, a.out, name, &eo, a.json);
   } else {
     char name[256];
     model_name(a.model, name, sizeof name);
@@ -136,6 +156,8 @@ const command cli_shard_command = {
     "usage: ccgraph shard MODEL.onnx --plan PLAN.json --mesh tp=4[,dp=2]\n"
     "                     -o DIR [--sequence-parallel] [--dialect ort]\n"
     "                     [--opset N] [--axis tp] [--json]\n"
+    "                     [--pp-axis pp] [--stages 'h.0-h.5|h.6-h.11']\n"
+    "                     [--microbatches M] [--schedule gpipe|1f1b]\n"
     "\n"
     "Applies a DTensor-style plan ({module-or-parameter pattern: style},\n"
     "styles colwise, rowwise, sequence_parallel, vocab_parallel, replicate,\n"
@@ -154,6 +176,16 @@ const command cli_shard_command = {
     "  --opset N             ai.onnx opset of the models, 17..24 (default 17)\n"
     "  --axis AXIS           the mesh axis the plan shards over (default tp)\n"
     "  --json                a JSON summary on stdout\n"
+    "  --pp-axis AXIS        the pipeline axis (default pp); with it in the\n"
+    "                        mesh the model's layers (h.N, layers.N, ...)\n"
+    "                        are split into contiguous stages joined by\n"
+    "                        Send/Recv, rank r running its stage's graph\n"
+    "                        (--plan then optional; docs/parallelism.md)\n"
+    "  --stages SPEC         the layers of each stage, 'h.0-h.5|h.6-h.11'\n"
+    "                        (default: balanced by estimated compute)\n"
+    "  --microbatches M      split the batch into M microbatches (default 1)\n"
+    "  --schedule S          gpipe or 1f1b (default), written into each\n"
+    "                        stage's node order\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"
     "entry that matches nothing, a dim the mesh does not divide), 3 runtime.\n",
     run_shard};

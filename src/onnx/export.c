@@ -539,7 +539,7 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   m->n_opset_import = nd;
 
-  const char *keys[5], *vals[5];
+  const char *keys[6], *vals[6];
   size_t nm = 0;
   char mesh[128];
   keys[nm] = CCG__META_FORMAT;
@@ -551,9 +551,10 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   keys[nm] = CCG__META_BACKWARD;
   vals[nm++] = CCG__BACKWARD_CONVENTION;
-  const char *pl = NULL, *tags = NULL;
+  const char *pl = NULL, *tags = NULL, *slots = NULL;
   CCG_CHECK(ccg__onnx_meta_placements(e->g, e->a, &pl));
   CCG_CHECK(ccg__onnx_meta_tags(e->g, e->a, &tags));
+  CCG_CHECK(ccg__onnx_meta_slots(e->g, e->a, &slots));
   if (pl) {
     keys[nm] = CCG__META_PLACEMENTS;
     vals[nm++] = pl;
@@ -561,6 +562,10 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   if (tags) {
     keys[nm] = CCG__META_TAGS;
     vals[nm++] = tags;
+  }
+  if (slots) {
+    keys[nm] = CCG__META_SLOTS;
+    vals[nm++] = slots;
   }
   m->metadata_props = ccg__arena_calloc(e->a, nm, sizeof *m->metadata_props);
   if (!m->metadata_props)

@@ -84,6 +84,29 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
   return arr ? dump_json(g, a, arr, "mapping tag", out) : CCG_STATUS_OK;
 }
 
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
+  *out = NULL;
+  json_t *arr = NULL;
+  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
+    const char *slot = ccg_node_meta(g, n, CCG_META_SLOT);
+    const char *grad = ccg_node_meta(g, n, CCG_META_GRAD_SLOT);
+    if (!slot && !grad)
+      continue;
+    if (!arr && !(arr = json_array()))
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing schedule slots");
+    json_t *o = json_pack("{s:s}", "node", ccg_node_name(g, n));
+    if (o && slot)
+      json_object_set_new(o, "slot", json_string(slot));
+    if (o && grad)
+      json_object_set_new(o, "grad_slot", json_string(grad));
+    if (!o || json_array_append_new(arr, o) != 0) {
+      json_decref(arr);
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing schedule slots");
+    }
+  }
+  return arr ? dump_json(g, a, arr, "schedule slot", out) : CCG_STATUS_OK;
+}
+
 /* ---- import ------------------------------------------------------------- */
 
 static json_t *load_array(const char *json, const char *key, const char *what) {
@@ -221,6 +244,45 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
       st = ccg__error_prefix(NULL, "%s: metadata '%s'", what, CCG__META_TAGS);
       break;
     }
+  }
+  json_decref(arr);
+  return st;
+}
+
+ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
+                                   const char *what) {
+  json_t *arr = load_array(json, CCG__META_SLOTS, what);
+  if (!arr)
+    return ccg_last_status(NULL);
+  ccg_status st = CCG_STATUS_OK;
+  size_t i;
+  json_t *o;
+  static const char *const keys[2][2] = {{"slot", CCG_META_SLOT},
+                                         {"grad_slot", CCG_META_GRAD_SLOT}};
+  json_array_foreach(arr, i, o) {
+    const char *node = json_string_value(json_object_get(o, "node"));
+    ccg_node_id n;
+    if (!node || !ccg__strmap_get(&g->node_names, node, &n)) {
+      st = ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s': entry %zu names no node of the "
+                      "graph",
+                      what, CCG__META_SLOTS, i);
+      break;
+    }
+    for (int k = 0; k < 2 && st == CCG_STATUS_OK; k++) {
+      json_t *v = json_object_get(o, keys[k][0]);
+      const char *s = json_string_value(v);
+      if (v &&
+          (!s || !*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 9))
+        st = ccg__error(NULL, CCG_STATUS_PARSE,
+                        "%s: metadata '%s': entry %zu: '%s' is not a slot "
+                        "number",
+                        what, CCG__META_SLOTS, i, keys[k][0]);
+      else if (s && ccg_node_set_meta(g, n, keys[k][1], s) != CCG_STATUS_OK)
+        st = ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring slots", what);
+    }
+    if (st != CCG_STATUS_OK)
+      break;
   }
   json_decref(arr);
   return st;
