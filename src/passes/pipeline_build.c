@@ -147,10 +147,10 @@ static ccg_status get(pp_build *b, ccg_value_id v, int m, ccg_value_id *out) {
   return CCG_STATUS_OK;
 }
 
-/* A Reshape of a microbatch whose fixed target still has the whole batch:
- * dim 0 written as the batch (beside a -1 that takes the rest), or a
- * target without -1 whose size is the whole batch's. Dim 0 is divided by
- * M. */
+/* A Reshape or Expand of a microbatch whose fixed target still has the
+ * whole batch: dim 0 written as the batch (beside a -1 that takes the
+ * rest), or a Reshape target without -1 whose size is the whole batch's.
+ * Dim 0 is divided by M. */
 static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
   ccg_graph *g = b->g;
   ccg_dim e[CCG_MAX_RANK];
@@ -170,6 +170,8 @@ static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
   }
   bool batch_dim = t[0] == B && gy->rank > 0 && !ccg_dim_is_sym(gy->dims[0]) &&
                    gy->dims[0].size == B;
+  if (ccg_node_op(g, n) == CCG_OP_EXPAND)
+    fixed = false; /* its target broadcasts: only dim 0 is the batch */
   if (!batch_dim && (!fixed || want == have))
     return CCG_STATUS_OK;
   if (sym || t[0] % M != 0 || (fixed && want / M != have))
@@ -182,6 +184,34 @@ static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
   ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
   if (ccg_constant(b->d, &tt, &in[1]) != CCG_STATUS_OK)
     return from_d(b);
+  return CCG_STATUS_OK;
+}
+
+/* A value made for the whole batch from constants (a causal mask expanded
+ * to [batch, 1, seq, seq]) that a microbatch's node broadcasts against:
+ * dim 0 of both is the batch in the source, so the microbatch's rows. */
+static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
+                               ccg_value_id *in) {
+  ccg_graph *g = b->g;
+  int64_t B = b->pl->batch_size, M = b->pl->M;
+  ccg_value_id y = ccg_node_output(g, n, 0);
+  const ccg_shape *gy = ccg_value_shape(g, y);
+  if (!b->pl->batch[y] || gy->rank < 1 || ccg_dim_is_sym(gy->dims[0]) ||
+      gy->dims[0].size != B)
+    return CCG_STATUS_OK;
+  for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
+    ccg_value_id v = ccg_node_input(g, n, i);
+    if (v == CCG_NONE || b->pl->batch[v] ||
+        ccg_value_kind_of(g, v) == CCG_VALUE_INITIALIZER)
+      continue;
+    const ccg_shape *gv = ccg_value_shape(g, v);
+    if (gv->rank != gy->rank || ccg_dim_is_sym(gv->dims[0]) ||
+        gv->dims[0].size != B)
+      continue;
+    int64_t start = m * (B / M), end = start + B / M, axis = 0;
+    if (ccg_slice(b->d, in[i], &start, &end, &axis, NULL, 1, &in[i]))
+      return from_d(b);
+  }
   return CCG_STATUS_OK;
 }
 
@@ -214,9 +244,12 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
     if (v != CCG_NONE)
       CCG_CHECK(get(b, v, m, &in[i]));
   }
-  if (m >= 0 && b->pl->M > 1 && ccg_node_op(g, n) == CCG_OP_RESHAPE &&
+  ccg_op op = ccg_node_op(g, n);
+  if (m >= 0 && b->pl->M > 1 && (op == CCG_OP_RESHAPE || op == CCG_OP_EXPAND) &&
       ni >= 2 && b->pl->batch[ccg_node_input(g, n, 0)])
     CCG_CHECK(mb_reshape(b, n, in));
+  if (m >= 0 && b->pl->M > 1)
+    CCG_CHECK(mb_broadcast(b, n, m, in));
   ccg_attr attrs[PP_MAX_ATTRS];
   for (size_t i = 0; i < na; i++)
     attrs[i] = *ccg_node_attr_at(g, n, i);
