@@ -83,6 +83,17 @@ CCG_API int64_t ccg_pipeline_step(ccg_pipeline_schedule s, int64_t p,
 CCG_API double ccg_pipeline_bubble(const double *stage_cost, int64_t p,
                                    int64_t M);
 
+/* What a stage graph of ccg_pipeline_split says of its pipeline (node
+ * metadata CCG_META_PIPELINE on its Send/Recv nodes: "stage=S,stages=P,
+ * microbatches=M,schedule=1f1b"). */
+#define CCG_META_PIPELINE "ccgraph.pipeline"
+typedef struct ccg_pipeline_info {
+  int64_t stage, n_stages, microbatches;
+  ccg_pipeline_schedule schedule;
+} ccg_pipeline_info;
+/* True and *out filled when g is such a stage graph. */
+CCG_API bool ccg_pipeline_info_of(const ccg_graph *g, ccg_pipeline_info *out);
+
 /* The estimated compute of node n (FLOPs: 2MNK for MatMul and Gemm, one per
  * output element otherwise) plus the bytes of its outputs. */
 CCG_API double ccg_node_cost(ccg_graph *g, ccg_node_id n);

@@ -27,7 +27,7 @@
 #define CCG__META_BACKWARD "ccgraph.backward"
 #define CCG__META_PLACEMENTS "ccgraph.placements"
 #define CCG__META_TAGS "ccgraph.tags"
-#define CCG__META_SLOTS "ccgraph.slots"
+#define CCG__META_SLOTS "ccgraph.node_meta"
 #define CCG__META_FORMAT_VERSION "1"
 #define CCG__BACKWARD_CONVENTION "replicated_loss"
 
@@ -98,8 +98,8 @@ ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
                                         const char *what);
 ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
                                   const char *what);
-/* The same for schedule slots (CCG_META_SLOT, CCG_META_GRAD_SLOT): node
- * metadata that IR 8 models cannot carry per node. */
+/* The same for node metadata of ccgraph's own ("ccgraph.*" keys: schedule
+ * slots, pipeline stages), which IR 8 models cannot carry per node. */
 ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out);
 ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
                                    const char *what);

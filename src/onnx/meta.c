@@ -84,27 +84,29 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
   return arr ? dump_json(g, a, arr, "mapping tag", out) : CCG_STATUS_OK;
 }
 
+/* Node metadata of ccgraph's own ("ccgraph." keys: schedule slots, the
+ * pipeline stage) as {"node": name, key: value, ...}. */
 ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
   *out = NULL;
   json_t *arr = NULL;
   for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
-    const char *slot = ccg_node_meta(g, n, CCG_META_SLOT);
-    const char *grad = ccg_node_meta(g, n, CCG_META_GRAD_SLOT);
-    if (!slot && !grad)
+    json_t *o = NULL;
+    const char *key, *val;
+    for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &val)) != NULL; i++) {
+      if (strncmp(key, "ccgraph.", 8) != 0)
+        continue;
+      if (!o && !(o = json_pack("{s:s}", "node", ccg_node_name(g, n))))
+        break;
+      json_object_set_new(o, key, json_string(val));
+    }
+    if (!o)
       continue;
-    if (!arr && !(arr = json_array()))
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing schedule slots");
-    json_t *o = json_pack("{s:s}", "node", ccg_node_name(g, n));
-    if (o && slot)
-      json_object_set_new(o, "slot", json_string(slot));
-    if (o && grad)
-      json_object_set_new(o, "grad_slot", json_string(grad));
-    if (!o || json_array_append_new(arr, o) != 0) {
+    if ((!arr && !(arr = json_array())) || json_array_append_new(arr, o)) {
       json_decref(arr);
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing schedule slots");
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing node metadata");
     }
   }
-  return arr ? dump_json(g, a, arr, "schedule slot", out) : CCG_STATUS_OK;
+  return arr ? dump_json(g, a, arr, "node metadata", out) : CCG_STATUS_OK;
 }
 
 /* ---- import ------------------------------------------------------------- */
@@ -257,8 +259,6 @@ ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
   ccg_status st = CCG_STATUS_OK;
   size_t i;
   json_t *o;
-  static const char *const keys[2][2] = {{"slot", CCG_META_SLOT},
-                                         {"grad_slot", CCG_META_GRAD_SLOT}};
   json_array_foreach(arr, i, o) {
     const char *node = json_string_value(json_object_get(o, "node"));
     ccg_node_id n;
@@ -269,17 +269,22 @@ ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
                       what, CCG__META_SLOTS, i);
       break;
     }
-    for (int k = 0; k < 2 && st == CCG_STATUS_OK; k++) {
-      json_t *v = json_object_get(o, keys[k][0]);
-      const char *s = json_string_value(v);
-      if (v &&
-          (!s || !*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 9))
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+      if (strcmp(key, "node") == 0)
+        continue;
+      if (strncmp(key, "ccgraph.", 8) != 0 || !json_is_string(v)) {
         st = ccg__error(NULL, CCG_STATUS_PARSE,
-                        "%s: metadata '%s': entry %zu: '%s' is not a slot "
-                        "number",
-                        what, CCG__META_SLOTS, i, keys[k][0]);
-      else if (s && ccg_node_set_meta(g, n, keys[k][1], s) != CCG_STATUS_OK)
-        st = ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring slots", what);
+                        "%s: metadata '%s': entry %zu: '%s' is not a "
+                        "ccgraph.* key with a string value",
+                        what, CCG__META_SLOTS, i, key);
+        break;
+      }
+      if (ccg_node_set_meta(g, n, key, json_string_value(v))) {
+        st = ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring metadata", what);
+        break;
+      }
     }
     if (st != CCG_STATUS_OK)
       break;

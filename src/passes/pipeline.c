@@ -82,6 +82,25 @@ double ccg_node_cost(ccg_graph *g, ccg_node_id n) {
   return flops + bytes;
 }
 
+bool ccg_pipeline_info_of(const ccg_graph *g, ccg_pipeline_info *out) {
+  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
+    const char *t = ccg_node_meta(g, n, CCG_META_PIPELINE);
+    long long s, p, m;
+    char sch[16];
+    if (t &&
+        sscanf(t, "stage=%lld,stages=%lld,microbatches=%lld,schedule=%15s", &s,
+               &p, &m, sch) == 4 &&
+        s >= 0 && s < p && m >= 1 &&
+        ccg_pipeline_schedule_parse(sch, &out->schedule) == 0) {
+      out->stage = s;
+      out->n_stages = p;
+      out->microbatches = m;
+      return true;
+    }
+  }
+  return false;
+}
+
 /* ---- layers ---------------------------------------------------------------
  */
 

@@ -317,6 +317,17 @@ static int64_t msg_tag(const pp_build *b, int64_t bd, int m) {
   return 100 + bd * (b->pl->M + 1) + (m + 1);
 }
 
+/* The pipeline's description on a Send/Recv node (CCG_META_PIPELINE). */
+static ccg_status describe(pp_build *b, ccg_node_id n) {
+  char t[128];
+  snprintf(t, sizeof t, "stage=%lld,stages=%lld,microbatches=%lld,schedule=%s",
+           (long long)b->s, (long long)b->pl->p, (long long)b->pl->M,
+           ccg_pipeline_schedule_name(b->pl->o->schedule));
+  if (ccg_node_set_meta(b->d, n, CCG_META_PIPELINE, t) != CCG_STATUS_OK)
+    return from_d(b);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
                            int m) {
   pp_plan *pl = b->pl;
@@ -347,7 +358,7 @@ static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
   if (ccg_send(b->d, x, pl->axis, 1, msg_tag(b, b->s, m), &sn) != CCG_STATUS_OK)
     return from_d(b);
   pl->n_sends++;
-  return CCG_STATUS_OK;
+  return describe(b, sn);
 }
 
 static ccg_status recv_msg(pp_build *b, const ccg_value_id *vs, size_t n,
@@ -373,12 +384,13 @@ static ccg_status recv_msg(pp_build *b, const ccg_value_id *vs, size_t n,
                  &x) != CCG_STATUS_OK)
       return from_d(b);
     *slot_of(b, vs[0], m) = x;
-    return CCG_STATUS_OK;
+    return describe(b, ccg_value_producer(b->d, x));
   }
   ccg_shape flat = CCG_SHAPE(total);
   if (ccg_recv(b->d, pl->axis, -1, msg_tag(b, b->s - 1, m), CCG_DTYPE_F32,
                &flat, &x) != CCG_STATUS_OK)
     return from_d(b);
+  CCG_CHECK(describe(b, ccg_value_producer(b->d, x)));
   int64_t off = 0;
   for (size_t i = 0; i < n; i++) {
     int64_t start = off, end = off + numel[i], dims[CCG_MAX_RANK];
