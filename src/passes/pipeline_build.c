@@ -539,7 +539,13 @@ ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out) {
   }
   for (size_t i = 0; i < (size_t)pl->M * pl->nv; i++)
     b.vmap[i] = CCG_NONE;
-  ccg_status st = build(&b);
+  /* the nodes made here (messages, slices, targets) under a scope of
+   * their own: the copied nodes keep the source's names */
+  ccg_status st = ccg_graph_push_scope(b.d, "pipeline");
+  if (st != CCG_STATUS_OK)
+    st = from_d(&b);
+  else
+    st = build(&b);
   free(b.vmap);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(b.d);
