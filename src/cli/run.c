@@ -59,7 +59,7 @@ const command cli_run_command = {
     cmd_run};
 
 #define MAX_INPUTS 64
-#define MAX_IO 128
+#define MAX_IO 512
 
 typedef struct global_input {
   const char *name;
@@ -443,23 +443,36 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   if (rc != EXIT_OK)
     return rc;
   size_t ni = ccg_graph_num_inputs(ref), no = ccg_graph_num_outputs(ref);
-  ccg_exec_tensor in[MAX_IO], out[MAX_IO];
-  memset(in, 0, sizeof in);
-  memset(out, 0, sizeof out);
-  for (size_t i = 0; i < ni && i < MAX_IO; i++) {
+  if (ni > MAX_IO || no > MAX_IO) {
+    ccg_graph_free(ref);
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the reference %s has %zu inputs and %zu outputs; at "
+                    "most %d each",
+                    c->check, ni, no, MAX_IO);
+  }
+  ccg_exec_tensor *in = calloc(MAX_IO, sizeof *in);
+  ccg_exec_tensor *out = calloc(MAX_IO, sizeof *out);
+  if (!in || !out) {
+    free(in), free(out);
+    ccg_graph_free(ref);
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  }
+  for (size_t i = 0; i < ni; i++) {
     const char *name = ccg_value_name(ref, ccg_graph_input(ref, i));
     global_input *gi = find_input(c, name);
     if (!gi) {
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the reference's input '%s' is not among the model's "
+                    "inputs",
+                    name);
+      free(in), free(out);
       ccg_graph_free(ref);
-      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                      "the reference's input '%s' is not among the model's "
-                      "inputs",
-                      name);
+      return rc;
     }
     in[i].name = name;
     in[i].tensor = gi->t;
   }
-  for (size_t i = 0; i < no && i < MAX_IO; i++)
+  for (size_t i = 0; i < no; i++)
     out[i].name = ccg_value_name(ref, ccg_graph_output(ref, i));
   const ccg_exec_tensor *inp[1] = {in};
   ccg_exec_tensor *outp[1] = {out};
@@ -500,6 +513,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   }
   for (size_t i = 0; i < no; i++)
     free((void *)out[i].tensor.data);
+  free(in), free(out);
   ccg_graph_free(ref);
   return rc;
 }
