@@ -75,6 +75,24 @@ expect 0 "$ok" -- run "$work/given" --input ids="$work/ids.npy" --check "$work/g
 expect 0 '4 stages of 4 layers' -- shard "$work/gpt.onnx" --mesh pp=4 --microbatches 4 -o "$work/pp4"
 expect 0 "$ok" -- run "$work/pp4" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
 
+# ---- MPI: a process per rank (rank 0, stage 0, checks its gradients) ----
+if command -v mpirun >/dev/null 2>&1; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for d in "gpt_pp=2_tp=2_1f1b_m2" "gpt_pp=2_gpipe_m4"; do
+    out=$(timeout 120 mpirun -np "$([ "$d" = "gpt_pp=2_gpipe_m4" ] && echo 2 || echo 4)" \
+      "$tool" run "$work/$d.grad" --comm mpi --input ids="$work/ids.npy" --check "$work/gpt_ref.onnx" 2>&1)
+    if grep -qE "$ok" <<<"$out"; then
+      passes=$((passes + 1))
+    else
+      echo "FAIL: mpirun ccgraph run $work/$d.grad --comm mpi"
+      echo "$out" | tail -5 | sed 's/^/    /'
+      failures=$((failures + 1))
+    fi
+  done
+else
+  echo "note: mpirun not found; the --comm mpi runs are not done"
+fi
+
 # ---- cost: the bubble of 2 equal-ish stages and 4 microbatches ----
 expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.2000' -- cost "$work/gpt_pp=2_1f1b_m4.grad"
 expect 0 '"equal_stage_bubble": 0\.2' -- cost "$work/gpt_pp=2_1f1b_m4" --json
