@@ -96,7 +96,8 @@ static int run_shard(int argc, char **argv) {
   if (!a.model)
     return usage_error(self, "missing the MODEL.onnx");
   if (!a.mesh || !a.out)
-    return usage_error(self, "--mesh and -o are required");
+    return usage_error(self, "--plan, --mesh and -o are required (--plan "
+                             "optional with a pipeline axis)");
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));

@@ -546,8 +546,7 @@ static ccg_status check_options(ccg_graph *g, const ccg_pipeline_options *o,
   return CCG_STATUS_OK;
 }
 
-static void fill_report(pp_plan *pl, ccg_graph **stages,
-                        ccg_pipeline_report *r) {
+static void fill_report(pp_plan *pl, ccg_pipeline_report *r) {
   memset(r, 0, sizeof *r);
   r->n_stages = pl->p;
   r->n_layers = pl->n_layers;
@@ -565,7 +564,6 @@ static void fill_report(pp_plan *pl, ccg_graph **stages,
              b < 0 ? "" : pl->layers[b]);
     r->first_layer[s] = r->text[2 * s];
     r->last_layer[s] = r->text[2 * s + 1];
-    (void)stages;
   }
   for (size_t k = 0; k < pl->nn; k++) {
     ccg_node_id n = pl->order[k];
@@ -612,7 +610,7 @@ ccg_status ccg_pipeline_split(ccg_graph *g, const ccg_pipeline_options *o,
   for (int64_t s = 0; s < pl.p; s++)
     CCG_CHECK_GOTO(ccg__pp_build_stage(&pl, s, &out[s]), st, done);
   if (report)
-    fill_report(&pl, out, report);
+    fill_report(&pl, report);
   *stages = out;
   *n = (size_t)pl.p;
   out = NULL;
