@@ -187,9 +187,10 @@ static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
   return CCG_STATUS_OK;
 }
 
-/* A value made for the whole batch from constants (a causal mask expanded
- * to [batch, 1, seq, seq]) that a microbatch's node broadcasts against:
- * dim 0 of both is the batch in the source, so the microbatch's rows. */
+/* A value made for the whole batch from constants or stored as a weight (a
+ * causal mask expanded to [batch, 1, seq, seq], or folded into one) that a
+ * microbatch's node broadcasts against: dim 0 of both is the batch in the
+ * source, so the microbatch's rows. */
 static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
                                ccg_value_id *in) {
   ccg_graph *g = b->g;
@@ -201,8 +202,7 @@ static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
     return CCG_STATUS_OK;
   for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
     ccg_value_id v = ccg_node_input(g, n, i);
-    if (v == CCG_NONE || b->pl->batch[v] ||
-        ccg_value_kind_of(g, v) == CCG_VALUE_INITIALIZER)
+    if (v == CCG_NONE || b->pl->batch[v])
       continue;
     const ccg_shape *gv = ccg_value_shape(g, v);
     if (gv->rank != gy->rank || ccg_dim_is_sym(gv->dims[0]) ||
@@ -226,6 +226,30 @@ static ccg_status copy_tag(pp_build *b, ccg_node_id src, ccg_node_id dst,
   if (ccg_node_set_tag(b->d, dst, &c) != CCG_STATUS_OK)
     return from_d(b);
   return CCG_STATUS_OK;
+}
+
+/* A microbatch's value whose dim 0 is still the whole batch came from a
+ * broadcast against something made for the whole batch that the rules
+ * above did not cut: an error rather than a silently wrong result. */
+static ccg_status check_mb_dim(pp_build *b, ccg_node_id n, ccg_value_id v,
+                               ccg_value_id dv, int m) {
+  int64_t B = b->pl->batch_size;
+  const ccg_shape *gs = ccg_value_shape(b->g, v),
+                  *ds = ccg_value_shape(b->d, dv);
+  /* activations only: shape arithmetic (Shape, Slice of it) has small
+   * int tensors whose length may equal the batch */
+  if (m < 0 || b->pl->M == 1 || !b->pl->batch[v] || gs->rank < 1 ||
+      !ccg_dtype_is_float(ccg_value_dtype(b->g, v)) ||
+      ccg_dim_is_sym(gs->dims[0]) || gs->dims[0].size != B ||
+      ccg_dim_is_sym(ds->dims[0]) || ds->dims[0].size != B)
+    return CCG_STATUS_OK;
+  return ccg__error(&b->g->ctx, CCG_STATUS_UNSUPPORTED,
+                    "pipeline: node '%s' gives microbatch %d's '%s' the whole "
+                    "batch (%lld) on dim 0: it combines the microbatch with a "
+                    "value made for the whole batch that microbatching cannot "
+                    "cut",
+                    ccg_node_name(b->g, n), m, ccg_value_name(b->g, v),
+                    (long long)B);
 }
 
 static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
@@ -286,6 +310,7 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
     ccg_value_id dv = ccg_node_output(b->d, dn, i);
     *slot_of(b, v, m) = dv;
     CCG_CHECK(copy_placements(b, v, dv));
+    CCG_CHECK(check_mb_dim(b, n, v, dv, m));
   }
   return CCG_STATUS_OK;
 }
