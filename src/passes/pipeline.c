@@ -507,6 +507,7 @@ static void plan_free(pp_plan *pl) {
   free(pl->is_const), free(pl->batch), free(pl->needed);
   free(pl->avail), free(pl->last_use), free(pl->layers);
   free(pl->layer_stage), free(pl->sent_shape), free(pl->sent_dtype);
+  free(pl->sent_known);
 }
 
 void ccg_pipeline_stages_free(ccg_graph **stages, size_t n) {
@@ -597,8 +598,9 @@ ccg_status ccg_pipeline_split(ccg_graph *g, const ccg_pipeline_options *o,
   pl.order = malloc((pl.nn + 1) * sizeof *pl.order);
   pl.sent_shape = calloc((size_t)pl.M * pl.nv + 1, sizeof *pl.sent_shape);
   pl.sent_dtype = calloc((size_t)pl.M * pl.nv + 1, sizeof *pl.sent_dtype);
+  pl.sent_known = calloc((size_t)pl.M * pl.nv + 1, sizeof *pl.sent_known);
   out = calloc((size_t)pl.p, sizeof *out);
-  if (!pl.order || !pl.sent_shape || !pl.sent_dtype || !out) {
+  if (!pl.order || !pl.sent_shape || !pl.sent_dtype || !pl.sent_known || !out) {
     st = ccg__error(&g->ctx, CCG_STATUS_OOM, "pipeline: out of memory");
     goto done;
   }

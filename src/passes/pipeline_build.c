@@ -353,10 +353,36 @@ static ccg_status describe(pp_build *b, ccg_node_id n) {
   return CCG_STATUS_OK;
 }
 
+/* x's contents when it is a small i64/i32 value that shape inference
+ * knows entirely. */
+static bool known_int(ccg_graph *d, ccg_value_id x, struct pp_known *k) {
+  ccg_dtype dt = ccg_value_dtype(d, x);
+  int64_t numel;
+  ccg_dim e[CCG_MAX_RANK];
+  k->known = false;
+  if ((dt != CCG_DTYPE_I64 && dt != CCG_DTYPE_I32) ||
+      ccg_shape_numel(ccg_value_shape(d, x), &numel) != CCG_STATUS_OK ||
+      numel > CCG_MAX_RANK || ccg_value_known(d, x, e) != (int)numel)
+    return false;
+  for (int i = 0; i < (int)numel; i++) {
+    if (ccg_dim_is_sym(e[i]))
+      return false;
+    k->v[i] = e[i].size;
+  }
+  k->n = (int)numel;
+  k->known = true;
+  return true;
+}
+
+static size_t known_at(const pp_build *b, ccg_value_id v, int m) {
+  return (size_t)(per_mb(b, v) ? m : 0) * b->pl->nv + v;
+}
+
 static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
                            int m) {
   pp_plan *pl = b->pl;
   ccg_value_id parts[256] = {CCG_NONE}, x;
+  size_t np = 0;
   if (n > 256)
     return ccg__error(&b->g->ctx, CCG_STATUS_UNSUPPORTED,
                       "pipeline: %zu values cross stage %lld's boundary; at "
@@ -364,20 +390,23 @@ static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
                       n, (long long)b->s);
   for (size_t i = 0; i < n; i++) {
     CCG_CHECK(get(b, vs[i], m, &x));
-    size_t k = (size_t)(per_mb(b, vs[i]) ? m : 0) * pl->nv + vs[i];
+    size_t k = known_at(b, vs[i], m);
     pl->sent_shape[k] = *ccg_value_shape(b->d, x);
     pl->sent_dtype[k] = ccg_value_dtype(b->d, x);
-    parts[i] = x;
-    if (n == 1)
-      break;
+    if (!known_int(b->d, x, &pl->sent_known[k]))
+      parts[np++] = x;
+  }
+  if (np == 0)
+    return CCG_STATUS_OK;
+  for (size_t i = 0; np > 1 && i < np; i++) {
     const int64_t flat = -1;
-    if ((ccg_value_dtype(b->d, x) != CCG_DTYPE_F32 &&
-         ccg_cast(b->d, x, CCG_DTYPE_F32, &parts[i]) != CCG_STATUS_OK) ||
+    if ((ccg_value_dtype(b->d, parts[i]) != CCG_DTYPE_F32 &&
+         ccg_cast(b->d, parts[i], CCG_DTYPE_F32, &parts[i]) != CCG_STATUS_OK) ||
         ccg_reshape_to(b->d, parts[i], &flat, 1, &parts[i]) != CCG_STATUS_OK)
       return from_d(b);
   }
   x = parts[0];
-  if (n > 1 && ccg_concat(b->d, parts, n, 0, &x) != CCG_STATUS_OK)
+  if (np > 1 && ccg_concat(b->d, parts, np, 0, &x) != CCG_STATUS_OK)
     return from_d(b);
   ccg_node_id sn;
   if (ccg_send(b->d, x, pl->axis, 1, msg_tag(b, b->s, m), &sn) != CCG_STATUS_OK)
@@ -386,14 +415,54 @@ static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
   return describe(b, sn);
 }
 
-static ccg_status recv_msg(pp_build *b, const ccg_value_id *vs, size_t n,
+/* The known values of a message as Constants; the others into rest. */
+static ccg_status known_values(pp_build *b, const ccg_value_id *vs, size_t n,
+                               int m, ccg_value_id *rest, size_t *n_rest) {
+  pp_plan *pl = b->pl;
+  *n_rest = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = known_at(b, vs[i], m);
+    const struct pp_known *kn = &pl->sent_known[k];
+    if (!kn->known) {
+      rest[(*n_rest)++] = vs[i];
+      continue;
+    }
+    int32_t v32[CCG_MAX_RANK];
+    for (int j = 0; j < kn->n; j++)
+      v32[j] = (int32_t)kn->v[j];
+    ccg_tensor t = {pl->sent_dtype[k],
+                    pl->sent_shape[k].rank,
+                    {0},
+                    pl->sent_dtype[k] == CCG_DTYPE_I64 ? (const void *)kn->v
+                                                       : (const void *)v32};
+    for (int d = 0; d < t.rank; d++)
+      t.dims[d] = pl->sent_shape[k].dims[d].size;
+    ccg_value_id c;
+    if (ccg_constant(b->d, &t, &c) != CCG_STATUS_OK)
+      return from_d(b);
+    *slot_of(b, vs[i], m) = c;
+  }
+  return CCG_STATUS_OK;
+}
+
+static ccg_status recv_msg(pp_build *b, const ccg_value_id *in_vs, size_t n_in,
                            int m) {
   pp_plan *pl = b->pl;
   int64_t total = 0, numel[256];
   const ccg_shape *sh[256];
   ccg_dtype dt[256];
-  for (size_t i = 0; i < n && i < 256; i++) {
-    size_t k = (size_t)(per_mb(b, vs[i]) ? m : 0) * pl->nv + vs[i];
+  ccg_value_id vs[256];
+  size_t n;
+  if (n_in > 256)
+    return ccg__error(&b->g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "pipeline: %zu values cross into stage %lld; at most "
+                      "256",
+                      n_in, (long long)b->s);
+  CCG_CHECK(known_values(b, in_vs, n_in, m, vs, &n));
+  if (n == 0)
+    return CCG_STATUS_OK;
+  for (size_t i = 0; i < n; i++) {
+    size_t k = known_at(b, vs[i], m);
     sh[i] = &pl->sent_shape[k];
     dt[i] = pl->sent_dtype[k];
     if (ccg_shape_numel(sh[i], &numel[i]) != CCG_STATUS_OK)

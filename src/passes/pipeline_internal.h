@@ -35,6 +35,14 @@ typedef struct pp_plan {
    * microbatch (index m * nv + v; the shared entry is m = 0) */
   ccg_shape *sent_shape;
   ccg_dtype *sent_dtype;
+  /* small int values (shape arithmetic) whose contents the sender knows:
+   * the receiver makes them a Constant instead of receiving them, so its
+   * shapes stay numbers */
+  struct pp_known {
+    bool known;
+    int n;
+    int64_t v[CCG_MAX_RANK];
+  } * sent_known;
   uint32_t max_instance; /* largest mapping instance of g */
   size_t n_sends;
 } pp_plan;
