@@ -47,6 +47,19 @@ for arch in llama gpt2; do
     done
   done
 done
+# other layer names (encoder.layer.N, block.N, layer.N) and exporters,
+# forward: the last stage's outputs
+for v in bert/ts_train t5_encoder/ts_train vit/ts_train falcon/dynamo_train opt/dynamo_static; do
+  z=$src/tests/data/zoo/$v
+  in=""
+  for f in "$z"/inputs/*.npy; do in="$in --input $(basename "$f" .npy)=$f"; done
+  expect 0 'wrote .*rank0.onnx' -- shard "$z/model.onnx" --mesh pp=2 --microbatches 2 -o "$work/zoo_${v/\//_}"
+  expect 0 "$ok" -- run "$work/zoo_${v/\//_}" $in --check "$z/model.onnx"
+done
+# MoE routing reshapes a fixed [tokens, experts] table: refused by name
+expect 2 "block_sparse_moe/Reshape_1[0-9]' reshapes a microbatch" -- \
+  shard "$src/tests/data/zoo/mixtral/ts_train/model.onnx" --mesh pp=2 --microbatches 2 -o "$work/bad_moe"
+
 # with tp: the llama plan (gpt2's tied weight becomes two weights under tp)
 z=$src/tests/data/zoo/llama/ts_train
 in="--input input_ids=$z/inputs/input_ids.npy --input labels=$z/inputs/labels.npy"
@@ -113,7 +126,7 @@ expect 1 "need the pipeline axis 'pp' in --mesh" -- \
   shard "$work/gpt.onnx" --plan "$src/samples/plan_gpt_block.json" --mesh tp=2 --microbatches 2 -o "$work/bad6"
 expect 1 "--schedule 'zb': give gpipe or 1f1b" -- \
   shard "$work/gpt.onnx" --mesh pp=2 --schedule zb -o "$work/bad7"
-for b in 1 2 3 4 5 6 7; do
+for b in 1 2 3 4 5 6 7 _moe; do
   [ -e "$work/bad$b" ] && { echo "FAIL: $work/bad$b left behind"; failures=$((failures + 1)); }
 done
 # a stage program's gradient needs the loss somewhere
