@@ -24,8 +24,9 @@ static void fill(float *v, int n, int seed) {
     v[i] = 0.4f * (float)((i * 7919 + seed * 104729) % 97 - 48) / 48.0f;
 }
 
-/* x [B, H] -> (embed: x W_in) -> L layers -> loss = mean(h). */
-static ccg_graph *model(const char *mesh) {
+/* x [B, H] -> (embed: x W_in) -> L layers -> loss = mean(h); layer 0
+ * repeats its tanh(h W) `heavy` times. */
+static ccg_graph *model_heavy(const char *mesh, int heavy) {
   ccg_graph *g;
   assert_ok(NULL, ccg_graph_new(NULL, &g));
   if (mesh) {
@@ -44,8 +45,10 @@ static ccg_graph *model(const char *mesh) {
     char scope[32];
     snprintf(scope, sizeof scope, i == 0 ? "embed" : "layers.%d", i - 1);
     assert_ok(g, ccg_graph_push_scope(g, scope));
-    assert_ok(g, ccg_matmul(g, h, w, &h));
-    assert_ok(g, ccg_tanh(g, h, &h));
+    for (int k = 0; k < (i == 1 ? heavy : 1); k++) {
+      assert_ok(g, ccg_matmul(g, h, w, &h));
+      assert_ok(g, ccg_tanh(g, h, &h));
+    }
     ccg_graph_pop_scope(g);
   }
   assert_ok(g, ccg_reduce_mean(g, h, NULL, 0, false, &loss));
@@ -53,6 +56,8 @@ static ccg_graph *model(const char *mesh) {
   assert_ok(g, ccg_graph_add_output(g, loss));
   return g;
 }
+
+static ccg_graph *model(const char *mesh) { return model_heavy(mesh, 1); }
 
 static void split(ccg_graph *g, int64_t M, ccg_pipeline_schedule sch,
                   ccg_graph ***st, size_t *n) {
@@ -266,6 +271,33 @@ static void test_numerics(void **state) {
   check_numerics("pp=4", 2, CCG_PIPELINE_GPIPE);
 }
 
+/* Balanced by estimated cost: equal layers split evenly; a layer six
+ * times as heavy as the others takes a stage of its own. */
+static void test_balance(void **state) {
+  (void)state;
+  static const struct {
+    const char *mesh;
+    int heavy;
+    const char *last0, *first1;
+  } cases[] = {{"pp=2", 1, "layers.1", "layers.2"},
+               {"pp=4", 1, "layers.0", "layers.1"},
+               {"pp=2", 6, "layers.0", "layers.1"}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    ccg_graph *g = model_heavy(cases[c].mesh, cases[c].heavy), **st;
+    size_t n;
+    ccg_pipeline_options o = CCG_PIPELINE_OPTIONS_INIT;
+    ccg_pipeline_report rep;
+    assert_ok(g, ccg_pipeline_split(g, &o, &st, &n, &rep));
+    assert_int_equal(rep.n_layers, L);
+    assert_string_equal(rep.first_layer[0], "layers.0");
+    assert_string_equal(rep.last_layer[0], cases[c].last0);
+    assert_string_equal(rep.first_layer[1], cases[c].first1);
+    assert_string_equal(rep.last_layer[n - 1], "layers.3");
+    ccg_pipeline_stages_free(st, n);
+    ccg_graph_free(g);
+  }
+}
+
 static void test_bad_input(void **state) {
   (void)state;
   ccg_graph *g = model("pp=2"), **st = NULL;
@@ -310,9 +342,9 @@ int main(void) {
   for (int i = 0; i <= L; i++)
     fill(wdata[i], H * H, i + 1);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_steps),     cmocka_unit_test(test_bubble),
-      cmocka_unit_test(test_order),     cmocka_unit_test(test_numerics),
-      cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_steps),   cmocka_unit_test(test_bubble),
+      cmocka_unit_test(test_order),   cmocka_unit_test(test_numerics),
+      cmocka_unit_test(test_balance), cmocka_unit_test(test_bad_input),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
