@@ -111,6 +111,12 @@ expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.2000' -- cost "$wo
 expect 0 '"equal_stage_bubble": 0\.2' -- cost "$work/gpt_pp=2_1f1b_m4" --json
 expect 0 'sends between stages: [1-9][0-9]* bytes' -- cost "$work/gpt_pp=2_gpipe_m2"
 
+# a 24-layer GPT on pp=4,tp=2: six layers a stage, the bubble of M=8
+$py "$src/samples/make_gpt_block.py" "$work/gpt24.onnx" --layers 24 --batch 8 >/dev/null || exit 1
+expect 0 'stage 3: h.18 .. h.23' -- shard "$work/gpt24.onnx" \
+  --plan "$src/samples/plan_gpt_block.json" --mesh pp=4,tp=2 --microbatches 8 -o "$work/gpt24"
+expect 0 'bubble fraction 0\.2[89][0-9]* \(\(p-1\)/\(M\+p-1\) = 0\.2727' -- cost "$work/gpt24"
+
 # ---- bad input ----
 expect 2 "--stages names 'h.9', which is no layer" -- \
   shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.1|h.2-h.9' -o "$work/bad1"
