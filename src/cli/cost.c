@@ -22,6 +22,8 @@ const command cli_cost_command = {
     "link bandwidth. Per step: each rank's bus bytes and the largest, whose\n"
     "time is the step's estimate (calls do not overlap). Models are read as\n"
     "`ccgraph verify` reads them; every dim must be a number (--dims).\n"
+    "The bytes S summed per mesh axis of the calls follow (axes joined by\n"
+    "'+' for a call over several).\n"
     "For the stages of a pipeline (ccgraph shard --mesh pp=P,...) also the\n"
     "estimated compute of each stage, the bubble fraction of its schedule\n"
     "(1 - M sum(c) / (P (sum(c) + (M-1) max(c))) for stage costs c; equal\n"
@@ -69,6 +71,52 @@ static void cost_text(const ccg_cost_report *r, double gbps) {
     printf(" %d:%.0f", q, r->rank_bus_bytes[q]);
   printf("\nstep: %.0f bus bytes on the busiest rank, %.3f us at %g Gbit/s\n",
          r->step_bus_bytes, r->step_time_s * 1e6, gbps);
+}
+
+/* Bytes per mesh axis (a collective over several axes under "dp+tp"):
+ * each call's S as the table has it, summed by the axes its node names. */
+#define MAX_AXIS_KEYS 16
+typedef struct axis_bytes {
+  char key[MAX_AXIS_KEYS][64];
+  double bytes[MAX_AXIS_KEYS];
+  int n;
+} axis_bytes;
+
+static void call_axes(ccg_graph *g, const char *node, char *key, size_t size) {
+  ccg_node_id n;
+  snprintf(key, size, "?");
+  if (ccg_graph_find_node(g, node, &n) != CCG_STATUS_OK)
+    return;
+  const ccg_attr *a = ccg_node_attr(g, n, "mesh_axis");
+  if (a && a->s) {
+    snprintf(key, size, "%s", a->s);
+    return;
+  }
+  a = ccg_node_attr(g, n, "mesh_axes");
+  size_t used = 0;
+  for (size_t i = 0; a && a->strings && i < a->n && used < size; i++)
+    used += (size_t)snprintf(key + used, size - used, "%s%s", i ? "+" : "",
+                             a->strings[i]);
+}
+
+static void by_axis(const cli_program *p, const ccg_cost_report *r,
+                    axis_bytes *ab) {
+  memset(ab, 0, sizeof *ab);
+  for (size_t i = 0; i < r->n_items; i++) {
+    const ccg_cost_item *it = &r->items[i];
+    char key[64];
+    size_t gi =
+        p->n > 1 && (size_t)it->first_rank < p->n ? (size_t)it->first_rank : 0;
+    call_axes(p->graphs[gi], it->node, key, sizeof key);
+    int k = 0;
+    while (k < ab->n && strcmp(ab->key[k], key) != 0)
+      k++;
+    if (k == ab->n && ab->n == MAX_AXIS_KEYS)
+      continue;
+    if (k == ab->n)
+      snprintf(ab->key[ab->n++], sizeof ab->key[0], "%s", key);
+    ab->bytes[k] += it->bytes;
+  }
 }
 
 /* A pipeline program's stages (ccg_pipeline_info_of): the estimated
@@ -162,13 +210,23 @@ static int cmd_cost(int argc, char **argv) {
   }
   pp_cost pc;
   bool pipe = pipeline_cost(&prog, r, &pc);
+  axis_bytes ab;
+  by_axis(&prog, r, &ab);
   if (a.json) {
-    json_t *doc = cost_json(r, gbps);
+    json_t *doc = cost_json(r, gbps), *axes = json_object();
+    for (int k = 0; k < ab.n; k++)
+      json_object_set_new(axes, ab.key[k], json_real(ab.bytes[k]));
+    if (doc)
+      json_object_set_new(doc, "axis_bytes", axes);
     if (doc && pipe)
       json_object_set_new(doc, "pipeline", pipeline_json(&pc));
     rc = print_json(doc);
   } else {
     cost_text(r, gbps);
+    printf("bytes per axis:");
+    for (int k = 0; k < ab.n; k++)
+      printf(" %s %.0f", ab.key[k], ab.bytes[k]);
+    printf("%s\n", ab.n ? "" : " none");
     if (pipe)
       pipeline_text(&pc);
     rc = EXIT_OK;

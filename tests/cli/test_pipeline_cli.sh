@@ -110,6 +110,7 @@ fi
 expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.2000' -- cost "$work/gpt_pp=2_1f1b_m4.grad"
 expect 0 '"equal_stage_bubble": 0\.2' -- cost "$work/gpt_pp=2_1f1b_m4" --json
 expect 0 'sends between stages: [1-9][0-9]* bytes' -- cost "$work/gpt_pp=2_gpipe_m2"
+expect 0 'bytes per axis: pp [1-9][0-9]* tp [1-9][0-9]*$' -- cost "$work/gpt_pp=2_tp=2_1f1b_m2.grad"
 
 # a 24-layer GPT on pp=4,tp=2: six layers a stage, the bubble of M=8
 $py "$src/samples/make_gpt_block.py" "$work/gpt24.onnx" --layers 24 --batch 8 >/dev/null || exit 1
