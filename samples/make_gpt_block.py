@@ -24,7 +24,7 @@ Ulysses wrapper around the local attention would name it.
 
 Deterministic weights (seeded). usage:
   make_gpt_block.py OUT.onnx [--fused-qkv] [--core-scope] [--dynamic]
-                    [--layers N] [--seed S]
+                    [--layers N] [--seed S] [--batch N]
 Only the python3-onnx helper API and numpy are used."""
 import argparse
 import sys
@@ -206,6 +206,7 @@ def build(fused, layers, seed, core_scope=False, dynamic=False):
 
 
 def main():
+    global B
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
     ap.add_argument("--fused-qkv", action="store_true")
@@ -213,7 +214,10 @@ def main():
     ap.add_argument("--dynamic", action="store_true")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=B,
+                    help="the batch of a static model (default 2)")
     a = ap.parse_args()
+    B = a.batch
     onnx.save(build(a.fused_qkv, a.layers, a.seed, a.core_scope, a.dynamic),
               a.out)
     print(f"wrote {a.out}")

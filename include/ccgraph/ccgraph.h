@@ -13,6 +13,7 @@
 #include "ccgraph/autodiff.h"
 #include "ccgraph/verify.h"
 #include "ccgraph/shard.h"
+#include "ccgraph/pipeline.h"
 #include "ccgraph/lower.h"
 
 #endif

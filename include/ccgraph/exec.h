@@ -267,6 +267,13 @@ CCG_API ccg_status ccg_exec_run_local_ranks(
     int steps, const ccg_exec_tensor *const *inputs, size_t n_inputs,
     ccg_exec_tensor *const *outputs, size_t n_outputs, ccg_status *rank_status,
     double *seconds);
+/* The same where ranks have inputs and outputs of their own (the stages of
+ * a pipeline): rank r gets n_inputs[r] inputs and n_outputs[r] outputs. */
+CCG_API ccg_status ccg_exec_run_local_program(
+    ccg_graph *const *graphs, int nranks, const ccg_exec_options *opts,
+    int steps, const ccg_exec_tensor *const *inputs, const size_t *n_inputs,
+    ccg_exec_tensor *const *outputs, const size_t *n_outputs,
+    ccg_status *rank_status, double *seconds);
 
 #ifdef __cplusplus
 }

@@ -727,9 +727,18 @@ CCG_API const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n,
  * (on g) naming node, op and value. */
 CCG_API ccg_status ccg_graph_validate(ccg_graph *g);
 
-/* A topological order of all nodes, the same for equal graphs (ties go to
- * the node created first). `order` holds ccg_graph_num_nodes(g) entries.
- * CCG_STATUS_INVALID_ARG naming a node on a cycle. */
+/* Schedule slots: node metadata with a decimal number. Among the nodes
+ * ready to run, the topological order takes those of the lowest slot first
+ * (a node without one is slot 0), so a pipeline stage's microbatches run
+ * in its schedule's order. The backward pass gives the nodes it derives
+ * from a node that has CCG_META_GRAD_SLOT that number as their slot. */
+#define CCG_META_SLOT "ccgraph.slot"
+#define CCG_META_GRAD_SLOT "ccgraph.grad_slot"
+
+/* A topological order of all nodes, the same for equal graphs (ready nodes
+ * by slot, ties go to the node created first). `order` holds
+ * ccg_graph_num_nodes(g) entries. CCG_STATUS_INVALID_ARG naming a node on a
+ * cycle. */
 CCG_API ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order);
 
 typedef enum ccg_dump_format {

@@ -142,6 +142,23 @@ int cli_make_parent_dirs(const command *self, const char *file, cli_dirs *d);
 void cli_dirs_undo(cli_dirs *d);
 void cli_dirs_keep(cli_dirs *d);
 
+/* pipeline.c: `ccgraph shard` with a pipeline axis. The options as given
+ * (strings; NULL when absent) and whether the mesh has the axis. */
+typedef struct cli_pp_args {
+  const char *axis, *stages, *microbatches, *schedule;
+  bool in_mesh;
+} cli_pp_args;
+/* Checks them into *po: -1 to go on, else a usage error's status. */
+int cli_pipeline_options(const command *self, const cli_pp_args *a,
+                         ccg_pipeline_options *po);
+/* Splits g (its mesh has the axis) into stages and writes every rank's
+ * stage as out/<name>.rank<r>.onnx (all or nothing); prints the stages.
+ * Returns the exit status. */
+int cli_shard_pipeline(const command *self, ccg_graph *g,
+                       const ccg_pipeline_options *po, const char *out,
+                       const char *name, const ccg_onnx_export_options *eo,
+                       bool json);
+
 extern const command cli_demo_command;
 extern const command cli_grad_command;
 extern const command cli_shard_command;

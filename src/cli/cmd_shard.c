@@ -27,6 +27,7 @@ typedef struct shard_args {
   const char *model, *plan, *mesh, *out, *dialect, *axis, *opset;
   const char *dp_axis, *zero, *dp_reduce, *dp_inputs, *batch_dim;
   bool sp, json;
+  cli_pp_args pp;
 } shard_args;
 
 static int export_all(const command *self, ccg_graph *s, const shard_args *a,
@@ -144,6 +145,10 @@ static int run_shard(int argc, char **argv) {
       {"--batch-dim", &a.batch_dim, NULL},
       {"--sequence-parallel", NULL, &a.sp},
       {"--json", NULL, &a.json},
+      {"--pp-axis", &a.pp.axis, NULL},
+      {"--stages", &a.pp.stages, NULL},
+      {"--microbatches", &a.pp.microbatches, NULL},
+      {"--schedule", &a.pp.schedule, NULL},
   };
   int rc = parse_args(self, argc, argv, opts, sizeof opts / sizeof *opts,
                       &a.model, 1);
@@ -160,13 +165,22 @@ static int run_shard(int argc, char **argv) {
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
+  ccg_pipeline_options po;
+  a.pp.in_mesh = ccg_mesh_axis(&mesh, a.pp.axis ? a.pp.axis : "pp") >= 0;
+  rc = cli_pipeline_options(self, &a.pp, &po);
+  if (rc >= 0)
+    return rc;
+  /* no plan: the data axis alone (the shard pass says what is missing when
+   * there is none), or a pipeline alone */
+  bool dp_in_mesh = ccg_mesh_axis(&mesh, so.dp_axis ? so.dp_axis : "dp") >= 0;
+  bool shard = a.plan || dp_in_mesh || !a.pp.in_mesh;
   ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
   rc = cli_export_options(self, a.opset, a.dialect, &eo);
   if (rc >= 0)
     return rc;
   ccg_plan *plan = NULL;
   /* without --plan nothing is placed on the plan's axis (data parallel
-   * alone) */
+   * alone, or a pipeline alone) */
   if (a.plan && ccg_plan_load(a.plan, &plan) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
   ccg_graph *g = NULL, *s = NULL;
@@ -179,11 +193,16 @@ static int run_shard(int argc, char **argv) {
   so.sequence_parallel = a.sp;
   ccg_shard_report rep;
   cli_progress("sharding", 0, 1);
-  ccg_status st = ccg_shard_apply(g, plan, &mesh, &so, &s, &rep);
+  ccg_status st = shard ? ccg_shard_apply(g, plan, &mesh, &so, &s, &rep)
+                        : ccg_graph_set_mesh(g, &mesh);
   cli_progress_done();
   if (st != CCG_STATUS_OK) {
     rc = cli_fail(self, cli_status_code(st), "%s: %s", a.model,
                   ccg_last_error(g));
+  } else if (a.pp.in_mesh) {
+    char name[256];
+    model_name(a.model, name, sizeof name);
+    rc = cli_shard_pipeline(self, s ? s : g, &po, a.out, name, &eo, a.json);
   } else {
     char name[256];
     model_name(a.model, name, sizeof name);
@@ -204,6 +223,8 @@ const command cli_shard_command = {
     "                     [--opset N] [--axis tp] [--dp-axis dp]\n"
     "                     [--zero 0|1|3] [--dp-reduce mean|sum]\n"
     "                     [--dp-inputs A,B] [--batch-dim D] [--json]\n"
+    "                     [--pp-axis pp] [--stages 'h.0-h.5|h.6-h.11']\n"
+    "                     [--microbatches M] [--schedule gpipe|1f1b]\n"
     "\n"
     "Applies a DTensor-style plan ({module-or-parameter pattern: style},\n"
     "styles colwise, rowwise, sequence_parallel, vocab_parallel, replicate,\n"
@@ -237,6 +258,16 @@ const command cli_shard_command = {
     "  --batch-dim D         the inputs' batch dim (default 0)\n"
     "  --json                a JSON summary on stdout, with the\n"
     "                        provenance of every rank's weights\n"
+    "  --pp-axis AXIS        the pipeline axis (default pp); with it in the\n"
+    "                        mesh the model's layers (h.N, layers.N, ...)\n"
+    "                        are split into contiguous stages joined by\n"
+    "                        Send/Recv, rank r running its stage's graph\n"
+    "                        (--plan then optional; docs/parallelism.md)\n"
+    "  --stages SPEC         the layers of each stage, 'h.0-h.5|h.6-h.11'\n"
+    "                        (default: balanced by estimated compute)\n"
+    "  --microbatches M      split the batch into M microbatches (default 1)\n"
+    "  --schedule S          gpipe or 1f1b (default), written into each\n"
+    "                        stage's node order\n"
     "Exit status: 0 ok, 1 usage, 2 bad input (model, plan, mesh, a plan\n"
     "entry that matches nothing, a dim the mesh does not divide), 3 runtime.\n",
     run_shard};

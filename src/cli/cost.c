@@ -2,6 +2,7 @@
  * communication time of one step at a link bandwidth (ccg_cost_program). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -23,6 +24,12 @@ const command cli_cost_command = {
     "the busiest rank's bus bytes over that axis alone (a data-parallel\n"
     "axis: its gradient reductions). Models are read as\n"
     "`ccgraph verify` reads them; every dim must be a number (--dims).\n"
+    "The bytes S summed per mesh axis of the calls follow (axes joined by\n"
+    "'+' for a call over several).\n"
+    "For the stages of a pipeline (ccgraph shard --mesh pp=P,...) also the\n"
+    "estimated compute of each stage, the bubble fraction of its schedule\n"
+    "(1 - M sum(c) / (P (sum(c) + (M-1) max(c))) for stage costs c; equal\n"
+    "stages give (P-1)/(M+P-1)) and the bytes sent between stages.\n"
     "  --link-gbps X      link (bus) bandwidth in Gbit/s (default 100)\n"
     "  --name NAME        the program in a folder holding several\n"
     "  --stage-axis AXIS  the models are the stages along mesh axis AXIS\n"
@@ -87,6 +94,66 @@ static void cost_text(const ccg_cost_report *r, double gbps,
          r->step_bus_bytes, r->step_time_s * 1e6, gbps);
 }
 
+/* A pipeline program's stages (ccg_pipeline_info_of): the estimated
+ * compute of each stage's graph, the bubble fraction of its schedule and
+ * the bytes its Sends move in a step. False when it is not one. */
+typedef struct pp_cost {
+  ccg_pipeline_info info;
+  double stage_cost[CCG_PIPELINE_MAX_STAGES];
+  double bubble, equal_bubble, send_bytes;
+} pp_cost;
+
+static bool pipeline_cost(const cli_program *p, const ccg_cost_report *r,
+                          pp_cost *c) {
+  memset(c, 0, sizeof *c);
+  bool seen[CCG_PIPELINE_MAX_STAGES] = {false};
+  for (size_t i = 0; i < p->n; i++) {
+    ccg_pipeline_info in;
+    if (!ccg_pipeline_info_of(p->graphs[i], &in) ||
+        in.n_stages > CCG_PIPELINE_MAX_STAGES)
+      return false;
+    c->info = in;
+    if (seen[in.stage])
+      continue;
+    seen[in.stage] = true;
+    for (ccg_node_id n = 0; n < ccg_graph_num_nodes(p->graphs[i]); n++)
+      c->stage_cost[in.stage] += ccg_node_cost(p->graphs[i], n);
+  }
+  if (p->n == 0)
+    return false;
+  for (size_t i = 0; i < r->n_items; i++)
+    if (r->items[i].op == CCG_OP_SEND)
+      c->send_bytes += r->items[i].bytes;
+  int64_t P = c->info.n_stages, M = c->info.microbatches;
+  c->bubble = ccg_pipeline_bubble(c->stage_cost, P, M);
+  c->equal_bubble = (double)(P - 1) / (double)(M + P - 1);
+  return true;
+}
+
+static json_t *pipeline_json(const pp_cost *c) {
+  json_t *costs = json_array();
+  for (int64_t s = 0; s < c->info.n_stages; s++)
+    json_array_append_new(costs, json_real(c->stage_cost[s]));
+  return json_pack("{s:I,s:I,s:s,s:o,s:f,s:f,s:f}", "stages",
+                   (json_int_t)c->info.n_stages, "microbatches",
+                   (json_int_t)c->info.microbatches, "schedule",
+                   ccg_pipeline_schedule_name(c->info.schedule), "stage_cost",
+                   costs, "bubble", c->bubble, "equal_stage_bubble",
+                   c->equal_bubble, "send_bytes", c->send_bytes);
+}
+
+static void pipeline_text(const pp_cost *c) {
+  printf("pipeline: %lld stages, %lld microbatches, %s; stage compute "
+         "(FLOPs+bytes):",
+         (long long)c->info.n_stages, (long long)c->info.microbatches,
+         ccg_pipeline_schedule_name(c->info.schedule));
+  for (int64_t s = 0; s < c->info.n_stages; s++)
+    printf(" %.3g", c->stage_cost[s]);
+  printf("\nbubble fraction %.4f ((p-1)/(M+p-1) = %.4f for equal stages); "
+         "sends between stages: %.0f bytes per step\n",
+         c->bubble, c->equal_bubble, c->send_bytes);
+}
+
 static int cmd_cost(int argc, char **argv) {
   const command *self = &cli_cost_command;
   const char *gbps_s = NULL;
@@ -116,10 +183,17 @@ static int cmd_cost(int argc, char **argv) {
     cli_program_free(&prog);
     return st == CCG_STATUS_OOM ? EXIT_RUNTIME : EXIT_BAD_INPUT;
   }
+  pp_cost pc;
+  bool pipe = pipeline_cost(&prog, r, &pc);
   if (a.json) {
-    rc = print_json(cost_json(r, gbps, ccg_graph_mesh(prog.graphs[0])));
+    json_t *doc = cost_json(r, gbps, ccg_graph_mesh(prog.graphs[0]));
+    if (doc && pipe)
+      json_object_set_new(doc, "pipeline", pipeline_json(&pc));
+    rc = print_json(doc);
   } else {
     cost_text(r, gbps, ccg_graph_mesh(prog.graphs[0]));
+    if (pipe)
+      pipeline_text(&pc);
     rc = EXIT_OK;
   }
   ccg_cost_report_free(r);

@@ -18,7 +18,9 @@ const command cli_grad_command = {
     "matched by --wrt (names or fnmatch patterns; default every float\n"
     "initializer), and adds each as a graph output grad/<name>. Collectives\n"
     "tagged with a mapping take the mapping's backward rule; untagged ones\n"
-    "the replicated-loss convention (docs/autodiff.md).\n"
+    "the replicated-loss convention (docs/autodiff.md). A per-rank model\n"
+    "without the loss that sends values on (an earlier pipeline stage) is\n"
+    "differentiated from what its Sends' peers send back.\n"
     "\n"
     "For one model OUT is the new model file. For per-rank models (a folder\n"
     "of <name>.rank<r>.onnx, or one such file) every rank is differentiated\n"
@@ -47,8 +49,13 @@ const command cli_grad_command = {
 /* The backward of g for the loss named `loss`. */
 static int differentiate(ccg_graph *g, const char *loss, const char *const *wrt,
                          size_t n_wrt, size_t bucket_bytes, const char *what) {
-  ccg_value_id l;
-  if (ccg_graph_find_value(g, loss, &l) != CCG_STATUS_OK) {
+  ccg_value_id l = CCG_NONE;
+  bool sends = false; /* a pipeline stage before the loss's */
+  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++)
+    sends |= ccg_node_op(g, n) == CCG_OP_SEND;
+  if (ccg_graph_find_value(g, loss, &l) != CCG_STATUS_OK)
+    l = CCG_NONE;
+  if (l == CCG_NONE && !sends) {
     fprintf(stderr,
             "ccgraph grad: %s: no value named '%s' to use as the "
             "loss\n",
@@ -141,6 +148,19 @@ static int cmd_grad(int argc, char **argv) {
   rc = cli_load_program(self->name, paths, 1, name, &p);
   if (rc != EXIT_OK)
     return rc;
+  size_t with_loss = 0;
+  for (size_t r = 0; r < p.n; r++) {
+    ccg_value_id l;
+    with_loss += ccg_graph_find_value(p.graphs[r], loss, &l) == CCG_STATUS_OK;
+  }
+  if (with_loss == 0) {
+    fprintf(stderr,
+            "ccgraph grad: %s: no value named '%s' to use as the "
+            "loss%s\n",
+            p.per_rank ? p.name : path, loss, p.n > 1 ? " on any rank" : "");
+    cli_program_free(&p);
+    return EXIT_BAD_INPUT;
+  }
   for (size_t r = 0; r < p.n && rc == EXIT_OK; r++) {
     char what[300];
     if (p.per_rank)

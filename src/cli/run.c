@@ -65,7 +65,7 @@ const command cli_run_command = {
     cmd_run};
 
 #define MAX_INPUTS 64
-#define MAX_IO 128
+#define MAX_IO 512
 
 typedef struct global_input {
   const char *name;
@@ -452,7 +452,7 @@ static int partial_part(ccg_graph *const *graphs,
     return -1;
   for (int q = r0; q < r1; q++)
     for (size_t j = 0; j < n0; j++)
-      if (strcmp(outs[q][j].name, name) == 0)
+      if (outs[q][j].name && strcmp(outs[q][j].name, name) == 0)
         have[q] = &outs[q][j].tensor;
   return cli_partial_combine(graphs[r], name, r, have, (int)world, t, owned);
 }
@@ -468,23 +468,36 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   if (rc != EXIT_OK)
     return rc;
   size_t ni = ccg_graph_num_inputs(ref), no = ccg_graph_num_outputs(ref);
-  ccg_exec_tensor in[MAX_IO], out[MAX_IO];
-  memset(in, 0, sizeof in);
-  memset(out, 0, sizeof out);
-  for (size_t i = 0; i < ni && i < MAX_IO; i++) {
+  if (ni > MAX_IO || no > MAX_IO) {
+    ccg_graph_free(ref);
+    return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the reference %s has %zu inputs and %zu outputs; at "
+                    "most %d each",
+                    c->check, ni, no, MAX_IO);
+  }
+  ccg_exec_tensor *in = calloc(MAX_IO, sizeof *in);
+  ccg_exec_tensor *out = calloc(MAX_IO, sizeof *out);
+  if (!in || !out) {
+    free(in), free(out);
+    ccg_graph_free(ref);
+    return cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
+  }
+  for (size_t i = 0; i < ni; i++) {
     const char *name = ccg_value_name(ref, ccg_graph_input(ref, i));
     global_input *gi = find_input(c, name);
     if (!gi) {
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "the reference's input '%s' is not among the model's "
+                    "inputs",
+                    name);
+      free(in), free(out);
       ccg_graph_free(ref);
-      return cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                      "the reference's input '%s' is not among the model's "
-                      "inputs",
-                      name);
+      return rc;
     }
     in[i].name = name;
     in[i].tensor = gi->t;
   }
-  for (size_t i = 0; i < no && i < MAX_IO; i++)
+  for (size_t i = 0; i < no; i++)
     out[i].name = ccg_value_name(ref, ccg_graph_output(ref, i));
   const ccg_exec_tensor *inp[1] = {in};
   ccg_exec_tensor *outp[1] = {out};
@@ -505,7 +518,8 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
       for (int r = r0; r < r1; r++)
         for (size_t k = 0; k < n0; k++) {
           const ccg_exec_tensor *have = &outs[r][k];
-          if (handled[r - r0][k] || strcmp(out[i].name, have->name) != 0)
+          if (!have->name || handled[r - r0][k] ||
+              strcmp(out[i].name, have->name) != 0)
             continue;
           bool ok;
           ccg_tensor want = out[i].tensor, mine = have->tensor;
@@ -541,6 +555,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
   }
   for (size_t i = 0; i < no; i++)
     free((void *)out[i].tensor.data);
+  free(in), free(out);
   ccg_graph_free(ref);
   return rc;
 }
@@ -564,6 +579,12 @@ static int cleanup_run(cli_program *p, int world, ccg_graph **graphs,
   free(owned);
   free(inp);
   free(outp);
+  return rc;
+}
+
+static int free_counts(size_t *nis, size_t *nos, int rc) {
+  free(nis);
+  free(nos);
   return rc;
 }
 
@@ -596,28 +617,36 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
     else
       rc = cli_import("run", c->paths[0], &graphs[r]);
   }
-  size_t ni = rc == EXIT_OK ? ccg_graph_num_inputs(graphs[0]) : 0;
-  size_t no = rc == EXIT_OK ? ccg_graph_num_outputs(graphs[0]) : 0;
-  if (ni > MAX_IO || no > MAX_IO)
-    rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
-                  "more than %d inputs or outputs", MAX_IO);
+  /* per-rank models may differ in their inputs and outputs (pipeline
+   * stages: the first reads the data, the last has the outputs) */
+  size_t *nis = calloc((size_t)world, sizeof *nis);
+  size_t *nos = calloc((size_t)world, sizeof *nos);
+  size_t no = 0;
+  for (int r = 0; r < world && rc == EXIT_OK && nis && nos; r++) {
+    nis[r] = ccg_graph_num_inputs(graphs[r]);
+    nos[r] = ccg_graph_num_outputs(graphs[r]);
+    no = nos[r] > no ? nos[r] : no;
+    if (nis[r] > MAX_IO || nos[r] > MAX_IO)
+      rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
+                    "rank %d: more than %d inputs or outputs", r, MAX_IO);
+  }
   ccg_exec_tensor(*in)[MAX_IO] = calloc((size_t)world, sizeof *in);
   ccg_exec_tensor(*out)[MAX_IO] = calloc((size_t)world, sizeof *out);
   void **owned = calloc((size_t)world * MAX_IO, sizeof *owned);
   const ccg_exec_tensor **inp = calloc((size_t)world, sizeof *inp);
   ccg_exec_tensor **outp = calloc((size_t)world, sizeof *outp);
-  if (!in || !out || !owned || !inp || !outp)
+  if (!in || !out || !owned || !inp || !outp || !nis || !nos)
     rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
   for (int r = 0; r < world && rc == EXIT_OK; r++) {
     ccg_graph *g = graphs[r];
-    if (ccg_graph_num_inputs(g) != ni || ccg_graph_num_outputs(g) != no) {
+    if (!p->per_rank && (nis[r] != nis[0] || nos[r] != nos[0])) {
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "rank %d's model has other inputs or outputs than rank "
                     "0's",
                     r);
       break;
     }
-    for (size_t i = 0; i < ni && rc == EXIT_OK; i++) {
+    for (size_t i = 0; i < nis[r] && rc == EXIT_OK; i++) {
       ccg_value_id v = ccg_graph_input(g, i);
       global_input *gi = find_input(c, ccg_value_name(g, v));
       if (!gi && !c->random) {
@@ -632,14 +661,18 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
       in[r][i].name = ccg_value_name(g, v);
       rc = rank_part(g, v, r, gi, &in[r][i].tensor, &owned[r * MAX_IO + i]);
     }
-    for (size_t i = 0; i < no; i++)
+    for (size_t i = 0; i < nos[r]; i++)
       out[r][i].name = ccg_value_name(g, ccg_graph_output(g, i));
     inp[r] = in[r];
     outp[r] = out[r];
   }
   for (size_t k = 0; rc == EXIT_OK && k < c->n_g_in; k++) {
     ccg_value_id v;
-    if (ccg_graph_find_value(graphs[0], c->g_in[k].name, &v) != CCG_STATUS_OK)
+    bool found = false;
+    for (int r = 0; r < world && !found; r++)
+      found =
+          ccg_graph_find_value(graphs[r], c->g_in[k].name, &v) == CCG_STATUS_OK;
+    if (!found)
       rc = cli_fail(&cli_run_command, EXIT_BAD_INPUT,
                     "--input '%s': the model has no value of that name",
                     c->g_in[k].name);
@@ -668,14 +701,14 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
     r0 = ccg_comm_rank(comm);
     r1 = r0 + 1;
     if (rc == EXIT_OK)
-      rc = run_own_rank(c, graphs[r0], comm, r0, steps, in[r0], ni, out[r0], no,
-                        &secs);
+      rc = run_own_rank(c, graphs[r0], comm, r0, steps, in[r0], nis[r0],
+                        out[r0], nos[r0], &secs);
   } else if (rc == EXIT_OK && cuda) {
-    rc = run_own_rank(c, graphs[0], NULL, 0, steps, in[0], ni, out[0], no,
-                      &secs);
-  } else if (rc == EXIT_OK &&
-             ccg_exec_run_local_ranks(graphs, world, NULL, steps, inp, ni, outp,
-                                      no, NULL, &secs) != CCG_STATUS_OK) {
+    rc = run_own_rank(c, graphs[0], NULL, 0, steps, in[0], nis[0], out[0],
+                      nos[0], &secs);
+  } else if (rc == EXIT_OK && ccg_exec_run_local_program(
+                                  graphs, world, NULL, steps, inp, nis, outp,
+                                  nos, NULL, &secs) != CCG_STATUS_OK) {
     rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s", ccg_last_error(NULL));
   }
   if (rc == EXIT_OK && c->out)
@@ -684,7 +717,8 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
   if (rc == EXIT_OK && c->check && r0 == 0)
     rc = check(c, graphs, out, r0, r1, no, &worst, &n_cmp);
   if (rc == EXIT_OK && r0 != 0)
-    return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
+    return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no,
+                       free_counts(nis, nos, rc));
   if (rc == EXIT_OK) {
     bool ok = !c->check || worst <= tol;
     if (c->json) {
@@ -715,7 +749,8 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
     if (rc == EXIT_OK && !ok)
       rc = EXIT_CHECK;
   }
-  return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no, rc);
+  return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no,
+                     free_counts(nis, nos, rc));
 }
 
 static int cmd_run(int argc, char **argv) {

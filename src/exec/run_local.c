@@ -78,7 +78,8 @@ static ccg_status run_ranks(ccg_graph *const *graphs, bool shared, int nranks,
                             const ccg_exec_options *opts, int steps,
                             const ccg_exec_tensor *const *inputs,
                             size_t n_inputs, ccg_exec_tensor *const *outputs,
-                            size_t n_outputs, ccg_status *rank_status,
+                            size_t n_outputs, const size_t *n_in_each,
+                            const size_t *n_out_each, ccg_status *rank_status,
                             double *seconds, ccg_ctx *gctx) {
   /* once, before the threads: validation uses the graph's scratch space */
   for (int r = 0; r < (shared ? 1 : nranks); r++)
@@ -106,14 +107,11 @@ static ccg_status run_ranks(ccg_graph *const *graphs, bool shared, int nranks,
       memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
     o.rank = r;
     o.comm = comm;
-    *j = (rank_job){graphs[shared ? 0 : r],
-                    o,
-                    steps,
-                    n_inputs ? inputs[r] : NULL,
-                    n_inputs,
-                    n_outputs ? outputs[r] : NULL,
-                    n_outputs,
-                    CCG_STATUS_OK};
+    size_t ni = n_in_each ? n_in_each[r] : n_inputs;
+    size_t no = n_out_each ? n_out_each[r] : n_outputs;
+    *j = (rank_job){
+        graphs[shared ? 0 : r], o,  steps,        ni ? inputs[r] : NULL, ni,
+        no ? outputs[r] : NULL, no, CCG_STATUS_OK};
     ccg__ctx_init(&j->err);
     if (pthread_create(&threads[r], NULL, rank_main, j) != 0) {
       j->st = ccg__error(&j->err, CCG_STATUS_INTERNAL,
@@ -179,18 +177,23 @@ ccg_status ccg_exec_run_local(ccg_graph *g, int nranks,
                           "rank %d output '%s' has no dst buffer", r,
                           outputs[r][i].name ? outputs[r][i].name : "(null)");
   return run_ranks(&g, true, nranks, opts, 1, inputs, n_inputs, outputs,
-                   n_outputs, rank_status, NULL, (ccg_ctx *)g);
+                   n_outputs, NULL, NULL, rank_status, NULL, (ccg_ctx *)g);
 }
 
-ccg_status ccg_exec_run_local_ranks(ccg_graph *const *graphs, int nranks,
-                                    const ccg_exec_options *opts, int steps,
-                                    const ccg_exec_tensor *const *inputs,
-                                    size_t n_inputs,
-                                    ccg_exec_tensor *const *outputs,
-                                    size_t n_outputs, ccg_status *rank_status,
-                                    double *seconds) {
-  if (!graphs || nranks < 1 || steps < 1 || (n_inputs && !inputs) ||
-      (n_outputs && !outputs))
+static ccg_status run_program(ccg_graph *const *graphs, int nranks,
+                              const ccg_exec_options *opts, int steps,
+                              const ccg_exec_tensor *const *inputs,
+                              size_t n_inputs, ccg_exec_tensor *const *outputs,
+                              size_t n_outputs, const size_t *n_in_each,
+                              const size_t *n_out_each, ccg_status *rank_status,
+                              double *seconds) {
+  bool any_in = n_inputs > 0, any_out = n_outputs > 0;
+  for (int r = 0; r < nranks && (n_in_each || n_out_each); r++) {
+    any_in |= n_in_each && n_in_each[r] > 0;
+    any_out |= n_out_each && n_out_each[r] > 0;
+  }
+  if (!graphs || nranks < 1 || steps < 1 || (any_in && !inputs) ||
+      (any_out && !outputs))
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ccg_exec_run_local_ranks: bad arguments");
   for (int r = 0; r < nranks; r++) {
@@ -206,5 +209,29 @@ ccg_status ccg_exec_run_local_ranks(ccg_graph *const *graphs, int nranks,
                         r, ccg_graph_name(graphs[r]), (long long)world, nranks);
   }
   return run_ranks(graphs, false, nranks, opts, steps, inputs, n_inputs,
-                   outputs, n_outputs, rank_status, seconds, NULL);
+                   outputs, n_outputs, n_in_each, n_out_each, rank_status,
+                   seconds, NULL);
+}
+
+ccg_status ccg_exec_run_local_ranks(ccg_graph *const *graphs, int nranks,
+                                    const ccg_exec_options *opts, int steps,
+                                    const ccg_exec_tensor *const *inputs,
+                                    size_t n_inputs,
+                                    ccg_exec_tensor *const *outputs,
+                                    size_t n_outputs, ccg_status *rank_status,
+                                    double *seconds) {
+  return run_program(graphs, nranks, opts, steps, inputs, n_inputs, outputs,
+                     n_outputs, NULL, NULL, rank_status, seconds);
+}
+
+ccg_status ccg_exec_run_local_program(
+    ccg_graph *const *graphs, int nranks, const ccg_exec_options *opts,
+    int steps, const ccg_exec_tensor *const *inputs, const size_t *n_inputs,
+    ccg_exec_tensor *const *outputs, const size_t *n_outputs,
+    ccg_status *rank_status, double *seconds) {
+  if (!n_inputs || !n_outputs)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
+                      "ccg_exec_run_local_program: NULL counts");
+  return run_program(graphs, nranks, opts, steps, inputs, 0, outputs, 0,
+                     n_inputs, n_outputs, rank_status, seconds);
 }

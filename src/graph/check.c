@@ -4,18 +4,24 @@
 #include "graph/internal.h"
 
 /* Min-heap of node ids: Kahn's algorithm taking the oldest ready node first
- * gives the same order for equal graphs on every rank. */
+ * gives the same order for equal graphs on every rank. With slots, the key
+ * is (slot, id): a pipeline stage's schedule. */
 typedef struct heap {
   ccg_node_id *a;
   size_t n;
+  const uint64_t *key; /* per node, or NULL: the id */
 } heap;
+
+static bool before(const heap *h, ccg_node_id x, ccg_node_id y) {
+  return h->key ? h->key[x] < h->key[y] : x < y;
+}
 
 static void heap_push(heap *h, ccg_node_id x) {
   size_t i = h->n++;
   h->a[i] = x;
   while (i > 0) {
     size_t p = (i - 1) / 2;
-    if (h->a[p] <= h->a[i])
+    if (!before(h, h->a[i], h->a[p]))
       break;
     ccg_node_id t = h->a[p];
     h->a[p] = h->a[i];
@@ -30,9 +36,9 @@ static ccg_node_id heap_pop(heap *h) {
   size_t i = 0;
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
-    if (l < h->n && h->a[l] < h->a[m])
+    if (l < h->n && before(h, h->a[l], h->a[m]))
       m = l;
-    if (r < h->n && h->a[r] < h->a[m])
+    if (r < h->n && before(h, h->a[r], h->a[m]))
       m = r;
     if (m == i)
       break;
@@ -42,6 +48,31 @@ static ccg_node_id heap_pop(heap *h) {
     i = m;
   }
   return top;
+}
+
+/* (slot, id) keys when any node has a slot (CCG_META_SLOT), else NULL. */
+static uint64_t *slot_keys(ccg_graph *g, bool *oom) {
+  size_t n = g->n_nodes;
+  uint64_t *key = NULL;
+  *oom = false;
+  for (size_t i = 0; i < n; i++) {
+    const char *s = ccg_node_meta(g, (ccg_node_id)i, CCG_META_SLOT);
+    if (!s && !key)
+      continue;
+    if (!key) {
+      if (!(key = ccg__calloc(&g->alloc, n, sizeof *key))) {
+        *oom = true;
+        return NULL;
+      }
+      for (size_t k = 0; k < i; k++)
+        key[k] = k; /* slot 0 */
+    }
+    uint64_t slot = 0;
+    for (; s && *s >= '0' && *s <= '9' && slot < (1u << 30); s++)
+      slot = slot * 10 + (uint64_t)(*s - '0');
+    key[i] = slot << 32 | (uint64_t)i;
+  }
+  return key;
 }
 
 /* Every producer -> consumer edge: counted into start[p + 1] and indeg
@@ -96,7 +127,14 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   }
   walk_edges(g, start, NULL, adj, fill);
   ccg__free(&g->alloc, fill, n * sizeof *fill);
-  heap h = {heap_buf, 0};
+  bool key_oom;
+  uint64_t *key = slot_keys(g, &key_oom);
+  if (key_oom) {
+    st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory ordering %zu nodes",
+                    n);
+    goto out;
+  }
+  heap h = {heap_buf, 0, key};
   for (size_t i = 0; i < n; i++)
     if (indeg[i] == 0)
       heap_push(&h, (ccg_node_id)i);
@@ -118,6 +156,8 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
       }
     }
   }
+  if (key)
+    ccg__free(&g->alloc, key, n * sizeof *key);
 out:
   ccg__free(&g->alloc, indeg, n * sizeof *indeg);
   ccg__free(&g->alloc, start, (n + 1) * sizeof *start);

@@ -542,8 +542,8 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   size_t ngm = 0;
   while (ccg_graph_meta_at(e->g, ngm, NULL))
     ngm++;
-  const char **keys = ccg__arena_calloc(e->a, 5 + ngm, sizeof *keys);
-  const char **vals = ccg__arena_calloc(e->a, 5 + ngm, sizeof *vals);
+  const char **keys = ccg__arena_calloc(e->a, 6 + ngm, sizeof *keys);
+  const char **vals = ccg__arena_calloc(e->a, 6 + ngm, sizeof *vals);
   if (!keys || !vals)
     return oom(e);
   size_t nm = 0;
@@ -557,9 +557,10 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   keys[nm] = CCG__META_BACKWARD;
   vals[nm++] = CCG__BACKWARD_CONVENTION;
-  const char *pl = NULL, *tags = NULL;
+  const char *pl = NULL, *tags = NULL, *slots = NULL;
   CCG_CHECK(ccg__onnx_meta_placements(e->g, e->a, &pl));
   CCG_CHECK(ccg__onnx_meta_tags(e->g, e->a, &tags));
+  CCG_CHECK(ccg__onnx_meta_slots(e->g, e->a, &slots));
   if (pl) {
     keys[nm] = CCG__META_PLACEMENTS;
     vals[nm++] = pl;
@@ -567,6 +568,10 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   if (tags) {
     keys[nm] = CCG__META_TAGS;
     vals[nm++] = tags;
+  }
+  if (slots) {
+    keys[nm] = CCG__META_SLOTS;
+    vals[nm++] = slots;
   }
   for (size_t i = 0; i < ngm; i++) {
     keys[nm] = ccg_graph_meta_at(e->g, i, &vals[nm]);

@@ -445,6 +445,9 @@ static ccg_status build(im *m) {
   const char *tags = meta(m, CCG__META_TAGS);
   if (tags)
     CCG_CHECK(ccg__onnx_restore_tags(m->g, tags, m->src.what));
+  const char *slots = meta(m, CCG__META_SLOTS);
+  if (slots)
+    CCG_CHECK(ccg__onnx_restore_slots(m->g, slots, m->src.what));
   return CCG_STATUS_OK;
 }
 

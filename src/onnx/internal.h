@@ -30,6 +30,7 @@
 /* Graph metadata (ccg_graph_meta) under this prefix travels through
  * import and export; our other keys are written from the graph itself. */
 #define CCG__META_GRAPH_PREFIX "ccgraph.shard."
+#define CCG__META_SLOTS "ccgraph.node_meta"
 #define CCG__META_FORMAT_VERSION "1"
 #define CCG__BACKWARD_CONVENTION "replicated_loss"
 
@@ -100,6 +101,11 @@ ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
                                         const char *what);
 ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
                                   const char *what);
+/* The same for node metadata of ccgraph's own ("ccgraph.*" keys: schedule
+ * slots, pipeline stages), which IR 8 models cannot carry per node. */
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out);
+ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
+                                   const char *what);
 
 /* ---- tensors (tensor.c) ------------------------------------------------- */
 

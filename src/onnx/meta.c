@@ -84,6 +84,31 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
   return arr ? dump_json(g, a, arr, "mapping tag", out) : CCG_STATUS_OK;
 }
 
+/* Node metadata of ccgraph's own ("ccgraph." keys: schedule slots, the
+ * pipeline stage) as {"node": name, key: value, ...}. */
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
+  *out = NULL;
+  json_t *arr = NULL;
+  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
+    json_t *o = NULL;
+    const char *key, *val;
+    for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &val)) != NULL; i++) {
+      if (strncmp(key, "ccgraph.", 8) != 0)
+        continue;
+      if (!o && !(o = json_pack("{s:s}", "node", ccg_node_name(g, n))))
+        break;
+      json_object_set_new(o, key, json_string(val));
+    }
+    if (!o)
+      continue;
+    if ((!arr && !(arr = json_array())) || json_array_append_new(arr, o)) {
+      json_decref(arr);
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing node metadata");
+    }
+  }
+  return arr ? dump_json(g, a, arr, "node metadata", out) : CCG_STATUS_OK;
+}
+
 /* ---- import ------------------------------------------------------------- */
 
 static json_t *load_array(const char *json, const char *key, const char *what) {
@@ -221,6 +246,48 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
       st = ccg__error_prefix(NULL, "%s: metadata '%s'", what, CCG__META_TAGS);
       break;
     }
+  }
+  json_decref(arr);
+  return st;
+}
+
+ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
+                                   const char *what) {
+  json_t *arr = load_array(json, CCG__META_SLOTS, what);
+  if (!arr)
+    return ccg_last_status(NULL);
+  ccg_status st = CCG_STATUS_OK;
+  size_t i;
+  json_t *o;
+  json_array_foreach(arr, i, o) {
+    const char *node = json_string_value(json_object_get(o, "node"));
+    ccg_node_id n;
+    if (!node || !ccg__strmap_get(&g->node_names, node, &n)) {
+      st = ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s': entry %zu names no node of the "
+                      "graph",
+                      what, CCG__META_SLOTS, i);
+      break;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+      if (strcmp(key, "node") == 0)
+        continue;
+      if (strncmp(key, "ccgraph.", 8) != 0 || !json_is_string(v)) {
+        st = ccg__error(NULL, CCG_STATUS_PARSE,
+                        "%s: metadata '%s': entry %zu: '%s' is not a "
+                        "ccgraph.* key with a string value",
+                        what, CCG__META_SLOTS, i, key);
+        break;
+      }
+      if (ccg_node_set_meta(g, n, key, json_string_value(v))) {
+        st = ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring metadata", what);
+        break;
+      }
+    }
+    if (st != CCG_STATUS_OK)
+      break;
   }
   json_decref(arr);
   return st;

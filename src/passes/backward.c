@@ -371,6 +371,15 @@ static ccg_status name_grads(bw *b) {
   return CCG_STATUS_OK;
 }
 
+/* The nodes a unit's rule made (from n0 on) run in the schedule slot its
+ * forward node names for its gradient (a pipeline microbatch's backward). */
+static ccg_status slot_grads(bw *b, const unit *u, size_t n0) {
+  const char *slot = ccg_node_meta(b->g, u->node, CCG_META_GRAD_SLOT);
+  for (size_t n = n0; slot && n < ccg_graph_num_nodes(b->g); n++)
+    CCG_CHECK(ccg_node_set_meta(b->g, (ccg_node_id)n, CCG_META_SLOT, slot));
+  return CCG_STATUS_OK;
+}
+
 static ccg_status run(bw *b) {
   ccg_graph *g = b->g;
   b->requires = calloc(b->nv + 1, sizeof *b->requires);
@@ -392,12 +401,14 @@ static ccg_status run(bw *b) {
   CCG_CHECK_GOTO(seed(b, seeds, &ns), st, out);
   mark_requires(b);
   mark_useful(b, seeds, ns);
-  for (size_t k = b->nu; k-- > 0;)
+  for (size_t k = b->nu; k-- > 0;) {
+    size_t n0 = ccg_graph_num_nodes(g);
     CCG_CHECK_GOTO(diff_unit(b, &b->units[b->order[k]]), st, out);
+    CCG_CHECK_GOTO(slot_grads(b, &b->units[b->order[k]], n0), st, out);
+  }
   CCG_CHECK_GOTO(name_grads(b), st, out);
 out:
   free(seeds);
-  (void)g;
   return st;
 }
 

@@ -1,0 +1,53 @@
+/* Private: the state of one pipeline split, shared by pipeline.c (layers,
+ * stage assignment, balancing) and pipeline_build.c (the stage graphs). */
+#ifndef CCG_PASSES_PIPELINE_INTERNAL_H
+#define CCG_PASSES_PIPELINE_INTERNAL_H
+
+#include "ccgraph/ccgraph.h"
+#include "core/error.h"
+#include "graph/internal.h"
+
+#define PP_NAME_MAX 256
+
+typedef struct pp_plan {
+  ccg_graph *g;
+  const ccg_pipeline_options *o;
+  ccg_mesh mesh;
+  const char *axis;
+  int64_t p, M;
+  size_t nv, nn;
+  ccg_node_id *order; /* g's topological order */
+  int *node_stage;    /* -1: computed from constants, copied where used;
+                         -2: not needed for any output */
+  int *layer_of;      /* per node: its layer index, or -1 */
+  bool *is_const;     /* per value: computed from Constant nodes only */
+  bool *batch;        /* per value: depends on an input carrying the batch */
+  bool *needed;       /* per value: some graph output depends on it */
+  int *avail;         /* per value: the stage computing (or owning) it; -1
+                         for graph inputs and constants */
+  int *last_use;      /* per value: the last stage using it (-1: none) */
+  int64_t batch_size; /* dim 0 of the inputs carrying the batch; 0: none */
+  /* layers: module paths in order of first use */
+  char (*layers)[PP_NAME_MAX];
+  size_t n_layers;
+  int *layer_stage; /* per layer */
+  /* the shape and dtype each carried value has on its sender, per
+   * microbatch (index m * nv + v; the shared entry is m = 0) */
+  ccg_shape *sent_shape;
+  ccg_dtype *sent_dtype;
+  /* small int values (shape arithmetic) whose contents the sender knows:
+   * the receiver makes them a Constant instead of receiving them, so its
+   * shapes stay numbers */
+  struct pp_known {
+    bool known;
+    int n;
+    int64_t v[CCG_MAX_RANK];
+  } * sent_known;
+  uint32_t max_instance; /* largest mapping instance of g */
+  size_t n_sends;
+} pp_plan;
+
+/* Builds stage s's graph into *out ("new"). Errors on pl->g. */
+ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out);
+
+#endif

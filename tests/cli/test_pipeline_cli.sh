@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Pipeline parallelism through the tool: `ccgraph shard --mesh pp=P[,tp=T]`
+# on the zoo's llama and gpt2 training variants (2 layers, batch 2) and on
+# the samples' GPT (4 layers, batch 4), with 1, 2 and 4 microbatches under
+# GPipe and 1F1B; `ccgraph grad` of the stage program; `ccgraph verify`
+# proves its sends, receives and collectives match; `ccgraph run --check`
+# compares the last stage's outputs and every stage's parameter gradients
+# with the unsharded model's (tolerance 1e-4); `ccgraph cost` reports the
+# bubble fraction; the rank models pass onnx.checker; bad input gives exit
+# 1 or 2 naming the fault.
+# usage: test_pipeline_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+py=/usr/bin/python3
+failures=0
+passes=0
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
+
+ok='max \|diff\| [0-9.e-]+ \(tolerance 0.0001\): ok'
+
+# shard -> verify -> run --check (forward) -> grad -> verify -> run --check
+# (gradients). args: NAME MODEL GRAD_REF LOSS INPUTS SHARD_ARGS...
+pipeline() {
+  local name=$1 model=$2 ref=$3 loss=$4 inputs=$5
+  shift 5
+  local out=$work/$name
+  expect 0 'wrote .*rank0.onnx' -- shard "$model" "$@" -o "$out"
+  expect 0 '^ok: ' -- verify "$out"
+  expect 0 "$ok" -- run "$out" $inputs --check "$model"
+  expect 0 'models written' -- grad "$out" --loss "$loss" -o "$out.grad"
+  expect 0 '^ok: ' -- verify "$out.grad"
+  expect 0 "$ok" -- run "$out.grad" $inputs --check "$ref"
+}
+
+# ---- the zoo: llama (untied head), gpt2 (head tied to the embedding, sent
+# from stage 0 to the last stage and its gradient back) ----
+for arch in llama gpt2; do
+  z=$src/tests/data/zoo/$arch/ts_train
+  "$tool" grad "$z/model.onnx" --loss loss -o "$work/${arch}_ref.onnx" >/dev/null || exit 1
+  in="--input input_ids=$z/inputs/input_ids.npy --input labels=$z/inputs/labels.npy"
+  for sch in gpipe 1f1b; do
+    for mb in 1 2; do
+      pipeline "${arch}_pp2_${sch}_m$mb" "$z/model.onnx" "$work/${arch}_ref.onnx" loss \
+        "$in" --mesh pp=2 --microbatches $mb --schedule $sch
+    done
+  done
+done
+# other layer names (encoder.layer.N, block.N, layer.N) and exporters,
+# forward: the last stage's outputs
+for v in bert/ts_train t5_encoder/ts_train vit/ts_train falcon/dynamo_train opt/dynamo_static; do
+  z=$src/tests/data/zoo/$v
+  in=""
+  for f in "$z"/inputs/*.npy; do in="$in --input $(basename "$f" .npy)=$f"; done
+  expect 0 'wrote .*rank0.onnx' -- shard "$z/model.onnx" --mesh pp=2 --microbatches 2 -o "$work/zoo_${v/\//_}"
+  expect 0 "$ok" -- run "$work/zoo_${v/\//_}" $in --check "$z/model.onnx"
+done
+# MoE routing reshapes a fixed [tokens, experts] table: refused by name
+expect 2 "block_sparse_moe/Reshape_1[0-9]' reshapes a microbatch" -- \
+  shard "$src/tests/data/zoo/mixtral/ts_train/model.onnx" --mesh pp=2 --microbatches 2 -o "$work/bad_moe"
+
+# with tp: the llama plan (gpt2's tied weight becomes two weights under tp)
+z=$src/tests/data/zoo/llama/ts_train
+in="--input input_ids=$z/inputs/input_ids.npy --input labels=$z/inputs/labels.npy"
+for mb in 1 2; do
+  pipeline "llama_pp2tp2_m$mb" "$z/model.onnx" "$work/llama_ref.onnx" loss "$in" \
+    --plan "$src/samples/plans/llama.json" --mesh pp=2,tp=2 --microbatches $mb
+done
+
+# ---- the samples' GPT: 4 layers, batch 4; the loss is the logits' sum ----
+$py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" --layers 4 --batch 4 >/dev/null || exit 1
+$py -c "import numpy as np; np.save('$work/ids.npy', (np.arange(32).reshape(4, 8) * 7 % 100).astype(np.int64))" || exit 1
+"$tool" grad "$work/gpt.onnx" --loss logits -o "$work/gpt_ref.onnx" >/dev/null || exit 1
+for mesh in pp=2 pp=2,tp=2; do
+  plan=
+  [ "$mesh" = pp=2 ] || plan="--plan $src/samples/plan_gpt_block.json"
+  for mb in 2 4; do
+    for sch in gpipe 1f1b; do
+      pipeline "gpt_${mesh/,/_}_${sch}_m$mb" "$work/gpt.onnx" "$work/gpt_ref.onnx" logits \
+        "--input ids=$work/ids.npy" $plan --mesh "$mesh" --microbatches $mb --schedule $sch
+    done
+  done
+done
+# given stages, 4 stages of one layer, and the layer count reported
+expect 0 'stage 0: h.0 .. h.2' -- shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.2|h.3' -o "$work/given"
+expect 0 "$ok" -- run "$work/given" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+expect 0 '4 stages of 4 layers' -- shard "$work/gpt.onnx" --mesh pp=4 --microbatches 4 -o "$work/pp4"
+expect 0 "$ok" -- run "$work/pp4" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
+
+# ---- MPI: a process per rank (rank 0, stage 0, checks its gradients) ----
+if command -v mpirun >/dev/null 2>&1; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  for d in "gpt_pp=2_tp=2_1f1b_m2" "gpt_pp=2_gpipe_m4"; do
+    out=$(timeout 120 mpirun -np "$([ "$d" = "gpt_pp=2_gpipe_m4" ] && echo 2 || echo 4)" \
+      "$tool" run "$work/$d.grad" --comm mpi --input ids="$work/ids.npy" --check "$work/gpt_ref.onnx" 2>&1)
+    if grep -qE "$ok" <<<"$out"; then
+      passes=$((passes + 1))
+    else
+      echo "FAIL: mpirun ccgraph run $work/$d.grad --comm mpi"
+      echo "$out" | tail -5 | sed 's/^/    /'
+      failures=$((failures + 1))
+    fi
+  done
+else
+  echo "note: mpirun not found; the --comm mpi runs are not done"
+fi
+
+# ---- cost: the bubble of 2 equal-ish stages and 4 microbatches ----
+expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.2000' -- cost "$work/gpt_pp=2_1f1b_m4.grad"
+expect 0 '"equal_stage_bubble": 0\.2' -- cost "$work/gpt_pp=2_1f1b_m4" --json
+expect 0 'sends between stages: [1-9][0-9]* bytes' -- cost "$work/gpt_pp=2_gpipe_m2"
+expect 0 'per axis .*: pp [1-9][0-9]* bus bytes .* tp [1-9][0-9]* bus bytes' -- cost "$work/gpt_pp=2_tp=2_1f1b_m2.grad"
+
+# a 24-layer GPT on pp=4,tp=2: six layers a stage, the bubble of M=8
+$py "$src/samples/make_gpt_block.py" "$work/gpt24.onnx" --layers 24 --batch 8 >/dev/null || exit 1
+expect 0 'stage 3: h.18 .. h.23' -- shard "$work/gpt24.onnx" \
+  --plan "$src/samples/plan_gpt_block.json" --mesh pp=4,tp=2 --microbatches 8 -o "$work/gpt24"
+expect 0 'bubble fraction 0\.2[89][0-9]* \(\(p-1\)/\(M\+p-1\) = 0\.2727' -- cost "$work/gpt24"
+
+# ---- bad input ----
+expect 2 "--stages names 'h.9', which is no layer" -- \
+  shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.1|h.2-h.9' -o "$work/bad1"
+expect 2 "4 stages on axis 'pp' but the model has 2 layers" -- \
+  shard "$z/model.onnx" --mesh pp=4 -o "$work/bad2"
+expect 2 '3 microbatches do not divide the batch of 4' -- \
+  shard "$work/gpt.onnx" --mesh pp=2 --microbatches 3 -o "$work/bad3"
+expect 2 "gives 1 stages covering layers up to h.3; axis 'pp' has 2" -- \
+  shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.3' -o "$work/bad4"
+expect 2 'stage 1 .* must start at layer h.2' -- \
+  shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.1|h.3' -o "$work/bad5"
+expect 1 "need the pipeline axis 'pp' in --mesh" -- \
+  shard "$work/gpt.onnx" --plan "$src/samples/plan_gpt_block.json" --mesh tp=2 --microbatches 2 -o "$work/bad6"
+expect 1 "--schedule 'zb': give gpipe or 1f1b" -- \
+  shard "$work/gpt.onnx" --mesh pp=2 --schedule zb -o "$work/bad7"
+for b in 1 2 3 4 5 6 7 _moe; do
+  [ -e "$work/bad$b" ] && { echo "FAIL: $work/bad$b left behind"; failures=$((failures + 1)); }
+done
+# a stage program's gradient needs the loss somewhere
+expect 2 "no value named 'nope' to use as the loss on any rank" -- \
+  grad "$work/given" --loss nope -o "$work/bad8"
+
+# ---- onnx.checker on stage models (forward and backward) ----
+mkdir -p "$work/all"
+for d in gpt_pp=2_tp=2_1f1b_m2 gpt_pp=2_tp=2_1f1b_m2.grad llama_pp2tp2_m2.grad; do
+  for f in "$work/$d"/*.onnx; do cp "$f" "$work/all/${d//[=,.]/_}_$(basename "$f")"; done
+done
+if $py "$src/tests/onnx/check_models.py" "$work/all" | tail -1; then
+  passes=$((passes + 1))
+else
+  echo "FAIL: onnx.checker rejects a stage model"
+  failures=$((failures + 1))
+fi
+expect_summary "cli pipeline"
