@@ -386,12 +386,13 @@ ccg_status ccg_graph_add_output(ccg_graph *g, ccg_value_id v) {
   if (!ccg__value_ok(g, v))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "graph output: value id %u does not exist", v);
-  for (size_t i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "value '%s' is already a graph output",
-                        g->values[v].name);
-  return push_id(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v);
+  if (g->values[v].is_output)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s' is already a graph output",
+                      g->values[v].name);
+  CCG_CHECK(push_id(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v));
+  g->values[v].is_output = true;
+  return CCG_STATUS_OK;
 }
 
 ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
@@ -830,6 +831,9 @@ void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
   while (g->n_values > m->n_values)
     ccg__strmap_remove(&g->value_names, g->values[--g->n_values].name);
   g->n_inputs = m->n_inputs;
+  for (size_t i = m->n_outputs; i < g->n_outputs; i++)
+    if (g->outputs[i] < g->n_values)
+      g->values[g->outputs[i]].is_output = false;
   g->n_outputs = m->n_outputs;
   g->n_inits = m->n_inits;
   g->max_instance_stale = true;

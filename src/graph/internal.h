@@ -28,6 +28,7 @@ typedef struct ccg__value {
   ccg_placement placements[CCG_MAX_MESH_AXES];
   uint32_t first_use, last_use; /* into ccg_graph.uses; CCG_NONE = none */
   uint32_t n_uses;
+  bool is_output; /* a graph output */
 } ccg__value;
 
 /* One use of a value as a node input. A value's uses form a doubly linked

@@ -171,9 +171,27 @@ ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
   return CCG_STATUS_OK;
 }
 
+/* The hash of a cache entry's identity: placements equal under sh_same
+ * hash equal. */
+static uint32_t cache_hash(ccg_value_id key, ccg_placement p, int blocks,
+                           int flags) {
+  uint32_t h = key * 2654435761u;
+  h ^= (uint32_t)p.kind * 0x9e3779b9u;
+  if (p.kind == CCG_PLACEMENT_SHARD)
+    h ^= (uint32_t)(p.dim + 1) * 0x85ebca6bu;
+  else if (p.kind == CCG_PLACEMENT_PARTIAL)
+    h ^= (uint32_t)(p.reduce + 1) * 0x85ebca6bu;
+  h ^= (uint32_t)blocks * 0xc2b2ae35u ^ (uint32_t)flags * 0x27d4eb2fu;
+  return h ^ (h >> 15);
+}
+
 static sh_cache *cache_find(shard *sh, ccg_value_id key, ccg_placement p,
                             int blocks, int flags) {
-  for (size_t i = 0; i < sh->n_cache; i++) {
+  if (!sh->n_cache)
+    return NULL;
+  uint32_t h = cache_hash(key, p, blocks, flags) & (2 * sh->cap_cache - 1);
+  for (uint32_t i = sh->cache_heads[h]; i != UINT32_MAX;
+       i = sh->cache[i].next) {
     sh_cache *c = &sh->cache[i];
     if (c->key == key && c->blocks == blocks && c->flags == flags &&
         sh_same(c->p, p))
@@ -182,17 +200,36 @@ static sh_cache *cache_find(shard *sh, ccg_value_id key, ccg_placement p,
   return NULL;
 }
 
+static void cache_link(shard *sh, uint32_t i) {
+  sh_cache *c = &sh->cache[i];
+  uint32_t h =
+      cache_hash(c->key, c->p, c->blocks, c->flags) & (2 * sh->cap_cache - 1);
+  c->next = sh->cache_heads[h];
+  sh->cache_heads[h] = i;
+}
+
 static ccg_status cache_put(shard *sh, ccg_value_id key, ccg_placement p,
                             int blocks, int flags, ccg_value_id v) {
   if (sh->n_cache == sh->cap_cache) {
     size_t cap = sh->cap_cache ? 2 * sh->cap_cache : 64;
     sh_cache *c = realloc(sh->cache, cap * sizeof *c);
-    if (!c)
+    if (c)
+      sh->cache = c;
+    uint32_t *heads = c ? malloc(2 * cap * sizeof *heads) : NULL;
+    if (!heads)
       return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-    sh->cache = c;
+    free(sh->cache_heads);
+    sh->cache_heads = heads;
     sh->cap_cache = cap;
+    for (size_t h = 0; h < 2 * cap; h++)
+      heads[h] = UINT32_MAX;
+    /* chains in reverse order of insertion; entries are unique, so a
+     * lookup finds the same one either way */
+    for (size_t i = 0; i < sh->n_cache; i++)
+      cache_link(sh, (uint32_t)i);
   }
-  sh->cache[sh->n_cache++] = (sh_cache){key, p, blocks, flags, v};
+  sh->cache[sh->n_cache] = (sh_cache){key, p, blocks, flags, v, UINT32_MAX};
+  cache_link(sh, (uint32_t)sh->n_cache++);
   return CCG_STATUS_OK;
 }
 
@@ -664,36 +701,6 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status consumers(shard *sh) {
-  ccg_graph *g = sh->g;
-  size_t nn = ccg_graph_num_nodes(g), total = 0;
-  sh->cons_start = calloc(sh->n_vals + 1, sizeof *sh->cons_start);
-  if (!sh->cons_start)
-    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-  for (size_t n = 0; n < nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        sh->cons_start[v + 1]++, total++;
-    }
-  for (size_t v = 0; v < sh->n_vals; v++)
-    sh->cons_start[v + 1] += sh->cons_start[v];
-  sh->cons = calloc(total + 1, sizeof *sh->cons);
-  size_t *fill = calloc(sh->n_vals + 1, sizeof *fill);
-  if (!sh->cons || !fill) {
-    free(fill);
-    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-  }
-  for (size_t n = 0; n < nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        sh->cons[sh->cons_start[v] + fill[v]++] = (ccg_node_id)n;
-    }
-  free(fill);
-  return CCG_STATUS_OK;
-}
-
 static ccg_status add_inputs(shard *sh) {
   for (size_t i = 0; i < ccg_graph_num_inputs(sh->g); i++) {
     ccg_value_id gv = ccg_graph_input(sh->g, i), v;
@@ -773,7 +780,6 @@ static ccg_status check_used(shard *sh) {
 
 static ccg_status run(shard *sh) {
   ccg_graph *g = sh->g;
-  CCG_CHECK(consumers(sh));
   size_t nn = ccg_graph_num_nodes(g);
   ccg_node_id *order = calloc(nn + 1, sizeof *order);
   if (!order)
@@ -852,9 +858,8 @@ out:
   free(sh.vals);
   free(sh.is_output);
   free(sh.used);
-  free(sh.cons_start);
-  free(sh.cons);
   free(sh.cache);
+  free(sh.cache_heads);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh.s);
     return st;

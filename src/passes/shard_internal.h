@@ -25,6 +25,7 @@ typedef struct sh_cache {
   int blocks;
   int flags;
   ccg_value_id v;
+  uint32_t next; /* the next entry of its hash chain; UINT32_MAX ends it */
 } sh_cache;
 
 #define SH_MAX_ULYSSES 64
@@ -46,11 +47,9 @@ typedef struct shard {
   size_t n_vals;
   bool *used; /* per plan entry */
   bool *is_output;
-  /* consumers of each source value (CSR) */
-  size_t *cons_start;
-  ccg_node_id *cons;
   sh_cache *cache;
   size_t n_cache, cap_cache;
+  uint32_t *cache_heads; /* cap_cache * 2 hash chains */
   char ulysses_mods[SH_MAX_ULYSSES][256];
   int ulysses_seq[SH_MAX_ULYSSES];
   int n_ulysses;
