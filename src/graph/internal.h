@@ -110,6 +110,10 @@ ccg_status ccg__graph_own(ccg_graph *g, void (*fn)(void *p, size_t n), void *p,
 ccg_status ccg__graph_add_initializer_borrowed(ccg_graph *g, const char *name,
                                                const ccg_tensor *t,
                                                ccg_value_id *out);
+/* ccg_graph_set_initializer_rank_data without copying t->data (which must
+ * live as long as g, as for ccg__graph_add_initializer_borrowed). */
+ccg_status ccg__graph_set_rank_data_borrowed(ccg_graph *g, ccg_value_id v,
+                                             int64_t rank, const ccg_tensor *t);
 
 /* Interns a symbol text in the graph: equal strings, one pointer. Only
  * canonical texts (ccg__sym_canonical) may be interned: shape import relies
