@@ -516,10 +516,12 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   if (o.map_external_data)
     m.src.owner = m.g;
   ccg__arena_init(&m.a, NULL, 0);
+  ccg__arena_init(&m.node_a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
   st = build(&m);
   ccg__strmap_free(&m.consts);
   ccg__arena_free(&m.a);
+  ccg__arena_free(&m.node_a);
   if (st == CCG_STATUS_OK)
     *out = m.g;
   else
