@@ -373,7 +373,13 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   ccg_status st = pick_graphs(p, graphs, n, opts->stage_axis);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    size_t nn = ccg_graph_num_nodes(graphs[i]);
+    size_t nn = ccg_graph_num_nodes(graphs[i]), same = 0;
+    while (same < i && graphs[same] != graphs[i])
+      same++;
+    if (same < i) { /* one graph given for several ranks: one order */
+      orders[i] = orders[same];
+      continue;
+    }
     orders[i] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof **orders);
     if (!orders[i])
       st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");

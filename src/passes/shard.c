@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/internal.h"
 #include "passes/shard_internal.h"
 
 bool sh_same(ccg_placement a, ccg_placement b) {
@@ -113,13 +114,11 @@ static const char *view_name(const shard *sh, ccg_value_id gv, char *buf,
   return buf;
 }
 
+/* A value or node of the sharded graph has the name (looked up in its
+ * name indexes: a miss through ccg_graph_find_* formats an error). */
 static bool name_taken(shard *sh, const char *name) {
-  ccg_value_id v;
-  ccg_node_id n;
-  bool taken = ccg_graph_find_value(sh->s, name, &v) == CCG_STATUS_OK ||
-               ccg_graph_find_node(sh->s, name, &n) == CCG_STATUS_OK;
-  ccg_clear_error(sh->s);
-  return taken;
+  return name && (ccg__strmap_get(&sh->s->value_names, name, NULL) ||
+                  ccg__strmap_get(&sh->s->node_names, name, NULL));
 }
 
 /* Pushes the scopes of a torch-style node name ("/h.0/attn/MatMul" ->
@@ -611,14 +610,26 @@ static long entry_for(const shard *sh, const char *name, bool param) {
   return -1;
 }
 
+/* entry_for a module path, remembered per path (looked up again when
+ * there is no memory to remember it). */
+static long module_entry(shard *sh, const char *path) {
+  uint32_t id;
+  if (ccg__strmap_get(&sh->entry_of, path, &id))
+    return (long)id - 1;
+  long e = entry_for(sh, path, false);
+  const char *key = ccg__arena_strdup(&sh->entry_keys, path);
+  if (key)
+    (void)ccg__strmap_put(&sh->entry_of, key, (uint32_t)(e + 1));
+  return e;
+}
+
 /* The entry for node n: its module's (deepest module first), else one of
  * its weights'. *module gets the module the entry matched. */
-static long node_entry(const shard *sh, ccg_node_id n, char *module,
-                       size_t size) {
+static long node_entry(shard *sh, ccg_node_id n, char *module, size_t size) {
   char path[512];
   ccg__node_module(sh->g, n, path, sizeof path);
   while (*path) {
-    long e = entry_for(sh, path, false);
+    long e = module_entry(sh, path);
     if (e >= 0) {
       snprintf(module, size, "%s", path);
       return e;
@@ -832,6 +843,8 @@ ccg_status ccg_shard_apply(ccg_graph *g, const ccg_plan *plan,
   sh.sp = o.sequence_parallel;
   sh.seq_dim = o.sequence_dim;
   sh.n_vals = ccg_graph_num_values(g);
+  ccg__strmap_init(&sh.entry_of, NULL);
+  ccg__arena_init(&sh.entry_keys, NULL, 0);
   ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
   go.name = ccg_graph_name(g);
   if (ccg_graph_new(&go, &sh.s) != CCG_STATUS_OK)
@@ -860,6 +873,8 @@ out:
   free(sh.used);
   free(sh.cache);
   free(sh.cache_heads);
+  ccg__strmap_free(&sh.entry_of);
+  ccg__arena_free(&sh.entry_keys);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh.s);
     return st;

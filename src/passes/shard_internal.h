@@ -5,7 +5,9 @@
 #define CCG_PASSES_SHARD_INTERNAL_H
 
 #include "ccgraph/ccgraph.h"
+#include "core/arena.h"
 #include "core/error.h"
+#include "core/strmap.h"
 #include "passes/module_path.h"
 
 /* A value of the source graph as the sharded graph holds it: its value
@@ -50,6 +52,10 @@ typedef struct shard {
   sh_cache *cache;
   size_t n_cache, cap_cache;
   uint32_t *cache_heads; /* cap_cache * 2 hash chains */
+  /* the plan entry of each module path looked up so far (entry + 1, 0 for
+   * none); the nodes of a module share it. Keys live in entry_keys. */
+  ccg_strmap entry_of;
+  ccg_arena entry_keys;
   char ulysses_mods[SH_MAX_ULYSSES][256];
   int ulysses_seq[SH_MAX_ULYSSES];
   int n_ulysses;
