@@ -312,14 +312,32 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
   char buf[512];
   ccg_tensor t = {dt, rank, {0}, chunks[0]};
   memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-  SH_S(sh, ccg_graph_add_initializer(
-               sh->s, weight_name(sh, name, buf, sizeof buf), &t, out));
+  /* Each group rank's chunk is copied into the sharded graph once; the
+   * common data and every global rank's data point at those copies (the
+   * ranks at one place of the axis' groups share theirs). */
+  size_t nbytes = 0;
+  if (ccg_tensor_nbytes(&t, &nbytes) != CCG_STATUS_OK)
+    return sh_fail(sh, CCG_STATUS_SHAPE, "weight '%s' has an invalid shape",
+                   name);
+  void **own = calloc((size_t)sh->W, sizeof *own);
+  if (!own)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  for (int64_t r = 0; r < sh->W; r++)
+    if (!(own[r] = ccg__arena_memdup(&sh->s->arena, chunks[r], nbytes, 64))) {
+      free(own);
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+    }
+  t.data = own[0];
+  ccg_status st = ccg__graph_add_initializer_borrowed(
+      sh->s, weight_name(sh, name, buf, sizeof buf), &t, out);
   int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; g < world; g++) {
+  for (int64_t g = 0; g < world && st == CCG_STATUS_OK; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
-    t.data = chunks[r];
-    SH_S(sh, ccg_graph_set_initializer_rank_data(sh->s, *out, g, &t));
+    t.data = own[r];
+    st = ccg__graph_set_rank_data_borrowed(sh->s, *out, g, &t);
   }
+  free(own);
+  SH_S(sh, st);
   ccg_placement full[CCG_MAX_MESH_AXES];
   full_placements(sh, CCG_NONE, p, full);
   SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
