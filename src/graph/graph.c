@@ -826,6 +826,8 @@ void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
     for (uint32_t i = x->n_inputs; i-- > 0;)
       if (x->inputs[i] != CCG_NONE)
         unlink_last_use(g, x->inputs[i]);
+    if (x->tag && x->tag->instance >= g->max_instance)
+      g->max_instance_stale = true; /* it may have held the largest */
     ccg__strmap_remove(&g->node_names, x->name);
   }
   while (g->n_values > m->n_values)
@@ -836,7 +838,6 @@ void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
       g->values[g->outputs[i]].is_output = false;
   g->n_outputs = m->n_outputs;
   g->n_inits = m->n_inits;
-  g->max_instance_stale = true;
 }
 
 uint32_t ccg__graph_max_instance(ccg_graph *g) {

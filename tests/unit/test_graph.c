@@ -468,6 +468,31 @@ static void test_consumer_index_many(void **state) {
   ccg_graph_free(g);
 }
 
+/* The largest mapping instance the graph keeps for new instance numbers:
+ * raised by tags, recounted after a rollback removes the node that held it
+ * or a retag lowers it. */
+static void test_max_instance(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), a, b;
+  assert_int_equal(ccg__graph_max_instance(g), 0);
+  assert_ok(g, ccg_relu(g, x, &a));
+  ccg_tag t = {"m", 3, NULL, false};
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, a), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 3);
+  ccg__mark m = ccg__mark_get(g);
+  assert_ok(g, ccg_relu(g, a, &b));
+  t.instance = 7;
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, b), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 7);
+  ccg__rollback(g, &m);
+  assert_int_equal(ccg__graph_max_instance(g), 3);
+  t.instance = 2; /* a retag of the node that held the largest */
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, a), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 2);
+  ccg_graph_free(g);
+}
+
 /* Counting allocator that can fail the n-th call. */
 typedef struct counting {
   long live, calls, fail_at;
@@ -599,6 +624,7 @@ int main(void) {
       cmocka_unit_test(test_rollback),
       cmocka_unit_test(test_consumer_index),
       cmocka_unit_test(test_consumer_index_many),
+      cmocka_unit_test(test_max_instance),
       cmocka_unit_test(test_lifetime_and_oom),
       cmocka_unit_test(test_threads),
   };
