@@ -2,18 +2,34 @@
  * (MatMul, Add, Gelu, Reshape through known shape values, collectives on a
  * dp x tp mesh) with symbolic dims, then times validation, topological
  * order and each dump. Prints a table and one JSON line.
- * usage: bench_graph [--nodes N] */
+ *
+ * Pass scaling: a GPT as torch.onnx.export writes it (gpt_model.h) at two
+ * layer counts (default 96 and 384), and per pass the time at each and
+ * their ratio: ONNX import, shard at tp=4 with the sample plan, export of
+ * the 4 rank models, lower (ORT) of each rank, verify of the 4 ranks, grad
+ * of the unsharded model and of the sharded one. Then import + shard +
+ * export at the smaller size in ms and the import rate in nodes/s, the CPU,
+ * and one JSON line. Each figure is the best of --repeat runs, in process
+ * CPU time (--clock wall: wall time).
+ * usage: bench_graph [--nodes N] [--layers A,B] [--repeat R]
+ *                    [--clock cpu|wall] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ccgraph/ccgraph.h"
+#include "gpt_model.h"
 #include "graph/internal.h"
+
+/* Process CPU time by default: the passes run on one thread, and on a
+ * shared machine wall time also counts the time others hold the CPU
+ * (--clock wall for wall time). */
+static clockid_t bench_clock = CLOCK_PROCESS_CPUTIME_ID;
 
 static double now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(bench_clock, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -41,13 +57,203 @@ static ccg_value_id block(ccg_graph *g, ccg_value_id x, ccg_value_id w,
   return h;
 }
 
+/* ---- pass scaling ------------------------------------------------------ */
+
+enum {
+  P_IMPORT,
+  P_SHARD,
+  P_EXPORT,
+  P_LOWER,
+  P_VERIFY,
+  P_GRAD,
+  P_GRAD_SHARDED,
+  P_COUNT
+};
+static const char *const pass_names[P_COUNT] = {
+    "import", "shard", "export", "lower", "verify", "grad", "grad_sharded"};
+static const char *const pass_what[P_COUNT] = {
+    "ONNX import (buffer)", "shard tp=4, sample plan", "export 4 rank models",
+    "lower (ORT) 4 ranks",  "verify 4 ranks",          "grad (unsharded)",
+    "grad (sharded tp=4)"};
+
+typedef struct pass_run {
+  int layers;
+  size_t nodes, sharded_nodes, onnx_bytes;
+  double t[P_COUNT];
+  double ise; /* import + shard + export in one run, best run */
+} pass_run;
+
+#define TP 4
+
+static ccg_graph *import_bytes(const void *buf, size_t size) {
+  ccg_graph *g = NULL;
+  CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &g));
+  return g;
+}
+
+static ccg_graph *shard(ccg_graph *g, const ccg_plan *plan) {
+  ccg_mesh mesh;
+  CHECK(NULL, ccg_mesh_parse("tp=4", &mesh));
+  ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
+  ccg_graph *s = NULL;
+  CHECK(g, ccg_shard_apply(g, plan, &mesh, &so, &s, NULL));
+  return s;
+}
+
+/* The backward of the sum of the logits for every float initializer, as
+ * `ccgraph grad --loss logits` does. */
+static void grad(ccg_graph *g) {
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  CHECK(g, ccg_graph_find_value(g, "logits", &o.loss));
+  CHECK(g, ccg_backward(g, &o));
+}
+
+static void keep_best(double *slot, double t) {
+  if (t < *slot)
+    *slot = t;
+}
+
+static void run_passes(int layers, int repeat, const ccg_plan *plan,
+                       pass_run *r) {
+  memset(r, 0, sizeof *r);
+  r->layers = layers;
+  for (int p = 0; p < P_COUNT; p++)
+    r->t[p] = 1e30;
+  r->ise = 1e30;
+  ccg_graph *m = gpt_model(layers);
+  void *buf = NULL;
+  CHECK(m, ccg_onnx_export_buffer(m, NULL, &buf, &r->onnx_bytes));
+  ccg_graph_free(m);
+  for (int k = 0; k < repeat; k++) {
+    double t0 = now(), ise;
+    ccg_graph *g = import_bytes(buf, r->onnx_bytes);
+    keep_best(&r->t[P_IMPORT], ise = now() - t0);
+    r->nodes = ccg_graph_num_nodes(g);
+
+    t0 = now();
+    ccg_graph *s = shard(g, plan);
+    keep_best(&r->t[P_SHARD], now() - t0);
+    ise += now() - t0;
+    r->sharded_nodes = ccg_graph_num_nodes(s);
+
+    t0 = now();
+    for (int rank = 0; rank < TP; rank++) {
+      ccg_onnx_export_options eo = CCG_ONNX_EXPORT_OPTIONS_INIT;
+      eo.rank = rank;
+      void *out = NULL;
+      size_t size = 0;
+      CHECK(s, ccg_onnx_export_buffer(s, &eo, &out, &size));
+      free(out);
+    }
+    keep_best(&r->t[P_EXPORT], now() - t0);
+    keep_best(&r->ise, ise + now() - t0);
+
+    ccg_graph *low[TP];
+    t0 = now();
+    for (int rank = 0; rank < TP; rank++)
+      CHECK(s, ccg_lower(s, rank, CCG_LOWER_ORT, &low[rank]));
+    keep_best(&r->t[P_LOWER], now() - t0);
+    for (int rank = 0; rank < TP; rank++)
+      ccg_graph_free(low[rank]);
+
+    ccg_graph *ranks[TP] = {s, s, s, s};
+    ccg_verify_report rep;
+    t0 = now();
+    CHECK(NULL, ccg_verify_program(ranks, TP, NULL, &rep));
+    CHECK(NULL, ccg_verify_placements(s, &rep));
+    keep_best(&r->t[P_VERIFY], now() - t0);
+
+    t0 = now();
+    grad(g);
+    keep_best(&r->t[P_GRAD], now() - t0);
+
+    t0 = now();
+    grad(s);
+    keep_best(&r->t[P_GRAD_SHARDED], now() - t0);
+    ccg_graph_free(s);
+    ccg_graph_free(g);
+  }
+  free(buf);
+}
+
+static void print_cpu(void) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512], model[512] = "unknown";
+  int cpus = 0;
+  while (f && fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      if (!cpus++) {
+        const char *c = strchr(line, ':');
+        snprintf(model, sizeof model, "%s", c ? c + 2 : line);
+        model[strcspn(model, "\n")] = '\0';
+      }
+    }
+  }
+  if (f)
+    fclose(f);
+  printf("cpu: %s (%d logical cpus); %s time\n", model, cpus,
+         bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
+}
+
+static int bench_passes(int small, int big, int repeat) {
+  ccg_plan *plan = NULL;
+  CHECK(NULL, ccg_plan_parse(gpt_plan_json, &plan));
+  pass_run r[2];
+  run_passes(small, repeat, plan, &r[0]);
+  run_passes(big, repeat, plan, &r[1]);
+  ccg_plan_free(plan);
+  print_cpu();
+  printf("GPT (torch.onnx.export layout, hidden %d): %d layers %zu nodes "
+         "(%zu sharded), %d layers %zu nodes (%zu sharded); best of %d\n",
+         GPT_H, small, r[0].nodes, r[0].sharded_nodes, big, r[1].nodes,
+         r[1].sharded_nodes, repeat);
+  printf("%-26s %12s %12s %8s\n", "pass", "small s", "big s", "ratio");
+  double worst = 0;
+  for (int p = 0; p < P_COUNT; p++) {
+    double ratio = r[1].t[p] / r[0].t[p];
+    if (ratio > worst)
+      worst = ratio;
+    printf("%-26s %12.5f %12.5f %7.2fx\n", pass_what[p], r[0].t[p], r[1].t[p],
+           ratio);
+  }
+  double rate = (double)r[0].nodes / r[0].t[P_IMPORT];
+  double rate_big = (double)r[1].nodes / r[1].t[P_IMPORT];
+  printf("layers ratio %.2fx, nodes ratio %.2fx, worst pass ratio %.2fx\n",
+         (double)big / small, (double)r[1].nodes / (double)r[0].nodes, worst);
+  printf("import + shard + export, %d layers, tp=4: %.1f ms\n", small,
+         1e3 * r[0].ise);
+  printf("import: %.0f nodes/s (%d layers), %.0f nodes/s (%d layers)\n", rate,
+         small, rate_big, big);
+  printf("{\"bench\":\"passes\",\"layers\":[%d,%d],\"nodes\":[%zu,%zu]", small,
+         big, r[0].nodes, r[1].nodes);
+  for (int p = 0; p < P_COUNT; p++)
+    printf(",\"%s_s\":[%.6f,%.6f],\"%s_ratio\":%.3f", pass_names[p], r[0].t[p],
+           r[1].t[p], pass_names[p], r[1].t[p] / r[0].t[p]);
+  printf(",\"import_shard_export_ms\":%.2f,\"import_nodes_per_s\":%.0f}\n",
+         1e3 * r[0].ise, rate > rate_big ? rate_big : rate);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   long target = 100000;
+  int small = 96, big = 384, repeat = 3;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
+    if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
       target = atol(argv[++i]);
-    else {
-      fprintf(stderr, "usage: bench_graph [--nodes N]\n");
+    } else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc &&
+               sscanf(argv[i + 1], "%d,%d", &small, &big) == 2 && small > 0 &&
+               big > 0) {
+      i++;
+    } else if (strcmp(argv[i], "--clock") == 0 && i + 1 < argc &&
+               (!strcmp(argv[i + 1], "wall") || !strcmp(argv[i + 1], "cpu"))) {
+      bench_clock = strcmp(argv[++i], "wall") == 0 ? CLOCK_MONOTONIC
+                                                   : CLOCK_PROCESS_CPUTIME_ID;
+    } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc &&
+               (repeat = atoi(argv[i + 1])) > 0) {
+      i++;
+    } else {
+      fprintf(stderr, "usage: bench_graph [--nodes N] [--layers A,B] "
+                      "[--repeat R] [--clock cpu|wall]\n");
       return 1;
     }
   }
@@ -118,5 +324,5 @@ int main(int argc, char **argv) {
          n, (double)n / t_build, (double)n / t_validate, (double)n / t_topo,
          (double)n / t_dump[CCG_DUMP_JSON], (double)arena / (double)n);
   ccg_graph_free(g);
-  return 0;
+  return bench_passes(small, big, repeat);
 }

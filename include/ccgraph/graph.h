@@ -664,6 +664,17 @@ typedef struct ccg_node_desc {
 CCG_API ccg_status ccg_graph_add_node(ccg_graph *g, const ccg_node_desc *desc,
                                       ccg_node_id *out);
 
+/* The consumer index: the uses of value v as a node input, in the order
+ * the nodes were added (a node reading v in two slots appears twice). The
+ * graph keeps it as nodes are added, so a pass may add nodes while it
+ * iterates. ccg_value_next_use: start with *cursor = 0; each call gives
+ * the next use's node and input slot (either may be NULL) and returns
+ * true, then false after the last. */
+CCG_API size_t ccg_value_num_uses(const ccg_graph *g, ccg_value_id v);
+CCG_API bool ccg_value_next_use(const ccg_graph *g, ccg_value_id v,
+                                size_t *cursor, ccg_node_id *node,
+                                size_t *slot);
+
 /* Node accessors (borrowed). */
 CCG_API ccg_op ccg_node_op(const ccg_graph *g, ccg_node_id n);
 CCG_API const char *ccg_node_name(const ccg_graph *g, ccg_node_id n);

@@ -98,10 +98,35 @@ static void walk_edges(const ccg_graph *g, size_t *start, uint32_t *indeg,
   }
 }
 
+/* Whether every node's inputs come from nodes added before it and no
+ * node has a schedule slot. A node's inputs exist when it is added, so
+ * this holds for every graph built through add_node; the order is then the
+ * nodes' own (the heap below, taking the oldest ready node first, gives
+ * exactly that). Slots (a pipeline stage's schedule) order by the heap. */
+static bool in_added_order(ccg_graph *g) {
+  for (size_t i = 0; i < g->n_nodes; i++) {
+    const ccg__node *x = &g->nodes[i];
+    if (ccg_node_meta(g, (ccg_node_id)i, CCG_META_SLOT))
+      return false;
+    for (uint32_t k = 0; k < x->n_inputs; k++) {
+      ccg_value_id v = x->inputs[k];
+      if (v != CCG_NONE && ccg__value_ok(g, v) &&
+          g->values[v].producer != CCG_NONE && g->values[v].producer >= i)
+        return false;
+    }
+  }
+  return true;
+}
+
 ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   size_t n = g->n_nodes;
   if (n == 0)
     return CCG_STATUS_OK;
+  if (in_added_order(g)) {
+    for (size_t i = 0; i < n; i++)
+      order[i] = (ccg_node_id)i;
+    return CCG_STATUS_OK;
+  }
   ccg_status st = CCG_STATUS_OK;
   /* CSR of producer -> consumer edges. */
   size_t n_edges = 0;

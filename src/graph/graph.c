@@ -60,6 +60,7 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__free(&a, g->inputs, g->cap_inputs * sizeof *g->inputs);
   ccg__free(&a, g->outputs, g->cap_outputs * sizeof *g->outputs);
   ccg__free(&a, g->inits, g->cap_inits * sizeof *g->inits);
+  ccg__free(&a, g->uses, g->cap_uses * sizeof *g->uses);
   ccg__strmap_free(&g->value_names);
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
@@ -256,6 +257,7 @@ static ccg_status push_value(ccg_graph *g, const char *name, ccg_dtype dt,
   v->kind = kind;
   v->producer = CCG_NONE;
   v->n_known = -1;
+  v->first_use = v->last_use = CCG_NONE;
   *out = id;
   return CCG_STATUS_OK;
 }
@@ -414,12 +416,13 @@ ccg_status ccg_graph_add_output(ccg_graph *g, ccg_value_id v) {
   if (!ccg__value_ok(g, v))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "graph output: value id %u does not exist", v);
-  for (size_t i = 0; i < g->n_outputs; i++)
-    if (g->outputs[i] == v)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "value '%s' is already a graph output",
-                        g->values[v].name);
-  return push_id(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v);
+  if (g->values[v].is_output)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "value '%s' is already a graph output",
+                      g->values[v].name);
+  CCG_CHECK(push_id(g, &g->outputs, &g->n_outputs, &g->cap_outputs, v));
+  g->values[v].is_output = true;
+  return CCG_STATUS_OK;
 }
 
 ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
@@ -668,12 +671,64 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
                         g->n_nodes + 1, sizeof *g->nodes) ||
       !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
                         g->n_values + ix->n_out, sizeof *g->values) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
+                        g->n_uses + ix->n_in, sizeof *g->uses) ||
       ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
           CCG_STATUS_OK ||
       ccg__strmap_reserve(&g->value_names, g->value_names.count + ix->n_out) !=
           CCG_STATUS_OK)
     return oom(g, "adding a node");
   return CCG_STATUS_OK;
+}
+
+/* Appends node n's use of v (input `slot`) to v's list; room is reserved. */
+static void link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n,
+                     uint32_t slot) {
+  uint32_t u = (uint32_t)g->n_uses++;
+  ccg__value *x = &g->values[v];
+  g->uses[u] = (ccg__use){n, slot, x->last_use, CCG_NONE};
+  if (x->last_use == CCG_NONE)
+    x->first_use = u;
+  else
+    g->uses[x->last_use].next = u;
+  x->last_use = u;
+  x->n_uses++;
+}
+
+/* Removes the last use in the table, which is its value's last use: uses
+ * are unlinked in the reverse of the order they were linked. */
+static void unlink_last_use(ccg_graph *g, ccg_value_id v) {
+  uint32_t u = (uint32_t)--g->n_uses;
+  ccg__value *x = &g->values[v];
+  uint32_t prev = g->uses[u].prev;
+  if (prev == CCG_NONE)
+    x->first_use = CCG_NONE;
+  else
+    g->uses[prev].next = CCG_NONE;
+  x->last_use = prev;
+  x->n_uses--;
+}
+
+size_t ccg_value_num_uses(const ccg_graph *g, ccg_value_id v) {
+  return ccg__value_ok(g, v) ? g->values[v].n_uses : 0;
+}
+
+bool ccg_value_next_use(const ccg_graph *g, ccg_value_id v, size_t *cursor,
+                        ccg_node_id *node, size_t *slot) {
+  if (!ccg__value_ok(g, v) || !cursor)
+    return false;
+  /* *cursor: 0 before the first use, else 1 + the last use given */
+  uint32_t u = *cursor == 0              ? g->values[v].first_use
+               : *cursor - 1 < g->n_uses ? g->uses[*cursor - 1].next
+                                         : CCG_NONE;
+  if (u == CCG_NONE)
+    return false;
+  *cursor = (size_t)u + 1;
+  if (node)
+    *node = g->uses[u].node;
+  if (slot)
+    *slot = g->uses[u].slot;
+  return true;
 }
 
 /* Cannot fail: copy_node made room for everything. */
@@ -704,6 +759,9 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
   node->n_outputs = (uint32_t)ix->n_out;
   node->attrs = c->attrs;
   node->n_attrs = (uint32_t)ix->n_attrs;
+  for (size_t i = 0; i < ix->n_in; i++)
+    if (c->in[i] != CCG_NONE)
+      link_use(g, c->in[i], nid, (uint32_t)i);
   return nid;
 }
 
@@ -793,13 +851,34 @@ ccg__mark ccg__mark_get(const ccg_graph *g) {
 }
 
 void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
-  while (g->n_nodes > m->n_nodes)
-    ccg__strmap_remove(&g->node_names, g->nodes[--g->n_nodes].name);
+  while (g->n_nodes > m->n_nodes) {
+    const ccg__node *x = &g->nodes[--g->n_nodes];
+    for (uint32_t i = x->n_inputs; i-- > 0;)
+      if (x->inputs[i] != CCG_NONE)
+        unlink_last_use(g, x->inputs[i]);
+    if (x->tag && x->tag->instance >= g->max_instance)
+      g->max_instance_stale = true; /* it may have held the largest */
+    ccg__strmap_remove(&g->node_names, x->name);
+  }
   while (g->n_values > m->n_values)
     ccg__strmap_remove(&g->value_names, g->values[--g->n_values].name);
   g->n_inputs = m->n_inputs;
+  for (size_t i = m->n_outputs; i < g->n_outputs; i++)
+    if (g->outputs[i] < g->n_values)
+      g->values[g->outputs[i]].is_output = false;
   g->n_outputs = m->n_outputs;
   g->n_inits = m->n_inits;
+}
+
+uint32_t ccg__graph_max_instance(ccg_graph *g) {
+  if (g->max_instance_stale) {
+    g->max_instance = 0;
+    for (size_t i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].tag && g->nodes[i].tag->instance > g->max_instance)
+        g->max_instance = g->nodes[i].tag->instance;
+    g->max_instance_stale = false;
+  }
+  return g->max_instance;
 }
 
 ccg_op ccg_node_op(const ccg_graph *g, ccg_node_id n) {
@@ -842,7 +921,11 @@ ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
   t->params = tag->params ? ccg__arena_strdup(&g->arena, tag->params) : NULL;
   if (!t->mapping || (tag->params && !t->params))
     return oom(g, "tagging a node");
+  if (g->nodes[n].tag && g->nodes[n].tag->instance == g->max_instance)
+    g->max_instance_stale = true; /* a retag may lower the largest */
   g->nodes[n].tag = t;
+  if (t->instance > g->max_instance)
+    g->max_instance = t->instance;
   return CCG_STATUS_OK;
 }
 

@@ -26,7 +26,20 @@ typedef struct ccg__value {
   ccg_dim *known;
   int n_placements; /* 0 = none */
   ccg_placement placements[CCG_MAX_MESH_AXES];
+  uint32_t first_use, last_use; /* into ccg_graph.uses; CCG_NONE = none */
+  uint32_t n_uses;
+  bool is_output; /* a graph output */
 } ccg__value;
+
+/* One use of a value as a node input. A value's uses form a doubly linked
+ * list in node order (prev/next are indexes into ccg_graph.uses), appended
+ * as nodes are committed and unlinked when ccg__rollback removes them: the
+ * consumer index every pass reads (ccg_value_next_use). */
+typedef struct ccg__use {
+  ccg_node_id node;
+  uint32_t slot;
+  uint32_t prev, next; /* CCG_NONE at the ends */
+} ccg__use;
 
 typedef struct ccg__node {
   ccg_op op;
@@ -62,6 +75,12 @@ struct ccg_graph {
   size_t n_nodes, cap_nodes;
   ccg_value_id *inputs, *outputs, *inits;
   size_t n_inputs, cap_inputs, n_outputs, cap_outputs, n_inits, cap_inits;
+  ccg__use *uses;
+  size_t n_uses, cap_uses;
+  /* the largest mapping instance of any node's tag; recounted after a
+   * rollback (max_instance_stale) */
+  uint32_t max_instance;
+  bool max_instance_stale;
 
   ccg_strmap value_names;
   ccg_strmap node_names;
@@ -92,6 +111,10 @@ ccg_status ccg__graph_own(ccg_graph *g, void (*fn)(void *p, size_t n), void *p,
 ccg_status ccg__graph_add_initializer_borrowed(ccg_graph *g, const char *name,
                                                const ccg_tensor *t,
                                                ccg_value_id *out);
+/* ccg_graph_set_initializer_rank_data without copying t->data (which must
+ * live as long as g, as for ccg__graph_add_initializer_borrowed). */
+ccg_status ccg__graph_set_rank_data_borrowed(ccg_graph *g, ccg_value_id v,
+                                             int64_t rank, const ccg_tensor *t);
 
 /* Interns a symbol text in the graph: equal strings, one pointer. Only
  * canonical texts (ccg__sym_canonical) may be interned: shape import relies
@@ -390,6 +413,8 @@ typedef struct ccg__mark {
   size_t n_values, n_nodes, n_inputs, n_outputs, n_inits;
 } ccg__mark;
 ccg__mark ccg__mark_get(const ccg_graph *g);
+/* The largest mapping instance among the nodes' tags (0 when none). */
+uint32_t ccg__graph_max_instance(ccg_graph *g);
 void ccg__rollback(ccg_graph *g, const ccg__mark *m);
 
 #endif

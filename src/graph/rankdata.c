@@ -9,9 +9,8 @@ static int64_t world_size(const ccg_graph *g) {
   return g->has_mesh ? ccg_mesh_world_size(&g->mesh) : 1;
 }
 
-ccg_status ccg_graph_set_initializer_rank_data(ccg_graph *g, ccg_value_id v,
-                                               int64_t rank,
-                                               const ccg_tensor *t) {
+static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
+                                const ccg_tensor *t, bool copy_data) {
   if (!ccg__value_ok(g, v) || g->values[v].kind != CCG_VALUE_INITIALIZER)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "rank data: value id %u is not an initializer", v);
@@ -59,11 +58,31 @@ ccg_status ccg_graph_set_initializer_rank_data(ccg_graph *g, ccg_value_id v,
     x->n_rank_data = (uint32_t)world;
   }
   ccg_status st = CCG_STATUS_OK;
-  ccg_tensor *copy = ccg__copy_tensor(g, t, &st, "initializer", x->name);
+  ccg_tensor *copy = copy_data
+                         ? ccg__copy_tensor(g, t, &st, "initializer", x->name)
+                         : ccg__arena_alloc(&g->arena, sizeof *copy, 16);
   if (!copy)
-    return st;
+    return copy_data ? st
+                     : ccg__error(&g->ctx, CCG_STATUS_OOM,
+                                  "initializer '%s': out of memory for rank "
+                                  "data",
+                                  x->name);
+  if (!copy_data)
+    *copy = *t;
   x->rank_data[rank] = copy;
   return CCG_STATUS_OK;
+}
+
+ccg_status ccg_graph_set_initializer_rank_data(ccg_graph *g, ccg_value_id v,
+                                               int64_t rank,
+                                               const ccg_tensor *t) {
+  return set_rank_data(g, v, rank, t, true);
+}
+
+ccg_status ccg__graph_set_rank_data_borrowed(ccg_graph *g, ccg_value_id v,
+                                             int64_t rank,
+                                             const ccg_tensor *t) {
+  return set_rank_data(g, v, rank, t, false);
 }
 
 bool ccg_value_has_rank_data(const ccg_graph *g, ccg_value_id v, int64_t rank) {

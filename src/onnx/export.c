@@ -510,13 +510,15 @@ static ccg_status graph_proto(ex *e) {
     CCG_CHECK(value_info(e, ccg_graph_output(g, i), &gp->output[i]));
   gp->n_output = ccg_graph_num_outputs(g);
   /* value_info: every node output that is not a graph output. */
+  bool *is_out = ccg__arena_calloc(e->a, nv + 1, sizeof *is_out);
+  if (!is_out)
+    return oom(e);
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
+    is_out[ccg_graph_output(g, i)] = true;
   for (ccg_node_id n = 0; n < nn; n++)
     for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
       ccg_value_id v = ccg_node_output(g, n, i);
-      bool is_out = false;
-      for (size_t j = 0; j < gp->n_output && !is_out; j++)
-        is_out = strcmp(gp->output[j]->name, ccg_value_name(g, v)) == 0;
-      if (!is_out)
+      if (!is_out[v])
         CCG_CHECK(value_info(e, v, &gp->value_info[gp->n_value_info++]));
     }
   return CCG_STATUS_OK;

@@ -355,9 +355,11 @@ static ccg_status initializers(im *m) {
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
+    bool lend = mapped || (m->lend_raw && tp->has_raw_data && t.data &&
+                           (uintptr_t)t.data % 64 == 0);
     ccg_status st =
-        mapped ? ccg__graph_add_initializer_borrowed(m->g, name, &t, NULL)
-               : ccg_graph_add_initializer(m->g, name, &t, NULL);
+        lend ? ccg__graph_add_initializer_borrowed(m->g, name, &t, NULL)
+             : ccg_graph_add_initializer(m->g, name, &t, NULL);
     if (st != CCG_STATUS_OK)
       return from_graph(m);
   }
@@ -502,6 +504,38 @@ static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
   return CCG_STATUS_OK;
 }
 
+static void release_decoded(void *p, size_t n) {
+  (void)n;
+  ccg__onnx_cap_release(p);
+  free(p);
+}
+
+/* Inline weights (raw_data) are decoded once by protobuf-c; where they are
+ * most of the decoded model, the graph takes the decoded model and its
+ * initializers use that data instead of a second copy. *owned: the graph
+ * has it (then only the graph frees it, also when the import fails). */
+static ccg_status lend_decoded(im *m, ccg__onnx_cap *cap, bool *owned) {
+  size_t raw = 0;
+  for (size_t i = 0; i < m->gp->n_initializer; i++)
+    if (m->gp->initializer[i]->has_raw_data)
+      raw += m->gp->initializer[i]->raw_data.len;
+  *owned = false;
+  if (raw < cap->used / 2)
+    return CCG_STATUS_OK;
+  ccg__onnx_cap *keep = malloc(sizeof *keep);
+  if (!keep)
+    return CCG_STATUS_OK; /* copied instead */
+  *keep = *cap;
+  *owned = true;
+  if (ccg__graph_own(m->g, release_decoded, keep, 0) != CCG_STATUS_OK) {
+    ccg_graph_free(m->g); /* the model is gone with keep */
+    m->g = NULL;
+    return ccg__error(NULL, CCG_STATUS_OOM, "%s: out of memory", m->src.what);
+  }
+  m->lend_raw = true;
+  return CCG_STATUS_OK;
+}
+
 static ccg_status import_model(const char *what, const void *data, size_t size,
                                const char *base_dir,
                                const ccg_onnx_import_options *opts,
@@ -515,6 +549,7 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
   CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
+  bool owned = false; /* the graph owns the decoded model (lend_decoded) */
   im m;
   memset(&m, 0, sizeof m);
   m.o = &o;
@@ -533,17 +568,21 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   if (o.map_external_data)
     m.src.owner = m.g;
+  CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
   ccg__arena_init(&m.a, NULL, 0);
+  ccg__arena_init(&m.node_a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
   st = build(&m);
   ccg__strmap_free(&m.consts);
   ccg__arena_free(&m.a);
+  ccg__arena_free(&m.node_a);
   if (st == CCG_STATUS_OK)
     *out = m.g;
   else
     ccg_graph_free(m.g);
 out:
-  ccg__onnx_cap_release(&cap); /* frees mp */
+  if (!owned)
+    ccg__onnx_cap_release(&cap); /* frees mp */
   return st;
 }
 

@@ -11,8 +11,13 @@ typedef struct im {
   const Onnx__ModelProto *m;
   const Onnx__GraphProto *gp;
   ccg_graph *g;
-  ccg_arena a;   /* decoded tensors and attributes, freed after import */
-  int64_t opset; /* ai.onnx; -1 when the model imports none */
+  ccg_arena a;      /* decoded tensors and attributes, freed after import */
+  bool lend_raw;    /* the graph owns the decoded model: initializers' raw
+                       data is lent to it, not copied */
+  ccg_arena node_a; /* a is swapped with it while one node is read, and it
+                       is reset after each: what reading a node allocates
+                       is dead once the graph has copied the node */
+  int64_t opset;    /* ai.onnx; -1 when the model imports none */
   /* Initializers (index i) and Constant nodes (n_initializer + node index)
    * by output name, with their use counts. */
   ccg_strmap consts;

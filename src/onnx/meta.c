@@ -8,14 +8,126 @@
 
 #include "onnx/internal.h"
 
-static ccg_status dump_json(ccg_graph *g, ccg_arena *a, json_t *root,
-                            const char *what, const char **out) {
-  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
-  json_decref(root);
-  if (!text)
-    return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what);
-  *out = ccg__arena_strdup(a, text);
-  free(text);
+/* The export writes the JSON text directly, as jansson's compact dump of
+ * the same arrays would (object keys in insertion order, strings escaped
+ * the same way): building a jansson tree per value cost more than the rest
+ * of the export. */
+typedef struct jbuf {
+  char *p;
+  size_t n, cap;
+  bool bad; /* out of memory, or a string that is not UTF-8 */
+} jbuf;
+
+static void jb_put(jbuf *b, const char *s, size_t n) {
+  if (b->bad)
+    return;
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + n + 1)
+      cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+      b->bad = true;
+      return;
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  b->p[b->n] = '\0';
+}
+
+static void jb_lit(jbuf *b, const char *s) { jb_put(b, s, strlen(s)); }
+
+/* Length of the UTF-8 sequence at s (0 if it is not one), as jansson
+ * accepts them: no overlong forms, surrogates or code points past
+ * U+10FFFF. */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t n;
+  uint32_t cp;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xC2 && c <= 0xDF)
+    n = 2, cp = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF)
+    n = 3, cp = c & 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xC0) != 0x80)
+      return 0;
+    cp = (cp << 6) | (s[i] & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
+    return 0;
+  return n;
+}
+
+/* A JSON string: quotes, backslash and control characters escaped. */
+static void jb_str(jbuf *b, const char *s) {
+  jb_put(b, "\"", 1);
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p && !b->bad) {
+    const unsigned char *run = p;
+    while (*p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+      p++;
+    jb_put(b, (const char *)run, (size_t)(p - run));
+    if (!*p)
+      break;
+    char esc[8];
+    size_t len = 2;
+    esc[0] = '\\';
+    switch (*p) {
+    case '"':
+    case '\\':
+      esc[1] = (char)*p;
+      break;
+    case '\b':
+      esc[1] = 'b';
+      break;
+    case '\f':
+      esc[1] = 'f';
+      break;
+    case '\n':
+      esc[1] = 'n';
+      break;
+    case '\r':
+      esc[1] = 'r';
+      break;
+    case '\t':
+      esc[1] = 't';
+      break;
+    default:
+      if (*p < 0x20) {
+        snprintf(esc, sizeof esc, "\\u%04X", *p);
+        len = 6;
+      } else {
+        len = utf8_len(p);
+        if (!len) {
+          b->bad = true;
+          return;
+        }
+        jb_put(b, (const char *)p, len);
+        p += len;
+        continue;
+      }
+    }
+    jb_put(b, esc, len);
+    p++;
+  }
+  jb_put(b, "\"", 1);
+}
+
+/* The text into the arena; the buffer is released either way. */
+static ccg_status jb_done(ccg_graph *g, ccg_arena *a, jbuf *b, const char *what,
+                          const char **out) {
+  *out = b->bad ? NULL : ccg__arena_strdup(a, b->p);
+  free(b->p);
   return *out
              ? CCG_STATUS_OK
              : ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what);
@@ -35,78 +147,90 @@ static void placement_text(const ccg_placement *p, char *buf, size_t size) {
   }
 }
 
+/* [{"value":NAME,"placements":["S(0)","R"]},...] */
 ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
                                      const char **out) {
   *out = NULL;
-  json_t *arr = NULL;
+  jbuf b = {NULL, 0, 0, false};
   for (ccg_value_id v = 0; v < ccg_graph_num_values(g); v++) {
     ccg_placement p[CCG_MAX_MESH_AXES];
     int n = ccg_value_placements(g, v, p);
     if (n == 0)
       continue;
-    if (!arr && !(arr = json_array()))
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing placements");
-    json_t *list = json_array();
-    for (int i = 0; list && i < n; i++) {
+    jb_lit(&b, b.n ? ",{\"value\":" : "[{\"value\":");
+    jb_str(&b, ccg_value_name(g, v));
+    jb_lit(&b, ",\"placements\":[");
+    for (int i = 0; i < n; i++) {
       char buf[32];
       placement_text(&p[i], buf, sizeof buf);
-      json_array_append_new(list, json_string(buf));
+      if (i)
+        jb_put(&b, ",", 1);
+      jb_str(&b, buf);
     }
-    json_t *o = json_pack("{s:s, s:o}", "value", ccg_value_name(g, v),
-                          "placements", list);
-    if (!o || json_array_append_new(arr, o) != 0) {
-      json_decref(arr);
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing placements");
-    }
+    jb_lit(&b, "]}");
   }
-  return arr ? dump_json(g, a, arr, "placement", out) : CCG_STATUS_OK;
+  if (!b.n && !b.bad)
+    return CCG_STATUS_OK;
+  jb_put(&b, "]", 1);
+  return jb_done(g, a, &b, "placement", out);
 }
 
+/* [{"node":NAME,"mapping":M,"instance":K,"backward":B[,"params":P]},...] */
 ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
   *out = NULL;
-  json_t *arr = NULL;
+  jbuf b = {NULL, 0, 0, false};
   for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
     const ccg_tag *t = ccg_node_tag(g, n);
     if (!t)
       continue;
-    if (!arr && !(arr = json_array()))
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing mapping tags");
-    json_t *o = json_pack("{s:s, s:s, s:I, s:b}", "node", ccg_node_name(g, n),
-                          "mapping", t->mapping ? t->mapping : "", "instance",
-                          (json_int_t)t->instance, "backward", t->backward);
-    if (o && t->params)
-      json_object_set_new(o, "params", json_string(t->params));
-    if (!o || json_array_append_new(arr, o) != 0) {
-      json_decref(arr);
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing mapping tags");
+    char num[64];
+    jb_lit(&b, b.n ? ",{\"node\":" : "[{\"node\":");
+    jb_str(&b, ccg_node_name(g, n));
+    jb_lit(&b, ",\"mapping\":");
+    jb_str(&b, t->mapping ? t->mapping : "");
+    snprintf(num, sizeof num, ",\"instance\":%u,\"backward\":%s", t->instance,
+             t->backward ? "true" : "false");
+    jb_lit(&b, num);
+    if (t->params) {
+      jb_lit(&b, ",\"params\":");
+      jb_str(&b, t->params);
     }
+    jb_put(&b, "}", 1);
   }
-  return arr ? dump_json(g, a, arr, "mapping tag", out) : CCG_STATUS_OK;
+  if (!b.n && !b.bad)
+    return CCG_STATUS_OK;
+  jb_put(&b, "]", 1);
+  return jb_done(g, a, &b, "mapping tag", out);
 }
 
 /* Node metadata of ccgraph's own ("ccgraph." keys: schedule slots, the
  * pipeline stage) as {"node": name, key: value, ...}. */
 ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
   *out = NULL;
-  json_t *arr = NULL;
+  jbuf b = {NULL, 0, 0, false};
   for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
-    json_t *o = NULL;
     const char *key, *val;
+    bool open = false;
     for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &val)) != NULL; i++) {
       if (strncmp(key, "ccgraph.", 8) != 0)
         continue;
-      if (!o && !(o = json_pack("{s:s}", "node", ccg_node_name(g, n))))
-        break;
-      json_object_set_new(o, key, json_string(val));
+      if (!open) {
+        jb_lit(&b, b.n ? ",{\"node\":" : "[{\"node\":");
+        jb_str(&b, ccg_node_name(g, n));
+        open = true;
+      }
+      jb_put(&b, ",", 1);
+      jb_str(&b, key);
+      jb_put(&b, ":", 1);
+      jb_str(&b, val);
     }
-    if (!o)
-      continue;
-    if ((!arr && !(arr = json_array())) || json_array_append_new(arr, o)) {
-      json_decref(arr);
-      return ccg__error(&g->ctx, CCG_STATUS_OOM, "writing node metadata");
-    }
+    if (open)
+      jb_put(&b, "}", 1);
   }
-  return arr ? dump_json(g, a, arr, "node metadata", out) : CCG_STATUS_OK;
+  if (!b.n && !b.bad)
+    return CCG_STATUS_OK;
+  jb_put(&b, "]", 1);
+  return jb_done(g, a, &b, "node", out);
 }
 
 /* ---- import ------------------------------------------------------------- */

@@ -398,7 +398,7 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
+static ccg_status node_in(im *m, const Onnx__NodeProto *np) {
   ccg_op op;
   kind k;
   bool tanh_form = false;
@@ -461,4 +461,14 @@ ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
     }
   }
   return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_node_in(im *m, const Onnx__NodeProto *np) {
+  ccg_arena keep = m->a;
+  m->a = m->node_a;
+  ccg_status st = node_in(m, np);
+  m->node_a = m->a;
+  m->a = keep;
+  ccg__arena_reset(&m->node_a);
+  return st;
 }

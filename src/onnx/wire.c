@@ -619,6 +619,12 @@ typedef struct cap_links {
 #define CAP_ROUND(n) (((n) + CAP_ALIGN - 1) & ~(size_t)(CAP_ALIGN - 1))
 #define CAP_HDR CAP_ROUND(sizeof(cap_hdr))
 #define CAP_LINKS CAP_ROUND(sizeof(cap_links))
+/* Large blocks start 64 bytes into their allocation (links, then the
+ * header), so that their data is 64-byte aligned as the graph keeps
+ * tensors: an import may lend them to the graph (import.c). */
+#define CAP_LARGE_OFF ((size_t)64)
+_Static_assert(CAP_LINKS + CAP_HDR <= CAP_LARGE_OFF,
+               "a large block's links and header fit before its data");
 #define CAP_SMALL_MAX ((size_t)4096)
 #define CAP_CHUNK_MIN ((size_t)64 << 10)
 #define CAP_CHUNK_MAX ((size_t)1 << 20)
@@ -661,14 +667,15 @@ static void *cap_alloc(void *user, size_t size) {
   ccg__onnx_cap *cap = user;
   if (size <= CAP_SMALL_MAX)
     return cap_alloc_small(cap, size);
-  size_t total = CAP_LINKS + CAP_HDR + size;
-  if (total < size) {
+  size_t total = CAP_LARGE_OFF + size;
+  if (total < size || total > SIZE_MAX - CAP_LARGE_OFF) {
     cap->exceeded = true;
     return NULL;
   }
   if (!cap_charge(cap, total))
     return NULL;
-  uint8_t *p = malloc(total);
+  uint8_t *p = aligned_alloc(CAP_LARGE_OFF, (total + CAP_LARGE_OFF - 1) &
+                                                ~(CAP_LARGE_OFF - 1));
   if (!p) {
     cap->used -= total;
     return NULL;
@@ -679,10 +686,10 @@ static void *cap_alloc(void *user, size_t size) {
   if (l->next)
     l->next->prev = l;
   cap->large = l;
-  cap_hdr *h = (cap_hdr *)(p + CAP_LINKS);
+  cap_hdr *h = (cap_hdr *)(p + CAP_LARGE_OFF - CAP_HDR);
   h->size = total;
   h->large = 1;
-  return p + CAP_LINKS + CAP_HDR;
+  return p + CAP_LARGE_OFF;
 }
 
 static void cap_free(void *user, void *ptr) {
@@ -693,7 +700,7 @@ static void cap_free(void *user, void *ptr) {
   cap->used -= h->size;
   if (!h->large)
     return; /* its chunk goes in ccg__onnx_cap_release */
-  cap_links *l = (cap_links *)((uint8_t *)h - CAP_LINKS);
+  cap_links *l = (cap_links *)((uint8_t *)ptr - CAP_LARGE_OFF);
   if (l->prev)
     l->prev->next = l->next;
   else

@@ -14,6 +14,7 @@
 #include "ccgraph/symbolic.h"
 #include "graph/internal.h"
 #include "passes/fsdp_regather.h"
+#include "symbolic/internal.h"
 
 typedef struct unit {
   ccg_node_id node; /* the first node */
@@ -60,53 +61,90 @@ static ccg_status node_unit(bw *b, unit *u, ccg_node_id n) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status instance_unit(bw *b, unit *u) {
-  ccg_graph *g = b->g;
-  size_t ni = 0, no = 0;
-  for (size_t n = 0; n < b->nn; n++)
-    if (b->unit_of[n] == (uint32_t)(u - b->units)) {
-      ni += ccg_node_num_inputs(g, (ccg_node_id)n);
-      no += ccg_node_num_outputs(g, (ccg_node_id)n);
-    }
+/* The unit's forward nodes are nodes[0..n) (graph order); ni and no are
+ * their inputs and outputs together, room enough. */
+static ccg_status instance_unit(bw *b, unit *u, const ccg_node_id *nodes,
+                                size_t n, size_t ni, size_t no) {
   u->in = calloc(ni + 1, sizeof *u->in);
   u->out = calloc(no + 1, sizeof *u->out);
   if (!u->in || !u->out)
     return oom(b);
   u->n_in = ni;
   u->n_out = no;
-  return ccg_mapping_instance_io(g, u->tag->instance, u->in, &u->n_in, u->out,
-                                 &u->n_out);
+  return ccg__mapping_instance_io_of(b->g, u->tag->instance, nodes, n, u->in,
+                                     &u->n_in, u->out, &u->n_out);
+}
+
+/* Mapping instance -> its unit (+1; 0 = empty slot), open addressing. */
+typedef struct inst_slot {
+  uint32_t instance, unit;
+} inst_slot;
+
+static inst_slot *inst_find(inst_slot *t, size_t cap, uint32_t instance) {
+  size_t i = (instance * 2654435761u) & (cap - 1);
+  while (t[i].unit && t[i].instance != instance)
+    i = (i + 1) & (cap - 1);
+  return &t[i];
 }
 
 static ccg_status make_units(bw *b) {
   ccg_graph *g = b->g;
   b->unit_of = calloc(b->nn + 1, sizeof *b->unit_of);
   b->units = calloc(b->nn + 1, sizeof *b->units);
-  if (!b->unit_of || !b->units)
+  /* the unit of each mapping instance (+1; 0 = none yet), and the inputs
+   * and outputs each unit's nodes have together */
+  size_t cap = 16;
+  while (cap < 2 * (b->nn + 1))
+    cap *= 2;
+  inst_slot *of_inst = calloc(cap, sizeof *of_inst);
+  size_t *room = calloc(3 * (b->nn + 1), sizeof *room);
+  ccg_node_id *nodes = calloc(b->nn + 1, sizeof *nodes);
+  if (!b->unit_of || !b->units || !of_inst || !room || !nodes) {
+    free(of_inst), free(room), free(nodes);
     return oom(b);
+  }
   for (size_t n = 0; n < b->nn; n++) {
     const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)n);
     bool inst = t && !t->backward;
-    size_t u = b->nu;
-    for (size_t k = 0; inst && k < b->nu; k++)
-      if (b->units[k].instance && b->units[k].tag->instance == t->instance)
-        u = k;
+    inst_slot *slot = inst ? inst_find(of_inst, cap, t->instance) : NULL;
+    size_t u = slot && slot->unit ? slot->unit - 1 : b->nu;
     if (u == b->nu) {
       b->units[u].node = (ccg_node_id)n;
       b->units[u].instance = inst;
       b->units[u].tag = inst ? t : NULL;
+      if (slot)
+        *slot = (inst_slot){t->instance, (uint32_t)(u + 1)};
       b->nu++;
     }
     b->unit_of[n] = (uint32_t)u;
+    room[3 * u] += ccg_node_num_inputs(g, (ccg_node_id)n);
+    room[3 * u + 1] += ccg_node_num_outputs(g, (ccg_node_id)n);
+    room[3 * u + 2]++;
     ccg_op op = ccg_node_op(g, (ccg_node_id)n);
     b->units[u].has_send |= op == CCG_OP_SEND;
     b->units[u].has_recv |= op == CCG_OP_RECV;
   }
+  /* each unit's nodes, in graph order: room[3u + 2] becomes where its
+   * run in `nodes` starts */
+  size_t at = 0;
   for (size_t u = 0; u < b->nu; u++) {
-    unit *x = &b->units[u];
-    CCG_CHECK(x->instance ? instance_unit(b, x) : node_unit(b, x, x->node));
+    size_t c = room[3 * u + 2];
+    room[3 * u + 2] = at;
+    at += c;
   }
-  return CCG_STATUS_OK;
+  for (size_t n = 0; n < b->nn; n++)
+    nodes[room[3 * b->unit_of[n] + 2]++] = (ccg_node_id)n;
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t u = 0, start = 0; u < b->nu && st == CCG_STATUS_OK; u++) {
+    unit *x = &b->units[u];
+    size_t end = room[3 * u + 2];
+    st = x->instance ? instance_unit(b, x, nodes + start, end - start,
+                                     room[3 * u], room[3 * u + 1])
+                     : node_unit(b, x, x->node);
+    start = end;
+  }
+  free(of_inst), free(room), free(nodes);
+  return st;
 }
 
 /* The unit producing v, or -1 for inputs and initializers. */

@@ -305,9 +305,13 @@ static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
 
 static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *order) {
   ccg_graph *g = p->graph_of[r];
-  size_t nn = ccg_graph_num_nodes(g), cnt = 0;
+  size_t nn = ccg_graph_num_nodes(g), cnt = 0, room = 0;
   int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
-  p->ev[r] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof(ccg__cev));
+  /* room for the nodes make_event may keep (an event is large, a graph
+   * has few collectives) */
+  for (size_t i = 0; i < nn; i++)
+    room += ccg_op_is_collective(ccg_node_op(g, (ccg_node_id)i));
+  p->ev[r] = ccg__arena_calloc(&p->arena, room ? room : 1, sizeof(ccg__cev));
   if (!p->ev[r])
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   for (size_t i = 0; i < nn; i++) {
@@ -369,7 +373,13 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   ccg_status st = pick_graphs(p, graphs, n, opts->stage_axis);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    size_t nn = ccg_graph_num_nodes(graphs[i]);
+    size_t nn = ccg_graph_num_nodes(graphs[i]), same = 0;
+    while (same < i && graphs[same] != graphs[i])
+      same++;
+    if (same < i) { /* one graph given for several ranks: one order */
+      orders[i] = orders[same];
+      continue;
+    }
     orders[i] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof **orders);
     if (!orders[i])
       st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");

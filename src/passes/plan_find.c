@@ -208,8 +208,9 @@ static ccg_node_id trace_fwd(pp *p, ccg_value_id v,
   p->stack[tail++] = v; /* used as a queue: nearest first */
   while (head < tail && budget > 0) {
     ccg_value_id x = p->stack[head++];
-    for (size_t c = p->cs[x]; c < p->cs[x + 1]; c++) {
-      ccg_node_id n = p->cons[c];
+    size_t it = 0;
+    ccg_node_id n;
+    while (ccg_value_next_use(p->g, x, &it, &n, NULL)) {
       if (p->seen[n] == p->gen)
         continue;
       p->seen[n] = p->gen;
@@ -324,9 +325,11 @@ static const char *indivisible(const pp *p, const char *what, int64_t v,
 static int64_t split_parts(pp *p, ccg_node_id proj) {
   ccg_value_id v = ccg_node_output(p->g, proj, 0);
   for (int step = 0; step < 4; step++) {
-    if (p->cs[v + 1] - p->cs[v] != 1)
+    size_t it = 0;
+    ccg_node_id c;
+    if (ccg_value_num_uses(p->g, v) != 1 ||
+        !ccg_value_next_use(p->g, v, &it, &c, NULL))
       return 1;
-    ccg_node_id c = p->cons[p->cs[v]];
     ccg_op op = ccg_node_op(p->g, c);
     if (op == CCG_OP_SPLIT) {
       int rank = ccg_value_shape(p->g, v)->rank;
@@ -571,8 +574,9 @@ static ccg_status find_embeddings(pp *p) {
  * vocabulary last, input 0 of a SoftmaxCrossEntropyLoss on [N, V] without
  * class weights: the shard pass then computes it on vocabulary shards. */
 static bool feeds_loss(const pp *p, ccg_value_id v, int64_t vocab, int depth) {
-  for (size_t k = p->cs[v]; depth < 6 && k < p->cs[v + 1]; k++) {
-    ccg_node_id c = p->cons[k];
+  size_t cursor = 0;
+  ccg_node_id c;
+  while (depth < 6 && ccg_value_next_use(p->g, v, &cursor, &c, NULL)) {
     ccg_op op = ccg_node_op(p->g, c);
     if (ccg_node_input(p->g, c, 0) != v)
       continue;
@@ -679,42 +683,22 @@ ccg_status pp_prepare(pp *p) {
   size_t total = 0;
   p->nn = ccg_graph_num_nodes(p->g);
   p->nv = ccg_graph_num_values(p->g);
-  p->cs = calloc(p->nv + 2, sizeof *p->cs);
   p->seen = calloc(p->nn + 1, sizeof *p->seen);
   p->claimed = calloc(p->nn + 1, sizeof *p->claimed);
-  if (!p->cs || !p->seen || !p->claimed)
+  if (!p->seen || !p->claimed)
     return oom(p);
   for (size_t n = 0; n < p->nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(p->g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(p->g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        p->cs[v + 1]++, total++;
-    }
-  for (size_t v = 0; v < p->nv; v++)
-    p->cs[v + 1] += p->cs[v];
-  p->cons = calloc(total + 1, sizeof *p->cons);
-  size_t *fill = calloc(p->nv + 1, sizeof *fill);
+    total += ccg_node_num_inputs(p->g, (ccg_node_id)n);
   /* every node is visited once per trace: its inputs (back) or outputs
    * (forward) are pushed at most once */
   p->stack_cap = total + p->nv + 1;
   p->stack = calloc(p->stack_cap, sizeof *p->stack);
-  if (!p->cons || !fill || !p->stack) {
-    free(fill);
+  if (!p->stack)
     return oom(p);
-  }
-  for (size_t n = 0; n < p->nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(p->g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(p->g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        p->cons[p->cs[v] + fill[v]++] = (ccg_node_id)n;
-    }
-  free(fill);
   return CCG_STATUS_OK;
 }
 
 void pp_release(pp *p) {
-  free(p->cs);
-  free(p->cons);
   free(p->seen);
   free(p->claimed);
   free(p->stack);

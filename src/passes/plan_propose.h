@@ -41,8 +41,6 @@ typedef struct pp {
   char axis[CCG_MESH_NAME_MAX];
   bool sp;
   size_t nn, nv;
-  size_t *cs; /* consumers of each value (CSR over cons) */
-  ccg_node_id *cons;
   uint32_t *seen; /* per node: the trace that visited it */
   uint32_t gen;
   ccg_value_id *stack; /* one trace's values to visit */

@@ -121,13 +121,11 @@ static const char *view_name(const shard *sh, ccg_value_id gv, char *buf,
   return buf;
 }
 
+/* A value or node of the sharded graph has the name (looked up in its
+ * name indexes: a miss through ccg_graph_find_* formats an error). */
 static bool name_taken(shard *sh, const char *name) {
-  ccg_value_id v;
-  ccg_node_id n;
-  bool taken = ccg_graph_find_value(sh->s, name, &v) == CCG_STATUS_OK ||
-               ccg_graph_find_node(sh->s, name, &n) == CCG_STATUS_OK;
-  ccg_clear_error(sh->s);
-  return taken;
+  return name && (ccg__strmap_get(&sh->s->value_names, name, NULL) ||
+                  ccg__strmap_get(&sh->s->node_names, name, NULL));
 }
 
 /* Pushes the scopes of a torch-style node name ("/h.0/attn/MatMul" ->
@@ -187,9 +185,27 @@ ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
   return CCG_STATUS_OK;
 }
 
+/* The hash of a cache entry's identity: placements equal under sh_same
+ * hash equal. */
+static uint32_t cache_hash(ccg_value_id key, ccg_placement p, int blocks,
+                           int flags) {
+  uint32_t h = key * 2654435761u;
+  h ^= (uint32_t)p.kind * 0x9e3779b9u;
+  if (p.kind == CCG_PLACEMENT_SHARD)
+    h ^= (uint32_t)(p.dim + 1) * 0x85ebca6bu;
+  else if (p.kind == CCG_PLACEMENT_PARTIAL)
+    h ^= (uint32_t)(p.reduce + 1) * 0x85ebca6bu;
+  h ^= (uint32_t)blocks * 0xc2b2ae35u ^ (uint32_t)flags * 0x27d4eb2fu;
+  return h ^ (h >> 15);
+}
+
 static sh_cache *cache_find(shard *sh, ccg_value_id key, ccg_placement p,
                             int blocks, int flags) {
-  for (size_t i = 0; i < sh->n_cache; i++) {
+  if (!sh->n_cache)
+    return NULL;
+  uint32_t h = cache_hash(key, p, blocks, flags) & (2 * sh->cap_cache - 1);
+  for (uint32_t i = sh->cache_heads[h]; i != UINT32_MAX;
+       i = sh->cache[i].next) {
     sh_cache *c = &sh->cache[i];
     if (c->key == key && c->blocks == blocks && c->flags == flags &&
         sh_same(c->p, p))
@@ -198,17 +214,36 @@ static sh_cache *cache_find(shard *sh, ccg_value_id key, ccg_placement p,
   return NULL;
 }
 
+static void cache_link(shard *sh, uint32_t i) {
+  sh_cache *c = &sh->cache[i];
+  uint32_t h =
+      cache_hash(c->key, c->p, c->blocks, c->flags) & (2 * sh->cap_cache - 1);
+  c->next = sh->cache_heads[h];
+  sh->cache_heads[h] = i;
+}
+
 static ccg_status cache_put(shard *sh, ccg_value_id key, ccg_placement p,
                             int blocks, int flags, ccg_value_id v) {
   if (sh->n_cache == sh->cap_cache) {
     size_t cap = sh->cap_cache ? 2 * sh->cap_cache : 64;
     sh_cache *c = realloc(sh->cache, cap * sizeof *c);
-    if (!c)
+    if (c)
+      sh->cache = c;
+    uint32_t *heads = c ? malloc(2 * cap * sizeof *heads) : NULL;
+    if (!heads)
       return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-    sh->cache = c;
+    free(sh->cache_heads);
+    sh->cache_heads = heads;
     sh->cap_cache = cap;
+    for (size_t h = 0; h < 2 * cap; h++)
+      heads[h] = UINT32_MAX;
+    /* chains in reverse order of insertion; entries are unique, so a
+     * lookup finds the same one either way */
+    for (size_t i = 0; i < sh->n_cache; i++)
+      cache_link(sh, (uint32_t)i);
   }
-  sh->cache[sh->n_cache++] = (sh_cache){key, p, blocks, flags, v};
+  sh->cache[sh->n_cache] = (sh_cache){key, p, blocks, flags, v, UINT32_MAX};
+  cache_link(sh, (uint32_t)sh->n_cache++);
   return CCG_STATUS_OK;
 }
 
@@ -338,14 +373,32 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
   char buf[512];
   ccg_tensor t = {dt, rank, {0}, chunks[0]};
   memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
-  SH_S(sh, ccg_graph_add_initializer(
-               sh->s, weight_name(sh, name, buf, sizeof buf), &t, out));
+  /* Each group rank's chunk is copied into the sharded graph once; the
+   * common data and every global rank's data point at those copies (the
+   * ranks at one place of the axis' groups share theirs). */
+  size_t nbytes = 0;
+  if (ccg_tensor_nbytes(&t, &nbytes) != CCG_STATUS_OK)
+    return sh_fail(sh, CCG_STATUS_SHAPE, "weight '%s' has an invalid shape",
+                   name);
+  void **own = calloc((size_t)sh->W, sizeof *own);
+  if (!own)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  for (int64_t r = 0; r < sh->W; r++)
+    if (!(own[r] = ccg__arena_memdup(&sh->s->arena, chunks[r], nbytes, 64))) {
+      free(own);
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+    }
+  t.data = own[0];
+  ccg_status st = ccg__graph_add_initializer_borrowed(
+      sh->s, weight_name(sh, name, buf, sizeof buf), &t, out);
   int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; g < world; g++) {
+  for (int64_t g = 0; g < world && st == CCG_STATUS_OK; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
-    t.data = chunks[r];
-    SH_S(sh, ccg_graph_set_initializer_rank_data(sh->s, *out, g, &t));
+    t.data = own[r];
+    st = ccg__graph_set_rank_data_borrowed(sh->s, *out, g, &t);
   }
+  free(own);
+  SH_S(sh, st);
   ccg_placement full[CCG_MAX_MESH_AXES];
   full_placements(sh, CCG_NONE, p, full);
   SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
@@ -828,14 +881,26 @@ static long entry_for(const shard *sh, const char *name, bool param) {
   return -1;
 }
 
+/* entry_for a module path, remembered per path (looked up again when
+ * there is no memory to remember it). */
+static long module_entry(shard *sh, const char *path) {
+  uint32_t id;
+  if (ccg__strmap_get(&sh->entry_of, path, &id))
+    return (long)id - 1;
+  long e = entry_for(sh, path, false);
+  const char *key = ccg__arena_strdup(&sh->entry_keys, path);
+  if (key)
+    (void)ccg__strmap_put(&sh->entry_of, key, (uint32_t)(e + 1));
+  return e;
+}
+
 /* The entry for node n: its module's (deepest module first), else one of
  * its weights'. *module gets the module the entry matched. */
-static long node_entry(const shard *sh, ccg_node_id n, char *module,
-                       size_t size) {
+static long node_entry(shard *sh, ccg_node_id n, char *module, size_t size) {
   char path[512];
   ccg__node_module(sh->g, n, path, sizeof path);
   while (*path) {
-    long e = entry_for(sh, path, false);
+    long e = module_entry(sh, path);
     if (e >= 0) {
       snprintf(module, size, "%s", path);
       return e;
@@ -944,36 +1009,6 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   for (size_t i = 0; i < ccg_node_num_outputs(sh->g, n); i++)
     sh->vals[ccg_node_output(sh->g, n, i)].ulysses = sh->cur_ulysses;
   sh->cur_rep = sh->cur_merged = 1;
-  return CCG_STATUS_OK;
-}
-
-static ccg_status consumers(shard *sh) {
-  ccg_graph *g = sh->g;
-  size_t nn = ccg_graph_num_nodes(g), total = 0;
-  sh->cons_start = calloc(sh->n_vals + 1, sizeof *sh->cons_start);
-  if (!sh->cons_start)
-    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-  for (size_t n = 0; n < nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        sh->cons_start[v + 1]++, total++;
-    }
-  for (size_t v = 0; v < sh->n_vals; v++)
-    sh->cons_start[v + 1] += sh->cons_start[v];
-  sh->cons = calloc(total + 1, sizeof *sh->cons);
-  size_t *fill = calloc(sh->n_vals + 1, sizeof *fill);
-  if (!sh->cons || !fill) {
-    free(fill);
-    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-  }
-  for (size_t n = 0; n < nn; n++)
-    for (size_t i = 0; i < ccg_node_num_inputs(g, (ccg_node_id)n); i++) {
-      ccg_value_id v = ccg_node_input(g, (ccg_node_id)n, i);
-      if (v != CCG_NONE)
-        sh->cons[sh->cons_start[v] + fill[v]++] = (ccg_node_id)n;
-    }
-  free(fill);
   return CCG_STATUS_OK;
 }
 
@@ -1097,7 +1132,6 @@ static ccg_status check_used(shard *sh) {
 
 static ccg_status run(shard *sh) {
   ccg_graph *g = sh->g;
-  CCG_CHECK(consumers(sh));
   size_t nn = ccg_graph_num_nodes(g);
   ccg_node_id *order = calloc(nn + 1, sizeof *order);
   if (!order)
@@ -1131,6 +1165,8 @@ ccg_status sh_pass(shard *sh, ccg_graph **out) {
   *out = NULL;
   sh->node = CCG_NONE;
   sh->n_vals = ccg_graph_num_values(g);
+  ccg__strmap_init(&sh->entry_of, NULL);
+  ccg__arena_init(&sh->entry_keys, NULL, 0);
   ccg_graph_options go = CCG_GRAPH_OPTIONS_INIT;
   go.name = ccg_graph_name(g);
   if (ccg_graph_new(&go, &sh->s) != CCG_STATUS_OK)
@@ -1157,9 +1193,10 @@ out:
   free(sh->vals);
   free(sh->is_output);
   free(sh->used);
-  free(sh->cons_start);
-  free(sh->cons);
   free(sh->cache);
+  free(sh->cache_heads);
+  ccg__strmap_free(&sh->entry_of);
+  ccg__arena_free(&sh->entry_keys);
   free(sh->ep_tag);
   sh->ep_tag = NULL;
   for (size_t i = 0; i < sh->n_origins; i++)
@@ -1170,9 +1207,8 @@ out:
   sh->vals = NULL;
   sh->is_output = NULL;
   sh->used = NULL;
-  sh->cons_start = NULL;
-  sh->cons = NULL;
   sh->cache = NULL;
+  sh->cache_heads = NULL;
   sh->n_cache = sh->cap_cache = 0;
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(sh->s);

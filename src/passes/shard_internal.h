@@ -7,7 +7,9 @@
 #include <jansson.h>
 
 #include "ccgraph/ccgraph.h"
+#include "core/arena.h"
 #include "core/error.h"
+#include "core/strmap.h"
 #include "passes/module_path.h"
 
 /* A value of the source graph as the sharded graph holds it: its value
@@ -48,6 +50,7 @@ typedef struct sh_cache {
   int blocks;
   int flags;
   ccg_value_id v;
+  uint32_t next; /* the next entry of its hash chain; UINT32_MAX ends it */
 } sh_cache;
 
 #define SH_MAX_ULYSSES 64
@@ -76,11 +79,13 @@ typedef struct shard {
   size_t n_vals;
   bool *used; /* per plan entry */
   bool *is_output;
-  /* consumers of each source value (CSR) */
-  size_t *cons_start;
-  ccg_node_id *cons;
   sh_cache *cache;
   size_t n_cache, cap_cache;
+  uint32_t *cache_heads; /* cap_cache * 2 hash chains */
+  /* the plan entry of each module path looked up so far (entry + 1, 0 for
+   * none); the nodes of a module share it. Keys live in entry_keys. */
+  ccg_strmap entry_of;
+  ccg_arena entry_keys;
   char ulysses_mods[SH_MAX_ULYSSES][256];
   int ulysses_seq[SH_MAX_ULYSSES];
   int n_ulysses;

@@ -138,7 +138,7 @@ static bool log_prob_used(const shard *sh, ccg_node_id n) {
     return false;
   ccg_value_id lp = ccg_node_output(sh->g, n, 1);
   return lp != CCG_NONE &&
-         (sh->is_output[lp] || sh->cons_start[lp + 1] > sh->cons_start[lp]);
+         (sh->is_output[lp] || ccg_value_num_uses(sh->g, lp) > 0);
 }
 
 ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/internal.h"
 #include "passes/shard_internal.h"
 
 typedef struct prune {
@@ -26,13 +27,15 @@ static ccg_status copy_placements(prune *x, ccg_value_id v, ccg_value_id w) {
   return np ? ccg_value_set_placements(x->p, w, pl, np) : CCG_STATUS_OK;
 }
 
+/* The data stays where it is: the pruned graph owns the graph it was
+ * pruned from (sh_prune), so weights are not copied a second time. */
 static ccg_status copy_initializer(prune *x, ccg_value_id v, int64_t world) {
   ccg_graph *s = x->s;
-  CCG_CHECK(ccg_graph_add_initializer(x->p, ccg_value_name(s, v),
-                                      ccg_value_data(s, v), &x->map[v]));
+  CCG_CHECK(ccg__graph_add_initializer_borrowed(
+      x->p, ccg_value_name(s, v), ccg_value_data(s, v), &x->map[v]));
   for (int64_t r = 0; r < world; r++)
     if (ccg_value_has_rank_data(s, v, r))
-      CCG_CHECK(ccg_graph_set_initializer_rank_data(
+      CCG_CHECK(ccg__graph_set_rank_data_borrowed(
           x->p, x->map[v], r, ccg_value_rank_data(s, v, r)));
   return copy_placements(x, v, x->map[v]);
 }
@@ -142,6 +145,21 @@ static ccg_status rebuild(shard *sh, prune *x, const bool *used,
   return CCG_STATUS_OK;
 }
 
+static void free_graph(void *p, size_t n) {
+  (void)n;
+  ccg_graph_free(p);
+}
+
+/* x->p takes x->s, whose arena holds the data it borrows. */
+static ccg_status own_source(shard *sh, prune *x) {
+  if (ccg__graph_own(x->p, free_graph, x->s, 0) != CCG_STATUS_OK) {
+    /* x->s is freed already: the shard's result is gone with it */
+    sh->s = NULL;
+    return fail_p(sh, x, ccg_last_status(x->p));
+  }
+  return CCG_STATUS_OK;
+}
+
 ccg_status sh_prune(shard *sh) {
   prune x = {sh->s, NULL, NULL};
   size_t nv = ccg_graph_num_values(x.s), nn = ccg_graph_num_nodes(x.s);
@@ -167,12 +185,12 @@ ccg_status sh_prune(shard *sh) {
     st = fail_p(sh, &x, ccg_last_status(x.p));
   else
     st = rebuild(sh, &x, used, live);
-  if (st == CCG_STATUS_OK) {
-    ccg_graph_free(sh->s);
+  if (st == CCG_STATUS_OK)
+    st = own_source(sh, &x);
+  if (st == CCG_STATUS_OK)
     sh->s = x.p;
-  } else {
+  else
     ccg_graph_free(x.p);
-  }
 out:
   free(used);
   free(live);

@@ -56,10 +56,11 @@ static void pop(shard *sh, int n) {
  * dim into k parts, possibly after a bias Add or unary ops. */
 static int split_blocks(const shard *sh, ccg_value_id v) {
   for (int step = 0; step < 4; step++) {
-    size_t a = sh->cons_start[v], b = sh->cons_start[v + 1];
-    if (b - a != 1 || sh->is_output[v])
+    size_t it = 0;
+    ccg_node_id c;
+    if (ccg_value_num_uses(sh->g, v) != 1 || sh->is_output[v] ||
+        !ccg_value_next_use(sh->g, v, &it, &c, NULL))
       return 1;
-    ccg_node_id c = sh->cons[a];
     ccg_op op = ccg_node_op(sh->g, c);
     if (op == CCG_OP_SPLIT) {
       int64_t axis = 0;
@@ -86,10 +87,11 @@ static ccg_status kv_rep(shard *sh, ccg_value_id v, int *rep) {
   ccg_graph *g = sh->g;
   *rep = 1;
   for (int step = 0; step < 4; step++) {
-    size_t a = sh->cons_start[v], b = sh->cons_start[v + 1];
-    if (b - a != 1 || sh->is_output[v])
+    size_t cursor = 0;
+    ccg_node_id c = CCG_NONE;
+    if (ccg_value_num_uses(g, v) != 1 || sh->is_output[v] ||
+        !ccg_value_next_use(g, v, &cursor, &c, NULL))
       return CCG_STATUS_OK;
-    ccg_node_id c = sh->cons[a];
     ccg_op op = ccg_node_op(g, c);
     if (op == CCG_OP_ADD || op == CCG_OP_CAST || op == CCG_OP_IDENTITY) {
       v = ccg_node_output(g, c, 0);

@@ -174,4 +174,12 @@ extern const size_t ccg__megatron_mappings_count;
 extern const ccg__mapping_def ccg__opensora_mappings[];
 extern const size_t ccg__opensora_mappings_count;
 
+/* ccg_mapping_instance_io given the instance's forward nodes (n, in
+ * graph order), for a caller that has them: no walk over the graph. */
+ccg_status ccg__mapping_instance_io_of(ccg_graph *g, uint32_t instance,
+                                       const ccg_node_id *nodes, size_t n,
+                                       ccg_value_id *inputs, size_t *n_inputs,
+                                       ccg_value_id *outputs,
+                                       size_t *n_outputs);
+
 #endif

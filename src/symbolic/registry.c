@@ -329,14 +329,8 @@ ccg_status ccg_mapping_canonical_params(const char *name, const char *params,
 /* ---- applying ------------------------------------------------------------ */
 
 /* One more than the largest instance any tag of g holds. */
-static uint32_t next_instance(const ccg_graph *g) {
-  uint32_t max = 0;
-  for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
-    const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)i);
-    if (t && t->instance > max)
-      max = t->instance;
-  }
-  return max + 1;
+static uint32_t next_instance(ccg_graph *g) {
+  return ccg__graph_max_instance(g) + 1;
 }
 
 /* Finds the def and checks the graph and the values passed. */
@@ -464,13 +458,11 @@ static bool in_instance(const ccg_graph *g, ccg_node_id n, uint32_t instance) {
 
 /* Whether any forward node of the instance reads v. */
 static bool read_by(const ccg_graph *g, uint32_t instance, ccg_value_id v) {
-  for (size_t i = 0; i < g->n_nodes; i++) {
-    if (!in_instance(g, (ccg_node_id)i, instance))
-      continue;
-    for (size_t k = 0; k < ccg_node_num_inputs(g, (ccg_node_id)i); k++)
-      if (ccg_node_input(g, (ccg_node_id)i, k) == v)
-        return true;
-  }
+  size_t it = 0;
+  ccg_node_id n;
+  while (ccg_value_next_use(g, v, &it, &n, NULL))
+    if (in_instance(g, n, instance))
+      return true;
   return false;
 }
 
@@ -487,32 +479,29 @@ static bool push_unique(ccg_value_id *v, size_t *n, size_t cap, ccg_value_id x,
   return true;
 }
 
-ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
-                                   ccg_value_id *inputs, size_t *n_inputs,
-                                   ccg_value_id *outputs, size_t *n_outputs) {
-  if (!g || !n_inputs || !n_outputs || (*n_inputs && !inputs) ||
-      (*n_outputs && !outputs))
-    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
-                      "mapping instance %u: a NULL argument", instance);
-  size_t ni = 0, no = 0, nodes = 0;
+/* ccg_mapping_instance_io over the instance's forward nodes `nodes` (n of
+ * them, in graph order). */
+ccg_status ccg__mapping_instance_io_of(ccg_graph *g, uint32_t instance,
+                                       const ccg_node_id *nodes, size_t n,
+                                       ccg_value_id *inputs, size_t *n_inputs,
+                                       ccg_value_id *outputs,
+                                       size_t *n_outputs) {
+  size_t ni = 0, no = 0;
   bool full = false;
-  for (size_t i = 0; i < g->n_nodes && !full; i++) {
-    ccg_node_id n = (ccg_node_id)i;
-    if (!in_instance(g, n, instance))
-      continue;
-    nodes++;
-    for (size_t k = 0; k < ccg_node_num_inputs(g, n) && !full; k++) {
-      ccg_value_id v = ccg_node_input(g, n, k);
+  for (size_t i = 0; i < n && !full; i++) {
+    ccg_node_id x = nodes[i];
+    for (size_t k = 0; k < ccg_node_num_inputs(g, x) && !full; k++) {
+      ccg_value_id v = ccg_node_input(g, x, k);
       if (v != CCG_NONE && !in_instance(g, ccg_value_producer(g, v), instance))
         push_unique(inputs, &ni, *n_inputs, v, &full);
     }
-    for (size_t k = 0; k < ccg_node_num_outputs(g, n) && !full; k++) {
-      ccg_value_id v = ccg_node_output(g, n, k);
+    for (size_t k = 0; k < ccg_node_num_outputs(g, x) && !full; k++) {
+      ccg_value_id v = ccg_node_output(g, x, k);
       if (!read_by(g, instance, v))
         push_unique(outputs, &no, *n_outputs, v, &full);
     }
   }
-  if (nodes == 0)
+  if (n == 0)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "no forward node of graph '%s' is tagged with mapping "
                       "instance %u",
@@ -525,4 +514,28 @@ ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
   *n_inputs = ni;
   *n_outputs = no;
   return CCG_STATUS_OK;
+}
+
+ccg_status ccg_mapping_instance_io(ccg_graph *g, uint32_t instance,
+                                   ccg_value_id *inputs, size_t *n_inputs,
+                                   ccg_value_id *outputs, size_t *n_outputs) {
+  if (!g || !n_inputs || !n_outputs || (*n_inputs && !inputs) ||
+      (*n_outputs && !outputs))
+    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
+                      "mapping instance %u: a NULL argument", instance);
+  size_t n = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    n += in_instance(g, (ccg_node_id)i, instance);
+  ccg_node_id *nodes = malloc((n + 1) * sizeof *nodes);
+  if (!nodes)
+    return ccg__error(&g->ctx, CCG_STATUS_OOM,
+                      "mapping instance %u: out of memory", instance);
+  n = 0;
+  for (size_t i = 0; i < g->n_nodes; i++)
+    if (in_instance(g, (ccg_node_id)i, instance))
+      nodes[n++] = (ccg_node_id)i;
+  ccg_status st = ccg__mapping_instance_io_of(g, instance, nodes, n, inputs,
+                                              n_inputs, outputs, n_outputs);
+  free(nodes);
+  return st;
 }

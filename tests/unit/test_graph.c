@@ -368,6 +368,131 @@ static void test_rollback(void **state) {
   ccg_graph_free(g);
 }
 
+/* The uses of v as "node:slot" in the index's order. */
+static void uses_str(ccg_graph *g, ccg_value_id v, char *buf, size_t size) {
+  size_t it = 0, slot, used = 0;
+  ccg_node_id n;
+  buf[0] = '\0';
+  while (ccg_value_next_use(g, v, &it, &n, &slot) && used < size)
+    used += (size_t)snprintf(buf + used, size - used, "%s%u:%zu",
+                             used ? " " : "", n, slot);
+}
+
+/* The consumer index follows nodes as they are added, in node order with
+ * one entry per input slot, and as a rollback removes them. */
+static void test_consumer_index(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  char buf[128];
+  assert_int_equal(ccg_value_num_uses(g, x), 0);
+  size_t it = 0;
+  assert_false(ccg_value_next_use(g, x, &it, NULL, NULL));
+  ccg_value_id a, b, c, d;
+  assert_ok(g, ccg_relu(g, x, &a));   /* node 0 */
+  assert_ok(g, ccg_add(g, x, x, &b)); /* node 1: x twice */
+  assert_ok(g, ccg_mul(g, a, x, &c)); /* node 2 */
+  uses_str(g, x, buf, sizeof buf);
+  assert_string_equal(buf, "0:0 1:0 1:1 2:1");
+  assert_int_equal(ccg_value_num_uses(g, x), 4);
+  uses_str(g, a, buf, sizeof buf);
+  assert_string_equal(buf, "2:0");
+  assert_int_equal(ccg_value_num_uses(g, b), 0);
+
+  /* nodes added later, then rolled back: their uses go, the rest stay */
+  ccg__mark m = ccg__mark_get(g);
+  assert_ok(g, ccg_graph_add_output(g, c));
+  assert_ok(g, ccg_add(g, b, x, &d)); /* node 3 */
+  assert_ok(g, ccg_add(g, a, d, &d)); /* node 4 */
+  uses_str(g, x, buf, sizeof buf);
+  assert_string_equal(buf, "0:0 1:0 1:1 2:1 3:1");
+  uses_str(g, a, buf, sizeof buf);
+  assert_string_equal(buf, "2:0 4:0");
+  ccg__rollback(g, &m);
+  uses_str(g, x, buf, sizeof buf);
+  assert_string_equal(buf, "0:0 1:0 1:1 2:1");
+  uses_str(g, a, buf, sizeof buf);
+  assert_string_equal(buf, "2:0");
+  assert_int_equal(ccg_value_num_uses(g, b), 0);
+  /* the output the rollback removed can be added again, once */
+  assert_ok(g, ccg_graph_add_output(g, c));
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_output(g, c),
+               "already a graph output");
+
+  /* a builder refused half-way leaves the index as it was */
+  assert_int_not_equal(
+      ccg_matmul(g, x, ccg_test_input(g, "w", CCG_DTYPE_F32, "[5,3]"), &d),
+      CCG_STATUS_OK);
+  assert_int_equal(ccg_value_num_uses(g, x), 4);
+
+  /* and grows again after the rollback, appending in node order */
+  assert_ok(g, ccg_sub(g, c, x, &d)); /* node 3 again */
+  uses_str(g, x, buf, sizeof buf);
+  assert_string_equal(buf, "0:0 1:0 1:1 2:1 3:1");
+  uses_str(g, c, buf, sizeof buf);
+  assert_string_equal(buf, "3:0");
+  /* a cursor past the end and bad ids end the walk */
+  it = 999;
+  assert_false(ccg_value_next_use(g, x, &it, NULL, NULL));
+  it = 0;
+  assert_false(ccg_value_next_use(g, CCG_NONE, &it, NULL, NULL));
+  assert_int_equal(ccg_value_num_uses(g, CCG_NONE), 0);
+  ccg_graph_free(g);
+}
+
+/* The same index over many nodes: every value's uses, counted from the
+ * nodes' inputs, match what the index gives. */
+static void test_consumer_index_many(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id v[64];
+  v[0] = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  for (int i = 1; i < 64; i++)
+    assert_ok(g, ccg_add(g, v[i - 1], v[(i * 7) % i], &v[i]));
+  for (size_t k = 0; k < ccg_graph_num_values(g); k++) {
+    size_t want = 0;
+    for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++)
+      for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++)
+        want += ccg_node_input(g, n, i) == (ccg_value_id)k;
+    assert_int_equal(ccg_value_num_uses(g, (ccg_value_id)k), want);
+    size_t it = 0, got = 0, slot;
+    ccg_node_id n, last = 0;
+    while (ccg_value_next_use(g, (ccg_value_id)k, &it, &n, &slot)) {
+      assert_int_equal(ccg_node_input(g, n, slot), (ccg_value_id)k);
+      assert_true(n >= last);
+      last = n;
+      got++;
+    }
+    assert_int_equal(got, want);
+  }
+  ccg_graph_free(g);
+}
+
+/* The largest mapping instance the graph keeps for new instance numbers:
+ * raised by tags, recounted after a rollback removes the node that held it
+ * or a retag lowers it. */
+static void test_max_instance(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]"), a, b;
+  assert_int_equal(ccg__graph_max_instance(g), 0);
+  assert_ok(g, ccg_relu(g, x, &a));
+  ccg_tag t = {"m", 3, NULL, false};
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, a), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 3);
+  ccg__mark m = ccg__mark_get(g);
+  assert_ok(g, ccg_relu(g, a, &b));
+  t.instance = 7;
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, b), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 7);
+  ccg__rollback(g, &m);
+  assert_int_equal(ccg__graph_max_instance(g), 3);
+  t.instance = 2; /* a retag of the node that held the largest */
+  assert_ok(g, ccg_node_set_tag(g, ccg_value_producer(g, a), &t));
+  assert_int_equal(ccg__graph_max_instance(g), 2);
+  ccg_graph_free(g);
+}
+
 /* Counting allocator that can fail the n-th call. */
 typedef struct counting {
   long live, calls, fail_at;
@@ -497,6 +622,9 @@ int main(void) {
       cmocka_unit_test(test_placements),
       cmocka_unit_test(test_validate_and_order),
       cmocka_unit_test(test_rollback),
+      cmocka_unit_test(test_consumer_index),
+      cmocka_unit_test(test_consumer_index_many),
+      cmocka_unit_test(test_max_instance),
       cmocka_unit_test(test_lifetime_and_oom),
       cmocka_unit_test(test_threads),
   };
