@@ -137,7 +137,11 @@ struct ccg_exec {
   void *comm_scratch; /* collectives: packing of non-leading axes */
   size_t comm_scratch_bytes;
   ccg__overlap *ov; /* the communication thread, NULL without overlap */
-  uint32_t n_comm;  /* nodes that run on it */
+  /* intra-op threads (cpu/pool.h): the root executor owns it, the
+   * programs it runs borrow it; NULL runs every loop on the caller */
+  struct ccg__pool *pool;
+  bool own_pool;
+  uint32_t n_comm; /* nodes that run on it */
   bool overlap;
   ccg_exec_memory mem;
   bool failed_comm;         /* the communicator has been told of a failure */

@@ -77,6 +77,37 @@ ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
  * run's host data (the values' ptr). */
 ccg_status ccg__dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run);
 
+/* ---- GEMM (gemm.c) ------------------------------------------------------
+ * Row-major C = alpha op(A) op(B) + beta C for `batch` entries (0 or 1: one),
+ * then the epilogue on each output row: bias[j] added (a vector of n, or
+ * NULL), then the activation `act` (CCG_OP_COUNT: none) as the unary kernel
+ * computes it. Tiles fixed by the shape run on the pool: the same bytes for
+ * any thread count. */
+typedef struct ccg__gemm {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int64_t batch, stride_c; /* entry t writes c + t * stride_c */
+  /* entry t's element offsets into a and b; NULL: all 0 */
+  void (*batch_off)(const void *ctx, int64_t t, int64_t *ao, int64_t *bo);
+  const void *batch_ctx;
+  const float *bias;
+  ccg_op act;
+  ccg__unp act_p;
+} ccg__gemm;
+#define CCG__GEMM_INIT                                                         \
+  { .alpha = 1.0f, .act = CCG_OP_COUNT }
+struct ccg__pool;
+void ccg__sgemm(struct ccg__pool *pool, const ccg__gemm *g);
+/* The library GEMMs use (CCG_GEMM, else oneDNN where built with it): a bad
+ * CCG_GEMM is CCG_STATUS_INVALID_ARG naming it, on err. */
+ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn);
+
+/* The unary f32 kernel of elementwise.c on n elements (o may be a). */
+void ccg__unary_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n);
+
 /* Per-family preparation (attributes into n->p, n->run, n->scratch). */
 ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n);
 ccg_status ccg__prep_matmul(ccg_exec *x, ccg__xnode *n);

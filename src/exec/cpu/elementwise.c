@@ -106,6 +106,10 @@ static void un_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n) {
 
 #undef UN_LOOP
 
+void ccg__unary_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n) {
+  un_f32(op, p, a, o, n);
+}
+
 /* ---- binary ------------------------------------------------------------- */
 
 typedef struct bin_ctx {
