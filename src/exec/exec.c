@@ -121,6 +121,9 @@ static ccg_status init_steps(ccg_exec *x) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
+  /* fused nodes change what each step reads and writes: before liveness */
+  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled())
+    ccg__fuse_epilogues(x);
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan
    * keeps a collective's buffers for as long */

@@ -72,6 +72,13 @@ struct ccg__xnode {
   uint32_t ord; /* comm nodes: their number among them, from 0 */
   int join;     /* comm nodes: the first step at which the main thread has
                  * waited for this node's end (n_steps: the end of the run) */
+  /* CPU MatMul/Gemm with an epilogue fused at plan time (plan.c): out[0]
+   * is then the last fused node's output, epi_bias the 1-D bias added to
+   * each row and epi_act the activation node (NULL: none), whose step is
+   * left empty like the Add's */
+  bool epi;
+  ccg_value_id epi_bias;
+  const ccg__xnode *epi_act;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -258,6 +265,13 @@ void ccg__overlap_free(ccg_exec *x);
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
  * is CCG_STATUS_UNSUPPORTED naming the node. */
 ccg_status ccg__prepare_node(ccg_exec *x, ccg__xnode *n);
+/* plan.c: are plan-time fusions on? Yes unless the environment has
+ * CCG_EXEC_FUSE=0. */
+bool ccg__exec_fuse_enabled(void);
+/* plan.c: MatMul/Gemm + Add of a 1-D bias (+ Relu, Gelu, Tanh or Sigmoid)
+ * into the GEMM's epilogue where the intermediates have no other use (CPU,
+ * f32, a bias that is an input or initializer). Before the memory plan. */
+void ccg__fuse_epilogues(ccg_exec *x);
 /* True if op reads and writes element i only (in-place able). */
 bool ccg__op_inplace_ok(ccg_op op);
 

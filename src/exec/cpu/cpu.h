@@ -5,8 +5,9 @@
 
 #include <stddef.h>
 
-#include "exec/internal.h"
+#include "exec/cpu/pool.h"
 #include "exec/index_math.h"
+#include "exec/internal.h"
 
 /* Elements per block when a kernel converts f16/bf16/f64 to f32 and back. */
 #define CCG__BLOCK 256
@@ -27,6 +28,22 @@ void ccg__bcast_init(ccg__bcast *b, const ccg__xval *out,
 typedef ccg_status (*ccg__row_fn)(void *ctx, size_t out_off,
                                   const int64_t *in_off, size_t inner);
 ccg_status ccg__bcast_walk(const ccg__bcast *b, ccg__row_fn row, void *ctx);
+
+/* Elements per chunk of the parallel splits (a multiple of 64, so that
+ * chunks start on cache lines and vector boundaries). */
+#define CCG__PAR_GRAIN 16384
+/* ccg__bcast_walk over the executor's pool, in chunks of CCG__PAR_GRAIN
+ * output elements (a chunk may start or end inside a row). For rows that
+ * cannot fail: their status is not looked at. */
+void ccg__bcast_walk_par(ccg_exec *x, const ccg__bcast *b, ccg__row_fn row,
+                         void *ctx);
+/* fn(x, n, begin, end) over the rows [0, rows) of row_elems elements each,
+ * in chunks of about CCG__PAR_GRAIN elements on the executor's pool; a row
+ * stays on one thread. */
+typedef void (*ccg__rows_fn)(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                             size_t end);
+void ccg__par_rows(ccg_exec *x, const ccg__xnode *n, size_t rows,
+                   size_t row_elems, ccg__rows_fn fn);
 
 /* Copies with permuted/strided source: out is dense with dims `dims`,
  * element (i0..) comes from src at base + sum i_d * st[d]. */
@@ -105,8 +122,10 @@ void ccg__sgemm(struct ccg__pool *pool, const ccg__gemm *g);
  * CCG_GEMM is CCG_STATUS_INVALID_ARG naming it, on err. */
 ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn);
 
-/* The unary f32 kernel of elementwise.c on n elements (o may be a). */
+/* The unary f32 kernel of elementwise.c on n elements (o may be a), and
+ * a unary node's parameters for it. */
 void ccg__unary_f32(ccg_op op, ccg__unp p, const float *a, float *o, size_t n);
+ccg__unp ccg__unp_of(const ccg__xnode *n);
 
 /* Per-family preparation (attributes into n->p, n->run, n->scratch). */
 ccg_status ccg__prep_elementwise(ccg_exec *x, ccg__xnode *n);

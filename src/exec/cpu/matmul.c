@@ -32,6 +32,17 @@ static void matmul_off(const void *ctx, int64_t t, int64_t *ao, int64_t *bo) {
   }
 }
 
+/* The bias and activation fused into this node at plan time (plan.c). */
+static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
+  if (!n->epi)
+    return;
+  g->bias = x->vals[n->epi_bias].ptr;
+  if (n->epi_act) {
+    g->act = n->epi_act->op;
+    g->act_p = ccg__unp_of(n->epi_act);
+  }
+}
+
 static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *av = ccg__in(x, n, 0), *bv = ccg__in(x, n, 1);
   const ccg__xval *ov = ccg__out(x, n, 0);
@@ -55,6 +66,7 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
     g.batch_off = matmul_off;
     g.batch_ctx = n;
   }
+  epilogue(x, n, &g);
   if (batch > 0)
     ccg__sgemm(x->pool, &g);
   if (o != ov->ptr)
@@ -157,6 +169,7 @@ static ccg_status run_gemm(ccg_exec *x, const ccg__xnode *n) {
   g.a = a;
   g.b = b;
   g.c = o;
+  epilogue(x, n, &g);
   ccg__sgemm(x->pool, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
