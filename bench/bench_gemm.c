@@ -7,7 +7,9 @@
  * executor's pool does). Prints GFLOP/s per shape and one JSON line. The
  * environment is used as it is (OPENBLAS_CORETYPE included).
  * --tile W: the column tiles of the split runs (default: two halves).
- * usage: bench_gemm [--iters K] [--small] [--tile W] */
+ * Each figure is the best of R batches of K products (K x 10 for the
+ * small shapes).
+ * usage: bench_gemm [--iters K] [--reps R] [--small] [--tile W] */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -158,16 +160,20 @@ static double err_vs(const float *c, const float *ref, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  int iters = 2, small_only = 0, width = 0;
+  int iters = 2, small_only = 0, width = 0, reps = 5;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--iters") && i + 1 < argc)
       iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--tile") && i + 1 < argc)
       width = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--small"))
       small_only = 1;
     else {
-      fprintf(stderr, "usage: bench_gemm [--iters K] [--small] [--tile W]\n");
+      fprintf(
+          stderr,
+          "usage: bench_gemm [--iters K] [--reps R] [--small] [--tile W]\n");
       return 2;
     }
   }
@@ -236,9 +242,10 @@ int main(int argc, char **argv) {
           }
           int ldb = tb ? K : N;
           memset(c, 0, (size_t)M * N * 4);
-          /* best of 5 batches: the machine may be shared */
+          /* best of `reps` batches after a warm-up: the machine may be
+           * shared */
           double best = 1e30;
-          for (int r = 0; r < 6; r++) {
+          for (int r = 0; r <= reps; r++) {
             double t0 = now();
             for (int k = 0; k < (r ? it : 1); k++) {
               if (mode == 1 || mode == 3)
