@@ -80,8 +80,16 @@ static float *run_at(ccg_graph *g, const inputs *in, int threads,
   return r;
 }
 
-/* The output at 1, 2 and 3 threads: the same bytes. */
-static void same_at_any_threads(ccg_graph *g) {
+/* What the output must be, from the inputs' data (in graph input order),
+ * with the tolerance to hold it to. */
+typedef struct reference {
+  void (*fn)(float *const *in, float *want);
+  double atol, rtol;
+} reference;
+
+/* The output at 1, 2 and 3 threads: the same bytes, and (where ref is
+ * given) close to the reference: the splits cut the work correctly. */
+static void same_at_any_threads(ccg_graph *g, const reference *ref) {
   inputs in;
   make_inputs(g, &in);
   size_t b1, b2, b3;
@@ -96,10 +104,101 @@ static void same_at_any_threads(ccg_graph *g) {
   for (size_t i = 0; i < b1 / sizeof(float) && !any; i++)
     any = r1[i] != 0.0f;
   assert_true(any);
+  if (ref) {
+    float *want = malloc(b1);
+    assert_non_null(want);
+    ref->fn(in.data, want);
+    xt_close(r3, want, b1 / sizeof(float), ref->atol, ref->rtol, "output");
+    free(want);
+  }
   free(r1);
   free(r2);
   free(r3);
   free_inputs(&in);
+}
+
+/* ---- references ---------------------------------------------------------- */
+
+/* want[M,N] = a[M,K] b[K,N] (b[N,K] when tb), in double. */
+static void mm_ref(const float *a, const float *b, float *want, int64_t M,
+                   int64_t K, int64_t N, bool tb) {
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; k++)
+        acc += (double)a[i * K + k] * (tb ? b[j * K + k] : b[k * N + j]);
+      want[i * N + j] = (float)acc;
+    }
+}
+
+static void ref_gemm(float *const *in, float *want) {
+  mm_ref(in[0], in[1], want, 384, 256, 520, false);
+}
+
+/* a[3,2,130,64] x b[2,64,300]: b broadcast over the leading 3 */
+static void ref_batched(float *const *in, float *want) {
+  for (int t = 0; t < 6; t++)
+    mm_ref(in[0] + t * 130 * 64, in[1] + (t % 2) * 64 * 300,
+           want + t * 130 * 300, 130, 64, 300, false);
+}
+
+/* 0.5 a b^T + 2 c (c broadcast over rows) */
+static void ref_gemm_t(float *const *in, float *want) {
+  mm_ref(in[0], in[1], want, 300, 96, 700, true);
+  for (int i = 0; i < 300; i++)
+    for (int j = 0; j < 700; j++)
+      want[i * 700 + j] = 0.5f * want[i * 700 + j] + 2.0f * in[2][j];
+}
+
+static void ref_gelu(float *const *in, float *want) {
+  for (int i = 0; i < 100003; i++)
+    want[i] = (float)(0.5 * in[0][i] * (1.0 + erf(in[0][i] / sqrt(2.0))));
+}
+
+static void ref_add_tanh(float *const *in, float *want) {
+  for (int i = 0; i < 301; i++)
+    for (int j = 0; j < 257; j++)
+      want[i * 257 + j] = (float)tanh((double)(in[0][i * 257 + j] + in[1][j]));
+}
+
+static void ref_softmax(float *const *in, float *want) {
+  for (int i = 0; i < 301; i++) {
+    double m = -INFINITY, sum = 0;
+    for (int j = 0; j < 257; j++)
+      m = fmax(m, in[0][i * 257 + j]);
+    for (int j = 0; j < 257; j++)
+      sum += exp(in[0][i * 257 + j] - m);
+    for (int j = 0; j < 257; j++)
+      want[i * 257 + j] = (float)(exp(in[0][i * 257 + j] - m) / sum);
+  }
+}
+
+static void ref_layer_norm(float *const *in, float *want) {
+  for (int i = 0; i < 301; i++) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 257; j++)
+      mean += in[0][i * 257 + j] / 257.0;
+    for (int j = 0; j < 257; j++)
+      var += (in[0][i * 257 + j] - mean) * (in[0][i * 257 + j] - mean) / 257.0;
+    for (int j = 0; j < 257; j++)
+      want[i * 257 + j] =
+          (float)((in[0][i * 257 + j] - mean) / sqrt(var + 1e-5) * in[1][j] +
+                  in[2][j]);
+  }
+}
+
+/* table[1000,64] gathered by the indices of test_copies, transposed */
+static int64_t copy_index(int i) {
+  return (i * 37) % 1000 - (i % 3 == 0 ? 1000 : 0);
+}
+
+static void ref_copies(float *const *in, float *want) {
+  for (int i = 0; i < 700; i++) {
+    int64_t k = copy_index(i);
+    k = k < 0 ? k + 1000 : k;
+    for (int c = 0; c < 64; c++)
+      want[c * 700 + i] = in[0][k * 64 + c];
+  }
 }
 
 static ccg_value_id in2(ccg_graph *g, const char *name, int64_t a, int64_t b) {
@@ -120,9 +219,11 @@ static void test_gemm(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
   ccg_value_id y;
-  assert_ok(g, ccg_matmul(g, in2(g, "a", 384, 256), in2(g, "b", 256, 520), &y));
+  /* inputs one statement each: their order is the references' */
+  ccg_value_id a = in2(g, "a", 384, 256), b = in2(g, "b", 256, 520);
+  assert_ok(g, ccg_matmul(g, a, b, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_gemm, 1e-4, 1e-4});
   ccg_graph_free(g);
 }
 
@@ -136,17 +237,19 @@ static void test_gemm_batched_and_gemm(void **state) {
   assert_ok(g, ccg_graph_add_input(g, "b", CCG_DTYPE_F32, &bs, &b));
   assert_ok(g, ccg_matmul(g, a, b, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_batched, 1e-4, 1e-4});
   ccg_graph_free(g);
 
   g = new_graph();
-  ccg_value_id in[3] = {in2(g, "a", 300, 96), in2(g, "b", 700, 96),
-                        in2(g, "c", 700, 0)};
+  ccg_value_id in[3];
+  in[0] = in2(g, "a", 300, 96);
+  in[1] = in2(g, "b", 700, 96);
+  in[2] = in2(g, "c", 700, 0);
   ccg_attr at[3] = {CCG_ATTR_I("transB", 1), CCG_ATTR_F("alpha", 0.5f),
                     CCG_ATTR_F("beta", 2.0f)};
   assert_ok(g, xt_node(g, "Gemm", "gemm", in, 3, at, 3, 1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_gemm_t, 1e-4, 1e-4});
   ccg_graph_free(g);
 }
 
@@ -158,14 +261,15 @@ static void test_elementwise(void **state) {
   ccg_value_id y;
   assert_ok(g, ccg_gelu(g, in2(g, "x", 100003, 0), "none", &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_gelu, 1e-6, 1e-5});
   ccg_graph_free(g);
 
   g = new_graph();
-  assert_ok(g, ccg_add(g, in2(g, "a", 301, 257), in2(g, "b", 257, 0), &y));
+  ccg_value_id a = in2(g, "a", 301, 257), b = in2(g, "b", 257, 0);
+  assert_ok(g, ccg_add(g, a, b, &y));
   assert_ok(g, ccg_tanh(g, y, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_add_tanh, 1e-6, 1e-5});
   ccg_graph_free(g);
 }
 
@@ -175,14 +279,33 @@ static void test_softmax_layernorm(void **state) {
   ccg_value_id y;
   assert_ok(g, ccg_softmax(g, in2(g, "x", 301, 257), -1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_softmax, 1e-7, 1e-5});
   ccg_graph_free(g);
 
   g = new_graph();
-  assert_ok(g, ccg_layer_norm(g, in2(g, "x", 301, 257), in2(g, "s", 257, 0),
-                              in2(g, "b", 257, 0), -1, 1e-5f, &y));
+  ccg_value_id x = in2(g, "x", 301, 257), sc = in2(g, "s", 257, 0);
+  ccg_value_id bi = in2(g, "b", 257, 0);
+  assert_ok(g, ccg_layer_norm(g, x, sc, bi, -1, 1e-5f, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same_at_any_threads(g);
+  same_at_any_threads(g, &(reference){ref_layer_norm, 1e-5, 1e-5});
+  ccg_graph_free(g);
+}
+
+/* Gather of 700 rows of 64 from a table (indices with repeats and negative
+ * ones), then Transpose: copies split by rows. */
+static void test_copies(void **state) {
+  (void)state;
+  ccg_graph *g = new_graph();
+  int64_t idx[700];
+  for (int i = 0; i < 700; i++)
+    idx[i] = copy_index(i);
+  ccg_tensor it = {CCG_DTYPE_I64, 1, {700}, idx};
+  ccg_value_id k, y;
+  assert_ok(g, ccg_constant(g, &it, &k));
+  assert_ok(g, ccg_gather(g, in2(g, "table", 1000, 64), k, 0, &y));
+  assert_ok(g, ccg_transpose(g, y, NULL, 0, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_copies, 0, 0});
   ccg_graph_free(g);
 }
 
@@ -196,7 +319,7 @@ static void test_transformer_block(void **state) {
   assert_ok(g, ccg_graph_set_mesh(g, &m));
   tb_fwd f;
   block_forward(g, 128, 128, 1, &f);
-  same_at_any_threads(g);
+  same_at_any_threads(g, NULL);
   ccg_graph_free(g);
 }
 
@@ -347,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_batched_and_gemm),
       cmocka_unit_test(test_elementwise),
       cmocka_unit_test(test_softmax_layernorm),
+      cmocka_unit_test(test_copies),
       cmocka_unit_test(test_transformer_block),
       cmocka_unit_test(test_epilogue),
       cmocka_unit_test(test_bad_threads),
