@@ -5,7 +5,8 @@
  * CPU at run time; OpenBLAS follows the environment's OPENBLAS_CORETYPE,
  * which may hold it to AVX2), else OpenBLAS; CCG_GEMM=openblas|onednn
  * chooses (docs/performance.md, "GEMM and threads"). Every library call is
- * single-threaded: the threads are the pool's. */
+ * single-threaded: the threads are the pool's (OpenBLAS is set to one
+ * thread for the whole process the first time it serves a GEMM here). */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,11 @@ void ccg__sgemm(ccg__pool *pool, const ccg__gemm *g) {
   /* the caller's thread gets its OpenMP setting back */
   int omp_was = j.onednn ? omp_get_max_threads() : 1;
 #endif
+  /* OpenBLAS's thread count is the process's, not the call's: its own
+   * threads would run under every tile of ours, so it is set to one
+   * (docs/exec.md, "Threads"). */
+  if (!j.onednn && openblas_get_num_threads() != 1)
+    openblas_set_num_threads(1);
   size_t tiles = (size_t)(batch * j.t.nm * j.t.nn);
   ccg__parallel_for(pool, tiles, 1, tile, &j);
 #ifdef CCG_HAVE_ONEDNN
