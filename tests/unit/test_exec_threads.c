@@ -190,6 +190,26 @@ static void ref_layer_norm(float *const *in, float *want) {
   }
 }
 
+static void ref_mean(float *const *in, float *want) {
+  for (int i = 0; i < 150; i++) {
+    double acc = 0;
+    for (int j = 0; j < 257; j++)
+      acc += in[0][i * 257 + j];
+    want[i] = (float)(acc / 257);
+  }
+}
+
+/* max over the middle axis of [40,10,257] */
+static void ref_max(float *const *in, float *want) {
+  for (int i = 0; i < 40; i++)
+    for (int c = 0; c < 257; c++) {
+      float m = -INFINITY;
+      for (int r = 0; r < 10; r++)
+        m = fmaxf(m, in[0][(i * 10 + r) * 257 + c]);
+      want[i * 257 + c] = m;
+    }
+}
+
 /* table[1000,64] gathered by the indices of test_copies, transposed */
 static int64_t copy_index(int i) {
   return (i * 37) % 1000 - (i % 3 == 0 ? 1000 : 0);
@@ -292,6 +312,27 @@ static void test_softmax_layernorm(void **state) {
   assert_ok(g, ccg_layer_norm(g, x, sc, bi, -1, 1e-5f, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_layer_norm, 1e-5, 1e-5});
+  ccg_graph_free(g);
+}
+
+/* Reductions split by their kept leading dim. */
+static void test_reduce(void **state) {
+  (void)state;
+  ccg_graph *g = new_graph();
+  ccg_value_id y;
+  int64_t ax = 1;
+  assert_ok(g, ccg_reduce_mean(g, in2(g, "x", 150, 257), &ax, 1, true, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_mean, 1e-7, 1e-6});
+  ccg_graph_free(g);
+
+  g = new_graph();
+  ccg_shape xs = CCG_SHAPE(40, 10, 257);
+  ccg_value_id x;
+  assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
+  assert_ok(g, ccg_reduce_max(g, x, &ax, 1, false, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_max, 0, 0});
   ccg_graph_free(g);
 }
 
@@ -465,6 +506,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_batched_and_gemm),
       cmocka_unit_test(test_elementwise),
       cmocka_unit_test(test_softmax_layernorm),
+      cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_transformer_block),
       cmocka_unit_test(test_epilogue),
