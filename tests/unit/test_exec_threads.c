@@ -368,6 +368,42 @@ static void test_transformer_block(void **state) {
   ccg_graph_free(g);
 }
 
+/* The block at tp=2 on a local communicator: two executors in one
+ * process, each with a pool of its own, give the same bytes at 1 and 2
+ * threads each (every rank gets the same inputs). */
+static void test_local_ranks(void **state) {
+  (void)state;
+  ccg_graph *g = new_graph();
+  ccg_mesh m;
+  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
+  assert_ok(g, ccg_graph_set_mesh(g, &m));
+  tb_fwd f;
+  block_forward(g, 256, 128, 2, &f);
+  inputs in;
+  make_inputs(g, &in);
+  const size_t nb = 256 * 128 * sizeof(float);
+  float *got[2][2];
+  for (int t = 0; t < 2; t++) {
+    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+    o.threads = t + 1;
+    ccg_exec_tensor out[2], *outs[2] = {&out[0], &out[1]};
+    const ccg_exec_tensor *ins[2] = {in.t, in.t};
+    for (int r = 0; r < 2; r++) {
+      got[t][r] = malloc(nb);
+      assert_non_null(got[t][r]);
+      out[r] = xt_out(ccg_value_name(g, f.y), got[t][r], nb);
+    }
+    assert_ok(g, ccg_exec_run_local(g, 2, &o, ins, in.n, outs, 1, NULL));
+  }
+  for (int r = 0; r < 2; r++) {
+    assert_memory_equal(got[0][r], got[1][r], nb);
+    free(got[0][r]);
+    free(got[1][r]);
+  }
+  free_inputs(&in);
+  ccg_graph_free(g);
+}
+
 /* ---- GEMM epilogues -------------------------------------------------------
  * The output at `threads` threads with plan-time fusion on or off
  * (CCG_EXEC_FUSE), and the naive bytes of the plan (what the fused
@@ -509,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_transformer_block),
+      cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_epilogue),
       cmocka_unit_test(test_bad_threads),
   };
