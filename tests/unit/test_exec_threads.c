@@ -237,8 +237,7 @@ static ccg_graph *new_graph(void) {
   return g;
 }
 
-/* 256x64 by 64x512: 4 tiles of 128 columns (small products take fewer
- * tiles than their 2x4 blocks). */
+/* 256x64 by 64x512: 2 panels of 256 columns. */
 static void test_gemm(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
