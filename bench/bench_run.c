@@ -128,11 +128,6 @@ static int parse_args(int argc, char **argv, args *a) {
     fputs(usage, stderr);
     return 2;
   }
-#ifndef CCG_BENCH_HAVE_THREADS
-  if (a->threads)
-    return bad_arg("--threads", "this build's ccg_exec_options has no threads "
-                                "field: run without --threads (the default)");
-#endif
   return 0;
 }
 
@@ -186,15 +181,9 @@ static void print_json(const args *a, double *ms, size_t weights,
          "\"base_rss_bytes\":%zu,\"load_peak_rss_bytes\":%zu,"
          "\"run_peak_rss_bytes\":%zu,\"process_peak_rss_bytes\":%zu,"
          "\"hwm_reset\":%s,\"run_peak_ratio\":%.4f}\n",
-         a->model, a->threads,
-#ifdef CCG_BENCH_HAVE_THREADS
-         "true",
-#else
-         "false",
-#endif
-         a->warmup, a->steps, ms[a->steps / 2], ms[0], ms[a->steps - 1],
-         weights, mem->peak_bytes, rss[0], rss[1], rss[2], rss[3],
-         hwm_reset ? "true" : "false",
+         a->model, a->threads, "true", a->warmup, a->steps, ms[a->steps / 2],
+         ms[0], ms[a->steps - 1], weights, mem->peak_bytes, rss[0], rss[1],
+         rss[2], rss[3], hwm_reset ? "true" : "false",
          need ? (double)rss[2] / (double)need : 0.0);
 }
 
@@ -235,9 +224,7 @@ int main(int argc, char **argv) {
     out[i].name = ccg_value_name(g, ccg_graph_output(g, i));
   o.input_shapes = in;
   o.n_input_shapes = a.n_in;
-#ifdef CCG_BENCH_HAVE_THREADS
   o.threads = a.threads;
-#endif
   if (!rc && ccg_exec_create(g, &o, &x) != CCG_STATUS_OK)
     rc = fail(a.model, ccg_last_error(g));
   if (rc)

@@ -9,7 +9,7 @@ packages=(
   protobuf-c-compiler libprotobuf-c-dev
   libjansson-dev libcmocka-dev
   libopenmpi-dev openmpi-bin
-  libopenblas-dev
+  libopenblas-dev libdnnl-dev
   python3 python3-numpy python3-onnx python3-jsonschema libonnx-testdata
   python3-venv python3-setuptools python3-wheel python3-pytest
   graphviz valgrind

@@ -147,11 +147,20 @@ typedef struct ccg_exec_options {
    * used one giving way. -1: none: every dim must be bound at create and a run
    * with other shapes is refused. */
   int max_specializations;
+  /* CPU: threads of the executor's intra-op pool (GEMM tiles, element
+   * ranges, rows), the calling thread included; 1 starts no thread. 0 (the
+   * default): the processors this process may use divided by the ranks it
+   * runs (a local communicator's size, else 1), at least 1. The environment
+   * variable CCG_THREADS overrides it. Each executor owns its pool, joined
+   * by ccg_exec_free. Results are the same bytes for any count. GEMM
+   * libraries run single-threaded under the pool: where OpenBLAS serves f32
+   * GEMMs (CCG_GEMM=openblas) it is set to one thread for the process. */
+  int threads;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0, CCG_DEVICE_CPU, -1, 0, 0, 0                                     \
+        32, 0, CCG_DEVICE_CPU, -1, 0, 0, 0, 0                                  \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every

@@ -65,7 +65,7 @@ class ExecOptions(Structure):
                 ("flight_records", c_size_t), ("overlap", c_int),
                 ("device", c_int), ("device_index", c_int),
                 ("cuda_graph", c_int), ("tf32", c_int),
-                ("max_specializations", c_int)]
+                ("max_specializations", c_int), ("threads", c_int)]
 
     @classmethod
     def make(cls, rank: int = 0, comm: Optional[int] = None,

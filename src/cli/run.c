@@ -22,7 +22,8 @@ const command cli_run_command = {
     "                   [--comm local|mpi|nccl] [--device cpu|cuda]\n"
     "                   [--cuda-graph] [--tf32] [--random-inputs SEED] "
     "[--steps K]\n"
-    "                   [--output-dir OUT] [--check REFERENCE.onnx]\n"
+    "                   [--threads N] [--output-dir OUT] [--check "
+    "REFERENCE.onnx]\n"
     "                   [--tolerance T] [--name NAME] [--json]\n"
     "\n"
     "Runs one SPMD model on every rank of its mesh, or the per-rank models\n"
@@ -48,6 +49,9 @@ const command cli_run_command = {
     "  --cuda-graph           capture a step as a CUDA Graph, replay it\n"
     "  --tf32                 f32 GEMMs on TF32 tensor cores\n"
     "  --steps K              steps to run and time (default 1)\n"
+    "  --threads N            intra-op threads of each rank's executor\n"
+    "                         (default: the processors divided by the\n"
+    "                         ranks of this process; CCG_THREADS overrides)\n"
     "  --output-dir OUT       where outputs are written (default: none)\n"
     "  --check REFERENCE.onnx run the reference on one rank with the same\n"
     "                         inputs and compare every output it shares with\n"
@@ -76,7 +80,8 @@ typedef struct global_input {
 typedef struct run_ctx {
   const char *paths[1];
   const char *inputs[MAX_INPUTS], *comm, *seed, *steps, *out, *check, *tol,
-      *ranks, *name, *device;
+      *ranks, *name, *device, *threads;
+  int threads_v; /* 0: the default */
   bool cuda_graph, tf32;
   size_t n_inputs;
   bool json;
@@ -358,6 +363,7 @@ static int run_own_rank(const run_ctx *c, ccg_graph *g, ccg_comm *comm, int r,
                                                          : CCG_DEVICE_CPU;
   o.cuda_graph = c->cuda_graph;
   o.tf32 = c->tf32;
+  o.threads = c->threads_v;
   o.input_shapes = in;
   o.n_input_shapes = ni;
   ccg_exec *x = NULL;
@@ -679,6 +685,8 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
   }
   double secs = 0, worst = 0;
   size_t n_cmp = 0;
+  ccg_exec_options lo = CCG_EXEC_OPTIONS_INIT;
+  lo.threads = c->threads_v;
   int steps = c->steps ? atoi(c->steps) : 1;
   if (rc == EXIT_OK && steps < 1)
     rc =
@@ -707,7 +715,7 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
     rc = run_own_rank(c, graphs[0], NULL, 0, steps, in[0], nis[0], out[0],
                       nos[0], &secs);
   } else if (rc == EXIT_OK && ccg_exec_run_local_program(
-                                  graphs, world, NULL, steps, inp, nis, outp,
+                                  graphs, world, &lo, steps, inp, nis, outp,
                                   nos, NULL, &secs) != CCG_STATUS_OK) {
     rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "%s", ccg_last_error(NULL));
   }
@@ -765,6 +773,7 @@ static int cmd_run(int argc, char **argv) {
       {"--tf32", NULL, &c->tf32, NULL, NULL, 0},
       {"--random-inputs", &c->seed, NULL, NULL, NULL, 0},
       {"--steps", &c->steps, NULL, NULL, NULL, 0},
+      {"--threads", &c->threads, NULL, NULL, NULL, 0},
       {"--output-dir", &c->out, NULL, NULL, NULL, 0},
       {"--check", &c->check, NULL, NULL, NULL, 0},
       {"--tolerance", &c->tol, NULL, NULL, NULL, 0},
@@ -805,6 +814,13 @@ static int cmd_run(int argc, char **argv) {
   if (rc < 0 && c->tol && (strtod(c->tol, &end) < 0 || *end || end == c->tol))
     rc = usage_error(&cli_run_command, "--tolerance '%s': give a number >= 0",
                      c->tol);
+  if (rc < 0 && c->threads) {
+    long v = strtol(c->threads, &end, 10);
+    if (*end || end == c->threads || v < 1 || v > 1024)
+      rc = usage_error(&cli_run_command, "--threads '%s': give 1 to 1024",
+                       c->threads);
+    c->threads_v = (int)v;
+  }
   if (rc < 0 && c->seed) {
     unsigned long v = strtoul(c->seed, &end, 10);
     if (*end || end == c->seed)

@@ -6,6 +6,8 @@
 
 #include "exec/comm/comm.h"
 #include "exec/cpu/vecmath.h"
+#include "exec/cpu/cpu.h"
+#include "exec/cpu/pool.h"
 #include "exec/debug.h"
 #include "exec/exec_create.h"
 
@@ -120,7 +122,11 @@ static ccg_status init_steps(ccg_exec *x) {
 }
 
 static ccg_status init_memory(ccg_exec *x) {
-  /* fused chains read their inputs at their last step: before liveness */
+  /* fused nodes change what each step reads and writes: before liveness;
+   * the GEMM epilogues first (a bias Add and activation after a MatMul),
+   * then the elementwise chains among what is left */
+  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled())
+    ccg__fuse_epilogues(x);
   CCG_CHECK(ccg__fuse_plan(x));
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan
@@ -187,18 +193,35 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
       o.device == CCG_DEVICE_CUDA ? &ccg__cuda_backend : &ccg__cpu_backend;
   if (backend->probe)
     CCG_CHECK(backend->probe(err, o.device_index));
+  int threads = 1;
+  if (o.device == CCG_DEVICE_CPU) {
+    bool local = o.comm && strcmp(o.comm->vt->name, "local") == 0;
+    CCG_CHECK(ccg__pool_threads_for(o.threads, local ? o.comm->nranks : 1, err,
+                                    &threads));
+    bool onednn;
+    CCG_CHECK(ccg__gemm_lib(err, &onednn));
+  }
+  ccg__pool *pool = NULL;
+  if (threads > 1 && !(pool = ccg__pool_new(o.allocator, threads)))
+    return ccg__error(err, CCG_STATUS_OOM, "out of memory for a thread pool");
   bool dynamic = o.max_specializations >= 0;
   ccg_exec *x = NULL;
   ccg__xwhy why;
   ccg_status st = ccg__exec_compile(g, &o, backend, false, err, &x, &why);
-  if (st == CCG_STATUS_OK && !dynamic) {
+  if (st == CCG_STATUS_OK && dynamic)
+    st = ccg__dyn_create(g, &o, backend, x, err, out);
+  else if (st != CCG_STATUS_OK && dynamic && why.unbound)
+    /* a dim left unbound is bound by the runs (docs/exec.md) */
+    st = ccg__dyn_create(g, &o, backend, x, err, out);
+  else if (st == CCG_STATUS_OK)
     *out = x;
+  if (st != CCG_STATUS_OK) {
+    ccg__pool_free(pool);
     return st;
   }
-  /* a dim left unbound is bound by the runs (docs/exec.md) */
-  if (st != CCG_STATUS_OK && (!dynamic || !why.unbound))
-    return st;
-  return ccg__dyn_create(g, &o, backend, x, err, out);
+  (*out)->pool = pool;
+  (*out)->own_pool = true;
+  return st;
 }
 
 ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
@@ -258,6 +281,8 @@ void ccg_exec_free(ccg_exec *x) {
   if (!x)
     return;
   ccg__dyn_free(x);
+  if (x->own_pool)
+    ccg__pool_free(x->pool); /* joins its threads */
   if (x->backend)
     x->backend->destroy(x);
   ccg__arena_free(&x->arena);
@@ -371,6 +396,7 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
   }
   if (p == x)
     return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
+  p->pool = x->pool; /* borrowed: one pool per executor */
   st = ccg__exec_run_program(p, inputs, n_inputs, outputs, n_outputs);
   if (st != CCG_STATUS_OK)
     ccg__error_copy(&x->ctx, &p->ctx);

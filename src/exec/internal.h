@@ -75,6 +75,13 @@ struct ccg__xnode {
   /* the chain of elementwise nodes this step runs in one pass (cpu/fuse.c);
    * NULL for a node that runs alone */
   const struct ccg__fused *fused;
+  /* CPU MatMul/Gemm with an epilogue fused at plan time (plan.c): out[0]
+   * is then the last fused node's output, epi_bias the 1-D bias added to
+   * each row and epi_act the activation node (NULL: none), whose step is
+   * left empty like the Add's */
+  bool epi;
+  ccg_value_id epi_bias;
+  const ccg__xnode *epi_act;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -140,7 +147,11 @@ struct ccg_exec {
   void *comm_scratch; /* collectives: packing of non-leading axes */
   size_t comm_scratch_bytes;
   ccg__overlap *ov; /* the communication thread, NULL without overlap */
-  uint32_t n_comm;  /* nodes that run on it */
+  /* intra-op threads (cpu/pool.h): the root executor owns it, the
+   * programs it runs borrow it; NULL runs every loop on the caller */
+  struct ccg__pool *pool;
+  bool own_pool;
+  uint32_t n_comm; /* nodes that run on it */
   bool overlap;
   ccg_exec_memory mem;
   bool failed_comm;         /* the communicator has been told of a failure */
@@ -266,6 +277,13 @@ void ccg__overlap_free(ccg_exec *x);
 /* kernels: fills n->run, n->p, n->scratch; an op or dtype without a kernel
  * is CCG_STATUS_UNSUPPORTED naming the node. */
 ccg_status ccg__prepare_node(ccg_exec *x, ccg__xnode *n);
+/* plan.c: are plan-time fusions on? Yes unless the environment has
+ * CCG_EXEC_FUSE=0. */
+bool ccg__exec_fuse_enabled(void);
+/* plan.c: MatMul/Gemm + Add of a 1-D bias (+ Relu, Gelu, Tanh or Sigmoid)
+ * into the GEMM's epilogue where the intermediates have no other use (CPU,
+ * f32, a bias that is an input or initializer). Before the memory plan. */
+void ccg__fuse_epilogues(ccg_exec *x);
 /* True if op reads and writes element i only (in-place able). */
 bool ccg__op_inplace_ok(ccg_op op);
 

@@ -267,3 +267,106 @@ ccg_status ccg__plan_memory(ccg_exec *x) {
       x->vals[i].offset = bufs[x->vals[i].buffer].offset;
   return CCG_STATUS_OK;
 }
+
+/* ---- plan-time fusion ---------------------------------------------------- */
+
+bool ccg__exec_fuse_enabled(void) {
+  const char *env = getenv("CCG_EXEC_FUSE");
+  return !(env && strcmp(env, "0") == 0);
+}
+
+/* Steps reading each value, and the step of the single read (-1 if none). */
+static void count_uses(ccg_exec *x, uint32_t *uses, int *user) {
+  for (size_t i = 0; i < x->n_vals; i++)
+    user[i] = -1;
+  for (size_t s = 0; s < x->n_steps; s++) {
+    const ccg__xnode *n = &x->steps[s];
+    for (uint32_t i = 0; i < n->n_in; i++)
+      if (n->in[i] != CCG_NONE) {
+        uses[n->in[i]]++;
+        user[n->in[i]] = (int)s;
+      }
+  }
+}
+
+/* v may disappear into a fused kernel: an f32 arena value read once, by
+ * step `user`, and not a graph output. */
+static bool private_f32(const ccg_exec *x, ccg_value_id v, const uint32_t *uses,
+                        const int *user, int *step) {
+  const ccg__xval *val = &x->vals[v];
+  *step = user[v];
+  return val->kind == CCG__V_ARENA && !val->is_output &&
+         val->dtype == CCG_DTYPE_F32 && uses[v] == 1 && *step >= 0;
+}
+
+static bool same_shape(const ccg__xval *a, const ccg__xval *b) {
+  return a->rank == b->rank &&
+         memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) == 0 &&
+         a->dtype == b->dtype;
+}
+
+/* The Add at step s adds a 1-D f32 bias of v's last dim to v (either
+ * side), from an input or initializer (alive at every step). */
+static bool bias_add(const ccg_exec *x, const ccg__xnode *a, ccg_value_id v,
+                     ccg_value_id *bias) {
+  if (a->op != CCG_OP_ADD || a->n_in != 2 || a->n_out != 1 ||
+      a->in[0] == a->in[1])
+    return false;
+  ccg_value_id b = a->in[0] == v ? a->in[1] : a->in[0];
+  const ccg__xval *bv = &x->vals[b], *vv = &x->vals[v];
+  if (!same_shape(&x->vals[a->out[0]], vv) || vv->rank < 1 ||
+      bv->dtype != CCG_DTYPE_F32 || bv->rank != 1 ||
+      bv->dims[0] != vv->dims[vv->rank - 1] ||
+      (bv->kind != CCG__V_INPUT && bv->kind != CCG__V_STATIC))
+    return false;
+  *bias = b;
+  return true;
+}
+
+static bool fusable_act(const ccg__xnode *n) {
+  return (n->op == CCG_OP_RELU || n->op == CCG_OP_GELU ||
+          n->op == CCG_OP_TANH || n->op == CCG_OP_SIGMOID) &&
+         n->n_in == 1 && n->n_out == 1 && n->run;
+}
+
+static void empty_step(ccg__xnode *n) {
+  n->run = NULL;
+  n->n_in = n->n_out = 0;
+}
+
+void ccg__fuse_epilogues(ccg_exec *x) {
+  uint32_t *uses = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *uses);
+  int *user = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *user);
+  if (!uses || !user)
+    return; /* no fusion: the same results, unfused */
+  count_uses(x, uses, user);
+  for (size_t s = 0; s < x->n_steps; s++) {
+    ccg__xnode *n = &x->steps[s];
+    if ((n->op != CCG_OP_MATMUL && n->op != CCG_OP_GEMM) || !n->run ||
+        n->n_out != 1)
+      continue;
+    bool f32 = true;
+    for (uint32_t i = 0; i < n->n_in; i++)
+      f32 = f32 &&
+            (n->in[i] == CCG_NONE || x->vals[n->in[i]].dtype == CCG_DTYPE_F32);
+    ccg_value_id v = n->out[0], bias, u;
+    int s2, s3;
+    if (!f32 || !private_f32(x, v, uses, user, &s2) ||
+        !bias_add(x, &x->steps[s2], v, &bias))
+      continue;
+    ccg__xnode *add = &x->steps[s2], *act = NULL;
+    u = add->out[0];
+    if (private_f32(x, u, uses, user, &s3) && fusable_act(&x->steps[s3]) &&
+        same_shape(&x->vals[x->steps[s3].out[0]], &x->vals[u]))
+      act = &x->steps[s3];
+    ccg_value_id last = act ? act->out[0] : u;
+    n->out[0] = last;
+    n->epi = true;
+    n->epi_bias = bias;
+    n->epi_act = act;
+    x->vals[last].first = (int)s;
+    empty_step(add);
+    if (act)
+      empty_step(act);
+  }
+}

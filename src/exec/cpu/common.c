@@ -292,3 +292,55 @@ bool ccg__op_inplace_ok(ccg_op op) {
 void *ccg__host_ptr(const ccg_exec *x, ccg_value_id v) {
   return x->vals[v].ptr;
 }
+
+/* ---- parallel splits ----------------------------------------------------
+ * Chunks fixed by the shape (pool.h): the same bytes for any thread count. */
+
+typedef struct rows_job {
+  ccg_exec *x;
+  const ccg__xnode *n;
+  ccg__rows_fn fn;
+} rows_job;
+
+static void rows_chunk(void *ctx, size_t begin, size_t end) {
+  const rows_job *j = ctx;
+  j->fn(j->x, j->n, begin, end);
+}
+
+void ccg__par_rows(ccg_exec *x, const ccg__xnode *n, size_t rows,
+                   size_t row_elems, ccg__rows_fn fn) {
+  size_t per = row_elems ? CCG__PAR_GRAIN / row_elems : rows;
+  rows_job j = {x, n, fn};
+  ccg__parallel_for(x->pool, rows, per ? per : 1, rows_chunk, &j);
+}
+
+typedef struct walk_job {
+  const ccg__bcast *b;
+  ccg__row_fn row;
+  void *ctx;
+  size_t inner;
+} walk_job;
+
+/* Output elements [begin, end): the pieces of the rows they cross, each
+ * with its operands' offsets. */
+static void walk_chunk(void *vctx, size_t begin, size_t end) {
+  const walk_job *j = vctx;
+  for (size_t e = begin; e < end;) {
+    int64_t off[CCG__BCAST_MAX];
+    ccg__bcast_offsets(j->b, e, off);
+    size_t left = j->inner - e % j->inner;
+    size_t len = end - e < left ? end - e : left;
+    (void)j->row(j->ctx, e, off, len);
+    e += len;
+  }
+}
+
+void ccg__bcast_walk_par(ccg_exec *x, const ccg__bcast *b, ccg__row_fn row,
+                         void *ctx) {
+  size_t total = 1;
+  for (int d = 0; d < b->rank; d++)
+    total *= (size_t)b->dims[d];
+  walk_job j = {b, row, ctx, (size_t)b->dims[b->rank - 1]};
+  if (total && j.inner)
+    ccg__parallel_for(x->pool, total, CCG__PAR_GRAIN, walk_chunk, &j);
+}

@@ -5,9 +5,10 @@
 
 #include <stddef.h>
 
-#include "exec/internal.h"
+#include "exec/cpu/pool.h"
 #include "exec/index_math.h"
 #include "exec/cpu/vecmath.h"
+#include "exec/internal.h"
 
 /* Elements per block when a kernel converts f16/bf16/f64 to f32 and back. */
 #define CCG__BLOCK 256
@@ -28,6 +29,22 @@ void ccg__bcast_init(ccg__bcast *b, const ccg__xval *out,
 typedef ccg_status (*ccg__row_fn)(void *ctx, size_t out_off,
                                   const int64_t *in_off, size_t inner);
 ccg_status ccg__bcast_walk(const ccg__bcast *b, ccg__row_fn row, void *ctx);
+
+/* Elements per chunk of the parallel splits (a multiple of 64, so that
+ * chunks start on cache lines and vector boundaries). */
+#define CCG__PAR_GRAIN 16384
+/* ccg__bcast_walk over the executor's pool, in chunks of CCG__PAR_GRAIN
+ * output elements (a chunk may start or end inside a row). For rows that
+ * cannot fail: their status is not looked at. */
+void ccg__bcast_walk_par(ccg_exec *x, const ccg__bcast *b, ccg__row_fn row,
+                         void *ctx);
+/* fn(x, n, begin, end) over the rows [0, rows) of row_elems elements each,
+ * in chunks of about CCG__PAR_GRAIN elements on the executor's pool; a row
+ * stays on one thread. */
+typedef void (*ccg__rows_fn)(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                             size_t end);
+void ccg__par_rows(ccg_exec *x, const ccg__xnode *n, size_t rows,
+                   size_t row_elems, ccg__rows_fn fn);
 
 /* Copies with permuted/strided source: out is dense with dims `dims`,
  * element (i0..) comes from src at base + sum i_d * st[d]. */
@@ -78,6 +95,34 @@ ccg_status ccg__slice_check(ccg_exec *x, const ccg__xnode *n,
  * run's host data (the values' ptr). */
 ccg_status ccg__dropout_mode(ccg_exec *x, const ccg__xnode *n, bool at_run);
 
+/* ---- GEMM (gemm.c) ------------------------------------------------------
+ * Row-major C = alpha op(A) op(B) + beta C for `batch` entries (0 or 1: one),
+ * then the epilogue on each output row: bias[j] added (a vector of n, or
+ * NULL), then the activation `act` (CCG_OP_COUNT: none) as the unary kernel
+ * computes it. Tiles fixed by the shape run on the pool: the same bytes for
+ * any thread count. */
+typedef struct ccg__gemm {
+  bool ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int64_t batch, stride_c; /* entry t writes c + t * stride_c */
+  /* entry t's element offsets into a and b; NULL: all 0 */
+  void (*batch_off)(const void *ctx, int64_t t, int64_t *ao, int64_t *bo);
+  const void *batch_ctx;
+  const float *bias;
+  ccg_op act;
+  ccg__unp act_p;
+  const ccg__vm *vm; /* the executor's array math, for act */
+} ccg__gemm;
+#define CCG__GEMM_INIT                                                         \
+  { .alpha = 1.0f, .act = CCG_OP_COUNT }
+struct ccg__pool;
+void ccg__sgemm(struct ccg__pool *pool, const ccg__gemm *g);
+/* The library GEMMs use (CCG_GEMM, else oneDNN where built with it): a bad
+ * CCG_GEMM is CCG_STATUS_INVALID_ARG naming it, on err. */
+ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn);
 /* Unary op `op` (attributes p) on n f32 elements with the executor's
  * array math vm; o may be a. */
 void ccg__un_f32_block(const ccg__vm *vm, ccg_op op, ccg__unp p, const float *a,

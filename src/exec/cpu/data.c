@@ -404,8 +404,15 @@ static ccg_status run_onehot(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* f32 and f64 matrix products go to OpenBLAS, one GEMM per batch entry
- * (f64 in double: no precision lost to the speed-up). */
+/* Batch entry t of an einsum matrix product: dense [M,K] and [K,N] blocks. */
+static void einsum_off(const void *ctx, int64_t t, int64_t *ao, int64_t *bo) {
+  const ccg__ein_mm *mm = ctx;
+  *ao = t * mm->M * mm->K;
+  *bo = t * mm->K * mm->N;
+}
+
+/* f32 matrix products go to ccg__sgemm, f64 ones to OpenBLAS's dgemm (in
+ * double: no precision lost to the speed-up), one GEMM per batch entry. */
 static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *o = ccg__out(x, n, 0);
   const char *a = ccg__in(x, n, 0)->ptr, *b = ccg__in(x, n, 1)->ptr;
@@ -421,16 +428,32 @@ static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
   size_t es = ccg_dtype_size(o->dtype);
   CBLAS_TRANSPOSE ta = mm.ta ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = mm.tb ? CblasTrans : CblasNoTrans;
+  if (o->dtype != CCG_DTYPE_F64) {
+    ccg__gemm g = CCG__GEMM_INIT;
+    g.ta = mm.ta;
+    g.tb = mm.tb;
+    g.m = M;
+    g.n = N;
+    g.k = K;
+    g.lda = mm.ta ? M : K;
+    g.ldb = mm.tb ? K : N;
+    g.ldc = N;
+    g.a = (const float *)a;
+    g.b = (const float *)b;
+    g.c = (float *)c;
+    g.batch = mm.batch;
+    g.stride_c = mm.M * mm.N;
+    g.batch_off = einsum_off;
+    g.batch_ctx = &mm;
+    ccg__sgemm(x->pool, &g);
+    return CCG_STATUS_OK;
+  }
   for (int64_t t = 0; t < mm.batch; t++) {
     const void *at = a + (size_t)(t * mm.M * mm.K) * es;
     const void *bt = b + (size_t)(t * mm.K * mm.N) * es;
     void *ct = c + (size_t)(t * mm.M * mm.N) * es;
-    if (o->dtype == CCG_DTYPE_F64)
-      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, at, mm.ta ? M : K, bt,
-                  mm.tb ? K : N, 0.0, ct, N);
-    else
-      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, at, mm.ta ? M : K, bt,
-                  mm.tb ? K : N, 0.0f, ct, N);
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, at, mm.ta ? M : K, bt,
+                mm.tb ? K : N, 0.0, ct, N);
   }
   return CCG_STATUS_OK;
 }

@@ -141,6 +141,11 @@ static ccg_status run_binary(ccg_exec *x, const ccg__xnode *n) {
   ccg__bcast_init(&bc, o, ins, 2);
   bin_ctx c = {x,        n,      &bc,    a->dtype, b->dtype,
                o->dtype, a->ptr, b->ptr, o->ptr,   ccg__math_of(o->dtype)};
+  /* f32 rows cannot fail (integer division can): they split over the pool */
+  if (c.math == CCG__MATH_F32) {
+    ccg__bcast_walk_par(x, &bc, bin_row, &c);
+    return CCG_STATUS_OK;
+  }
   return ccg__bcast_walk(&bc, bin_row, &c);
 }
 
@@ -151,27 +156,35 @@ ccg__unp ccg__unp_of(const ccg__xnode *n) {
   return p;
 }
 
-static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
+/* Elements [begin, end) of a unary node (rows of one element: the split of
+ * ccg__par_rows). */
+static void unary_range(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                        size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   ccg__unp p = ccg__unp_of(n);
-  size_t total = o->numel;
+  size_t total = end;
   ccg__math m = ccg__math_of(o->dtype);
   if (m == CCG__MATH_F32 && o->dtype == CCG_DTYPE_F32) {
-    ccg__un_f32_block(x->vm, n->op, p, a->ptr, o->ptr, total);
-    return CCG_STATUS_OK;
+    ccg__un_f32_block(x->vm, n->op, p, (const float *)a->ptr + begin,
+                      (float *)o->ptr + begin, end - begin);
+    return;
   }
   if (m == CCG__MATH_F32) {
     float fa[CCG__BLOCK];
-    for (size_t i = 0; i < total; i += CCG__BLOCK) {
+    for (size_t i = begin; i < total; i += CCG__BLOCK) {
       size_t k = total - i < CCG__BLOCK ? total - i : CCG__BLOCK;
       ccg__load_f32(a->dtype, a->ptr, i, 1, k, fa);
       ccg__un_f32_block(x->vm, n->op, p, fa, fa, k);
       ccg__store_f32(o->dtype, o->ptr, i, k, fa);
     }
-    return CCG_STATUS_OK;
+    return;
   }
-  for (size_t i = 0; i < total; i++)
+  for (size_t i = begin; i < total; i++)
     ccg__un_elem(n->op, p, a->dtype, a->ptr, o->dtype, o->ptr, i);
+}
+
+static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
+  ccg__par_rows(x, n, ccg__out(x, n, 0)->numel, 1, unary_range);
   return CCG_STATUS_OK;
 }
 

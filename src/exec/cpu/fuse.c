@@ -482,8 +482,7 @@ static ccg_status fuse_softmax(ccg_exec *x, const use *u, ccg__xnode *sm) {
 }
 
 ccg_status ccg__fuse_plan(ccg_exec *x) {
-  const char *env = getenv("CCG_EXEC_FUSE");
-  if (x->backend != &ccg__cpu_backend || (env && strcmp(env, "0") == 0))
+  if (x->backend != &ccg__cpu_backend || !ccg__exec_fuse_enabled())
     return CCG_STATUS_OK;
   use *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
   size_t *chain = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *chain);

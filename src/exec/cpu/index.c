@@ -62,10 +62,26 @@ static ccg_status run_slice(ccg_exec *x, const ccg__xnode *n) {
 }
 
 /* axis; i0 = outer, i1 = inner elements. */
-static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
+/* Output rows [begin, end) of a Gather (row oi * ni + j: outer index oi,
+ * index entry j), the indices already checked. */
+static void gather_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                        size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
   const ccg__xval *o = ccg__out(x, n, 0);
   size_t es = ccg_dtype_size(a->dtype), row = (size_t)n->p.i1 * es;
+  int64_t dim = a->dims[n->p.axis];
+  size_t ni = iv->numel;
+  for (size_t r = begin; r < end; r++) {
+    size_t oi = r / ni, j = r % ni;
+    int64_t k = 0;
+    ccg__gather_index(ccg__ld_i64(iv->dtype, iv->ptr, j), dim, &k);
+    memcpy((char *)o->ptr + (oi * ni + j) * row,
+           (const char *)a->ptr + (oi * (size_t)dim + (size_t)k) * row, row);
+  }
+}
+
+static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *iv = ccg__in(x, n, 1);
   int64_t dim = a->dims[n->p.axis];
   size_t ni = iv->numel, outer = (size_t)n->p.i0;
   for (size_t j = 0; j < ni; j++) {
@@ -77,13 +93,7 @@ static ccg_status run_gather(ccg_exec *x, const ccg__xnode *n) {
                         (long long)k, j, ccg_value_name(x->g, n->in[1]),
                         n->p.axis, (long long)dim);
   }
-  for (size_t oi = 0; oi < outer; oi++)
-    for (size_t j = 0; j < ni; j++) {
-      int64_t k = 0;
-      ccg__gather_index(ccg__ld_i64(iv->dtype, iv->ptr, j), dim, &k);
-      memcpy((char *)o->ptr + (oi * ni + j) * row,
-             (const char *)a->ptr + (oi * (size_t)dim + (size_t)k) * row, row);
-    }
+  ccg__par_rows(x, n, outer * ni, (size_t)n->p.i1, gather_rows);
   return CCG_STATUS_OK;
 }
 

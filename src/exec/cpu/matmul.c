@@ -1,7 +1,6 @@
 /* MatMul (numpy semantics: batched, broadcast batch dims, 1-D operands) and
- * Gemm through OpenBLAS cblas_sgemm. f16/bf16/f64 operands are converted to
+ * Gemm through ccg__sgemm (gemm.c). f16/bf16/f64 operands are converted to
  * f32 in the node's scratch space. */
-#include <cblas.h>
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
@@ -20,6 +19,31 @@ static const float *as_f32(const ccg__xval *v, float **scratch) {
   return dst;
 }
 
+/* Batch entry t's offsets: the sum over the batch dims of its index times
+ * chunk / chunk2 (what ccg__matmul_batch_next steps through). */
+static void matmul_off(const void *ctx, int64_t t, int64_t *ao, int64_t *bo) {
+  const ccg__xnode *n = ctx;
+  *ao = *bo = 0;
+  for (int d = (int)n->p.n_list - 1; d >= 0; d--) {
+    int64_t i = t % n->p.list[d];
+    t /= n->p.list[d];
+    *ao += i * n->p.chunk[d];
+    *bo += i * n->p.chunk2[d];
+  }
+}
+
+/* The bias and activation fused into this node at plan time (plan.c). */
+static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
+  if (!n->epi)
+    return;
+  g->bias = x->vals[n->epi_bias].ptr;
+  if (n->epi_act) {
+    g->act = n->epi_act->op;
+    g->act_p = ccg__unp_of(n->epi_act);
+    g->vm = x->vm;
+  }
+}
+
 static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *av = ccg__in(x, n, 0), *bv = ccg__in(x, n, 1);
   const ccg__xval *ov = ccg__out(x, n, 0);
@@ -27,22 +51,25 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
   const float *a = as_f32(av, &scr), *b = as_f32(bv, &scr);
   float *o = ov->dtype == CCG_DTYPE_F32 ? ov->ptr : scr;
   int64_t M = n->p.i0, K = n->p.i1, N = n->p.i2, batch = n->p.i3;
-  if (M == 0 || N == 0 || batch == 0) {
-    /* nothing to write */
-  } else if (K == 0) {
-    memset(o, 0, (size_t)(batch * M * N) * sizeof(float));
-  } else if (n->p.axis) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(batch * M),
-                (int)N, (int)K, 1.0f, a, (int)K, b, (int)N, 0.0f, o, (int)N);
-  } else {
-    int64_t idx[CCG_MAX_RANK] = {0}, ao = 0, bo = 0;
-    for (int64_t t = 0; t < batch; t++) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N,
-                  (int)K, 1.0f, a + ao, (int)K, b + bo, (int)N, 0.0f,
-                  o + t * M * N, (int)N);
-      ccg__matmul_batch_next(n, idx, &ao, &bo);
-    }
+  ccg__gemm g = CCG__GEMM_INIT;
+  g.m = n->p.axis ? batch * M : M;
+  g.n = N;
+  g.k = K;
+  g.lda = K;
+  g.ldb = N;
+  g.ldc = N;
+  g.a = a;
+  g.b = b;
+  g.c = o;
+  if (!n->p.axis) {
+    g.batch = batch;
+    g.stride_c = M * N;
+    g.batch_off = matmul_off;
+    g.batch_ctx = n;
   }
+  epilogue(x, n, &g);
+  if (batch > 0)
+    ccg__sgemm(x->pool, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
   return CCG_STATUS_OK;
@@ -129,15 +156,22 @@ static ccg_status run_gemm(ccg_exec *x, const ccg__xnode *n) {
         o[i * N + j] = n->p.f1 * c[i * n->p.perm[0] + j * n->p.perm[1]];
     beta = 1.0f;
   }
-  if (M > 0 && N > 0) {
-    if (K > 0)
-      cblas_sgemm(CblasRowMajor, n->p.axis ? CblasTrans : CblasNoTrans,
-                  n->p.axis2 ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                  (int)K, n->p.f0, a, n->p.axis ? (int)M : (int)K, b,
-                  n->p.axis2 ? (int)K : (int)N, beta, o, (int)N);
-    else if (beta == 0.0f)
-      memset(o, 0, (size_t)(M * N) * sizeof(float));
-  }
+  ccg__gemm g = CCG__GEMM_INIT;
+  g.ta = n->p.axis;
+  g.tb = n->p.axis2;
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.lda = n->p.axis ? M : K;
+  g.ldb = n->p.axis2 ? K : N;
+  g.ldc = N;
+  g.alpha = n->p.f0;
+  g.beta = beta;
+  g.a = a;
+  g.b = b;
+  g.c = o;
+  epilogue(x, n, &g);
+  ccg__sgemm(x->pool, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
   return CCG_STATUS_OK;

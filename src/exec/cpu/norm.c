@@ -38,20 +38,20 @@ void ccg__softmax_row_f32(const ccg__vm *vm, float *row, size_t len) {
 }
 
 /* i0 = outer, i1 = axis length, i2 = inner; LogSoftmax and Hardmax too. */
-static ccg_status run_softmax(ccg_exec *x, const ccg__xnode *n) {
+static void softmax_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                         size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  size_t outer = (size_t)n->p.i0, len = (size_t)n->p.i1,
-         inner = (size_t)n->p.i2;
+  size_t len = (size_t)n->p.i1, inner = (size_t)n->p.i2;
   if (x->vm->max && inner == 1 && n->op != CCG_OP_HARDMAX &&
       a->dtype == CCG_DTYPE_F32 && o->dtype == CCG_DTYPE_F32 &&
       (n->op == CCG_OP_SOFTMAX || a->ptr != o->ptr)) {
-    for (size_t oi = 0; oi < outer; oi++)
+    for (size_t oi = begin; oi < end; oi++)
       softmax_row_vm(x->vm, n->op == CCG_OP_LOG_SOFTMAX,
                      (const float *)a->ptr + oi * len,
                      (float *)o->ptr + oi * len, len);
-    return CCG_STATUS_OK;
+    return;
   }
-  for (size_t oi = 0; oi < outer; oi++)
+  for (size_t oi = begin; oi < end; oi++)
     for (size_t ii = 0; ii < inner; ii++) {
       size_t base = oi * len * inner + ii;
       if (n->op == CCG_OP_LOG_SOFTMAX)
@@ -62,6 +62,11 @@ static ccg_status run_softmax(ccg_exec *x, const ccg__xnode *n) {
       else
         ccg__softmax_line(a->dtype, a->ptr, o->dtype, o->ptr, base, len, inner);
     }
+}
+
+static ccg_status run_softmax(ccg_exec *x, const ccg__xnode *n) {
+  ccg__par_rows(x, n, (size_t)n->p.i0, (size_t)(n->p.i1 * n->p.i2),
+                softmax_rows);
   return CCG_STATUS_OK;
 }
 
@@ -114,24 +119,18 @@ static void layer_norm_row_vm(const ccg__vm *vm, const float *a, float *y,
 
 /* i0 = outer, i1 = normalized size, axis; f0 = epsilon. Scratch: scale
  * and bias (f32 each). */
-static ccg_status run_layer_norm(ccg_exec *x, const ccg__xnode *n) {
-  const ccg__xval *a = ccg__in(x, n, 0), *sc = ccg__in(x, n, 1);
-  const ccg__xval *bi = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
-  const ccg__xval *o = ccg__out(x, n, 0);
+static void layer_norm_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                            size_t end) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const ccg__xval *mo =
       n->n_out > 1 && n->out[1] != CCG_NONE ? ccg__out(x, n, 1) : NULL;
   const ccg__xval *io =
       n->n_out > 2 && n->out[2] != CCG_NONE ? ccg__out(x, n, 2) : NULL;
-  size_t outer = (size_t)n->p.i0, len = (size_t)n->p.i1;
+  size_t len = (size_t)n->p.i1;
   float *scale = x->scratch, *bias = scale + len;
-  ccg__norm_expand_param(sc, a, n->p.axis, scale);
-  if (bi)
-    ccg__norm_expand_param(bi, a, n->p.axis, bias);
-  else
-    memset(bias, 0, len * sizeof(float));
   bool vec =
       x->vm->sum && a->dtype == CCG_DTYPE_F32 && o->dtype == CCG_DTYPE_F32;
-  for (size_t oi = 0; oi < outer; oi++) {
+  for (size_t oi = begin; oi < end; oi++) {
     float m, invstd;
     if (vec)
       layer_norm_row_vm(x->vm, (const float *)a->ptr + oi * len,
@@ -145,6 +144,19 @@ static ccg_status run_layer_norm(ccg_exec *x, const ccg__xnode *n) {
     if (io)
       ccg__st_f32(io->dtype, io->ptr, oi, invstd);
   }
+}
+
+static ccg_status run_layer_norm(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0), *sc = ccg__in(x, n, 1);
+  const ccg__xval *bi = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
+  size_t len = (size_t)n->p.i1;
+  float *scale = x->scratch, *bias = scale + len;
+  ccg__norm_expand_param(sc, a, n->p.axis, scale);
+  if (bi)
+    ccg__norm_expand_param(bi, a, n->p.axis, bias);
+  else
+    memset(bias, 0, len * sizeof(float));
+  ccg__par_rows(x, n, (size_t)n->p.i0, len, layer_norm_rows);
   return CCG_STATUS_OK;
 }
 
@@ -176,24 +188,30 @@ static double vm_rms_sq(const ccg__vm *vm, const float *row, size_t len) {
 }
 
 /* As LayerNormalization's n->p; scratch: the expanded scale. */
-static ccg_status run_rms_norm(ccg_exec *x, const ccg__xnode *n) {
+static void rms_norm_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                          size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  size_t outer = (size_t)n->p.i0, len = (size_t)n->p.i1;
+  size_t len = (size_t)n->p.i1;
   float *scale = x->scratch;
-  ccg__norm_expand_param(ccg__in(x, n, 1), a, n->p.axis, scale);
   if (x->vm->sum_sqdev && a->dtype == CCG_DTYPE_F32 &&
       o->dtype == CCG_DTYPE_F32) {
-    for (size_t oi = 0; oi < outer; oi++) {
+    for (size_t oi = begin; oi < end; oi++) {
       const float *row = (const float *)a->ptr + oi * len;
       double sq = vm_rms_sq(x->vm, row, len);
       float r = (float)(1.0 / sqrt(sq + (double)n->p.f0));
       x->vm->affine(row, (float *)o->ptr + oi * len, len, 0.0f, r, scale, NULL);
     }
-    return CCG_STATUS_OK;
+    return;
   }
-  for (size_t oi = 0; oi < outer; oi++)
+  for (size_t oi = begin; oi < end; oi++)
     ccg__rms_norm_line(a->dtype, a->ptr, o->dtype, o->ptr, oi, len, scale,
                        n->p.f0);
+}
+
+static ccg_status run_rms_norm(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 0);
+  ccg__norm_expand_param(ccg__in(x, n, 1), a, n->p.axis, x->scratch);
+  ccg__par_rows(x, n, (size_t)n->p.i0, (size_t)n->p.i1, rms_norm_rows);
   return CCG_STATUS_OK;
 }
 

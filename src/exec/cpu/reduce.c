@@ -43,6 +43,41 @@ static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
   }
 }
 
+/* A pass over slabs [begin, end) of dim 0 when dim 0 is kept: each slab
+ * feeds output elements of its own, in the same order as one pass. */
+typedef struct rd_job {
+  const ccg__xval *a;
+  const int64_t *ost;
+  ccg__rd_kind k;
+  char *acc;
+  const double *shift;
+  size_t slab; /* input elements per index of dim 0 */
+} rd_job;
+
+static void reduce_slabs(void *ctx, size_t begin, size_t end) {
+  const rd_job *j = ctx;
+  ccg__xval v = *j->a;
+  v.dims[0] = (int64_t)(end - begin);
+  v.numel = (end - begin) * j->slab;
+  v.ptr = (char *)j->a->ptr + begin * j->slab * ccg_dtype_size(v.dtype);
+  size_t out0 = begin * (size_t)j->ost[0];
+  reduce_pass(&v, j->ost, j->k, j->acc + out0 * 8,
+              j->shift ? j->shift + out0 : NULL);
+}
+
+/* reduce_pass, split over the pool by dim 0 where that dim is kept. */
+static void reduce_par(ccg_exec *x, const ccg__xval *a, const int64_t *ost,
+                       ccg__rd_kind k, void *acc, const double *shift) {
+  if (a->rank == 0 || ost[0] == 0 || a->dims[0] < 2) {
+    reduce_pass(a, ost, k, acc, shift);
+    return;
+  }
+  size_t rows = (size_t)a->dims[0], slab = a->numel / rows;
+  rd_job j = {a, ost, k, acc, shift, slab};
+  size_t per = slab ? CCG__PAR_GRAIN / slab : rows;
+  ccg__parallel_for(x->pool, rows, per ? per : 1, reduce_slabs, &j);
+}
+
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   bool is_int = !ccg_dtype_is_float(a->dtype);
@@ -54,7 +89,7 @@ static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
     for (size_t j = 0; j < o->numel; j++)
       shift[j] = ccg__rd_init_f64(CCG__RD_MAX);
     if (a->numel > 0)
-      reduce_pass(a, n->p.chunk, CCG__RD_MAX, shift, NULL);
+      reduce_par(x, a, n->p.chunk, CCG__RD_MAX, shift, NULL);
   }
   for (size_t j = 0; j < o->numel; j++) {
     if (is_int)
@@ -63,7 +98,7 @@ static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
       accf[j] = ccg__rd_init_f64(k);
   }
   if (a->numel > 0)
-    reduce_pass(a, n->p.chunk, k, x->scratch, shift);
+    reduce_par(x, a, n->p.chunk, k, x->scratch, shift);
   int64_t count = n->p.i0;
   for (size_t j = 0; j < o->numel; j++) {
     if (is_int)

@@ -14,10 +14,27 @@ static ccg_status run_copy(ccg_exec *x, const ccg__xnode *n) {
 }
 
 /* chunk = source strides in output dim order. */
+/* Output rows [begin, end) along dim 0. */
+static void transpose_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                           size_t end) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  size_t es = ccg_dtype_size(o->dtype), row = o->numel / (size_t)o->dims[0];
+  int64_t dims[CCG_MAX_RANK];
+  memcpy(dims, o->dims, sizeof dims);
+  dims[0] = (int64_t)(end - begin);
+  ccg__strided_copy((char *)o->ptr + begin * row * es, a->ptr, es, o->rank,
+                    dims, n->p.chunk, (int64_t)begin * n->p.chunk[0]);
+}
+
 static ccg_status run_transpose(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  ccg__strided_copy(o->ptr, a->ptr, ccg_dtype_size(o->dtype), o->rank, o->dims,
-                    n->p.chunk, 0);
+  if (o->rank == 0 || o->numel == 0) {
+    ccg__strided_copy(o->ptr, a->ptr, ccg_dtype_size(o->dtype), o->rank,
+                      o->dims, n->p.chunk, 0);
+    return CCG_STATUS_OK;
+  }
+  ccg__par_rows(x, n, (size_t)o->dims[0], o->numel / (size_t)o->dims[0],
+                transpose_rows);
   return CCG_STATUS_OK;
 }
 

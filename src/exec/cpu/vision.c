@@ -5,7 +5,6 @@
  * convolutions go through sgemm on f32 copies; f64 ones take a direct loop
  * in double over the same column matrix (f64 keeps its precision, which
  * the gradient checks rely on). */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -106,12 +105,17 @@ static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
         cold[j] = ccg__im2col_elem(w, xv->dtype, xv->ptr, xoff, j);
       if (blas) {
         float *yf = direct ? (float *)yv->ptr + yoff : scr;
-        if (rows > 0)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mg,
-                      (int)ns, (int)rows, 1.0f, wf + g * mg * rows, (int)rows,
-                      colf, (int)ns, 0.0f, yf, (int)ns);
-        else
-          memset(yf, 0, (size_t)(mg * ns) * sizeof(float));
+        ccg__gemm gm = CCG__GEMM_INIT;
+        gm.m = mg;
+        gm.n = ns;
+        gm.k = rows;
+        gm.lda = rows;
+        gm.ldb = ns;
+        gm.ldc = ns;
+        gm.a = wf + g * mg * rows;
+        gm.b = colf;
+        gm.c = yf;
+        ccg__sgemm(x->pool, &gm);
         if (!direct)
           ccg__store_f32(yv->dtype, yv->ptr, yoff, (size_t)(mg * ns), yf);
         continue;
@@ -153,9 +157,18 @@ static ccg_status run_conv_transpose(ccg_exec *x, const ccg__xnode *n) {
           ccg__load_f32(xv->dtype, xv->ptr, xoff, 1, (size_t)(cg * ns), scr);
           xf = scr;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)rows, (int)ns,
-                    (int)cg, 1.0f, wf + g * cg * rows, (int)rows, xf, (int)ns,
-                    0.0f, colf, (int)ns);
+        ccg__gemm gm = CCG__GEMM_INIT;
+        gm.ta = true;
+        gm.m = rows;
+        gm.n = ns;
+        gm.k = cg;
+        gm.lda = rows;
+        gm.ldb = ns;
+        gm.ldc = ns;
+        gm.a = wf + g * cg * rows;
+        gm.b = xf;
+        gm.c = colf;
+        ccg__sgemm(x->pool, &gm);
       } else if (blas) {
         memset(colf, 0, (size_t)(rows * ns) * sizeof(float));
       } else {

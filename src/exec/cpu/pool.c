@@ -1,0 +1,249 @@
+/* The intra-op thread pool (pool.h). One loop at a time: the caller
+ * publishes it under the mutex and takes chunks itself; workers join it
+ * while it is open and take chunks from one counter. The caller closes the
+ * loop once every chunk is taken and waits only for the workers that
+ * joined, so a worker the system has not scheduled yet never delays it. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "exec/cpu/pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/alloc.h"
+#include "core/error.h"
+
+/* Polls of a worker for the next loop before it sleeps, and of the caller
+ * for the joined workers before it sleeps (each poll a pause, ~10-60 ns:
+ * tens of microseconds in all, the gap between two kernels). */
+#define SPIN_POLLS 2048
+#define MAX_THREADS 1024
+
+/* The join word: generation in the high 32 bits, OPEN while workers may
+ * join, the number that joined in the low bits. */
+#define OPEN ((uint64_t)1 << 31)
+#define COUNT_MASK (OPEN - 1)
+
+struct ccg__pool {
+  ccg_allocator alloc;
+  int threads;
+  int started; /* workers running; -1: starting failed, run serially */
+  pthread_t *th;
+  pthread_mutex_t mu;
+  pthread_cond_t wake, done_cv;
+  char pad0[64];
+  _Atomic uint64_t join;
+  char pad1[64];
+  _Atomic size_t next; /* the next chunk to take */
+  char pad2[64];
+  _Atomic size_t left; /* joined workers that finished the loop */
+  char pad3[64];
+  _Atomic int busy, quit;
+  /* the loop; written before its generation is published */
+  ccg__range_fn fn;
+  void *ctx;
+  size_t n, grain, chunks;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void take_chunks(ccg__pool *p) {
+  size_t k;
+  while ((k = atomic_fetch_add(&p->next, 1)) < p->chunks) {
+    size_t b = k * p->grain, e = b + p->grain < p->n ? b + p->grain : p->n;
+    p->fn(p->ctx, b, e);
+  }
+}
+
+/* Joins the loop of generation gen if it is still open. */
+static bool try_join(ccg__pool *p, uint32_t gen) {
+  uint64_t w = atomic_load(&p->join);
+  while ((uint32_t)(w >> 32) == gen && (w & OPEN))
+    if (atomic_compare_exchange_weak(&p->join, &w, w + 1))
+      return true;
+  return false;
+}
+
+static void *worker(void *arg) {
+  ccg__pool *p = arg;
+  uint32_t seen = (uint32_t)(atomic_load(&p->join) >> 32);
+  for (;;) {
+    uint32_t gen = seen;
+    for (int i = 0; i < SPIN_POLLS && gen == seen; i++) {
+      cpu_relax();
+      gen = (uint32_t)(atomic_load(&p->join) >> 32);
+    }
+    if (gen == seen) {
+      pthread_mutex_lock(&p->mu);
+      while ((gen = (uint32_t)(atomic_load(&p->join) >> 32)) == seen &&
+             !atomic_load(&p->quit))
+        pthread_cond_wait(&p->wake, &p->mu);
+      pthread_mutex_unlock(&p->mu);
+    }
+    if (atomic_load(&p->quit))
+      return NULL;
+    seen = gen;
+    if (!try_join(p, gen))
+      continue;
+    take_chunks(p);
+    atomic_fetch_add(&p->left, 1);
+    /* under the mutex: the caller checks `left` under it before sleeping */
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_signal(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads) {
+  ccg__pool *p = ccg__calloc(alloc, 1, sizeof *p);
+  if (!p)
+    return NULL;
+  if (alloc)
+    p->alloc = *alloc;
+  p->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+  return p;
+}
+
+/* Starts the workers; on failure the pool runs serially from then on. */
+static bool start(ccg__pool *p) {
+  if (p->started)
+    return p->started > 0;
+  size_t nw = (size_t)p->threads - 1;
+  p->th = ccg__calloc(&p->alloc, nw, sizeof *p->th);
+  if (!p->th) {
+    p->started = -1;
+    return false;
+  }
+  int ok = 0;
+  for (size_t i = 0; i < nw; i++) {
+    if (pthread_create(&p->th[i], NULL, worker, p) != 0)
+      break;
+    ok++;
+  }
+  /* fewer workers than asked still give the same results */
+  p->started = ok > 0 ? ok : -1;
+  return ok > 0;
+}
+
+void ccg__pool_free(ccg__pool *p) {
+  if (!p)
+    return;
+  if (p->started > 0) {
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++)
+      pthread_join(p->th[i], NULL);
+  }
+  if (p->th)
+    ccg__free(&p->alloc, p->th, (size_t)(p->threads - 1) * sizeof *p->th);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done_cv);
+  pthread_mutex_destroy(&p->mu);
+  ccg_allocator a = p->alloc;
+  ccg__free(&a, p, sizeof *p);
+}
+
+int ccg__pool_threads(const ccg__pool *p) { return p ? p->threads : 1; }
+
+static void serial(size_t n, size_t grain, ccg__range_fn fn, void *ctx) {
+  for (size_t b = 0; b < n; b += grain)
+    fn(ctx, b, b + grain < n ? b + grain : n);
+}
+
+void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, ccg__range_fn fn,
+                       void *ctx) {
+  if (n == 0)
+    return;
+  if (grain == 0)
+    grain = 1;
+  size_t chunks = (n - 1) / grain + 1;
+  int expect = 0;
+  if (!p || p->threads <= 1 || chunks == 1 ||
+      !atomic_compare_exchange_strong(&p->busy, &expect, 1)) {
+    serial(n, grain, fn, ctx);
+    return;
+  }
+  if (!start(p)) {
+    atomic_store(&p->busy, 0);
+    serial(n, grain, fn, ctx);
+    return;
+  }
+  p->fn = fn;
+  p->ctx = ctx;
+  p->n = n;
+  p->grain = grain;
+  p->chunks = chunks;
+  atomic_store(&p->next, 0);
+  atomic_store(&p->left, 0);
+  pthread_mutex_lock(&p->mu);
+  uint32_t gen = (uint32_t)(atomic_load(&p->join) >> 32) + 1;
+  atomic_store(&p->join, ((uint64_t)gen << 32) | OPEN);
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->mu);
+  take_chunks(p);
+  /* every chunk is taken: no one else may join */
+  size_t joined = (size_t)(atomic_fetch_and(&p->join, ~OPEN) & COUNT_MASK);
+  for (int i = 0; i < SPIN_POLLS && atomic_load(&p->left) < joined; i++)
+    cpu_relax();
+  if (atomic_load(&p->left) < joined) {
+    pthread_mutex_lock(&p->mu);
+    while (atomic_load(&p->left) < joined)
+      pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+  }
+  atomic_store(&p->busy, 0);
+}
+
+static int online_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int c = CPU_COUNT(&set);
+    if (c > 0)
+      return c;
+  }
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  return c > 0 ? (int)c : 1;
+}
+
+ccg_status ccg__pool_threads_for(int requested, int ranks_here, ccg_ctx *err,
+                                 int *out) {
+  const char *env = getenv("CCG_THREADS");
+  if (env && *env) {
+    char *end;
+    errno = 0;
+    long v = strtol(env, &end, 10);
+    if (errno || *end || v < 1 || v > MAX_THREADS)
+      return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                        "CCG_THREADS='%s': give a number of threads from 1 "
+                        "to %d",
+                        env, MAX_THREADS);
+    *out = (int)v;
+    return CCG_STATUS_OK;
+  }
+  if (requested < 0 || requested > MAX_THREADS)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "threads is %d; give 0 (the default) or 1 to %d",
+                      requested, MAX_THREADS);
+  if (requested > 0) {
+    *out = requested;
+    return CCG_STATUS_OK;
+  }
+  int per = online_cpus() / (ranks_here > 0 ? ranks_here : 1);
+  *out = per > 0 ? per : 1;
+  return CCG_STATUS_OK;
+}
