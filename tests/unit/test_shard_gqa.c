@@ -201,7 +201,7 @@ static void check_tp(int W, int64_t kv) {
       for (int64_t row = 0; row < wrows[i]; row++)
         memcpy(exp + row * c, want[i] + row * wcols[i] + blk * c,
                (size_t)c * sizeof *exp);
-      char what[96];
+      char what[160];
       snprintf(what, sizeof what, "tp=%d kv=%lld rank %d %s", W, (long long)kv,
                r, gname[i]);
       rel_close(got[r][i], exp, (size_t)(wrows[i] * c), what);
