@@ -1,5 +1,5 @@
 /* Private: the state of one run of the shard pass, shared by shard.c (the
- * driver, values, weights, redistribution), shard_rules.c (propagation
+ * driver, values, weights, redistribution), shard_rules*.c (propagation
  * through ordinary ops) and shard_styles.c (the plan's styles). */
 #ifndef CCG_PASSES_SHARD_INTERNAL_H
 #define CCG_PASSES_SHARD_INTERNAL_H
@@ -207,10 +207,68 @@ ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
 /* Global shape of a source value. */
 const ccg_shape *sh_gshape(const shard *sh, ccg_value_id gv);
 
+/* Placement tests and a source value's rank, dims and axes, as the rules
+ * (shard_rules*.c) read them. */
+static inline bool sh_is_shard(ccg_placement p) {
+  return p.kind == CCG_PLACEMENT_SHARD;
+}
+static inline bool sh_is_partial(ccg_placement p) {
+  return p.kind == CCG_PLACEMENT_PARTIAL;
+}
+static inline int sh_rank_of(const shard *sh, ccg_value_id gv) {
+  return sh_gshape(sh, gv)->rank;
+}
+static inline int sh_norm_axis(int64_t a, int rank) {
+  return (int)(a < 0 ? a + rank : a);
+}
+/* Size of dim d of a source value (-1 when symbolic). */
+static inline int64_t sh_gdim(const shard *sh, ccg_value_id gv, int d) {
+  ccg_dim x = sh_gshape(sh, gv)->dims[d];
+  return ccg_dim_is_sym(x) ? -1 : x.size;
+}
+static inline bool sh_any_sharded(const ccg_placement *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (sh_is_shard(p[i]))
+      return true;
+  return false;
+}
+
 /* shard_rules.c: propagation through an op no plan entry claims. */
 ccg_status sh_rule(shard *sh, ccg_node_id n);
 /* Every input to Replicate, the output Replicate. */
 ccg_status sh_replicate(shard *sh, ccg_node_id n);
+/* Fetches every input of n as `want` (in `blocks`; NULL: 1) says and copies
+ * n with `attrs`, its outputs placed `outp` in `out_blocks`. */
+ccg_status sh_fetch_emit(shard *sh, ccg_node_id n, const ccg_placement *want,
+                         const int *blocks, const ccg_attr *attrs,
+                         size_t n_attrs, ccg_placement outp, int out_blocks);
+
+/* shard_rules_reshape.c: the rules of the ops that rewrite a target shape
+ * (sh_rule_data_expand: the local run's Expand). */
+ccg_status sh_rule_shape(shard *sh, ccg_node_id n);
+ccg_status sh_rule_reshape(shard *sh, ccg_node_id n);
+ccg_status sh_rule_data_expand(shard *sh, ccg_node_id n);
+ccg_status sh_rule_slice(shard *sh, ccg_node_id n);
+ccg_status sh_rule_expand(shard *sh, ccg_node_id n);
+/* Known numeric contents of source value v (at most n), or -1. */
+int sh_known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n);
+
+/* shard_rules_ops.c: the rules of the ops that compute across a dim
+ * (sh_rule_gemm: the local run's Gemm). */
+ccg_status sh_rule_softmax(shard *sh, ccg_node_id n);
+ccg_status sh_rule_layer_norm(shard *sh, ccg_node_id n);
+ccg_status sh_rule_attention(shard *sh, ccg_node_id n);
+ccg_status sh_rule_matmul(shard *sh, ccg_node_id n);
+ccg_status sh_rule_reduce(shard *sh, ccg_node_id n);
+ccg_status sh_rule_gather(shard *sh, ccg_node_id n);
+ccg_status sh_rule_select_axis(shard *sh, ccg_node_id n);
+ccg_status sh_rule_elements(shard *sh, ccg_node_id n);
+ccg_status sh_rule_loss(shard *sh, ccg_node_id n);
+ccg_status sh_rule_window(shard *sh, ccg_node_id n);
+ccg_status sh_rule_data_keep(shard *sh, ccg_node_id n);
+ccg_status sh_rule_onehot(shard *sh, ccg_node_id n);
+ccg_status sh_rule_einsum(shard *sh, ccg_node_id n);
+ccg_status sh_rule_gemm(shard *sh, ccg_node_id n);
 
 /* shard_styles.c: the plan entry `e` applied to node n; *done false when the
  * style does not apply to this node (it then propagates). */
