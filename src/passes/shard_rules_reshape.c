@@ -84,10 +84,10 @@ static ccg_status concat_target(shard *sh, ccg_value_id shp, int od,
     }
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {len[i]}, vals};
     if (ccg_constant(sh->s, &tt, &in[i]) != CCG_STATUS_OK)
-      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+      return sh_from_s(sh, ccg_last_status(sh->s));
   }
   if (ccg_concat(sh->s, in, nin, 0, out) != CCG_STATUS_OK)
-    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+    return sh_from_s(sh, ccg_last_status(sh->s));
   *done = true;
   return CCG_STATUS_OK;
 }
@@ -126,7 +126,7 @@ static ccg_status divided_target(shard *sh, ccg_value_id shp, const int64_t *f,
   CCG_CHECK(sh_get(sh, shp, sh_R(), 1, false, &t));
   if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
       ccg_div(sh->s, t, c, out) != CCG_STATUS_OK)
-    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+    return sh_from_s(sh, ccg_last_status(sh->s));
   return CCG_STATUS_OK;
 }
 
@@ -163,7 +163,7 @@ ccg_status sh_rule_shape(shard *sh, ccg_node_id n) {
   ccg_value_id c, v;
   if (ccg_constant(sh->s, &ft, &c) != CCG_STATUS_OK ||
       ccg_mul(sh->s, sh->vals[y].v, c, &v) != CCG_STATUS_OK)
-    return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+    return sh_from_s(sh, ccg_last_status(sh->s));
   return sh_set(sh, y, v, sh_R(), 1);
 }
 
@@ -245,7 +245,7 @@ ccg_status sh_rule_reshape(shard *sh, ccg_node_id n) {
   } else {
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
-      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+      return sh_from_s(sh, ccg_last_status(sh->s));
   }
   in[1] = sv;
   sh->cur_merged = 1; /* the pair is one dim again: W chunks */
@@ -281,7 +281,7 @@ ccg_status sh_rule_data_expand(shard *sh, ccg_node_id n) {
     t[pos] = 1;
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
     if (ccg_constant(sh->s, &tt, &sv) != CCG_STATUS_OK)
-      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+      return sh_from_s(sh, ccg_last_status(sh->s));
   } else if (!ccg_dim_is_sym(e[pos]) && e[pos].size > 1) {
     CCG_CHECK(computed_target(sh, shp, pos, e[pos].size, e[pos].size / sh->W,
                               sh->W, k, &sv));
@@ -396,7 +396,7 @@ ccg_status sh_rule_expand(shard *sh, ccg_node_id n) {
   } else {
     ccg_tensor tt = {CCG_DTYPE_I64, 1, {ry}, t};
     if (ccg_constant(sh->s, &tt, &in[1]) != CCG_STATUS_OK)
-      return sh_fail(sh, ccg_last_status(sh->s), "%s", ccg_last_error(sh->s));
+      return sh_from_s(sh, ccg_last_status(sh->s));
   }
   sh->rep.n_reshape_rewrites++;
   sh->cur_merged = R;
