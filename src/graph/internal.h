@@ -293,6 +293,11 @@ const char *ccg__in_name(const ccg__infer *ix, size_t i);
 int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems);
 /* Shape formatted into a per-call static-free buffer for messages. */
 const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size);
+/* shape.c: an int vector printed "[1,2,3]"; input i's shape printed. */
+const char *ccg__ints_str(const int64_t *v, size_t n, char *buf, size_t size);
+const char *ccg__in_str(const ccg__infer *ix, size_t i, char *buf, size_t size);
+/* Sets the known contents of output `out` to the n entries of k. */
+void ccg__set_known(ccg__infer *ix, size_t out, const ccg_dim *k, int n);
 
 /* Attribute reads with the op's defaults. */
 const ccg_attr *ccg__attr(const ccg__infer *ix, const char *name);
