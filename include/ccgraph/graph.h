@@ -350,7 +350,7 @@ typedef struct ccg_attr {
   X(SOFTMAX_CROSS_ENTROPY_LOSS, "SoftmaxCrossEntropyLoss", "", 2, 3, 1, 2)     \
   X(NEGATIVE_LOG_LIKELIHOOD_LOSS, "NegativeLogLikelihoodLoss", "", 2, 3, 1, 1)
 
-/* shape.c */
+/* shape.c, layout.c (Transpose, Concat, Split) */
 #define CCG_OP_LIST_SHAPE(X)                                                   \
   X(RESHAPE, "Reshape", "", 2, 2, 1, 1)                                        \
   X(TRANSPOSE, "Transpose", "", 1, 1, 1, 1)                                    \
@@ -839,7 +839,7 @@ CCG_API ccg_status ccg_reduce_max(ccg_graph *g, ccg_value_id x,
                                   const int64_t *axes, size_t n_axes,
                                   bool keepdims, ccg_value_id *out);
 
-/* shape.c */
+/* shape.c, layout.c (Transpose, Concat, Split) */
 /* Reshape to the contents of the i64 value `shape` (0 copies the input dim,
  * -1 is inferred). */
 CCG_API ccg_status ccg_reshape(ccg_graph *g, ccg_value_id x, ccg_value_id shape,

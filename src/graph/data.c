@@ -14,11 +14,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static void set_known(ccg__infer *ix, const ccg_dim *k, int n) {
-  memcpy(ix->out_known[0], k, (size_t)n * sizeof *k);
-  ix->out_n_known[0] = n;
-}
-
 /* A copy of the forward node with dy for input 0 (the other inputs and
  * the attributes as they were; reverse flipped when asked): the gradient of
  * Trilu and CumSum. */
@@ -314,7 +309,7 @@ static ccg_status infer_size(ccg__infer *ix) {
   ix->out_dtype[0] = CCG_DTYPE_I64;
   ix->out_shape[0].rank = 0;
   if (ok)
-    set_known(ix, &p, 1);
+    ccg__set_known(ix, 0, &p, 1);
   else if (ccg_shape_is_static(in))
     return ccg__fail(ix, CCG_STATUS_SHAPE, "the element count overflows");
   return CCG_STATUS_OK;
@@ -361,7 +356,7 @@ static ccg_status infer_cast_like(ccg__infer *ix) {
   if (to != CCG_DTYPE_I64 && to != CCG_DTYPE_I32)
     return CCG_STATUS_OK;
   if (n >= 0)
-    set_known(ix, k, n);
+    ccg__set_known(ix, 0, k, n);
   else
     cast_like_float_const(ix);
   return CCG_STATUS_OK;

@@ -1,6 +1,6 @@
-/* Graphs: values, nodes, attributes, tags, placements, scopes. Node creation
- * goes through one path (add_node) that validates everything, runs the op's
- * shape rule, and commits only when nothing can fail any more. */
+/* Graphs: their life, interned symbols, the mesh, values, scopes. Nodes
+ * (the one path that adds them, their uses, tags and metadata) are in
+ * node.c. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #define KNOWN_MAX CCG_MAX_RANK
 
-static ccg_status oom(ccg_graph *g, const char *what) {
+ccg_status ccg__graph_oom(ccg_graph *g, const char *what) {
   return ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory while %s", what);
 }
 
@@ -167,7 +167,7 @@ ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
     }
     const char *sym = ccg__intern(g, canon);
     if (!sym)
-      return oom(g, "interning a symbol");
+      return ccg__graph_oom(g, "interning a symbol");
     s.dims[i] = ccg_dim_sym(sym);
   }
   *out = s;
@@ -238,17 +238,17 @@ static ccg_status check_new_name(ccg_graph *g, const char *name,
 }
 
 /* Appends a value; the name must be arena-owned and already checked. */
-static ccg_status push_value(ccg_graph *g, const char *name, ccg_dtype dt,
-                             const ccg_shape *shape, ccg_value_kind kind,
-                             ccg_value_id *out) {
+ccg_status ccg__push_value(ccg_graph *g, const char *name, ccg_dtype dt,
+                           const ccg_shape *shape, ccg_value_kind kind,
+                           ccg_value_id *out) {
   if (g->n_values >= CCG_NONE - 1)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "too many values");
   if (!ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
                         g->n_values + 1, sizeof *g->values))
-    return oom(g, "adding a value");
+    return ccg__graph_oom(g, "adding a value");
   ccg_value_id id = (ccg_value_id)g->n_values;
   if (ccg__strmap_put(&g->value_names, name, id) != CCG_STATUS_OK)
-    return oom(g, "indexing a value name");
+    return ccg__graph_oom(g, "indexing a value name");
   ccg__value *v = &g->values[g->n_values++];
   memset(v, 0, sizeof *v);
   v->name = name;
@@ -265,7 +265,7 @@ static ccg_status push_value(ccg_graph *g, const char *name, ccg_dtype dt,
 static ccg_status push_id(ccg_graph *g, ccg_value_id **vec, size_t *n,
                           size_t *cap, ccg_value_id id) {
   if (!ccg__vec_reserve(&g->alloc, (void **)vec, cap, *n + 1, sizeof **vec))
-    return oom(g, "adding a graph input or output");
+    return ccg__graph_oom(g, "adding a graph input or output");
   (*vec)[(*n)++] = id;
   return CCG_STATUS_OK;
 }
@@ -291,9 +291,9 @@ ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
   const char *nm = ccg__arena_strdup(&g->arena, name);
   if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inputs, &g->cap_inputs,
                                g->n_inputs + 1, sizeof *g->inputs))
-    return oom(g, "adding a graph input");
+    return ccg__graph_oom(g, "adding a graph input");
   ccg_value_id id;
-  CCG_CHECK(push_value(g, nm, dtype, &s, CCG_VALUE_INPUT, &id));
+  CCG_CHECK(ccg__push_value(g, nm, dtype, &s, CCG_VALUE_INPUT, &id));
   g->inputs[g->n_inputs++] = id;
   if (out)
     *out = id;
@@ -338,7 +338,7 @@ ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t, ccg_status *st,
   ccg_tensor *c = ccg__arena_alloc(&g->arena, sizeof *c, 16);
   void *data = c ? ccg__arena_memdup(&g->arena, t->data, nbytes, 64) : NULL;
   if (!c || !data) {
-    *st = oom(g, "copying tensor data");
+    *st = ccg__graph_oom(g, "copying tensor data");
     return NULL;
   }
   *c = *t;
@@ -370,16 +370,16 @@ static ccg_status add_initializer(ccg_graph *g, const char *name,
                         "initializer '%s' has %zu bytes of shape but no data",
                         name, nbytes);
     if (!(t = ccg__arena_alloc(&g->arena, sizeof *t, 16)))
-      return oom(g, "adding an initializer");
+      return ccg__graph_oom(g, "adding an initializer");
     *t = *data;
   }
   ccg_shape s = ccg_shape_make(t->rank, t->dims);
   const char *nm = ccg__arena_strdup(&g->arena, name);
   if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
                                g->n_inits + 1, sizeof *g->inits))
-    return oom(g, "adding an initializer");
+    return ccg__graph_oom(g, "adding an initializer");
   ccg_value_id id;
-  CCG_CHECK(push_value(g, nm, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
+  CCG_CHECK(ccg__push_value(g, nm, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
   g->values[id].data = t;
   set_known_from_data(g, &g->values[id]);
   g->inits[g->n_inits++] = id;
@@ -405,7 +405,7 @@ ccg_status ccg__graph_own(ccg_graph *g, void (*fn)(void *p, size_t n), void *p,
   ccg__release *r = ccg__arena_alloc(&g->arena, sizeof *r, 8);
   if (!r) {
     fn(p, n);
-    return oom(g, "taking ownership of external memory");
+    return ccg__graph_oom(g, "taking ownership of external memory");
   }
   *r = (ccg__release){fn, p, n, g->releases};
   g->releases = r;
@@ -432,7 +432,7 @@ ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
                       name ? name : "(null)");
   char *s = ccg__arena_printf(&g->arena, "%s/%s", g->scope, name);
   if (!s)
-    return oom(g, "pushing a scope");
+    return ccg__graph_oom(g, "pushing a scope");
   g->scope = s;
   g->scope_len = strlen(s);
   return CCG_STATUS_OK;
@@ -489,10 +489,10 @@ ccg_status ccg_value_set_name(ccg_graph *g, ccg_value_id v, const char *name) {
                                    g->values[v].name, name);
   const char *copy = ccg__arena_strdup(&g->arena, name);
   if (!copy)
-    return oom(g, "renaming a value");
+    return ccg__graph_oom(g, "renaming a value");
   ccg_status st = ccg__strmap_put(&g->value_names, copy, v);
   if (st != CCG_STATUS_OK)
-    return oom(g, "renaming a value");
+    return ccg__graph_oom(g, "renaming a value");
   ccg__strmap_remove(&g->value_names, g->values[v].name);
   g->values[v].name = copy;
   return CCG_STATUS_OK;
@@ -535,479 +535,4 @@ int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
   if (elems)
     memcpy(elems, x->known, (size_t)x->n_known * sizeof *elems);
   return x->n_known;
-}
-
-/* ---- nodes -------------------------------------------------------------- */
-
-/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. */
-static const char *make_node_name(ccg_graph *g, ccg_op op) {
-  /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
-  char base[64];
-  size_t n = strlen(ccg_op_name(op));
-  base[0] = '/';
-  memcpy(base + 1, ccg_op_name(op), n + 1);
-  const char *a = *g->scope ? g->scope : "";
-  const char *b = *g->scope ? base : base + 1;
-  for (size_t k = g->n_nodes;; k++) {
-    char *name = ccg__arena_name(&g->scratch, a, b, k);
-    if (!name || !ccg__strmap_get(&g->node_names, name, NULL))
-      return name;
-  }
-}
-
-/* Arity, inputs and attributes of a node about to be added. */
-static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
-                                  ccg_op op, const char *nm,
-                                  const ccg_value_id *in, size_t n_in,
-                                  const ccg_attr *attrs, size_t n_attrs,
-                                  size_t n_out) {
-  if ((int)n_in < info->min_in ||
-      (info->max_in >= 0 && (int)n_in > info->max_in))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): %zu inputs given, expected %d to %d", nm,
-                      info->name, n_in, info->min_in,
-                      info->max_in >= 0 ? info->max_in : 1 << 30);
-  if ((int)n_out < info->min_out ||
-      (info->max_out >= 0 && (int)n_out > info->max_out))
-    return ccg__error(
-        &g->ctx, CCG_STATUS_INVALID_ARG,
-        "node '%s' (%s): %zu outputs asked for, expected %d to %d", nm,
-        info->name, n_out, info->min_out,
-        info->max_out >= 0 ? info->max_out : 1 << 30);
-  if (n_in && !in)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): inputs array is NULL", nm, info->name);
-  for (size_t i = 0; i < n_in; i++) {
-    if (in[i] == CCG_NONE) {
-      if ((int)i < info->min_in || info->max_in < 0)
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "node '%s' (%s): required input %zu is missing", nm,
-                          info->name, i);
-      continue;
-    }
-    if (!ccg__value_ok(g, in[i]))
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): input %zu is value id %u, which does "
-                        "not exist in graph '%s'",
-                        nm, info->name, i, in[i], g->name);
-  }
-  if (n_attrs && !attrs)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): attributes array is NULL", nm,
-                      info->name);
-  return ccg__check_attrs(g, op, nm, attrs, n_attrs);
-}
-
-/* Output names (given or generated), checked for uniqueness, and output
- * shapes interned; everything in the scratch arena. */
-static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
-                               const char *const *out_names,
-                               const char ***onames) {
-  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
-  const char **names =
-      ccg__arena_calloc(&g->scratch, ix->n_out ? ix->n_out : 1, sizeof *names);
-  if (!names)
-    return oom(g, "naming outputs");
-  for (size_t i = 0; i < ix->n_out; i++) {
-    const char *want = out_names ? out_names[i] : NULL;
-    names[i] =
-        want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
-    if (!names[i])
-      return oom(g, "naming outputs");
-    if (ccg__strmap_get(&g->value_names, names[i], NULL))
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): output %zu '%s': a value of that name "
-                        "already exists (values are assigned once)",
-                        nm, opn, i, names[i]);
-    for (size_t j = 0; j < i; j++)
-      if (strcmp(names[i], names[j]) == 0)
-        return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                          "node '%s' (%s): outputs %zu and %zu are both named "
-                          "'%s'",
-                          nm, opn, j, i, names[i]);
-    if (ccg__shape_import(g, &ix->out_shape[i], &ix->out_shape[i]) !=
-        CCG_STATUS_OK)
-      return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
-                               i);
-  }
-  *onames = names;
-  return CCG_STATUS_OK;
-}
-
-/* Everything the node keeps, copied into the graph's arena, and room in
- * every table, so that the commit after it cannot fail half-way. */
-typedef struct node_copy {
-  const char *name;
-  const char **onames;
-  ccg_attr *attrs;
-  ccg_value_id *in, *out;
-  ccg_dim **known;
-} node_copy;
-
-static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
-                            const char *const *onames, node_copy *c) {
-  size_t m = ix->n_out ? ix->n_out : 1;
-  ccg_status st = CCG_STATUS_OK;
-  c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
-  if (!c->attrs)
-    return st;
-  c->name = ccg__arena_strdup(&g->arena, ix->node_name);
-  c->in = ccg__arena_memdup(&g->arena, ix->in, ix->n_in * sizeof *ix->in, 4);
-  c->out = ccg__arena_calloc(&g->arena, m, sizeof *c->out);
-  c->onames = ccg__arena_calloc(&g->arena, m, sizeof *c->onames);
-  c->known = ccg__arena_calloc(&g->arena, m, sizeof *c->known);
-  if (!c->name || !c->in || !c->out || !c->onames || !c->known)
-    return oom(g, "adding a node");
-  for (size_t i = 0; i < ix->n_out; i++) {
-    if (!(c->onames[i] = ccg__arena_strdup(&g->arena, onames[i])))
-      return oom(g, "adding a node");
-    if (ix->out_n_known[i] >= 0 &&
-        !(c->known[i] = ccg__arena_memdup(&g->arena, ix->out_known[i],
-                                          sizeof ix->out_known[i], 8)))
-      return oom(g, "adding a node");
-  }
-  if (g->n_nodes >= CCG_NONE - 1 || g->n_values + ix->n_out >= CCG_NONE - 1 ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
-                        g->n_nodes + 1, sizeof *g->nodes) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
-                        g->n_values + ix->n_out, sizeof *g->values) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
-                        g->n_uses + ix->n_in, sizeof *g->uses) ||
-      ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
-          CCG_STATUS_OK ||
-      ccg__strmap_reserve(&g->value_names, g->value_names.count + ix->n_out) !=
-          CCG_STATUS_OK)
-    return oom(g, "adding a node");
-  return CCG_STATUS_OK;
-}
-
-/* Appends node n's use of v (input `slot`) to v's list; room is reserved. */
-static void link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n,
-                     uint32_t slot) {
-  uint32_t u = (uint32_t)g->n_uses++;
-  ccg__value *x = &g->values[v];
-  g->uses[u] = (ccg__use){n, slot, x->last_use, CCG_NONE};
-  if (x->last_use == CCG_NONE)
-    x->first_use = u;
-  else
-    g->uses[x->last_use].next = u;
-  x->last_use = u;
-  x->n_uses++;
-}
-
-/* Removes the last use in the table, which is its value's last use: uses
- * are unlinked in the reverse of the order they were linked. */
-static void unlink_last_use(ccg_graph *g, ccg_value_id v) {
-  uint32_t u = (uint32_t)--g->n_uses;
-  ccg__value *x = &g->values[v];
-  uint32_t prev = g->uses[u].prev;
-  if (prev == CCG_NONE)
-    x->first_use = CCG_NONE;
-  else
-    g->uses[prev].next = CCG_NONE;
-  x->last_use = prev;
-  x->n_uses--;
-}
-
-size_t ccg_value_num_uses(const ccg_graph *g, ccg_value_id v) {
-  return ccg__value_ok(g, v) ? g->values[v].n_uses : 0;
-}
-
-bool ccg_value_next_use(const ccg_graph *g, ccg_value_id v, size_t *cursor,
-                        ccg_node_id *node, size_t *slot) {
-  if (!ccg__value_ok(g, v) || !cursor)
-    return false;
-  /* *cursor: 0 before the first use, else 1 + the last use given */
-  uint32_t u = *cursor == 0              ? g->values[v].first_use
-               : *cursor - 1 < g->n_uses ? g->uses[*cursor - 1].next
-                                         : CCG_NONE;
-  if (u == CCG_NONE)
-    return false;
-  *cursor = (size_t)u + 1;
-  if (node)
-    *node = g->uses[u].node;
-  if (slot)
-    *slot = g->uses[u].slot;
-  return true;
-}
-
-/* Cannot fail: copy_node made room for everything. */
-static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
-                               const node_copy *c) {
-  ccg_node_id nid = (ccg_node_id)g->n_nodes;
-  ccg__strmap_put(&g->node_names, c->name, nid);
-  for (size_t i = 0; i < ix->n_out; i++) {
-    ccg_value_id vid;
-    (void)push_value(g, c->onames[i], ix->out_dtype[i], &ix->out_shape[i],
-                     CCG_VALUE_NODE_OUTPUT, &vid);
-    ccg__value *v = &g->values[vid];
-    v->producer = nid;
-    v->producer_slot = (uint32_t)i;
-    if (c->known[i]) {
-      v->known = c->known[i];
-      v->n_known = ix->out_n_known[i];
-    }
-    c->out[i] = vid;
-  }
-  ccg__node *node = &g->nodes[g->n_nodes++];
-  memset(node, 0, sizeof *node);
-  node->op = ix->op;
-  node->name = c->name;
-  node->inputs = c->in;
-  node->n_inputs = (uint32_t)ix->n_in;
-  node->outputs = c->out;
-  node->n_outputs = (uint32_t)ix->n_out;
-  node->attrs = c->attrs;
-  node->n_attrs = (uint32_t)ix->n_attrs;
-  for (size_t i = 0; i < ix->n_in; i++)
-    if (c->in[i] != CCG_NONE)
-      link_use(g, c->in[i], nid, (uint32_t)i);
-  return nid;
-}
-
-/* The one way nodes enter a graph. Work that a refused node may leave
- * behind goes to the scratch arena, which is reset on every call, so
- * refused calls do not grow the graph. */
-static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
-                           const ccg_value_id *in, size_t n_in,
-                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
-                           const char *const *out_names, ccg_node_id *out_node,
-                           ccg_value_id *outs) {
-  const ccg__op_info *info = ccg__op_info_of(op);
-  if (!info)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "op id %d is invalid",
-                      (int)op);
-  ccg__arena_reset(&g->scratch);
-  if (name && !*name)
-    name = NULL;
-  if (name && ccg__strmap_get(&g->node_names, name, NULL))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): a node of that name already exists",
-                      name, info->name);
-  const char *nm = name ? name : make_node_name(g, op);
-  if (!nm)
-    return oom(g, "naming a node");
-  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
-  ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
-                   n_attrs, n_out, NULL, NULL, NULL, NULL};
-  CCG_CHECK(ccg__run_infer(&ix));
-  const char **onames = NULL;
-  CCG_CHECK(name_outputs(g, &ix, out_names, &onames));
-  node_copy c = {0};
-  CCG_CHECK(copy_node(g, &ix, onames, &c));
-  ccg_node_id nid = commit_node(g, &ix, &c);
-  if (out_node)
-    *out_node = nid;
-  if (outs)
-    memcpy(outs, c.out, n_out * sizeof *outs);
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg_graph_add_node(ccg_graph *g, const ccg_node_desc *d,
-                              ccg_node_id *out) {
-  if (!d || d->size < sizeof(ccg_node_desc))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "ccg_node_desc is NULL or its size is wrong (use "
-                      "CCG_NODE_DESC_INIT)");
-  ccg_op op;
-  if (ccg_op_find(d->domain, d->op, &op) != CCG_STATUS_OK) {
-    ccg__error_copy(&g->ctx, NULL);
-    return ccg__error_prefix(&g->ctx, "node '%s'", d->name ? d->name : "?");
-  }
-  return add_node(g, op, d->name, d->inputs, d->n_inputs, d->attrs, d->n_attrs,
-                  d->n_outputs, d->output_names, out, NULL);
-}
-
-ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,
-                      size_t n_in, const ccg_attr *attrs, size_t n_attrs,
-                      size_t n_out, ccg_value_id *outs, ccg_node_id *node) {
-  return add_node(g, op, NULL, in, n_in, attrs, n_attrs, n_out, NULL, node,
-                  outs);
-}
-
-ccg_status ccg__add_const(ccg_graph *g, const ccg_tensor *t, const char *hint,
-                          ccg_value_id *out) {
-  char base[512];
-  snprintf(base, sizeof base, "%s%s%s", g->scope, *g->scope ? "/" : "", hint);
-  for (size_t k = g->n_values;; k++) {
-    ccg__arena_reset(&g->scratch);
-    const char *name = ccg__arena_name(&g->scratch, base, "", k);
-    if (!name)
-      return oom(g, "naming a constant");
-    if (!ccg__strmap_get(&g->value_names, name, NULL))
-      return ccg_graph_add_initializer(g, name, t, out);
-  }
-}
-
-ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
-                          const char *hint, ccg_value_id *out) {
-  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, v};
-  return ccg__add_const(g, &t, hint, out);
-}
-
-ccg__mark ccg__mark_get(const ccg_graph *g) {
-  return (ccg__mark){g->n_values, g->n_nodes, g->n_inputs, g->n_outputs,
-                     g->n_inits};
-}
-
-void ccg__rollback(ccg_graph *g, const ccg__mark *m) {
-  while (g->n_nodes > m->n_nodes) {
-    const ccg__node *x = &g->nodes[--g->n_nodes];
-    for (uint32_t i = x->n_inputs; i-- > 0;)
-      if (x->inputs[i] != CCG_NONE)
-        unlink_last_use(g, x->inputs[i]);
-    if (x->tag && x->tag->instance >= g->max_instance)
-      g->max_instance_stale = true; /* it may have held the largest */
-    ccg__strmap_remove(&g->node_names, x->name);
-  }
-  while (g->n_values > m->n_values)
-    ccg__strmap_remove(&g->value_names, g->values[--g->n_values].name);
-  g->n_inputs = m->n_inputs;
-  for (size_t i = m->n_outputs; i < g->n_outputs; i++)
-    if (g->outputs[i] < g->n_values)
-      g->values[g->outputs[i]].is_output = false;
-  g->n_outputs = m->n_outputs;
-  g->n_inits = m->n_inits;
-}
-
-uint32_t ccg__graph_max_instance(ccg_graph *g) {
-  if (g->max_instance_stale) {
-    g->max_instance = 0;
-    for (size_t i = 0; i < g->n_nodes; i++)
-      if (g->nodes[i].tag && g->nodes[i].tag->instance > g->max_instance)
-        g->max_instance = g->nodes[i].tag->instance;
-    g->max_instance_stale = false;
-  }
-  return g->max_instance;
-}
-
-ccg_op ccg_node_op(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].op : CCG_OP_COUNT;
-}
-const char *ccg_node_name(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].name : NULL;
-}
-size_t ccg_node_num_inputs(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].n_inputs : 0;
-}
-ccg_value_id ccg_node_input(const ccg_graph *g, ccg_node_id n, size_t i) {
-  return ccg__node_ok(g, n) && i < g->nodes[n].n_inputs ? g->nodes[n].inputs[i]
-                                                        : CCG_NONE;
-}
-size_t ccg_node_num_outputs(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].n_outputs : 0;
-}
-ccg_value_id ccg_node_output(const ccg_graph *g, ccg_node_id n, size_t i) {
-  return ccg__node_ok(g, n) && i < g->nodes[n].n_outputs
-             ? g->nodes[n].outputs[i]
-             : CCG_NONE;
-}
-size_t ccg_node_num_attrs(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].n_attrs : 0;
-}
-ccg_status ccg_node_set_tag(ccg_graph *g, ccg_node_id n, const ccg_tag *tag) {
-  if (!ccg__node_ok(g, n))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "tag: node id %u does not exist", n);
-  if (!tag || !tag->mapping || !*tag->mapping)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s': a tag needs a mapping name",
-                      g->nodes[n].name);
-  ccg_tag *t = ccg__arena_alloc(&g->arena, sizeof *t, 8);
-  if (!t)
-    return oom(g, "tagging a node");
-  *t = *tag;
-  t->mapping = ccg__arena_strdup(&g->arena, tag->mapping);
-  t->params = tag->params ? ccg__arena_strdup(&g->arena, tag->params) : NULL;
-  if (!t->mapping || (tag->params && !t->params))
-    return oom(g, "tagging a node");
-  if (g->nodes[n].tag && g->nodes[n].tag->instance == g->max_instance)
-    g->max_instance_stale = true; /* a retag may lower the largest */
-  g->nodes[n].tag = t;
-  if (t->instance > g->max_instance)
-    g->max_instance = t->instance;
-  return CCG_STATUS_OK;
-}
-
-const ccg_tag *ccg_node_tag(const ccg_graph *g, ccg_node_id n) {
-  return ccg__node_ok(g, n) ? g->nodes[n].tag : NULL;
-}
-
-/* Sets key in a metadata list (node or graph), replacing its value. */
-static ccg_status meta_set(ccg_graph *g, ccg__meta **at, const char *key,
-                           const char *value) {
-  while (*at && strcmp((*at)->key, key) != 0)
-    at = &(*at)->next;
-  const char *v = ccg__arena_strdup(&g->arena, value);
-  if (!v)
-    return oom(g, "metadata");
-  if (*at) {
-    (*at)->value = v;
-    return CCG_STATUS_OK;
-  }
-  ccg__meta *m = ccg__arena_alloc(&g->arena, sizeof *m, 8);
-  if (!m || !(m->key = ccg__arena_strdup(&g->arena, key)))
-    return oom(g, "metadata");
-  m->value = v;
-  m->next = NULL;
-  *at = m;
-  return CCG_STATUS_OK;
-}
-
-static const char *meta_find(const ccg__meta *m, const char *key) {
-  for (; m && key; m = m->next)
-    if (strcmp(m->key, key) == 0)
-      return m->value;
-  return NULL;
-}
-
-static const char *meta_at(const ccg__meta *m, size_t i, const char **value) {
-  for (; m && i; i--)
-    m = m->next;
-  if (!m)
-    return NULL;
-  if (value)
-    *value = m->value;
-  return m->key;
-}
-
-ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
-                             const char *value) {
-  if (!ccg__node_ok(g, n))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "metadata: node id %u does not exist", n);
-  if (!key || !*key || !value)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s': metadata needs a key and a value",
-                      g->nodes[n].name);
-  return meta_set(g, &g->nodes[n].meta, key, value);
-}
-
-ccg_status ccg_graph_set_meta(ccg_graph *g, const char *key,
-                              const char *value) {
-  if (!g)
-    return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
-                      "ccg_graph_set_meta: graph is NULL");
-  if (!key || !*key || !value)
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "graph metadata needs a key and a value");
-  return meta_set(g, &g->meta, key, value);
-}
-
-const char *ccg_graph_meta(const ccg_graph *g, const char *key) {
-  return g ? meta_find(g->meta, key) : NULL;
-}
-
-const char *ccg_graph_meta_at(const ccg_graph *g, size_t i,
-                              const char **value) {
-  return g ? meta_at(g->meta, i, value) : NULL;
-}
-
-const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n, const char *key) {
-  return ccg__node_ok(g, n) ? meta_find(g->nodes[n].meta, key) : NULL;
-}
-
-const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n, size_t i,
-                             const char **value) {
-  return ccg__node_ok(g, n) ? meta_at(g->nodes[n].meta, i, value) : NULL;
 }

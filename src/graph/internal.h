@@ -1,5 +1,5 @@
 /* Private: the graph's data structures and the contract between the graph
- * core (graph.c, registry.c) and the op family files. */
+ * core (graph.c, node.c, registry.c) and the op family files. */
 #ifndef CCG_GRAPH_INTERNAL_H
 #define CCG_GRAPH_INTERNAL_H
 
@@ -128,6 +128,13 @@ const char *ccg__intern_fresh(ccg_graph *g, const char *s);
 bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
+
+/* graph.c: records an out-of-memory error while doing `what`; OOM. */
+ccg_status ccg__graph_oom(ccg_graph *g, const char *what);
+/* Appends a value (name arena-owned and already checked) to the graph. */
+ccg_status ccg__push_value(ccg_graph *g, const char *name, ccg_dtype dt,
+                           const ccg_shape *shape, ccg_value_kind kind,
+                           ccg_value_id *out);
 
 /* Copies a tensor and its data into the graph's arena; NULL (with the error
  * recorded, naming `what` and `name`) on bad shapes or OOM. */
@@ -286,6 +293,11 @@ const char *ccg__in_name(const ccg__infer *ix, size_t i);
 int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems);
 /* Shape formatted into a per-call static-free buffer for messages. */
 const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size);
+/* shape.c: an int vector printed "[1,2,3]"; input i's shape printed. */
+const char *ccg__ints_str(const int64_t *v, size_t n, char *buf, size_t size);
+const char *ccg__in_str(const ccg__infer *ix, size_t i, char *buf, size_t size);
+/* Sets the known contents of output `out` to the n entries of k. */
+void ccg__set_known(ccg__infer *ix, size_t out, const ccg_dim *k, int n);
 
 /* Attribute reads with the op's defaults. */
 const ccg_attr *ccg__attr(const ccg__infer *ix, const char *name);

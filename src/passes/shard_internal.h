@@ -1,5 +1,6 @@
 /* Private: the state of one run of the shard pass, shared by shard.c (the
- * driver, values, weights, redistribution), shard_rules.c (propagation
+ * driver), shard_values.c (values, caches, redistribution), shard_weights.c
+ * (weights' per-rank data), shard_rules*.c (propagation
  * through ordinary ops) and shard_styles.c (the plan's styles). */
 #ifndef CCG_PASSES_SHARD_INTERNAL_H
 #define CCG_PASSES_SHARD_INTERNAL_H
@@ -130,6 +131,21 @@ bool sh_same(ccg_placement a, ccg_placement b);
 /* Records a failure on the source graph, prefixed with the node. */
 ccg_status sh_fail(shard *sh, ccg_status st, const char *fmt, ...)
     CCG_PRINTF(3, 4);
+/* A failure recorded on the sharded graph (its last error), moved to the
+ * source graph; SH_S returns it from a failed call on the sharded graph. */
+ccg_status sh_from_s(shard *sh, ccg_status st);
+#define SH_S(sh, call)                                                         \
+  do {                                                                         \
+    ccg_status st__ = (call);                                                  \
+    if (st__ != CCG_STATUS_OK)                                                 \
+      return sh_from_s((sh), st__);                                            \
+  } while (0)
+/* shard.c: the scopes of node n's torch-style name ("/h.0/attn/MatMul" ->
+ * "h.0", "attn") pushed on the sharded graph; returns how many to pop. */
+int sh_push_scopes(shard *sh, ccg_node_id n);
+void sh_pop_scopes(shard *sh, int n);
+/* Whether a value or node of the sharded graph has the name. */
+bool sh_name_taken(shard *sh, const char *name);
 
 /* The source value `gv` in the sharded graph placed `want` on the axis (in
  * `blocks` blocks): weights are split into per-rank data, computed values
@@ -171,6 +187,16 @@ ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
 ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
                                 bool transpose, int dim, int n_ranges,
                                 const int64_t (*ranges)[2]);
+/* shard_values.c: the full placements (every mesh axis) of sharded value
+ * v with `on_axis` on the plan's axis, the others v's own or Replicate. */
+void sh_full_placements(shard *sh, ccg_value_id v, ccg_placement on_axis,
+                        ccg_placement *p);
+/* The cache of weights (key: source value) and moves (key: sharded value)
+ * already made: the entry with that identity, or NULL; a new entry. */
+sh_cache *sh_cache_find(shard *sh, ccg_value_id key, ccg_placement p,
+                        int blocks, int flags);
+ccg_status sh_cache_put(shard *sh, ccg_value_id key, ccg_placement p,
+                        int blocks, int flags, ccg_value_id v);
 /* Redistributes the sharded value v from `from` to `to` on the axis. */
 ccg_status sh_move(shard *sh, ccg_value_id v, ccg_placement from,
                    ccg_placement to, ccg_value_id *out);
@@ -186,6 +212,9 @@ ccg_placement sh_cur(const shard *sh, ccg_value_id gv, int *blocks);
  * per use, named after the view, never the node that makes it. */
 bool sh_is_weight(const shard *sh, ccg_value_id gv);
 ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans);
+/* One step of a weight view towards its initializer (*trans flips on a
+ * Transpose); CCG_NONE where gv is no view. */
+ccg_value_id sh_view_step(const shard *sh, ccg_value_id gv, bool *trans);
 /* Whether node n makes a weight view (its copy is left out). */
 bool sh_is_weight_view(const shard *sh, ccg_node_id n);
 /* A weight's data as its view has it (transposed into *mem, which the
@@ -207,10 +236,68 @@ ccg_status sh_set(shard *sh, ccg_value_id gv, ccg_value_id v, ccg_placement p,
 /* Global shape of a source value. */
 const ccg_shape *sh_gshape(const shard *sh, ccg_value_id gv);
 
+/* Placement tests and a source value's rank, dims and axes, as the rules
+ * (shard_rules*.c) read them. */
+static inline bool sh_is_shard(ccg_placement p) {
+  return p.kind == CCG_PLACEMENT_SHARD;
+}
+static inline bool sh_is_partial(ccg_placement p) {
+  return p.kind == CCG_PLACEMENT_PARTIAL;
+}
+static inline int sh_rank_of(const shard *sh, ccg_value_id gv) {
+  return sh_gshape(sh, gv)->rank;
+}
+static inline int sh_norm_axis(int64_t a, int rank) {
+  return (int)(a < 0 ? a + rank : a);
+}
+/* Size of dim d of a source value (-1 when symbolic). */
+static inline int64_t sh_gdim(const shard *sh, ccg_value_id gv, int d) {
+  ccg_dim x = sh_gshape(sh, gv)->dims[d];
+  return ccg_dim_is_sym(x) ? -1 : x.size;
+}
+static inline bool sh_any_sharded(const ccg_placement *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (sh_is_shard(p[i]))
+      return true;
+  return false;
+}
+
 /* shard_rules.c: propagation through an op no plan entry claims. */
 ccg_status sh_rule(shard *sh, ccg_node_id n);
 /* Every input to Replicate, the output Replicate. */
 ccg_status sh_replicate(shard *sh, ccg_node_id n);
+/* Fetches every input of n as `want` (in `blocks`; NULL: 1) says and copies
+ * n with `attrs`, its outputs placed `outp` in `out_blocks`. */
+ccg_status sh_fetch_emit(shard *sh, ccg_node_id n, const ccg_placement *want,
+                         const int *blocks, const ccg_attr *attrs,
+                         size_t n_attrs, ccg_placement outp, int out_blocks);
+
+/* shard_rules_reshape.c: the rules of the ops that rewrite a target shape
+ * (sh_rule_data_expand: the local run's Expand). */
+ccg_status sh_rule_shape(shard *sh, ccg_node_id n);
+ccg_status sh_rule_reshape(shard *sh, ccg_node_id n);
+ccg_status sh_rule_data_expand(shard *sh, ccg_node_id n);
+ccg_status sh_rule_slice(shard *sh, ccg_node_id n);
+ccg_status sh_rule_expand(shard *sh, ccg_node_id n);
+/* Known numeric contents of source value v (at most n), or -1. */
+int sh_known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n);
+
+/* shard_rules_ops.c: the rules of the ops that compute across a dim
+ * (sh_rule_gemm: the local run's Gemm). */
+ccg_status sh_rule_softmax(shard *sh, ccg_node_id n);
+ccg_status sh_rule_layer_norm(shard *sh, ccg_node_id n);
+ccg_status sh_rule_attention(shard *sh, ccg_node_id n);
+ccg_status sh_rule_matmul(shard *sh, ccg_node_id n);
+ccg_status sh_rule_reduce(shard *sh, ccg_node_id n);
+ccg_status sh_rule_gather(shard *sh, ccg_node_id n);
+ccg_status sh_rule_select_axis(shard *sh, ccg_node_id n);
+ccg_status sh_rule_elements(shard *sh, ccg_node_id n);
+ccg_status sh_rule_loss(shard *sh, ccg_node_id n);
+ccg_status sh_rule_window(shard *sh, ccg_node_id n);
+ccg_status sh_rule_data_keep(shard *sh, ccg_node_id n);
+ccg_status sh_rule_onehot(shard *sh, ccg_node_id n);
+ccg_status sh_rule_einsum(shard *sh, ccg_node_id n);
+ccg_status sh_rule_gemm(shard *sh, ccg_node_id n);
 
 /* shard_styles.c: the plan entry `e` applied to node n; *done false when the
  * style does not apply to this node (it then propagates). */

@@ -26,32 +26,6 @@ static ccg_placement out_layout(const shard *sh, const ccg_plan_entry *e,
   return p;
 }
 
-static ccg_status s_fail(shard *sh, ccg_status st) {
-  return sh_fail(sh, st, "%s", ccg_last_error(sh->s));
-}
-
-static int push(shard *sh, ccg_node_id n) {
-  const char *name = ccg_node_name(sh->g, n);
-  const char *p = name[0] == '/' ? name + 1 : name;
-  int pushed = 0;
-  for (const char *slash; (slash = strchr(p, '/')) != NULL; p = slash + 1) {
-    char seg[256];
-    size_t len = (size_t)(slash - p);
-    if (!len || len >= sizeof seg)
-      continue;
-    memcpy(seg, p, len);
-    seg[len] = '\0';
-    if (ccg_graph_push_scope(sh->s, seg) == CCG_STATUS_OK)
-      pushed++;
-  }
-  return pushed;
-}
-
-static void pop(shard *sh, int n) {
-  while (n-- > 0)
-    ccg_graph_pop_scope(sh->s);
-}
-
 /* How many equal blocks a colwise output is used in: a Split of its last
  * dim into k parts, possibly after a bias Add or unary ops. */
 static int split_blocks(const shard *sh, ccg_value_id v) {
@@ -214,11 +188,11 @@ static ccg_status colwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
   }
   ccg_dtensor_style_options o = style_opts(sh, e, sh_R(), out);
   size_t before = ccg_graph_num_nodes(sh->s);
-  int pushed = push(sh, n);
+  int pushed = sh_push_scopes(sh, n);
   ccg_status st = ccg_dtensor_colwise_parallel(sh->s, xs, w, b, &o, &ys);
-  pop(sh, pushed);
+  sh_pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
-    return s_fail(sh, st);
+    return sh_from_s(sh, st);
   (void)before;
   *done = true;
   sh->cur_rep = rep;
@@ -257,11 +231,11 @@ static ccg_status rowwise(shard *sh, ccg_node_id n, const ccg_plan_entry *e,
   if (bias != CCG_NONE)
     CCG_CHECK(sh_weight(sh, bias, sh_R(), 1, false, false, &b));
   ccg_dtensor_style_options o = style_opts(sh, e, xp, out);
-  int pushed = push(sh, n);
+  int pushed = sh_push_scopes(sh, n);
   ccg_status st = ccg_dtensor_rowwise_parallel(sh->s, xs, w, b, &o, &ys);
-  pop(sh, pushed);
+  sh_pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
-    return s_fail(sh, st);
+    return sh_from_s(sh, st);
   *done = true;
   return sh_set(sh, y, ys, out, 1);
 }
@@ -350,12 +324,12 @@ static ccg_status sequence_parallel(shard *sh, ccg_node_id n,
   o.sequence_dim = seq;
   o.epsilon = eps;
   o.use_local_output = e ? e->use_local_output : false;
-  int pushed = push(sh, n);
+  int pushed = sh_push_scopes(sh, n);
   ccg_status st =
       ccg_dtensor_sequence_parallel(sh->s, xs, scale, bias, &o, &ys);
-  pop(sh, pushed);
+  sh_pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK)
-    return s_fail(sh, st);
+    return sh_from_s(sh, st);
   *done = true;
   return sh_set(sh, y, ys, sh_S(seq), 1);
 }
@@ -437,7 +411,7 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
       st, out);
   sh->rep.n_sharded_params -= 2; /* the map and mask are not parameters */
   CCG_CHECK_GOTO(sh_get(sh, ids, sh_R(), 1, false, &idr), st, out);
-  int pushed = push(sh, n);
+  int pushed = sh_push_scopes(sh, n);
   /* keep: the ids' mask with the row's dims as 1s, for Where */
   int ri = ccg_value_shape(sh->s, idr)->rank;
   int64_t axes[CCG_MAX_RANK];
@@ -456,9 +430,9 @@ static ccg_status vocab_parallel(shard *sh, ccg_node_id n,
     st = ccg_constant(sh->s, &zt, &zero);
   if (st == CCG_STATUS_OK)
     st = ccg_where(sh->s, keep, part, zero, &part);
-  pop(sh, pushed);
+  sh_pop_scopes(sh, pushed);
   if (st != CCG_STATUS_OK) {
-    st = s_fail(sh, st);
+    st = sh_from_s(sh, st);
     goto out;
   }
   ccg_value_id gy = ccg_node_output(g, n, 0);
