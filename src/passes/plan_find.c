@@ -599,8 +599,9 @@ static bool feeds_loss(const pp *p, ccg_value_id v, int64_t vocab, int depth) {
 }
 
 /* The LM head: a projection back to the vocabulary (the embeddings' rows),
- * on its own weight or on the embeddings' (tied: Gemm with transB). A head
- * tied through a Transpose has no weight of its own to split. */
+ * on its own weight or on the embeddings' (tied: Gemm with transB, or a
+ * MatMul reading a Transpose of them, a view the shard pass splits as it
+ * splits the weight). */
 static ccg_status find_head(pp *p) {
   if (p->embed_w == CCG_NONE)
     return CCG_STATUS_OK;
@@ -610,27 +611,22 @@ static ccg_status find_head(pp *p) {
     ccg_node_id n = (ccg_node_id)i;
     int64_t in, out;
     ccg_value_id w = ccg_node_input(p->g, n, 1);
-    if (ccg_node_op(p->g, n) == CCG_OP_MATMUL && w != CCG_NONE &&
-        ccg_value_producer(p->g, w) != CCG_NONE) {
-      ccg_node_id t = ccg_value_producer(p->g, w);
-      if (ccg_node_op(p->g, t) == CCG_OP_TRANSPOSE &&
-          ccg_node_input(p->g, t, 0) == p->embed_w)
-        return add(p, n, CCG_NONE, PP_HEAD,
-                   "its weight is computed (the shard pass splits weights, "
-                   "not a Transpose of one)",
-                   "MatMul '%s' reads Transpose '%s' of '%s' (tied)", nm(p, n),
-                   nm(p, t), ccg_value_name(p->g, p->embed_w));
-    }
     if (p->claimed[n] || !projection(p, n, &in, &out) ||
         out != es->dims[0].size || in != hidden)
       continue;
     p->head = p->embed_bad == NULL;
     bool loss = feeds_loss(p, ccg_node_output(p->g, n, 0), out, 0);
+    ccg_node_id t = ccg_value_producer(p->g, w);
+    bool transposed = t != CCG_NONE &&
+                      ccg_node_op(p->g, t) == CCG_OP_TRANSPOSE &&
+                      ccg_node_input(p->g, t, 0) == p->embed_w;
     return add(p, n, w, loss ? PP_HEAD_LOSS : PP_HEAD, p->embed_bad,
                "%s '%s' [%lldx%lld] maps the hidden state back to the "
                "vocabulary%s; %s",
                op_nm(p, n), nm(p, n), (long long)in, (long long)out,
-               w == p->embed_w ? " (tied to the embeddings)" : "",
+               w == p->embed_w ? " (tied to the embeddings)"
+               : transposed ? " (tied to the embeddings, through a Transpose)"
+                            : "",
                loss ? "logits kept sharded (output Shard(-1)) for the "
                       "vocab-parallel cross entropy"
                     : "logits gathered (output Replicate)");

@@ -2,14 +2,17 @@
 """Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
-                  [--jobs N] [--write docs/models.md | --check docs/models.md]
+                  [--jobs N] [--no-shard] [--print-expected]
+                  [--write docs/models.md | --check docs/models.md]
 
 For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
 runs it with `ccgraph run --output-dir` on the stored inputs and compares
 every output with torch's (max abs diff <= 1e-4). A training variant is
 first given its backward with `ccgraph grad --loss loss --wrt <params>`,
 and then the loss, the outputs and every parameter gradient are compared
-with torch autograd's.
+with torch autograd's: max abs diff <= 1e-4 and, per parameter, relative
+error <= 1e-3 (the largest |difference| over the largest |torch gradient|,
+that at least 1e-4: below it torch's gradient is rounding noise).
 
 Models that ccgraph cannot run yet are in EXPECTED below with the exact
 reason. Such a model counts as unsupported while it fails with that reason;
@@ -17,28 +20,41 @@ it fails the test if it passes (remove its row) or fails otherwise. Any
 other failure fails the test. The last line is
 'zoo: N passed, M failed, K unsupported'.
 
---print-expected prints this run's failures as an EXPECTED table.
+--print-expected prints this run's failures as EXPECTED tables.
 --write FILE replaces the results table of docs/models.md (between its
 markers) with this run's; --check FILE fails if the table there differs.
-Sharded runs (issue 16): every model that passes on one rank is then
-sharded at tp=2, tp=4 and tp=2 with --sequence-parallel, with the plan that
-`ccgraph plan MODEL --mesh tp=N [--sequence-parallel] --json` proposes for
-it (samples/plans/<arch>.json is that plan for the arch's ts_static export
-at tp=2, <arch>.tp4.json and <arch>.sp.json where tp=4 or sequence
-parallelism changes it; a variant uses the sample file where its proposal
-is the same, its own proposal otherwise, and the run says which):
-`ccgraph shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD
---input ... --check MODEL.onnx` (every rank against its part of the
-unsharded run, whose outputs match torch). A training variant's shard
-is differentiated (`ccgraph grad SHARD --loss loss`) and run; every
-rank's loss and logits are compared with torch's, and its parameter
-gradients with their parts of torch autograd's, through the shard's
-provenance (torch_grads). Sequence-parallel
-runs of dynamic variants take a sequence length tp divides (sp_inputs).
-Known failures of these (arch, variant, config) checks are in
-SHARD_EXPECTED, under the same rules as EXPECTED. --no-shard skips them.
 
-Needs python3 and numpy only.
+Sharded runs (issue 16): every model that passes on one rank is then
+sharded on each of CONFIGS: tp=2, tp=4, tp=2 and tp=4 with
+--sequence-parallel, with the plan that `ccgraph plan MODEL --mesh tp=N
+[--sequence-parallel] --json` proposes for it (samples/plans/<arch>.json
+is that plan for the arch's ts_static export at tp=2, <arch>.tp4.json and
+<arch>.sp.json where tp=4 or sequence parallelism changes it; a variant
+uses the sample file where its proposal is the same, its own proposal
+otherwise, and the run says which); training variants also at tp=2 and
+tp=4 with the LM head's logits kept sharded for the vocab-parallel cross
+entropy ("ce"), and Mixtral's exports at tp=2 and tp=4 with its experts
+split across the ranks ("ep", expert_parallel): those plans are the
+arch's rewritten (vocab_ce_plan, expert_plan), and the shard must hold
+what they ask for (vocab_ce_check, expert_check). For each: `ccgraph
+shard`, `ccgraph verify` on the shard, and `ccgraph run SHARD --input ...
+--check MODEL.onnx` (every rank against its part of the unsharded run,
+whose outputs match torch). A training variant's shard is differentiated
+(`ccgraph grad SHARD --loss loss`) and run; every rank's loss and logits
+are compared with torch's, and its parameter gradients with their parts
+of torch autograd's, through the shard's provenance (torch_grads; the
+same abs and relative bounds). Sequence-parallel runs of dynamic variants
+take a sequence length tp divides (sp_inputs). Known failures of these
+(arch, variant, config) checks are in SHARD_EXPECTED, under the same rules
+as EXPECTED. --no-shard skips them.
+
+Every model ccgraph writes (the one-rank gradient models, every rank of
+every shard and of its backward) then goes through
+onnx.checker.check_model(full_check=True) (onnx_check.py, --jobs
+processes); a refused model fails its run, one the installed onnx is too
+old to judge is counted as skipped, with the reason, in the table.
+
+Needs python3, numpy and onnx (Debian's python3-numpy, python3-onnx).
 """
 import argparse
 import concurrent.futures
@@ -62,23 +78,60 @@ END = "<!-- zoo results: end -->"
 # ccgraph prints (or the comparison's message). Kept honest by the test.
 EXPECTED = {
 }
+# (arch, variant, config) -> the same. ViT's 17 positions (16 patches and
+# the class token) divide by neither 2 nor 4, and sequence parallelism
+# cuts the sequence into tp equal shards.
 SHARD_EXPECTED = {
     ('vit', 'ts_static', 'tp=2 sp'):
         "plan exit 2: ccgraph plan: vit/ts_static/model.onnx: plan: no sequence-parallel plan on tp=2: sequence 17 is not divisible by tp=2 (LayerNorm 'vit.encoder.layer.0.layernorm_before'), and shard --sequence-parallel runs every LayerNorm and rowwise output on sequence shards; propose without --sequence-parallel",
+    ('vit', 'ts_static', 'tp=4 sp'):
+        "plan exit 2: ccgraph plan: vit/ts_static/model.onnx: plan: no sequence-parallel plan on tp=4: sequence 17 is not divisible by tp=4 (LayerNorm 'vit.encoder.layer.0.layernorm_before'), and shard --sequence-parallel runs every LayerNorm and rowwise output on sequence shards; propose without --sequence-parallel",
     ('vit', 'ts_dynamic', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_dynamic', 'tp=4 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_dynamic/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=4",
     ('vit', 'ts_train', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/ts_train/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'ts_train', 'tp=4 sp'):
+        "shard exit 2: ccgraph shard: vit/ts_train/model.onnx: shard: node '/vit/encoder/layer.0/layernorm_before/LayerNormalization' (LayerNormalization): value '/vit/embeddings/Add_output_0' sequence dim 1 (size 17) is not divisible by tp=4",
     ('vit', 'dynamo_static', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/dynamo_static/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_static', 'tp=4 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_static/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add' sequence dim 1 (size 17) is not divisible by tp=4",
     ('vit', 'dynamo_dynamic', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add_17' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_dynamic', 'tp=4 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_dynamic/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'add_17' sequence dim 1 (size 17) is not divisible by tp=4",
     ('vit', 'dynamo_train', 'tp=2 sp'):
         "shard exit 2: ccgraph shard: vit/dynamo_train/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'clone' sequence dim 1 (size 17) is not divisible by tp=2",
+    ('vit', 'dynamo_train', 'tp=4 sp'):
+        "shard exit 2: ccgraph shard: vit/dynamo_train/model.onnx: shard: node 'node_layer_norm' (LayerNormalization): value 'clone' sequence dim 1 (size 17) is not divisible by tp=4",
 }
 
-# (label, tp, sequence parallel)
-CONFIGS = [("tp=2", 2, False), ("tp=4", 4, False), ("tp=2 sp", 2, True)]
+REL_TOL = 1e-3
+# Below this, a parameter's largest torch gradient is rounding noise (a
+# gradient that is zero in exact arithmetic, such as attention's key bias:
+# softmax does not change when a row is shifted), so the relative error is
+# taken against this floor instead.
+REL_FLOOR = 1e-4
+
+
+class Config(tuple):
+    """A sharded run: label (the table's column), tp, sequence parallel,
+    and kind: None (the arch's plan), "ce" (the plan with the LM head's
+    logits kept sharded on the vocabulary, feeding a vocab-parallel cross
+    entropy) or "ep" (Mixtral's experts split across the ranks:
+    expert_parallel)."""
+    def __new__(cls, label, tp, sp, kind=None):
+        return super().__new__(cls, (label, tp, sp, kind))
+
+
+CONFIGS = [Config("tp=2", 2, False), Config("tp=4", 4, False),
+           Config("tp=2 sp", 2, True), Config("tp=4 sp", 4, True),
+           Config("tp=2 ce", 2, False, "ce"),
+           Config("tp=4 ce", 4, False, "ce"),
+           Config("tp=2 ep", 2, False, "ep"),
+           Config("tp=4 ep", 4, False, "ep")]
 PLANS = os.path.normpath(os.path.join(HERE, "..", "..", "samples", "plans"))
 
 
@@ -135,11 +188,32 @@ def compare(name, got_path, want):
     return diff
 
 
+def grad_error(diff, want):
+    """The relative error of a parameter's gradient: the largest |difference|
+    over the largest |torch gradient| (at least REL_FLOOR)."""
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    return diff / max(scale, REL_FLOOR)
+
+
+def check_grad_error(worst, rel):
+    if worst > TOL:
+        raise Failure(f"a parameter gradient differs from torch's by more "
+                      f"than {TOL:g}", f"max abs diff {worst:.3g}")
+    if rel > REL_TOL:
+        raise Failure(f"a parameter gradient's relative error against "
+                      f"torch's is more than {REL_TOL:g}",
+                      f"relative error {rel:.3g}")
+
+
 def run_model(ccgraph, zoo, m, work):
+    """One rank: returns the max abs diff of the outputs and, for a training
+    variant, the largest relative error of a parameter gradient (None
+    otherwise) and the path of the gradient model."""
     d = os.path.join(work, m["arch"], m["variant"])
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     model = os.path.join(zoo, m["model"])
+    gmodel = None
     if m.get("loss"):
         grads = np.load(os.path.join(zoo, m["grads"]))
         wrt = ",".join(m["grad_params"])
@@ -156,31 +230,80 @@ def run_model(ccgraph, zoo, m, work):
         want = np.load(os.path.join(zoo, f)).astype(np.float64)
         worst = max(worst, compare(n, out_file(os.path.join(d, "out"), n),
                                    want))
-    if m.get("loss"):
-        for p in m["grad_params"]:
-            g = "grad/" + p
-            worst = max(worst, compare(g, out_file(os.path.join(d, "out"), g),
-                                       grads[p].astype(np.float64)))
-    return worst
+    if not m.get("loss"):
+        return worst, None, None
+    gworst = grel = 0.0
+    for p in m["grad_params"]:
+        g = "grad/" + p
+        want = grads[p].astype(np.float64)
+        diff = compare(g, out_file(os.path.join(d, "out"), g), want)
+        gworst = max(gworst, diff)
+        grel = max(grel, grad_error(diff, want))
+    check_grad_error(gworst, grel)
+    return max(worst, gworst), grel, gmodel
 
 
 def sample_plan(arch, config):
     """samples/plans/<arch>.json: ccgraph plan's proposal for the arch's
-    ts_static export at tp=2; <arch>.tp4.json and <arch>.sp.json where
-    tp=4 or --sequence-parallel gives another plan."""
-    label, tp, sp = config
-    suffix = ".sp" if sp else (f".tp{tp}" if tp != 2 else "")
-    p = os.path.join(PLANS, arch + suffix + ".json")
-    return p if os.path.exists(p) else os.path.join(PLANS, arch + ".json")
+    ts_static export at tp=2; <arch>.tp4.json, <arch>.sp.json and
+    <arch>.tp4.sp.json where tp=4, --sequence-parallel or both give
+    another plan (the first of them that exists)."""
+    label, tp, sp, kind = config
+    names = [arch + (f".tp{tp}" if tp != 2 else "") + (".sp" if sp else "")]
+    if sp and tp != 2:
+        names += [arch + ".sp", arch + f".tp{tp}"]
+    for n in names:
+        p = os.path.join(PLANS, n + ".json")
+        if os.path.exists(p):
+            return p
+    return os.path.join(PLANS, arch + ".json")
+
+
+def vocab_ce_plan(plan):
+    """The plan with the LM head's logits left sharded on the vocabulary
+    (a colwise entry whose output was gathered: DTensor's default colwise,
+    output Shard(-1)), so that the loss reading them is the vocab-parallel
+    cross entropy (docs/shard.md)."""
+    gathered = {"style": "colwise", "output_layouts": "Replicate"}
+    return {k: ("colwise" if v == gathered else v) for k, v in plan.items()}
+
+
+def expert_plan(plan):
+    """The plan with each mixture-of-experts block expert_parallel (its
+    experts split across the ranks) instead of tensor-parallel experts."""
+    out = {k: v for k, v in plan.items() if ".experts." not in k}
+    for k in plan:
+        if ".experts." in k:
+            out[k.split(".experts.")[0]] = "expert_parallel"
+    return out
+
+
+DERIVE = {"ce": vocab_ce_plan, "ep": expert_plan}
+
+
+def applies(m, config, sample_json):
+    """Whether the config exercises something in this model: the
+    vocab-parallel cross entropy needs a training variant and an LM head
+    that the arch's plan gathers, expert parallelism a plan with experts."""
+    kind = config[3]
+    if kind is None:
+        return True
+    if kind == "ce" and not m.get("loss"):
+        return False
+    return DERIVE[kind](sample_json) != sample_json
 
 
 def shard_model(ccgraph, zoo, m, work, config):
     """Shard, verify and run one model on one config with the arch's
     sample plan, or with the plan ccgraph proposes for this model where
-    the arch's plan does not shard it; returns the max abs diff of every
-    rank against its part of the unsharded run , which plan it took
-    ("arch" or "own") and how many weights it split."""
-    label, tp, sp = config
+    the arch's plan does not shard it (for the "ce" and "ep" kinds, that
+    plan rewritten by DERIVE); returns the max abs diff of every rank
+    against its part of the unsharded run (training variants: against
+    torch), which plan it took ("arch" or "own"), how many weights it
+    split, the parameter gradients' max abs diff and relative error
+    against torch (None, None for inference variants) and the models that
+    onnx.checker is to judge."""
+    label, tp, sp, kind = config
     d = os.path.join(work, m["arch"], m["variant"],
                      label.replace("=", "").replace(" ", "_"))
     shutil.rmtree(d, ignore_errors=True)
@@ -191,26 +314,33 @@ def shard_model(ccgraph, zoo, m, work, config):
     sample = sample_plan(m["arch"], config)
     with open(sample) as f:
         sample_json = json.load(f)
+    derive = DERIVE.get(kind, lambda p: p)
 
     def propose():
         text = tool([ccgraph, "plan", model, "--json"] + mesh, strip)
         return json.loads(text)
 
-    if m["variant"] == "ts_static" and propose() != sample_json:
+    if m["variant"] == "ts_static" and kind is None \
+            and propose() != sample_json:
         raise Failure(f"{os.path.relpath(sample, os.path.dirname(PLANS))} "
                       "is not the plan that ccgraph plan proposes "
                       "(rewrite it)")
     shard = os.path.join(d, "shard")
     used = "arch"
+    plan = sample
+    if kind is not None:
+        plan = os.path.join(d, "plan.json")
+        with open(plan, "w") as f:
+            json.dump(derive(sample_json), f, indent=2)
     try:
-        out = tool([ccgraph, "shard", model, "--plan", sample, "-o", shard,
+        out = tool([ccgraph, "shard", model, "--plan", plan, "-o", shard,
                     "--json"] + mesh, strip)
     except Failure as first:
         try:
-            own = propose()
+            own = derive(propose())
         except Failure:
             raise first
-        if own == sample_json:
+        if own == derive(sample_json):
             raise first
         plan = os.path.join(d, "plan.json")
         with open(plan, "w") as f:
@@ -224,6 +354,9 @@ def shard_model(ccgraph, zoo, m, work, config):
         used = "own"
     tool([ccgraph, "verify", shard], strip)
     summary = json.loads(out)
+    checked = rank_models(shard)
+    if kind is not None:
+        KIND_CHECK[kind](shard, checked)
     inputs = sp_inputs(m, zoo, d, tp) if sp else \
         {n: os.path.join(zoo, f) for n, f in m["inputs"].items()}
     if m.get("loss"):
@@ -233,6 +366,7 @@ def shard_model(ccgraph, zoo, m, work, config):
         gshard = os.path.join(d, "grad")
         tool([ccgraph, "grad", shard, "--loss", m["loss"], "-o", gshard],
              strip)
+        checked += rank_models(gshard)
         cmd = [ccgraph, "run", gshard, "--output-dir", outdir]
         for n, f in inputs.items():
             cmd += ["--input", f"{n}={f}"]
@@ -244,15 +378,25 @@ def shard_model(ccgraph, zoo, m, work, config):
             for r in range(world):
                 diff = max(diff, compare(f"rank {r}: {n}",
                                          out_file(outdir, n, r), want))
-        gdiff = torch_grads(m, zoo, outdir, summary.get("provenance"))
-        return diff, used, summary["sharded_params"], gdiff
+        gdiff, grel = torch_grads(m, zoo, outdir, summary.get("provenance"),
+                                  world)
+        return (diff, used, summary["sharded_params"], gdiff, grel), checked
     cmd = [ccgraph, "run", shard, "--check", model, "--json"]
     for n, f in inputs.items():
         cmd += ["--input", f"{n}={f}"]
     r = json.loads(tool(cmd, strip))
     if not r.get("checked_outputs"):
         raise Failure("run --check compared no output")
-    return float(r["max_abs_diff"]), used, summary["sharded_params"], None
+    return (float(r["max_abs_diff"]), used, summary["sharded_params"], None,
+            None), checked
+
+
+def rank_models(folder):
+    paths = sorted(os.path.join(folder, f) for f in os.listdir(folder)
+                   if f.endswith(".onnx"))
+    if not paths:
+        raise Failure(f"no .onnx model in {os.path.basename(folder)}")
+    return paths
 
 
 def sp_inputs(m, zoo, d, tp):
@@ -274,25 +418,55 @@ def sp_inputs(m, zoo, d, tp):
     return out
 
 
-def torch_grads(m, zoo, outdir, provenance):
+def slot_uses(m, outdir, rank, world):
+    """The expert-parallel slot weights of a rank, which the provenance
+    does not name (one weight holds another expert on every rank):
+    '<block>.experts.slot<j>.<rest>' on rank r holds expert r * E / W + j
+    (docs/shard.md "Mixture of experts"), transposed where the name ends
+    in '.T'. A list of provenance-like entries for this rank."""
+    experts = {int(x) for p in m["grad_params"]
+               for x in re.findall(r"\.experts\.(\d+)\.", p)}
+    folder = os.path.join(outdir, f"rank{rank}")
+    uses = []
+    if not experts or not os.path.isdir(folder):
+        return uses
+    per = (max(experts) + 1) // world
+    for f in sorted(os.listdir(folder)):
+        g = re.fullmatch(r"grad_(.*\.experts\.)slot(\d+)\.(.*?)(\.T)?\.npy", f)
+        if g:
+            pre, j, rest, t = g.groups()
+            uses.append({"name": f[len("grad_"):-len(".npy")],
+                         "param": f"{pre}{rank * per + int(j)}.{rest}",
+                         "transposed": bool(t), "dim": None})
+    return uses
+
+
+def torch_grads(m, zoo, outdir, provenance, world):
     """Every rank's parameter gradients against torch autograd's, through
     the shard's provenance (docs/shard.md): a parameter's gradient on a
     rank is the sum of its weights' gradients (uses of one parameter: tied,
     folded or copied weights), each put back where its part of the
     parameter lies (ranges of one dim, transposed where the rank holds it
     transposed); it must equal torch's where all of them reach, and every
-    element must be reached on some rank. Returns the max abs diff."""
+    element must be reached on some rank. Expert-parallel slots, which the
+    provenance does not name, are found by their names (slot_uses).
+    Returns the max abs diff and the largest relative error (grad_error)."""
     if not provenance or "weights" not in provenance:
         raise Failure("ccgraph shard --json gave no provenance")
     grads = np.load(os.path.join(zoo, m["grads"]))
-    worst = 0.0
+    slots = [slot_uses(m, outdir, r, world) for r in range(world)]
+    worst = rel = 0.0
     for p in m["grad_params"]:
         want = grads[p].astype(np.float64)
-        uses = [w for w in provenance["weights"] if w["param"] == p]
-        if not uses:
+        shared = [w for w in provenance["weights"] if w["param"] == p]
+        if not shared and not any(w["param"] == p for s in slots for w in s):
             raise Failure(f"no rank weight holds parameter '{p}'")
         covered = np.zeros(want.shape, bool)
+        pworst = 0.0
         for r in range(provenance["world"]):
+            uses = shared + [w for w in slots[r] if w["param"] == p]
+            if not uses:
+                continue
             acc = np.zeros(want.shape)
             cnt = np.zeros(want.shape, int)
             for w in uses:
@@ -312,15 +486,52 @@ def torch_grads(m, zoo, outdir, provenance):
             mine = cnt == len(uses)
             covered |= mine
             if mine.any():
-                worst = max(worst,
-                            float(np.max(np.abs(acc[mine] - want[mine]))))
+                pworst = max(pworst,
+                             float(np.max(np.abs(acc[mine] - want[mine]))))
         if not covered.all():
             raise Failure(f"the ranks' gradients of '{p}' do not cover it")
-    if worst > TOL:
-        raise Failure(f"a rank's parameter gradient differs from its part "
-                      f"of torch's by more than {TOL:g}",
-                      f"max abs diff {worst:.3g}")
-    return worst
+        worst = max(worst, pworst)
+        rel = max(rel, grad_error(pworst, want))
+    try:
+        check_grad_error(worst, rel)
+    except Failure as e:
+        raise Failure("a rank's " + str(e)[2:], e.detail)
+    return worst, rel
+
+
+def vocab_ce_check(shard, models):
+    """The loss is the vocab-parallel cross entropy: no
+    SoftmaxCrossEntropyLoss left, a per-rank '<loss>.vocab_start'."""
+    g = load_graph(models[0])
+    if "SoftmaxCrossEntropyLoss" in {n.op_type for n in g.node}:
+        raise Failure("the shard still has a SoftmaxCrossEntropyLoss: the "
+                      "loss is not vocab-parallel")
+    if not any(i.name.endswith(".vocab_start") for i in g.initializer):
+        raise Failure("the shard has no '.vocab_start': the loss is not "
+                      "vocab-parallel")
+
+
+def expert_check(shard, models):
+    """The experts are split: slot weights, and none of an expert's own."""
+    names = [i.name for i in load_graph(models[0]).initializer]
+    # slot weights ('.experts.slot<j>.', or '.expert_slot<j>' where the
+    # exporter folded the names away) and the routing pick's index
+    if not any(".experts.slot" in n or ".expert_slot" in n for n in names):
+        raise Failure("the shard has no expert slot weight")
+    own = [n for n in names if re.search(r"\.experts\.\d+\.", n)]
+    if own:
+        raise Failure(f"the shard still holds expert weight '{own[0]}'")
+
+
+KIND_CHECK = {"ce": vocab_ce_check, "ep": expert_check}
+
+
+def load_graph(path):
+    try:
+        import onnx
+    except ImportError as e:
+        raise Failure(f"python3 cannot import onnx ({e})")
+    return onnx.load(path, load_external_data=False).graph
 
 
 def table(results, manifest):
@@ -342,7 +553,8 @@ def table(results, manifest):
             if r is None:
                 cells.append("—")
             elif r[0] == "pass":
-                cells.append("pass")
+                cells.append("pass" + (f", grads rel {r[2]:.0e}"
+                                       if r[2] is not None else ""))
             else:
                 if r[1] not in notes:
                     notes.append(r[1])
@@ -363,17 +575,32 @@ def masked(text):
 
 
 def shard_table(results, shard_results, manifest):
-    """A row per model that passes on one rank: the max abs diff of every
-    rank against the unsharded run per config, and whether verify passed."""
-    lines = ["| model | " + " | ".join(c[0] for c in CONFIGS)
-             + " | verify |", "|---|" + "---|" * (len(CONFIGS) + 1)]
+    """A row per model that passes on one rank: per config the max abs diff
+    of every rank (against the unsharded run, or torch's for training
+    variants), the weights split and the gradients' max abs diff and
+    relative error against torch; whether verify passed, and how many of
+    its models onnx.checker passed or skipped."""
+    labels = [c[0] for c in CONFIGS]
+    lines = ["| model | " + " | ".join(labels) + " | verify | onnx.checker |",
+             "|---|" + "---|" * (len(CONFIGS) + 2)]
     notes = []
+
+    def note(text):
+        if text not in notes:
+            notes.append(text)
+        return notes.index(text) + 1
+
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         if results.get(key, ("",))[0] != "pass":
             continue
         cells = []
         verified = []
+        nok, skips = 0, []
+        one = shard_results.get(key + ("checker",))
+        if one:
+            nok += one[1]
+            skips += [one[0]] if one[0] else []
         for c in CONFIGS:
             r = shard_results.get(key + (c[0],))
             if r is None:
@@ -381,21 +608,27 @@ def shard_table(results, shard_results, manifest):
                 continue
             if r[0] == "pass":
                 cells.append(f"{r[1]:.0e}, {r[3]} split"
-                             + (f", grads {r[4]:.0e}" if r[4] is not None
-                                else "")
+                             + (f", grads {r[4]:.0e} (rel {r[5]:.0e})"
+                                if r[4] is not None else "")
                              + (", own plan" if r[2] == "own" else ""))
                 verified.append("ok")
+                nok += r[7]
+                skips += [r[6]] if r[6] else []
                 continue
-            if r[1] not in notes:
-                notes.append(r[1])
+            n = note(r[1])
             label = "fails" if r[0] == "unsupported" else r[0]
-            cells.append(f"{label} [{notes.index(r[1]) + 1}]")
+            cells.append(f"{label} [{n}]")
             if r[1].startswith("verify exit"):
-                verified.append(f"fails [{notes.index(r[1]) + 1}]")
-            elif r[1].startswith("run exit"):
+                verified.append(f"fails [{n}]")
+            elif not r[1].startswith(("plan exit", "shard exit")):
                 verified.append("ok")
         vs = sorted(set(verified))
         cells.append(", ".join(vs) if vs else "—")
+        checker = f"{nok} ok" if nok else ""
+        for sk in sorted(set(skips)):
+            checker += (", " if checker else "") + \
+                f"{sum(1 for x in skips if x == sk)} runs skipped [{note(sk)}]"
+        cells.append(checker or "—")
         lines.append(f"| {m['arch']}/{m['variant']} | " + " | ".join(cells)
                      + " |")
     lines.append("")
@@ -431,10 +664,95 @@ def model_work(a, m):
     one = attempt(run_model, a.ccgraph, a.zoo, m, a.work)
     shards = {}
     if one[1] is None and not a.no_shard:
+        with open(sample_plan(m["arch"], CONFIGS[0])) as f:
+            base = json.load(f)
         for config in CONFIGS:
-            shards[config[0]] = attempt(shard_model, a.ccgraph, a.zoo, m,
-                                        a.work, config)
+            if applies(m, config, base):
+                shards[config[0]] = attempt(shard_model, a.ccgraph, a.zoo, m,
+                                            a.work, config)
     return one, shards
+
+
+def onnx_check(paths, jobs):
+    """onnx.checker (full_check) on every path, `jobs` processes of
+    onnx_check.py at a time: path -> (status, reason)."""
+    paths = sorted(set(paths))
+    if not paths:
+        return {}
+    n = max(1, min(jobs, len(paths)))
+    chunks = [paths[i::n] for i in range(n)]
+    procs = [subprocess.Popen([sys.executable,
+                               os.path.join(HERE, "onnx_check.py")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for _ in chunks]
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        outs = list(pool.map(lambda pc: pc[0].communicate("\n".join(pc[1])),
+                             zip(procs, chunks)))
+    got = {}
+    for p, (out, err) in zip(procs, outs):
+        if p.returncode != 0:
+            sys.exit(f"run_zoo: onnx_check.py exit {p.returncode}: "
+                     f"{err.strip()}")
+        for line in out.splitlines():
+            r = json.loads(line)
+            got[r["path"]] = (r["status"], r["reason"])
+    missing = [q for q in paths if q not in got]
+    if missing:
+        sys.exit(f"run_zoo: onnx_check.py gave no answer for {missing[0]}")
+    return got
+
+
+def checker_outcome(paths, checked, strip):
+    """(failure reason or None, skip reason or None, models checked) of
+    onnx.checker over one run's models."""
+    skip = None
+    ok = 0
+    for q in paths:
+        status, reason = checked[q]
+        rel = q
+        for prefix in strip:
+            rel = rel.replace(prefix.rstrip("/") + "/", "")
+        if status == "fail":
+            return f"onnx.checker: {rel}: {reason}", None, ok
+        if status == "skip":
+            skip = skip or f"onnx.checker skipped: {reason}"
+        else:
+            ok += 1
+    return None, skip, ok
+
+
+def fold_checker(a, done):
+    """Runs onnx.checker on every model the runs wrote (one-rank gradient
+    models, every rank of every shard and of its backward) and folds its
+    verdict into the runs' results: a refused model fails its run; a model
+    this checker cannot judge is counted as skipped, with the reason."""
+    paths = []
+    for one, shards in done.values():
+        if one[1] is None and one[0][2]:
+            paths.append(one[0][2])
+        for v in shards.values():
+            if v[1] is None:
+                paths += v[0][1]
+    checked = onnx_check(paths, a.jobs)
+    strip = (a.work, a.zoo)
+    out = {}
+    for k, (one, shards) in done.items():
+        if one[1] is None:
+            worst, grel, gmodel = one[0]
+            bad, skip, nok = checker_outcome([gmodel] if gmodel else [],
+                                             checked, strip)
+            one = (None, bad, None) if bad else \
+                ((worst, grel, gmodel, skip, nok), None, None)
+        folded = {}
+        for label, v in shards.items():
+            if v[1] is None:
+                bad, skip, nok = checker_outcome(v[0][1], checked, strip)
+                v = (None, bad, None) if bad else (v[0][0] + (skip, nok),
+                                                   None, None)
+            folded[label] = v
+        out[k] = (one, folded)
+    return out
 
 
 def main():
@@ -473,6 +791,7 @@ def main():
             and "export_error" not in m]
     with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
         work = {id(m): pool.submit(model_work, a, m) for m in todo}
+    done = fold_checker(a, {k: w.result() for k, w in work.items()})
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])
         name = f"{m['arch']}/{m['variant']}"
@@ -484,18 +803,23 @@ def main():
             print(f"{name:28s} not exported by torch: {m['export_error']}")
             continue
         seen.add(key)
-        (worst, reason, detail), shards = work[id(m)].result()
+        (value, reason, detail), shards = done[id(m)]
         want = EXPECTED.get(key)
+        if reason is None:
+            worst, grel, _, skip, nok = value
         if reason is None and want is None:
             passed += 1
-            results[key] = ("pass", "")
+            results[key] = ("pass", "", grel)
             skipped = m.get("grads_not_initializers")
-            print(f"{name:28s} pass (max abs diff {worst:.2g})"
+            print(f"{name:28s} pass (max abs diff {worst:.2g}"
+                  + (f"; parameter gradients' relative error {grel:.2g}"
+                     if grel is not None else "")
+                  + (f"; {skip}" if skip else "") + ")"
                   + (f"; torch parameters that are no initializer, so not "
                      f"compared: {', '.join(skipped)}" if skipped else ""))
         elif reason is None:
             failed += 1
-            results[key] = ("pass", "")
+            results[key] = ("pass", "", grel)
             print(f"{name:28s} FAIL: passes but EXPECTED says '{want}' "
                   "(remove its row)")
         elif want == reason:
@@ -511,28 +835,35 @@ def main():
                   + (f" (EXPECTED says '{want}')" if want else ""))
         if reason is not None or a.no_shard:
             continue
+        if reason is None:
+            shard_results[key + ("checker",)] = (skip, nok)
         for config in CONFIGS:
             label = config[0]
             skey = key + (label,)
             sname = f"{name} {label}"
+            if label not in shards:
+                continue
             shard_seen.add(skey)
             value, reason, detail = shards[label]
             if reason is None:
-                diff, used, nsplit, gdiff = value
+                diff, used, nsplit, gdiff, grel, skip, nok = value
+                res = ("pass", diff, used, nsplit, gdiff, grel, skip, nok)
             want = SHARD_EXPECTED.get(skey)
             if reason is None and want is None:
                 passed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
+                shard_results[skey] = res
                 print(f"{sname:36s} pass (max abs diff {diff:.2g}; "
-                      + (f"parameter gradients against torch {gdiff:.2g}; "
+                      + (f"parameter gradients against torch {gdiff:.2g}, "
+                         f"relative error {grel:.2g}; "
                          if gdiff is not None else "")
                       + f"{nsplit} weights split; "
                       + ("the arch's plan" if used == "arch" else
                          "its own plan: the arch's does not shard it")
-                      + ")")
+                      + f"; onnx.checker: {nok} models ok"
+                      + (f", {skip}" if skip else "") + ")")
             elif reason is None:
                 failed += 1
-                shard_results[skey] = ("pass", diff, used, nsplit, gdiff)
+                shard_results[skey] = res
                 print(f"{sname:36s} FAIL: passes but SHARD_EXPECTED says "
                       f"'{want}' (remove its row)")
             elif want == reason:
