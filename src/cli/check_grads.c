@@ -5,6 +5,7 @@
  * one parameter (tied or folded weights, a weight copied for two modules)
  * are summed where they all hold it, and that sum is compared with the
  * reference gradient's same elements. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,8 +142,8 @@ static const char *scatter(const use *u, const ccg_tensor *g,
 static int check_param(const command *self, const char *what, int r,
                        json_t *weights, const char *param,
                        const ccg_exec_tensor *have, size_t n_have,
-                       const ccg_tensor *ref, bool *handled, double *worst,
-                       size_t *n_cmp) {
+                       const ccg_tensor *ref, bool *handled,
+                       const cli_tolerance *tol, double *worst, size_t *n_cmp) {
   size_t n = numel(ref), i, uses = 0;
   double *acc = calloc(n + 1, sizeof *acc);
   int *cnt = calloc(n + 1, sizeof *cnt);
@@ -182,16 +183,19 @@ static int check_param(const command *self, const char *what, int r,
     }
     uses++;
   }
-  double m = 0;
+  double m = 0, scale = 0;
   size_t reached = 0;
   for (size_t k = 0; rc == EXIT_OK && uses && k < n; k++) {
     if (cnt[k] != (int)uses)
       continue;
-    double d = acc[k] - elem(ref, k);
+    double d = acc[k] - elem(ref, k), y = elem(ref, k);
     d = d < 0 ? -d : d;
     m = d > m || d != d ? d : m;
+    y = y < 0 ? -y : y;
+    scale = y > scale ? y : scale;
     reached++;
   }
+  m = cli_diff_measure(tol, m, scale);
   if (reached) {
     *worst = m > *worst || m != m ? m : *worst;
     (*n_cmp)++;
@@ -201,10 +205,17 @@ static int check_param(const command *self, const char *what, int r,
   return rc;
 }
 
+double cli_diff_measure(const cli_tolerance *tol, double diff, double scale) {
+  if (tol->rtol < 0)
+    return diff;
+  double room = tol->atol + tol->rtol * scale;
+  return room > 0 ? diff / room : diff > 0 ? INFINITY : 0;
+}
+
 int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
                     const ccg_exec_tensor *have, size_t n_have,
                     const ccg_exec_tensor *ref, size_t n_ref, bool *handled,
-                    double *worst, size_t *n_cmp) {
+                    const cli_tolerance *tol, double *worst, size_t *n_cmp) {
   bool any_grad = false;
   for (size_t i = 0; i < n_have; i++)
     any_grad |= have[i].name && strncmp(have[i].name, "grad/", 5) == 0 &&
@@ -234,7 +245,7 @@ int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
     if (strncmp(ref[i].name, "grad/", 5) != 0 || !is_float(&ref[i].tensor))
       continue;
     rc = check_param(self, what, r, weights, ref[i].name + 5, have, n_have,
-                     &ref[i].tensor, handled, worst, n_cmp);
+                     &ref[i].tensor, handled, tol, worst, n_cmp);
   }
   /* every gradient of a weight the metadata names is the provenance's to
    * check, compared or not: its name alone says nothing */

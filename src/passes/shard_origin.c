@@ -70,6 +70,18 @@ static json_t *ranges(const sh_origin *o, int64_t r) {
   return list;
 }
 
+/* The weight a rank stores for the use v: v itself, or the parameter a
+ * data-parallel all-reduce wrapper passes on (its gradient output is the
+ * parameter's, "grad/<parameter>"). ZeRO's gathered copies are left as
+ * they are: the stored shard is not the part the ranges describe. */
+static const char *stored_name(shard *sh, ccg_value_id v) {
+  ccg_node_id n = ccg_value_producer(sh->s, v);
+  const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(sh->s, n);
+  if (t && t->mapping && strcmp(t->mapping, "ddp.all_reduce_grad") == 0)
+    v = ccg_node_input(sh->s, n, 0);
+  return ccg_value_name(sh->s, v);
+}
+
 /* One weight's entry: its name, the root initializer ("param"), whether
  * the rank's tensor is the root's part transposed, the root's dim it is
  * cut on (null: whole) and, per global rank, the ranges of that dim. */
@@ -80,10 +92,9 @@ static json_t *entry(shard *sh, const sh_origin *o) {
   int rd = o->dim;
   if (rd >= 0 && flip)
     rd = 1 - rd; /* transposes are of 2-D weights only */
-  json_t *e =
-      json_pack("{s:s, s:s, s:s, s:b}", "name", ccg_value_name(sh->s, o->v),
-                "param", ccg_value_name(sh->g, root), "view",
-                ccg_value_name(sh->g, o->gv), "transposed", flip);
+  json_t *e = json_pack("{s:s, s:s, s:s, s:b}", "name", stored_name(sh, o->v),
+                        "param", ccg_value_name(sh->g, root), "view",
+                        ccg_value_name(sh->g, o->gv), "transposed", flip);
   if (!e)
     return NULL;
   if (rd < 0) {
