@@ -86,6 +86,23 @@ gpt gpt_m2 --microbatches 2
 gpt gpt_m4_gpipe --microbatches 4 --schedule gpipe
 gpt gpt_m2_z1 --microbatches 2 --zero 1
 gpt gpt_m2_z3 --microbatches 2 --zero 3 --schedule gpipe
+# a batch-averaged loss: each dp rank's mean over its microbatches' means
+# (Partial(avg) over dp), the gradients averaged over dp (--dp-reduce mean)
+$py - "$work/gpt.onnx" "$work/gpt_mean.onnx" <<'PY' || exit 1
+import sys, onnx
+from onnx import helper, TensorProto
+m = onnx.load(sys.argv[1])
+m.graph.node.append(helper.make_node("ReduceMean", ["logits"], ["loss"],
+                                     name="loss_mean", keepdims=0))
+m.graph.output.append(helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+onnx.save(m, sys.argv[2])
+PY
+"$tool" grad "$work/gpt_mean.onnx" --loss loss -o "$work/gpt_mean_ref.onnx" >/dev/null || exit 1
+for zero in 0 3; do
+  hybrid "gpt_mean_m2_z$zero" "$work/gpt_mean.onnx" "$work/gpt_mean_ref.onnx" loss \
+    "--input ids=$work/ids.npy" --plan "$src/samples/plan_gpt_block.json" \
+    --mesh dp=2,pp=2,tp=2 --microbatches 2 --zero $zero
+done
 
 # ---- MPI: a process per rank; rank 0 checks its gradients ----
 if command -v mpirun >/dev/null 2>&1; then
