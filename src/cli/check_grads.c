@@ -14,7 +14,10 @@
 typedef struct use {
   const char *name; /* the rank's weight */
   bool transposed;
-  int dim; /* of the parameter; -1: whole */
+  int dim;    /* of the parameter; -1: whole */
+  int dp_dim; /* ZeRO: the dim of the parameter the rank's part is cut
+                 from again (-1: none), at [dp_start, dp_end) of the part */
+  int64_t dp_start, dp_end;
   int64_t starts[64], ends[64];
   size_t n_ranges;
 } use;
@@ -59,6 +62,22 @@ static const char *read_use(json_t *e, int r, use *u) {
   if (!u->name || !json_is_string(json_object_get(e, "param")))
     return "an entry without a 'name' or 'param'";
   u->n_ranges = 0;
+  u->dp_dim = -1;
+  u->dp_start = u->dp_end = 0;
+  json_t *dd = json_object_get(e, "dp_dim");
+  if (dd) {
+    json_t *pr = json_array_get(json_object_get(e, "dp_ranks"), (size_t)r);
+    json_t *a = json_array_get(pr, 0), *b = json_array_get(pr, 1);
+    if (!json_is_integer(dd) || json_integer_value(dd) < 0 ||
+        json_integer_value(dd) >= CCG_MAX_RANK || !json_is_integer(a) ||
+        !json_is_integer(b) || json_integer_value(a) < 0 ||
+        json_integer_value(b) <= json_integer_value(a))
+      return "an entry whose 'dp_dim' or 'dp_ranks' is not a dim and a "
+             "[start, end) range for this rank";
+    u->dp_dim = (int)json_integer_value(dd);
+    u->dp_start = json_integer_value(a);
+    u->dp_end = json_integer_value(b);
+  }
   if (json_is_null(dim)) {
     u->dim = -1;
     return NULL;
@@ -106,6 +125,10 @@ static const char *scatter(const use *u, const ccg_tensor *g,
   }
   if (u->dim >= 0)
     want[u->dim] = k;
+  if (u->dp_dim >= rank || (u->dp_dim >= 0 && u->dp_end > want[u->dp_dim]))
+    return "a dp range past the part's dim";
+  if (u->dp_dim >= 0)
+    want[u->dp_dim] = u->dp_end - u->dp_start;
   for (int d = 0; d < rank; d++) {
     int64_t have = g->dims[u->transposed ? rank - 1 - d : d];
     if (have != want[d])
@@ -124,6 +147,8 @@ static const char *scatter(const use *u, const ccg_tensor *g,
     size_t flat = 0;
     for (int d = 0; d < rank; d++) {
       int64_t x = c[u->transposed ? rank - 1 - d : d];
+      if (d == u->dp_dim)
+        x += u->dp_start;
       if (d == u->dim)
         x = map[x];
       flat = flat * (size_t)ref->dims[d] + (size_t)x;

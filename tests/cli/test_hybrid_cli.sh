@@ -67,6 +67,13 @@ for zero in 1 3; do
 done
 hybrid llama_ts_train_tp2pp2dp2 "$z/model.onnx" "$work/llama_ts_train_ref.onnx" loss "$in" \
   --plan "$src/samples/plans/llama.json" --mesh tp=2,pp=2,dp=2 --zero 1
+# tied embeddings (gpt2, bert): each use's dp shard of its tp part is
+# summed with the other's through the provenance's dp ranges
+for arch in gpt2 bert; do
+  z=$src/tests/data/zoo/$arch/ts_train
+  hybrid "${arch}_ts_train_dp2pp2tp2_z1" "$z/model.onnx" "$work/${arch}_ts_train_ref.onnx" loss \
+    "$(zoo_inputs "$z")" --plan "$src/samples/plans/$arch.json" --mesh dp=2,pp=2,tp=2 --zero 1
+done
 z=$src/tests/data/zoo/mistral/ts_train
 hybrid mistral_ts_train_dp2pp2tp2_z3 "$z/model.onnx" "$work/mistral_ts_train_ref.onnx" loss \
   "$(zoo_inputs "$z")" --plan "$src/samples/plans/mistral.json" --mesh dp=2,pp=2,tp=2 --zero 3
