@@ -173,6 +173,11 @@ expect 2 "node 'node_slice_10' \(Slice\): data parallel: value 'add_2' is held a
 expect 1 "mesh axis 'dp' cannot be both the pipeline axis and the data axis" -- \
   shard "$z/model.onnx" --plan "$src/samples/plans/llama.json" --mesh dp=2,tp=2 \
   --pp-axis dp -o "$work/bad3"
+# the relative check fails where it should and takes a number
+expect 4 "per tensor [0-9.e+-]+: FAILED" -- run "$work/gpt_m2.grad" --input ids="$work/ids.npy" \
+  --check "$work/gpt_ref.onnx" --rtol 1e-12 --tolerance 0
+expect 1 "--rtol 'x': give a number >= 0" -- run "$work/gpt_m2.grad" --input ids="$work/ids.npy" \
+  --check "$work/gpt_ref.onnx" --rtol x
 for b in 1 2 3; do
   [ -e "$work/bad$b" ] && { echo "FAIL: $work/bad$b left behind"; failures=$((failures + 1)); }
 done
