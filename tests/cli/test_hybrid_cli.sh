@@ -131,18 +131,19 @@ fi
 expect 0 'per axis .*: dp [1-9][0-9]* bus bytes .*; pp [1-9][0-9]* bus bytes .*; tp [1-9][0-9]* bus bytes' -- \
   cost "$work/gpt_m2.grad"
 expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.3333' -- cost "$work/gpt_m2.grad"
-for name in llama_ts_train_dp_2_pp_2_tp_2 llama_ts_train_dp2pp2tp2_z1 gpt2_ts_train_dp_2_pp_2_tp_2 gpt_m2 gpt_m2_z1; do
+for name in llama_ts_train_dp_2_pp_2_tp_2 llama_ts_train_dp2pp2tp2_z1 gpt2_ts_train_dp_2_pp_2_tp_2 gpt_m2 gpt_m2_z1 gpt_m2_z3; do
   "$tool" cost "$work/$name.grad" --json >"$work/$name.cost.json" || exit 1
 done
 $py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: dp cost formula"; }
 import glob, json, sys, onnx, numpy as np
 w = sys.argv[1]
-def params(name, rank):
+def params(name, rank, pred=lambda s: True):
     # the float initializers of the rank's stage: the parameters its data
     # axis reduces (their tp shard; under ZeRO their dp shard)
     m = onnx.load(glob.glob(f"{w}/{name}/*.rank{rank}.onnx")[0])
     return sum(int(np.prod(i.dims, dtype=np.int64)) * 4
-               for i in m.graph.initializer if i.data_type == 1)
+               for i in m.graph.initializer
+               if i.data_type == 1 and pred(i.name))
 n = 2
 # ZeRO 1: all-gather (n-1)/n P + reduce-scatter (n-1)/n P, P the whole
 # (tp-local) parameters: those of the same program without ZeRO
@@ -160,6 +161,17 @@ for name, whole in [("llama_ts_train_dp_2_pp_2_tp_2", None),
           f"bubble {cost['pipeline']['bubble']:.4f}")
     assert len(stage_p) == 2, stage_p  # two stages, different parameters
     assert want > 0 and abs(got - want) <= 1e-9 * want, (name, got, want)
+# ZeRO 3: (n-1)/n (2P + P_g), P_g the parameters a gradient rule reads
+# again (the sample's weight matrices and LayerNorm scales), per stage
+read = lambda s: s.startswith("onnx::MatMul") or (s.startswith(("h.", "ln_f"))
+                                                  and ".ln" in "." + s
+                                                  and s.endswith(".weight"))
+cost = json.load(open(f"{w}/gpt_m2_z3.cost.json"))
+got = cost["axes"]["dp"]["bus_bytes"]
+want = max((n - 1) / n * (2 * params("gpt_m2", r) + params("gpt_m2", r, read))
+           for r in range(8))
+print(f"gpt_m2_z3: dp bus bytes {got:.0f}, (n-1)/n (2P + P_g) {want:.0f}")
+assert want > 0 and abs(got - want) <= 1e-9 * want, ("gpt_m2_z3", got, want)
 PY
 
 # ---- what cannot work: refused, naming why, nothing written ----
