@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-from ctypes import byref, c_char_p, c_double, c_int64, c_void_p
+from ctypes import byref, c_char_p, c_double, c_int, c_int64, c_void_p
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -64,7 +64,9 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
           mesh: Union[str, Mapping[str, int]], sequence_parallel: bool = False,
           axis: Optional[str] = None, *, dp_axis: Optional[str] = None,
           zero: int = 0, dp_reduce: str = "mean", batch_dim: int = 0,
-          dp_inputs: Optional[Sequence[str]] = None) -> Model:
+          dp_inputs: Optional[Sequence[str]] = None,
+          pp_axis: Optional[str] = None, stages: Optional[str] = None,
+          microbatches: int = 1, schedule: str = "1f1b") -> Model:
     """Applies a DTensor-style plan ({module-or-parameter pattern: style},
     a dict or a JSON file; docs/shard.md) to an unsharded model on `mesh`
     ("tp=2" or {"tp": 2}) and returns the per-rank models (each rank's
@@ -77,8 +79,15 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
     every float parameter's gradient is all-reduced over it (`zero` 0),
     or the parameter stored as its dp shard and its gradient
     reduce-scattered (`zero` 1, or 3: gathered again in the backward);
-    `dp_reduce` "mean" averages the gradients, "sum" sums them. `plan` may
-    be None on a mesh with a data axis only. BadInput
+    `dp_reduce` "mean" averages the gradients, "sum" sums them.
+    Pipeline parallelism, as `ccgraph shard --pp-axis/--stages/
+    --microbatches/--schedule`: a mesh axis named `pp_axis` (default "pp")
+    splits the (sharded) model into stages of its layers ("h.0-h.5|h.6-h.11"
+    in `stages`, default balanced by estimated cost) joined by Send/Recv,
+    each rank running its stage; `microbatches` splits each rank's batch,
+    scheduled "1f1b" or "gpipe"; shard_report["pipeline"] has the stages
+    and the bubble fraction. `plan` may be None on a mesh with a data or a
+    pipeline axis only. BadInput
     for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
     does not divide."""
     _is_model(model)
@@ -97,6 +106,8 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
         if dp_reduce not in ("mean", "sum"):
             raise BadInput(f"dp_reduce={dp_reduce!r}: give 'mean' or 'sum'",
                            "INVALID_ARG")
+        po = _pipeline_options(m, pp_axis, stages, microbatches, schedule,
+                               dp_axis, axis)
         if plan is None:
             pass
         elif isinstance(plan, Mapping):
@@ -119,28 +130,102 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
                                  dp_reduce == "sum", batch_dim,
                                  _b(",".join(dp_inputs)) if dp_inputs
                                  else None)
+        # as the tool: no plan and no data axis leaves a pipeline alone
+        dp_in_mesh = L.ccg_mesh_axis(byref(m), _b(dp_axis or "dp")) >= 0
         try:
-            check(L.ccg_shard_apply(g, p, byref(m), byref(opts), byref(out),
-                                    byref(rep)), g)
+            if plan is not None or dp_in_mesh or po is None:
+                check(L.ccg_shard_apply(g, p, byref(m), byref(opts),
+                                        byref(out), byref(rep)), g)
+            else:
+                out.value = _clone(g)
+                check(L.ccg_graph_set_mesh(out, byref(m)), out.value)
+        except BaseException:
+            if out.value:
+                L.ccg_graph_free(out)
+            raise
         finally:
             if p:
                 L.ccg_plan_free(p)
-        graphs: List[int] = []
-        try:
-            for r in range(_world(out.value)):
-                graphs.append(_clone(out.value, rank=r))
-        except BaseException:
-            for x in graphs:
-                L.ccg_graph_free(x)
-            raise
-        finally:
-            L.ccg_graph_free(out)
-        return Model(graphs, per_rank=True, shard_report={
+        report = {
             "sharded_params": rep.n_sharded_params,
             "collectives": rep.n_collectives,
             "reshape_rewrites": rep.n_reshape_rewrites,
             "dp_inputs": rep.n_dp_inputs, "dp_params": rep.n_dp_params,
-            "dp_sharded": rep.n_dp_sharded})
+            "dp_sharded": rep.n_dp_sharded}
+        try:
+            if po is None:
+                graphs = [_clone(out.value, rank=r)
+                          for r in range(_world(out.value))]
+            else:
+                graphs = _split(out.value, po, report)
+        finally:
+            L.ccg_graph_free(out)
+        return Model(graphs, per_rank=True, shard_report=report)
+
+
+def _pipeline_options(m: _lib.Mesh, pp_axis: Optional[str],
+                      stages: Optional[str], microbatches: int, schedule: str,
+                      dp_axis: Optional[str],
+                      axis: Optional[str]) -> Optional[_lib.PipelineOptions]:
+    """The pipeline split's options, None when the mesh has no pipeline
+    axis; BadInput for options that name no pipeline or clash."""
+    name = pp_axis or "pp"
+    if name in (dp_axis or "dp", axis or "tp"):
+        role = "data" if name == (dp_axis or "dp") else "plan's"
+        raise BadInput(f"mesh axis '{name}' cannot be both the pipeline axis "
+                       f"and the {role} axis", "INVALID_ARG")
+    if isinstance(microbatches, bool) or not isinstance(microbatches, int) \
+            or not 1 <= microbatches <= 4096:
+        raise BadInput(f"microbatches={microbatches!r}: give 1 to 4096",
+                       "INVALID_ARG")
+    sched = c_int()
+    if not isinstance(schedule, str) or \
+            L.ccg_pipeline_schedule_parse(_b(schedule), byref(sched)):
+        raise BadInput(f"schedule={schedule!r}: give 'gpipe' or '1f1b'",
+                       "INVALID_ARG")
+    if L.ccg_mesh_axis(byref(m), _b(name)) < 0:
+        if stages is not None or microbatches != 1 or schedule != "1f1b":
+            raise BadInput("stages, microbatches and schedule need the "
+                           f"pipeline axis '{name}' in the mesh",
+                           "INVALID_ARG")
+        return None
+    return _lib.PipelineOptions(ctypes.sizeof(_lib.PipelineOptions),
+                                _b(name), _b(stages) if stages else None,
+                                microbatches, sched.value)
+
+
+def _split(g: int, po: _lib.PipelineOptions,
+           report: Dict[str, Any]) -> List[int]:
+    """Rank r's model: the stage of its pipeline coordinate, with its
+    per-rank weights (as `ccgraph shard` writes them)."""
+    arr = ctypes.POINTER(c_void_p)()
+    n = ctypes.c_size_t()
+    rep = _lib.PipelineReport()
+    check(L.ccg_pipeline_split(g, byref(po), byref(arr), byref(n),
+                               byref(rep)), g)
+    graphs: List[int] = []
+    try:
+        m = L.ccg_graph_mesh(g)
+        ax = L.ccg_mesh_axis(m, po.axis)
+        coords = (c_int64 * _lib.MAX_MESH_AXES)()
+        for r in range(_world(g)):
+            check(L.ccg_mesh_coords(m, r, coords))
+            graphs.append(_clone(arr[coords[ax]], rank=r))
+        p = rep.n_stages
+        report["pipeline"] = {
+            "stages": [{"first_layer": _lib.text(rep.first_layer[i]),
+                        "last_layer": _lib.text(rep.last_layer[i]),
+                        "cost": rep.stage_cost[i]} for i in range(p)],
+            "microbatches": po.microbatches, "sends": rep.n_p2p,
+            "bubble": L.ccg_pipeline_bubble(rep.stage_cost, p,
+                                            po.microbatches)}
+    except BaseException:
+        for x in graphs:
+            L.ccg_graph_free(x)
+        raise
+    finally:
+        L.ccg_pipeline_stages_free(arr, n.value)
+    return graphs
 
 
 def plan(model: Model, mesh: Union[str, Mapping[str, int]],
@@ -193,6 +278,8 @@ def grad(model: Model, loss: str,
     gradient of the sum of value `loss`'s elements with respect to the
     inputs and initializers `wrt` names (names or fnmatch patterns; default
     every float initializer), each as a graph output "grad/<name>". A
+    pipeline stage without the loss is differentiated from the gradients
+    its Sends' peers send back. A
     data-parallel model's gradient all-reduces are grouped into buckets of
     at most `bucket_mb` MB (`ccgraph grad --bucket-mb`; 0: one per
     gradient). `model` is left unchanged. BadInput for an unknown loss or
@@ -207,18 +294,29 @@ def grad(model: Model, loss: str,
         src = model._graphs if model.per_rank else [model._g()]
         model._g()
         graphs: List[int] = []
+        send = _lib.OP_NAMES.index("Send")
+
+        def sends(g: int) -> bool:
+            return any(L.ccg_node_op(g, n) == send
+                       for n in range(L.ccg_graph_num_nodes(g)))
+        if any(sends(g) for g in src) and \
+                all(_find(g, loss) is None for g in src):
+            raise BadInput(f"no value named '{loss}' to use as the loss on "
+                           "any rank", "INVALID_ARG")
         try:
             for r, g0 in enumerate(src):
                 g = _clone(g0)
                 graphs.append(g)
                 what = f"rank {r}: " if model.per_rank else ""
                 v = _find(g, loss)
-                if v is None:
+                # a pipeline stage before the loss's: differentiated from
+                # what its Sends' peers send back (as `ccgraph grad`)
+                if v is None and not sends(g):
                     raise BadInput(f"{what}no value named '{loss}' to use as "
                                    "the loss", "INVALID_ARG")
                 o = _lib.BackwardOptions()
                 o.size = ctypes.sizeof(o)
-                o.loss = v
+                o.loss = _lib.NONE_ID if v is None else v
                 o.n_outputs = 0
                 o.add_outputs = True
                 o.p2p = True

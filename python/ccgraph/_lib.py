@@ -104,6 +104,23 @@ class ShardReport(Structure):
                 ("n_dp_params", c_size_t), ("n_dp_sharded", c_size_t)]
 
 
+class PipelineOptions(Structure):
+    _fields_ = [("size", c_size_t), ("axis", c_char_p), ("stages", c_char_p),
+                ("microbatches", c_int64), ("schedule", c_int)]
+
+
+PIPELINE_MAX_STAGES = 64
+
+
+class PipelineReport(Structure):
+    _fields_ = [("n_stages", c_int64), ("n_layers", c_size_t),
+                ("first_layer", c_char_p * PIPELINE_MAX_STAGES),
+                ("last_layer", c_char_p * PIPELINE_MAX_STAGES),
+                ("stage_cost", c_double * PIPELINE_MAX_STAGES),
+                ("n_p2p", c_size_t),
+                ("text", (c_char * 256) * (PIPELINE_MAX_STAGES * 2))]
+
+
 class PlanProposeOptions(Structure):
     _fields_ = [("size", c_size_t), ("mesh_axis", c_char_p),
                 ("sequence_parallel", c_bool)]
@@ -232,6 +249,7 @@ _fn("ccg_mesh_parse", st, c_char_p, POINTER(Mesh))
 _fn("ccg_mesh_format", c_int, POINTER(Mesh), c_char_p, c_size_t)
 _fn("ccg_mesh_world_size", c_int64, POINTER(Mesh))
 _fn("ccg_mesh_coords", st, POINTER(Mesh), c_int64, POINTER(c_int64))
+_fn("ccg_mesh_axis", c_int, POINTER(Mesh), c_char_p)
 _fn("ccg_placement_format", c_int, POINTER(Placement), c_char_p, c_size_t)
 _fn("ccg_op_name", c_char_p, c_int)
 _fn("ccg_op_is_collective", c_bool, c_int)
@@ -298,6 +316,18 @@ _fn("ccg_exec_run", st, _P, POINTER(ExecTensor), c_size_t,
 _fn("ccg_exec_run_local_ranks", st, POINTER(c_void_p), c_int, _P, c_int,
     POINTER(POINTER(ExecTensor)), c_size_t, POINTER(POINTER(ExecTensor)),
     c_size_t, POINTER(c_int), POINTER(c_double))
+
+
+_fn("ccg_graph_set_mesh", st, _P, POINTER(Mesh))
+_fn("ccg_pipeline_split", st, _P, POINTER(PipelineOptions),
+    POINTER(POINTER(_P)), POINTER(c_size_t), POINTER(PipelineReport))
+_fn("ccg_pipeline_stages_free", None, POINTER(_P), c_size_t)
+_fn("ccg_pipeline_schedule_parse", c_int, c_char_p, POINTER(c_int))
+_fn("ccg_pipeline_bubble", c_double, POINTER(c_double), c_int64, c_int64)
+_fn("ccg_exec_run_local_program", st, POINTER(c_void_p), c_int, _P, c_int,
+    POINTER(POINTER(ExecTensor)), POINTER(c_size_t),
+    POINTER(POINTER(ExecTensor)), POINTER(c_size_t), POINTER(c_int),
+    POINTER(c_double))
 
 
 def _names(fn) -> List[str]:

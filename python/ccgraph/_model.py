@@ -455,9 +455,10 @@ class Model:
                                "start a process per rank (mpirun, or RANK/"
                                "WORLD_SIZE/LOCAL_RANK; docs/gpu.md)",
                                "INVALID_ARG")
-            names = [_lib.text(L.ccg_value_name(graphs[0],
-                                                L.ccg_graph_input(graphs[0], i)))
-                     for i in range(L.ccg_graph_num_inputs(graphs[0]))]
+            # per-rank models may differ in their inputs (pipeline stages)
+            names = sorted({_lib.text(L.ccg_value_name(
+                g, L.ccg_graph_input(g, i))) for g in graphs
+                for i in range(L.ccg_graph_num_inputs(g))})
             unknown = sorted(set(inputs) - set(names))
             if unknown:
                 raise BadInput(f"input '{unknown[0]}': the model has no input "
@@ -475,7 +476,7 @@ class Model:
             row, orow, keep = _rank_rows(graphs[r], inputs, r)
             dev = _lib.DEVICE_CUDA if device == "cuda" else _lib.DEVICE_CPU
             out, secs = _run_own(graphs[r], r, handle, dev, steps, row,
-                                 len(names), orow)
+                                 L.ccg_graph_num_inputs(graphs[r]), orow)
             if out is None:
                 _drop_comm(comm)
                 raise secs
@@ -484,43 +485,43 @@ class Model:
 
     def _run_local(self, graphs: List[int], inputs: Mapping[str, np.ndarray],
                    steps: int) -> List[Dict[str, np.ndarray]]:
-        """Every rank as a thread of this process (the local communicator)."""
+        """Every rank as a thread of this process (the local communicator);
+        each rank is fed the inputs its model declares and returns its own
+        outputs (pipeline stages differ in both)."""
         world = len(graphs)
-        n_in, n_out = L.ccg_graph_num_inputs(graphs[0]), \
-            L.ccg_graph_num_outputs(graphs[0])
         keep: List[Any] = []  # everything C borrows during the call
         in_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
         out_rows = (ctypes.POINTER(_lib.ExecTensor) * world)()
+        n_in = (ctypes.c_size_t * world)()
+        n_out = (ctypes.c_size_t * world)()
         outs = []
         for r, g in enumerate(graphs):
-            if (L.ccg_graph_num_inputs(g) != n_in or
-                    L.ccg_graph_num_outputs(g) != n_out):
-                raise BadInput(f"rank {r}'s model has other inputs or "
-                               "outputs than rank 0's", "INVALID_ARG")
             row, orow, k = _rank_rows(g, inputs, r)
             keep += k
             in_rows[r] = row
             out_rows[r] = orow
+            n_in[r] = L.ccg_graph_num_inputs(g)
+            n_out[r] = L.ccg_graph_num_outputs(g)
             outs.append(orow)
         garr = (c_void_p * world)(*graphs)
         status = (c_int * world)()
         secs = c_double(0.0)
-        st = L.ccg_exec_run_local_ranks(garr, world, None, steps, in_rows,
-                                        n_in, out_rows, n_out, status,
-                                        byref(secs))
+        st = L.ccg_exec_run_local_program(garr, world, None, steps, in_rows,
+                                          n_in, out_rows, n_out, status,
+                                          byref(secs))
         msg = _lib.text(L.ccg_last_error(None)) if st else ""
         result = []
         try:
             for r in range(world):
                 d = {}
-                for i in range(n_out):
+                for i in range(n_out[r]):
                     t = outs[r][i].tensor
                     if st == 0:
                         d[_lib.text(outs[r][i].name)] = _array(t)
                 result.append(d)
         finally:
             for r in range(world):
-                for i in range(n_out):
+                for i in range(n_out[r]):
                     if outs[r][i].tensor.data:
                         _lib.libc.free(outs[r][i].tensor.data)
         if st:

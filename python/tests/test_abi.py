@@ -18,6 +18,8 @@ STRUCTS = {
     _lib.ExportOptions: "ccg_onnx_export_options",
     _lib.ShardOptions: "ccg_shard_options",
     _lib.ShardReport: "ccg_shard_report",
+    _lib.PipelineOptions: "ccg_pipeline_options",
+    _lib.PipelineReport: "ccg_pipeline_report",
     _lib.PlanProposeOptions: "ccg_plan_propose_options",
     _lib.PlanNote: "ccg_plan_note",
     _lib.BackwardOptions: "ccg_backward_options",

@@ -5,6 +5,7 @@
  * one parameter (tied or folded weights, a weight copied for two modules)
  * are summed where they all hold it, and that sum is compared with the
  * reference gradient's same elements. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,10 @@
 typedef struct use {
   const char *name; /* the rank's weight */
   bool transposed;
-  int dim; /* of the parameter; -1: whole */
+  int dim;    /* of the parameter; -1: whole */
+  int dp_dim; /* ZeRO: the dim of the parameter the rank's part is cut
+                 from again (-1: none), at [dp_start, dp_end) of the part */
+  int64_t dp_start, dp_end;
   int64_t starts[64], ends[64];
   size_t n_ranges;
 } use;
@@ -58,6 +62,22 @@ static const char *read_use(json_t *e, int r, use *u) {
   if (!u->name || !json_is_string(json_object_get(e, "param")))
     return "an entry without a 'name' or 'param'";
   u->n_ranges = 0;
+  u->dp_dim = -1;
+  u->dp_start = u->dp_end = 0;
+  json_t *dd = json_object_get(e, "dp_dim");
+  if (dd) {
+    json_t *pr = json_array_get(json_object_get(e, "dp_ranks"), (size_t)r);
+    json_t *a = json_array_get(pr, 0), *b = json_array_get(pr, 1);
+    if (!json_is_integer(dd) || json_integer_value(dd) < 0 ||
+        json_integer_value(dd) >= CCG_MAX_RANK || !json_is_integer(a) ||
+        !json_is_integer(b) || json_integer_value(a) < 0 ||
+        json_integer_value(b) <= json_integer_value(a))
+      return "an entry whose 'dp_dim' or 'dp_ranks' is not a dim and a "
+             "[start, end) range for this rank";
+    u->dp_dim = (int)json_integer_value(dd);
+    u->dp_start = json_integer_value(a);
+    u->dp_end = json_integer_value(b);
+  }
   if (json_is_null(dim)) {
     u->dim = -1;
     return NULL;
@@ -105,6 +125,10 @@ static const char *scatter(const use *u, const ccg_tensor *g,
   }
   if (u->dim >= 0)
     want[u->dim] = k;
+  if (u->dp_dim >= rank || (u->dp_dim >= 0 && u->dp_end > want[u->dp_dim]))
+    return "a dp range past the part's dim";
+  if (u->dp_dim >= 0)
+    want[u->dp_dim] = u->dp_end - u->dp_start;
   for (int d = 0; d < rank; d++) {
     int64_t have = g->dims[u->transposed ? rank - 1 - d : d];
     if (have != want[d])
@@ -123,6 +147,8 @@ static const char *scatter(const use *u, const ccg_tensor *g,
     size_t flat = 0;
     for (int d = 0; d < rank; d++) {
       int64_t x = c[u->transposed ? rank - 1 - d : d];
+      if (d == u->dp_dim)
+        x += u->dp_start;
       if (d == u->dim)
         x = map[x];
       flat = flat * (size_t)ref->dims[d] + (size_t)x;
@@ -141,8 +167,8 @@ static const char *scatter(const use *u, const ccg_tensor *g,
 static int check_param(const command *self, const char *what, int r,
                        json_t *weights, const char *param,
                        const ccg_exec_tensor *have, size_t n_have,
-                       const ccg_tensor *ref, bool *handled, double *worst,
-                       size_t *n_cmp) {
+                       const ccg_tensor *ref, bool *handled,
+                       const cli_tolerance *tol, double *worst, size_t *n_cmp) {
   size_t n = numel(ref), i, uses = 0;
   double *acc = calloc(n + 1, sizeof *acc);
   int *cnt = calloc(n + 1, sizeof *cnt);
@@ -182,16 +208,19 @@ static int check_param(const command *self, const char *what, int r,
     }
     uses++;
   }
-  double m = 0;
+  double m = 0, scale = 0;
   size_t reached = 0;
   for (size_t k = 0; rc == EXIT_OK && uses && k < n; k++) {
     if (cnt[k] != (int)uses)
       continue;
-    double d = acc[k] - elem(ref, k);
+    double d = acc[k] - elem(ref, k), y = elem(ref, k);
     d = d < 0 ? -d : d;
     m = d > m || d != d ? d : m;
+    y = y < 0 ? -y : y;
+    scale = y > scale ? y : scale;
     reached++;
   }
+  m = cli_diff_measure(tol, m, scale);
   if (reached) {
     *worst = m > *worst || m != m ? m : *worst;
     (*n_cmp)++;
@@ -201,10 +230,17 @@ static int check_param(const command *self, const char *what, int r,
   return rc;
 }
 
+double cli_diff_measure(const cli_tolerance *tol, double diff, double scale) {
+  if (tol->rtol < 0)
+    return diff;
+  double room = tol->atol + tol->rtol * scale;
+  return room > 0 ? diff / room : diff > 0 ? INFINITY : 0;
+}
+
 int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
                     const ccg_exec_tensor *have, size_t n_have,
                     const ccg_exec_tensor *ref, size_t n_ref, bool *handled,
-                    double *worst, size_t *n_cmp) {
+                    const cli_tolerance *tol, double *worst, size_t *n_cmp) {
   bool any_grad = false;
   for (size_t i = 0; i < n_have; i++)
     any_grad |= have[i].name && strncmp(have[i].name, "grad/", 5) == 0 &&
@@ -234,7 +270,7 @@ int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
     if (strncmp(ref[i].name, "grad/", 5) != 0 || !is_float(&ref[i].tensor))
       continue;
     rc = check_param(self, what, r, weights, ref[i].name + 5, have, n_have,
-                     &ref[i].tensor, handled, worst, n_cmp);
+                     &ref[i].tensor, handled, tol, worst, n_cmp);
   }
   /* every gradient of a weight the metadata names is the provenance's to
    * check, compared or not: its name alone says nothing */

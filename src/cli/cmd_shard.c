@@ -165,6 +165,15 @@ static int run_shard(int argc, char **argv) {
   ccg_mesh mesh;
   if (ccg_mesh_parse(a.mesh, &mesh) != CCG_STATUS_OK)
     return cli_fail(self, EXIT_BAD_INPUT, "%s", ccg_last_error(NULL));
+  /* the pipeline axis splits the model into stages: it cannot also split
+   * the batch or the plan's tensors */
+  const char *ppn = a.pp.axis ? a.pp.axis : "pp";
+  const char *dpn = a.dp_axis ? a.dp_axis : "dp", *tpn = a.axis ? a.axis : "tp";
+  if (strcmp(ppn, dpn) == 0 || strcmp(ppn, tpn) == 0)
+    return usage_error(self,
+                       "mesh axis '%s' cannot be both the pipeline axis and "
+                       "the %s axis",
+                       ppn, strcmp(ppn, dpn) == 0 ? "data" : "plan's");
   ccg_pipeline_options po;
   a.pp.in_mesh = ccg_mesh_axis(&mesh, a.pp.axis ? a.pp.axis : "pp") >= 0;
   rc = cli_pipeline_options(self, &a.pp, &po);

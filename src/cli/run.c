@@ -24,7 +24,7 @@ const command cli_run_command = {
     "[--steps K]\n"
     "                   [--threads N] [--output-dir OUT] [--check "
     "REFERENCE.onnx]\n"
-    "                   [--tolerance T] [--name NAME] [--json]\n"
+    "                   [--tolerance T] [--rtol R] [--name NAME] [--json]\n"
     "\n"
     "Runs one SPMD model on every rank of its mesh, or the per-rank models\n"
     "<name>.rank<r>.onnx of a folder, as threads of this process. Every\n"
@@ -64,6 +64,10 @@ const command cli_run_command = {
     "                         reference's grad/<parameter> (docs/shard.md,\n"
     "                         \"Provenance\")\n"
     "  --tolerance T          largest accepted difference (default 1e-4)\n"
+    "  --rtol R               relative: each tensor passes when its largest\n"
+    "                         difference is at most T + R x the largest\n"
+    "                         magnitude of its reference part (T then\n"
+    "                         defaults to 1e-6)\n"
     "  --name NAME            the program in a folder holding several\n"
     "  --json                 one JSON document on stdout\n",
     cmd_run};
@@ -80,9 +84,10 @@ typedef struct global_input {
 typedef struct run_ctx {
   const char *paths[1];
   const char *inputs[MAX_INPUTS], *comm, *seed, *steps, *out, *check, *tol,
-      *ranks, *name, *device, *threads;
+      *rtol, *ranks, *name, *device, *threads;
   int threads_v; /* 0: the default */
   bool cuda_graph, tf32;
+  cli_tolerance tl;
   size_t n_inputs;
   bool json;
   global_input g_in[MAX_IO];
@@ -263,8 +268,9 @@ static void file_name(const char *name, char *buf, size_t size) {
       *p = '_';
 }
 
-static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
-                           bool *comparable) {
+/* The largest |a - b|, measured by tol against b's largest magnitude. */
+static double max_diff(const ccg_tensor *a, const ccg_tensor *b,
+                       const cli_tolerance *tol, bool *comparable) {
   size_t na, nb;
   *comparable = a->dtype == b->dtype && a->rank == b->rank &&
                 ccg_tensor_nbytes(a, &na) == CCG_STATUS_OK &&
@@ -274,7 +280,7 @@ static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
   if (!*comparable)
     return INFINITY;
   size_t n = na / ccg_dtype_size(a->dtype);
-  double m = 0;
+  double m = 0, scale = 0;
   for (size_t i = 0; i < n; i++) {
     double x, y;
     switch (a->dtype) {
@@ -299,8 +305,10 @@ static double max_abs_diff(const ccg_tensor *a, const ccg_tensor *b,
       e = INFINITY;
     if (e > m)
       m = e;
+    if (fabs(y) > scale)
+      scale = fabs(y);
   }
-  return m;
+  return cli_diff_measure(tol, m, scale);
 }
 
 /* Rank r of outs into OUT/rank<r>/, each file written added to `files`
@@ -519,7 +527,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
       rc = cli_fail(&cli_run_command, EXIT_RUNTIME, "out of memory");
     for (int r = r0; r < r1 && rc == EXIT_OK; r++)
       rc = cli_check_grads(&cli_run_command, c->paths[0], graphs[r], r, outs[r],
-                           n0, out, no, handled[r - r0], worst, n_cmp);
+                           n0, out, no, handled[r - r0], &c->tl, worst, n_cmp);
     for (size_t i = 0; i < no && rc == EXIT_OK; i++)
       for (int r = r0; r < r1; r++)
         for (size_t k = 0; k < n0; k++) {
@@ -539,7 +547,7 @@ static int check(run_ctx *c, ccg_graph *const *graphs,
             continue;
           }
           shard_of(graphs[r], have->name, r, &want, &part);
-          double e = max_abs_diff(&mine, &want, &ok);
+          double e = max_diff(&mine, &want, &c->tl, &ok);
           free(part);
           free(sum);
           if (!ok) {
@@ -721,14 +729,14 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
   }
   if (rc == EXIT_OK && c->out)
     rc = write_outputs(c, graphs, r0, r1, outp, no);
-  double tol = c->tol ? strtod(c->tol, NULL) : 1e-4;
   if (rc == EXIT_OK && c->check && r0 == 0)
     rc = check(c, graphs, out, r0, r1, no, &worst, &n_cmp);
   if (rc == EXIT_OK && r0 != 0)
     return cleanup_run(p, world, graphs, in, out, owned, inp, outp, no,
                        free_counts(nis, nos, rc));
   if (rc == EXIT_OK) {
-    bool ok = !c->check || worst <= tol;
+    bool rel = c->tl.rtol >= 0;
+    bool ok = !c->check || worst <= (rel ? 1 : c->tl.atol);
     if (c->json) {
       json_t *doc = json_pack("{s:i,s:I,s:f}", "ranks", world, "outputs",
                               (json_int_t)no, "step_time_s", secs);
@@ -737,8 +745,11 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
       if (c->check) {
         json_object_set_new(doc, "checked_outputs",
                             json_integer((json_int_t)n_cmp));
-        json_object_set_new(doc, "max_abs_diff", json_real(worst));
-        json_object_set_new(doc, "tolerance", json_real(tol));
+        json_object_set_new(doc, rel ? "max_diff_measure" : "max_abs_diff",
+                            json_real(worst));
+        json_object_set_new(doc, "tolerance", json_real(c->tl.atol));
+        if (rel)
+          json_object_set_new(doc, "rtol", json_real(c->tl.rtol));
         json_object_set_new(doc, "ok", json_boolean(ok));
       }
       rc = print_json(doc);
@@ -748,11 +759,18 @@ static int run_program(run_ctx *c, cli_program *p, ccg_comm *comm) {
              world, world == 1 ? "" : "s", steps, steps == 1 ? "" : "s",
              secs * 1e3, no, no == 1 ? "" : "s", c->out ? " written to " : "",
              c->out ? c->out : "");
-      if (c->check)
+      if (c->check && rel)
+        printf("check against %s: %zu output%s on %d rank%s, max |diff| / "
+               "(%.3g + %.3g max |reference|) per tensor %.3g: %s\n",
+               c->check, n_cmp, n_cmp == 1 ? "" : "s", r1 - r0,
+               r1 - r0 == 1 ? "" : "s", c->tl.atol, c->tl.rtol, worst,
+               ok ? "ok" : "FAILED");
+      else if (c->check)
         printf("check against %s: %zu output%s on %d rank%s, max |diff| "
                "%.3g (tolerance %.3g): %s\n",
                c->check, n_cmp, n_cmp == 1 ? "" : "s", r1 - r0,
-               r1 - r0 == 1 ? "" : "s", worst, tol, ok ? "ok" : "FAILED");
+               r1 - r0 == 1 ? "" : "s", worst, c->tl.atol,
+               ok ? "ok" : "FAILED");
     }
     if (rc == EXIT_OK && !ok)
       rc = EXIT_CHECK;
@@ -777,6 +795,7 @@ static int cmd_run(int argc, char **argv) {
       {"--output-dir", &c->out, NULL, NULL, NULL, 0},
       {"--check", &c->check, NULL, NULL, NULL, 0},
       {"--tolerance", &c->tol, NULL, NULL, NULL, 0},
+      {"--rtol", &c->rtol, NULL, NULL, NULL, 0},
       {"--ranks", &c->ranks, NULL, NULL, NULL, 0},
       {"--name", &c->name, NULL, NULL, NULL, 0},
       {"--json", NULL, &c->json, NULL, NULL, 0},
@@ -821,6 +840,14 @@ static int cmd_run(int argc, char **argv) {
                        c->threads);
     c->threads_v = (int)v;
   }
+  if (rc < 0 && c->rtol &&
+      (strtod(c->rtol, &end) < 0 || *end || end == c->rtol))
+    rc = usage_error(&cli_run_command, "--rtol '%s': give a number >= 0",
+                     c->rtol);
+  /* relative: the absolute part is a floor for tensors whose reference is
+   * about zero (a key bias's gradient, zero but for rounding) */
+  c->tl.rtol = c->rtol ? strtod(c->rtol, NULL) : -1;
+  c->tl.atol = c->tol ? strtod(c->tol, NULL) : c->rtol ? 1e-6 : 1e-4;
   if (rc < 0 && c->seed) {
     unsigned long v = strtoul(c->seed, &end, 10);
     if (*end || end == c->seed)

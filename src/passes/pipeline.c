@@ -170,6 +170,17 @@ static ccg_status find_layers(pp_plan *pl) {
                       pl->layers[pl->n_layers - 1]);
   return CCG_STATUS_OK;
 }
+/* Why a batch may be smaller than the model's: microbatches split each
+ * rank's chunk of an input sharded over a mesh axis (the data axis). */
+static const char *split_note(ccg_graph *g, ccg_value_id v) {
+  ccg_placement p[CCG_MAX_MESH_AXES];
+  int n = ccg_value_placements(g, v, p);
+  for (int a = 0; a < n; a++)
+    if (p[a].kind == CCG_PLACEMENT_SHARD && p[a].dim == 0)
+      return ": each rank's chunk of the batch, split over a mesh axis "
+             "first; microbatches divide that chunk";
+  return "";
+}
 
 /* ---- values: constants, batch, needed ----------------------------------- */
 
@@ -202,9 +213,9 @@ static ccg_status mark_values(pp_plan *pl) {
       if (pl->batch_size % pl->M != 0)
         return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
                           "pipeline: %lld microbatches do not divide the "
-                          "batch of %lld (dim 0 of input '%s')",
+                          "batch of %lld (dim 0 of input '%s'%s)",
                           (long long)pl->M, (long long)pl->batch_size,
-                          batch_input);
+                          batch_input, split_note(g, v));
     }
     if (!ccg_dim_is_sym(s->dims[0]) && s->dims[0].size == pl->batch_size)
       pl->batch[v] = true;

@@ -70,6 +70,52 @@ static json_t *ranges(const sh_origin *o, int64_t r) {
   return list;
 }
 
+/* The weight a rank stores for the use v: v itself, or the parameter a
+ * data-parallel all-reduce wrapper passes on (its gradient output is the
+ * parameter's, "grad/<parameter>"). */
+static const char *stored_name(shard *sh, ccg_value_id v) {
+  ccg_node_id n = ccg_value_producer(sh->s, v);
+  const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(sh->s, n);
+  if (t && t->mapping && strcmp(t->mapping, "ddp.all_reduce_grad") == 0)
+    v = ccg_node_input(sh->s, n, 0);
+  return ccg_value_name(sh->s, v);
+}
+
+/* Under ZeRO the use v is gathered from the stored dp shard: the entry
+ * then names that shard, and says the dim it is cut on ("dp_dim", of the
+ * root) and per global rank its range in the rank's tp part of that dim
+ * ("dp_ranks"). Nothing is added for other uses. */
+static bool add_zero(shard *sh, const sh_origin *o, bool flip, json_t *e) {
+  ccg_node_id n = ccg_value_producer(sh->s, o->v);
+  const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(sh->s, n);
+  if (!t || !t->mapping || strcmp(t->mapping, "fsdp.all_gather_param") != 0)
+    return true;
+  ccg_placement pl[CCG_MAX_MESH_AXES];
+  ccg_value_id ws = ccg_node_input(sh->s, n, 0);
+  int np = ccg_value_placements(sh->s, ws, pl);
+  if (sh->dp >= np || pl[sh->dp].kind != CCG_PLACEMENT_SHARD)
+    return true;
+  int k = pl[sh->dp].dim;
+  int64_t c = ccg_value_shape(sh->s, ws)->dims[k].size;
+  json_t *per = json_array();
+  int64_t world = ccg_mesh_world_size(&sh->mesh);
+  for (int64_t g = 0; per && g < world; g++) {
+    int64_t d = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->dp);
+    if (json_array_append_new(per, json_pack("[I,I]", (json_int_t)(d * c),
+                                             (json_int_t)((d + 1) * c))) != 0) {
+      json_decref(per);
+      per = NULL;
+    }
+  }
+  /* transposes are of 2-D weights only */
+  return per &&
+         json_object_set_new(e, "name",
+                             json_string(ccg_value_name(sh->s, ws))) == 0 &&
+         json_object_set_new(e, "dp_dim", json_integer(flip ? 1 - k : k)) ==
+             0 &&
+         json_object_set_new(e, "dp_ranks", per) == 0;
+}
+
 /* One weight's entry: its name, the root initializer ("param"), whether
  * the rank's tensor is the root's part transposed, the root's dim it is
  * cut on (null: whole) and, per global rank, the ranges of that dim. */
@@ -80,12 +126,13 @@ static json_t *entry(shard *sh, const sh_origin *o) {
   int rd = o->dim;
   if (rd >= 0 && flip)
     rd = 1 - rd; /* transposes are of 2-D weights only */
-  json_t *e =
-      json_pack("{s:s, s:s, s:s, s:b}", "name", ccg_value_name(sh->s, o->v),
-                "param", ccg_value_name(sh->g, root), "view",
-                ccg_value_name(sh->g, o->gv), "transposed", flip);
-  if (!e)
+  json_t *e = json_pack("{s:s, s:s, s:s, s:b}", "name", stored_name(sh, o->v),
+                        "param", ccg_value_name(sh->g, root), "view",
+                        ccg_value_name(sh->g, o->gv), "transposed", flip);
+  if (!e || !add_zero(sh, o, flip, e)) {
+    json_decref(e);
     return NULL;
+  }
   if (rd < 0) {
     json_object_set_new(e, "dim", json_null());
     return e;
