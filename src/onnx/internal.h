@@ -65,12 +65,33 @@ typedef struct ccg__onnx_ext {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out);
-/* Serializes a built model into malloc'd memory. */
-ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
-                          size_t *size);
-/* The same, written to a new file at `path` as it is packed. */
-ccg_status ccg__onnx_pack_file(ccg_graph *g, const Onnx__ModelProto *m,
-                               const char *path);
+/* The TensorProtos of g's initializers (graph order) with rank's data
+ * (-1 = common data), allocated in `a`, into out[0..num_initializers); ext
+ * NULL keeps them inline. The first entries of a built model's
+ * GraphProto.initializer are these. Errors go to g. */
+ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
+                                       const ccg_onnx_export_options *o,
+                                       int64_t rank, ccg_arena *a,
+                                       ccg__onnx_ext *ext,
+                                       Onnx__TensorProto **out);
+
+/* One model packed for several ranks of one graph: everything but the
+ * graph's own initializers is built and serialized once (export_shared.c). */
+typedef struct ccg__onnx_shared ccg__onnx_shared;
+/* Builds g's model for `first` rank (its initializers written through ext)
+ * and packs the parts every rank shares. "new": freed with
+ * ccg__onnx_shared_free. Errors go to g. */
+ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
+                                int64_t first, ccg__onnx_ext *ext,
+                                ccg__onnx_shared **out);
+void ccg__onnx_shared_free(ccg__onnx_shared *sh);
+/* The model of `rank` into malloc'd memory, or written to a new file at
+ * `path` (ext: where that rank's external data goes; NULL inline). The
+ * bytes equal ccg__onnx_pack of ccg__onnx_build_model for that rank. */
+ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
+                                 void **data, size_t *size);
+ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
+                                      ccg__onnx_ext *ext, const char *path);
 /* Checks and fills defaults of caller options into *o (errors on g). */
 ccg_status ccg__onnx_export_opts(ccg_graph *g,
                                  const ccg_onnx_export_options *in,

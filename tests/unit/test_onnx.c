@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "onnx.pb-c.h"
+#include "onnx/internal.h"
 #include "onnx_graphs.h"
 
 #ifndef CCG_ONNX_OUT_DIR
@@ -625,6 +626,52 @@ static void test_export_ranks(void **state) {
   ccg_graph_free(g);
 }
 
+/* The model built once and packed in parts for every rank gives the bytes
+ * of each rank's model built and packed whole by protobuf-c. */
+static void test_export_rank_buffers(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  set_rank_shards(g, 4);
+  for (int k = 0; k < 2; k++) {
+    ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+    o.opset = k ? 21 : 17;
+    o.dialect = k ? CCG_ONNX_DIALECT_CCGRAPH : CCG_ONNX_DIALECT_ORT;
+    void *data[4];
+    size_t sizes[4];
+    assert_ok(g, ccg_onnx_export_rank_buffers(g, &o, data, sizes));
+    for (int r = 0; r < 4; r++) {
+      ccg_arena a;
+      ccg__arena_init(&a, NULL, 0);
+      Onnx__ModelProto *m = NULL;
+      assert_ok(g, ccg__onnx_build_model(g, &o, r, &a, NULL, &m));
+      size_t n = onnx__model_proto__get_packed_size(m);
+      uint8_t *whole = malloc(n);
+      assert_int_equal(onnx__model_proto__pack(m, whole), n);
+      assert_int_equal(sizes[r], n);
+      assert_memory_equal(data[r], whole, n);
+      void *one = NULL;
+      size_t one_size = 0;
+      o.rank = r;
+      assert_ok(g, ccg_onnx_export_buffer(g, &o, &one, &one_size));
+      o.rank = -1;
+      assert_int_equal(one_size, n);
+      assert_memory_equal(one, whole, n);
+      free(one);
+      free(whole);
+      ccg__arena_free(&a);
+    }
+    /* ranks 0 and 2 hold different fc1.weight data: different models */
+    assert_true(sizes[0] == sizes[2] &&
+                memcmp(data[0], data[2], sizes[0]) != 0);
+    for (int r = 0; r < 4; r++)
+      free(data[r]);
+  }
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_onnx_export_rank_buffers(g, NULL, NULL, NULL),
+               "no output buffers");
+  ccg_graph_free(g);
+}
+
 static void test_export_ranks_failure_leaves_nothing(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_megatron_mlp(4, 16);
@@ -742,6 +789,7 @@ int main(void) {
                                       remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
                                       remove_tmpdir),
+      cmocka_unit_test(test_export_rank_buffers),
       cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,
                                       make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_rank_graphs_all_or_nothing,
