@@ -167,6 +167,28 @@ ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
                                bool borrow_raw, bool *mapped, ccg_tensor *t);
 
+/* ---- inline weights kept out of protobuf-c (strip.c) -------------------- */
+
+/* A graph initializer's raw_data left in the source bytes. */
+typedef struct ccg__onnx_raw {
+  size_t init;         /* index in GraphProto.initializer */
+  const uint8_t *data; /* inside the source */
+  size_t len;
+} ccg__onnx_raw;
+typedef struct ccg__onnx_stripped {
+  uint8_t *data; /* the model without those raw_data fields; NULL: none */
+  size_t size;
+  ccg__onnx_raw *raw;
+  size_t n_raw;
+} ccg__onnx_stripped;
+/* A copy of a (wire-checked) model's bytes without the large raw_data of its
+ * graph's initializers, and where each was. out->data stays NULL where
+ * there is nothing to take out or the layout is one protobuf-c must merge
+ * (repeated graph or raw_data fields). Errors (OOM) on the thread. */
+ccg_status ccg__onnx_strip_raw(const uint8_t *data, size_t size,
+                               ccg__onnx_stripped *out);
+void ccg__onnx_stripped_free(ccg__onnx_stripped *s);
+
 /* ---- files (tensor_file.c, import.c) ----------------------------------- */
 
 /* Checks caller import options and fills defaults into *o (thread errors). */
