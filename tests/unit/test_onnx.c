@@ -672,6 +672,57 @@ static void test_export_rank_buffers(void **state) {
   ccg_graph_free(g);
 }
 
+/* Large inline weights are read from the model's bytes, not from
+ * protobuf-c's decoding (strip.c): a file and a buffer import give the same
+ * weights, and the model exported again gives the same bytes. */
+static void test_import_large_inline_weights(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,64]"), y, w, b;
+  static float wd[64 * 96], bd[96];
+  for (size_t i = 0; i < 64 * 96; i++)
+    wd[i] = (float)i * 0.25f;
+  for (size_t i = 0; i < 96; i++)
+    bd[i] = -(float)i;
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {64, 96}, wd}; /* 24 KiB: taken out */
+  ccg_tensor bt = {CCG_DTYPE_F32, 1, {96}, bd};     /* small: decoded */
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
+  assert_ok(g, ccg_graph_add_initializer(g, "b", &bt, &b));
+  assert_ok(g, ccg_matmul(g, x, w, &y));
+  assert_ok(g, ccg_add(g, y, b, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  void *a = NULL;
+  size_t na = 0;
+  assert_ok(g, ccg_onnx_export_buffer(g, NULL, &a, &na));
+  char path[600];
+  snprintf(path, sizeof path, "%s/inline.onnx", tmpdir);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = SIZE_MAX;
+  assert_ok(g, ccg_onnx_export_file(g, path, &o));
+  for (int from_file = 0; from_file < 2; from_file++) {
+    ccg_graph *h = NULL;
+    if (from_file)
+      assert_ok(NULL, ccg_onnx_import_file(path, NULL, &h));
+    else
+      assert_ok(NULL, ccg_onnx_import_buffer(a, na, NULL, NULL, &h));
+    ccg_value_id hw, hb;
+    assert_ok(h, ccg_graph_find_value(h, "w", &hw));
+    assert_ok(h, ccg_graph_find_value(h, "b", &hb));
+    assert_memory_equal(ccg_value_data(h, hw)->data, wd, sizeof wd);
+    assert_memory_equal(ccg_value_data(h, hb)->data, bd, sizeof bd);
+    void *again = NULL;
+    size_t n_again = 0;
+    assert_ok(h, ccg_onnx_export_buffer(h, NULL, &again, &n_again));
+    assert_int_equal(n_again, na);
+    assert_memory_equal(again, a, na);
+    free(again);
+    ccg_graph_free(h);
+  }
+  assert_int_equal(unlink(path), 0);
+  free(a);
+  ccg_graph_free(g);
+}
+
 static void test_export_ranks_failure_leaves_nothing(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_megatron_mlp(4, 16);
@@ -790,6 +841,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
                                       remove_tmpdir),
       cmocka_unit_test(test_export_rank_buffers),
+      cmocka_unit_test_setup_teardown(test_import_large_inline_weights,
+                                      make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,
                                       make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_rank_graphs_all_or_nothing,
