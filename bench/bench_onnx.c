@@ -8,7 +8,9 @@
  * touched beforehand; "x fresh": into newly allocated memory, the floor for
  * anything that makes a new copy, which first-touch page faults dominate on
  * some machines). Imported weights are
- * compared with the originals (not timed).
+ * compared with the originals (not timed). Each import also prints the
+ * resident memory it added at its peak (VmHWM, reset before the step, less
+ * VmRSS then) as a multiple of the weights' bytes.
  *
  * Structure: a transformer-like graph of about 100,000 nodes (MatMul, Add,
  * Gelu, Reshape, collectives on a dp x tp mesh, symbolic dims), exported and
@@ -19,6 +21,7 @@
  * Prints a table and one JSON line.
  * usage: bench_onnx [--weights-mb N] [--nodes N] [--dir DIR] */
 #include <errno.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,13 +145,45 @@ static double memcpy_seconds(const void *src, size_t bytes, double *fresh) {
 typedef struct row {
   const char *what;
   double seconds;
+  double peak; /* resident bytes the step added at its peak; 0: not read */
 } row;
+
+/* A field of /proc/self/status in bytes (VmRSS, VmHWM), or 0 where there is
+ * none. */
+static double status_bytes(const char *field) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  double kb = 0;
+  size_t n = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, field, n) && line[n] == ':')
+      kb = atof(line + n + 1);
+  if (f)
+    fclose(f);
+  return kb * 1024;
+}
+
+/* Starts a peak resident memory measurement: gives freed memory back,
+ * resets the kernel's VmHWM to the current VmRSS (Linux 4.0 on) and returns
+ * that. */
+static double peak_start(void) {
+  malloc_trim(0); /* what earlier steps freed is not counted as in use */
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+  return status_bytes("VmRSS");
+}
 
 static void print_rate(const row *r, double bytes, double t_memcpy,
                        double t_fresh) {
   double gbs = bytes / r->seconds / 1e9;
-  printf("%-24s %10.3f %10.2f %10.2fx %10.2fx\n", r->what, r->seconds, gbs,
+  printf("%-24s %10.3f %10.2f %10.2fx %10.2fx", r->what, r->seconds, gbs,
          t_memcpy / r->seconds, t_fresh / r->seconds);
+  if (r->peak > 0)
+    printf(" %10.2fx", r->peak / bytes);
+  printf("\n");
 }
 
 static void remove_file(const char *dir, const char *name) {
@@ -286,23 +321,29 @@ int main(int argc, char **argv) {
   }
   ccg_graph_free(wg);
 
+  double rss0 = peak_start();
   t0 = now();
   CHECK(NULL, ccg_onnx_import_file(ext_path, NULL, &back));
   w_rows[1].seconds = now() - t0;
+  w_rows[1].peak = status_bytes("VmHWM") - rss0;
   check_weights(back, n_w, "external");
   ccg_graph_free(back);
   remove_file(dir, "weights_ext.onnx");
   remove_file(dir, "weights_ext.onnx.data");
   if (inline_ok) {
+    rss0 = peak_start();
     t0 = now();
     CHECK(NULL, ccg_onnx_import_file(inl_path, NULL, &back));
     w_rows[3].seconds = now() - t0;
+    w_rows[3].peak = status_bytes("VmHWM") - rss0;
     check_weights(back, n_w, "inline");
     ccg_graph_free(back);
     remove_file(dir, "weights_inline.onnx");
+    rss0 = peak_start();
     t0 = now();
     CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
     w_rows[5].seconds = now() - t0;
+    w_rows[5].peak = status_bytes("VmHWM") - rss0;
     check_weights(back, n_w, "buffer");
     ccg_graph_free(back);
     free(buf);
@@ -310,8 +351,8 @@ int main(int argc, char **argv) {
 
   printf("weights: %d x f32 [%d,%d] = %.3f GB\n", n_w, SIDE, SIDE,
          (double)bytes / 1e9);
-  printf("%-24s %10s %10s %11s %11s\n", "step", "seconds", "GB/s", "x memcpy",
-         "x fresh");
+  printf("%-24s %10s %10s %11s %11s %11s\n", "step", "seconds", "GB/s",
+         "x memcpy", "x fresh", "peak RSS");
   printf("%-24s %10.3f %10.2f %10.2fx %10.2fx\n", "memcpy", t_memcpy,
          (double)bytes / t_memcpy / 1e9, 1.0, t_fresh / t_memcpy);
   printf("%-24s %10.3f %10.2f %10.2fx %10.2fx\n", "memcpy to new memory",
@@ -367,6 +408,9 @@ int main(int argc, char **argv) {
                                      "export_buffer", "import_buffer"};
   for (int i = 0; i < nw; i++)
     printf(",\"%s_x_memcpy\":%.3f", keys[i], t_memcpy / w_rows[i].seconds);
+  for (int i = 1; i < nw; i += 2)
+    printf(",\"%s_peak_x_weights\":%.3f", keys[i],
+           w_rows[i].peak / (double)bytes);
   printf(",\"nodes\":%zu,\"build_nodes_per_s\":%.0f", n, (double)n / t_build);
   static const char *const skeys[] = {"export_buffer", "import_buffer",
                                       "export_file", "import_file"};

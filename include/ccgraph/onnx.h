@@ -74,6 +74,16 @@ CCG_API ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                                           const ccg_onnx_export_options *opts,
                                           void **data, size_t *size);
 
+/* One model per rank of g's mesh (a graph without a mesh has one rank) in
+ * memory, every initializer inline: data[r] and sizes[r] for each rank r
+ * (arrays of the mesh's world size), the bytes ccg_onnx_export_buffer gives
+ * with opts->rank = r. The model is built once for all ranks; opts->rank is
+ * ignored. "new": each data[r] is freed with free(); on failure none is
+ * left allocated. */
+CCG_API ccg_status
+ccg_onnx_export_rank_buffers(ccg_graph *g, const ccg_onnx_export_options *opts,
+                             void **data, size_t *sizes);
+
 /* One model per rank of g's mesh (a graph without a mesh has one rank):
  * dir/<name>.rank<r>.onnx, each with that rank's initializer data
  * (ccg_graph_set_initializer_rank_data) or else the common data. A missing

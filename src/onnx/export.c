@@ -3,7 +3,6 @@
  * a type code, Gelu a model-local function below opset 20, and collectives
  * com.microsoft ops in the ORT dialect. Everything is allocated in one arena
  * and the model is deterministic: equal graphs give equal bytes. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +108,26 @@ static ccg_status add_initializer(ex *e, const ccg_tensor *t, const char *name,
     return ccg__error(&e->g->ctx, CCG_STATUS_INTERNAL,
                       "ONNX export: initializer table overflow at '%s'", name);
   e->gp->initializer[e->gp->n_initializer++] = tp;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
+                                       const ccg_onnx_export_options *o,
+                                       int64_t rank, ccg_arena *a,
+                                       ccg__onnx_ext *ext,
+                                       Onnx__TensorProto **out) {
+  for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
+    ccg_value_id v = ccg_graph_initializer(g, i);
+    Onnx__TensorProto *tp = ccg__arena_alloc(a, sizeof *tp, 8);
+    if (!tp)
+      return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
+                        ccg_graph_name(g));
+    onnx__tensor_proto__init(tp);
+    CCG_CHECK(ccg__onnx_tensor_out(&g->ctx, a, ccg_value_rank_data(g, v, rank),
+                                   ccg_value_name(g, v), ext,
+                                   o->external_threshold, tp));
+    out[i] = tp;
+  }
   return CCG_STATUS_OK;
 }
 
@@ -498,11 +517,9 @@ static ccg_status graph_proto(ex *e) {
   for (size_t i = 0; i < ccg_graph_num_inputs(g); i++)
     CCG_CHECK(value_info(e, ccg_graph_input(g, i), &gp->input[i]));
   gp->n_input = ccg_graph_num_inputs(g);
-  for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
-    ccg_value_id v = ccg_graph_initializer(g, i);
-    CCG_CHECK(add_initializer(e, ccg_value_rank_data(g, v, e->rank),
-                              ccg_value_name(g, v), true));
-  }
+  CCG_CHECK(ccg__onnx_rank_initializers(g, e->o, e->rank, e->a, e->ext,
+                                        gp->initializer));
+  gp->n_initializer = ccg_graph_num_initializers(g);
   for (ccg_node_id n = 0; n < nn; n++)
     CCG_CHECK(node_proto(e, n, &gp->node[n]));
   gp->n_node = nn;
@@ -634,79 +651,5 @@ ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
   CCG_CHECK(opsets_and_meta(e, m));
   CCG_CHECK(functions(e, m));
   *out = m;
-  return CCG_STATUS_OK;
-}
-
-static ccg_status packed_size(ccg_graph *g, const Onnx__ModelProto *m,
-                              size_t *n) {
-  *n = onnx__model_proto__get_packed_size(m);
-  if (*n > (size_t)INT32_MAX)
-    return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
-                      "graph '%s': the ONNX model would be %zu bytes, over "
-                      "protobuf's 2 GiB limit (lower external_threshold)",
-                      ccg_graph_name(g), *n);
-  return CCG_STATUS_OK;
-}
-
-ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
-                          size_t *size) {
-  size_t n;
-  CCG_CHECK(packed_size(g, m, &n));
-  uint8_t *buf = malloc(n ? n : 1);
-  if (!buf)
-    return ccg__error(&g->ctx, CCG_STATUS_OOM,
-                      "graph '%s': %zu bytes for the ONNX model",
-                      ccg_graph_name(g), n);
-  size_t w = onnx__model_proto__pack(m, buf);
-  if (w != n) {
-    free(buf);
-    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
-                      "graph '%s': packed %zu of %zu bytes", ccg_graph_name(g),
-                      w, n);
-  }
-  *data = buf;
-  *size = n;
-  return CCG_STATUS_OK;
-}
-
-/* protobuf-c hands over each field as it packs it; large bytes fields
- * (inline weights) come straight from the graph, so nothing the size of
- * the model is allocated on the way to the file. */
-typedef struct file_sink {
-  ProtobufCBuffer base;
-  FILE *f;
-  size_t written;
-  int err; /* errno of the first failed write, or 0 */
-} file_sink;
-
-static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
-  file_sink *s = (file_sink *)b;
-  if (s->err || !len)
-    return;
-  if (fwrite(data, 1, len, s->f) != len)
-    s->err = errno ? errno : EIO;
-  else
-    s->written += len;
-}
-
-ccg_status ccg__onnx_pack_file(ccg_graph *g, const Onnx__ModelProto *m,
-                               const char *path) {
-  size_t n;
-  CCG_CHECK(packed_size(g, m, &n));
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
-                      strerror(errno));
-  file_sink s = {{sink_append}, f, 0, 0};
-  onnx__model_proto__pack_to_buffer(m, &s.base);
-  if (fclose(f) != 0 && !s.err)
-    s.err = errno ? errno : EIO;
-  if (s.err)
-    return ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
-                      strerror(s.err));
-  if (s.written != n)
-    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
-                      "graph '%s': packed %zu of %zu bytes", ccg_graph_name(g),
-                      s.written, n);
   return CCG_STATUS_OK;
 }

@@ -20,13 +20,37 @@ ccg_status ccg_onnx_export_buffer(ccg_graph *g,
                       "ONNX export: no output buffer");
   ccg_onnx_export_options o;
   CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
-  ccg_arena a;
-  ccg__arena_init(&a, &g->alloc, 0);
-  Onnx__ModelProto *m = NULL;
-  ccg_status st = ccg__onnx_build_model(g, &o, o.rank, &a, NULL, &m);
-  if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack(g, m, data, size);
-  ccg__arena_free(&a);
+  ccg__onnx_shared *sh = NULL;
+  CCG_CHECK(ccg__onnx_shared_new(g, &o, o.rank, NULL, &sh));
+  ccg_status st = ccg__onnx_shared_pack(sh, o.rank, data, size);
+  ccg__onnx_shared_free(sh);
+  return st;
+}
+
+ccg_status ccg_onnx_export_rank_buffers(ccg_graph *g,
+                                        const ccg_onnx_export_options *opts,
+                                        void **data, size_t *sizes) {
+  if (!g)
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "ONNX export: no graph");
+  if (!data || !sizes)
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "ONNX export: no output buffers");
+  ccg_onnx_export_options o;
+  CCG_CHECK(ccg__onnx_export_opts(g, opts, &o));
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  size_t world = mesh ? (size_t)ccg_mesh_world_size(mesh) : 1;
+  ccg__onnx_shared *sh = NULL;
+  CCG_CHECK(ccg__onnx_shared_new(g, &o, 0, NULL, &sh));
+  ccg_status st = CCG_STATUS_OK;
+  size_t r = 0;
+  for (; r < world && st == CCG_STATUS_OK; r++)
+    st = ccg__onnx_shared_pack(sh, (int64_t)r, &data[r], &sizes[r]);
+  ccg__onnx_shared_free(sh);
+  if (st != CCG_STATUS_OK) /* r - 1 failed: nothing is handed out */
+    for (size_t k = 0; k + 1 < r; k++) {
+      free(data[k]);
+      data[k] = NULL;
+    }
   return st;
 }
 
@@ -67,7 +91,8 @@ static void pending_discard(pending *p) {
 
 /* Writes the model for `rank` to p->tmp (and its data to p->data_tmp). */
 static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
-                                int64_t rank, pending *p) {
+                                int64_t rank, pending *p,
+                                ccg__onnx_shared **sh) {
   char suffix[48];
   snprintf(suffix, sizeof suffix, ".tmp%ld", (long)getpid());
   p->data_path = join(p->path, ".data");
@@ -78,17 +103,16 @@ static ccg_status write_pending(ccg_graph *g, const ccg_onnx_export_options *o,
   const char *base = strrchr(p->data_path, '/');
   ccg__onnx_ext ext = {NULL, p->data_tmp, base ? base + 1 : p->data_path, 0,
                        false};
-  ccg_arena a;
-  ccg__arena_init(&a, &g->alloc, 0);
-  Onnx__ModelProto *m = NULL;
-  ccg_status st = ccg__onnx_build_model(g, o, rank, &a, &ext, &m);
+  /* the first rank of a graph builds the model its other ranks share */
+  ccg_status st = CCG_STATUS_OK;
+  if (!*sh)
+    st = ccg__onnx_shared_new(g, o, rank, &ext, sh);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_shared_pack_file(*sh, rank, &ext, p->tmp);
   if (ext.file && fclose(ext.file) != 0 && st == CCG_STATUS_OK)
     st = ccg__error(&g->ctx, CCG_STATUS_IO, "writing '%s': %s", p->data_tmp,
                     strerror(errno));
   p->has_data = ext.used;
-  if (st == CCG_STATUS_OK)
-    st = ccg__onnx_pack_file(g, m, p->tmp);
-  ccg__arena_free(&a);
   if (st != CCG_STATUS_OK)
     ccg__error_prefix(&g->ctx, "exporting '%s'", p->path);
   return st;
@@ -115,10 +139,17 @@ static ccg_status export_all(ccg_graph *const *gs,
                              size_t n, bool per_rank) {
   ccg_status st = CCG_STATUS_OK;
   size_t bad = n; /* the rank whose step failed */
-  for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
-    if ((st = write_pending(gs[r], o, per_rank ? (int64_t)r : o->rank,
-                            &ps[r])) != CCG_STATUS_OK)
+  ccg__onnx_shared *sh = NULL;
+  for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++) {
+    if (r && gs[r] != gs[r - 1]) { /* a program: one graph per rank */
+      ccg__onnx_shared_free(sh);
+      sh = NULL;
+    }
+    if ((st = write_pending(gs[r], o, per_rank ? (int64_t)r : o->rank, &ps[r],
+                            &sh)) != CCG_STATUS_OK)
       bad = r;
+  }
+  ccg__onnx_shared_free(sh);
   for (size_t r = 0; r < n && st == CCG_STATUS_OK; r++)
     if ((st = commit(gs[r], &ps[r])) != CCG_STATUS_OK)
       bad = r;

@@ -4,6 +4,8 @@
  * split) must be constants and become attributes again; the constants that only
  * fed them are dropped, which is what makes export -> import -> export give the
  * same bytes. */
+/* madvise is outside POSIX (glibc: _DEFAULT_SOURCE). */
+#define _DEFAULT_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -344,6 +346,17 @@ static ccg_status graph_input(im *m, const Onnx__ValueInfoProto *vi) {
   return CCG_STATUS_OK;
 }
 
+/* The whole pages of a mapped model file inside [p, p + n): read, no
+ * longer needed. A private read-only mapping reads them again from the
+ * file if touched, so this only lowers the import's peak memory. */
+static void drop_pages(const uint8_t *p, size_t n) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+  uintptr_t hi = ((uintptr_t)p + n) & ~(page - 1);
+  if (hi > lo)
+    (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 static ccg_status initializers(im *m) {
   for (size_t i = 0; i < m->gp->n_initializer; i++) {
     if (ccg__onnx_dropped(m, (uint32_t)i))
@@ -355,13 +368,16 @@ static ccg_status initializers(im *m) {
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
-    bool lend = mapped || (m->lend_raw && tp->has_raw_data && t.data &&
-                           (uintptr_t)t.data % 64 == 0);
+    bool outside = m->outside && m->outside[i];
+    bool lend = mapped || (!outside && m->lend_raw && tp->has_raw_data &&
+                           t.data && (uintptr_t)t.data % 64 == 0);
     ccg_status st =
         lend ? ccg__graph_add_initializer_borrowed(m->g, name, &t, NULL)
              : ccg_graph_add_initializer(m->g, name, &t, NULL);
     if (st != CCG_STATUS_OK)
       return from_graph(m);
+    if (outside && m->drop_pages)
+      drop_pages(tp->raw_data.data, tp->raw_data.len);
   }
   return CCG_STATUS_OK;
 }
@@ -475,10 +491,12 @@ ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
 
 /* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
  * without a limit), then protobuf-c through an allocator capped at
- * max_bytes. The model must be freed through the same cap. */
+ * max_bytes. The graph's large inline weights are taken out first and
+ * left where they are (stripped->raw says where). The model must be freed
+ * through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                          const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
-                         Onnx__ModelProto **out) {
+                         ccg__onnx_stripped *stripped, Onnx__ModelProto **out) {
   if (size > o->max_bytes)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: the model is %zu bytes, over the import's byte "
@@ -486,8 +504,16 @@ static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                       what, size, o->max_bytes);
   if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
     return ccg__error_prefix(NULL, "%s", what);
+  CCG_CHECK(ccg__onnx_strip_raw(data, size, stripped));
+  if (stripped->data) {
+    data = stripped->data;
+    size = stripped->size;
+  }
   ccg__onnx_capped_allocator_init(cap, o->max_bytes);
   *out = onnx__model_proto__unpack(ccg__onnx_capped_allocator(cap), size, data);
+  /* protobuf-c keeps nothing of the bytes it decoded */
+  free(stripped->data);
+  stripped->data = NULL;
   bool exceeded = ccg__onnx_cap_exceeded(cap);
   if (!*out)
     ccg__onnx_cap_release(cap); /* what protobuf-c left behind */
@@ -536,10 +562,35 @@ static ccg_status lend_decoded(im *m, ccg__onnx_cap *cap, bool *owned) {
   return CCG_STATUS_OK;
 }
 
+/* Points the initializers whose raw_data was left in the source at it, and
+ * marks them in *outside (NULL when there are none). */
+static ccg_status restore_raw(const ccg__onnx_stripped *s, Onnx__GraphProto *gp,
+                              bool **outside) {
+  *outside = NULL;
+  if (!s->n_raw)
+    return CCG_STATUS_OK;
+  *outside = calloc(gp->n_initializer + 1, sizeof **outside);
+  if (!*outside)
+    return ccg__error(NULL, CCG_STATUS_OOM, "indexing inline weights");
+  for (size_t i = 0; i < s->n_raw; i++) {
+    const ccg__onnx_raw *r = &s->raw[i];
+    if (r->init >= gp->n_initializer || gp->initializer[r->init]->has_raw_data)
+      return ccg__error(NULL, CCG_STATUS_INTERNAL,
+                        "inline weight %zu of %zu initializers", r->init,
+                        gp->n_initializer);
+    Onnx__TensorProto *tp = gp->initializer[r->init];
+    tp->has_raw_data = 1;
+    tp->raw_data.data = (uint8_t *)r->data;
+    tp->raw_data.len = r->len;
+    (*outside)[r->init] = true;
+  }
+  return CCG_STATUS_OK;
+}
+
 static ccg_status import_model(const char *what, const void *data, size_t size,
                                const char *base_dir,
                                const ccg_onnx_import_options *opts,
-                               ccg_graph **out) {
+                               bool mapped_file, ccg_graph **out) {
   if (!out || (!data && size))
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ONNX import: no data or no output pointer");
@@ -548,15 +599,21 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   CCG_CHECK(ccg__onnx_import_opts(opts, &o));
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
-  CCG_CHECK(unpack(what, data, size, &o, &cap, &mp));
+  ccg__onnx_stripped stripped = {0};
+  ccg_status st = unpack(what, data, size, &o, &cap, &stripped, &mp);
+  if (st != CCG_STATUS_OK) {
+    ccg__onnx_stripped_free(&stripped);
+    return st;
+  }
   bool owned = false; /* the graph owns the decoded model (lend_decoded) */
+  bool *outside = NULL;
   im m;
   memset(&m, 0, sizeof m);
   m.o = &o;
   m.src = (ccg__onnx_src){what, base_dir, o.max_bytes - size, NULL, NULL};
   m.m = mp;
   m.gp = mp->graph;
-  ccg_status st = CCG_STATUS_OK;
+  m.drop_pages = mapped_file;
   if (!m.gp) {
     st = ccg__error(NULL, CCG_STATUS_PARSE, "%s: not an ONNX model: no graph",
                     what);
@@ -568,7 +625,14 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   if (o.map_external_data)
     m.src.owner = m.g;
+  /* before the weights left in the source count as decoded raw data */
   CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
+  st = restore_raw(&stripped, mp->graph, &outside);
+  if (st != CCG_STATUS_OK) {
+    ccg_graph_free(m.g);
+    goto out;
+  }
+  m.outside = outside;
   ccg__arena_init(&m.a, NULL, 0);
   ccg__arena_init(&m.node_a, NULL, 0);
   ccg__strmap_init(&m.consts, NULL);
@@ -581,6 +645,8 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   else
     ccg_graph_free(m.g);
 out:
+  free(outside);
+  ccg__onnx_stripped_free(&stripped);
   if (!owned)
     ccg__onnx_cap_release(&cap); /* frees mp */
   return st;
@@ -590,7 +656,7 @@ ccg_status ccg_onnx_import_buffer(const void *data, size_t size,
                                   const char *base_dir,
                                   const ccg_onnx_import_options *opts,
                                   ccg_graph **out) {
-  return import_model("<buffer>", data, size, base_dir, opts, out);
+  return import_model("<buffer>", data, size, base_dir, opts, false, out);
 }
 
 ccg_status ccg__onnx_file_read(const char *path, size_t max_bytes,
@@ -691,7 +757,7 @@ ccg_status ccg_onnx_import_file(const char *path,
   if (st == CCG_STATUS_OK)
     st = ccg__onnx_dir_of(path, &dir, &base);
   if (st == CCG_STATUS_OK)
-    st = import_model(path, f.data, f.size, base, &o, out);
+    st = import_model(path, f.data, f.size, base, &o, f.mapped, out);
   free(dir);
   ccg__onnx_file_free(&f);
   return st;

@@ -22,6 +22,11 @@ typedef struct im {
    * by output name, with their use counts. */
   ccg_strmap consts;
   uint32_t *uses, *slot_uses;
+  /* initializers whose raw_data is read from the source, not from the
+   * decoded model (strip.c): copied, never lent; with drop_pages the source
+   * is a mapped file whose pages are let go once copied */
+  const bool *outside;
+  bool drop_pages;
 } im;
 
 /* Index of the input that holds a normalized attribute (axes, split) at the

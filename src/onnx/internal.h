@@ -65,12 +65,33 @@ typedef struct ccg__onnx_ext {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out);
-/* Serializes a built model into malloc'd memory. */
-ccg_status ccg__onnx_pack(ccg_graph *g, const Onnx__ModelProto *m, void **data,
-                          size_t *size);
-/* The same, written to a new file at `path` as it is packed. */
-ccg_status ccg__onnx_pack_file(ccg_graph *g, const Onnx__ModelProto *m,
-                               const char *path);
+/* The TensorProtos of g's initializers (graph order) with rank's data
+ * (-1 = common data), allocated in `a`, into out[0..num_initializers); ext
+ * NULL keeps them inline. The first entries of a built model's
+ * GraphProto.initializer are these. Errors go to g. */
+ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
+                                       const ccg_onnx_export_options *o,
+                                       int64_t rank, ccg_arena *a,
+                                       ccg__onnx_ext *ext,
+                                       Onnx__TensorProto **out);
+
+/* One model packed for several ranks of one graph: everything but the
+ * graph's own initializers is built and serialized once (export_shared.c). */
+typedef struct ccg__onnx_shared ccg__onnx_shared;
+/* Builds g's model for `first` rank (its initializers written through ext)
+ * and packs the parts every rank shares. "new": freed with
+ * ccg__onnx_shared_free. Errors go to g. */
+ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
+                                int64_t first, ccg__onnx_ext *ext,
+                                ccg__onnx_shared **out);
+void ccg__onnx_shared_free(ccg__onnx_shared *sh);
+/* The model of `rank` into malloc'd memory, or written to a new file at
+ * `path` (ext: where that rank's external data goes; NULL inline). The
+ * bytes equal ccg__onnx_pack of ccg__onnx_build_model for that rank. */
+ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
+                                 void **data, size_t *size);
+ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
+                                      ccg__onnx_ext *ext, const char *path);
 /* Checks and fills defaults of caller options into *o (errors on g). */
 ccg_status ccg__onnx_export_opts(ccg_graph *g,
                                  const ccg_onnx_export_options *in,
@@ -145,6 +166,28 @@ typedef struct ccg__onnx_src {
 ccg_status ccg__onnx_tensor_in(ccg__onnx_src *src, ccg_arena *a,
                                const Onnx__TensorProto *tp, const char *role,
                                bool borrow_raw, bool *mapped, ccg_tensor *t);
+
+/* ---- inline weights kept out of protobuf-c (strip.c) -------------------- */
+
+/* A graph initializer's raw_data left in the source bytes. */
+typedef struct ccg__onnx_raw {
+  size_t init;         /* index in GraphProto.initializer */
+  const uint8_t *data; /* inside the source */
+  size_t len;
+} ccg__onnx_raw;
+typedef struct ccg__onnx_stripped {
+  uint8_t *data; /* the model without those raw_data fields; NULL: none */
+  size_t size;
+  ccg__onnx_raw *raw;
+  size_t n_raw;
+} ccg__onnx_stripped;
+/* A copy of a (wire-checked) model's bytes without the large raw_data of its
+ * graph's initializers, and where each was. out->data stays NULL where
+ * there is nothing to take out or the layout is one protobuf-c must merge
+ * (repeated graph or raw_data fields). Errors (OOM) on the thread. */
+ccg_status ccg__onnx_strip_raw(const uint8_t *data, size_t size,
+                               ccg__onnx_stripped *out);
+void ccg__onnx_stripped_free(ccg__onnx_stripped *s);
 
 /* ---- files (tensor_file.c, import.c) ----------------------------------- */
 

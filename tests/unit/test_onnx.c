@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "onnx.pb-c.h"
+#include "onnx/internal.h"
 #include "onnx_graphs.h"
 
 #ifndef CCG_ONNX_OUT_DIR
@@ -625,6 +626,103 @@ static void test_export_ranks(void **state) {
   ccg_graph_free(g);
 }
 
+/* The model built once and packed in parts for every rank gives the bytes
+ * of each rank's model built and packed whole by protobuf-c. */
+static void test_export_rank_buffers(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 16);
+  set_rank_shards(g, 4);
+  for (int k = 0; k < 2; k++) {
+    ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+    o.opset = k ? 21 : 17;
+    o.dialect = k ? CCG_ONNX_DIALECT_CCGRAPH : CCG_ONNX_DIALECT_ORT;
+    void *data[4];
+    size_t sizes[4];
+    assert_ok(g, ccg_onnx_export_rank_buffers(g, &o, data, sizes));
+    for (int r = 0; r < 4; r++) {
+      ccg_arena a;
+      ccg__arena_init(&a, NULL, 0);
+      Onnx__ModelProto *m = NULL;
+      assert_ok(g, ccg__onnx_build_model(g, &o, r, &a, NULL, &m));
+      size_t n = onnx__model_proto__get_packed_size(m);
+      uint8_t *whole = malloc(n);
+      assert_int_equal(onnx__model_proto__pack(m, whole), n);
+      assert_int_equal(sizes[r], n);
+      assert_memory_equal(data[r], whole, n);
+      void *one = NULL;
+      size_t one_size = 0;
+      o.rank = r;
+      assert_ok(g, ccg_onnx_export_buffer(g, &o, &one, &one_size));
+      o.rank = -1;
+      assert_int_equal(one_size, n);
+      assert_memory_equal(one, whole, n);
+      free(one);
+      free(whole);
+      ccg__arena_free(&a);
+    }
+    /* ranks 0 and 2 hold different fc1.weight data: different models */
+    assert_true(sizes[0] == sizes[2] &&
+                memcmp(data[0], data[2], sizes[0]) != 0);
+    for (int r = 0; r < 4; r++)
+      free(data[r]);
+  }
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_onnx_export_rank_buffers(g, NULL, NULL, NULL),
+               "no output buffers");
+  ccg_graph_free(g);
+}
+
+/* Large inline weights are read from the model's bytes, not from
+ * protobuf-c's decoding (strip.c): a file and a buffer import give the same
+ * weights, and the model exported again gives the same bytes. */
+static void test_import_large_inline_weights(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,64]"), y, w, b;
+  static float wd[64 * 96], bd[96];
+  for (size_t i = 0; i < 64 * 96; i++)
+    wd[i] = (float)i * 0.25f;
+  for (size_t i = 0; i < 96; i++)
+    bd[i] = -(float)i;
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {64, 96}, wd}; /* 24 KiB: taken out */
+  ccg_tensor bt = {CCG_DTYPE_F32, 1, {96}, bd};     /* small: decoded */
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
+  assert_ok(g, ccg_graph_add_initializer(g, "b", &bt, &b));
+  assert_ok(g, ccg_matmul(g, x, w, &y));
+  assert_ok(g, ccg_add(g, y, b, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  void *a = NULL;
+  size_t na = 0;
+  assert_ok(g, ccg_onnx_export_buffer(g, NULL, &a, &na));
+  char path[600];
+  snprintf(path, sizeof path, "%s/inline.onnx", tmpdir);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = SIZE_MAX;
+  assert_ok(g, ccg_onnx_export_file(g, path, &o));
+  for (int from_file = 0; from_file < 2; from_file++) {
+    ccg_graph *h = NULL;
+    if (from_file)
+      assert_ok(NULL, ccg_onnx_import_file(path, NULL, &h));
+    else
+      assert_ok(NULL, ccg_onnx_import_buffer(a, na, NULL, NULL, &h));
+    ccg_value_id hw, hb;
+    assert_ok(h, ccg_graph_find_value(h, "w", &hw));
+    assert_ok(h, ccg_graph_find_value(h, "b", &hb));
+    assert_memory_equal(ccg_value_data(h, hw)->data, wd, sizeof wd);
+    assert_memory_equal(ccg_value_data(h, hb)->data, bd, sizeof bd);
+    void *again = NULL;
+    size_t n_again = 0;
+    assert_ok(h, ccg_onnx_export_buffer(h, NULL, &again, &n_again));
+    assert_int_equal(n_again, na);
+    assert_memory_equal(again, a, na);
+    free(again);
+    ccg_graph_free(h);
+  }
+  assert_int_equal(unlink(path), 0);
+  free(a);
+  ccg_graph_free(g);
+}
+
 static void test_export_ranks_failure_leaves_nothing(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_megatron_mlp(4, 16);
@@ -742,6 +840,9 @@ int main(void) {
                                       remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
                                       remove_tmpdir),
+      cmocka_unit_test(test_export_rank_buffers),
+      cmocka_unit_test_setup_teardown(test_import_large_inline_weights,
+                                      make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,
                                       make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_rank_graphs_all_or_nothing,

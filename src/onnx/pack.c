@@ -1,0 +1,265 @@
+/* Serialization of built models. The ranks of one SPMD graph differ only in
+ * their initializers' data, so the model is built once and packed in parts:
+ * protobuf-c writes a message's fields in field-number order, so a message's
+ * bytes are the bytes of its fields' ranges laid end to end. ModelProto is
+ * [fields before graph][graph][fields after]; GraphProto is [node, name]
+ * [initializer][the rest]. Everything but the initializer range is packed
+ * once; each rank packs its initializers and copies the rest around them,
+ * which gives exactly the bytes a whole-model pack gives. */
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx/internal.h"
+
+enum {
+  MODEL_GRAPH_FIELD = 7, /* ModelProto.graph */
+  GRAPH_INIT_FIELD = 5,  /* GraphProto.initializer */
+  LAST_FIELD = 0x1fffffff
+};
+
+struct ccg__onnx_shared {
+  ccg_graph *g;
+  ccg_onnx_export_options o;
+  int64_t first;        /* the rank the model was built for */
+  ccg_arena a;          /* the model */
+  ccg_arena rank_arena; /* one rank's initializers, reset per rank */
+  Onnx__ModelProto *m;
+  Onnx__GraphProto init_only; /* the graph with only its initializers */
+  size_t n_graph_init;        /* the graph's own; const inputs follow */
+  /* packed parts: model before the graph field, graph before and after
+   * its initializers, model after the graph field */
+  uint8_t *part[4];
+  size_t part_len[4];
+};
+
+enum { P_MODEL_PRE, P_GRAPH_PRE, P_GRAPH_POST, P_MODEL_POST };
+
+static ccg_status oom(ccg_graph *g) {
+  return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
+                    ccg_graph_name(g));
+}
+
+/* A copy of msg (into out, sizeof_message bytes) keeping only the fields
+ * numbered lo..hi. ONNX is proto2 without required fields: every field is
+ * absent by its count, its has_ flag, its oneof case or a NULL pointer. */
+static void keep_fields(const ProtobufCMessage *msg, uint32_t lo, uint32_t hi,
+                        ProtobufCMessage *out) {
+  const ProtobufCMessageDescriptor *d = msg->descriptor;
+  memcpy(out, msg, d->sizeof_message);
+  uint8_t *base = (uint8_t *)out;
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->id >= lo && f->id <= hi)
+      continue;
+    if (f->label == PROTOBUF_C_LABEL_REPEATED)
+      *(size_t *)(base + f->quantifier_offset) = 0;
+    else if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
+      *(uint32_t *)(base + f->quantifier_offset) = 0;
+    else if (f->quantifier_offset)
+      *(protobuf_c_boolean *)(base + f->quantifier_offset) = 0;
+    else if (f->type == PROTOBUF_C_TYPE_STRING ||
+             f->type == PROTOBUF_C_TYPE_MESSAGE)
+      *(void **)(base + f->offset) = NULL;
+  }
+}
+
+static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
+                            uint32_t lo, uint32_t hi, int part) {
+  union {
+    Onnx__ModelProto m;
+    Onnx__GraphProto g;
+  } copy;
+  assert(msg->descriptor->sizeof_message <= sizeof copy);
+  keep_fields(msg, lo, hi, &copy.m.base);
+  size_t n = protobuf_c_message_get_packed_size(&copy.m.base);
+  sh->part[part] = ccg__arena_alloc(&sh->a, n ? n : 1, 1);
+  if (!sh->part[part])
+    return oom(sh->g);
+  sh->part_len[part] = protobuf_c_message_pack(&copy.m.base, sh->part[part]);
+  if (sh->part_len[part] != n)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': packed %zu of %zu bytes",
+                      ccg_graph_name(sh->g), sh->part_len[part], n);
+  return CCG_STATUS_OK;
+}
+
+void ccg__onnx_shared_free(ccg__onnx_shared *sh) {
+  if (!sh)
+    return;
+  ccg__arena_free(&sh->rank_arena);
+  ccg__arena_free(&sh->a);
+  free(sh);
+}
+
+ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
+                                int64_t first, ccg__onnx_ext *ext,
+                                ccg__onnx_shared **out) {
+  ccg__onnx_shared *sh = calloc(1, sizeof *sh);
+  if (!sh)
+    return oom(g);
+  sh->g = g;
+  sh->o = *o;
+  sh->first = first;
+  ccg__arena_init(&sh->a, &g->alloc, 0);
+  ccg__arena_init(&sh->rank_arena, &g->alloc, 0);
+  sh->n_graph_init = ccg_graph_num_initializers(g);
+  ccg_status st = ccg__onnx_build_model(g, &sh->o, first, &sh->a, ext, &sh->m);
+  if (st == CCG_STATUS_OK &&
+      (sh->m->base.n_unknown_fields || sh->m->graph->base.n_unknown_fields)) {
+    /* protobuf-c writes unknown fields last: they would not be where the
+     * parts put them */
+    st = ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                    "graph '%s': built model has unknown fields",
+                    ccg_graph_name(g));
+  }
+  const ProtobufCMessage *mm = &sh->m->base, *gm = &sh->m->graph->base;
+  if (st == CCG_STATUS_OK)
+    st = pack_part(sh, mm, 1, MODEL_GRAPH_FIELD - 1, P_MODEL_PRE);
+  if (st == CCG_STATUS_OK)
+    st = pack_part(sh, gm, 1, GRAPH_INIT_FIELD - 1, P_GRAPH_PRE);
+  if (st == CCG_STATUS_OK)
+    st = pack_part(sh, gm, GRAPH_INIT_FIELD + 1, LAST_FIELD, P_GRAPH_POST);
+  if (st == CCG_STATUS_OK)
+    st = pack_part(sh, mm, MODEL_GRAPH_FIELD + 1, LAST_FIELD, P_MODEL_POST);
+  if (st == CCG_STATUS_OK)
+    keep_fields(gm, GRAPH_INIT_FIELD, GRAPH_INIT_FIELD, &sh->init_only.base);
+  if (st != CCG_STATUS_OK) {
+    ccg__onnx_shared_free(sh);
+    return st;
+  }
+  *out = sh;
+  return CCG_STATUS_OK;
+}
+
+/* The graph field's tag and length (a base-128 varint). */
+static size_t graph_head(size_t graph_len, uint8_t *out) {
+  out[0] =
+      (uint8_t)(MODEL_GRAPH_FIELD << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
+  size_t n = 1;
+  uint64_t v = graph_len;
+  for (; v >= 0x80; v >>= 7)
+    out[n++] = (uint8_t)(v | 0x80);
+  out[n++] = (uint8_t)v;
+  return n;
+}
+
+/* Points init_only at rank's initializers (the first rank's are the
+ * model's own) and returns the whole model's size. */
+static ccg_status rank_parts(ccg__onnx_shared *sh, int64_t rank,
+                             ccg__onnx_ext *ext, size_t *graph_len,
+                             size_t *init_len, size_t *total) {
+  Onnx__GraphProto *gp = sh->m->graph;
+  sh->init_only.initializer = gp->initializer;
+  if (rank != sh->first) {
+    ccg__arena_reset(&sh->rank_arena);
+    size_t n = gp->n_initializer;
+    Onnx__TensorProto **inits =
+        ccg__arena_calloc(&sh->rank_arena, n + 1, sizeof *inits);
+    if (!inits)
+      return oom(sh->g);
+    CCG_CHECK(ccg__onnx_rank_initializers(sh->g, &sh->o, rank, &sh->rank_arena,
+                                          ext, inits));
+    /* the constant inputs made from attributes hold no rank data */
+    memcpy(inits + sh->n_graph_init, gp->initializer + sh->n_graph_init,
+           (n - sh->n_graph_init) * sizeof *inits);
+    sh->init_only.initializer = inits;
+  }
+  *init_len = protobuf_c_message_get_packed_size(&sh->init_only.base);
+  *graph_len =
+      sh->part_len[P_GRAPH_PRE] + *init_len + sh->part_len[P_GRAPH_POST];
+  uint8_t tag[16];
+  size_t head = graph_head(*graph_len, tag);
+  *total = sh->part_len[P_MODEL_PRE] + head + *graph_len +
+           sh->part_len[P_MODEL_POST];
+  if (*total > (size_t)INT32_MAX)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "graph '%s': the ONNX model would be %zu bytes, over "
+                      "protobuf's 2 GiB limit (lower external_threshold)",
+                      ccg_graph_name(sh->g), *total);
+  return CCG_STATUS_OK;
+}
+
+static uint8_t *put(uint8_t *p, const void *src, size_t n) {
+  if (n)
+    memcpy(p, src, n);
+  return p + n;
+}
+
+ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
+                                 void **data, size_t *size) {
+  size_t graph_len, init_len, n;
+  CCG_CHECK(rank_parts(sh, rank, NULL, &graph_len, &init_len, &n));
+  uint8_t *buf = malloc(n ? n : 1);
+  if (!buf)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_OOM,
+                      "graph '%s': %zu bytes for the ONNX model",
+                      ccg_graph_name(sh->g), n);
+  uint8_t head[16];
+  uint8_t *p = put(buf, sh->part[P_MODEL_PRE], sh->part_len[P_MODEL_PRE]);
+  p = put(p, head, graph_head(graph_len, head));
+  p = put(p, sh->part[P_GRAPH_PRE], sh->part_len[P_GRAPH_PRE]);
+  size_t w = protobuf_c_message_pack(&sh->init_only.base, p);
+  p += w;
+  p = put(p, sh->part[P_GRAPH_POST], sh->part_len[P_GRAPH_POST]);
+  p = put(p, sh->part[P_MODEL_POST], sh->part_len[P_MODEL_POST]);
+  if (w != init_len || (size_t)(p - buf) != n) {
+    free(buf);
+    return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': packed %zu of %zu bytes",
+                      ccg_graph_name(sh->g), (size_t)(p - buf), n);
+  }
+  *data = buf;
+  *size = n;
+  return CCG_STATUS_OK;
+}
+
+/* protobuf-c hands over each field as it packs it; large bytes fields
+ * (inline weights) come straight from the graph, so nothing the size of
+ * the model is allocated on the way to the file. */
+typedef struct file_sink {
+  ProtobufCBuffer base;
+  FILE *f;
+  size_t written;
+  int err; /* errno of the first failed write, or 0 */
+} file_sink;
+
+static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+  file_sink *s = (file_sink *)b;
+  if (s->err || !len)
+    return;
+  if (fwrite(data, 1, len, s->f) != len)
+    s->err = errno ? errno : EIO;
+  else
+    s->written += len;
+}
+
+ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
+                                      ccg__onnx_ext *ext, const char *path) {
+  size_t graph_len, init_len, n;
+  CCG_CHECK(rank_parts(sh, rank, ext, &graph_len, &init_len, &n));
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                      strerror(errno));
+  file_sink s = {{sink_append}, f, 0, 0};
+  uint8_t head[16];
+  sink_append(&s.base, sh->part_len[P_MODEL_PRE], sh->part[P_MODEL_PRE]);
+  sink_append(&s.base, graph_head(graph_len, head), head);
+  sink_append(&s.base, sh->part_len[P_GRAPH_PRE], sh->part[P_GRAPH_PRE]);
+  protobuf_c_message_pack_to_buffer(&sh->init_only.base, &s.base);
+  sink_append(&s.base, sh->part_len[P_GRAPH_POST], sh->part[P_GRAPH_POST]);
+  sink_append(&s.base, sh->part_len[P_MODEL_POST], sh->part[P_MODEL_POST]);
+  if (fclose(f) != 0 && !s.err)
+    s.err = errno ? errno : EIO;
+  if (s.err)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_IO, "writing '%s': %s", path,
+                      strerror(s.err));
+  if (s.written != n)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': packed %zu of %zu bytes",
+                      ccg_graph_name(sh->g), s.written, n);
+  return CCG_STATUS_OK;
+}
