@@ -205,11 +205,12 @@ ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
   p += w;
   p = put(p, sh->part[P_GRAPH_POST], sh->part_len[P_GRAPH_POST]);
   p = put(p, sh->part[P_MODEL_POST], sh->part_len[P_MODEL_POST]);
-  if (w != init_len || (size_t)(p - buf) != n) {
+  size_t packed = (size_t)(p - buf);
+  if (w != init_len || packed != n) {
     free(buf);
     return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
                       "graph '%s': packed %zu of %zu bytes",
-                      ccg_graph_name(sh->g), (size_t)(p - buf), n);
+                      ccg_graph_name(sh->g), packed, n);
   }
   *data = buf;
   *size = n;
