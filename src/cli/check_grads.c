@@ -181,6 +181,9 @@ static int check_param(const command *self, const char *what, int r,
   json_t *e;
   json_array_foreach(weights, i, e) {
     const char *of = json_string_value(json_object_get(e, "param"));
+    json_t *per = json_object_get(e, "params");
+    if (per) /* checked by check_params */
+      of = json_string_value(json_array_get(per, (size_t)r));
     if (!of) {
       rc = bad(self, what, r, "an entry without a 'param'", NULL);
       break;
@@ -230,6 +233,39 @@ static int check_param(const command *self, const char *what, int r,
   return rc;
 }
 
+/* The entries' "params" lists (a weight holding another parameter on each
+ * rank): one name per global rank, each the parameter of a reference
+ * gradient. A message naming what is wrong, or NULL; *name the entry. */
+static const char *check_params(json_t *doc, json_t *weights,
+                                const ccg_exec_tensor *ref, size_t n_ref,
+                                const char **name) {
+  json_t *world = json_object_get(doc, "world");
+  size_t i, k;
+  json_t *e, *p;
+  json_array_foreach(weights, i, e) {
+    json_t *per = json_object_get(e, "params");
+    *name = json_string_value(json_object_get(e, "name"));
+    if (!per)
+      continue;
+    if (!json_is_array(per) || !json_is_integer(world) ||
+        json_array_size(per) != (size_t)json_integer_value(world))
+      return "an entry whose 'params' is not a list of one parameter per "
+             "rank ('world' of them)";
+    json_array_foreach(per, k, p) {
+      const char *pn = json_string_value(p);
+      char gname[600];
+      snprintf(gname, sizeof gname, "grad/%s", pn ? pn : "");
+      if (!pn || !find(ref, n_ref, gname)) {
+        *name = pn ? pn : *name;
+        return "an entry whose 'params' names a parameter the reference has "
+               "no gradient of";
+      }
+    }
+  }
+  *name = NULL;
+  return NULL;
+}
+
 double cli_diff_measure(const cli_tolerance *tol, double diff, double scale) {
   if (tol->rtol < 0)
     return diff;
@@ -266,6 +302,10 @@ int cli_check_grads(const command *self, const char *what, ccg_graph *g, int r,
   if (!json_is_array(weights))
     rc = bad(self, what, r, doc ? "no 'weights' array" : "not JSON",
              doc ? NULL : err.text);
+  const char *pname = NULL, *msg = NULL;
+  if (rc == EXIT_OK && ref_grad &&
+      (msg = check_params(doc, weights, ref, n_ref, &pname)) != NULL)
+    rc = bad(self, what, r, msg, pname);
   for (size_t i = 0; rc == EXIT_OK && i < n_ref; i++) {
     if (strncmp(ref[i].name, "grad/", 5) != 0 || !is_float(&ref[i].tensor))
       continue;

@@ -475,8 +475,10 @@ out:
   ccg__arena_free(&sh->entry_keys);
   free(sh->ep_tag);
   sh->ep_tag = NULL;
-  for (size_t i = 0; i < sh->n_origins; i++)
+  for (size_t i = 0; i < sh->n_origins; i++) {
     free(sh->origins[i].ranges);
+    free(sh->origins[i].params);
+  }
   free(sh->origins);
   sh->origins = NULL;
   sh->n_origins = sh->cap_origins = 0;

@@ -150,6 +150,7 @@ static ccg_status slot_weight(shard *sh, ccg_node_id n, size_t i, int e,
   ccg_tensor bufs[64];
   void *mems[64] = {NULL};
   unsigned char *chunks[64];
+  ccg_value_id srcs[64]; /* each rank's expert's weight */
   const ccg_tensor *t0 = NULL;
   ccg_status st = CCG_STATUS_OK;
   if (sh->W > 64)
@@ -183,6 +184,7 @@ static ccg_status slot_weight(shard *sh, ccg_node_id n, size_t i, int e,
     }
     t0 = t0 ? t0 : t;
     chunks[r] = (unsigned char *)(uintptr_t)t->data;
+    srcs[r] = w;
   }
   if (st == CCG_STATUS_OK) {
     bool trans = false;
@@ -200,6 +202,12 @@ static ccg_status slot_weight(shard *sh, ccg_node_id n, size_t i, int e,
                trans ? ".T" : "");
     st = sh_add_rank_weight(sh, name, t0->dtype, t0->rank, t0->dims, chunks,
                             sh_R(), out);
+    /* one entry naming each rank's expert, so that its gradient is checked
+     * against that expert's */
+    if (st == CCG_STATUS_OK)
+      st = sh_origin_add(sh, *out, ccg_node_input(g, n, i), false, -1, 1);
+    if (st == CCG_STATUS_OK)
+      st = sh_origin_set_params(sh, srcs);
   }
   for (int64_t r = 0; r < sh->W; r++)
     free(mems[r]);

@@ -43,6 +43,9 @@ typedef struct sh_origin {
   int dim;
   int n_ranges;
   int64_t *ranges; /* W * n_ranges pairs; NULL when whole */
+  /* W source weights, one per group rank, when the ranks hold different
+   * parameters in one weight (an expert slot); NULL: gv on every rank */
+  ccg_value_id *params;
 } sh_origin;
 
 typedef struct sh_cache {
@@ -187,6 +190,9 @@ ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
 ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
                                 bool transpose, int dim, int n_ranges,
                                 const int64_t (*ranges)[2]);
+/* The last origin added holds on group rank r the source weight
+ * params[r] (W of them, copied) in place of its gv: an expert slot. */
+ccg_status sh_origin_set_params(shard *sh, const ccg_value_id *params);
 /* shard_values.c: the full placements (every mesh axis) of sharded value
  * v with `on_axis` on the plan's axis, the others v's own or Replicate. */
 void sh_full_placements(shard *sh, ccg_value_id v, ccg_placement on_axis,

@@ -19,7 +19,7 @@ ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
     sh->origins = o;
     sh->cap_origins = cap;
   }
-  sh_origin o = {v, gv, transpose, dim, 0, NULL};
+  sh_origin o = {v, gv, transpose, dim, 0, NULL, NULL};
   if (dim >= 0) {
     size_t n = (size_t)(sh->W * n_ranges) * 2;
     o.ranges = malloc(n * sizeof *o.ranges + 1);
@@ -29,6 +29,15 @@ ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
     o.n_ranges = n_ranges;
   }
   sh->origins[sh->n_origins++] = o;
+  return CCG_STATUS_OK;
+}
+
+ccg_status sh_origin_set_params(shard *sh, const ccg_value_id *params) {
+  sh_origin *o = &sh->origins[sh->n_origins - 1];
+  o->params = malloc((size_t)sh->W * sizeof *o->params + 1);
+  if (!o->params)
+    return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
+  memcpy(o->params, params, (size_t)sh->W * sizeof *o->params);
   return CCG_STATUS_OK;
 }
 
@@ -116,6 +125,27 @@ static bool add_zero(shard *sh, const sh_origin *o, bool flip, json_t *e) {
          json_object_set_new(e, "dp_ranks", per) == 0;
 }
 
+/* A weight holding a different parameter on each rank (an expert slot):
+ * "params", per global rank the root initializer it holds there ("param"
+ * is group rank 0's). Nothing is added for other weights. */
+static bool add_params(shard *sh, const sh_origin *o, json_t *e) {
+  if (!o->params)
+    return true;
+  json_t *per = json_array();
+  int64_t world = ccg_mesh_world_size(&sh->mesh);
+  for (int64_t g = 0; per && g < world; g++) {
+    int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
+    bool vt = false;
+    ccg_value_id root = sh_weight_root(sh, o->params[r], &vt);
+    if (json_array_append_new(per, json_string(ccg_value_name(sh->g, root))) !=
+        0) {
+      json_decref(per);
+      per = NULL;
+    }
+  }
+  return per && json_object_set_new(e, "params", per) == 0;
+}
+
 /* One weight's entry: its name, the root initializer ("param"), whether
  * the rank's tensor is the root's part transposed, the root's dim it is
  * cut on (null: whole) and, per global rank, the ranges of that dim. */
@@ -129,7 +159,7 @@ static json_t *entry(shard *sh, const sh_origin *o) {
   json_t *e = json_pack("{s:s, s:s, s:s, s:b}", "name", stored_name(sh, o->v),
                         "param", ccg_value_name(sh->g, root), "view",
                         ccg_value_name(sh->g, o->gv), "transposed", flip);
-  if (!e || !add_zero(sh, o, flip, e)) {
+  if (!e || !add_zero(sh, o, flip, e) || !add_params(sh, o, e)) {
     json_decref(e);
     return NULL;
   }

@@ -134,6 +134,58 @@ prov prov_past past && expect 2 "rank 0: metadata 'ccgraph.shard.provenance': a 
 prov prov_swap swap && expect 4 "check against .*: FAILED" -- \
   run "$work/prov_swap" "${zin[@]}" --check "$work/gpt2_grad.onnx"
 
+# expert_parallel: a slot weight holds another expert on each rank, named
+# per rank by the entry's "params" (Mixtral of the zoo, 4 experts at tp=2;
+# 38 outputs compared without them):
+# the experts' gradients are compared too, and a wrong list is caught.
+mix=$src/tests/data/zoo/mixtral/ts_train
+min=(--input input_ids="$mix/inputs/input_ids.npy" --input labels="$mix/inputs/labels.npy")
+$py - "$src/samples/plans/mixtral.json" "$work/mixtral_ep.json" <<'PY' || failures=$((failures + 1))
+import json, sys
+plan = json.load(open(sys.argv[1]))
+out = {k: v for k, v in plan.items() if ".experts." not in k}
+out["model.layers.*.block_sparse_moe"] = "expert_parallel"
+json.dump(out, open(sys.argv[2], "w"))
+PY
+expect 0 "1 model written" -- grad "$mix/model.onnx" --loss loss -o "$work/mix_grad.onnx"
+expect 0 "wrote .*rank0.onnx" -- shard "$mix/model.onnx" --plan "$work/mixtral_ep.json" \
+  --mesh tp=2 -o "$work/mix_ep"
+expect 0 "2 models written" -- grad "$work/mix_ep" --loss loss -o "$work/mix_ep_grad"
+expect 0 "check against .*: 62 outputs on 2 ranks, .*: ok" -- run "$work/mix_ep_grad" "${min[@]}" \
+  --check "$work/mix_grad.onnx"
+eprov() {
+  $py - "$work/mix_ep_grad" "$work/$1" "$2" <<'PY'
+import json, os, sys, onnx
+src, dst, how = sys.argv[1:]
+os.makedirs(dst, exist_ok=True)
+for r in range(2):
+    m = onnx.load(f"{src}/model.rank{r}.onnx")
+    e = [e for e in m.metadata_props if e.key == "ccgraph.shard.provenance"][0]
+    p = json.loads(e.value)
+    slots = [w for w in p["weights"] if "params" in w]
+    if len(slots) < 2 or any(w["params"][0] == w["params"][1] for w in slots):
+        sys.exit(f"FAIL: the slots' params are not one expert per rank: {slots}")
+    for w in slots:
+        if how == "swap":
+            w["params"].reverse()
+        if how == "short":
+            w["params"].pop()
+        if how == "unknown":
+            w["params"][1] = "no.such.expert.weight"
+    e.value = json.dumps(p)
+    onnx.save(m, f"{dst}/model.rank{r}.onnx")
+PY
+}
+eprov ep_swap swap
+expect 4 "check against .*: FAILED" -- \
+  run "$work/ep_swap" "${min[@]}" --check "$work/mix_grad.onnx"
+eprov ep_short short
+expect 2 "rank 0: metadata 'ccgraph.shard.provenance': an entry whose 'params' is not a list of one parameter per rank" -- \
+  run "$work/ep_short" "${min[@]}" --check "$work/mix_grad.onnx"
+eprov ep_unknown unknown
+expect 2 "names a parameter the reference has no gradient of \('no.such.expert.weight'\)" -- \
+  run "$work/ep_unknown" "${min[@]}" --check "$work/mix_grad.onnx"
+
 # bad inputs
 expect 2 "nope.onnx" -- shard "$work/nope.onnx" --plan "$plan" --mesh tp=2 -o "$work/x1"
 echo '{"fc": "sideways"}' > "$work/bad_plan.json"

@@ -5,7 +5,8 @@
  * the same executor. The loss is equal; rank r's expert slot j holds
  * expert r * 4/W + j, and its gradients equal that expert's; the router's
  * gradients (summed over the ranks) equal the unsharded ones; each rank
- * runs only its experts' MLPs. Tolerance 1e-4 of each tensor's largest
+ * runs only its experts' MLPs; the provenance names slot 0's expert on
+ * each rank ("params"). Tolerance 1e-4 of each tensor's largest
  * element. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -78,6 +79,16 @@ static void check(int W) {
     mm += ccg_node_op(s, (ccg_node_id)i) == CCG_OP_MATMUL &&
           strstr(ccg_node_name(s, (ccg_node_id)i), "/experts.") != NULL;
   assert_int_equal(mm, 2 * 3 * (E / W)); /* layers x (w1, w2, w3) x slots */
+  /* the provenance names each rank's expert of slot 0's w1 */
+  char want[1024] = "\"params\":[";
+  for (int r = 0; r < W; r++)
+    snprintf(want + strlen(want), sizeof want - strlen(want),
+             "%s\"model.layers.0.block_sparse_moe.experts.%d.w1.weight\"",
+             r ? "," : "", r * (E / W));
+  strcat(want, "]");
+  const char *prov = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+  assert_non_null(prov);
+  assert_non_null(strstr(prov, want));
   differentiate(g);
   differentiate(s);
 

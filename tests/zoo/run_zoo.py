@@ -378,8 +378,7 @@ def shard_model(ccgraph, zoo, m, work, config):
             for r in range(world):
                 diff = max(diff, compare(f"rank {r}: {n}",
                                          out_file(outdir, n, r), want))
-        gdiff, grel = torch_grads(m, zoo, outdir, summary.get("provenance"),
-                                  world)
+        gdiff, grel = torch_grads(m, zoo, outdir, summary.get("provenance"))
         return (diff, used, summary["sharded_params"], gdiff, grel), checked
     cmd = [ccgraph, "run", shard, "--check", model, "--json"]
     for n, f in inputs.items():
@@ -418,53 +417,33 @@ def sp_inputs(m, zoo, d, tp):
     return out
 
 
-def slot_uses(m, outdir, rank, world):
-    """The expert-parallel slot weights of a rank, which the provenance
-    does not name (one weight holds another expert on every rank):
-    '<block>.experts.slot<j>.<rest>' on rank r holds expert r * E / W + j
-    (docs/shard.md "Mixture of experts"), transposed where the name ends
-    in '.T'. A list of provenance-like entries for this rank."""
-    experts = {int(x) for p in m["grad_params"]
-               for x in re.findall(r"\.experts\.(\d+)\.", p)}
-    folder = os.path.join(outdir, f"rank{rank}")
-    uses = []
-    if not experts or not os.path.isdir(folder):
-        return uses
-    per = (max(experts) + 1) // world
-    for f in sorted(os.listdir(folder)):
-        g = re.fullmatch(r"grad_(.*\.experts\.)slot(\d+)\.(.*?)(\.T)?\.npy", f)
-        if g:
-            pre, j, rest, t = g.groups()
-            uses.append({"name": f[len("grad_"):-len(".npy")],
-                         "param": f"{pre}{rank * per + int(j)}.{rest}",
-                         "transposed": bool(t), "dim": None})
-    return uses
-
-
-def torch_grads(m, zoo, outdir, provenance, world):
+def torch_grads(m, zoo, outdir, provenance):
     """Every rank's parameter gradients against torch autograd's, through
     the shard's provenance (docs/shard.md): a parameter's gradient on a
     rank is the sum of its weights' gradients (uses of one parameter: tied,
     folded or copied weights), each put back where its part of the
     parameter lies (ranges of one dim, transposed where the rank holds it
     transposed); it must equal torch's where all of them reach, and every
-    element must be reached on some rank. Expert-parallel slots, which the
-    provenance does not name, are found by their names (slot_uses).
+    element must be reached on some rank. A weight holding another
+    parameter on each rank (an expert-parallel slot) names them in
+    "params", one per rank.
     Returns the max abs diff and the largest relative error (grad_error)."""
     if not provenance or "weights" not in provenance:
         raise Failure("ccgraph shard --json gave no provenance")
     grads = np.load(os.path.join(zoo, m["grads"]))
-    slots = [slot_uses(m, outdir, r, world) for r in range(world)]
+    def param(w, r):
+        return w["params"][r] if "params" in w else w["param"]
+
     worst = rel = 0.0
     for p in m["grad_params"]:
         want = grads[p].astype(np.float64)
-        shared = [w for w in provenance["weights"] if w["param"] == p]
-        if not shared and not any(w["param"] == p for s in slots for w in s):
+        if not any(param(w, r) == p for w in provenance["weights"]
+                   for r in range(provenance["world"])):
             raise Failure(f"no rank weight holds parameter '{p}'")
         covered = np.zeros(want.shape, bool)
         pworst = 0.0
         for r in range(provenance["world"]):
-            uses = shared + [w for w in slots[r] if w["param"] == p]
+            uses = [w for w in provenance["weights"] if param(w, r) == p]
             if not uses:
                 continue
             acc = np.zeros(want.shape)
