@@ -194,15 +194,17 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
   if (backend->probe)
     CCG_CHECK(backend->probe(err, o.device_index));
   int threads = 1;
+  double min_work = CCG__PAR_MIN_WORK;
   if (o.device == CCG_DEVICE_CPU) {
     bool local = o.comm && strcmp(o.comm->vt->name, "local") == 0;
     CCG_CHECK(ccg__pool_threads_for(o.threads, local ? o.comm->nranks : 1, err,
                                     &threads));
+    CCG_CHECK(ccg__pool_min_work(err, &min_work));
     bool onednn;
     CCG_CHECK(ccg__gemm_lib(err, &onednn));
   }
   ccg__pool *pool = NULL;
-  if (threads > 1 && !(pool = ccg__pool_new(o.allocator, threads)))
+  if (threads > 1 && !(pool = ccg__pool_new(o.allocator, threads, min_work)))
     return ccg__error(err, CCG_STATUS_OOM, "out of memory for a thread pool");
   bool dynamic = o.max_specializations >= 0;
   ccg_exec *x = NULL;

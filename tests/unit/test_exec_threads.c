@@ -1,8 +1,9 @@
 /* The executor's intra-op threads: results are the same bytes at 1, 2 and
  * 3 threads (GEMM tiles, element ranges and rows are fixed by the shapes),
  * for single kernels and a whole transformer block; GEMM epilogues fused
- * at plan time against the unfused nodes; options, CCG_THREADS and
- * CCG_GEMM are checked. */
+ * at plan time against the unfused nodes; options, CCG_THREADS,
+ * CCG_PAR_MIN_WORK and CCG_GEMM are checked. Each loop here has more work than
+ * CCG__PAR_MIN_WORK, under which a loop stays on the calling thread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -154,18 +155,18 @@ static void ref_gemm_t(float *const *in, float *want) {
 }
 
 static void ref_gelu(float *const *in, float *want) {
-  for (int i = 0; i < 40003; i++)
+  for (int i = 0; i < 70003; i++)
     want[i] = (float)(0.5 * in[0][i] * (1.0 + erf(in[0][i] / sqrt(2.0))));
 }
 
 static void ref_add_tanh(float *const *in, float *want) {
-  for (int i = 0; i < 150; i++)
+  for (int i = 0; i < 300; i++)
     for (int j = 0; j < 257; j++)
       want[i * 257 + j] = (float)tanh((double)(in[0][i * 257 + j] + in[1][j]));
 }
 
 static void ref_softmax(float *const *in, float *want) {
-  for (int i = 0; i < 150; i++) {
+  for (int i = 0; i < 300; i++) {
     double m = -INFINITY, sum = 0;
     for (int j = 0; j < 257; j++)
       m = fmax(m, in[0][i * 257 + j]);
@@ -177,7 +178,7 @@ static void ref_softmax(float *const *in, float *want) {
 }
 
 static void ref_layer_norm(float *const *in, float *want) {
-  for (int i = 0; i < 150; i++) {
+  for (int i = 0; i < 300; i++) {
     double mean = 0, var = 0;
     for (int j = 0; j < 257; j++)
       mean += in[0][i * 257 + j] / 257.0;
@@ -191,7 +192,7 @@ static void ref_layer_norm(float *const *in, float *want) {
 }
 
 static void ref_mean(float *const *in, float *want) {
-  for (int i = 0; i < 150; i++) {
+  for (int i = 0; i < 300; i++) {
     double acc = 0;
     for (int j = 0; j < 257; j++)
       acc += in[0][i * 257 + j];
@@ -216,11 +217,11 @@ static int64_t copy_index(int i) {
 }
 
 static void ref_copies(float *const *in, float *want) {
-  for (int i = 0; i < 700; i++) {
+  for (int i = 0; i < 1100; i++) {
     int64_t k = copy_index(i);
     k = k < 0 ? k + 1000 : k;
     for (int c = 0; c < 64; c++)
-      want[c * 700 + i] = in[0][k * 64 + c];
+      want[c * 1100 + i] = in[0][k * 64 + c];
   }
 }
 
@@ -276,19 +277,19 @@ static void test_gemm_batched_and_gemm(void **state) {
   ccg_graph_free(g);
 }
 
-/* Gelu over 40,003 elements (3 chunks, the last short) and a broadcast
+/* Gelu over 70,003 elements (5 chunks, the last short) and a broadcast
  * Add (chunks that start inside rows). */
 static void test_elementwise(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
   ccg_value_id y;
-  assert_ok(g, ccg_gelu(g, in2(g, "x", 40003, 0), "none", &y));
+  assert_ok(g, ccg_gelu(g, in2(g, "x", 70003, 0), "none", &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_gelu, 1e-6, 1e-5});
   ccg_graph_free(g);
 
   g = new_graph();
-  ccg_value_id a = in2(g, "a", 150, 257), b = in2(g, "b", 257, 0);
+  ccg_value_id a = in2(g, "a", 300, 257), b = in2(g, "b", 257, 0);
   assert_ok(g, ccg_add(g, a, b, &y));
   assert_ok(g, ccg_tanh(g, y, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
@@ -300,13 +301,13 @@ static void test_softmax_layernorm(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
   ccg_value_id y;
-  assert_ok(g, ccg_softmax(g, in2(g, "x", 150, 257), -1, &y));
+  assert_ok(g, ccg_softmax(g, in2(g, "x", 300, 257), -1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_softmax, 1e-7, 1e-5});
   ccg_graph_free(g);
 
   g = new_graph();
-  ccg_value_id x = in2(g, "x", 150, 257), sc = in2(g, "s", 257, 0);
+  ccg_value_id x = in2(g, "x", 300, 257), sc = in2(g, "s", 257, 0);
   ccg_value_id bi = in2(g, "b", 257, 0);
   assert_ok(g, ccg_layer_norm(g, x, sc, bi, -1, 1e-5f, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
@@ -320,7 +321,7 @@ static void test_reduce(void **state) {
   ccg_graph *g = new_graph();
   ccg_value_id y;
   int64_t ax = 1;
-  assert_ok(g, ccg_reduce_mean(g, in2(g, "x", 150, 257), &ax, 1, true, &y));
+  assert_ok(g, ccg_reduce_mean(g, in2(g, "x", 300, 257), &ax, 1, true, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_mean, 1e-7, 1e-6});
   ccg_graph_free(g);
@@ -335,15 +336,15 @@ static void test_reduce(void **state) {
   ccg_graph_free(g);
 }
 
-/* Gather of 700 rows of 64 from a table (indices with repeats and negative
+/* Gather of 1100 rows of 64 from a table (indices with repeats and negative
  * ones), then Transpose: copies split by rows. */
 static void test_copies(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
-  int64_t idx[700];
-  for (int i = 0; i < 700; i++)
+  int64_t idx[1100];
+  for (int i = 0; i < 1100; i++)
     idx[i] = copy_index(i);
-  ccg_tensor it = {CCG_DTYPE_I64, 1, {700}, idx};
+  ccg_tensor it = {CCG_DTYPE_I64, 1, {1100}, idx};
   ccg_value_id k, y;
   assert_ok(g, ccg_constant(g, &it, &k));
   assert_ok(g, ccg_gather(g, in2(g, "table", 1000, 64), k, 0, &y));
@@ -522,6 +523,13 @@ static void test_bad_threads(void **state) {
   assert_ok(g, ccg_exec_create(g, &o, &x));
   ccg_exec_free(x);
   unsetenv("CCG_THREADS");
+  setenv("CCG_PAR_MIN_WORK", "-5", 1);
+  assert_int_equal(ccg_exec_create(g, &o, &x), CCG_STATUS_INVALID_ARG);
+  assert_non_null(strstr(ccg_last_error(g), "CCG_PAR_MIN_WORK"));
+  setenv("CCG_PAR_MIN_WORK", "0", 1);
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  ccg_exec_free(x);
+  unsetenv("CCG_PAR_MIN_WORK");
   const char *was = getenv("CCG_GEMM");
   char *keep = was ? strdup(was) : NULL;
   setenv("CCG_GEMM", "mkl", 1);

@@ -311,7 +311,8 @@ void ccg__par_rows(ccg_exec *x, const ccg__xnode *n, size_t rows,
                    size_t row_elems, ccg__rows_fn fn) {
   size_t per = row_elems ? CCG__PAR_GRAIN / row_elems : rows;
   rows_job j = {x, n, fn};
-  ccg__parallel_for(x->pool, rows, per ? per : 1, rows_chunk, &j);
+  ccg__parallel_for(x->pool, rows, per ? per : 1,
+                    (double)rows * (double)row_elems, rows_chunk, &j);
 }
 
 typedef struct walk_job {
@@ -342,5 +343,6 @@ void ccg__bcast_walk_par(ccg_exec *x, const ccg__bcast *b, ccg__row_fn row,
     total *= (size_t)b->dims[d];
   walk_job j = {b, row, ctx, (size_t)b->dims[b->rank - 1]};
   if (total && j.inner)
-    ccg__parallel_for(x->pool, total, CCG__PAR_GRAIN, walk_chunk, &j);
+    ccg__parallel_for(x->pool, total, CCG__PAR_GRAIN, (double)total, walk_chunk,
+                      &j);
 }

@@ -157,7 +157,9 @@ void ccg__sgemm(ccg__pool *pool, const ccg__gemm *g) {
   if (!j.onednn && openblas_get_num_threads() != 1)
     openblas_set_num_threads(1);
   size_t tiles = (size_t)(batch * j.t.nm * j.t.nn);
-  ccg__parallel_for(pool, tiles, 1, tile, &j);
+  double flops =
+      2.0 * (double)batch * (double)g->m * (double)g->n * (double)g->k;
+  ccg__parallel_for(pool, tiles, 1, flops / CCG__PAR_FLOPS_PER_WORK, tile, &j);
 #ifdef CCG_HAVE_ONEDNN
   if (omp_was != 1)
     omp_set_num_threads(omp_was);

@@ -31,6 +31,7 @@
 struct ccg__pool {
   ccg_allocator alloc;
   int threads;
+  double min_work;
   int started; /* workers running; -1: starting failed, run serially */
   pthread_t *th;
   pthread_mutex_t mu;
@@ -104,13 +105,15 @@ static void *worker(void *arg) {
   }
 }
 
-ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads) {
+ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads,
+                         double min_work) {
   ccg__pool *p = ccg__calloc(alloc, 1, sizeof *p);
   if (!p)
     return NULL;
   if (alloc)
     p->alloc = *alloc;
   p->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
+  p->min_work = min_work;
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done_cv, NULL);
@@ -165,15 +168,15 @@ static void serial(size_t n, size_t grain, ccg__range_fn fn, void *ctx) {
     fn(ctx, b, b + grain < n ? b + grain : n);
 }
 
-void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, ccg__range_fn fn,
-                       void *ctx) {
+void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, double work,
+                       ccg__range_fn fn, void *ctx) {
   if (n == 0)
     return;
   if (grain == 0)
     grain = 1;
   size_t chunks = (n - 1) / grain + 1;
   int expect = 0;
-  if (!p || p->threads <= 1 || chunks == 1 ||
+  if (!p || p->threads <= 1 || chunks == 1 || work < p->min_work ||
       !atomic_compare_exchange_strong(&p->busy, &expect, 1)) {
     serial(n, grain, fn, ctx);
     return;
@@ -245,5 +248,22 @@ ccg_status ccg__pool_threads_for(int requested, int ranks_here, ccg_ctx *err,
   }
   int per = online_cpus() / (ranks_here > 0 ? ranks_here : 1);
   *out = per > 0 ? per : 1;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__pool_min_work(ccg_ctx *err, double *out) {
+  const char *env = getenv("CCG_PAR_MIN_WORK");
+  *out = CCG__PAR_MIN_WORK;
+  if (!env || !*env)
+    return CCG_STATUS_OK;
+  char *end;
+  errno = 0;
+  long long v = strtoll(env, &end, 10);
+  if (errno || *end || v < 0 || v > 1000000000000LL)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "CCG_PAR_MIN_WORK='%s': give an integer from 0 to "
+                      "10^12 (element operations)",
+                      env);
+  *out = (double)v;
   return CCG_STATUS_OK;
 }

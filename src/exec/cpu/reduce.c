@@ -75,7 +75,8 @@ static void reduce_par(ccg_exec *x, const ccg__xval *a, const int64_t *ost,
   size_t rows = (size_t)a->dims[0], slab = a->numel / rows;
   rd_job j = {a, ost, k, acc, shift, slab};
   size_t per = slab ? CCG__PAR_GRAIN / slab : rows;
-  ccg__parallel_for(x->pool, rows, per ? per : 1, reduce_slabs, &j);
+  ccg__parallel_for(x->pool, rows, per ? per : 1, (double)a->numel,
+                    reduce_slabs, &j);
 }
 
 static ccg_status run_reduce(ccg_exec *x, const ccg__xnode *n) {
