@@ -23,16 +23,16 @@ zoo=$src/tests/data/zoo
 shard_grad_check() {
   local name=$1 arch=$2 mesh=$3
   shift 3
-  local model=$zoo/$arch/ts_train/model.onnx plan=()
+  local model=$zoo/$arch/${variant:-ts_train}/model.onnx plan=()
   [[ $mesh == *tp=* ]] && plan=(--plan "$src/samples/plans/$arch.json")
   expect 0 "data parallel: 2 batch inputs split" -- shard "$model" "${plan[@]}" \
     --mesh "$mesh" -o "$work/$name/s" "$@"
   expect 0 "models written" -- grad "$work/$name/s" --loss loss -o "$work/$name/g"
   expect 0 "ok: .* communication calls match" -- verify "$work/$name/g"
   expect 0 "check against .*: [0-9]+ outputs on .* ok$" -- run "$work/$name/g" \
-    --input "input_ids=$zoo/$arch/ts_train/inputs/input_ids.npy" \
-    --input "labels=$zoo/$arch/ts_train/inputs/labels.npy" \
-    --check "$work/ref_$arch.onnx"
+    --input "input_ids=$zoo/$arch/${variant:-ts_train}/inputs/input_ids.npy" \
+    --input "labels=$zoo/$arch/${variant:-ts_train}/inputs/labels.npy" \
+    --check "$work/ref_${variant:+dynamo_}$arch.onnx"
 }
 
 for arch in gpt2 llama; do
@@ -66,6 +66,16 @@ for arch in mistral qwen2 phi gpt_neox falcon opt; do
 done
 for arch in mistral qwen2 phi gpt_neox; do
   shard_grad_check "${arch}_dp2tp2_z1" "$arch" dp=2,tp=2 --zero 1
+done
+
+# The dynamo exports: Slices whose axes, starts and ends are computed
+# (Cast and Reshape of constants) on dims other than the batch, and
+# falcon's GatherND indexing a dim after the batch (rotary rotate_half),
+# keep the batch chunks.
+for arch in llama mistral qwen2 phi gpt_neox falcon; do
+  "$tool" grad "$zoo/$arch/dynamo_train/model.onnx" --loss loss \
+    -o "$work/ref_dynamo_$arch.onnx" >/dev/null || exit 1
+  variant=dynamo_train shard_grad_check "${arch}_dynamo_dp2" "$arch" dp=2
 done
 
 # Every gradient compared: dp alone keeps the tied embedding one parameter,
