@@ -228,31 +228,24 @@ ccg_status sh_rule_elements(shard *sh, ccg_node_id n) {
   return sh_fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
-/* GatherND (out = data[:b] + indices[b:q-1] + data[b+k:], b batch_dims, k
- * the indices' last dim): a shard of a shared batch dim (< b) splits data
- * and indices alike; a shard of data past the indexed dims, with whole
- * indices, moves by q-1-k; a shard of the indices before their last dim,
- * with whole data, stays. Any other shard (an indexed dim) is gathered. */
+/* GatherND (batch_dims 0, the only one the IR takes: out = indices[:q-1] +
+ * data[k:], k the indices' last dim): a shard of data past the indexed
+ * dims, with whole indices, moves by q-1-k; a shard of the indices before
+ * their last dim, with whole data, stays. Any other shard (an indexed dim
+ * of data, or both sharded) is gathered: in the local run, an error. */
 ccg_status sh_rule_gather_nd(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id data = ccg_node_input(g, n, 0), idx = ccg_node_input(g, n, 1);
-  int64_t b = 0;
-  if (ccg_node_attr(g, n, "batch_dims"))
-    CCG_CHECK(ccg_node_attr_int(g, n, "batch_dims", &b));
   int q = sh_rank_of(sh, idx);
   int64_t k = q > 0 ? sh_gdim(sh, idx, q - 1) : -1;
   ccg_placement pd = sh_cur(sh, data, NULL), pi = sh_cur(sh, idx, NULL);
   ccg_placement want[2] = {sh_R(), sh_R()}, out = sh_R();
-  if (sh_is_partial(pd) || sh_is_partial(pi) || k < 0)
-    return sh_replicate(sh, n);
-  if (sh_is_shard(pd) && pd.dim < b) {
-    want[0] = want[1] = out = pd;
-  } else if (sh_is_shard(pi) && pi.dim < b) {
-    want[0] = want[1] = out = pi;
-  } else if (sh_is_shard(pd) && pd.dim >= b + k && !sh_is_shard(pi)) {
+  if (k >= 0 && sh_is_shard(pd) && pd.dim >= k && !sh_is_shard(pi) &&
+      !sh_is_partial(pi)) {
     want[0] = pd;
-    out = sh_S((int)(pd.dim + q - 1 - b - k));
-  } else if (sh_is_shard(pi) && pi.dim < q - 1 && !sh_is_shard(pd)) {
+    out = sh_S((int)(pd.dim + q - 1 - k));
+  } else if (sh_is_shard(pi) && pi.dim < q - 1 && !sh_is_shard(pd) &&
+             !sh_is_partial(pd)) {
     want[1] = out = pi;
   }
   return sh_fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
