@@ -69,8 +69,9 @@ for arch in mistral qwen2 phi gpt_neox; do
 done
 
 # The dynamo exports: Slices whose axes, starts and ends are computed
-# (Cast and Reshape of constants) on dims other than the batch, and
-# falcon's GatherND indexing a dim after the batch (rotary rotate_half),
+# (Cast and Reshape of constants), on other dims or all of the batch dim,
+# and falcon's GatherND picking its key and value heads (a dim after the
+# batch)
 # keep the batch chunks.
 for arch in llama mistral qwen2 phi gpt_neox falcon; do
   "$tool" grad "$zoo/$arch/dynamo_train/model.onnx" --loss loss \
