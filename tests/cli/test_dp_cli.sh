@@ -71,8 +71,7 @@ done
 # The dynamo exports: Slices whose axes, starts and ends are computed
 # (Cast and Reshape of constants), on other dims or all of the batch dim,
 # and falcon's GatherND picking its key and value heads (a dim after the
-# batch)
-# keep the batch chunks.
+# batch) keep the batch chunks.
 for arch in llama mistral qwen2 phi gpt_neox falcon; do
   "$tool" grad "$zoo/$arch/dynamo_train/model.onnx" --loss loss \
     -o "$work/ref_dynamo_$arch.onnx" >/dev/null || exit 1
