@@ -283,6 +283,7 @@ ccg_status sh_fetch_emit(shard *sh, ccg_node_id n, const ccg_placement *want,
 ccg_status sh_rule_shape(shard *sh, ccg_node_id n);
 ccg_status sh_rule_reshape(shard *sh, ccg_node_id n);
 ccg_status sh_rule_data_expand(shard *sh, ccg_node_id n);
+bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank);
 ccg_status sh_rule_slice(shard *sh, ccg_node_id n);
 ccg_status sh_rule_expand(shard *sh, ccg_node_id n);
 /* Known numeric contents of source value v (at most n), or -1. */
@@ -298,6 +299,7 @@ ccg_status sh_rule_reduce(shard *sh, ccg_node_id n);
 ccg_status sh_rule_gather(shard *sh, ccg_node_id n);
 ccg_status sh_rule_select_axis(shard *sh, ccg_node_id n);
 ccg_status sh_rule_elements(shard *sh, ccg_node_id n);
+ccg_status sh_rule_gather_nd(shard *sh, ccg_node_id n);
 ccg_status sh_rule_loss(shard *sh, ccg_node_id n);
 ccg_status sh_rule_window(shard *sh, ccg_node_id n);
 ccg_status sh_rule_data_keep(shard *sh, ccg_node_id n);

@@ -286,8 +286,8 @@ ccg_status sh_rule(shard *sh, ccg_node_id n) {
                    ccg_op_name(op), rep > 1 ? rep : merged);
   if (sh->local && op == CCG_OP_GEMM)
     return sh_rule_gemm(sh, n);
-  if (sh->local && op == CCG_OP_SLICE) /* Slice on another dim */
-    return sh_rule_data_keep(sh, n);
+  if (sh->local && op == CCG_OP_GATHER_ND)
+    return sh_rule_gather_nd(sh, n);
   if (sh->local && op == CCG_OP_EXPAND)
     return sh_rule_data_expand(sh, n);
   if (op == CCG_OP_SLICE)

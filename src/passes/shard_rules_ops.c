@@ -228,6 +228,29 @@ ccg_status sh_rule_elements(shard *sh, ccg_node_id n) {
   return sh_fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
 }
 
+/* GatherND (batch_dims 0, the only one the IR takes: out = indices[:q-1] +
+ * data[k:], k the indices' last dim): a shard of data past the indexed
+ * dims, with whole indices, moves by q-1-k; a shard of the indices before
+ * their last dim, with whole data, stays. Any other shard (an indexed dim
+ * of data, or both sharded) is gathered: in the local run, an error. */
+ccg_status sh_rule_gather_nd(shard *sh, ccg_node_id n) {
+  ccg_graph *g = sh->g;
+  ccg_value_id data = ccg_node_input(g, n, 0), idx = ccg_node_input(g, n, 1);
+  int q = sh_rank_of(sh, idx);
+  int64_t k = q > 0 ? sh_gdim(sh, idx, q - 1) : -1;
+  ccg_placement pd = sh_cur(sh, data, NULL), pi = sh_cur(sh, idx, NULL);
+  ccg_placement want[2] = {sh_R(), sh_R()}, out = sh_R();
+  if (k >= 0 && sh_is_shard(pd) && pd.dim >= k && !sh_is_shard(pi) &&
+      !sh_is_partial(pi)) {
+    want[0] = pd;
+    out = sh_S((int)(pd.dim + q - 1 - k));
+  } else if (sh_is_shard(pi) && pi.dim < q - 1 && !sh_is_shard(pd) &&
+             !sh_is_partial(pd)) {
+    want[1] = out = pi;
+  }
+  return sh_fetch_emit(sh, n, want, NULL, NULL, 0, out, 1);
+}
+
 /* SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss with the input
  * sharded on a dim other than the class dim (the batch, or a trailing dim):
  * targets sharded alike, weights replicated; reduction none keeps the
@@ -321,23 +344,6 @@ static bool data_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
       return false;
     for (int i = 0; i < na; i++)
       if (sh_norm_axis(ax[i], rank) == d && (v[i] != 0 || v[i + na] != 0))
-        return false;
-    return true;
-  }
-  case CCG_OP_SLICE: {
-    /* axes given, or the first as many dims as there are starts */
-    int na = -1;
-    if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
-      na = sh_known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
-    else if (sh_gshape(sh, ccg_node_input(g, n, 1))->rank == 1 &&
-             sh_gdim(sh, ccg_node_input(g, n, 1), 0) >= 0)
-      for (na = 0; na < sh_gdim(sh, ccg_node_input(g, n, 1), 0) && na < rank;
-           na++)
-        ax[na] = na;
-    if (na < 0)
-      return false;
-    for (int i = 0; i < na; i++)
-      if (sh_norm_axis(ax[i], rank) == d)
         return false;
     return true;
   }

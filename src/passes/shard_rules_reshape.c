@@ -305,43 +305,56 @@ int sh_known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
   return c;
 }
 
-/* Slice: a shard stays where the slice leaves its dim whole (not among
- * the axes, or from 0 to the end with step 1, as dynamo writes x[:, :]);
- * the other inputs are replicated. A Partial stays Partial. Otherwise the
- * input is gathered. */
+/* Whether Slice n leaves dim d of its input (rank `rank`) whole: d is not
+ * among the axes, or is sliced from 0 to the end with step 1 (dynamo
+ * writes x[:, :] as such a Slice of every dim). The axes, and the starts,
+ * ends and steps of d, must be known (constants or computed from them). */
+bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
+  ccg_graph *g = sh->g;
+  size_t nin = ccg_node_num_inputs(g, n);
+  ccg_value_id x = ccg_node_input(g, n, 0), sv = ccg_node_input(g, n, 1);
+  int64_t st[CCG_MAX_RANK], en[CCG_MAX_RANK], ax[CCG_MAX_RANK],
+      sp[CCG_MAX_RANK];
+  int na = -1;
+  if (nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE)
+    na = sh_known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK);
+  else if (sh_gshape(sh, sv)->rank == 1 && sh_gdim(sh, sv, 0) >= 0)
+    for (na = 0; na < sh_gdim(sh, sv, 0) && na < rank; na++)
+      ax[na] = na;
+  if (na < 0 || nin > 5)
+    return false;
+  int i = 0;
+  while (i < na && sh_norm_axis(ax[i], rank) != d)
+    i++;
+  if (i == na)
+    return true;
+  for (int j = 0; j < na; j++)
+    sp[j] = 1;
+  if (sh_known_ints(sh, sv, st, CCG_MAX_RANK) != na ||
+      sh_known_ints(sh, ccg_node_input(g, n, 2), en, CCG_MAX_RANK) != na ||
+      (nin > 4 && ccg_node_input(g, n, 4) != CCG_NONE &&
+       sh_known_ints(sh, ccg_node_input(g, n, 4), sp, CCG_MAX_RANK) != na))
+    return false;
+  int64_t size = sh_gdim(sh, x, d);
+  bool from0 = st[i] == 0 || (size > 0 && st[i] <= -size);
+  bool to_end = en[i] >= INT64_MAX / 2 || (size > 0 && en[i] >= size);
+  return from0 && to_end && sp[i] == 1;
+}
+
+/* Slice: a shard stays where the slice leaves its dim whole
+ * (sh_slice_keeps_dim); the other inputs are replicated. A Partial stays
+ * Partial. Otherwise the input is gathered. */
 ccg_status sh_rule_slice(shard *sh, ccg_node_id n) {
   ccg_graph *g = sh->g;
   ccg_value_id x = ccg_node_input(g, n, 0);
-  size_t nin = ccg_node_num_inputs(g, n);
-  int blocks = 1, rx = sh_rank_of(sh, x);
+  int blocks = 1;
   ccg_placement p = sh_cur(sh, x, &blocks);
-  int64_t st[CCG_MAX_RANK], en[CCG_MAX_RANK], ax[CCG_MAX_RANK],
-      sp[CCG_MAX_RANK];
-  int k = sh_known_ints(sh, ccg_node_input(g, n, 1), st, CCG_MAX_RANK);
-  if (sh_is_partial(p)) { /* linear: a slice of a sum is the sum of slices */
-    ccg_placement want[5] = {p, sh_R(), sh_R(), sh_R(), sh_R()};
-    return sh_fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
-  }
-  if (!sh_is_shard(p) || blocks != 1 || nin > 5 || k < 0 ||
-      sh_known_ints(sh, ccg_node_input(g, n, 2), en, CCG_MAX_RANK) != k)
-    return sh_replicate(sh, n);
-  for (int i = 0; i < k; i++)
-    ax[i] = i, sp[i] = 1;
-  if ((nin > 3 && ccg_node_input(g, n, 3) != CCG_NONE &&
-       sh_known_ints(sh, ccg_node_input(g, n, 3), ax, CCG_MAX_RANK) != k) ||
-      (nin > 4 && ccg_node_input(g, n, 4) != CCG_NONE &&
-       sh_known_ints(sh, ccg_node_input(g, n, 4), sp, CCG_MAX_RANK) != k))
-    return sh_replicate(sh, n);
-  int64_t size = sh_gdim(sh, x, p.dim);
-  for (int i = 0; i < k; i++) {
-    if (sh_norm_axis(ax[i], rx) != p.dim)
-      continue;
-    bool from0 = st[i] == 0 || (size > 0 && st[i] <= -size);
-    bool to_end = en[i] >= INT64_MAX / 2 || (size > 0 && en[i] >= size);
-    if (!from0 || !to_end || sp[i] != 1)
-      return sh_replicate(sh, n);
-  }
   ccg_placement want[5] = {p, sh_R(), sh_R(), sh_R(), sh_R()};
+  if (sh_is_partial(p)) /* linear: a slice of a sum is the sum of slices */
+    return sh_fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
+  if (!sh_is_shard(p) || blocks != 1 ||
+      !sh_slice_keeps_dim(sh, n, p.dim, sh_rank_of(sh, x)))
+    return sh_replicate(sh, n);
   return sh_fetch_emit(sh, n, want, NULL, NULL, 0, p, 1);
 }
 

@@ -23,16 +23,16 @@ zoo=$src/tests/data/zoo
 shard_grad_check() {
   local name=$1 arch=$2 mesh=$3
   shift 3
-  local model=$zoo/$arch/ts_train/model.onnx plan=()
+  local model=$zoo/$arch/${variant:-ts_train}/model.onnx plan=()
   [[ $mesh == *tp=* ]] && plan=(--plan "$src/samples/plans/$arch.json")
   expect 0 "data parallel: 2 batch inputs split" -- shard "$model" "${plan[@]}" \
     --mesh "$mesh" -o "$work/$name/s" "$@"
   expect 0 "models written" -- grad "$work/$name/s" --loss loss -o "$work/$name/g"
   expect 0 "ok: .* communication calls match" -- verify "$work/$name/g"
   expect 0 "check against .*: [0-9]+ outputs on .* ok$" -- run "$work/$name/g" \
-    --input "input_ids=$zoo/$arch/ts_train/inputs/input_ids.npy" \
-    --input "labels=$zoo/$arch/ts_train/inputs/labels.npy" \
-    --check "$work/ref_$arch.onnx"
+    --input "input_ids=$zoo/$arch/${variant:-ts_train}/inputs/input_ids.npy" \
+    --input "labels=$zoo/$arch/${variant:-ts_train}/inputs/labels.npy" \
+    --check "$work/ref_${variant:+dynamo_}$arch.onnx"
 }
 
 for arch in gpt2 llama; do
@@ -66,6 +66,16 @@ for arch in mistral qwen2 phi gpt_neox falcon opt; do
 done
 for arch in mistral qwen2 phi gpt_neox; do
   shard_grad_check "${arch}_dp2tp2_z1" "$arch" dp=2,tp=2 --zero 1
+done
+
+# The dynamo exports: Slices whose axes, starts and ends are computed
+# (Cast and Reshape of constants), on other dims or all of the batch dim,
+# and falcon's GatherND picking its key and value heads (a dim after the
+# batch) keep the batch chunks.
+for arch in llama mistral qwen2 phi gpt_neox falcon; do
+  "$tool" grad "$zoo/$arch/dynamo_train/model.onnx" --loss loss \
+    -o "$work/ref_dynamo_$arch.onnx" >/dev/null || exit 1
+  variant=dynamo_train shard_grad_check "${arch}_dynamo_dp2" "$arch" dp=2
 done
 
 # Every gradient compared: dp alone keeps the tied embedding one parameter,
@@ -222,6 +232,46 @@ for name, want in cases.items():
     assert want > 0 and abs(got - want) <= 1e-9 * want, (name, got, want)
 PY
 
+# GatherND and Slice on the batch dim: indices that carry the batch pick
+# rows of a whole table (its gradient summed over dp); a Slice of batch
+# rows with computed axes, or a GatherND indexing the batch dim, mixes the
+# ranks' batches and is refused naming the node.
+$py - "$work" <<'PY' || exit 1
+import sys, numpy as np
+from onnx import helper as h, numpy_helper as nh, TensorProto as T, save
+w = sys.argv[1]
+def const(name, v, dt=np.int64):
+    return h.make_node("Constant", [], [name], value=nh.from_array(np.array(v, dtype=dt)))
+def model(path, nodes, inputs, out_shape, inits=()):
+    g = h.make_graph(nodes, "g", inputs,
+                     [h.make_tensor_value_info("loss", T.FLOAT, out_shape)], list(inits))
+    save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), f"{w}/{path}")
+x = [h.make_tensor_value_info("x", T.FLOAT, [4, 3])]
+table = nh.from_array(np.arange(15, dtype=np.float32).reshape(5, 3) * 0.1, "table")
+model("gnd_ids.onnx", [h.make_node("GatherND", ["table", "idx"], ["y"], name="lookup"),
+                       h.make_node("Mul", ["y", "y"], ["loss"])],
+      [h.make_tensor_value_info("idx", T.INT64, [4, 1])], [4, 3], [table])
+np.save(f"{w}/gnd_idx.npy", np.array([[3], [0], [4], [3]], dtype=np.int64))
+model("slice_rows.onnx", [const("a0", 0, np.int32), h.make_node("Cast", ["a0"], ["a1"], to=7),
+                          const("m1", [-1]), h.make_node("Reshape", ["a1", "m1"], ["axes"]),
+                          const("st", [1]), const("en", [3]),
+                          h.make_node("Slice", ["x", "st", "en", "axes"], ["y"], name="rows_1_3"),
+                          h.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)], x, [])
+model("gnd_rows.onnx", [const("idx", [[3], [0]]),
+                        h.make_node("GatherND", ["x", "idx"], ["y"], name="pick_rows"),
+                        h.make_node("ReduceSum", ["y"], ["loss"], keepdims=0)], x, [])
+PY
+"$tool" grad "$work/gnd_ids.onnx" --loss loss -o "$work/gnd_ids_ref.onnx" >/dev/null || exit 1
+expect 0 "data parallel: 1 batch inputs split" -- shard "$work/gnd_ids.onnx" --mesh dp=2 \
+  --dp-reduce sum -o "$work/gnd_ids/s"
+expect 0 "models written" -- grad "$work/gnd_ids/s" --loss loss -o "$work/gnd_ids/g"
+expect 0 "check against .*: 4 outputs on 2 ranks.* ok$" -- run "$work/gnd_ids/g" \
+  --input "idx=$work/gnd_idx.npy" --check "$work/gnd_ids_ref.onnx" --rtol 1e-4
+expect 2 "node 'rows_1_3' \(Slice\): data parallel: value 'x' is held as each dp rank's batch chunk" -- \
+  shard "$work/slice_rows.onnx" --mesh dp=2 -o "$work/bad11"
+expect 2 "node 'pick_rows' \(GatherND\): data parallel: value 'x' is held as each dp rank's batch chunk" -- \
+  shard "$work/gnd_rows.onnx" --mesh dp=2 -o "$work/bad12"
+
 # bad input
 expect 2 "input 'input_ids' batch dim 0 \(size 2\) is not divisible by dp=3" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh dp=3 -o "$work/bad1"
@@ -245,7 +295,7 @@ expect 2 "mesh axis 'tp' cannot be both the plan's axis and the data axis" -- \
   shard "$zoo/gpt2/ts_train/model.onnx" --mesh tp=2 --dp-axis tp -o "$work/bad7"
 expect 1 "--bucket-mb takes a size in MB" -- grad "$work/gpt2_dp2/s" --loss loss \
   --bucket-mb -3 -o "$work/bad8"
-for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8 bad9 bad10; do
+for d in bad1 bad2 bad3 bad4 bad5 bad6 bad7 bad8 bad9 bad10 bad11 bad12; do
   if [ -e "$work/$d" ]; then
     echo "FAIL: $d was written"
     failures=$((failures + 1))
