@@ -3,13 +3,27 @@
 #include "core/alloc.h"
 #include "core/strmap.h"
 
+/* Eight bytes per multiply rather than FNV-1a's one: name hashing is a large
+ * part of reading a big model. The rotation carries high bits of each step
+ * into the low bits of the next multiply, and the final mix spreads them
+ * over the low bits the table index takes. Values are internal: nothing
+ * depends on them beyond this file. */
 uint32_t ccg__strhash(const char *s) {
-  uint32_t h = 2166136261u;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    h ^= *p;
-    h *= 16777619u;
+  const uint64_t k = 0x9e3779b97f4a7c15u;
+  size_t n = strlen(s);
+  uint64_t h = n * k, w;
+  for (; n >= 8; s += 8, n -= 8) {
+    memcpy(&w, s, 8);
+    h = (h ^ w) * k;
+    h = h << 29 | h >> 35;
   }
-  return h;
+  w = 0;
+  memcpy(&w, s, n);
+  h = (h ^ w) * k;
+  h ^= h >> 32;
+  h *= 0xd6e8feb86659fd93u;
+  h ^= h >> 32;
+  return (uint32_t)h;
 }
 
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a) {

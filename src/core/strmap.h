@@ -1,5 +1,6 @@
-/* Private: string -> uint32 id hash map (open addressing, FNV-1a). Keys are
- * borrowed: the caller keeps them alive (graphs keep them in their arena). */
+/* Private: string -> uint32 id hash map (open addressing, linear probing;
+ * the hash takes eight bytes a step). Keys are borrowed: the caller keeps
+ * them alive (graphs keep them in their arena). */
 #ifndef CCG_CORE_STRMAP_H
 #define CCG_CORE_STRMAP_H
 
