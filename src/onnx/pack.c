@@ -115,7 +115,9 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
                     "graph '%s': built model has unknown fields",
                     ccg_graph_name(g));
   }
-  const ProtobufCMessage *mm = &sh->m->base, *gm = &sh->m->graph->base;
+  /* (sh->m is NULL when the build failed) */
+  const ProtobufCMessage *mm = st == CCG_STATUS_OK ? &sh->m->base : NULL;
+  const ProtobufCMessage *gm = st == CCG_STATUS_OK ? &sh->m->graph->base : NULL;
   if (st == CCG_STATUS_OK)
     st = pack_part(sh, mm, 1, MODEL_GRAPH_FIELD - 1, P_MODEL_PRE);
   if (st == CCG_STATUS_OK)
