@@ -280,6 +280,15 @@ ccg_status ccg__prepare_node(ccg_exec *x, ccg__xnode *n);
 /* plan.c: are plan-time fusions on? Yes unless the environment has
  * CCG_EXEC_FUSE=0. */
 bool ccg__exec_fuse_enabled(void);
+/* How the steps read a value: `count` distinct steps, `step` the last of
+ * them. ccg__count_uses fills u[v] (n_vals zeroed entries) from the steps
+ * as they are now: each fusion pass counts again after the last one
+ * rewrote steps. */
+typedef struct ccg__xuse {
+  uint32_t count;
+  uint32_t step;
+} ccg__xuse;
+void ccg__count_uses(const ccg_exec *x, ccg__xuse *u);
 /* plan.c: MatMul/Gemm + Add of a 1-D bias (+ Relu, Gelu, Tanh or Sigmoid)
  * into the GEMM's epilogue where the intermediates have no other use (CPU,
  * f32, a bias that is an input or initializer). Before the memory plan. */

@@ -276,27 +276,27 @@ bool ccg__exec_fuse_enabled(void) {
 }
 
 /* Steps reading each value, and the step of the single read (-1 if none). */
-static void count_uses(ccg_exec *x, uint32_t *uses, int *user) {
-  for (size_t i = 0; i < x->n_vals; i++)
-    user[i] = -1;
+void ccg__count_uses(const ccg_exec *x, ccg__xuse *u) {
   for (size_t s = 0; s < x->n_steps; s++) {
     const ccg__xnode *n = &x->steps[s];
-    for (uint32_t i = 0; i < n->n_in; i++)
-      if (n->in[i] != CCG_NONE) {
-        uses[n->in[i]]++;
-        user[n->in[i]] = (int)s;
-      }
+    for (uint32_t i = 0; i < n->n_in; i++) {
+      ccg_value_id v = n->in[i];
+      if (v == CCG_NONE || (u[v].count && u[v].step == (uint32_t)s))
+        continue;
+      u[v].count++;
+      u[v].step = (uint32_t)s;
+    }
   }
 }
 
-/* v may disappear into a fused kernel: an f32 arena value read once, by
- * step `user`, and not a graph output. */
-static bool private_f32(const ccg_exec *x, ccg_value_id v, const uint32_t *uses,
-                        const int *user, int *step) {
+/* v may disappear into a fused kernel: an f32 arena value read by one
+ * step (*step), and not a graph output. */
+static bool private_f32(const ccg_exec *x, ccg_value_id v, const ccg__xuse *u,
+                        int *step) {
   const ccg__xval *val = &x->vals[v];
-  *step = user[v];
+  *step = (int)u[v].step;
   return val->kind == CCG__V_ARENA && !val->is_output &&
-         val->dtype == CCG_DTYPE_F32 && uses[v] == 1 && *step >= 0;
+         val->dtype == CCG_DTYPE_F32 && u[v].count == 1;
 }
 
 static bool same_shape(const ccg__xval *a, const ccg__xval *b) {
@@ -335,11 +335,10 @@ static void empty_step(ccg__xnode *n) {
 }
 
 void ccg__fuse_epilogues(ccg_exec *x) {
-  uint32_t *uses = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *uses);
-  int *user = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *user);
-  if (!uses || !user)
+  ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  if (!u)
     return; /* no fusion: the same results, unfused */
-  count_uses(x, uses, user);
+  ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     if ((n->op != CCG_OP_MATMUL && n->op != CCG_OP_GEMM) || !n->run ||
@@ -349,17 +348,17 @@ void ccg__fuse_epilogues(ccg_exec *x) {
     for (uint32_t i = 0; i < n->n_in; i++)
       f32 = f32 &&
             (n->in[i] == CCG_NONE || x->vals[n->in[i]].dtype == CCG_DTYPE_F32);
-    ccg_value_id v = n->out[0], bias, u;
+    ccg_value_id v = n->out[0], bias, y;
     int s2, s3;
-    if (!f32 || !private_f32(x, v, uses, user, &s2) ||
+    if (!f32 || !private_f32(x, v, u, &s2) ||
         !bias_add(x, &x->steps[s2], v, &bias))
       continue;
     ccg__xnode *add = &x->steps[s2], *act = NULL;
-    u = add->out[0];
-    if (private_f32(x, u, uses, user, &s3) && fusable_act(&x->steps[s3]) &&
-        same_shape(&x->vals[x->steps[s3].out[0]], &x->vals[u]))
+    y = add->out[0];
+    if (private_f32(x, y, u, &s3) && fusable_act(&x->steps[s3]) &&
+        same_shape(&x->vals[x->steps[s3].out[0]], &x->vals[y]))
       act = &x->steps[s3];
-    ccg_value_id last = act ? act->out[0] : u;
+    ccg_value_id last = act ? act->out[0] : y;
     n->out[0] = last;
     n->epi = true;
     n->epi_bias = bias;

@@ -764,12 +764,12 @@ def main():
     seen = set()
     shard_results = {}
     shard_seen = set()
-    todo = [m for m in manifest["models"]
+    selected = [m for m in manifest["models"]
             if (not a.only or a.only in (m["arch"],
                                           f"{m['arch']}/{m['variant']}"))
             and "export_error" not in m]
     with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        work = {id(m): pool.submit(model_work, a, m) for m in todo}
+        work = {id(m): pool.submit(model_work, a, m) for m in selected}
     done = fold_checker(a, {k: w.result() for k, w in work.items()})
     for m in manifest["models"]:
         key = (m["arch"], m["variant"])

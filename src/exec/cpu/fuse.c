@@ -134,23 +134,7 @@ static bool fusable(const ccg_exec *x, const ccg__xnode *n,
 }
 
 /* Per value: how many steps read it, and the last of them. */
-typedef struct use {
-  uint32_t count;
-  uint32_t step;
-} use;
-
-static void count_uses(const ccg_exec *x, use *u) {
-  for (size_t s = 0; s < x->n_steps; s++) {
-    const ccg__xnode *n = &x->steps[s];
-    for (uint32_t i = 0; i < n->n_in; i++) {
-      ccg_value_id v = n->in[i];
-      if (v == CCG_NONE || (u[v].count && u[v].step == (uint32_t)s))
-        continue;
-      u[v].count++;
-      u[v].step = (uint32_t)s;
-    }
-  }
-}
+typedef ccg__xuse use;
 
 /* The step that follows step s in a chain, or -1. */
 static long next_in_chain(const ccg_exec *x, const use *u, size_t s) {
@@ -488,7 +472,7 @@ ccg_status ccg__fuse_plan(ccg_exec *x) {
   size_t *chain = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *chain);
   if (!u || !chain)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
-  count_uses(x, u);
+  ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     bool done;
     if (x->steps[s].op == CCG_OP_REDUCE_MEAN && x->steps[s].run &&
