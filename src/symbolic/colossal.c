@@ -86,9 +86,9 @@ static ccg_status coll_fwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
   int64_t w;
   int dim = 0;
   ccg_reduce_op op = CCG_REDUCE_SUM;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  if (k == C_ALL_GATHER || k == C_REDUCE_SCATTER)
-    CCG_CHECK(ccg__mdim(c, x, p->dim, "params key 'dim'", &dim));
+  bool has_dim = k == C_ALL_GATHER || k == C_REDUCE_SCATTER;
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, x, p->dim, "params key 'dim'", &w,
+                            has_dim ? &dim : NULL));
   if (k == C_REDUCE_SCATTER || k == C_ALL_REDUCE || k == C_REDUCE)
     CCG_CHECK(reduce_op(c, &op));
   if (k == C_REDUCE_SCATTER)
@@ -147,9 +147,9 @@ static ccg_status coll_bwd(ccg__mcall *c, const ccg_value_id *in, size_t n_in,
   ccg_value_id dy = gout[0];
   int64_t w;
   int dim = 0;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  if (k == C_ALL_GATHER || k == C_REDUCE_SCATTER)
-    CCG_CHECK(ccg__mdim(c, in[0], p->dim, "params key 'dim'", &dim));
+  bool has_dim = k == C_ALL_GATHER || k == C_REDUCE_SCATTER;
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, in[0], p->dim, "params key 'dim'", &w,
+                            has_dim ? &dim : NULL));
   if (w == 1 || k == C_ALL_REDUCE)
     return ccg_identity(c->g, dy, &gin[0]);
   switch (k) {

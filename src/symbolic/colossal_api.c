@@ -9,95 +9,57 @@
 #include "graph/internal.h"
 #include "symbolic/internal.h"
 
-#define MAX_OUT 8
-
-/* Applies `name` with params (stolen; NULL = out of memory). */
-static ccg_status apply(ccg_graph *g, const char *name, json_t *params,
-                        const ccg_value_id *in, size_t n_in, ccg_value_id *out,
-                        size_t *n_out) {
-  char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
-  json_decref(params);
-  if (!text)
-    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_OOM,
-                      "%s: out of memory writing its parameters", name);
-  ccg_value_id buf[MAX_OUT];
-  size_t n = MAX_OUT;
-  ccg_status st = ccg_mapping_apply(g, name, text, in, n_in, buf, &n);
-  free(text);
-  if (st == CCG_STATUS_OK && out)
-    memcpy(out, buf, n * sizeof *buf);
-  if (st == CCG_STATUS_OK && n_out)
-    *n_out = n;
-  return st;
-}
-
-/* Sets key to v (stolen) on o; false (o freed) on failure. */
-static bool set(json_t **o, const char *key, json_t *v) {
-  if (*o && v && json_object_set_new(*o, key, v) == 0)
-    return true;
-  if (!*o || !v) /* else jansson released v */
-    json_decref(v);
-  json_decref(*o);
-  *o = NULL;
-  return false;
-}
+#define MAX_OUT CCG__MAPPLY_MAX_OUT
 
 static json_t *group_params(const char *group) {
-  json_t *o = json_object();
-  set(&o, "group", json_string(group ? group : "tp"));
-  return o;
-}
-
-static ccg_status one(ccg_graph *g, const char *name, json_t *p, ccg_value_id x,
-                      ccg_value_id *out) {
-  return apply(g, name, p, &x, 1, out, NULL);
+  return ccg__mparams_group(group ? group : "tp");
 }
 
 ccg_status ccg_colossal_all_gather(ccg_graph *g, ccg_value_id x,
                                    const char *group, int64_t dim,
                                    ccg_value_id *out) {
   json_t *p = group_params(group);
-  set(&p, "dim", json_integer(dim));
-  return one(g, "colossal.all_gather", p, x, out);
+  p = ccg__mset(p, "dim", json_integer(dim));
+  return ccg__mapply1(g, "colossal.all_gather", p, x, out);
 }
 
 ccg_status ccg_colossal_reduce_scatter(ccg_graph *g, ccg_value_id x,
                                        const char *group, int64_t dim,
                                        ccg_reduce_op op, ccg_value_id *out) {
   json_t *p = group_params(group);
-  set(&p, "dim", json_integer(dim));
-  set(&p, "op", json_string(ccg_reduce_op_name(op)));
-  return one(g, "colossal.reduce_scatter", p, x, out);
+  p = ccg__mset(p, "dim", json_integer(dim));
+  p = ccg__mset(p, "op", json_string(ccg_reduce_op_name(op)));
+  return ccg__mapply1(g, "colossal.reduce_scatter", p, x, out);
 }
 
 ccg_status ccg_colossal_all_reduce(ccg_graph *g, ccg_value_id x,
                                    const char *group, ccg_reduce_op op,
                                    ccg_value_id *out) {
   json_t *p = group_params(group);
-  set(&p, "op", json_string(ccg_reduce_op_name(op)));
-  return one(g, "colossal.all_reduce", p, x, out);
+  p = ccg__mset(p, "op", json_string(ccg_reduce_op_name(op)));
+  return ccg__mapply1(g, "colossal.all_reduce", p, x, out);
 }
 
 ccg_status ccg_colossal_broadcast(ccg_graph *g, ccg_value_id x,
                                   const char *group, int64_t src,
                                   ccg_value_id *out) {
   json_t *p = group_params(group);
-  set(&p, "src", json_integer(src));
-  return one(g, "colossal.broadcast", p, x, out);
+  p = ccg__mset(p, "src", json_integer(src));
+  return ccg__mapply1(g, "colossal.broadcast", p, x, out);
 }
 
 ccg_status ccg_colossal_reduce(ccg_graph *g, ccg_value_id x, const char *group,
                                int64_t dst, ccg_reduce_op op,
                                ccg_value_id *out) {
   json_t *p = group_params(group);
-  set(&p, "dst", json_integer(dst));
-  set(&p, "op", json_string(ccg_reduce_op_name(op)));
-  return one(g, "colossal.reduce", p, x, out);
+  p = ccg__mset(p, "dst", json_integer(dst));
+  p = ccg__mset(p, "op", json_string(ccg_reduce_op_name(op)));
+  return ccg__mapply1(g, "colossal.reduce", p, x, out);
 }
 
 ccg_status ccg_colossal_ring_forward(ccg_graph *g, ccg_value_id x,
                                      const char *group, ccg_value_id *out) {
-  return one(g, "colossal.ring_forward", group_params(group), x, out);
+  return ccg__mapply1(g, "colossal.ring_forward", group_params(group), x, out);
 }
 
 /* ---- pipeline -------------------------------------------------------------
@@ -128,15 +90,16 @@ static ccg_status stage_params(ccg_graph *g, const char *name,
                         "%s: %s must be static (Recv allocates it)", name,
                         i ? "output_grad_shape" : "input_tensor_shape");
   json_t *p = group_params(s.group ? s.group : "pp");
-  set(&p, "stage", json_integer(s.stage));
-  set(&p, "num_stages", json_integer(s.num_stages));
-  set(&p, "input_tensor_shape", shape_json(s.input_tensor_shape));
-  set(&p, "output_grad_shape", shape_json(s.output_grad_shape));
-  set(&p, "dtype",
-      json_string(ccg_dtype_name(s.dtype == CCG_DTYPE_UNDEFINED ? CCG_DTYPE_F32
-                                                                : s.dtype)));
-  set(&p, "scatter_gather_tensors", json_boolean(s.scatter_gather_tensors));
-  set(&p, "tp_group", json_string(s.tp_group ? s.tp_group : "tp"));
+  p = ccg__mset(p, "stage", json_integer(s.stage));
+  p = ccg__mset(p, "num_stages", json_integer(s.num_stages));
+  p = ccg__mset(p, "input_tensor_shape", shape_json(s.input_tensor_shape));
+  p = ccg__mset(p, "output_grad_shape", shape_json(s.output_grad_shape));
+  p = ccg__mset(p, "dtype",
+                json_string(ccg_dtype_name(
+                    s.dtype == CCG_DTYPE_UNDEFINED ? CCG_DTYPE_F32 : s.dtype)));
+  p = ccg__mset(p, "scatter_gather_tensors",
+                json_boolean(s.scatter_gather_tensors));
+  p = ccg__mset(p, "tp_group", json_string(s.tp_group ? s.tp_group : "tp"));
   *out = p;
   return CCG_STATUS_OK;
 }
@@ -162,7 +125,7 @@ static ccg_status p2p(ccg_graph *g, const char *name,
   CCG_CHECK(stage_params(g, name, s, &p));
   ccg_value_id out[MAX_OUT];
   size_t n = 0;
-  CCG_CHECK(apply(g, name, p, in, n_in, out, &n));
+  CCG_CHECK(ccg__mapply(g, name, p, in, n_in, out, MAX_OUT, &n));
   bool prev, next;
   peers(g, s, &prev, &next);
   size_t k = 0;
@@ -236,9 +199,10 @@ ccg_status ccg_colossal_send_tensor_meta(ccg_graph *g, const ccg_value_id *xs,
   json_t *q = json_object();
   const char *keys[] = {"group", "stage", "num_stages"};
   for (int i = 0; p && i < 3; i++)
-    set(&q, keys[i], json_incref(json_object_get(p, keys[i])));
+    q = ccg__mset(q, keys[i], json_incref(json_object_get(p, keys[i])));
   json_decref(p);
-  return apply(g, "colossal.send_tensor_meta", q, xs, n, NULL, NULL);
+  return ccg__mapply(g, "colossal.send_tensor_meta", q, xs, n, NULL, MAX_OUT,
+                     NULL);
 }
 
 ccg_status ccg_colossal_recv_tensor_meta(ccg_graph *g, const int64_t *ndims,
@@ -249,7 +213,7 @@ ccg_status ccg_colossal_recv_tensor_meta(ccg_graph *g, const int64_t *ndims,
   json_t *q = json_object();
   const char *keys[] = {"group", "stage", "num_stages"};
   for (int i = 0; p && i < 3; i++)
-    set(&q, keys[i], json_incref(json_object_get(p, keys[i])));
+    q = ccg__mset(q, keys[i], json_incref(json_object_get(p, keys[i])));
   json_decref(p);
   json_t *a = json_array();
   for (size_t i = 0; a && ndims && i < n; i++)
@@ -257,6 +221,7 @@ ccg_status ccg_colossal_recv_tensor_meta(ccg_graph *g, const int64_t *ndims,
       json_decref(a);
       a = NULL;
     }
-  set(&q, "ndims", a);
-  return apply(g, "colossal.recv_tensor_meta", q, NULL, 0, outs, n_out);
+  q = ccg__mset(q, "ndims", a);
+  return ccg__mapply(g, "colossal.recv_tensor_meta", q, NULL, 0, outs, MAX_OUT,
+                     n_out);
 }

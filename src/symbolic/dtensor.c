@@ -311,6 +311,16 @@ ccg_status ccg__redistribute(ccg__mcall *c, ccg_value_id x,
   return CCG_STATUS_OK;
 }
 
+ccg_status ccg__dt_axis(ccg__mcall *c, const char *name, int *axis) {
+  int64_t w;
+  CCG_CHECK(ccg__mgroup(c, name, &w));
+  *axis = ccg_mesh_axis(ccg_graph_mesh(c->g), name);
+  if (*axis < 0)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "mesh_axis '%s' must be one mesh axis", name);
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg__dt_ensure_node(ccg__mcall *c, size_t mark, ccg_value_id *v) {
   if (ccg_graph_num_nodes(c->g) > mark)
     return CCG_STATUS_OK;
@@ -421,12 +431,7 @@ static ccg_status helper_plan(ccg__mcall *c, ccg_value_id x,
   const ccg__dt_params *p = c->params;
   const helper_def *h = c->def->data;
   int axis;
-  int64_t w;
-  CCG_CHECK(ccg__mgroup(c, p->mesh_axis, &w));
-  axis = ccg_mesh_axis(ccg_graph_mesh(c->g), p->mesh_axis);
-  if (axis < 0)
-    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
-                      "mesh_axis '%s' must be one mesh axis", p->mesh_axis);
+  CCG_CHECK(ccg__dt_axis(c, p->mesh_axis, &axis));
   int nd = ccg_graph_mesh(c->g)->ndims;
   memset(from, 0, (size_t)nd * sizeof *from);
   bool had = ccg_value_placements(c->g, x, from) > 0;

@@ -20,23 +20,6 @@ static json_t *placements_json(const ccg_placement *p, int n) {
   return ccg__emit_placements(&pl);
 }
 
-static ccg_status apply_json(ccg_graph *g, const char *name, json_t *params,
-                             const ccg_value_id *in, size_t n_in,
-                             ccg_value_id *out) {
-  char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
-  json_decref(params);
-  if (!text)
-    return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_OOM,
-                      "%s: out of memory writing its parameters", name);
-  ccg_value_id y = CCG_NONE;
-  size_t n = 1;
-  ccg_status st = ccg_mapping_apply(g, name, text, in, n_in, &y, &n);
-  free(text);
-  if (st == CCG_STATUS_OK)
-    *out = y;
-  return st;
-}
-
 ccg_status ccg_dtensor_redistribute(ccg_graph *g, ccg_value_id x,
                                     const ccg_placement *from,
                                     const ccg_placement *to,
@@ -46,14 +29,10 @@ ccg_status ccg_dtensor_redistribute(ccg_graph *g, ccg_value_id x,
     return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_INVALID_ARG,
                       "dtensor.redistribute: a graph with a mesh and target "
                       "placements are required");
-  json_t *p = json_object();
-  if (p && (json_object_set_new(p, "to", placements_json(to, m->ndims)) ||
-            (from && json_object_set_new(p, "from",
-                                         placements_json(from, m->ndims))))) {
-    json_decref(p);
-    p = NULL;
-  }
-  return apply_json(g, "dtensor.redistribute", p, &x, 1, out);
+  json_t *p = ccg__mset(json_object(), "to", placements_json(to, m->ndims));
+  if (from)
+    p = ccg__mset(p, "from", placements_json(from, m->ndims));
+  return ccg__mapply1(g, "dtensor.redistribute", p, x, out);
 }
 
 ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
@@ -64,20 +43,12 @@ ccg_status ccg_dtensor_apply_helper(ccg_graph *g, ccg_dtensor_helper h,
                       "dtensor helper %d does not exist", (int)h);
   char name[64];
   snprintf(name, sizeof name, "dtensor.%s", ccg_dtensor_helper_name(h));
-  json_t *p = json_object();
-  if (p && json_object_set_new(p, "mesh_axis",
-                               json_string(mesh_axis ? mesh_axis : "tp"))) {
-    json_decref(p);
-    p = NULL;
-  }
-  if (p &&
-      (h == CCG_DTENSOR_MAKE_INPUT_SHARD_1D ||
-       h == CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D) &&
-      json_object_set_new(p, "dim", json_integer(dim))) {
-    json_decref(p);
-    p = NULL;
-  }
-  return apply_json(g, name, p, &x, 1, y);
+  json_t *p = ccg__mset(json_object(), "mesh_axis",
+                        json_string(mesh_axis ? mesh_axis : "tp"));
+  if (h == CCG_DTENSOR_MAKE_INPUT_SHARD_1D ||
+      h == CCG_DTENSOR_MAKE_OUTPUT_SHARD_1D)
+    p = ccg__mset(p, "dim", json_integer(dim));
+  return ccg__mapply1(g, name, p, x, y);
 }
 
 static const char *const helper_names[] = {
@@ -100,29 +71,18 @@ static json_t *style_json(const ccg_dtensor_style_options *o, bool seq) {
   ccg_dtensor_style_options d = CCG_DTENSOR_STYLE_OPTIONS_INIT;
   if (o && o->size > sizeof(size_t))
     memcpy(&d, o, o->size < sizeof d ? o->size : sizeof d);
-  json_t *p = json_object();
-  bool bad = !p;
-  bad =
-      bad || json_object_set_new(p, "mesh_axis",
-                                 json_string(d.mesh_axis ? d.mesh_axis : "tp"));
+  json_t *p = ccg__mset(json_object(), "mesh_axis",
+                        json_string(d.mesh_axis ? d.mesh_axis : "tp"));
   if (seq) {
-    bad = bad ||
-          json_object_set_new(p, "sequence_dim", json_integer(d.sequence_dim));
-    bad = bad || json_object_set_new(p, "epsilon", json_real(d.epsilon));
+    p = ccg__mset(p, "sequence_dim", json_integer(d.sequence_dim));
+    p = ccg__mset(p, "epsilon", json_real(d.epsilon));
   }
   if (!seq && d.has_input_layout)
-    bad = bad ||
-          json_object_set_new(p, "input_layouts", layout_json(&d.input_layout));
+    p = ccg__mset(p, "input_layouts", layout_json(&d.input_layout));
   if (!seq && d.has_output_layout)
-    bad = bad || json_object_set_new(p, "output_layouts",
-                                     layout_json(&d.output_layout));
+    p = ccg__mset(p, "output_layouts", layout_json(&d.output_layout));
   if (o)
-    bad = bad || json_object_set_new(p, "use_local_output",
-                                     json_boolean(d.use_local_output));
-  if (bad) {
-    json_decref(p);
-    return NULL;
-  }
+    p = ccg__mset(p, "use_local_output", json_boolean(d.use_local_output));
   return p;
 }
 
@@ -135,34 +95,36 @@ static size_t pack(const ccg_value_id *v, size_t n, ccg_value_id *out) {
   return k;
 }
 
+/* A Linear or LayerNorm style on x and its two parameters (an absent
+ * CCG_NONE bias left out). */
+static ccg_status style3(ccg_graph *g, const char *name, ccg_value_id x,
+                         ccg_value_id a, ccg_value_id b,
+                         const ccg_dtensor_style_options *opt, bool seq,
+                         ccg_value_id *y) {
+  ccg_value_id in[3];
+  size_t n = pack((ccg_value_id[]){x, a, b}, 3, in);
+  return ccg__mapply(g, name, style_json(opt, seq), in, n, y, 1, NULL);
+}
+
 ccg_status ccg_dtensor_colwise_parallel(ccg_graph *g, ccg_value_id x,
                                         ccg_value_id w, ccg_value_id b,
                                         const ccg_dtensor_style_options *opt,
                                         ccg_value_id *y) {
-  ccg_value_id in[3];
-  size_t n = pack((ccg_value_id[]){x, w, b}, 3, in);
-  return apply_json(g, "dtensor.colwise_parallel", style_json(opt, false), in,
-                    n, y);
+  return style3(g, "dtensor.colwise_parallel", x, w, b, opt, false, y);
 }
 
 ccg_status ccg_dtensor_rowwise_parallel(ccg_graph *g, ccg_value_id x,
                                         ccg_value_id w, ccg_value_id b,
                                         const ccg_dtensor_style_options *opt,
                                         ccg_value_id *y) {
-  ccg_value_id in[3];
-  size_t n = pack((ccg_value_id[]){x, w, b}, 3, in);
-  return apply_json(g, "dtensor.rowwise_parallel", style_json(opt, false), in,
-                    n, y);
+  return style3(g, "dtensor.rowwise_parallel", x, w, b, opt, false, y);
 }
 
 ccg_status ccg_dtensor_sequence_parallel(ccg_graph *g, ccg_value_id x,
                                          ccg_value_id scale, ccg_value_id bias,
                                          const ccg_dtensor_style_options *opt,
                                          ccg_value_id *y) {
-  ccg_value_id in[3];
-  size_t n = pack((ccg_value_id[]){x, scale, bias}, 3, in);
-  return apply_json(g, "dtensor.sequence_parallel", style_json(opt, true), in,
-                    n, y);
+  return style3(g, "dtensor.sequence_parallel", x, scale, bias, opt, true, y);
 }
 
 ccg_status ccg_dtensor_pairwise_parallel(ccg_graph *g, ccg_value_id x,
@@ -175,11 +137,7 @@ ccg_status ccg_dtensor_pairwise_parallel(ccg_graph *g, ccg_value_id x,
                       "dtensor.pairwise_parallel: give both biases or none");
   ccg_value_id in[5];
   size_t n = pack((ccg_value_id[]){x, w1, b1, w2, b2}, 5, in);
-  json_t *p = json_object();
   const char *axis = opt && opt->mesh_axis ? opt->mesh_axis : "tp";
-  if (p && json_object_set_new(p, "mesh_axis", json_string(axis))) {
-    json_decref(p);
-    p = NULL;
-  }
-  return apply_json(g, "dtensor.pairwise_parallel", p, in, n, y);
+  json_t *p = ccg__mset(json_object(), "mesh_axis", json_string(axis));
+  return ccg__mapply(g, "dtensor.pairwise_parallel", p, in, n, y, 1, NULL);
 }

@@ -54,6 +54,11 @@ ccg_status ccg__redistribute(ccg__mcall *c, ccg_value_id x,
                              const ccg_placement *from, const ccg_placement *to,
                              const ccg_shape *hint, ccg_value_id *out);
 
+/* The one mesh axis `name` of a helper or a style: its index in *axis
+ * (after ccg__mgroup's checks), failing naming the mapping and mesh_axis
+ * when it lists several axes. */
+ccg_status ccg__dt_axis(ccg__mcall *c, const char *name, int *axis);
+
 /* W = 1 and no-op redistributions still leave a tagged node: an Identity of
  * *v (keeping its placements) when the rule added no node since `mark`. */
 ccg_status ccg__dt_ensure_node(ccg__mcall *c, size_t mark, ccg_value_id *v);

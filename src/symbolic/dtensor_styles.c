@@ -35,12 +35,7 @@ static ccg_status style_begin(style *s, ccg__mcall *c) {
   s->axis_name = s->p->mesh_axis;
   s->in_layout = s->p->input_layout.p[0];
   s->out_layout = s->p->output_layout.p[0];
-  int64_t w;
-  CCG_CHECK(ccg__mgroup(c, s->axis_name, &w));
-  s->axis = ccg_mesh_axis(ccg_graph_mesh(c->g), s->axis_name);
-  if (s->axis < 0)
-    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
-                      "mesh_axis '%s' must be one mesh axis", s->axis_name);
+  CCG_CHECK(ccg__dt_axis(c, s->axis_name, &s->axis));
   s->nd = ccg_graph_mesh(c->g)->ndims;
   s->mark = ccg_graph_num_nodes(c->g);
   return CCG_STATUS_OK;
@@ -68,6 +63,16 @@ static ccg_status move(style *s, ccg_value_id v, const ccg_placement *from,
   ccg_placement to[CCG_MAX_MESH_AXES];
   with_axis(s, from, to_axis, to);
   return ccg__redistribute(s->c, v, from, to, hint, out);
+}
+
+/* The output gradient dy lies as the output did (x's placements xp with
+ * the output layout on the style's axis); moves it to `to_axis` there. */
+static ccg_status output_grad(style *s, ccg_value_id dy,
+                              const ccg_placement *xp, ccg_placement to_axis,
+                              ccg_value_id *out) {
+  ccg_placement dyp[CCG_MAX_MESH_AXES];
+  with_axis(s, xp, s->out_layout, dyp);
+  return move(s, dy, dyp, to_axis, NULL, out);
 }
 
 /* Redistribution target of a gradient: the source with Partial as
@@ -228,13 +233,11 @@ ccg_status ccg__dt_colwise_bwd(ccg__mcall *c, const ccg_value_id *in,
   style s;
   CCG_CHECK(style_begin(&s, c));
   ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2), dy = gout[0];
-  ccg_placement xp[CCG_MAX_MESH_AXES], yp[CCG_MAX_MESH_AXES],
-      dyp[CCG_MAX_MESH_AXES], pp[CCG_MAX_MESH_AXES];
+  ccg_placement xp[CCG_MAX_MESH_AXES], pp[CCG_MAX_MESH_AXES];
   ccg_value_id xr, dys, dxp, db;
   CCG_CHECK(col_input(&s, x, xp, &xr)); /* recomputed */
-  with_axis(&s, xp, s.out_layout, dyp);
-  with_axis(&s, xp, shard(ccg_value_shape(s.g, dy)->rank - 1), yp);
-  CCG_CHECK(ccg__redistribute(c, dy, dyp, yp, NULL, &dys));
+  int last = ccg_value_shape(s.g, dy)->rank - 1;
+  CCG_CHECK(output_grad(&s, dy, xp, shard(last), &dys));
   CCG_CHECK(
       linear_backward(s.g, xr, w, b != CCG_NONE, dys, &dxp, &gin[1], &db));
   with_axis(&s, xp, PSUM, pp);
@@ -306,15 +309,12 @@ ccg_status ccg__dt_rowwise_bwd(ccg__mcall *c, const ccg_value_id *in,
   style s;
   CCG_CHECK(style_begin(&s, c));
   ccg_value_id x = in[0], w = in[1], b = opt_in(in, n_in, 2), dy = gout[0];
-  ccg_placement xp[CCG_MAX_MESH_AXES], dyp[CCG_MAX_MESH_AXES],
-      rp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES];
+  ccg_placement xp[CCG_MAX_MESH_AXES], sp[CCG_MAX_MESH_AXES];
   ccg_value_id xs, dyr, dxs, unused;
   CCG_CHECK(row_input(&s, x, xp, &xs)); /* recomputed */
   if (b != CCG_NONE)
     CCG_CHECK(row_bias_grad(&s, dy, &gin[2]));
-  with_axis(&s, xp, s.out_layout, dyp);
-  with_axis(&s, xp, R, rp);
-  CCG_CHECK(ccg__redistribute(c, dy, dyp, rp, NULL, &dyr));
+  CCG_CHECK(output_grad(&s, dy, xp, R, &dyr));
   CCG_CHECK(linear_backward(s.g, xs, w, false, dyr, &dxs, &gin[1], &unused));
   with_axis(&s, xp, shard(ccg_value_shape(s.g, x)->rank - 1), sp);
   CCG_CHECK(place_grad(&s, w, gin[1], shard(0)));

@@ -128,6 +128,13 @@ ccg_status ccg__mgroup(ccg__mcall *c, const char *axes, int64_t *w);
 ccg_status ccg__mdim(ccg__mcall *c, ccg_value_id x, int64_t dim,
                      const char *what, int *out);
 
+/* The group and dim of a call: W of group `axes` (ccg__mgroup), then dim
+ * `dim` of x normalized into *d (ccg__mdim, `what` naming the key), so a
+ * bad group is reported before a bad dim. d NULL checks the group only,
+ * for the variants of a rule that take no dim. */
+ccg_status ccg__mgroup_dim(ccg__mcall *c, const char *axes, ccg_value_id x,
+                           int64_t dim, const char *what, int64_t *w, int *d);
+
 /* Dim `dim` of x must split into W equal parts: a number divisible by W (a
  * symbol is left to the shape rules). Fails naming mapping, value, dim,
  * size and W. */
@@ -161,11 +168,27 @@ ccg_status ccg__mall_to_all(ccg__mcall *c, ccg_value_id x, const char *group,
 
 /* For the typed C functions: {"group": group} ({} for NULL), an integer
  * list (null for NULL) — new references, NULL on OOM — and apply of a
- * one-input one-output mapping with params (stolen; NULL = OOM). */
+ * one-input one-output mapping with params (stolen; NULL = OOM); *out (out
+ * NULL: not wanted) is CCG_NONE where the rule gave no output. */
 json_t *ccg__mparams_group(const char *group);
 json_t *ccg__mjson_ints(const int64_t *v, size_t n);
 ccg_status ccg__mapply1(ccg_graph *g, const char *name, json_t *params,
                         ccg_value_id x, ccg_value_id *out);
+
+/* Sets key to v on the params o, both stolen, and returns o; on failure
+ * (o or v NULL: out of memory) frees both and returns NULL, which the next
+ * ccg__mset passes on and ccg__mapply reports, so a typed call chains its
+ * keys without a check after each. */
+json_t *ccg__mset(json_t *o, const char *key, json_t *v);
+
+/* ccg_mapping_apply of `name` with params (stolen; NULL = out of memory)
+ * on in[0..n_in), with room for `room` outputs (at most
+ * CCG__MAPPLY_MAX_OUT). Only on success are the outputs written to out
+ * (NULL: not wanted) and their count to *n_out (NULL: not wanted). */
+#define CCG__MAPPLY_MAX_OUT 8
+ccg_status ccg__mapply(ccg_graph *g, const char *name, json_t *params,
+                       const ccg_value_id *in, size_t n_in, ccg_value_id *out,
+                       size_t room, size_t *n_out);
 
 /* ---- the system tables ------------------------------------------------- */
 

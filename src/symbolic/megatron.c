@@ -175,12 +175,13 @@ static ccg_status step(ccg__mcall *c, const entry *e, prim op, ccg_value_id x,
                        bool bwd, ccg_value_id *y) {
   const params *p = c->params;
   int64_t w;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  const ccg__ints *s = sizes(p, e->sizes);
   int dim = 0;
-  if (op != P_IDENTITY && op != P_ALL_REDUCE && op != P_SP2HP && op != P_HP2SP)
-    CCG_CHECK(
-        ccg__mdim(c, x, e->dim, e->dim == LAST ? "last dim" : "dim", &dim));
+  bool has_dim =
+      op != P_IDENTITY && op != P_ALL_REDUCE && op != P_SP2HP && op != P_HP2SP;
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, x, e->dim,
+                            e->dim == LAST ? "last dim" : "dim", &w,
+                            has_dim ? &dim : NULL));
+  const ccg__ints *s = sizes(p, e->sizes);
   if (op == P_SP_GRAD)
     op = p->tensor_parallel_output_grad ? P_REDUCE_SCATTER : P_CHUNK;
   switch (op) {
@@ -332,12 +333,7 @@ const size_t ccg__megatron_mappings_count =
 /* {"group": group, key: sizes}; NULL on OOM (ccg__mapply1 reports it). */
 static json_t *with_sizes(const char *group, const char *key, const int64_t *v,
                           size_t n) {
-  json_t *o = ccg__mparams_group(group);
-  if (o && json_object_set_new(o, key, ccg__mjson_ints(v, n)) != 0) {
-    json_decref(o);
-    return NULL;
-  }
-  return o;
+  return ccg__mset(ccg__mparams_group(group), key, ccg__mjson_ints(v, n));
 }
 
 #define GROUP_ONLY(fn)                                                         \
@@ -362,28 +358,29 @@ GROUP_ONLY(split_along_first_dim)
 GROUP_ONLY(gather_along_last_dim)
 GROUP_ONLY(reduce_scatter_along_last_dim)
 
+/* A group and one split-size list `key`. */
+#define WITH_SIZES(fn, key)                                                    \
+  ccg_status ccg_megatron_##fn(ccg_graph *g, ccg_value_id x,                   \
+                               const char *group, const int64_t *key,          \
+                               size_t n_sizes, ccg_value_id *out) {            \
+    return ccg__mapply1(g, "megatron." #fn,                                    \
+                        with_sizes(group, #key, key, n_sizes), x, out);        \
+  }
+
+WITH_SIZES(reduce_scatter_to_sequence_parallel_region, input_split_sizes)
+WITH_SIZES(gather_along_first_dim, output_split_sizes)
+WITH_SIZES(reduce_scatter_along_first_dim, input_split_sizes)
+
 ccg_status ccg_megatron_gather_from_sequence_parallel_region(
     ccg_graph *g, ccg_value_id x, const char *group,
     bool tensor_parallel_output_grad, const int64_t *output_split_sizes,
     size_t n_sizes, ccg_value_id *out) {
   json_t *p =
       with_sizes(group, "output_split_sizes", output_split_sizes, n_sizes);
-  if (p && json_object_set_new(p, "tensor_parallel_output_grad",
-                               json_boolean(tensor_parallel_output_grad))) {
-    json_decref(p);
-    p = NULL;
-  }
+  p = ccg__mset(p, "tensor_parallel_output_grad",
+                json_boolean(tensor_parallel_output_grad));
   return ccg__mapply1(g, "megatron.gather_from_sequence_parallel_region", p, x,
                       out);
-}
-
-ccg_status ccg_megatron_reduce_scatter_to_sequence_parallel_region(
-    ccg_graph *g, ccg_value_id x, const char *group,
-    const int64_t *input_split_sizes, size_t n_sizes, ccg_value_id *out) {
-  return ccg__mapply1(
-      g, "megatron.reduce_scatter_to_sequence_parallel_region",
-      with_sizes(group, "input_split_sizes", input_split_sizes, n_sizes), x,
-      out);
 }
 
 ccg_status ccg_megatron_all_to_all(ccg_graph *g, ccg_value_id x,
@@ -394,30 +391,9 @@ ccg_status ccg_megatron_all_to_all(ccg_graph *g, ccg_value_id x,
                                    size_t n_in, ccg_value_id *out) {
   json_t *p =
       with_sizes(group, "output_split_sizes", output_split_sizes, n_out);
-  if (p && json_object_set_new(p, "input_split_sizes",
-                               ccg__mjson_ints(input_split_sizes, n_in))) {
-    json_decref(p);
-    p = NULL;
-  }
+  p = ccg__mset(p, "input_split_sizes",
+                ccg__mjson_ints(input_split_sizes, n_in));
   return ccg__mapply1(g, "megatron.all_to_all", p, x, out);
-}
-
-ccg_status ccg_megatron_gather_along_first_dim(
-    ccg_graph *g, ccg_value_id x, const char *group,
-    const int64_t *output_split_sizes, size_t n_sizes, ccg_value_id *out) {
-  return ccg__mapply1(
-      g, "megatron.gather_along_first_dim",
-      with_sizes(group, "output_split_sizes", output_split_sizes, n_sizes), x,
-      out);
-}
-
-ccg_status ccg_megatron_reduce_scatter_along_first_dim(
-    ccg_graph *g, ccg_value_id x, const char *group,
-    const int64_t *input_split_sizes, size_t n_sizes, ccg_value_id *out) {
-  return ccg__mapply1(
-      g, "megatron.reduce_scatter_along_first_dim",
-      with_sizes(group, "input_split_sizes", input_split_sizes, n_sizes), x,
-      out);
 }
 
 ccg_status ccg_mark_sequence_parallel_param(ccg_graph *g, ccg_value_id param,

@@ -69,8 +69,7 @@ static ccg_status a2a(ccg__mcall *c, ccg_value_id x, int64_t scatter,
   const params *p = c->params;
   int64_t w;
   int s, g;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  CCG_CHECK(ccg__mdim(c, x, scatter, "scatter_dim", &s));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, x, scatter, "scatter_dim", &w, &s));
   CCG_CHECK(ccg__mdim(c, x, gather, "gather_dim", &g));
   if (w == 1)
     return ccg_identity(c->g, x, y);
@@ -187,8 +186,7 @@ static ccg_status split_or_gather(ccg__mcall *c, kind k, ccg_value_id x,
   const params *p = c->params;
   int64_t w;
   int dim;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  CCG_CHECK(ccg__mdim(c, x, p->dim, "dim", &dim));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, x, p->dim, "dim", &w, &dim));
   if (k == SPLIT)
     CCG_CHECK(ccg__mdivisible(c, x, dim, w, p->group));
   if (w == 1) {
@@ -272,17 +270,8 @@ const size_t ccg__opensora_mappings_count =
 
 static json_t *dims_params(const char *group, const char *k1, int64_t v1,
                            const char *k2, json_t *v2) {
-  json_t *o = ccg__mparams_group(group);
-  if (!o || json_object_set_new(o, k1, json_integer(v1)) != 0) {
-    json_decref(v2);
-    json_decref(o);
-    return NULL;
-  }
-  if (json_object_set_new(o, k2, v2) != 0) {
-    json_decref(o);
-    return NULL;
-  }
-  return o;
+  json_t *o = ccg__mset(ccg__mparams_group(group), k1, json_integer(v1));
+  return ccg__mset(o, k2, v2);
 }
 
 static json_t *grad_scale_json(ccg_grad_scale s) { return emit_grad_scale(&s); }

@@ -1,6 +1,7 @@
 /* Helpers the system files' rules share: messages that name the mapping,
  * group and dim checks, reshapes to exact target shapes, and the all-to-all
  * that moves the W axis to the front so the exchange itself is on dim 0. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,12 @@ ccg_status ccg__mgroup(ccg__mcall *c, const char *axes, int64_t *w) {
   }
   *w = ccg_mesh_group_size(m, mask);
   return CCG_STATUS_OK;
+}
+
+ccg_status ccg__mgroup_dim(ccg__mcall *c, const char *axes, ccg_value_id x,
+                           int64_t dim, const char *what, int64_t *w, int *d) {
+  CCG_CHECK(ccg__mgroup(c, axes, w));
+  return d ? ccg__mdim(c, x, dim, what, d) : CCG_STATUS_OK;
 }
 
 const char *ccg__mvalue_str(ccg__mcall *c, ccg_value_id x, char *buf,
@@ -253,18 +260,42 @@ json_t *ccg__mjson_ints(const int64_t *v, size_t n) {
   return a;
 }
 
-ccg_status ccg__mapply1(ccg_graph *g, const char *name, json_t *params,
-                        ccg_value_id x, ccg_value_id *out) {
+json_t *ccg__mset(json_t *o, const char *key, json_t *v) {
+  if (o && v && json_object_set_new(o, key, v) == 0)
+    return o;
+  if (!o || !v) /* else jansson released v */
+    json_decref(v);
+  json_decref(o);
+  return NULL;
+}
+
+ccg_status ccg__mapply(ccg_graph *g, const char *name, json_t *params,
+                       const ccg_value_id *in, size_t n_in, ccg_value_id *out,
+                       size_t room, size_t *n_out) {
+  assert(room <= CCG__MAPPLY_MAX_OUT);
   char *text = params ? json_dumps(params, JSON_COMPACT) : NULL;
   json_decref(params);
   if (!text)
     return ccg__error(g ? &g->ctx : NULL, CCG_STATUS_OOM,
                       "%s: out of memory writing its parameters", name);
-  ccg_value_id y = CCG_NONE;
-  size_t n = 1;
-  ccg_status st = ccg_mapping_apply(g, name, text, &x, 1, &y, &n);
+  /* A failing rule may have written some outputs: the caller's stay as
+   * they were. */
+  ccg_value_id buf[CCG__MAPPLY_MAX_OUT];
+  size_t n = room;
+  ccg_status st = ccg_mapping_apply(g, name, text, in, n_in, buf, &n);
   free(text);
-  if (st == CCG_STATUS_OK)
+  if (st == CCG_STATUS_OK && out)
+    memcpy(out, buf, n * sizeof *buf);
+  if (st == CCG_STATUS_OK && n_out)
+    *n_out = n;
+  return st;
+}
+
+ccg_status ccg__mapply1(ccg_graph *g, const char *name, json_t *params,
+                        ccg_value_id x, ccg_value_id *out) {
+  ccg_value_id y = CCG_NONE; /* what a rule that gives none leaves */
+  ccg_status st = ccg__mapply(g, name, params, &x, 1, &y, 1, NULL);
+  if (st == CCG_STATUS_OK && out)
     *out = y;
   return st;
 }
