@@ -123,9 +123,31 @@ static void jb_str(jbuf *b, const char *s) {
   jb_put(b, "\"", 1);
 }
 
-/* The text into the arena; the buffer is released either way. */
+/* ,"key":"value" — a member of the object open. */
+static void jb_member(jbuf *b, const char *key, const char *value) {
+  jb_put(b, ",", 1);
+  jb_str(b, key);
+  jb_put(b, ":", 1);
+  jb_str(b, value);
+}
+
+/* Opens the array's next object with its first member, key: name (the
+ * node or value it describes). */
+static void jb_open(jbuf *b, const char *key, const char *name) {
+  jb_put(b, b->n ? ",{" : "[{", 2);
+  jb_str(b, key);
+  jb_put(b, ":", 1);
+  jb_str(b, name);
+}
+
+/* Closes the array and puts its text into the arena; no object opened
+ * leaves *out NULL (the graph has none of this metadata). The buffer is
+ * released either way. */
 static ccg_status jb_done(ccg_graph *g, ccg_arena *a, jbuf *b, const char *what,
                           const char **out) {
+  if (!b->n && !b->bad)
+    return CCG_STATUS_OK;
+  jb_put(b, "]", 1);
   *out = b->bad ? NULL : ccg__arena_strdup(a, b->p);
   free(b->p);
   return *out
@@ -157,8 +179,7 @@ ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
     int n = ccg_value_placements(g, v, p);
     if (n == 0)
       continue;
-    jb_lit(&b, b.n ? ",{\"value\":" : "[{\"value\":");
-    jb_str(&b, ccg_value_name(g, v));
+    jb_open(&b, "value", ccg_value_name(g, v));
     jb_lit(&b, ",\"placements\":[");
     for (int i = 0; i < n; i++) {
       char buf[32];
@@ -169,9 +190,6 @@ ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
     }
     jb_lit(&b, "]}");
   }
-  if (!b.n && !b.bad)
-    return CCG_STATUS_OK;
-  jb_put(&b, "]", 1);
   return jb_done(g, a, &b, "placement", out);
 }
 
@@ -184,22 +202,15 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
     if (!t)
       continue;
     char num[64];
-    jb_lit(&b, b.n ? ",{\"node\":" : "[{\"node\":");
-    jb_str(&b, ccg_node_name(g, n));
-    jb_lit(&b, ",\"mapping\":");
-    jb_str(&b, t->mapping ? t->mapping : "");
+    jb_open(&b, "node", ccg_node_name(g, n));
+    jb_member(&b, "mapping", t->mapping ? t->mapping : "");
     snprintf(num, sizeof num, ",\"instance\":%u,\"backward\":%s", t->instance,
              t->backward ? "true" : "false");
     jb_lit(&b, num);
-    if (t->params) {
-      jb_lit(&b, ",\"params\":");
-      jb_str(&b, t->params);
-    }
+    if (t->params)
+      jb_member(&b, "params", t->params);
     jb_put(&b, "}", 1);
   }
-  if (!b.n && !b.bad)
-    return CCG_STATUS_OK;
-  jb_put(&b, "]", 1);
   return jb_done(g, a, &b, "mapping tag", out);
 }
 
@@ -215,21 +226,14 @@ ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
       if (strncmp(key, "ccgraph.", 8) != 0)
         continue;
       if (!open) {
-        jb_lit(&b, b.n ? ",{\"node\":" : "[{\"node\":");
-        jb_str(&b, ccg_node_name(g, n));
+        jb_open(&b, "node", ccg_node_name(g, n));
         open = true;
       }
-      jb_put(&b, ",", 1);
-      jb_str(&b, key);
-      jb_put(&b, ":", 1);
-      jb_str(&b, val);
+      jb_member(&b, key, val);
     }
     if (open)
       jb_put(&b, "}", 1);
   }
-  if (!b.n && !b.bad)
-    return CCG_STATUS_OK;
-  jb_put(&b, "]", 1);
   return jb_done(g, a, &b, "node", out);
 }
 
