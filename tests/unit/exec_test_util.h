@@ -92,17 +92,37 @@ static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,
 }
 
 /* g sharded by the shard pass with the plan in `plan_json` over the mesh
- * `mesh` ("tp=2"). Returns the sharded graph (new). */
-static inline ccg_graph *xt_shard(ccg_graph *g, const char *plan_json,
-                                  const char *mesh) {
+ * `mesh` ("tp=2") and options o (NULL: the defaults). Returns the sharded
+ * graph (new). */
+static inline ccg_graph *xt_shard_opts(ccg_graph *g, const char *plan_json,
+                                       const char *mesh,
+                                       const ccg_shard_options *o) {
   ccg_plan *plan = NULL;
   assert_ok(NULL, ccg_plan_parse(plan_json, &plan));
   ccg_mesh m;
   assert_ok(NULL, ccg_mesh_parse(mesh, &m));
   ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  assert_ok(g, ccg_shard_apply(g, plan, &m, o, &sg, NULL));
   ccg_plan_free(plan);
   return sg;
+}
+
+static inline ccg_graph *xt_shard(ccg_graph *g, const char *plan_json,
+                                  const char *mesh) {
+  return xt_shard_opts(g, plan_json, mesh, NULL);
+}
+
+/* The module "fc" that a plan {"fc": "colwise"} shards: x @ "fc.weight"
+ * [4,6] (w: its 24 values; NULL: zeros) through the MatMul `name` (NULL:
+ * unnamed, so it gets the default name). Returns the MatMul's output. */
+static inline ccg_value_id xt_fc_matmul(ccg_graph *g, ccg_value_id x,
+                                        const float *w, const char *name) {
+  static const float zeros[4 * 6];
+  ccg_tensor t = {CCG_DTYPE_F32, 2, {4, 6}, w ? w : zeros};
+  ccg_value_id in[2] = {x, CCG_NONE}, y;
+  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &t, &in[1]));
+  assert_ok(g, xt_node(g, "MatMul", name, in, 2, NULL, 0, 1, &y));
+  return y;
 }
 
 /* |got - want| <= atol + rtol * |want| for every element (NaN equal). */

@@ -996,21 +996,44 @@ static void same_fill(int rank, size_t input, float *data, size_t n) {
   xt_fill(data, n, 1);
 }
 
+/* The sharded tests' model: input x of `x_shape` through the module "fc"
+ * (xt_fc_matmul) with seeded weights. Returns the MatMul's output. */
+static ccg_value_id colwise_fc(ccg_graph *g, const char *x_shape) {
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, x_shape);
+  float wd[4 * 6];
+  xt_fill(wd, 24, 5);
+  return xt_fc_matmul(g, x, wd, "/fc/MatMul");
+}
+
+/* Runs the sharded sg on its two ranks (x as same_fill gives it) and
+ * checks each rank's output named names[k] against want[k] (count[k]
+ * floats) within tol, absolute plus relative. */
+static void ranks_close(ccg_graph *sg, const char *const *names,
+                        const float *const *want, const size_t *count, size_t n,
+                        double tol) {
+  xr_result res;
+  xr_run(sg, 0, 1, same_fill, &res);
+  for (int r = 0; r < 2; r++)
+    for (size_t o = 0; o < n; o++) {
+      size_t k = 0;
+      while (k < n && strcmp(res.R[r].out[o].name, names[k]) != 0)
+        k++;
+      assert_true(k < n);
+      xt_close(res.R[r].got[o], want[k], count[k], tol, tol, names[k]);
+    }
+  xr_free(&res);
+}
+
 /* CastLike keeps a colwise MatMul's Shard(1): the gather comes after it,
  * and two ranks give the unsharded result. */
 static void test_cast_like_sharded(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[3,4]");
-  float wd[4 * 6];
-  xt_fill(wd, 24, 5);
-  ccg_value_id w = init_f32(g, "fc.weight", wd, 2, (const int64_t[]){4, 6});
+  ccg_value_id h = colwise_fc(g, "[3,4]");
   double one = 1.0;
   ccg_tensor lt = {CCG_DTYPE_F64, 0, {0}, &one};
   ccg_value_id like;
   assert_ok(g, ccg_graph_add_initializer(g, "like", &lt, &like));
-  ccg_value_id mm[2] = {x, w};
-  ccg_value_id h = node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0);
   ccg_value_id cl[2] = {h, like};
   const char *yname[1] = {"y"};
   ccg_node_desc d = CCG_NODE_DESC_INIT;
@@ -1023,12 +1046,7 @@ static void test_cast_like_sharded(void **state) {
   assert_ok(g, ccg_graph_add_node(g, &d, &cn));
   ccg_value_id y = ccg_node_output(g, cn, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   int casts = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++)
     if (ccg_node_op(sg, (ccg_node_id)i) == CCG_OP_CAST_LIKE) {
@@ -1054,7 +1072,6 @@ static void test_cast_like_sharded(void **state) {
   }
   xr_free(&res);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -1064,12 +1081,7 @@ static void test_cast_like_sharded(void **state) {
 static void test_einsum_sharded(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
-  float wd[4 * 6];
-  xt_fill(wd, 24, 5);
-  ccg_value_id w = init_f32(g, "fc.weight", wd, 2, (const int64_t[]){4, 6});
-  ccg_value_id mm[2] = {x, w};
-  ccg_value_id h = node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0);
+  ccg_value_id h = colwise_fc(g, "[2,3,4]");
   ccg_value_id hh[2] = {h, h};
   const char *eqs[2] = {"bsj,bsj->bj", "bij,bkj->bik"};
   const char *names[2] = {"y1", "y2"};
@@ -1089,12 +1101,7 @@ static void test_einsum_sharded(void **state) {
     y[i] = ccg_node_output(g, id, 0);
     assert_ok(g, ccg_graph_add_output(g, y[i]));
   }
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   int seen = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++)
     if (ccg_node_op(sg, (ccg_node_id)i) == CCG_OP_EINSUM) {
@@ -1111,18 +1118,9 @@ static void test_einsum_sharded(void **state) {
   ccg_exec_tensor wo[2] = {xt_out("y1", want1, sizeof want1),
                            xt_out("y2", want2, sizeof want2)};
   assert_ok(g, xt_run1(g, &xi, 1, wo, 2));
-  xr_result res;
-  xr_run(sg, 0, 1, same_fill, &res);
-  for (int r = 0; r < 2; r++) {
-    for (size_t o = 0; o < 2; o++) {
-      size_t k = strcmp(res.R[r].out[o].name, "y1") == 0 ? 0 : 1;
-      xt_close(res.R[r].got[o], k ? want2 : want1, k ? 18 : 12, 1e-5, 1e-5,
-               names[k]);
-    }
-  }
-  xr_free(&res);
+  const float *want[2] = {want1, want2};
+  ranks_close(sg, names, want, (const size_t[]){12, 18}, 2, 1e-5);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -1133,12 +1131,7 @@ static void test_einsum_sharded(void **state) {
 static void test_data_ops_sharded(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,3,4]");
-  float wd[4 * 6];
-  xt_fill(wd, 24, 5);
-  ccg_value_id w = init_f32(g, "fc.weight", wd, 2, (const int64_t[]){4, 6});
-  ccg_value_id mm[2] = {x, w}, t;
-  ccg_value_id h = node(g, "MatMul", "/fc/MatMul", mm, 2, NULL, 0);
+  ccg_value_id h = colwise_fc(g, "[2,3,4]"), t;
   assert_ok(g, ccg_transpose(g, h, (const int64_t[]){2, 0, 1}, 3, &t));
   int64_t reps[3] = {1, 2, 1}, pads[6] = {0, 1, 0, 0, 0, 2};
   ccg_value_id tr = node(g, "Trilu", "tr", &t, 1, NULL, 0);
@@ -1192,12 +1185,7 @@ static void test_data_ops_sharded(void **state) {
     assert_ok(g, ccg_graph_add_output(g, ys[i]));
   }
   assert_string_equal(ccg_test_shape(g, ys[0]), "[6,25]");
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *sg = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &sg, NULL));
+  ccg_graph *sg = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   int kept = 0;
   for (size_t i = 0; i < ccg_graph_num_nodes(sg); i++) {
     ccg_op op = ccg_node_op(sg, (ccg_node_id)i);
@@ -1219,7 +1207,7 @@ static void test_data_ops_sharded(void **state) {
   }
   assert_int_equal(kept, 8);
   float xd[24], want1[150], want2[36], want3[144];
-  float *want[3] = {want1, want2, want3};
+  const float *want[3] = {want1, want2, want3};
   const size_t count[3] = {150, 36, 144};
   xt_fill(xd, 24, 1);
   ccg_exec_tensor xi = XT_F32("x", xd, 2, 3, 4);
@@ -1227,17 +1215,8 @@ static void test_data_ops_sharded(void **state) {
                            xt_out("y2", want2, sizeof want2),
                            xt_out("y3", want3, sizeof want3)};
   assert_ok(g, xt_run1(g, &xi, 1, wo, 3));
-  xr_result res;
-  xr_run(sg, 0, 1, same_fill, &res);
-  for (int r = 0; r < 2; r++)
-    for (size_t o = 0; o < 3; o++) {
-      size_t k = (size_t)(res.R[r].out[o].name[1] - '1');
-      assert_true(k < 3);
-      xt_close(res.R[r].got[o], want[k], count[k], 1e-6, 1e-6, names[k]);
-    }
-  xr_free(&res);
+  ranks_close(sg, names, want, count, 3, 1e-6);
   ccg_graph_free(sg);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 

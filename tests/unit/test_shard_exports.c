@@ -109,17 +109,6 @@ static void assert_same_outputs(ccg_graph *g, ccg_graph *s,
   free(got);
 }
 
-static ccg_graph *shard(ccg_graph *g, const char *plan_json, const char *mesh) {
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse(plan_json, &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse(mesh, &m));
-  ccg_graph *out = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
-  ccg_plan_free(plan);
-  return out;
-}
-
 static void assert_shape(ccg_graph *g, const char *name, const char *shape) {
   ccg_value_id v;
   assert_ok(g, ccg_graph_find_value(g, name, &v));
@@ -201,7 +190,7 @@ static void identity_folded_parameters(void **state) {
   (void)state;
   ccg_graph *g = folded_params();
   ccg_graph *s =
-      shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
+      xt_shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
   /* each use its own copy, named after its parameter */
   assert_shape(s, "fc1.bias", "[8]");
   assert_shape(s, "act.shift", "[16]");
@@ -254,7 +243,7 @@ static void folded_parameter_named_by_the_plan(void **state) {
   ccg_value_id y =
       add(g, "MatMul", "MatMul_0", (ccg_value_id[]){x, v}, 2, "y", NULL, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
-  ccg_graph *s = shard(g, "{\"proj.weight\": \"colwise\"}", "tp=2");
+  ccg_graph *s = xt_shard(g, "{\"proj.weight\": \"colwise\"}", "tp=2");
   assert_shape(s, "proj.weight", "[8,4]");
   assert_int_equal(count_op(s, CCG_OP_ALL_GATHER), 1);
   assert_no_dead(s);
@@ -281,11 +270,11 @@ static void tied_embedding_through_transpose(void **state) {
   ccg_value_id y = add(g, "MatMul", "/lm_head/MatMul", (ccg_value_id[]){e, wt},
                        2, "logits", NULL, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
-  ccg_graph *s = shard(g,
-                       "{\"wte\": \"vocab_parallel\", \"lm_head\": "
-                       "{\"style\": \"colwise\", \"output_layouts\": "
-                       "\"Replicate\"}}",
-                       "tp=2");
+  ccg_graph *s = xt_shard(g,
+                          "{\"wte\": \"vocab_parallel\", \"lm_head\": "
+                          "{\"style\": \"colwise\", \"output_layouts\": "
+                          "\"Replicate\"}}",
+                          "tp=2");
   assert_shape(s, "wte.weight", "[4,4]");
   assert_shape(s, "wte.weight.T", "[4,4]");
   assert_int_equal(count_op(s, CCG_OP_TRANSPOSE), 0);
@@ -322,7 +311,7 @@ static void provenance_through_onnx(void **state) {
   (void)state;
   ccg_graph *g = folded_params();
   ccg_graph *s =
-      shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
+      xt_shard(g, "{\"fc1\": \"colwise\", \"fc2\": \"rowwise\"}", "tp=2");
   assert_ok(s, ccg_graph_set_meta(s, "note", "a"));
   assert_ok(s, ccg_graph_set_meta(s, "note", "b"));
   assert_string_equal(ccg_graph_meta(s, "note"), "b");
@@ -378,15 +367,10 @@ static void gathered_key_gradient(void **state) {
   ccg_attr kd = CCG_ATTR_I("keepdims", 0);
   ccg_value_id loss = add(g, "ReduceSum", "/ReduceSum", &sq, 1, "loss", &kd, 1);
   assert_ok(g, ccg_graph_add_output(g, loss));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"ln\": \"sequence_parallel\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
   ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
   so.sequence_parallel = true;
-  ccg_graph *s = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, &so, &s, NULL));
-  ccg_plan_free(plan);
+  ccg_graph *s =
+      xt_shard_opts(g, "{\"ln\": \"sequence_parallel\"}", "tp=2", &so);
   ccg_graph *gs[2] = {g, s};
   for (int i = 0; i < 2; i++) {
     ccg_value_id l;
@@ -440,7 +424,7 @@ static void head_reshape_leaves_nothing_dead(void **state) {
     assert_ok(g, ccg_graph_add_output(g, y));
     char mesh[16];
     snprintf(mesh, sizeof mesh, "tp=%d", tp);
-    ccg_graph *s = shard(g, "{\"attn.q\": \"colwise\"}", mesh);
+    ccg_graph *s = xt_shard(g, "{\"attn.q\": \"colwise\"}", mesh);
     assert_no_dead(s);
     assert_int_equal(count_op(s, CCG_OP_CONSTANT), 1);
     float xd[48];
@@ -514,7 +498,7 @@ static void dynamic_head_reshape(void **state) {
   ccg_value_id qs = add(g, "Cast", "/Cast", &shq, 1, "qshape", &to, 1);
   assert_ok(g, ccg_graph_add_output(g, y));
   assert_ok(g, ccg_graph_add_output(g, qs));
-  ccg_graph *s = shard(g, "{\"attn.q\": \"colwise\"}", "tp=2");
+  ccg_graph *s = xt_shard(g, "{\"attn.q\": \"colwise\"}", "tp=2");
   assert_int_equal(count_op(s, CCG_OP_ALL_GATHER), 1);
   assert_int_equal(count_op(s, CCG_OP_DIV), 1);
   assert_no_dead(s);

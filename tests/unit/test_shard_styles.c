@@ -46,17 +46,11 @@ static void vocab_parallel_module_with_a_mul(void **state) {
   assert_ok(g, ccg_graph_add_node(g, &d, &n));
   y = ccg_node_output(g, n, 0);
   assert_ok(g, ccg_graph_add_output(g, y));
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"wte\": \"vocab_parallel\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *out = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  ccg_graph *out = xt_shard(g, "{\"wte\": \"vocab_parallel\"}", "tp=2");
   assert_int_equal(count_op(out, CCG_OP_WHERE), 1);
   assert_int_equal(count_op(out, CCG_OP_MUL), 1);
   assert_string_equal(ccg_test_shape(out, ccg_graph_output(out, 0)), "[2,3,4]");
   ccg_graph_free(out);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -67,26 +61,13 @@ static void vocab_parallel_module_with_a_mul(void **state) {
 static void colwise_output_with_default_name(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4]"), w;
-  float wdata[4 * 6] = {0};
-  ccg_tensor wt = {CCG_DTYPE_F32, 2, {4, 6}, wdata};
-  assert_ok(g, ccg_graph_add_initializer(g, "fc.weight", &wt, &w));
-  ccg_value_id in[2] = {x, w};
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "MatMul"; /* unnamed: "MatMul_0", output "MatMul_0_output_0" */
-  d.inputs = in;
-  d.n_inputs = 2;
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_add_node(g, &d, &n));
-  ccg_value_id y = ccg_node_output(g, n, 0);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4]");
+  /* unnamed: "MatMul_0", output "MatMul_0_output_0" */
+  ccg_value_id y = xt_fc_matmul(g, x, NULL, NULL);
   assert_ok(g, ccg_graph_add_output(g, y));
   const char *yname = ccg_value_name(g, y);
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
-  ccg_graph *out = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, NULL, &out, NULL));
+  assert_string_equal(yname, "MatMul_0_output_0");
+  ccg_graph *out = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
   ccg_value_id o = ccg_graph_output(out, 0);
   assert_string_equal(ccg_value_name(out, o), yname);
   assert_string_equal(ccg_test_shape(out, o), "[2,6]");
@@ -97,7 +78,6 @@ static void colwise_output_with_default_name(void **state) {
   assert_ok(out, ccg_graph_find_value(out, local, &l));
   assert_string_equal(ccg_test_shape(out, l), "[2,3]");
   ccg_graph_free(out);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
@@ -266,20 +246,14 @@ static void rmsnormalization_sequence_parallel(void **state) {
 static void rmsnormalization_under_the_sequence_parallel_option(void **state) {
   (void)state;
   ccg_graph *g = rms_model(true);
-  ccg_plan *plan = NULL;
-  assert_ok(NULL, ccg_plan_parse("{\"fc\": \"colwise\"}", &plan));
-  ccg_mesh m;
-  assert_ok(NULL, ccg_mesh_parse("tp=2", &m));
   ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
   so.sequence_parallel = true;
-  ccg_graph *s = NULL;
-  assert_ok(g, ccg_shard_apply(g, plan, &m, &so, &s, NULL));
+  ccg_graph *s = xt_shard_opts(g, "{\"fc\": \"colwise\"}", "tp=2", &so);
   ccg_node_id k = 0;
   while (ccg_node_op(s, k) != CCG_OP_RMS_NORM)
     k++;
   assert_string_equal(ccg_test_shape(s, ccg_node_input(s, k, 0)), "[2,2,8]");
   ccg_graph_free(s);
-  ccg_plan_free(plan);
   ccg_graph_free(g);
 }
 
