@@ -112,6 +112,14 @@ CCG_HD static inline float ccg__clipf(float x, float lo, float hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
 }
+CCG_HD static inline double ccg__clipd(double x, double lo, double hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
+CCG_HD static inline int64_t ccg__clipi(int64_t x, int64_t lo, int64_t hi) {
+  x = x < lo ? lo : x;
+  return x > hi ? hi : x;
+}
 
 /* ONNX Pow on floats. */
 CCG_HD static inline float ccg__powf(float a, float b) { return powf(a, b); }
@@ -587,50 +595,30 @@ CCG_HD static inline void ccg__un_elem(ccg_op op, ccg__unp p, ccg_dtype da,
 }
 
 /* One element of Clip over a's dtype dt: lo and hi point to one element of
- * dt each, or are NULL (that side unbounded). */
+ * dt each, or are NULL (that side unbounded: an infinite or extreme bound
+ * that no element passes). */
 CCG_HD static inline void ccg__clip_elem(ccg_dtype dt, const void *a, void *o,
                                          size_t i, const void *lo,
                                          const void *hi) {
   switch (ccg__math_of(dt)) {
-  case CCG__MATH_F32: {
-    float v = ccg__ld_f32(dt, a, i);
-    if (lo) {
-      float l = ccg__ld_f32(dt, lo, 0);
-      v = v < l ? l : v;
-    }
-    if (hi) {
-      float h = ccg__ld_f32(dt, hi, 0);
-      v = v > h ? h : v;
-    }
-    ccg__st_f32(dt, o, i, v);
+  case CCG__MATH_F32:
+    ccg__st_f32(dt, o, i,
+                ccg__clipf(ccg__ld_f32(dt, a, i),
+                           lo ? ccg__ld_f32(dt, lo, 0) : -INFINITY,
+                           hi ? ccg__ld_f32(dt, hi, 0) : INFINITY));
     break;
-  }
-  case CCG__MATH_F64: {
-    double v = ccg__ld_f64(dt, a, i);
-    if (lo) {
-      double l = ccg__ld_f64(dt, lo, 0);
-      v = v < l ? l : v;
-    }
-    if (hi) {
-      double h = ccg__ld_f64(dt, hi, 0);
-      v = v > h ? h : v;
-    }
-    ccg__st_f64(dt, o, i, v);
+  case CCG__MATH_F64:
+    ccg__st_f64(dt, o, i,
+                ccg__clipd(ccg__ld_f64(dt, a, i),
+                           lo ? ccg__ld_f64(dt, lo, 0) : -(double)INFINITY,
+                           hi ? ccg__ld_f64(dt, hi, 0) : (double)INFINITY));
     break;
-  }
-  default: {
-    int64_t v = ccg__ld_i64(dt, a, i);
-    if (lo) {
-      int64_t l = ccg__ld_i64(dt, lo, 0);
-      v = v < l ? l : v;
-    }
-    if (hi) {
-      int64_t h = ccg__ld_i64(dt, hi, 0);
-      v = v > h ? h : v;
-    }
-    ccg__st_i64(dt, o, i, v);
+  default:
+    ccg__st_i64(dt, o, i,
+                ccg__clipi(ccg__ld_i64(dt, a, i),
+                           lo ? ccg__ld_i64(dt, lo, 0) : INT64_MIN,
+                           hi ? ccg__ld_i64(dt, hi, 0) : INT64_MAX));
     break;
-  }
   }
 }
 
@@ -678,17 +666,26 @@ CCG_HD static inline void ccg__combine_elem(int red, ccg_dtype dt, void *o,
  * One line of `len` elements from `base` with `stride`; f32 math with sums
  * in double. Both backends call these, so they give the same bits. */
 
+/* The line's largest element (len >= 1), shifted out of the exponentials
+ * of Softmax and LogSoftmax so that they do not overflow. */
+CCG_HD static inline float ccg__line_max(ccg_dtype di, const void *in,
+                                         size_t base, size_t len,
+                                         size_t stride) {
+  float mx = ccg__ld_f32(di, in, base);
+  for (size_t k = 1; k < len; k++) {
+    float v = ccg__ld_f32(di, in, base + k * stride);
+    mx = v > mx ? v : mx;
+  }
+  return mx;
+}
+
 CCG_HD static inline void ccg__softmax_line(ccg_dtype di, const void *in,
                                             ccg_dtype dout, void *out,
                                             size_t base, size_t len,
                                             size_t stride) {
   if (len == 0)
     return;
-  float mx = ccg__ld_f32(di, in, base);
-  for (size_t k = 1; k < len; k++) {
-    float v = ccg__ld_f32(di, in, base + k * stride);
-    mx = v > mx ? v : mx;
-  }
+  float mx = ccg__line_max(di, in, base, len, stride);
   double sum = 0.0;
   for (size_t k = 0; k < len; k++)
     sum += expf(ccg__ld_f32(di, in, base + k * stride) - mx);

@@ -18,11 +18,7 @@ CCG_HD static inline void ccg__log_softmax_line(ccg_dtype di, const void *in,
                                                 size_t stride) {
   if (len == 0)
     return;
-  float mx = ccg__ld_f32(di, in, base);
-  for (size_t k = 1; k < len; k++) {
-    float v = ccg__ld_f32(di, in, base + k * stride);
-    mx = v > mx ? v : mx;
-  }
+  float mx = ccg__line_max(di, in, base, len, stride);
   double sum = 0.0;
   for (size_t k = 0; k < len; k++)
     sum += exp((double)(ccg__ld_f32(di, in, base + k * stride) - mx));
