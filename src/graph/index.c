@@ -414,15 +414,8 @@ static ccg_status index_depth(ccg__infer *ix, int *k) {
 
 /* updates must be indices.shape[:-1] + data.shape[k:]. */
 static ccg_status infer_scatter_nd(ccg__infer *ix) {
-  const char *red = ccg__attr_s(ix, "reduction");
-  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
-  bool known = false;
-  for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
-    known = known || strcmp(red, reds[i]) == 0;
-  if (!known)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "reduction is '%s'; expected none, add, mul, max or min",
-                     red);
+  const char *red;
+  CCG_CHECK(ccg__attr_reduction(ix, &red));
   CCG_CHECK(ccg__expect_dtype(ix, 1, CCG__DT(I64), "i64 indices"));
   CCG_CHECK(ccg__same_dtype(ix, 0, 2));
   const ccg_shape *d = ccg__in_shape(ix, 0), *q = ccg__in_shape(ix, 1);

@@ -118,6 +118,19 @@ ccg_status ccg__attr_dtype(ccg__infer *ix, const char *name, ccg_dtype *out) {
                    name, s);
 }
 
+ccg_status ccg__attr_reduction(ccg__infer *ix, const char **out) {
+  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
+  const char *red = ccg__attr_s(ix, "reduction");
+  for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
+    if (strcmp(red, reds[i]) == 0) {
+      *out = red;
+      return CCG_STATUS_OK;
+    }
+  return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
+                   "reduction is '%s'; expected none, add, mul, max or min",
+                   red);
+}
+
 size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
                       const int64_t **v) {
   const ccg_attr *a = ccg__attr(ix, name);

@@ -309,6 +309,9 @@ ccg_status ccg__attr_flag(ccg__infer *ix, const char *name, bool *out);
 /* A STRING attribute holding a dtype name ("f16"); DTYPE error naming the
  * attribute and its text otherwise. */
 ccg_status ccg__attr_dtype(ccg__infer *ix, const char *name, ccg_dtype *out);
+/* The STRING attribute "reduction" of the scatters: none, add, mul, max
+ * or min (INVALID_ARG naming its text otherwise). */
+ccg_status ccg__attr_reduction(ccg__infer *ix, const char **out);
 /* List attribute: count (0 if absent) and pointer. */
 size_t ccg__attr_ints(const ccg__infer *ix, const char *name,
                       const int64_t **v);

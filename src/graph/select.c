@@ -28,6 +28,17 @@ static ccg_status build_scatter_elements(ccg_graph *g, ccg_value_id data,
   return ccg__build(g, CCG_OP_SCATTER_ELEMENTS, in, 3, a, 2, 1, out, NULL);
 }
 
+/* Gradient of x (input 0) where y took x's elements at idx along the
+ * node's axis: dy added into zeros of x's shape at those places, so
+ * repeated indices add up. */
+static ccg_status grad_at_indices(ccg__grad *gx, ccg_value_id idx) {
+  ccg_value_id z;
+  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[0], &z));
+  return build_scatter_elements(gx->g, z, idx, gx->gout[0],
+                                ccg__grad_attr_i(gx, "axis"), "add",
+                                &gx->gin[0]);
+}
+
 /* ---- ArgMax, ArgMin ----------------------------------------------------- */
 
 static const ccg__attr_spec arg_attrs[] = {
@@ -122,16 +133,9 @@ static ccg_status infer_gather_elements(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-/* data's gradient: dy added into zeros at the gathered places (repeated
- * indices add up). */
+/* data's gradient: dy at the gathered places (input 1). */
 static ccg_status grad_gather_elements(ccg__grad *gx) {
-  if (!gx->need[0])
-    return CCG_STATUS_OK;
-  ccg_value_id z;
-  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[0], &z));
-  return build_scatter_elements(gx->g, z, gx->in[1], gx->gout[0],
-                                ccg__grad_attr_i(gx, "axis"), "add",
-                                &gx->gin[0]);
+  return gx->need[0] ? grad_at_indices(gx, gx->in[1]) : CCG_STATUS_OK;
 }
 
 const ccg__op_def ccg__opdef_GATHER_ELEMENTS = {
@@ -144,15 +148,8 @@ const ccg__op_def ccg__opdef_GATHER_ELEMENTS = {
     .onnx_since = 11};
 
 static ccg_status infer_scatter_elements(ccg__infer *ix) {
-  const char *red = ccg__attr_s(ix, "reduction");
-  static const char *const reds[] = {"none", "add", "mul", "max", "min"};
-  bool known = false;
-  for (size_t i = 0; i < sizeof reds / sizeof *reds; i++)
-    known = known || strcmp(red, reds[i]) == 0;
-  if (!known)
-    return ccg__fail(ix, CCG_STATUS_INVALID_ARG,
-                     "reduction is '%s'; expected none, add, mul, max or min",
-                     red);
+  const char *red;
+  CCG_CHECK(ccg__attr_reduction(ix, &red));
   int ax;
   CCG_CHECK(elements_geometry(ix, &ax));
   CCG_CHECK(ccg__same_dtype(ix, 0, 2));
@@ -266,11 +263,7 @@ static ccg_status infer_top_k(ccg__infer *ix) {
 static ccg_status grad_top_k(ccg__grad *gx) {
   if (!gx->need[0] || gx->gout[0] == CCG_NONE)
     return CCG_STATUS_OK;
-  ccg_value_id z;
-  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[0], &z));
-  return build_scatter_elements(gx->g, z, gx->out[1], gx->gout[0],
-                                ccg__grad_attr_i(gx, "axis"), "add",
-                                &gx->gin[0]);
+  return grad_at_indices(gx, gx->out[1]);
 }
 
 const ccg__op_def ccg__opdef_TOP_K = {CCG__ATTRS(top_k_attrs),
