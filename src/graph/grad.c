@@ -98,6 +98,35 @@ ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
   return zeros_of(g, ccg_value_dtype(g, x), shape, out);
 }
 
+ccg_status ccg__grad_scatter(ccg__grad *gx, ccg_op gather, ccg_op scatter,
+                             const ccg_attr *axis) {
+  const char *red = ccg__grad_attr_s(gx, "reduction");
+  if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
+    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
+                          "reduction '%s' has no gradient rule (none and add "
+                          "do)",
+                          red);
+  ccg_attr attrs[2];
+  size_t na = 0;
+  if (axis)
+    attrs[na++] = *axis;
+  ccg_value_id dy = gx->gout[0], idx = gx->in[1];
+  if (gx->need[2])
+    CCG_CHECK(ccg__build(gx->g, gather, (ccg_value_id[]){dy, idx}, 2, attrs, na,
+                         1, &gx->gin[2], NULL));
+  if (!gx->need[0])
+    return CCG_STATUS_OK;
+  if (strcmp(red, "add") == 0) {
+    gx->gin[0] = dy;
+    return CCG_STATUS_OK;
+  }
+  ccg_value_id z;
+  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[2], &z));
+  attrs[na++] = CCG_ATTR_S("reduction", "none");
+  return ccg__build(gx->g, scatter, (ccg_value_id[]){dy, idx, z}, 3, attrs, na,
+                    1, &gx->gin[0], NULL);
+}
+
 ccg_status ccg__grad_zeros(ccg_graph *g, ccg_dtype dt, const int64_t *dims,
                            size_t n, ccg_value_id *out) {
   ccg_value_id shape;

@@ -445,23 +445,7 @@ static ccg_status infer_scatter_nd(ccg__infer *ix) {
  * with none and repeated indices only the last write reached y, which
  * ONNX leaves undefined). */
 static ccg_status grad_scatter_nd(ccg__grad *gx) {
-  const char *red = ccg__grad_attr_s(gx, "reduction");
-  if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
-    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "reduction '%s' has no gradient rule (none and add "
-                          "do)",
-                          red);
-  if (gx->need[2])
-    CCG_CHECK(ccg_gather_nd(gx->g, gx->gout[0], gx->in[1], &gx->gin[2]));
-  if (!gx->need[0])
-    return CCG_STATUS_OK;
-  if (strcmp(red, "add") == 0) {
-    gx->gin[0] = gx->gout[0];
-    return CCG_STATUS_OK;
-  }
-  ccg_value_id z;
-  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[2], &z));
-  return ccg_scatter_nd(gx->g, gx->gout[0], gx->in[1], z, "none", &gx->gin[0]);
+  return ccg__grad_scatter(gx, CCG_OP_GATHER_ND, CCG_OP_SCATTER_ND, NULL);
 }
 
 const ccg__op_def ccg__opdef_SCATTER_ND = {CCG__ATTRS(scatter_nd_attrs),

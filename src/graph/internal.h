@@ -387,6 +387,13 @@ ccg_status ccg__grad_zeros(ccg_graph *g, ccg_dtype dt, const int64_t *dims,
 /* Zeros of x's dtype and shape (ConstantOfShape). */
 ccg_status ccg__grad_zeros_like(ccg_graph *g, ccg_value_id x,
                                 ccg_value_id *out);
+/* The gradient of a scatter (ScatterElements, ScatterND: data, indices,
+ * updates): updates' is dy at the indices (`gather`), data's is dy (add)
+ * or dy with the written places zeroed (none: `scatter` of zeros); other
+ * reductions are UNSUPPORTED. axis: the ops' axis attribute, NULL for
+ * none. */
+ccg_status ccg__grad_scatter(ccg__grad *gx, ccg_op gather, ccg_op scatter,
+                             const ccg_attr *axis);
 /* Sums gradient dy (of a broadcast result) down to `target`'s shape: the
  * leading dims dy has more, and the dims where target has the number 1 and
  * dy has not, are summed; the result has target's shape exactly. */

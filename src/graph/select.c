@@ -8,25 +8,7 @@
 
 #define BUF 192
 
-/* ---- builders the gradient rules use ------------------------------------ */
-
-static ccg_status build_gather_elements(ccg_graph *g, ccg_value_id data,
-                                        ccg_value_id idx, int64_t axis,
-                                        ccg_value_id *out) {
-  ccg_value_id in[2] = {data, idx};
-  ccg_attr a = CCG_ATTR_I("axis", axis);
-  return ccg__build(g, CCG_OP_GATHER_ELEMENTS, in, 2, &a, 1, 1, out, NULL);
-}
-
-static ccg_status build_scatter_elements(ccg_graph *g, ccg_value_id data,
-                                         ccg_value_id idx, ccg_value_id upd,
-                                         int64_t axis, const char *reduction,
-                                         ccg_value_id *out) {
-  ccg_value_id in[3] = {data, idx, upd};
-  ccg_attr a[2] = {CCG_ATTR_I("axis", axis),
-                   CCG_ATTR_S("reduction", reduction)};
-  return ccg__build(g, CCG_OP_SCATTER_ELEMENTS, in, 3, a, 2, 1, out, NULL);
-}
+/* ---- gradient helper ---------------------------------------------------- */
 
 /* Gradient of x (input 0) where y took x's elements at idx along the
  * node's axis: dy added into zeros of x's shape at those places, so
@@ -34,9 +16,11 @@ static ccg_status build_scatter_elements(ccg_graph *g, ccg_value_id data,
 static ccg_status grad_at_indices(ccg__grad *gx, ccg_value_id idx) {
   ccg_value_id z;
   CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[0], &z));
-  return build_scatter_elements(gx->g, z, idx, gx->gout[0],
-                                ccg__grad_attr_i(gx, "axis"), "add",
-                                &gx->gin[0]);
+  ccg_value_id in[3] = {z, idx, gx->gout[0]};
+  ccg_attr a[2] = {CCG_ATTR_I("axis", ccg__grad_attr_i(gx, "axis")),
+                   CCG_ATTR_S("reduction", "add")};
+  return ccg__build(gx->g, CCG_OP_SCATTER_ELEMENTS, in, 3, a, 2, 1, &gx->gin[0],
+                    NULL);
 }
 
 /* ---- ArgMax, ArgMin ----------------------------------------------------- */
@@ -169,30 +153,12 @@ static ccg_status infer_scatter_elements(ccg__infer *ix) {
   return CCG_STATUS_OK;
 }
 
-/* updates' gradient: dy at the scattered places (GatherElements); data's:
- * dy (add) or dy with the overwritten places zeroed (none; with repeated
- * indices only the last write reached y, which ONNX leaves undefined). */
+/* With repeated indices and reduction none only the last write reached y,
+ * which ONNX leaves undefined. */
 static ccg_status grad_scatter_elements(ccg__grad *gx) {
-  const char *red = ccg__grad_attr_s(gx, "reduction");
-  int64_t axis = ccg__grad_attr_i(gx, "axis");
-  if (strcmp(red, "add") != 0 && strcmp(red, "none") != 0)
-    return ccg__grad_fail(gx, CCG_STATUS_UNSUPPORTED,
-                          "reduction '%s' has no gradient rule (none and add "
-                          "do)",
-                          red);
-  if (gx->need[2])
-    CCG_CHECK(build_gather_elements(gx->g, gx->gout[0], gx->in[1], axis,
-                                    &gx->gin[2]));
-  if (!gx->need[0])
-    return CCG_STATUS_OK;
-  if (strcmp(red, "add") == 0) {
-    gx->gin[0] = gx->gout[0];
-    return CCG_STATUS_OK;
-  }
-  ccg_value_id z;
-  CCG_CHECK(ccg__grad_zeros_like(gx->g, gx->in[2], &z));
-  return build_scatter_elements(gx->g, gx->gout[0], gx->in[1], z, axis, "none",
-                                &gx->gin[0]);
+  ccg_attr axis = CCG_ATTR_I("axis", ccg__grad_attr_i(gx, "axis"));
+  return ccg__grad_scatter(gx, CCG_OP_GATHER_ELEMENTS, CCG_OP_SCATTER_ELEMENTS,
+                           &axis);
 }
 
 const ccg__op_def ccg__opdef_SCATTER_ELEMENTS = {
