@@ -91,6 +91,31 @@ static inline ccg_status xt_run1(ccg_graph *g, const ccg_exec_tensor *in,
   return st;
 }
 
+/* An allocator that counts its allocations and reallocations, so that a
+ * test sees that a run allocated nothing:
+ *   xt_counting cnt = {0};
+ *   ccg_allocator al = XT_COUNTING_ALLOCATOR(&cnt); */
+typedef struct xt_counting {
+  size_t allocs;
+} xt_counting;
+
+static inline void *xt_count_alloc(void *u, size_t n) {
+  ((xt_counting *)u)->allocs++;
+  return malloc(n);
+}
+static inline void *xt_count_realloc(void *u, void *p, size_t o, size_t n) {
+  (void)o;
+  ((xt_counting *)u)->allocs++;
+  return realloc(p, n);
+}
+static inline void xt_count_free(void *u, void *p, size_t n) {
+  (void)u;
+  (void)n;
+  free(p);
+}
+#define XT_COUNTING_ALLOCATOR(cnt)                                             \
+  { xt_count_alloc, xt_count_realloc, xt_count_free, (cnt) }
+
 /* g sharded by the shard pass with the plan in `plan_json` over the mesh
  * `mesh` ("tp=2") and options o (NULL: the defaults). Returns the sharded
  * graph (new). */

@@ -12,6 +12,34 @@
 #include "test_util.h"
 #include "exec_test_util.h"
 
+/* An executor of g planned for the inputs in[0..n) whose memory plan is
+ * the one given: naive and peak bytes, the most bytes live at once, and
+ * the steps that write over an input. */
+static ccg_exec *planned(ccg_graph *g, const ccg_exec_tensor *in, size_t n,
+                         size_t naive, size_t peak, size_t live,
+                         size_t inplace) {
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.input_shapes = in;
+  o.n_input_shapes = n;
+  ccg_exec *ex = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &ex));
+  ccg_exec_memory m;
+  assert_ok(ex, ccg_exec_memory_info(ex, &m));
+  assert_int_equal(m.naive_bytes, naive);
+  assert_int_equal(m.peak_bytes, peak);
+  assert_int_equal(m.max_live_bytes, live);
+  assert_int_equal(m.n_inplace, inplace);
+  return ex;
+}
+
+/* Element (i, j) of a [., k] @ b [k, n], summed in double. */
+static double dot(const float *a, const float *b, int i, int j, int k, int n) {
+  double s = 0;
+  for (int q = 0; q < k; q++)
+    s += (double)a[i * k + q] * b[q * n + j];
+  return s;
+}
+
 /* ---- an unary chain: every op after the first writes over its input ----
  * (with fusion off: fused, the chain is one step, test_vecmath.c) */
 
@@ -30,17 +58,7 @@ static void test_chain_inplace(void **state) {
   for (int i = 0; i < 1024; i++)
     want[i] = tanhf(-expf(in[i] > 0 ? in[i] : 0));
   ccg_exec_tensor ti = XT_F32("x", in, 1024);
-  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
-  o.input_shapes = &ti;
-  o.n_input_shapes = 1;
-  ccg_exec *ex = NULL;
-  assert_ok(g, ccg_exec_create(g, &o, &ex));
-  ccg_exec_memory m;
-  assert_ok(ex, ccg_exec_memory_info(ex, &m));
-  assert_int_equal(m.naive_bytes, 4 * 4096);
-  assert_int_equal(m.peak_bytes, 4096);
-  assert_int_equal(m.max_live_bytes, 4096);
-  assert_int_equal(m.n_inplace, 3);
+  ccg_exec *ex = planned(g, &ti, 1, 4 * 4096, 4096, 4096, 3);
   ccg_exec_tensor to = xt_out(ccg_value_name(g, d), out, sizeof out);
   assert_ok(ex, ccg_exec_run(ex, &ti, 1, &to, 1));
   xt_close(out, want, 1024, 1e-6, 1e-5, "chain");
@@ -69,24 +87,10 @@ static void test_chain_reuse(void **state) {
   float *dst[3] = {t1, t2, want};
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < 8; i++)
-      for (int j = 0; j < 8; j++) {
-        double s = 0;
-        for (int q = 0; q < 8; q++)
-          s += (double)src[k][i * 8 + q] * wv[q * 8 + j];
-        dst[k][i * 8 + j] = (float)s;
-      }
+      for (int j = 0; j < 8; j++)
+        dst[k][i * 8 + j] = (float)dot(src[k], wv, i, j, 8, 8);
   ccg_exec_tensor in[2] = {XT_F32("x", xv, 8, 8), XT_F32("w", wv, 8, 8)};
-  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
-  o.input_shapes = in;
-  o.n_input_shapes = 2;
-  ccg_exec *ex = NULL;
-  assert_ok(g, ccg_exec_create(g, &o, &ex));
-  ccg_exec_memory m;
-  assert_ok(ex, ccg_exec_memory_info(ex, &m));
-  assert_int_equal(m.naive_bytes, 3 * 256);
-  assert_int_equal(m.peak_bytes, 2 * 256);
-  assert_int_equal(m.max_live_bytes, 2 * 256);
-  assert_int_equal(m.n_inplace, 0);
+  ccg_exec *ex = planned(g, in, 2, 3 * 256, 2 * 256, 2 * 256, 0);
   ccg_exec_tensor to = xt_out(ccg_value_name(g, h3), out, sizeof out);
   assert_ok(ex, ccg_exec_run(ex, in, 2, &to, 1));
   xt_close(out, want, 64, 1e-5, 1e-4, "matmul chain");
@@ -112,23 +116,11 @@ static void test_diamond(void **state) {
   xt_fill(wv, 256, 5);
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 16; j++) {
-      double s = 0;
-      for (int q = 0; q < 16; q++)
-        s += (double)xv[i * 16 + q] * wv[q * 16 + j];
+      double s = dot(xv, wv, i, j, 16, 16);
       want[i * 16 + j] = (float)(tanh(s) + 1.0 / (1.0 + exp(-s)));
     }
   ccg_exec_tensor in[2] = {XT_F32("x", xv, 4, 16), XT_F32("w", wv, 16, 16)};
-  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
-  o.input_shapes = in;
-  o.n_input_shapes = 2;
-  ccg_exec *ex = NULL;
-  assert_ok(g, ccg_exec_create(g, &o, &ex));
-  ccg_exec_memory m;
-  assert_ok(ex, ccg_exec_memory_info(ex, &m));
-  assert_int_equal(m.naive_bytes, 4 * 256);
-  assert_int_equal(m.peak_bytes, 2 * 256);
-  assert_int_equal(m.max_live_bytes, 2 * 256);
-  assert_int_equal(m.n_inplace, 2);
+  ccg_exec *ex = planned(g, in, 2, 4 * 256, 2 * 256, 2 * 256, 2);
   size_t n_sched;
   const ccg_node_id *sched = ccg_exec_schedule(ex, &n_sched);
   assert_int_equal(n_sched, 4);
@@ -324,25 +316,6 @@ static void test_collective_needs_comm(void **state) {
 
 /* ---- no allocation on the run path --------------------------------------- */
 
-typedef struct counting {
-  size_t allocs;
-} counting;
-
-static void *c_alloc(void *u, size_t n) {
-  ((counting *)u)->allocs++;
-  return malloc(n);
-}
-static void *c_realloc(void *u, void *p, size_t o, size_t n) {
-  (void)o;
-  ((counting *)u)->allocs++;
-  return realloc(p, n);
-}
-static void c_free(void *u, void *p, size_t n) {
-  (void)u;
-  (void)n;
-  free(p);
-}
-
 static void test_run_allocates_nothing(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -357,8 +330,8 @@ static void test_run_allocates_nothing(void **state) {
     xv[i] = 0x3c00; /* 1.0 */
   for (int i = 0; i < 64; i++)
     wv[i] = (uint16_t)(0x3000 + i); /* small positive values */
-  counting cnt = {0};
-  ccg_allocator al = {c_alloc, c_realloc, c_free, &cnt};
+  xt_counting cnt = {0};
+  ccg_allocator al = XT_COUNTING_ALLOCATOR(&cnt);
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   o.allocator = &al;
   ccg_exec *ex = NULL;

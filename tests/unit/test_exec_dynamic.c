@@ -259,25 +259,6 @@ static void test_dynamic_axes_export(void **state) {
 
 /* ---- dims set by data fed as graph inputs -------------------------------- */
 
-typedef struct counting {
-  size_t allocs;
-} counting;
-
-static void *c_alloc(void *u, size_t n) {
-  ((counting *)u)->allocs++;
-  return malloc(n);
-}
-static void *c_realloc(void *u, void *p, size_t o, size_t n) {
-  (void)o;
-  ((counting *)u)->allocs++;
-  return realloc(p, n);
-}
-static void c_free(void *u, void *p, size_t n) {
-  (void)u;
-  (void)n;
-  free(p);
-}
-
 static void test_reshape_to_fed_shape(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -289,8 +270,8 @@ static void test_reshape_to_fed_shape(void **state) {
   float dv[24], got[24];
   for (int i = 0; i < 24; i++)
     dv[i] = (float)(i - 6);
-  counting cnt = {0};
-  ccg_allocator al = {c_alloc, c_realloc, c_free, &cnt};
+  xt_counting cnt = {0};
+  ccg_allocator al = XT_COUNTING_ALLOCATOR(&cnt);
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   o.allocator = &al;
   ccg_exec *x = NULL;
@@ -616,27 +597,29 @@ static ccg_graph *ranks_graph(ccg_value_id *out) {
   return g;
 }
 
+/* The inputs of rank `rank` at step `step` into in[0..2), over the buffers
+ * fv (20 floats) and iv (2 integers) that outlive the run. */
+typedef void (*rank_inputs_fn)(int rank, int step, float *fv, int64_t *iv,
+                               ccg_exec_tensor in[2]);
+
 typedef struct rank_job {
   ccg_exec *x;
   int rank;
   const char *out;
+  rank_inputs_fn inputs;
   ccg_status st;
   char msg[512];
   float got[3][18];
   int64_t dims[3][2];
 } rank_job;
 
-static const int64_t rank_batch[3] = {2, 6, 2};
-
 static void *rank_main(void *arg) {
   rank_job *j = arg;
   for (int k = 0; k < 3 && j->st == CCG_STATUS_OK; k++) {
-    int64_t b = rank_batch[k];
-    float xv[18];
-    for (int i = 0; i < b * 3; i++)
-      xv[i] = (float)(i * (j->rank + 1));
-    int64_t sv[2] = {3, b};
-    ccg_exec_tensor in[2] = {XT_F32("x", xv, b, 3), xt_i64("shape", sv, 2)};
+    float fv[20];
+    int64_t iv[2];
+    ccg_exec_tensor in[2];
+    j->inputs(j->rank, k, fv, iv, in);
     ccg_exec_tensor out = xt_out(j->out, j->got[k], sizeof j->got[k]);
     j->st = ccg_exec_run(j->x, in, 2, &out, 1);
     if (j->st != CCG_STATUS_OK)
@@ -647,14 +630,16 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-static void test_ranks_specialize_alike(void **state) {
-  (void)state;
-  ccg_value_id r;
-  ccg_graph *g = ranks_graph(&r);
+/* Both ranks of g (mesh tp=2), each with its own executor on one local
+ * communicator and its own thread, run three steps of `inputs` into
+ * output r; fails the test naming the rank whose run failed. The caller
+ * checks jobs[k] and frees the executors, then the communicator
+ * (returned). */
+static ccg_comm *run_ranks(ccg_graph *g, ccg_value_id r, rank_inputs_fn inputs,
+                           rank_job jobs[2]) {
   ccg_comm *c = NULL;
   assert_ok(NULL, ccg_comm_local_new(2, &c));
-  rank_job jobs[2];
-  memset(jobs, 0, sizeof jobs);
+  memset(jobs, 0, 2 * sizeof *jobs);
   for (int k = 0; k < 2; k++) {
     ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
     o.rank = k;
@@ -662,6 +647,7 @@ static void test_ranks_specialize_alike(void **state) {
     o.deadline_s = 30;
     jobs[k].rank = k;
     jobs[k].out = ccg_value_name(g, r);
+    jobs[k].inputs = inputs;
     assert_ok(g, ccg_exec_create(g, &o, &jobs[k].x));
   }
   pthread_t th[2];
@@ -669,9 +655,33 @@ static void test_ranks_specialize_alike(void **state) {
     assert_int_equal(pthread_create(&th[k], NULL, rank_main, &jobs[k]), 0);
   for (int k = 0; k < 2; k++)
     assert_int_equal(pthread_join(th[k], NULL), 0);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 2; k++)
     if (jobs[k].st != CCG_STATUS_OK)
       fail_msg("rank %d: %s", k, jobs[k].msg);
+  return c;
+}
+
+static const int64_t rank_batch[3] = {2, 6, 2};
+
+/* x [b, 3] of i (r + 1) and the target [3, b], b from rank_batch. */
+static void batch_inputs(int rank, int step, float *fv, int64_t *iv,
+                         ccg_exec_tensor in[2]) {
+  int64_t b = rank_batch[step];
+  for (int i = 0; i < b * 3; i++)
+    fv[i] = (float)(i * (rank + 1));
+  iv[0] = 3;
+  iv[1] = b;
+  in[0] = XT_F32("x", fv, b, 3);
+  in[1] = xt_i64("shape", iv, 2);
+}
+
+static void test_ranks_specialize_alike(void **state) {
+  (void)state;
+  ccg_value_id r;
+  ccg_graph *g = ranks_graph(&r);
+  rank_job jobs[2];
+  ccg_comm *c = run_ranks(g, r, batch_inputs, jobs);
+  for (int k = 0; k < 2; k++) {
     specs_are(jobs[k].x, 2, 2); /* batch 2, 6, then 2 again */
     for (int s = 0; s < 3; s++) {
       int64_t b = rank_batch[s];
@@ -711,34 +721,17 @@ static void test_ranks_specialize_alike(void **state) {
 
 /* A Reshape target summed over the ranks (AllReduce, then Cast): every
  * rank's guard runs the collective, before each run, alike. */
-typedef struct guard_job {
-  ccg_exec *x;
-  int rank;
-  const char *out;
-  ccg_status st;
-  char msg[512];
-  int64_t dims[3][2];
-  float got[18];
-} guard_job;
-
-static void *guard_main(void *arg) {
-  guard_job *j = arg;
+/* x of i + 50 r, and the target's parts of rank r at each step (summed
+ * over the ranks: [3,6], [6,3], [3,6]). */
+static void guard_inputs(int rank, int step, float *fv, int64_t *iv,
+                         ccg_exec_tensor in[2]) {
+  (void)iv;
   static const float part[2][3][2] = {{{1, 2}, {2, 1}, {1, 2}},
                                       {{2, 4}, {4, 2}, {2, 4}}};
-  float xv[18];
   for (int i = 0; i < 18; i++)
-    xv[i] = (float)(i + 50 * j->rank);
-  for (int k = 0; k < 3 && j->st == CCG_STATUS_OK; k++) {
-    ccg_exec_tensor in[2] = {XT_F32("x", xv, 18),
-                             XT_F32("dims", part[j->rank][k], 2)};
-    ccg_exec_tensor out = xt_out(j->out, j->got, sizeof j->got);
-    j->st = ccg_exec_run(j->x, in, 2, &out, 1);
-    if (j->st != CCG_STATUS_OK)
-      snprintf(j->msg, sizeof j->msg, "%s", ccg_last_error(j->x));
-    j->dims[k][0] = out.tensor.dims[0];
-    j->dims[k][1] = out.tensor.dims[1];
-  }
-  return NULL;
+    fv[i] = (float)(i + 50 * rank);
+  in[0] = XT_F32("x", fv, 18);
+  in[1] = XT_F32("dims", part[rank][step], 2);
 }
 
 static void test_ranks_guard_with_collective(void **state) {
@@ -750,34 +743,16 @@ static void test_ranks_guard_with_collective(void **state) {
   assert_ok(g, ccg_cast(g, s, CCG_DTYPE_I64, &s));
   assert_ok(g, ccg_reshape(g, x, s, &r));
   assert_ok(g, ccg_graph_add_output(g, r));
-  ccg_comm *c = NULL;
-  assert_ok(NULL, ccg_comm_local_new(2, &c));
-  guard_job jobs[2];
-  memset(jobs, 0, sizeof jobs);
-  for (int k = 0; k < 2; k++) {
-    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
-    o.rank = k;
-    o.comm = c;
-    o.deadline_s = 30;
-    jobs[k].rank = k;
-    jobs[k].out = ccg_value_name(g, r);
-    assert_ok(g, ccg_exec_create(g, &o, &jobs[k].x));
-  }
-  pthread_t th[2];
-  for (int k = 0; k < 2; k++)
-    assert_int_equal(pthread_create(&th[k], NULL, guard_main, &jobs[k]), 0);
-  for (int k = 0; k < 2; k++)
-    assert_int_equal(pthread_join(th[k], NULL), 0);
+  rank_job jobs[2];
+  ccg_comm *c = run_ranks(g, r, guard_inputs, jobs);
   static const int64_t want[3][2] = {{3, 6}, {6, 3}, {3, 6}};
   for (int k = 0; k < 2; k++) {
-    if (jobs[k].st != CCG_STATUS_OK)
-      fail_msg("rank %d: %s", k, jobs[k].msg);
     for (int s2 = 0; s2 < 3; s2++) {
       assert_int_equal(jobs[k].dims[s2][0], want[s2][0]);
       assert_int_equal(jobs[k].dims[s2][1], want[s2][1]);
+      for (int i = 0; i < 18; i++)
+        assert_true(jobs[k].got[s2][i] == (float)(i + 50 * k));
     }
-    for (int i = 0; i < 18; i++)
-      assert_true(jobs[k].got[i] == (float)(i + 50 * k));
     specs_are(jobs[k].x, 2, 2);
     ccg_exec_free(jobs[k].x);
   }
