@@ -102,59 +102,14 @@ static const golden_case cases[] = {
 
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-/* golden_backward, except that an edge stage's no-op send reads its input
- * in no node: the instance's inputs found from the tags are then the call's
- * inputs without those, in the same order. */
-static void col_backward(ccg_graph *g, const golden_case *c,
-                         const ccg_value_id *in, size_t n_in,
-                         const ccg_value_id *out, size_t n_out) {
-  ccg_value_id gout[GOLDEN_MAX_IO], gin[GOLDEN_MAX_IO];
-  const ccg_tag *tag = NULL;
-  for (size_t i = 0; i < n_out; i++) {
-    assert_ok(g, ccg_graph_add_output(g, out[i]));
-    if (!tag)
-      tag = golden_tag_of(g, out[i]);
-    char name[256];
-    snprintf(name, sizeof name, "grad/%s", ccg_value_name(g, out[i]));
-    ccg_shape s = *ccg_value_shape(g, out[i]);
-    assert_ok(g, ccg_graph_add_input(g, name, ccg_value_dtype(g, out[i]), &s,
-                                     &gout[i]));
-  }
-  if (tag) {
-    ccg_value_id ti[GOLDEN_MAX_IO], to[GOLDEN_MAX_IO];
-    size_t nti = GOLDEN_MAX_IO, nto = GOLDEN_MAX_IO, k = 0;
-    assert_ok(g, ccg_mapping_instance_io(g, tag->instance, ti, &nti, to, &nto));
-    for (size_t i = 0; i < n_in && k < nti; i++)
-      k += ti[k] == in[i];
-    assert_int_equal(k, nti);
-    assert_int_equal(nto, n_out);
-    assert_memory_equal(to, out, n_out * sizeof *out);
-  }
-  ccg_mapping_grad_args a = CCG_MAPPING_GRAD_ARGS_INIT;
-  a.params = tag ? tag->params : c->params;
-  a.instance = tag ? tag->instance : 0;
-  a.inputs = in;
-  a.n_inputs = n_in;
-  a.outputs = out;
-  a.n_outputs = n_out;
-  a.grad_outputs = gout;
-  assert_ok(g, ccg_mapping_apply_backward(g, c->mapping, &a, gin));
-  for (size_t i = 0; i < n_in; i++)
-    if (gin[i] != CCG_NONE)
-      assert_ok(g, ccg_graph_add_output(g, gin[i]));
-}
-
+/* An edge stage's no-op send reads its input in no node. */
 static void run_case(void **state) {
   const golden_case *c = *state;
   ccg_value_id in[GOLDEN_MAX_IO], out[GOLDEN_MAX_IO];
   size_t n_in, n_out;
   ccg_graph *g = golden_forward(c, in, &n_in, out, &n_out);
-  col_backward(g, c, in, n_in, out, n_out);
-  assert_ok(g, ccg_graph_validate(g));
-  char *text = NULL;
-  assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &text));
-  ccg_graph_free(g);
-  golden_check_text(c->system, c->name, text);
+  golden_backward_of(g, c, in, n_in, out, n_out, true);
+  golden_check_text(c->system, c->name, golden_dump_of(g));
 }
 
 #define E(map, mesh, params, ...)                                              \
@@ -225,7 +180,7 @@ static void p2p_ops(const char *map, const char *params, const char *shape,
   ccg_value_id in[GOLDEN_MAX_IO], o[GOLDEN_MAX_IO];
   size_t n_in, n_out;
   ccg_graph *g = golden_forward(&c, in, &n_in, o, &n_out);
-  col_backward(g, &c, in, n_in, o, n_out);
+  golden_backward_of(g, &c, in, n_in, o, n_out, true);
   out[0] = '\0';
   for (size_t i = 0; i < ccg_graph_num_nodes(g); i++) {
     ccg_op op = ccg_node_op(g, (ccg_node_id)i);
@@ -281,11 +236,7 @@ static char *finish(ccg_graph *g, const ccg_value_id *outs, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (outs[i] != CCG_NONE)
       assert_ok(g, ccg_graph_add_output(g, outs[i]));
-  char *t = NULL;
-  assert_ok(g, ccg_graph_validate(g));
-  assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &t));
-  ccg_graph_free(g);
-  return t;
+  return golden_dump_of(g);
 }
 
 static char *by_name(const char *mesh, const char *map, const char *params,
@@ -302,29 +253,22 @@ static char *by_name(const char *mesh, const char *map, const char *params,
   return finish(g, out, n);
 }
 
-static void same(char *a, char *b, const char *what) {
-  if (strcmp(a, b) != 0)
-    fail_msg("%s: typed call differs from the by-name call:\n%s\n---\n%s", what,
-             a, b);
-  free(a);
-  free(b);
-}
-
 static void test_typed_equals_by_name(void **state) {
   (void)state;
   const char *x2[] = {"[2,8]", "[2,8]"};
   ccg_graph *g = ccg_test_graph_named("typed", TP4);
   ccg_value_id x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]"), y[2];
   assert_ok(g, ccg_colossal_reduce_scatter(g, x, "tp", 1, CCG_REDUCE_MAX, y));
-  same(finish(g, y, 1),
-       by_name(TP4, CA("reduce_scatter"), "{\"dim\": 1, \"op\": \"max\"}", x2,
-               1),
-       "reduce_scatter");
+  golden_same_text(finish(g, y, 1),
+                   by_name(TP4, CA("reduce_scatter"),
+                           "{\"dim\": 1, \"op\": \"max\"}", x2, 1),
+                   "reduce_scatter");
   g = ccg_test_graph_named("typed", TP4);
   x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[2,8]");
   assert_ok(g, ccg_colossal_broadcast(g, x, NULL, 3, y));
-  same(finish(g, y, 1), by_name(TP4, CA("broadcast"), "{\"src\": 3}", x2, 1),
-       "broadcast");
+  golden_same_text(finish(g, y, 1),
+                   by_name(TP4, CA("broadcast"), "{\"src\": 3}", x2, 1),
+                   "broadcast");
   /* The quad on a middle stage, with both shapes. */
   ccg_shape sh = CCG_SHAPE(2, 8);
   ccg_colossal_stage st = CCG_COLOSSAL_STAGE_INIT;
@@ -338,10 +282,11 @@ static void test_typed_equals_by_name(void **state) {
                    g, x, dx, &st, &y[0], &y[1]));
   assert_int_not_equal(y[0], CCG_NONE);
   assert_int_not_equal(y[1], CCG_NONE);
-  same(finish(g, y, 2),
-       by_name("pp=4", CA("send_forward_backward_recv_forward_backward"),
-               PP(1, ""), x2, 2),
-       "send_forward_backward_recv_forward_backward");
+  golden_same_text(finish(g, y, 2),
+                   by_name("pp=4",
+                           CA("send_forward_backward_recv_forward_backward"),
+                           PP(1, ""), x2, 2),
+                   "send_forward_backward_recv_forward_backward");
   /* Last stage: nothing from a next stage. */
   st.stage = 3;
   g = ccg_test_graph_named("typed", "pp=4");
@@ -365,10 +310,10 @@ static void test_typed_equals_by_name(void **state) {
   size_t n = 0;
   assert_ok(g, ccg_colossal_recv_tensor_meta(g, nd, 2, &st, outs, &n));
   assert_int_equal(n, 7);
-  same(finish(g, outs, n),
-       by_name("pp=2", CA("recv_tensor_meta"),
-               "{\"stage\": 1, \"ndims\": [2, 3]}", x2, 0),
-       "recv_tensor_meta");
+  golden_same_text(finish(g, outs, n),
+                   by_name("pp=2", CA("recv_tensor_meta"),
+                           "{\"stage\": 1, \"ndims\": [2, 3]}", x2, 0),
+                   "recv_tensor_meta");
   ccg_shape sym = {1, {ccg_dim_sym("seq")}};
   st.input_tensor_shape = &sym;
   g = ccg_test_graph_named("typed", "pp=2");
@@ -378,16 +323,12 @@ static void test_typed_equals_by_name(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[N_CASES + 4];
-  for (size_t i = 0; i < N_CASES; i++)
-    tests[i] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
-                                   (void *)&cases[i]};
-  tests[N_CASES] = (struct CMUnitTest)cmocka_unit_test(test_errors);
-  tests[N_CASES + 1] =
-      (struct CMUnitTest)cmocka_unit_test(test_neighbours_pair_up);
-  tests[N_CASES + 2] =
-      (struct CMUnitTest)cmocka_unit_test(test_batch_shares_instance);
-  tests[N_CASES + 3] =
-      (struct CMUnitTest)cmocka_unit_test(test_typed_equals_by_name);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest more[] = {
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_neighbours_pair_up),
+      cmocka_unit_test(test_batch_shares_instance),
+      cmocka_unit_test(test_typed_equals_by_name),
+  };
+  return golden_run("tests", cases, N_CASES, run_case, more,
+                    sizeof more / sizeof more[0]);
 }

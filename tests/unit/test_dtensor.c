@@ -209,11 +209,7 @@ static char *dt_dump(const dt_case *t) {
   assert_ok(g,
             ccg_mapping_apply(g, c->mapping, c->params, in, n_in, out, &n_out));
   golden_backward(g, c, in, n_in, out, n_out);
-  assert_ok(g, ccg_graph_validate(g));
-  char *text = NULL;
-  assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &text));
-  ccg_graph_free(g);
-  return text;
+  return golden_dump_of(g);
 }
 
 static void run_case(void **state) {
@@ -321,22 +317,6 @@ static void test_placements_set(void **state) {
 
 /* ---- typed functions = by name ----------------------------------------- */
 
-static char *dump_of(ccg_graph *g) {
-  char *t = NULL;
-  assert_ok(g, ccg_graph_validate(g));
-  assert_ok(g, ccg_graph_dump_string(g, CCG_DUMP_JSON, &t));
-  ccg_graph_free(g);
-  return t;
-}
-
-static void same(char *a, char *b, const char *what) {
-  if (strcmp(a, b) != 0)
-    fail_msg("%s: typed call differs from the by-name call:\n%s\n---\n%s", what,
-             a, b);
-  free(a);
-  free(b);
-}
-
 static ccg_graph *by_name(const char *map, const char *params,
                           const char *const *shapes, size_t n) {
   ccg_graph *g = ccg_test_graph_named("typed", TP4);
@@ -363,11 +343,12 @@ static void test_typed_equals_by_name(void **state) {
   ccg_placement r = {CCG_PLACEMENT_REPLICATE, 0, CCG_REDUCE_SUM};
   assert_ok(g, ccg_dtensor_redistribute(g, x, &s0, &r, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same(dump_of(g),
-       dump_of(by_name(D("redistribute"),
-                       "{\"to\": [\"Replicate\"], \"from\": [\"Shard(0)\"]}",
-                       one, 1)),
-       "redistribute");
+  golden_same_text(
+      golden_dump_of(g),
+      golden_dump_of(by_name(
+          D("redistribute"),
+          "{\"to\": [\"Replicate\"], \"from\": [\"Shard(0)\"]}", one, 1)),
+      "redistribute");
   /* colwise with options */
   g = ccg_test_graph_named("typed", TP4);
   ccg_value_id in[3];
@@ -381,19 +362,21 @@ static void test_typed_equals_by_name(void **state) {
   o.output_layout = r;
   assert_ok(g, ccg_dtensor_colwise_parallel(g, in[0], in[1], in[2], &o, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same(dump_of(g),
-       dump_of(by_name(D("colwise_parallel"),
-                       "{\"output_layouts\": \"Replicate\"}", lin, 3)),
-       "colwise_parallel");
+  golden_same_text(
+      golden_dump_of(g),
+      golden_dump_of(by_name(D("colwise_parallel"),
+                             "{\"output_layouts\": \"Replicate\"}", lin, 3)),
+      "colwise_parallel");
   /* a helper */
   g = ccg_test_graph_named("typed", TP4);
   x = ccg_test_input(g, "x0", CCG_DTYPE_F32, "[4,8]");
   assert_ok(g, ccg_dtensor_apply_helper(g, CCG_DTENSOR_MAKE_INPUT_SHARD_1D, x,
                                         "tp", 1, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
-  same(dump_of(g),
-       dump_of(by_name(D("make_input_shard_1d"), "{\"dim\": 1}", one, 1)),
-       "make_input_shard_1d");
+  golden_same_text(
+      golden_dump_of(g),
+      golden_dump_of(by_name(D("make_input_shard_1d"), "{\"dim\": 1}", one, 1)),
+      "make_input_shard_1d");
   assert_null(ccg_dtensor_helper_name(CCG_DTENSOR_HELPER_COUNT));
   assert_string_equal(ccg_dtensor_helper_name(CCG_DTENSOR_MAKE_OUTPUT_TENSOR),
                       "make_output_tensor");

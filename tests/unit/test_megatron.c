@@ -208,22 +208,7 @@ static void same_as_by_name(const char *map, const char *params,
                             ccg_status (*call)(ccg_graph *, ccg_value_id,
                                                ccg_value_id *)) {
   golden_case c = {"megatron", "typed", mesh, map, params, {shape, NULL}, 0};
-  ccg_value_id in[GOLDEN_MAX_IO], out[GOLDEN_MAX_IO];
-  size_t n_in, n_out;
-  ccg_graph *a = golden_forward(&c, in, &n_in, out, &n_out);
-  ccg_graph *b = ccg_test_graph_named("typed", mesh);
-  ccg_value_id x = ccg_test_input(b, "x", CCG_DTYPE_F32, shape), y;
-  assert_ok(b, call(b, x, &y));
-  char *ta, *tb;
-  assert_ok(a, ccg_graph_dump_string(a, CCG_DUMP_JSON, &ta));
-  assert_ok(b, ccg_graph_dump_string(b, CCG_DUMP_JSON, &tb));
-  if (strcmp(ta, tb) != 0)
-    fail_msg("%s: typed call differs from the by-name call:\n%s\n---\n%s", map,
-             tb, ta);
-  free(ta);
-  free(tb);
-  ccg_graph_free(a);
-  ccg_graph_free(b);
+  golden_same_as_typed(&c, call, false);
 }
 
 static const int64_t sizes4[] = {3, 5, 4, 4};
@@ -421,11 +406,6 @@ static void test_layer_errors(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[N_CASES + 8];
-  size_t n = 0;
-  for (size_t i = 0; i < N_CASES; i++)
-    tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
-                                     (void *)&cases[i]};
   const struct CMUnitTest more[] = {
       cmocka_unit_test(test_not_divisible),
       cmocka_unit_test(test_bad_split_sizes),
@@ -436,7 +416,6 @@ int main(void) {
       cmocka_unit_test(test_layers),
       cmocka_unit_test(test_layer_errors),
   };
-  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
-    tests[n++] = more[i];
-  return _cmocka_run_group_tests("megatron", tests, n, NULL, NULL);
+  return golden_run("megatron", cases, N_CASES, run_case, more,
+                    sizeof more / sizeof more[0]);
 }

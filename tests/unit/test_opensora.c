@@ -150,24 +150,7 @@ static void
 same_as_by_name(const char *map, const char *params, const char *shape,
                 ccg_status (*call)(ccg_graph *, ccg_value_id, ccg_value_id *)) {
   golden_case c = {"opensora", "typed", TP4, map, params, {shape, NULL}, 0};
-  ccg_value_id in[GOLDEN_MAX_IO], out[GOLDEN_MAX_IO];
-  size_t n_in, n_out;
-  ccg_graph *a = golden_forward(&c, in, &n_in, out, &n_out);
-  golden_backward(a, &c, in, n_in, out, n_out);
-  ccg_graph *b = ccg_test_graph_named("typed", TP4);
-  ccg_value_id x = ccg_test_input(b, "x", CCG_DTYPE_F32, shape), y;
-  assert_ok(b, call(b, x, &y));
-  golden_backward(b, &c, &x, 1, &y, 1);
-  char *ta, *tb;
-  assert_ok(a, ccg_graph_dump_string(a, CCG_DUMP_JSON, &ta));
-  assert_ok(b, ccg_graph_dump_string(b, CCG_DUMP_JSON, &tb));
-  if (strcmp(ta, tb) != 0)
-    fail_msg("%s: typed call differs from the by-name call:\n%s\n---\n%s", map,
-             tb, ta);
-  free(ta);
-  free(tb);
-  ccg_graph_free(a);
-  ccg_graph_free(b);
+  golden_same_as_typed(&c, call, true);
 }
 
 static ccg_status call_a2a(ccg_graph *g, ccg_value_id x, ccg_value_id *y) {
@@ -205,17 +188,11 @@ static void test_typed_equals_by_name(void **state) {
 }
 
 int main(void) {
-  struct CMUnitTest tests[N_CASES + 4];
-  size_t n = 0;
-  for (size_t i = 0; i < N_CASES; i++)
-    tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
-                                     (void *)&cases[i]};
   const struct CMUnitTest more[] = {
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_scale_needs_float),
       cmocka_unit_test(test_typed_equals_by_name),
   };
-  for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
-    tests[n++] = more[i];
-  return _cmocka_run_group_tests("opensora", tests, n, NULL, NULL);
+  return golden_run("opensora", cases, N_CASES, run_case, more,
+                    sizeof more / sizeof more[0]);
 }
