@@ -204,18 +204,6 @@ static ccg_status stage_of(ccg__mcall *c, stage_info *s) {
 
 /* ---- point-to-point with scatter_gather_tensors ------------------------- */
 
-/* Reshape to constant dims given by a Constant node (not an initializer):
- * every value an application creates is then the output of one of its
- * tagged nodes (ccg_mapping_instance_io). */
-static ccg_status reshape_const(ccg_graph *g, ccg_value_id x,
-                                const int64_t *dims, size_t n,
-                                ccg_value_id *out) {
-  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, dims};
-  ccg_value_id sv;
-  CCG_CHECK(ccg_constant(g, &t, &sv));
-  return ccg_reshape(g, x, sv, out);
-}
-
 /* The tp group size when scatter_gather_tensors applies to numel, else 1. */
 static ccg_status sg_width(ccg__mcall *c, int64_t numel, int64_t *w) {
   const params *p = c->params;
@@ -238,7 +226,7 @@ static ccg_status send_to(ccg__mcall *c, const stage_info *s, ccg_value_id x,
   ccg_value_id v = x;
   if (w > 1) {
     int64_t flat = -1;
-    CCG_CHECK(reshape_const(c->g, x, &flat, 1, &v));
+    CCG_CHECK(ccg__mreshape_const(c->g, x, &flat, 1, &v));
     CCG_CHECK(ccg_shard_slice(c->g, v, p->tp_group, 0, NULL, &v));
   }
   ccg_node_id n;
@@ -261,7 +249,7 @@ static ccg_status recv_from(ccg__mcall *c, const stage_info *s,
   int64_t dims[CCG_MAX_RANK];
   for (int i = 0; i < shape->rank; i++)
     dims[i] = shape->dims[i].size;
-  return reshape_const(c->g, *y, dims, (size_t)shape->rank, y);
+  return ccg__mreshape_const(c->g, *y, dims, (size_t)shape->rank, y);
 }
 
 /* ---- the p2p entries ---------------------------------------------------- */

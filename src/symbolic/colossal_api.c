@@ -190,17 +190,25 @@ ccg_status ccg_colossal_send_forward_backward_recv_forward_backward(
              2, y, dy);
 }
 
-ccg_status ccg_colossal_send_tensor_meta(ccg_graph *g, const ccg_value_id *xs,
-                                         size_t n,
-                                         const ccg_colossal_stage *s) {
+/* The tensor-meta entries' params: only the stage keys belong to them. */
+static ccg_status meta_params(ccg_graph *g, const char *name,
+                              const ccg_colossal_stage *s, json_t **out) {
   json_t *p = NULL;
-  CCG_CHECK(stage_params(g, "colossal.send_tensor_meta", s, &p));
-  /* Only the stage keys belong to this entry. */
+  CCG_CHECK(stage_params(g, name, s, &p));
   json_t *q = json_object();
   const char *keys[] = {"group", "stage", "num_stages"};
   for (int i = 0; p && i < 3; i++)
     q = ccg__mset(q, keys[i], json_incref(json_object_get(p, keys[i])));
   json_decref(p);
+  *out = q;
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg_colossal_send_tensor_meta(ccg_graph *g, const ccg_value_id *xs,
+                                         size_t n,
+                                         const ccg_colossal_stage *s) {
+  json_t *q = NULL;
+  CCG_CHECK(meta_params(g, "colossal.send_tensor_meta", s, &q));
   return ccg__mapply(g, "colossal.send_tensor_meta", q, xs, n, NULL, MAX_OUT,
                      NULL);
 }
@@ -208,13 +216,8 @@ ccg_status ccg_colossal_send_tensor_meta(ccg_graph *g, const ccg_value_id *xs,
 ccg_status ccg_colossal_recv_tensor_meta(ccg_graph *g, const int64_t *ndims,
                                          size_t n, const ccg_colossal_stage *s,
                                          ccg_value_id *outs, size_t *n_out) {
-  json_t *p = NULL;
-  CCG_CHECK(stage_params(g, "colossal.recv_tensor_meta", s, &p));
-  json_t *q = json_object();
-  const char *keys[] = {"group", "stage", "num_stages"};
-  for (int i = 0; p && i < 3; i++)
-    q = ccg__mset(q, keys[i], json_incref(json_object_get(p, keys[i])));
-  json_decref(p);
+  json_t *q = NULL;
+  CCG_CHECK(meta_params(g, "colossal.recv_tensor_meta", s, &q));
   json_t *a = json_array();
   for (size_t i = 0; a && ndims && i < n; i++)
     if (json_array_append_new(a, json_integer(ndims[i])) != 0) {

@@ -148,18 +148,6 @@ static ccg_status sum_leading(ccg_graph *g, ccg_value_id v, ccg_value_id *out) {
   return ccg_reduce_sum(g, v, axes, (size_t)(rank - 1), false, out);
 }
 
-/* Reshape to constant dims given by a Constant node (not an initializer):
- * every value an application creates is then the output of one of its
- * tagged nodes (ccg_mapping_instance_io). */
-static ccg_status reshape_const(ccg_graph *g, ccg_value_id x,
-                                const int64_t *dims, size_t n,
-                                ccg_value_id *out) {
-  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, dims};
-  ccg_value_id sv;
-  CCG_CHECK(ccg_constant(g, &t, &sv));
-  return ccg_reshape(g, x, sv, out);
-}
-
 /* [.., n] -> [-1, n] for the weight gradient of a batched input. */
 static ccg_status flatten(ccg_graph *g, ccg_value_id v, ccg_value_id *out) {
   const ccg_shape *sh = ccg_value_shape(g, v);
@@ -174,7 +162,7 @@ static ccg_status flatten(ccg_graph *g, ccg_value_id v, ccg_value_id *out) {
                       "number for the weight gradient",
                       ccg_value_name(g, v), last.sym);
   int64_t dims[2] = {-1, last.size};
-  return reshape_const(g, v, dims, 2, out);
+  return ccg__mreshape_const(g, v, dims, 2, out);
 }
 
 /* dx = dy w^T, dw = x^T dy (batch flattened), db = sum(dy). */

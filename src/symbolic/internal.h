@@ -150,6 +150,12 @@ ccg_status ccg__msplits(ccg__mcall *c, const ccg__ints *s, const char *key,
 const char *ccg__mvalue_str(ccg__mcall *c, ccg_value_id x, char *buf,
                             size_t size);
 
+/* Reshape of x to dims[0..n) (Reshape's 0 and -1 allowed) given by a
+ * Constant node, so that the shape is a tagged node's output. */
+ccg_status ccg__mreshape_const(ccg_graph *g, ccg_value_id x,
+                               const int64_t *dims, size_t n,
+                               ccg_value_id *out);
+
 /* Reshapes x to exactly `to` with constant dims (a symbolic dim stays in
  * place or is the one inferred); fails naming the mapping otherwise. */
 ccg_status ccg__mreshape(ccg__mcall *c, ccg_value_id x, const ccg_shape *to,

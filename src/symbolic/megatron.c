@@ -76,37 +76,12 @@ static const char *key_of(sizes_of s) {
   return s == S_OUT ? "output_split_sizes" : "input_split_sizes";
 }
 
-/* sp2hp: [.., H] -> [T/W, H] -> A2A(scatter 1, gather 0) -> [T, H/W]. */
-static ccg_status sp2hp(ccg__mcall *c, ccg_value_id x, int64_t w,
-                        ccg_value_id *y) {
-  const params *p = c->params;
-  ccg_shape s = *ccg_value_shape(c->g, x);
-  if (s.rank < 1)
-    return ccg__mfail(c, CCG_STATUS_SHAPE, "input '%s' is a scalar",
-                      ccg_value_name(c->g, x));
-  ccg_value_id v = x;
-  if (s.rank != 2) {
-    ccg_shape flat = {2, {ccg_dim_num(-1), s.dims[s.rank - 1]}};
-    int64_t rows = 1;
-    for (int i = 0; i + 1 < s.rank; i++) {
-      if (ccg_dim_is_sym(s.dims[i]))
-        return ccg__mfail(c, CCG_STATUS_UNSUPPORTED,
-                          "input '%s' has symbolic leading dims; flattening "
-                          "them to [T/W,H] needs numbers",
-                          ccg_value_name(c->g, x));
-      rows *= s.dims[i].size;
-    }
-    flat.dims[0] = ccg_dim_num(rows);
-    CCG_CHECK(ccg__mreshape(c, x, &flat, &v));
-  }
-  if (w == 1)
-    return v == x ? ccg_identity(c->g, x, y) : (*y = v, CCG_STATUS_OK);
-  return ccg__mall_to_all(c, v, p->group, w, 1, 0, y);
-}
-
-/* hp2sp: [.., H/W] -> [T, H/W] -> A2A(scatter 0, gather 1) -> [T/W, H]. */
-static ccg_status hp2sp(ccg__mcall *c, ccg_value_id x, int64_t w,
-                        ccg_value_id *y) {
+/* x's leading dims flattened ([.., n] -> [rows, n], `as` naming that
+ * shape in messages), then the all-to-all scattering dim `scatter` and
+ * gathering dim `gather`. */
+static ccg_status flat_all_to_all(ccg__mcall *c, ccg_value_id x, int64_t w,
+                                  int scatter, int gather, const char *as,
+                                  ccg_value_id *y) {
   const params *p = c->params;
   ccg_shape s = *ccg_value_shape(c->g, x);
   if (s.rank < 1)
@@ -119,8 +94,8 @@ static ccg_status hp2sp(ccg__mcall *c, ccg_value_id x, int64_t w,
       if (ccg_dim_is_sym(s.dims[i]))
         return ccg__mfail(c, CCG_STATUS_UNSUPPORTED,
                           "input '%s' has symbolic leading dims; flattening "
-                          "them to [T,H/W] needs numbers",
-                          ccg_value_name(c->g, x));
+                          "them to %s needs numbers",
+                          ccg_value_name(c->g, x), as);
       rows *= s.dims[i].size;
     }
     ccg_shape flat = {2, {ccg_dim_num(rows), s.dims[s.rank - 1]}};
@@ -128,7 +103,19 @@ static ccg_status hp2sp(ccg__mcall *c, ccg_value_id x, int64_t w,
   }
   if (w == 1)
     return v == x ? ccg_identity(c->g, x, y) : (*y = v, CCG_STATUS_OK);
-  return ccg__mall_to_all(c, v, p->group, w, 0, 1, y);
+  return ccg__mall_to_all(c, v, p->group, w, scatter, gather, y);
+}
+
+/* sp2hp: [.., H] -> [T/W, H] -> A2A(scatter 1, gather 0) -> [T, H/W]. */
+static ccg_status sp2hp(ccg__mcall *c, ccg_value_id x, int64_t w,
+                        ccg_value_id *y) {
+  return flat_all_to_all(c, x, w, 1, 0, "[T/W,H]", y);
+}
+
+/* hp2sp: [.., H/W] -> [T, H/W] -> A2A(scatter 0, gather 1) -> [T/W, H]. */
+static ccg_status hp2sp(ccg__mcall *c, ccg_value_id x, int64_t w,
+                        ccg_value_id *y) {
+  return flat_all_to_all(c, x, w, 0, 1, "[T,H/W]", y);
 }
 
 /* Chunk r or reduce-scatter along `dim`: even (divisible) or by sizes. */

@@ -120,6 +120,18 @@ static const char *shape_str(const ccg_shape *s, char *buf, size_t size) {
   return buf;
 }
 
+ccg_status ccg__mreshape_const(ccg_graph *g, ccg_value_id x,
+                               const int64_t *dims, size_t n,
+                               ccg_value_id *out) {
+  /* A Constant node, not an initializer: every value an application
+   * creates is then the output of one of its tagged nodes, which is what
+   * ccg_mapping_instance_io relies on. */
+  ccg_tensor t = {CCG_DTYPE_I64, 1, {(int64_t)n}, dims};
+  ccg_value_id sv;
+  CCG_CHECK(ccg_constant(g, &t, &sv));
+  return ccg_reshape(g, x, sv, out);
+}
+
 ccg_status ccg__mreshape(ccg__mcall *c, ccg_value_id x, const ccg_shape *to,
                          ccg_value_id *out) {
   ccg_shape in = *ccg_value_shape(c->g, x);
@@ -145,13 +157,7 @@ ccg_status ccg__mreshape(ccg__mcall *c, ccg_value_id x, const ccg_shape *to,
                         shape_str(to, tb, sizeof tb));
     }
   }
-  /* A Constant node, not an initializer: every value an application
-   * creates is then the output of one of its tagged nodes, which is what
-   * ccg_mapping_instance_io relies on. */
-  ccg_tensor shape = {CCG_DTYPE_I64, 1, {to->rank}, t};
-  ccg_value_id sv;
-  CCG_CHECK(ccg_constant(c->g, &shape, &sv));
-  CCG_CHECK(ccg_reshape(c->g, x, sv, out));
+  CCG_CHECK(ccg__mreshape_const(c->g, x, t, (size_t)to->rank, out));
   const ccg_shape *got = ccg_value_shape(c->g, *out);
   if (ccg_shape_equal(got, to))
     return CCG_STATUS_OK;
