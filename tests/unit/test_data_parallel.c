@@ -231,6 +231,29 @@ static void test_zero_buckets(void **state) {
   }
 }
 
+/* The bucket refuses what would not give each rank its shard, naming the
+ * mapping and the value, and adds nothing. */
+static void test_zero_bucket_refusals(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("dp=2");
+  ccg_value_id in[2] = {ccg_test_input(g, "ga", CCG_DTYPE_F32, "[4,3]"),
+                        ccg_test_input(g, "gb", CCG_DTYPE_F32, "[3,5]")};
+  ccg_value_id out[2];
+  size_t n_out = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_apply(g, "fsdp.reduce_scatter_bucket",
+                                 "{\"dims\": [0]}", in, 2, out, &n_out),
+               "fsdp.reduce_scatter_bucket", "'dims' has 1 entries",
+               "2 inputs");
+  n_out = 2;
+  assert_fails(g, CCG_STATUS_SHAPE,
+               ccg_mapping_apply(g, "fsdp.reduce_scatter_bucket",
+                                 "{\"dims\": [0, 1]}", in, 2, out, &n_out),
+               "fsdp.reduce_scatter_bucket", "gb", "5");
+  assert_int_equal(ccg_graph_num_nodes(g), 0);
+  ccg_graph_free(g);
+}
+
 /* y = x @ AllGather(w_shard); the gradient of x reads the gathered weight:
  * with reshard_after_forward it reads a second gather, placed just before
  * it. */
@@ -293,6 +316,7 @@ int main(void) {
       cmocka_unit_test(test_buckets),
       cmocka_unit_test(test_reshard_after_forward),
       cmocka_unit_test(test_zero_buckets),
+      cmocka_unit_test(test_zero_bucket_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
