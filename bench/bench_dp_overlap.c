@@ -4,7 +4,7 @@
  * (ZeRO 0, 1 or 3), its backward of the sum of the logits, its gradient
  * collectives in buckets (ccg_ddp_bucket_gradients), run on two local
  * ranks (threads) for --steps steps, three ways in turn for --rounds
- * rounds:
+ * rounds (in an order that rotates each round):
  *   placed   buckets right after their last gradient, overlap thread on
  *   at_end   the same nodes moved after every other node, overlap on
  *   inline   placed, overlap thread off (each collective on the calling
@@ -272,9 +272,11 @@ int main(int argc, char **argv) {
     }
   }
   /* one warm-up of each, then the ways in turn, so that load from others
-   * falls on all three alike */
+   * falls on all three alike; the order rotates each round so that none is
+   * always the one after another's run */
   for (int round = -1; round < c.rounds; round++)
-    for (int w = 0; w < N_WAYS; w++) {
+    for (int j = 0; j < N_WAYS; j++) {
+      int w = (j + (round < 0 ? 0 : round)) % N_WAYS;
       double s = run_way(g[w], &c, w != INLINE, ids, grad, out[w], bytes[w]);
       if (round >= 0)
         t[w][round] = s;
