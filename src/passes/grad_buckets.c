@@ -13,36 +13,47 @@
 #include "ccgraph/symbolic.h"
 #include "graph/internal.h"
 
-typedef enum kind { KIND_ALL_REDUCE, KIND_REDUCE_SCATTER } kind;
+/* The gradient collective each data-parallel mapping's backward makes, and
+ * the bucket mapping that replaces several of them. */
+typedef struct kind_def {
+  const char *mapping;
+  ccg_op op;
+  const char *bucket;
+} kind_def;
+
+static const kind_def kinds[] = {
+    {"ddp.all_reduce_grad", CCG_OP_ALL_REDUCE, "ddp.all_reduce_bucket"},
+    {"fsdp.all_gather_param", CCG_OP_REDUCE_SCATTER,
+     "fsdp.reduce_scatter_bucket"},
+};
 
 /* A gradient collective that may join a bucket. */
 typedef struct cand {
   size_t node;
-  kind k;
+  const kind_def *k;
   size_t bytes;
   const char *group, *reduce; /* borrowed from params */
   json_t *params;             /* the tag's, parsed */
   bool taken;
 } cand;
 
-/* Whether node n is a gradient collective of a data-parallel mapping's
- * backward, and which. */
-static bool is_grad_collective(const ccg_graph *g, size_t n, kind *k) {
+/* The kind of node n when it is the gradient collective of a data-parallel
+ * mapping's backward; else NULL. */
+static const kind_def *grad_collective(const ccg_graph *g, size_t n) {
   const ccg_tag *t = g->nodes[n].tag;
   if (!t || !t->backward || !t->mapping || g->nodes[n].n_inputs != 1 ||
       g->nodes[n].n_outputs != 1)
-    return false;
-  if (strcmp(t->mapping, "ddp.all_reduce_grad") == 0 &&
-      g->nodes[n].op == CCG_OP_ALL_REDUCE)
-    *k = KIND_ALL_REDUCE;
-  else if (strcmp(t->mapping, "fsdp.all_gather_param") == 0 &&
-           g->nodes[n].op == CCG_OP_REDUCE_SCATTER &&
-           ccg_node_attr(g, (ccg_node_id)n, "axis") &&
-           !ccg_node_attr(g, (ccg_node_id)n, "split_sizes"))
-    *k = KIND_REDUCE_SCATTER;
-  else
-    return false;
-  return true;
+    return NULL;
+  /* a reduce-scatter joins a bucket when its chunks are even */
+  if (g->nodes[n].op == CCG_OP_REDUCE_SCATTER &&
+      (!ccg_node_attr(g, (ccg_node_id)n, "axis") ||
+       ccg_node_attr(g, (ccg_node_id)n, "split_sizes")))
+    return NULL;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(t->mapping, kinds[i].mapping) == 0 &&
+        g->nodes[n].op == kinds[i].op)
+      return &kinds[i];
+  return NULL;
 }
 
 static size_t value_bytes(const ccg_graph *g, ccg_value_id v, bool *known) {
@@ -74,11 +85,12 @@ static char *bucket_params(const ccg_graph *g, cand *const *m, size_t k) {
   bool ok = o && dims &&
             !json_object_set_new(o, "group", json_string(m[0]->group)) &&
             !json_object_set_new(o, "reduce", json_string(m[0]->reduce));
-  for (size_t i = 0; ok && m[0]->k == KIND_REDUCE_SCATTER && i < k; i++)
+  bool rs = m[0]->k->op == CCG_OP_REDUCE_SCATTER;
+  for (size_t i = 0; ok && rs && i < k; i++)
     ok = !json_array_append_new(
         dims,
         json_integer(ccg_node_attr(g, (ccg_node_id)m[i]->node, "axis")->i));
-  if (ok && m[0]->k == KIND_REDUCE_SCATTER)
+  if (ok && rs)
     ok = !json_object_set(o, "dims", dims);
   char *s = ok ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(dims);
@@ -108,12 +120,9 @@ static ccg_status make_bucket(ccg_graph *g, cand *const *m, size_t k,
     after = a > after ? a : after;
   }
   size_t first = g->n_nodes, n_out = k;
-  CCG_CHECK_GOTO(ccg_mapping_apply(g,
-                                   m[0]->k == KIND_ALL_REDUCE
-                                       ? "ddp.all_reduce_bucket"
-                                       : "fsdp.reduce_scatter_bucket",
-                                   params, in, k, out, &n_out),
-                 st, done);
+  CCG_CHECK_GOTO(
+      ccg_mapping_apply(g, m[0]->k->bucket, params, in, k, out, &n_out), st,
+      done);
   if (g->n_nodes > *cap_key) {
     uint64_t *grown = realloc(*key, g->n_nodes * 2 * sizeof *grown);
     if (!grown) {
@@ -144,9 +153,9 @@ done:
 static void find_candidates(ccg_graph *g, cand *c, size_t *n) {
   *n = 0;
   for (size_t m = 0; m < g->n_nodes; m++) {
-    kind k;
     bool known;
-    if (!is_grad_collective(g, m, &k))
+    const kind_def *k = grad_collective(g, m);
+    if (!k)
       continue;
     size_t bytes = value_bytes(g, g->nodes[m].inputs[0], &known);
     const ccg_tag *t = g->nodes[m].tag;
