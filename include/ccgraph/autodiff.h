@@ -51,15 +51,19 @@ typedef struct ccg_backward_options {
  * failure leaves g unchanged. */
 CCG_API ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *opts);
 
-/* Data parallelism (docs/parallelism.md): groups the gradient all-reduces
- * the backward derived from ddp.all_reduce_grad into DDP's buckets, in the
+/* Data parallelism (docs/parallelism.md): groups the gradient collectives
+ * the backward derived from ddp.all_reduce_grad (AllReduce) and from
+ * fsdp.all_gather_param (ReduceScatter, ZeRO 1 and 3) into buckets, in the
  * order the backward makes them (last layer first), each of at most
- * `bucket_bytes` (a larger gradient is a bucket alone): one
- * ddp.all_reduce_bucket per bucket (flattened, concatenated, all-reduced,
- * split back), placed right after its last gradient so that the executor
- * overlaps it with the rest of the backward. 0 puts every gradient in a
- * bucket of its own (nothing changes). *n_buckets (may be NULL) gets the
- * buckets made; a failure leaves g unchanged. */
+ * `bucket_bytes` of whole gradients (a larger gradient is a bucket alone)
+ * and of one collective, group, reduce and dtype: one ddp.all_reduce_bucket
+ * (flattened, concatenated, all-reduced, split back) or
+ * fsdp.reduce_scatter_bucket (each rank gets the same shard of every
+ * gradient as from its own ReduceScatter) per bucket, placed right after
+ * its last gradient so that the executor overlaps it with the rest of the
+ * backward. 0 puts every gradient in a bucket of its own (nothing
+ * changes). *n_buckets (may be NULL) gets the buckets made; a failure
+ * leaves g unchanged. */
 CCG_API ccg_status ccg_ddp_bucket_gradients(ccg_graph *g, size_t bucket_bytes,
                                             size_t *n_buckets);
 

@@ -280,8 +280,8 @@ def grad(model: Model, loss: str,
     every float initializer), each as a graph output "grad/<name>". A
     pipeline stage without the loss is differentiated from the gradients
     its Sends' peers send back. A
-    data-parallel model's gradient all-reduces are grouped into buckets of
-    at most `bucket_mb` MB (`ccgraph grad --bucket-mb`; 0: one per
+    data-parallel model's gradient all-reduces (reduce-scatters under
+    ZeRO 1 and 3) are grouped into buckets of at most `bucket_mb` MB (`ccgraph grad --bucket-mb`; 0: one per
     gradient). `model` is left unchanged. BadInput for an unknown loss or
     pattern, or an op without a gradient rule (the message names it)."""
     if isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float)) \

@@ -8,15 +8,16 @@ import ccgraph
 from conftest import PLAN
 
 
-@pytest.mark.parametrize("zero", [0, 1, 3])
-def test_dp_gradients_equal_the_full_batch(gpt, ids, zero):
+@pytest.mark.parametrize("zero, bucket_mb",
+                         [(0, 25), (1, 25), (3, 25), (1, 0.004), (3, 0.004)])
+def test_dp_gradients_equal_the_full_batch(gpt, ids, zero, bucket_mb):
     """dp=2 without a plan: each rank gets its batch row, and with summed
-    gradients every rank's gradient (or its dp shard under ZeRO 1 and 3)
-    is the full batch's."""
+    gradients every rank's gradient (or its dp shard under ZeRO 1 and 3,
+    also from 4 KB buckets) is the full batch's."""
     with ccgraph.grad(gpt, "logits") as g:
         ref = g.run({"ids": ids})[0]
     with ccgraph.shard(gpt, None, "dp=2", dp_reduce="sum", zero=zero) as s, \
-            ccgraph.grad(s, "logits") as gs:
+            ccgraph.grad(s, "logits", bucket_mb=bucket_mb) as gs:
         assert s.shard_report["dp_inputs"] == 1
         assert s.shard_report["dp_params"] > 0
         assert (s.shard_report["dp_sharded"] > 0) == (zero > 0)

@@ -1,21 +1,59 @@
-/* DDP's gradient buckets after the backward: the AllReduce nodes that
- * ddp.all_reduce_grad's backward rule made (one per parameter) become
- * Identity nodes reading their part of one ddp.all_reduce_bucket per
- * bucket, which goes right after the last gradient it holds. */
+/* Data-parallel gradient buckets after the backward: the gradient
+ * collectives that ddp.all_reduce_grad's backward (AllReduce) and
+ * fsdp.all_gather_param's backward (ReduceScatter, ZeRO 1 and 3) made, one
+ * per parameter, become Identity nodes reading their part of one
+ * ddp.all_reduce_bucket or fsdp.reduce_scatter_bucket per bucket, which
+ * goes right after the last gradient it holds. */
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "ccgraph/autodiff.h"
 #include "ccgraph/symbolic.h"
 #include "graph/internal.h"
 
-/* A gradient all-reduce of ddp.all_reduce_grad's backward. */
-static bool is_grad_reduce(const ccg_graph *g, size_t n) {
+/* The gradient collective each data-parallel mapping's backward makes, and
+ * the bucket mapping that replaces several of them. */
+typedef struct kind_def {
+  const char *mapping;
+  ccg_op op;
+  const char *bucket;
+} kind_def;
+
+static const kind_def kinds[] = {
+    {"ddp.all_reduce_grad", CCG_OP_ALL_REDUCE, "ddp.all_reduce_bucket"},
+    {"fsdp.all_gather_param", CCG_OP_REDUCE_SCATTER,
+     "fsdp.reduce_scatter_bucket"},
+};
+
+/* A gradient collective that may join a bucket. */
+typedef struct cand {
+  size_t node;
+  const kind_def *k;
+  size_t bytes;
+  const char *group, *reduce; /* borrowed from params */
+  json_t *params;             /* the tag's, parsed */
+  bool taken;
+} cand;
+
+/* The kind of node n when it is the gradient collective of a data-parallel
+ * mapping's backward; else NULL. */
+static const kind_def *grad_collective(const ccg_graph *g, size_t n) {
   const ccg_tag *t = g->nodes[n].tag;
-  return t && t->backward && t->mapping &&
-         strcmp(t->mapping, "ddp.all_reduce_grad") == 0 &&
-         g->nodes[n].op == CCG_OP_ALL_REDUCE && g->nodes[n].n_inputs == 1 &&
-         g->nodes[n].n_outputs == 1;
+  if (!t || !t->backward || !t->mapping || g->nodes[n].n_inputs != 1 ||
+      g->nodes[n].n_outputs != 1)
+    return NULL;
+  /* a reduce-scatter joins a bucket when its chunks are even */
+  if (g->nodes[n].op == CCG_OP_REDUCE_SCATTER &&
+      (!ccg_node_attr(g, (ccg_node_id)n, "axis") ||
+       ccg_node_attr(g, (ccg_node_id)n, "split_sizes")))
+    return NULL;
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(t->mapping, kinds[i].mapping) == 0 &&
+        g->nodes[n].op == kinds[i].op)
+      return &kinds[i];
+  return NULL;
 }
 
 static size_t value_bytes(const ccg_graph *g, ccg_value_id v, bool *known) {
@@ -31,56 +69,106 @@ static size_t value_bytes(const ccg_graph *g, ccg_value_id v, bool *known) {
   return n;
 }
 
-/* Whether node m may join the bucket opened by node f: the same group,
+/* Whether b may join the bucket opened by a: the same collective, group,
  * reduce and dtype. */
-static bool same_kind(const ccg_graph *g, size_t f, size_t m) {
-  const ccg_tag *a = g->nodes[f].tag, *b = g->nodes[m].tag;
-  return strcmp(a->params ? a->params : "", b->params ? b->params : "") == 0 &&
-         ccg_value_dtype(g, g->nodes[f].inputs[0]) ==
-             ccg_value_dtype(g, g->nodes[m].inputs[0]);
+static bool same_kind(const ccg_graph *g, const cand *a, const cand *b) {
+  return a->k == b->k && strcmp(a->group, b->group) == 0 &&
+         strcmp(a->reduce, b->reduce) == 0 &&
+         ccg_value_dtype(g, g->nodes[a->node].inputs[0]) ==
+             ccg_value_dtype(g, g->nodes[b->node].inputs[0]);
 }
 
-/* The bucket of nodes ids[0..k): one ddp.all_reduce_bucket on their inputs;
- * each node becomes an Identity of its part. The nodes it adds get key
- * `after` (just after the last input's producer), as do the members. */
-static ccg_status make_bucket(ccg_graph *g, const size_t *ids, size_t k,
-                              uint64_t *key, size_t cap_key) {
+/* The bucket mapping's params: a ReduceScatter bucket names each member's
+ * dim. New string (free), NULL on OOM. */
+static char *bucket_params(const ccg_graph *g, cand *const *m, size_t k) {
+  json_t *o = json_object(), *dims = json_array();
+  bool ok = o && dims &&
+            !json_object_set_new(o, "group", json_string(m[0]->group)) &&
+            !json_object_set_new(o, "reduce", json_string(m[0]->reduce));
+  bool rs = m[0]->k->op == CCG_OP_REDUCE_SCATTER;
+  for (size_t i = 0; ok && rs && i < k; i++)
+    ok = !json_array_append_new(
+        dims,
+        json_integer(ccg_node_attr(g, (ccg_node_id)m[i]->node, "axis")->i));
+  if (ok && rs)
+    ok = !json_object_set(o, "dims", dims);
+  char *s = ok ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(dims);
+  json_decref(o);
+  return s;
+}
+
+/* The bucket of members m[0..k): one bucket mapping on their inputs; each
+ * member becomes an Identity of its part. The nodes it adds get key
+ * `after` (just after the last input's producer), as do the members;
+ * *key grows to the graph's nodes. */
+static ccg_status make_bucket(ccg_graph *g, cand *const *m, size_t k,
+                              uint64_t **key, size_t *cap_key) {
   ccg_value_id *in = calloc(k + 1, sizeof *in);
   ccg_value_id *out = calloc(k + 1, sizeof *out);
+  char *params = bucket_params(g, m, k);
   ccg_status st = CCG_STATUS_OK;
-  if (!in || !out) {
+  if (!in || !out || !params) {
     st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
     goto done;
   }
   uint64_t after = 0;
   for (size_t i = 0; i < k; i++) {
-    in[i] = g->nodes[ids[i]].inputs[0];
+    in[i] = g->nodes[m[i]->node].inputs[0];
     ccg_node_id p = g->values[in[i]].producer;
     uint64_t a = p == CCG_NONE ? 0 : 2 * (uint64_t)p + 1;
     after = a > after ? a : after;
   }
   size_t first = g->n_nodes, n_out = k;
-  CCG_CHECK_GOTO(ccg_mapping_apply(g, "ddp.all_reduce_bucket",
-                                   g->nodes[ids[0]].tag->params, in, k, out,
-                                   &n_out),
-                 st, done);
-  if (g->n_nodes > cap_key) {
-    st = ccg__error(&g->ctx, CCG_STATUS_INTERNAL, "bucket keys overflow");
-    goto done;
+  CCG_CHECK_GOTO(
+      ccg_mapping_apply(g, m[0]->k->bucket, params, in, k, out, &n_out), st,
+      done);
+  if (g->n_nodes > *cap_key) {
+    uint64_t *grown = realloc(*key, g->n_nodes * 2 * sizeof *grown);
+    if (!grown) {
+      st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
+      goto done;
+    }
+    *key = grown;
+    *cap_key = g->n_nodes * 2;
   }
-  for (size_t m = first; m < g->n_nodes; m++)
-    key[m] = after;
+  for (size_t n = first; n < g->n_nodes; n++)
+    (*key)[n] = after;
   for (size_t i = 0; i < k; i++) {
-    ccg__node *nd = &g->nodes[ids[i]];
+    ccg__node *nd = &g->nodes[m[i]->node];
     nd->op = CCG_OP_IDENTITY;
     nd->inputs[0] = out[i];
     nd->n_attrs = 0;
-    key[ids[i]] = after;
+    (*key)[m[i]->node] = after;
   }
 done:
   free(in);
   free(out);
+  free(params);
   return st;
+}
+
+/* The candidates in graph order (the order the backward made them: last
+ * layer first); *n gets their count. */
+static void find_candidates(ccg_graph *g, cand *c, size_t *n) {
+  *n = 0;
+  for (size_t m = 0; m < g->n_nodes; m++) {
+    bool known;
+    const kind_def *k = grad_collective(g, m);
+    if (!k)
+      continue;
+    size_t bytes = value_bytes(g, g->nodes[m].inputs[0], &known);
+    const ccg_tag *t = g->nodes[m].tag;
+    json_error_t err;
+    json_t *o = t->params ? json_loads(t->params, 0, &err) : NULL;
+    const char *group = json_string_value(json_object_get(o, "group"));
+    const char *reduce = json_string_value(json_object_get(o, "reduce"));
+    if (!known || !group || !reduce) {
+      json_decref(o);
+      continue;
+    }
+    c[(*n)++] = (cand){m, k, bytes, group, reduce, o, false};
+  }
 }
 
 ccg_status ccg_ddp_bucket_gradients(ccg_graph *g, size_t bucket_bytes,
@@ -90,65 +178,66 @@ ccg_status ccg_ddp_bucket_gradients(ccg_graph *g, size_t bucket_bytes,
                       "ccg_ddp_bucket_gradients: graph is NULL");
   if (n_buckets)
     *n_buckets = 0;
-  size_t n0 = g->n_nodes, n = 0;
-  size_t *ids = calloc(n0 + 1, sizeof *ids);
-  if (!ids)
-    return ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
-  for (size_t m = 0; m < n0; m++) {
-    bool known;
-    if (is_grad_reduce(g, m) &&
-        (value_bytes(g, g->nodes[m].inputs[0], &known), known))
-      ids[n++] = m;
-  }
-  /* each bucket adds at most 2k + 4 nodes (reshapes, constants, concat,
-   * all-reduce, split) */
-  size_t cap = n0 + 8 * n + 8;
+  size_t n0 = g->n_nodes, n = 0, cap = n0 + 1;
+  cand *c = calloc(n0 + 1, sizeof *c);
+  cand **m = calloc(n0 + 1, sizeof *m);
   uint64_t *key = calloc(cap, sizeof *key);
+  ccg__node *saved = calloc(n0 + 1, sizeof *saved);
+  ccg_value_id *saved_in = calloc(n0 + 1, sizeof *saved_in);
   ccg__mark mark = ccg__mark_get(g);
-  ccg__node *saved = calloc(n + 1, sizeof *saved);
-  ccg_value_id *saved_in = calloc(n + 1, sizeof *saved_in);
   ccg_status st = CCG_STATUS_OK;
-  if (!key || !saved || !saved_in) {
+  if (!c || !m || !key || !saved || !saved_in) {
     st = ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory");
     goto out;
   }
+  find_candidates(g, c, &n);
+  /* inputs point into the arena: the member's input is kept apart */
   for (size_t i = 0; i < n; i++) {
-    saved[i] = g->nodes[ids[i]];
-    saved_in[i] = g->nodes[ids[i]].inputs[0];
+    saved[i] = g->nodes[c[i].node];
+    saved_in[i] = g->nodes[c[i].node].inputs[0];
   }
-  for (size_t m = 0; m < n0; m++)
-    key[m] = 2 * (uint64_t)m;
+  for (size_t i = 0; i < n0; i++)
+    key[i] = 2 * (uint64_t)i;
   size_t made = 0;
-  for (size_t i = 0; i < n && bucket_bytes > 0 && st == CCG_STATUS_OK;) {
-    bool known;
-    size_t j = i + 1,
-           bytes = value_bytes(g, g->nodes[ids[i]].inputs[0], &known);
-    while (j < n && same_kind(g, ids[i], ids[j])) {
-      size_t b = value_bytes(g, g->nodes[ids[j]].inputs[0], &known);
-      if (bytes + b > bucket_bytes)
+  /* Each bucket opens at the first gradient not yet taken and takes the
+   * following ones of its kind while they fit: a bias all-reduced between
+   * two reduce-scattered weights (ZeRO) does not close either's bucket. */
+  for (size_t i = 0; i < n && bucket_bytes > 0 && st == CCG_STATUS_OK; i++) {
+    if (c[i].taken)
+      continue;
+    size_t k = 0, bytes = c[i].bytes;
+    m[k++] = &c[i];
+    c[i].taken = true;
+    for (size_t j = i + 1; j < n; j++) {
+      if (c[j].taken || !same_kind(g, &c[i], &c[j]))
+        continue;
+      if (bytes + c[j].bytes > bucket_bytes)
         break;
-      bytes += b;
-      j++;
+      bytes += c[j].bytes;
+      c[j].taken = true;
+      m[k++] = &c[j];
     }
-    if (j - i > 1) {
-      st = make_bucket(g, ids + i, j - i, key, cap);
+    if (k > 1) {
+      st = make_bucket(g, m, k, &key, &cap);
       made++;
     }
-    i = j;
   }
   if (st == CCG_STATUS_OK && made)
     st = ccg__graph_reorder(g, key);
   if (st != CCG_STATUS_OK) {
     for (size_t i = 0; i < n; i++) {
-      g->nodes[ids[i]] = saved[i];
-      g->nodes[ids[i]].inputs[0] = saved_in[i];
+      g->nodes[c[i].node] = saved[i];
+      g->nodes[c[i].node].inputs[0] = saved_in[i];
     }
     ccg__rollback(g, &mark);
   } else if (n_buckets) {
     *n_buckets = made;
   }
 out:
-  free(ids);
+  for (size_t i = 0; c && i < n; i++)
+    json_decref(c[i].params);
+  free(c);
+  free(m);
   free(key);
   free(saved);
   free(saved_in);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/internal.h"
 #include "symbolic/internal.h"
 
 typedef struct params {
@@ -14,6 +15,7 @@ typedef struct params {
   const char *reduce; /* "mean" or "sum" */
   int64_t dim;        /* fsdp: the dim the parameter is sharded on */
   bool reshard;       /* fsdp: gathered again for the backward */
+  ccg__ints dims;     /* fsdp bucket: each input's dim */
 } params;
 
 #define GROUP                                                                  \
@@ -35,6 +37,11 @@ static const ccg__param_spec p_ddp[] = {GROUP, REDUCE};
 static const ccg__param_spec p_fsdp[] = {GROUP, REDUCE, DIM, RESHARD};
 #define BATCH_DIM CCG__PARAM(params, dim, "dim", INT, "0", "the batch dim")
 static const ccg__param_spec p_chunk[] = {GROUP, BATCH_DIM};
+#define DIMS                                                                   \
+  CCG__PARAM(params, dims, "dims", INTS, "null",                               \
+             "the dim of each input each rank gets a chunk of (null: 0 for "   \
+             "every input)")
+static const ccg__param_spec p_rs_bucket[] = {GROUP, REDUCE, DIMS};
 
 static ccg_status reduce_op(ccg__mcall *c, ccg_reduce_op *op) {
   const params *p = c->params;
@@ -199,6 +206,214 @@ static ccg_status bucket_backward(ccg__mcall *c, const ccg_value_id *in,
   return bucket(c, gout, n_in, gin);
 }
 
+/* ---- fsdp.reduce_scatter_bucket ------------------------------------------ */
+
+/* How input x of a ZeRO bucket is cut: its dim d splits into W chunks, so
+ * x is [pre, W, rest] with pre the product of the dims before d and rest
+ * that of chunk d and the dims after it; a rank's part of x is then row r
+ * of the [W, pre * rest] matrix that moves W to the front. */
+typedef struct rs_part {
+  int dim;
+  int64_t pre, rest;
+  ccg_shape whole; /* x's shape */
+} rs_part;
+
+/* Input i's cut; x is the whole gradient, or its shard when `sharded` (the
+ * backward's gradients of the outputs), whose dim is then W times its
+ * size in the whole. */
+static ccg_status rs_part_of(ccg__mcall *c, ccg_value_id x, size_t i, int64_t w,
+                             bool sharded, rs_part *pt) {
+  const params *p = c->params;
+  int dim;
+  char b[160];
+  CCG_CHECK(ccg__mdim(c, x, p->dims.set ? p->dims.v[i] : 0, "dims", &dim));
+  if (!sharded)
+    CCG_CHECK(ccg__mdivisible(c, x, dim, w, p->group));
+  pt->whole = *ccg_value_shape(c->g, x);
+  pt->pre = 1;
+  pt->rest = 1;
+  for (int d = 0; d < pt->whole.rank; d++) {
+    if (ccg_dim_is_sym(pt->whole.dims[d]))
+      return ccg__mfail(c, CCG_STATUS_SHAPE,
+                        "input %s has a symbolic dim; a bucket needs numbers",
+                        ccg__mvalue_str(c, x, b, sizeof b));
+    int64_t n = pt->whole.dims[d].size;
+    if (d == dim && sharded)
+      pt->whole.dims[d] = ccg_dim_num(n * w);
+    if (d < dim)
+      pt->pre *= n;
+    else
+      pt->rest *= d == dim && !sharded ? n / w : n;
+  }
+  pt->dim = dim;
+  return CCG_STATUS_OK;
+}
+
+/* x (shape pt->whole) as its [W, pre * rest] rows: rank k's part in row k.
+ * Without dims before the cut the rows are a reshape; else W moves to the
+ * front through a transpose. */
+static ccg_status rs_rows(ccg__mcall *c, ccg_value_id x, const rs_part *pt,
+                          int64_t w, ccg_value_id *rows) {
+  ccg_shape m = {2, {ccg_dim_num(w), ccg_dim_num(pt->pre * pt->rest)}};
+  if (pt->pre == 1)
+    return ccg__mreshape(c, x, &m, rows);
+  ccg_shape s3 = {
+      3, {ccg_dim_num(pt->pre), ccg_dim_num(w), ccg_dim_num(pt->rest)}};
+  const int64_t perm[3] = {1, 0, 2};
+  ccg_value_id v, t;
+  CCG_CHECK(ccg__mreshape(c, x, &s3, &v));
+  CCG_CHECK(ccg_transpose(c->g, v, perm, 3, &t));
+  return ccg__mreshape(c, t, &m, rows);
+}
+
+/* The inverse of rs_rows: [W, pre * rest] rows back to pt->whole. */
+static ccg_status rs_unrows(ccg__mcall *c, ccg_value_id rows, const rs_part *pt,
+                            int64_t w, ccg_value_id *x) {
+  if (pt->pre == 1)
+    return ccg__mreshape(c, rows, &pt->whole, x);
+  ccg_shape s3 = {
+      3, {ccg_dim_num(w), ccg_dim_num(pt->pre), ccg_dim_num(pt->rest)}};
+  const int64_t perm[3] = {1, 0, 2};
+  ccg_value_id v, t;
+  CCG_CHECK(ccg__mreshape(c, rows, &s3, &v));
+  CCG_CHECK(ccg_transpose(c->g, v, perm, 3, &t));
+  return ccg__mreshape(c, t, &pt->whole, x);
+}
+
+/* The cut of every input (see rs_part_of for `sharded`). */
+static ccg_status rs_parts(ccg__mcall *c, const ccg_value_id *xs, size_t n,
+                           int64_t w, bool sharded, rs_part *pt) {
+  const params *p = c->params;
+  if (p->dims.set && p->dims.n != n)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "params key 'dims' has %zu entries; the bucket has %zu "
+                      "inputs",
+                      p->dims.n, n);
+  for (size_t i = 0; i < n; i++)
+    CCG_CHECK(rs_part_of(c, xs[i], i, w, sharded, &pt[i]));
+  return CCG_STATUS_OK;
+}
+
+/* FSDP's gradient bucket: each gradient's [W, K_i] rows (rank k's part of
+ * it in row k) concatenated along dim 1, one ReduceScatter of dim 0, and
+ * rank r's row split back into the shards: chunk r of each gradient's dim,
+ * what a ReduceScatter of that gradient alone gives. */
+static ccg_status rs_bucket_forward(ccg__mcall *c, const ccg_value_id *in,
+                                    size_t n, ccg_value_id *out,
+                                    size_t *n_out) {
+  const params *p = c->params;
+  int64_t w;
+  ccg_reduce_op op;
+  if (*n_out < n)
+    return ccg__mfail(c, CCG_STATUS_INVALID_ARG,
+                      "room for %zu outputs; the bucket has %zu", *n_out, n);
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  *n_out = n;
+  rs_part *pt = calloc(n + 1, sizeof *pt);
+  ccg_value_id *rows = calloc(n + 1, sizeof *rows);
+  int64_t *k = calloc(n + 1, sizeof *k);
+  ccg_status st = CCG_STATUS_OK;
+  ccg_value_id cat, mine;
+  if (!pt || !rows || !k) {
+    st = ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
+    goto out;
+  }
+  CCG_CHECK_GOTO(rs_parts(c, in, n, w, false, pt), st, out);
+  if (w == 1) {
+    for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
+      st = ccg_identity(c->g, in[i], &out[i]);
+    goto out;
+  }
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    k[i] = pt[i].pre * pt[i].rest;
+    st = rs_rows(c, in[i], &pt[i], w, &rows[i]);
+  }
+  if (st != CCG_STATUS_OK)
+    goto out;
+  if (n == 1)
+    cat = rows[0];
+  else
+    CCG_CHECK_GOTO(ccg_concat(c->g, rows, n, 1, &cat), st, out);
+  CCG_CHECK_GOTO(ccg_reduce_scatter(c->g, cat, p->group, 0, op, NULL, &mine),
+                 st, out);
+  if (n == 1)
+    rows[0] = mine;
+  else
+    CCG_CHECK_GOTO(ccg_split(c->g, mine, 1, k, n, rows), st, out);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    ccg_shape s = pt[i].whole;
+    s.dims[pt[i].dim] = ccg_dim_num(s.dims[pt[i].dim].size / w);
+    st = ccg__mreshape(c, rows[i], &s, &out[i]);
+  }
+out:
+  free(pt);
+  free(rows);
+  free(k);
+  return st;
+}
+
+/* The adjoint of a ReduceScatter is an AllGather (scaled by 1/W for avg):
+ * the shards' gradients flattened into one row, gathered to [W, K] and
+ * each gradient's rows put back in its layout. */
+static ccg_status rs_bucket_backward(ccg__mcall *c, const ccg_value_id *in,
+                                     size_t n, const ccg_value_id *out,
+                                     const ccg_value_id *gout, size_t n_out,
+                                     ccg_value_id *gin) {
+  (void)in, (void)out, (void)n_out;
+  const params *p = c->params;
+  int64_t w;
+  ccg_reduce_op op;
+  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(reduce_op(c, &op));
+  for (size_t i = 0; i < n; i++)
+    if (gout[i] == CCG_NONE)
+      return ccg__mfail(c, CCG_STATUS_UNSUPPORTED,
+                        "output %zu has no gradient; a bucket's backward "
+                        "needs all of them",
+                        i);
+  if (w == 1) {
+    for (size_t i = 0; i < n; i++)
+      CCG_CHECK(ccg_identity(c->g, gout[i], &gin[i]));
+    return CCG_STATUS_OK;
+  }
+  rs_part *pt = calloc(n + 1, sizeof *pt);
+  ccg_value_id *rows = calloc(n + 1, sizeof *rows);
+  int64_t *k = calloc(n + 1, sizeof *k);
+  ccg_status st = CCG_STATUS_OK;
+  ccg_value_id cat, all;
+  if (!pt || !rows || !k) {
+    st = ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
+    goto out;
+  }
+  CCG_CHECK_GOTO(rs_parts(c, gout, n, w, true, pt), st, out);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
+    k[i] = pt[i].pre * pt[i].rest;
+    ccg_shape row = {2, {ccg_dim_num(1), ccg_dim_num(k[i])}};
+    st = ccg__mreshape(c, gout[i], &row, &rows[i]);
+  }
+  if (st != CCG_STATUS_OK)
+    goto out;
+  if (n == 1)
+    cat = rows[0];
+  else
+    CCG_CHECK_GOTO(ccg_concat(c->g, rows, n, 1, &cat), st, out);
+  CCG_CHECK_GOTO(ccg_all_gather(c->g, cat, p->group, 0, NULL, &all), st, out);
+  if (op == CCG_REDUCE_AVG)
+    CCG_CHECK_GOTO(ccg__grad_scale(c->g, all, 1.0 / (double)w, &all), st, out);
+  if (n == 1)
+    rows[0] = all;
+  else
+    CCG_CHECK_GOTO(ccg_split(c->g, all, 1, k, n, rows), st, out);
+  for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
+    st = rs_unrows(c, rows[i], &pt[i], w, &gin[i]);
+out:
+  free(pt);
+  free(rows);
+  free(k);
+  return st;
+}
+
 /* ---- ddp.batch_chunk ----------------------------------------------------- */
 
 /* A value the same on every rank whose batch a data-parallel rank needs
@@ -286,6 +501,15 @@ const ccg__mapping_def ccg__data_parallel_mappings[] = {
      "the same on the output gradients (an all-reduce is its own adjoint)",
      CCG__PARAMS(p_ddp), sizeof(params), 1, -1, -1, bucket_forward,
      bucket_backward, NULL},
+    {"fsdp.reduce_scatter_bucket",
+     "gradients cut into W rank parts along their dims (each part's rows "
+     "moved to the front), concatenated, one ReduceScatter (avg for reduce "
+     "\"mean\", sum for \"sum\"): each rank gets its shard of every "
+     "gradient (FSDP's bucket, ZeRO 1 and 3)",
+     "AllGather of the shards' gradients (scaled by 1/W for \"mean\"), "
+     "each put back in its layout",
+     CCG__PARAMS(p_rs_bucket), sizeof(params), 1, -1, -1, rs_bucket_forward,
+     rs_bucket_backward, NULL},
 };
 
 const size_t ccg__data_parallel_mappings_count =

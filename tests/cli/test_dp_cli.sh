@@ -157,6 +157,52 @@ expect 0 "ok: 2 ranks, 2 communication calls match" -- verify "$work/gpt6/g25"
 expect 0 "ok: 2 ranks, ([3-9]|[1-9][0-9]+) communication calls match" -- \
   verify "$work/gpt6/g0.015625"
 
+# ZeRO buckets (fsdp.reduce_scatter_bucket): six layers on dp=2,tp=2 with
+# ZeRO 1 and on tp=2,dp=2 with ZeRO 3 (the dp chunk cut from the tp
+# shard), with no buckets (0), one (25 MB) and buckets of at most 16 KB
+# (in g/, which onnx.checker reads below): each rank's gradient shards
+# are still its part of the full batch's, the reduce-scatters are fewer,
+# and the dp bytes do not change (ZeRO 1: 2(n-1)/n P, P the parameter
+# bytes of the ZeRO 0 ranks).
+expect 0 "data parallel" -- shard "$work/gpt6.onnx" --plan "$src/samples/plan_gpt_block.json" \
+  --mesh dp=2,tp=2 --dp-reduce sum -o "$work/gpt6_z0/s"
+for z in "1 dp=2,tp=2" "3 tp=2,dp=2"; do
+  set -- $z
+  d=$work/gpt6_z$1
+  expect 0 "data parallel" -- shard "$work/gpt6.onnx" --plan "$src/samples/plan_gpt_block.json" \
+    --mesh "$2" --zero "$1" --dp-reduce sum -o "$d/s"
+  for mb in 0 25 0.015625; do
+    o=$d/g$mb
+    [ "$mb" = 0.015625 ] && o=$d/g
+    expect 0 "models written" -- grad "$d/s" --loss logits --bucket-mb $mb -o "$o"
+    expect 0 "ok: 4 ranks, .* communication calls match; placements agree" -- verify "$o"
+    expect 0 "check against .* ok$" -- run "$o" --input "ids=$work/ids.npy" \
+      --check "$work/gpt6_ref.onnx" --rtol 1e-4
+    "$tool" cost "$o" --json >"$o/cost.json" || exit 1
+  done
+done
+expect 0 "fsdp.reduce_scatter_bucket" -- inspect "$work/gpt6_z3/g/gpt6.rank0.onnx"
+$py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: ZeRO buckets"; }
+import json, sys, onnx, numpy as np
+w = sys.argv[1]
+def ops(path, op):
+    m = onnx.load(f"{path}/gpt6.rank0.onnx", load_external_data=False)
+    return sum(n.op_type == op for n in m.graph.node)
+def dp(path):
+    return json.load(open(f"{path}/cost.json"))["axes"]["dp"]["bus_bytes"]
+m = onnx.load(f"{w}/gpt6_z0/s/gpt6.rank0.onnx")
+P = sum(np.prod(i.dims, dtype=np.int64) * 4 for i in m.graph.initializer if i.data_type == 1)
+for z in (1, 3):
+    d = f"{w}/gpt6_z{z}"
+    rs = [ops(f"{d}/{g}", "ReduceScatter") for g in ("g0", "g25", "g")]
+    print(f"ZeRO {z}: reduce-scatters without buckets, 25 MB, 16 KB: {rs}; "
+          f"dp bus bytes {[dp(f'{d}/{g}') for g in ('g0', 'g25', 'g')]}")
+    assert rs[1] == 1 and 1 < rs[2] < rs[0], rs
+    assert dp(f"{d}/g0") == dp(f"{d}/g25") == dp(f"{d}/g"), z
+    if z == 1:
+        assert abs(dp(f"{d}/g") - 2 * (2 - 1) / 2 * P) <= 1e-9 * P, (dp(f"{d}/g"), P)
+PY
+
 # Under mpirun (one process per rank, dp=2,tp=2 with ZeRO 1): rank 0 checks
 # its outputs and gradient shards (its loss is a dp part: said and
 # skipped), and every rank's outputs equal the local ranks' (1e-6).

@@ -3,7 +3,7 @@
 # `ccgraph shard --mesh dp=2,tp=2 | pp=2,tp=2 | dp=2,pp=2,tp=2` on the zoo's
 # training variants (gpt2, llama, bert, mistral; TorchScript and dynamo
 # exports) and on the samples' GPT (batch 8, 2 and 4 microbatches, ZeRO 1
-# and 3), then `ccgraph grad`; `ccgraph verify` proves every rank's
+# and 3, their gradient buckets of 25 MB and of 16 KB), then `ccgraph grad`; `ccgraph verify` proves every rank's
 # collectives and sends/receives match; `ccgraph run --check --rtol 1e-4`
 # compares every rank's outputs and parameter gradients with the
 # unsharded model's full-batch ones, each tensor within 1e-6 + 1e-4 x its
@@ -25,14 +25,14 @@ run=("$tool")
 ok='per tensor [0-9.e+-]+: ok'
 
 # shard -> verify -> grad -> verify -> run --check (outputs and gradients).
-# args: NAME MODEL GRAD_REF LOSS INPUTS SHARD_ARGS...
+# args: NAME MODEL GRAD_REF LOSS INPUTS SHARD_ARGS...; $grad_args go to grad.
 hybrid() {
   local name=$1 model=$2 ref=$3 loss=$4 inputs=$5
   shift 5
   local out=$work/$name
   expect 0 'wrote .*rank0.onnx' -- shard "$model" "$@" -o "$out"
   expect 0 '^ok: ' -- verify "$out"
-  expect 0 'models written' -- grad "$out" --loss "$loss" -o "$out.grad"
+  expect 0 'models written' -- grad "$out" --loss "$loss" ${grad_args:-} -o "$out.grad"
   expect 0 '^ok: ' -- verify "$out.grad"
   expect 0 "$ok" -- run "$out.grad" $inputs --check "$ref" --rtol 1e-4
 }
@@ -89,6 +89,22 @@ gpt gpt_m2 --microbatches 2
 gpt gpt_m4_gpipe --microbatches 4 --schedule gpipe
 gpt gpt_m2_z1 --microbatches 2 --zero 1
 gpt gpt_m2_z3 --microbatches 2 --zero 3 --schedule gpipe
+# ZeRO buckets of at most 16 KB: several fsdp.reduce_scatter_buckets per
+# stage instead of one (25 MB)
+grad_args="--bucket-mb 0.015625" gpt gpt_m2_z1_b16k --microbatches 2 --zero 1
+grad_args="--bucket-mb 0.015625" gpt gpt_m2_z3_b16k --microbatches 2 --zero 3 --schedule gpipe
+$py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: ZeRO buckets per stage"; }
+import glob, sys, onnx
+w = sys.argv[1]
+def rs(name, r):
+    m = onnx.load(glob.glob(f"{w}/{name}.grad/*.rank{r}.onnx")[0], load_external_data=False)
+    return sum(n.op_type == "ReduceScatter" for n in m.graph.node)
+for z in (1, 3):
+    one = [rs(f"gpt_m2_z{z}", r) for r in range(8)]
+    small = [rs(f"gpt_m2_z{z}_b16k", r) for r in range(8)]
+    print(f"ZeRO {z}: reduce-scatters per rank, 25 MB buckets {one}, 16 KB {small}")
+    assert all(o == 1 for o in one) and all(s > 1 for s in small), (one, small)
+PY
 # a batch-averaged loss: each dp rank's mean over its microbatches' means
 # (Partial(avg) over dp), the gradients averaged over dp (--dp-reduce mean)
 $py - "$work/gpt.onnx" "$work/gpt_mean.onnx" <<'PY' || exit 1
@@ -127,7 +143,8 @@ fi
 expect 0 'per axis .*: dp [1-9][0-9]* bus bytes .*; pp [1-9][0-9]* bus bytes .*; tp [1-9][0-9]* bus bytes' -- \
   cost "$work/gpt_m2.grad"
 expect 0 'bubble fraction 0\.[0-9]+ \(\(p-1\)/\(M\+p-1\) = 0\.3333' -- cost "$work/gpt_m2.grad"
-for name in llama_ts_train_dp_2_pp_2_tp_2 llama_ts_train_dp2pp2tp2_z1 gpt2_ts_train_dp_2_pp_2_tp_2 gpt_m2 gpt_m2_z1 gpt_m2_z3; do
+for name in llama_ts_train_dp_2_pp_2_tp_2 llama_ts_train_dp2pp2tp2_z1 gpt2_ts_train_dp_2_pp_2_tp_2 gpt_m2 gpt_m2_z1 gpt_m2_z3 \
+  gpt_m2_z1_b16k gpt_m2_z3_b16k; do
   "$tool" cost "$work/$name.grad" --json >"$work/$name.cost.json" || exit 1
 done
 $py - "$work" <<'PY' && passes=$((passes + 1)) || { failures=$((failures + 1)); echo "FAIL: dp cost formula"; }
@@ -147,7 +164,7 @@ for name, whole in [("llama_ts_train_dp_2_pp_2_tp_2", None),
                     ("llama_ts_train_dp2pp2tp2_z1",
                      "llama_ts_train_dp_2_pp_2_tp_2"),
                     ("gpt2_ts_train_dp_2_pp_2_tp_2", None), ("gpt_m2", None),
-                    ("gpt_m2_z1", "gpt_m2")]:
+                    ("gpt_m2_z1", "gpt_m2"), ("gpt_m2_z1_b16k", "gpt_m2")]:
     cost = json.load(open(f"{w}/{name}.cost.json"))
     got = cost["axes"]["dp"]["bus_bytes"]
     per_rank = [params(whole or name, r) for r in range(8)]
@@ -162,12 +179,12 @@ for name, whole in [("llama_ts_train_dp_2_pp_2_tp_2", None),
 read = lambda s: s.startswith("onnx::MatMul") or (s.startswith(("h.", "ln_f"))
                                                   and ".ln" in "." + s
                                                   and s.endswith(".weight"))
-cost = json.load(open(f"{w}/gpt_m2_z3.cost.json"))
-got = cost["axes"]["dp"]["bus_bytes"]
 want = max((n - 1) / n * (2 * params("gpt_m2", r) + params("gpt_m2", r, read))
            for r in range(8))
-print(f"gpt_m2_z3: dp bus bytes {got:.0f}, (n-1)/n (2P + P_g) {want:.0f}")
-assert want > 0 and abs(got - want) <= 1e-9 * want, ("gpt_m2_z3", got, want)
+for name in ("gpt_m2_z3", "gpt_m2_z3_b16k"):
+    got = json.load(open(f"{w}/{name}.cost.json"))["axes"]["dp"]["bus_bytes"]
+    print(f"{name}: dp bus bytes {got:.0f}, (n-1)/n (2P + P_g) {want:.0f}")
+    assert want > 0 and abs(got - want) <= 1e-9 * want, (name, got, want)
 PY
 
 # ---- what cannot work: refused, naming why, nothing written ----
@@ -189,7 +206,7 @@ done
 
 # ---- onnx.checker on the combined programs (forward and backward) ----
 mkdir -p "$work/all"
-for d in gpt_m2 gpt_m2.grad gpt_m2_z3.grad llama_ts_train_dp_2_pp_2_tp_2.grad bert_dynamo_train_dp_2_pp_2_tp_2.grad; do
+for d in gpt_m2 gpt_m2.grad gpt_m2_z3.grad gpt_m2_z1_b16k.grad gpt_m2_z3_b16k.grad llama_ts_train_dp_2_pp_2_tp_2.grad bert_dynamo_train_dp_2_pp_2_tp_2.grad; do
   for f in "$work/$d"/*.onnx; do cp "$f" "$work/all/${d//./_}_$(basename "$f")"; done
 done
 if $py "$src/tests/onnx/check_models.py" "$work/all" | tail -1; then

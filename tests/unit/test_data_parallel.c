@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -115,6 +116,144 @@ static void test_buckets(void **state) {
   ccg_graph_free(two);
 }
 
+static const float A_DATA[6] = {0.5f, -1, 2, 1.5f, 0.25f, -3};
+static const float C_DATA[4] = {1, -1, 0.5f, 2};
+
+/* ZeRO: loss = sum((x @ A) @ B * c) with A stored as its dp shard of dim 0
+ * ([4,3] whole), B as its shard of dim 1 ([3,4] whole: the bucket moves its
+ * rank parts to the front) and c all-reduced (a bias between them in the
+ * backward's order); x is [2,4] on each rank. */
+static ccg_graph *zero_model(bool reshard) {
+  ccg_graph *g = ccg_test_graph("dp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4]"), a, b, c;
+  ccg_tensor ta = {CCG_DTYPE_F32, 2, {2, 3}, (void *)A_DATA};
+  ccg_tensor tb = {CCG_DTYPE_F32, 2, {3, 2}, (void *)W_DATA};
+  ccg_tensor tc = {CCG_DTYPE_F32, 1, {4}, (void *)C_DATA};
+  assert_ok(g, ccg_graph_add_initializer(g, "a", &ta, &a));
+  assert_ok(g, ccg_graph_add_initializer(g, "b", &tb, &b));
+  assert_ok(g, ccg_graph_add_initializer(g, "c", &tc, &c));
+  ccg_value_id aw, bw, cw, y, z, l;
+  assert_ok(g, ccg_fsdp_all_gather_param(g, a, NULL, 0, false, reshard, &aw));
+  assert_ok(g, ccg_fsdp_all_gather_param(g, b, NULL, 1, false, reshard, &bw));
+  assert_ok(g, ccg_ddp_all_reduce_grad(g, c, NULL, false, &cw));
+  assert_ok(g, ccg_matmul(g, x, aw, &y));
+  assert_ok(g, ccg_matmul(g, y, bw, &z));
+  assert_ok(g, ccg_mul(g, z, cw, &z));
+  assert_ok(g, ccg_reduce_sum(g, z, NULL, 0, false, &l));
+  const char *wrt[] = {"a", "b", "c"};
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = l;
+  o.wrt = wrt;
+  o.n_wrt = 3;
+  assert_ok(g, ccg_backward(g, &o));
+  return g;
+}
+
+/* grad/a (6), grad/b (6), grad/c (4) of both ranks. */
+static void run_zero_grads(ccg_graph *g, float out[2][16]) {
+  float x[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {-1, 0.5f, 2, 0, 1, -3, 2, 1}};
+  ccg_exec_tensor in[2][1], o[2][3];
+  const char *names[3] = {"grad/a", "grad/b", "grad/c"};
+  size_t off[3] = {0, 6, 12}, len[3] = {6, 6, 4};
+  for (int r = 0; r < 2; r++) {
+    in[r][0] =
+        (ccg_exec_tensor){"x", {CCG_DTYPE_F32, 2, {2, 4}, x[r]}, NULL, 0};
+    for (int k = 0; k < 3; k++)
+      o[r][k] = (ccg_exec_tensor){
+          names[k], {0}, out[r] + off[k], len[k] * sizeof(float)};
+  }
+  const ccg_exec_tensor *ip[2] = {in[0], in[1]};
+  ccg_exec_tensor *op[2] = {o[0], o[1]};
+  assert_ok(g, ccg_exec_run_local(g, 2, NULL, ip, 1, op, 3, NULL));
+}
+
+/* The node of op `op` tagged as mapping `map`, or CCG_NONE. */
+static ccg_node_id find_tagged(ccg_graph *g, ccg_op op, const char *map) {
+  for (size_t n = 0; n < ccg_graph_num_nodes(g); n++) {
+    const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)n);
+    if (ccg_node_op(g, (ccg_node_id)n) == op && t && t->mapping &&
+        strcmp(t->mapping, map) == 0)
+      return (ccg_node_id)n;
+  }
+  return CCG_NONE;
+}
+
+/* ZeRO 1 and 3: one ReduceScatter for both weights gives each rank the
+ * same shard of each as its own ReduceScatter; the bias, all-reduced, is
+ * alone in its kind and stays as it was; a cap below the two weights'
+ * 48 + 48 bytes makes no bucket. */
+static void test_zero_buckets(void **state) {
+  (void)state;
+  for (int reshard = 0; reshard < 2; reshard++) {
+    ccg_graph *plain = zero_model(reshard), *one = zero_model(reshard),
+              *tiny = zero_model(reshard);
+    size_t n = 9;
+    assert_int_equal(count_op(plain, CCG_OP_REDUCE_SCATTER), 2);
+    assert_ok(one, ccg_ddp_bucket_gradients(one, 1 << 20, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(count_op(one, CCG_OP_REDUCE_SCATTER), 1);
+    assert_int_equal(count_op(one, CCG_OP_ALL_REDUCE), 1);
+    assert_topological(one);
+    ccg_node_id rs =
+        find_tagged(one, CCG_OP_REDUCE_SCATTER, "fsdp.reduce_scatter_bucket");
+    assert_int_not_equal(rs, CCG_NONE);
+    /* [W, 6 + 6]: the two gradients' rank parts side by side */
+    const ccg_shape *s = ccg_value_shape(one, ccg_node_input(one, rs, 0));
+    assert_int_equal(s->rank, 2);
+    assert_int_equal(s->dims[0].size, 2);
+    assert_int_equal(s->dims[1].size, 12);
+    assert_int_not_equal(
+        find_tagged(one, CCG_OP_TRANSPOSE, "fsdp.reduce_scatter_bucket"),
+        CCG_NONE);
+    assert_ok(tiny, ccg_ddp_bucket_gradients(tiny, 64, &n));
+    assert_int_equal(n, 0);
+    assert_int_equal(count_op(tiny, CCG_OP_REDUCE_SCATTER), 2);
+    float a[2][16], b[2][16];
+    run_zero_grads(plain, a);
+    run_zero_grads(one, b);
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < 16; i++)
+        assert_float_equal(a[r][i], b[r][i], 0);
+    /* by hand (numpy) from the whole A, B and both ranks' x: rank 0 has
+     * rows 0..1 of grad A, rank 1 rows 2..3; rank 1 columns 2..3 of
+     * grad B */
+    static const float want[2][12] = {
+        {-1.5f, 11.25f, 1.5f, -1.375f, 10.3125f, 1.375f, 18.875f, -18.875f,
+         -7.6875f, 7.6875f, -7.75f, 7.75f},
+        {-3.5f, 26.25f, 3.5f, -3.25f, 24.375f, 3.25f, 9.4375f, 37.75f,
+         -3.84375f, -15.375f, -3.875f, -15.5f}};
+    for (int r = 0; r < 2; r++)
+      for (int i = 0; i < 12; i++)
+        assert_float_equal(a[r][i], want[r][i], 1e-5);
+    ccg_graph_free(plain);
+    ccg_graph_free(one);
+    ccg_graph_free(tiny);
+  }
+}
+
+/* The bucket refuses what would not give each rank its shard, naming the
+ * mapping and the value, and adds nothing. */
+static void test_zero_bucket_refusals(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("dp=2");
+  ccg_value_id in[2] = {ccg_test_input(g, "ga", CCG_DTYPE_F32, "[4,3]"),
+                        ccg_test_input(g, "gb", CCG_DTYPE_F32, "[3,5]")};
+  ccg_value_id out[2];
+  size_t n_out = 2;
+  assert_fails(g, CCG_STATUS_INVALID_ARG,
+               ccg_mapping_apply(g, "fsdp.reduce_scatter_bucket",
+                                 "{\"dims\": [0]}", in, 2, out, &n_out),
+               "fsdp.reduce_scatter_bucket", "'dims' has 1 entries",
+               "2 inputs");
+  n_out = 2;
+  assert_fails(g, CCG_STATUS_SHAPE,
+               ccg_mapping_apply(g, "fsdp.reduce_scatter_bucket",
+                                 "{\"dims\": [0, 1]}", in, 2, out, &n_out),
+               "fsdp.reduce_scatter_bucket", "gb", "5");
+  assert_int_equal(ccg_graph_num_nodes(g), 0);
+  ccg_graph_free(g);
+}
+
 /* y = x @ AllGather(w_shard); the gradient of x reads the gathered weight:
  * with reshard_after_forward it reads a second gather, placed just before
  * it. */
@@ -176,6 +315,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_buckets),
       cmocka_unit_test(test_reshard_after_forward),
+      cmocka_unit_test(test_zero_buckets),
+      cmocka_unit_test(test_zero_bucket_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
