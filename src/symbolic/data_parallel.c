@@ -95,9 +95,8 @@ static ccg_status fsdp_forward(ccg__mcall *c, const ccg_value_id *in,
   int64_t w;
   int dim;
   ccg_reduce_op op;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, in[0], p->dim, "dim", &w, &dim));
   CCG_CHECK(reduce_op(c, &op));
-  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
   *n_out = 1;
   if (w == 1)
     return ccg_identity(c->g, in[0], &out[0]);
@@ -113,9 +112,8 @@ static ccg_status fsdp_backward(ccg__mcall *c, const ccg_value_id *in,
   int64_t w;
   int dim;
   ccg_reduce_op op;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, in[0], p->dim, "dim", &w, &dim));
   CCG_CHECK(reduce_op(c, &op));
-  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
   if (w == 1)
     return ccg_identity(c->g, gout[0], &gin[0]);
   CCG_CHECK(ccg__mdivisible(c, gout[0], dim, w, p->group));
@@ -429,8 +427,7 @@ static ccg_status chunk_forward(ccg__mcall *c, const ccg_value_id *in,
   const params *p = c->params;
   int64_t w;
   int dim;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, in[0], p->dim, "dim", &w, &dim));
   CCG_CHECK(ccg__mdivisible(c, in[0], dim, w, p->group));
   *n_out = 1;
   if (w == 1)
@@ -446,8 +443,7 @@ static ccg_status chunk_backward(ccg__mcall *c, const ccg_value_id *in,
   const params *p = c->params;
   int64_t w;
   int dim;
-  CCG_CHECK(ccg__mgroup(c, p->group, &w));
-  CCG_CHECK(ccg__mdim(c, in[0], p->dim, "dim", &dim));
+  CCG_CHECK(ccg__mgroup_dim(c, p->group, in[0], p->dim, "dim", &w, &dim));
   if (w == 1)
     return ccg_identity(c->g, gout[0], &gin[0]);
   if (w > 64)
@@ -518,13 +514,8 @@ const size_t ccg__data_parallel_mappings_count =
 /* ---- typed entry points -------------------------------------------------- */
 
 static json_t *dp_params(const char *group, bool sum) {
-  json_t *o = ccg__mparams_group(group ? group : "dp");
-  if (o &&
-      json_object_set_new(o, "reduce", json_string(sum ? "sum" : "mean"))) {
-    json_decref(o);
-    return NULL;
-  }
-  return o;
+  return ccg__mset(ccg__mparams_group(group ? group : "dp"), "reduce",
+                   json_string(sum ? "sum" : "mean"));
 }
 
 ccg_status ccg_ddp_all_reduce_grad(ccg_graph *g, ccg_value_id param,
@@ -539,21 +530,15 @@ ccg_status ccg_fsdp_all_gather_param(ccg_graph *g, ccg_value_id shard,
                                      bool reshard_after_forward,
                                      ccg_value_id *out) {
   json_t *o = dp_params(group, sum);
-  if (o && (json_object_set_new(o, "dim", json_integer(dim)) ||
-            json_object_set_new(o, "reshard_after_forward",
-                                json_boolean(reshard_after_forward)))) {
-    json_decref(o);
-    o = NULL;
-  }
+  o = ccg__mset(o, "dim", json_integer(dim));
+  o = ccg__mset(o, "reshard_after_forward",
+                json_boolean(reshard_after_forward));
   return ccg__mapply1(g, "fsdp.all_gather_param", o, shard, out);
 }
 
 ccg_status ccg_ddp_batch_chunk(ccg_graph *g, ccg_value_id x, const char *group,
                                int64_t dim, ccg_value_id *out) {
-  json_t *o = ccg__mparams_group(group ? group : "dp");
-  if (o && json_object_set_new(o, "dim", json_integer(dim))) {
-    json_decref(o);
-    o = NULL;
-  }
+  json_t *o = ccg__mset(ccg__mparams_group(group ? group : "dp"), "dim",
+                        json_integer(dim));
   return ccg__mapply1(g, "ddp.batch_chunk", o, x, out);
 }
