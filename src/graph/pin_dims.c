@@ -144,7 +144,8 @@ static ccg_status pin(ccg_graph *g, const ccg__dim_binds *b, pin_inputs *pi,
   }
   ccg_graph *d = NULL;
   if (ccg__graph_specialize(g, pi->sv, n, NULL, &g->ctx, &d) != CCG_STATUS_OK)
-    return ccg__error_prefix(&g->ctx, "pinning dims");
+    return ccg__error_prefix(&g->ctx, "pinning dims: a shape rule refuses "
+                                      "the pinned sizes");
   /* module paths and schedule slots, which the passes read */
   for (size_t k = 0; k < g->n_nodes; k++) {
     const char *key, *val;

@@ -197,8 +197,12 @@ static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
   int64_t B = b->pl->batch_size, M = b->pl->M;
   ccg_value_id y = ccg_node_output(g, n, 0);
   const ccg_shape *gy = ccg_value_shape(g, y);
+  /* integers are shape arithmetic (a Shape times a constant): their
+   * length may equal the batch by chance */
+  ccg_dtype dt = ccg_value_dtype(g, y);
   if (!b->pl->batch[y] || gy->rank < 1 || ccg_dim_is_sym(gy->dims[0]) ||
-      gy->dims[0].size != B)
+      gy->dims[0].size != B ||
+      (dt != CCG_DTYPE_BOOL && !ccg_dtype_is_float(dt)))
     return CCG_STATUS_OK;
   for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
     ccg_value_id v = ccg_node_input(g, n, i);
@@ -242,6 +246,10 @@ static ccg_status check_mb_dim(pp_build *b, ccg_node_id n, ccg_value_id v,
       !ccg_dtype_is_float(ccg_value_dtype(b->g, v)) ||
       ccg_dim_is_sym(gs->dims[0]) || gs->dims[0].size != B ||
       ccg_dim_is_sym(ds->dims[0]) || ds->dims[0].size != B)
+    return CCG_STATUS_OK;
+  /* made from the microbatch's shapes alone (a causal mask of
+   * ConstantOfShape [seq, seq]), so right whatever its dim 0 is */
+  if (!b->pl->data[v])
     return CCG_STATUS_OK;
   return ccg__error(&b->g->ctx, CCG_STATUS_UNSUPPORTED,
                     "pipeline: node '%s' gives microbatch %d's '%s' the whole "

@@ -22,6 +22,8 @@ typedef struct pp_plan {
   int *layer_of;      /* per node: its layer index, or -1 */
   bool *is_const;     /* per value: computed from Constant nodes only */
   bool *batch;        /* per value: depends on an input carrying the batch */
+  bool *data;         /* per value: depends on such an input's contents, not
+                         only on its shape (through Shape, Size) */
   bool *needed;       /* per value: some graph output depends on it */
   int *avail;         /* per value: the stage computing (or owning) it; -1
                          for graph inputs and constants */
