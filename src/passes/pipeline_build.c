@@ -542,9 +542,124 @@ static ccg_status part(pp_build *b, int m) {
   return st;
 }
 
-/* The last stage's outputs under their names: a scalar the mean over the
- * microbatches (the model's loss averages over the batch, and equal
- * microbatches make the mean of means that average), anything else
+/* How a scalar output depending on the batch combines over microbatches:
+ * a mean over the batch (equal microbatches make the mean of their means
+ * the whole batch's) or a sum (the sum of their sums). */
+typedef enum pp_reduction {
+  PP_RED_UNKNOWN,
+  PP_RED_MEAN,
+  PP_RED_SUM
+} pp_reduction;
+
+static pp_reduction reduction_of(pp_build *b, ccg_value_id v, int depth);
+
+/* A loss op's "reduction" attribute (default mean). */
+static pp_reduction loss_attr(ccg_graph *g, ccg_node_id n) {
+  const char *red = "mean";
+  if (ccg_node_attr(g, n, "reduction") &&
+      ccg_node_attr_string(g, n, "reduction", &red) != CCG_STATUS_OK)
+    return PP_RED_UNKNOWN;
+  return strcmp(red, "mean") == 0  ? PP_RED_MEAN
+         : strcmp(red, "sum") == 0 ? PP_RED_SUM
+                                   : PP_RED_UNKNOWN;
+}
+
+/* Add/Sub: terms with the same reduction keep it; a term that does not
+ * depend on the batch added to a mean keeps the mean (mean(x + c) =
+ * mean(x) + c), to a sum it would be counted once per microbatch. */
+static pp_reduction terms(pp_build *b, ccg_node_id n, int depth) {
+  ccg_graph *g = b->g;
+  ccg_value_id x = ccg_node_input(g, n, 0), y = ccg_node_input(g, n, 1);
+  bool bx = b->pl->batch[x], by = b->pl->batch[y];
+  pp_reduction rx = bx ? reduction_of(b, x, depth + 1) : PP_RED_UNKNOWN;
+  pp_reduction ry = by ? reduction_of(b, y, depth + 1) : PP_RED_UNKNOWN;
+  if (bx && by)
+    return rx == ry ? rx : PP_RED_UNKNOWN;
+  pp_reduction r = bx ? rx : ry;
+  return r == PP_RED_MEAN ? r : PP_RED_UNKNOWN;
+}
+
+/* Through the scalar ops between the reduction and the output: casts,
+ * reshapes, negation, scaling by what does not depend on the batch, and
+ * a ratio of two sums (a mean weighted by a count, as a masked loss). */
+static pp_reduction reduction_of(pp_build *b, ccg_value_id v, int depth) {
+  ccg_graph *g = b->g;
+  ccg_node_id n = ccg_value_producer(g, v);
+  if (n == CCG_NONE || depth > 32)
+    return PP_RED_UNKNOWN;
+  ccg_value_id x = ccg_node_input(g, n, 0);
+  switch (ccg_node_op(g, n)) {
+  case CCG_OP_SOFTMAX_CROSS_ENTROPY_LOSS:
+  case CCG_OP_NEGATIVE_LOG_LIKELIHOOD_LOSS:
+    return ccg_node_output(g, n, 0) == v ? loss_attr(g, n) : PP_RED_UNKNOWN;
+  case CCG_OP_REDUCE_SUM:
+  case CCG_OP_REDUCE_SUM_SQUARE:
+    return PP_RED_SUM;
+  case CCG_OP_REDUCE_MEAN:
+    return PP_RED_MEAN;
+  case CCG_OP_IDENTITY:
+  case CCG_OP_CAST:
+  case CCG_OP_NEG:
+  case CCG_OP_RESHAPE:
+  case CCG_OP_SQUEEZE:
+  case CCG_OP_UNSQUEEZE:
+    return reduction_of(b, x, depth + 1);
+  case CCG_OP_MUL:
+  case CCG_OP_DIV: {
+    ccg_value_id y = ccg_node_input(g, n, 1);
+    if (!b->pl->batch[y])
+      return reduction_of(b, x, depth + 1);
+    if (ccg_node_op(g, n) == CCG_OP_MUL && !b->pl->batch[x])
+      return reduction_of(b, y, depth + 1);
+    if (ccg_node_op(g, n) == CCG_OP_DIV &&
+        reduction_of(b, x, depth + 1) == PP_RED_SUM &&
+        reduction_of(b, y, depth + 1) == PP_RED_SUM)
+      return PP_RED_MEAN;
+    return PP_RED_UNKNOWN;
+  }
+  case CCG_OP_ADD:
+  case CCG_OP_SUB:
+    return terms(b, n, depth);
+  default:
+    return PP_RED_UNKNOWN;
+  }
+}
+
+/* Scalar output o of the last stage from its microbatches' values: their
+ * sum, divided by M for a mean. */
+static ccg_status combine_scalar(pp_build *b, ccg_value_id o,
+                                 const ccg_value_id *parts, ccg_value_id *y) {
+  ccg_graph *g = b->g;
+  int64_t M = b->pl->M;
+  pp_reduction r = reduction_of(b, o, 0);
+  if (r == PP_RED_UNKNOWN)
+    return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "pipeline: output '%s' is a scalar that depends on the "
+                      "batch, but not through a mean or a sum over it (a "
+                      "loss's reduction, ReduceMean, ReduceSum): its "
+                      "microbatches' values cannot be combined",
+                      ccg_value_name(g, o));
+  *y = parts[0];
+  for (int64_t m = 1; m < M; m++)
+    if (ccg_add(b->d, *y, parts[m], y) != CCG_STATUS_OK)
+      return from_d(b);
+  if (r == PP_RED_SUM)
+    return CCG_STATUS_OK;
+  float inv = 1.0f / (float)M;
+  ccg_tensor c = {ccg_value_dtype(b->d, *y), 0, {0}, &inv};
+  ccg_value_id k;
+  if (c.dtype != CCG_DTYPE_F32)
+    return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
+                      "pipeline: output '%s' is a %s scalar; the mean "
+                      "over microbatches is made for f32",
+                      ccg_value_name(g, o), ccg_dtype_name(c.dtype));
+  if (ccg_constant(b->d, &c, &k) || ccg_mul(b->d, *y, k, y))
+    return from_d(b);
+  return CCG_STATUS_OK;
+}
+
+/* The last stage's outputs under their names: a scalar combined over the
+ * microbatches as its reduction over the batch says, anything else
  * concatenated along dim 0. */
 static ccg_status outputs(pp_build *b) {
   ccg_graph *g = b->g;
@@ -564,20 +679,7 @@ static ccg_status outputs(pp_build *b) {
     const ccg_shape *s = ccg_value_shape(b->d, parts[0]);
     const ccg_shape *gs = ccg_value_shape(g, o);
     if (s->rank == 0) {
-      y = parts[0];
-      float inv = 1.0f / (float)pl->M;
-      ccg_tensor c = {ccg_value_dtype(b->d, y), 0, {0}, &inv};
-      ccg_value_id k;
-      for (int64_t m = 1; m < pl->M; m++)
-        if (ccg_add(b->d, y, parts[m], &y) != CCG_STATUS_OK)
-          return from_d(b);
-      if (c.dtype != CCG_DTYPE_F32)
-        return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
-                          "pipeline: output '%s' is a %s scalar; the mean "
-                          "over microbatches is made for f32",
-                          ccg_value_name(g, o), ccg_dtype_name(c.dtype));
-      if (ccg_constant(b->d, &c, &k) || ccg_mul(b->d, y, k, &y))
-        return from_d(b);
+      CCG_CHECK(combine_scalar(b, o, parts, &y));
     } else if (!ccg_dim_is_sym(gs->dims[0]) && !ccg_dim_is_sym(s->dims[0]) &&
                s->dims[0].size * pl->M == gs->dims[0].size) {
       if (ccg_concat(b->d, parts, (size_t)pl->M, 0, &y) != CCG_STATUS_OK)

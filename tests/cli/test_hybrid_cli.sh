@@ -121,6 +121,24 @@ for zero in 0 3; do
     --mesh dp=2,pp=2,tp=2 --microbatches 2 --zero $zero
 done
 
+# a loss summed over the batch (ReduceSum): each dp rank's sum over its
+# microbatches' sums (Partial(sum) over dp), the gradients summed over dp
+$py - "$work/gpt.onnx" "$work/gpt_sum.onnx" <<'PY' || exit 1
+import sys, onnx
+from onnx import helper, TensorProto
+m = onnx.load(sys.argv[1])
+m.graph.node.append(helper.make_node("ReduceSum", ["logits"], ["loss"],
+                                     name="loss_sum", keepdims=0))
+m.graph.output.append(helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+onnx.save(m, sys.argv[2])
+PY
+"$tool" grad "$work/gpt_sum.onnx" --loss loss -o "$work/gpt_sum_ref.onnx" >/dev/null || exit 1
+for mb in 2 4; do
+  hybrid "gpt_sum_m$mb" "$work/gpt_sum.onnx" "$work/gpt_sum_ref.onnx" loss \
+    "--input ids=$work/ids.npy" --plan "$src/samples/plan_gpt_block.json" \
+    --mesh dp=2,pp=2,tp=2 --microbatches $mb --dp-reduce sum
+done
+
 # ---- MPI: a process per rank; rank 0 checks its gradients ----
 if command -v mpirun >/dev/null 2>&1; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

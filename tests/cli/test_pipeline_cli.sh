@@ -34,6 +34,20 @@ pipeline() {
   expect 0 "$ok" -- run "$out.grad" $inputs --check "$ref"
 }
 
+# the same with each tensor compared relative to its largest element
+# (--rtol 1e-4): summed losses have gradients of larger scale
+rel='per tensor [0-9.e+-]+: ok'
+pipeline_rel() {
+  local name=$1 model=$2 ref=$3 loss=$4 inputs=$5
+  shift 5
+  local out=$work/$name
+  expect 0 'wrote .*rank0.onnx' -- shard "$model" "$@" -o "$out"
+  expect 0 "$rel" -- run "$out" $inputs --check "$model" --rtol 1e-4
+  expect 0 'models written' -- grad "$out" --loss "$loss" -o "$out.grad"
+  expect 0 '^ok: ' -- verify "$out.grad"
+  expect 0 "$rel" -- run "$out.grad" $inputs --check "$ref" --rtol 1e-4
+}
+
 # ---- the zoo: llama (untied head), gpt2 (head tied to the embedding, sent
 # from stage 0 to the last stage and its gradient back) ----
 for arch in llama gpt2; do
@@ -64,7 +78,6 @@ expect 2 "block_sparse_moe/Reshape_1[0-9]' reshapes a microbatch" -- \
 # are, run with the symbols pinned by --dims; the zoo's dynamic variants
 # have no labels, so the loss is the logits' sum and the gradients are
 # compared relative to each tensor's largest element (--rtol 1e-4) ----
-rel='per tensor [0-9.e+-]+: ok'
 $py -c "import numpy as np; np.save('$work/dyn_ids.npy', (np.arange(32).reshape(4, 8) * 7 % 256).astype(np.int64))" || exit 1
 expect 2 "crosses to stage 1 with a symbolic shape" -- \
   shard "$src/tests/data/zoo/gpt2/ts_dynamic/model.onnx" --mesh pp=2 -o "$work/bad_dyn"
@@ -124,6 +137,53 @@ for mesh in pp=2 pp=2,tp=2; do
     done
   done
 done
+# ---- scalar losses over microbatches: a sum over the batch is the sum of
+# the microbatches' sums, a mean the mean of their means: llama with
+# SoftmaxCrossEntropyLoss reduction=sum (batch 2), the GPT's logits summed
+# (ReduceSum) and averaged (ReduceMean) as its loss (batch 4) ----
+$py - "$src/tests/data/zoo/llama/ts_train/model.onnx" "$work/llama_sum.onnx" "$work/gpt.onnx" "$work/gpt_rsum.onnx" "$work/gpt_rmean.onnx" <<'PY' || exit 1
+import sys, onnx
+from onnx import helper, TensorProto
+m = onnx.load(sys.argv[1])
+for n in m.graph.node:
+    for a in n.attribute:
+        if n.op_type == "SoftmaxCrossEntropyLoss" and a.name == "reduction":
+            a.s = b"sum"
+onnx.save(m, sys.argv[2])
+for op, path in (("ReduceSum", sys.argv[4]), ("ReduceMean", sys.argv[5])):
+    g = onnx.load(sys.argv[3])
+    g.graph.node.append(helper.make_node(op, ["logits"], ["loss"], name="loss_" + op, keepdims=0))
+    g.graph.output.append(helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+    onnx.save(g, path)
+PY
+z=$src/tests/data/zoo/llama/ts_train
+in="--input input_ids=$z/inputs/input_ids.npy --input labels=$z/inputs/labels.npy"
+"$tool" grad "$work/llama_sum.onnx" --loss loss -o "$work/llama_sum_ref.onnx" >/dev/null || exit 1
+for mesh in pp=2 pp=2,tp=2; do
+  plan=
+  [ "$mesh" = pp=2 ] || plan="--plan $src/samples/plans/llama.json"
+  pipeline_rel "llama_sum_${mesh//[=,]/_}_m2" "$work/llama_sum.onnx" "$work/llama_sum_ref.onnx" loss \
+    "$in" $plan --mesh $mesh --microbatches 2
+done
+for red in rsum rmean; do
+  "$tool" grad "$work/gpt_$red.onnx" --loss loss -o "$work/gpt_${red}_ref.onnx" >/dev/null || exit 1
+  for mb in 2 4; do
+    pipeline_rel "gpt_${red}_m$mb" "$work/gpt_$red.onnx" "$work/gpt_${red}_ref.onnx" loss \
+      "--input ids=$work/ids.npy" --mesh pp=2 --microbatches $mb
+  done
+done
+# a scalar that is neither a mean nor a sum over the batch
+$py - "$work/gpt.onnx" "$work/gpt_pick.onnx" <<'PY' || exit 1
+import sys, onnx
+from onnx import helper, TensorProto
+g = onnx.load(sys.argv[1])
+g.graph.node.append(helper.make_node("ReduceMax", ["logits"], ["loss"], name="loss_max", keepdims=0))
+g.graph.output.append(helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+onnx.save(g, sys.argv[2])
+PY
+expect 2 "output 'loss' is a scalar that depends on the batch, but not through a mean or a sum" -- \
+  shard "$work/gpt_pick.onnx" --mesh pp=2 --microbatches 2 -o "$work/bad_pick"
+
 # given stages, 4 stages of one layer, and the layer count reported
 expect 0 'stage 0: h.0 .. h.2' -- shard "$work/gpt.onnx" --mesh pp=2 --stages 'h.0-h.2|h.3' -o "$work/given"
 expect 0 "$ok" -- run "$work/given" --input ids="$work/ids.npy" --check "$work/gpt.onnx"
@@ -175,7 +235,7 @@ expect 1 "need the pipeline axis 'pp' in --mesh" -- \
   shard "$work/gpt.onnx" --plan "$src/samples/plan_gpt_block.json" --mesh tp=2 --microbatches 2 -o "$work/bad6"
 expect 1 "--schedule 'zb': give gpipe or 1f1b" -- \
   shard "$work/gpt.onnx" --mesh pp=2 --schedule zb -o "$work/bad7"
-for b in 1 2 3 4 5 6 7 _moe _dyn _pin1 _pin2 _pin3 _pin4 _pin5; do
+for b in 1 2 3 4 5 6 7 _moe _dyn _pin1 _pin2 _pin3 _pin4 _pin5 _pick; do
   [ -e "$work/bad$b" ] && { echo "FAIL: $work/bad$b left behind"; failures=$((failures + 1)); }
 done
 # a stage program's gradient needs the loss somewhere
