@@ -187,10 +187,33 @@ static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
   return CCG_STATUS_OK;
 }
 
+/* Whether a batch-dependent input of n has dim 0 `D` in the source and
+ * D / M in the stage: the node's dim 0 carries the batch (the batch itself,
+ * or tokens = batch x sequence, batch outermost). */
+static bool divided_dim0(pp_build *b, ccg_node_id n, int64_t D,
+                         const ccg_value_id *in) {
+  ccg_graph *g = b->g;
+  for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
+    ccg_value_id v = ccg_node_input(g, n, i);
+    if (v == CCG_NONE || !b->pl->batch[v])
+      continue;
+    const ccg_shape *gs = ccg_value_shape(g, v),
+                    *ds = ccg_value_shape(b->d, in[i]);
+    if (gs->rank >= 1 && ds->rank == gs->rank && !ccg_dim_is_sym(gs->dims[0]) &&
+        !ccg_dim_is_sym(ds->dims[0]) && gs->dims[0].size == D &&
+        ds->dims[0].size * b->pl->M == D)
+      return true;
+  }
+  return false;
+}
+
 /* A value made for the whole batch from constants or stored as a weight (a
- * causal mask expanded to [batch, 1, seq, seq], or folded into one) that a
- * microbatch's node broadcasts against: dim 0 of both is the batch in the
- * source, so the microbatch's rows. */
+ * causal mask expanded to [batch, 1, seq, seq], or folded into one; zeros
+ * of [tokens, hidden] that MoE routing adds its experts' outputs to) that
+ * a microbatch's node broadcasts against or joins (a class token expanded
+ * to the batch): dim 0 of both is the batch in the source, or, for an
+ * elementwise node, a multiple of it that the node's microbatch input has
+ * divided (not a MatMul's weight), so the microbatch's rows. */
 static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
                                ccg_value_id *in) {
   ccg_graph *g = b->g;
@@ -201,21 +224,51 @@ static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
    * length may equal the batch by chance */
   ccg_dtype dt = ccg_value_dtype(g, y);
   if (!b->pl->batch[y] || gy->rank < 1 || ccg_dim_is_sym(gy->dims[0]) ||
-      gy->dims[0].size != B ||
       (dt != CCG_DTYPE_BOOL && !ccg_dtype_is_float(dt)))
+    return CCG_STATUS_OK;
+  int64_t D = gy->dims[0].size;
+  bool elementwise =
+      ccg_op_shard_rule(ccg_node_op(g, n)) == CCG_OP_SHARD_BROADCAST;
+  if (D % M != 0 || (D != B && !(elementwise && divided_dim0(b, n, D, in))))
     return CCG_STATUS_OK;
   for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
     ccg_value_id v = ccg_node_input(g, n, i);
     if (v == CCG_NONE || b->pl->batch[v])
       continue;
-    const ccg_shape *gv = ccg_value_shape(g, v);
-    if (gv->rank != gy->rank || ccg_dim_is_sym(gv->dims[0]) ||
-        gv->dims[0].size != B)
+    /* as the stage has it: a rule above may have cut it already */
+    const ccg_shape *dv = ccg_value_shape(b->d, in[i]);
+    if (dv->rank != gy->rank || ccg_dim_is_sym(dv->dims[0]) ||
+        dv->dims[0].size != D)
       continue;
-    int64_t start = m * (B / M), end = start + B / M, axis = 0;
+    int64_t start = m * (D / M), end = start + D / M, axis = 0;
     if (ccg_slice(b->d, in[i], &start, &end, &axis, NULL, 1, &in[i]))
       return from_d(b);
   }
+  return CCG_STATUS_OK;
+}
+
+/* A scatter of a microbatch's rows into a table made for the whole batch
+ * from constants or stored as a weight (index_add into zeros of [tokens,
+ * hidden], as MoE routing writes it): the indices come from the
+ * microbatch, so they address its rows, and the table's dim 0, the batch
+ * times a count (tokens, batch outermost), takes the microbatch's chunk,
+ * as data parallelism's batch chunk does for a rank. */
+static ccg_status mb_scatter(pp_build *b, ccg_node_id n, int m,
+                             ccg_value_id *in) {
+  ccg_graph *g = b->g;
+  int64_t B = b->pl->batch_size, M = b->pl->M, axis = 0;
+  ccg_value_id data = ccg_node_input(g, n, 0);
+  const ccg_shape *gd = ccg_value_shape(g, data);
+  if (ccg_node_op(g, n) == CCG_OP_SCATTER_ELEMENTS &&
+      ccg_node_attr(g, n, "axis"))
+    CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
+  if (b->pl->batch[data] || !b->pl->batch[ccg_node_input(g, n, 1)] ||
+      (axis != 0 && axis != -gd->rank) || gd->rank < 1 ||
+      ccg_dim_is_sym(gd->dims[0]) || gd->dims[0].size % B != 0)
+    return CCG_STATUS_OK;
+  int64_t rows = gd->dims[0].size / M, start = m * rows, end = start + rows;
+  if (ccg_slice(b->d, in[0], &start, &end, &axis, NULL, 1, &in[0]))
+    return from_d(b);
   return CCG_STATUS_OK;
 }
 
@@ -280,6 +333,9 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
   if (m >= 0 && b->pl->M > 1 && (op == CCG_OP_RESHAPE || op == CCG_OP_EXPAND) &&
       ni >= 2 && b->pl->batch[ccg_node_input(g, n, 0)])
     CCG_CHECK(mb_reshape(b, n, in));
+  if (m >= 0 && b->pl->M > 1 &&
+      (op == CCG_OP_SCATTER_ELEMENTS || op == CCG_OP_SCATTER_ND))
+    CCG_CHECK(mb_scatter(b, n, m, in));
   if (m >= 0 && b->pl->M > 1)
     CCG_CHECK(mb_broadcast(b, n, m, in));
   ccg_attr attrs[PP_MAX_ATTRS];
