@@ -46,6 +46,15 @@ static bool input_uses(const ccg_graph *g, const char *name) {
   return false;
 }
 
+/* Whether the ", "-separated list in buf has the entry sym. */
+static bool listed(const char *buf, const char *sym) {
+  size_t n = strlen(sym);
+  for (const char *p = buf; (p = strstr(p, sym)) != NULL; p += n)
+    if ((p == buf || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+      return true;
+  return false;
+}
+
 /* "batch, sequence": the symbols of the inputs' dims, for messages. */
 static void input_symbols(const ccg_graph *g, char *buf, size_t size) {
   size_t used = 0;
@@ -54,7 +63,7 @@ static void input_symbols(const ccg_graph *g, char *buf, size_t size) {
     const ccg_shape *s = &g->values[g->inputs[i]].shape;
     for (int k = 0; k < s->rank; k++) {
       const char *sym = s->dims[k].sym;
-      if (!ccg_dim_is_sym(s->dims[k]) || (used && strstr(buf, sym)))
+      if (!ccg_dim_is_sym(s->dims[k]) || listed(buf, sym))
         continue;
       int w = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", sym);
       if (w < 0 || (size_t)w >= size - used)
