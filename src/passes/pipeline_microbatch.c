@@ -106,16 +106,37 @@ static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
   return CCG_STATUS_OK;
 }
 
+/* Whether D is the element count of the leading dims of an input that
+ * carries the batch: the batch itself, or its tokens (batch x sequence,
+ * batch outermost when flattened). */
+static bool batch_rows(const pp_build *b, int64_t D) {
+  ccg_graph *g = b->g;
+  for (size_t i = 0; i < ccg_graph_num_inputs(g); i++) {
+    ccg_value_id v = ccg_graph_input(g, i);
+    const ccg_shape *s = ccg_value_shape(g, v);
+    int64_t rows = 1;
+    for (int k = 0; b->pl->batch[v] && k < s->rank; k++) {
+      if (ccg_dim_is_sym(s->dims[k]) ||
+          __builtin_mul_overflow(rows, s->dims[k].size, &rows))
+        break;
+      if (rows == D)
+        return true;
+    }
+  }
+  return false;
+}
+
 /* A scatter of a microbatch's rows into a table made for the whole batch
  * from constants or stored as a weight (index_add into zeros of [tokens,
  * hidden], as MoE routing writes it): the indices come from the
- * microbatch, so they address its rows, and the table's dim 0, the batch
- * times a count (tokens, batch outermost), takes the microbatch's chunk,
- * as data parallelism's batch chunk does for a rank. */
+ * microbatch, so they address its rows, and the table's dim 0, the
+ * batch's rows or tokens (not a vocabulary the indices might be token ids
+ * of), takes the microbatch's chunk, as data parallelism's batch chunk
+ * does for a rank. */
 static ccg_status mb_scatter(pp_build *b, ccg_node_id n, int m,
                              ccg_value_id *in) {
   ccg_graph *g = b->g;
-  int64_t B = b->pl->batch_size, M = b->pl->M, axis = 0;
+  int64_t M = b->pl->M, axis = 0;
   ccg_value_id data = ccg_node_input(g, n, 0);
   const ccg_shape *gd = ccg_value_shape(g, data);
   if (ccg_node_op(g, n) == CCG_OP_SCATTER_ELEMENTS &&
@@ -123,7 +144,8 @@ static ccg_status mb_scatter(pp_build *b, ccg_node_id n, int m,
     CCG_CHECK(ccg_node_attr_int(g, n, "axis", &axis));
   if (b->pl->batch[data] || !b->pl->batch[ccg_node_input(g, n, 1)] ||
       (axis != 0 && axis != -gd->rank) || gd->rank < 1 ||
-      ccg_dim_is_sym(gd->dims[0]) || gd->dims[0].size % B != 0)
+      ccg_dim_is_sym(gd->dims[0]) || gd->dims[0].size % M != 0 ||
+      !batch_rows(b, gd->dims[0].size))
     return CCG_STATUS_OK;
   int64_t rows = gd->dims[0].size / M, start = m * rows, end = start + rows;
   if (ccg_slice(b->d, in[0], &start, &end, &axis, NULL, 1, &in[0]))
