@@ -730,6 +730,21 @@ CCG_API const char *ccg_node_meta(const ccg_graph *g, ccg_node_id n,
 CCG_API const char *ccg_node_meta_at(const ccg_graph *g, ccg_node_id n,
                                      size_t i, const char **value);
 
+/* ---- pinning symbolic dims --------------------------------------------- */
+
+/* Gives named symbolic dims numbers: every graph input dim that is one of
+ * the symbols (or a monomial of them: "2*seq", "batch*seq") becomes
+ * names[i] = values[i], and every shape rule runs again, so the shapes and
+ * known contents computed from them (Shape, Reshape targets) are numbers
+ * too; symbols not named stay. Node and value ids, names, metadata and
+ * placements stay. On success *g is the pinned graph, which owns the old
+ * one (freed with it; its initializer data is shared); on failure *g is
+ * unchanged and the error (on *g) names the fault: a name no input dim
+ * uses, a value below 1, one name given two values, a dim that would not
+ * be a whole number, a node whose shape rule the numbers contradict. */
+CCG_API ccg_status ccg_graph_pin_dims(ccg_graph **g, const char *const *names,
+                                      const int64_t *values, size_t n);
+
 /* ---- checks, order, dumps ---------------------------------------------- */
 
 /* Checks the whole graph: unique names and single assignment, every input

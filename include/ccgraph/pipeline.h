@@ -53,10 +53,13 @@ typedef struct ccg_pipeline_report {
  * to the last stage; a value used on a later stage is sent there (one
  * message per stage boundary and microbatch). Each stage graph keeps g's
  * mesh, its own parameters (with their per-rank data) and the graph inputs
- * it reads; the last stage has g's outputs (a scalar output is the mean of
- * its microbatches' values, others are concatenated on dim 0). Errors (on
- * g): a stage spec naming a missing layer, more stages than layers, a
- * batch M does not divide, a reshape microbatching cannot rewrite. "new":
+ * it reads; the last stage has g's outputs (a scalar output the mean or the
+ * sum of its microbatches' values, as its reduction over the batch is a
+ * mean or a sum; others are concatenated on dim 0). Errors (on g): a stage
+ * spec naming a missing layer, more stages than layers, a batch M does not
+ * divide, a reshape microbatching cannot rewrite, a scalar output that is
+ * neither a mean nor a sum over the batch, a symbolic shape crossing a
+ * stage boundary (pin it first: ccg_graph_pin_dims). "new":
  * *stages (n entries) is freed with ccg_pipeline_stages_free. */
 CCG_API ccg_status ccg_pipeline_split(ccg_graph *g,
                                       const ccg_pipeline_options *opts,

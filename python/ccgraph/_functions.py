@@ -66,7 +66,8 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
           zero: int = 0, dp_reduce: str = "mean", batch_dim: int = 0,
           dp_inputs: Optional[Sequence[str]] = None,
           pp_axis: Optional[str] = None, stages: Optional[str] = None,
-          microbatches: int = 1, schedule: str = "1f1b") -> Model:
+          microbatches: int = 1, schedule: str = "1f1b",
+          dims: Optional[Mapping[str, int]] = None) -> Model:
     """Applies a DTensor-style plan ({module-or-parameter pattern: style},
     a dict or a JSON file; docs/shard.md) to an unsharded model on `mesh`
     ("tp=2" or {"tp": 2}) and returns the per-rank models (each rank's
@@ -87,7 +88,10 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
     each rank running its stage; `microbatches` splits each rank's batch,
     scheduled "1f1b" or "gpipe"; shard_report["pipeline"] has the stages
     and the bubble fraction. `plan` may be None on a mesh with a data or a
-    pipeline axis only. BadInput
+    pipeline axis only. `dims` ({"batch": 8, "sequence": 16}, as `ccgraph
+    shard --dims`) pins the inputs' symbolic dims to sizes first: a
+    dynamic-axes export sharded as the static model of those sizes (the
+    model itself is unchanged). BadInput
     for a bad plan or mesh, a pattern that matches nothing, a dim the mesh
     does not divide."""
     _is_model(model)
@@ -96,71 +100,105 @@ def shard(model: Model, plan: Optional[Union[Mapping[str, Any], PathLike]],
             raise BadInput("shard takes an unsharded model (one graph); this "
                            f"one has {len(model._graphs)} per-rank models",
                            "INVALID_ARG")
-        g = model._g()
-        m = _mesh_spec(mesh)
-        p = c_void_p()
-        if zero not in (0, 1, 3) or isinstance(zero, bool):
-            raise BadInput(f"zero={zero!r}: give 0 (all-reduced gradients), "
-                           "1 (sharded parameters) or 3 (FSDP); 2's "
-                           "communication is 1's", "INVALID_ARG")
-        if dp_reduce not in ("mean", "sum"):
-            raise BadInput(f"dp_reduce={dp_reduce!r}: give 'mean' or 'sum'",
-                           "INVALID_ARG")
-        po = _pipeline_options(m, pp_axis, stages, microbatches, schedule,
-                               dp_axis, axis)
-        if plan is None:
-            pass
-        elif isinstance(plan, Mapping):
-            try:
-                text = json.dumps(plan)
-            except (TypeError, ValueError) as e:
-                raise BadInput(f"plan: not JSON: {e}", "PARSE") from None
-            check(L.ccg_plan_parse(_b(text), byref(p)))
-        elif isinstance(plan, (str, os.PathLike)):
-            check(L.ccg_plan_load(_b(os.fspath(plan)), byref(p)))
+        pinned = _pinned(model._g(), dims) if dims else None
+        try:
+            return _shard_graph(pinned or model._g(), plan, mesh,
+                                sequence_parallel, axis, dp_axis, zero,
+                                dp_reduce, batch_dim, dp_inputs, pp_axis,
+                                stages, microbatches, schedule)
+        finally:
+            if pinned:
+                L.ccg_graph_free(pinned)
+
+
+def _pinned(g: int, dims: Mapping[str, int]) -> int:
+    """A copy of g with `dims` pinned (ccg_graph_pin_dims); BadInput naming
+    an unknown dim, a size below 1 or one the model contradicts."""
+    if not isinstance(dims, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int)
+            and not isinstance(v, bool) for k, v in dims.items()):
+        raise BadInput(f"dims={dims!r}: give {{name: size}} with whole sizes",
+                       "INVALID_ARG")
+    names = (c_char_p * len(dims))(*[_b(k) for k in dims])
+    values = (c_int64 * len(dims))(*dims.values())
+    c = c_void_p(_clone(g))
+    st = L.ccg_graph_pin_dims(byref(c), names, values, len(dims))
+    if st:
+        try:
+            check(st, c.value)
+        finally:
+            L.ccg_graph_free(c)
+    return c.value
+
+
+def _shard_graph(g: int, plan, mesh, sequence_parallel, axis, dp_axis, zero,
+                 dp_reduce, batch_dim, dp_inputs, pp_axis, stages,
+                 microbatches, schedule) -> Model:
+    """shard()'s work on graph g (the caller holds the model's lock)."""
+    m = _mesh_spec(mesh)
+    p = c_void_p()
+    if zero not in (0, 1, 3) or isinstance(zero, bool):
+        raise BadInput(f"zero={zero!r}: give 0 (all-reduced gradients), "
+                       "1 (sharded parameters) or 3 (FSDP); 2's "
+                       "communication is 1's", "INVALID_ARG")
+    if dp_reduce not in ("mean", "sum"):
+        raise BadInput(f"dp_reduce={dp_reduce!r}: give 'mean' or 'sum'",
+                       "INVALID_ARG")
+    po = _pipeline_options(m, pp_axis, stages, microbatches, schedule,
+                           dp_axis, axis)
+    if plan is None:
+        pass
+    elif isinstance(plan, Mapping):
+        try:
+            text = json.dumps(plan)
+        except (TypeError, ValueError) as e:
+            raise BadInput(f"plan: not JSON: {e}", "PARSE") from None
+        check(L.ccg_plan_parse(_b(text), byref(p)))
+    elif isinstance(plan, (str, os.PathLike)):
+        check(L.ccg_plan_load(_b(os.fspath(plan)), byref(p)))
+    else:
+        raise BadInput(f"plan: give a dict or a JSON file's path, not "
+                       f"{type(plan).__name__}", "INVALID_ARG")
+    out = c_void_p()
+    rep = _lib.ShardReport()
+    opts = _lib.ShardOptions(ctypes.sizeof(_lib.ShardOptions),
+                             _b(axis) if axis else None,
+                             bool(sequence_parallel), 1,
+                             _b(dp_axis) if dp_axis else None, zero,
+                             dp_reduce == "sum", batch_dim,
+                             _b(",".join(dp_inputs)) if dp_inputs
+                             else None)
+    # as the tool: no plan and no data axis leaves a pipeline alone
+    dp_in_mesh = L.ccg_mesh_axis(byref(m), _b(dp_axis or "dp")) >= 0
+    try:
+        if plan is not None or dp_in_mesh or po is None:
+            check(L.ccg_shard_apply(g, p, byref(m), byref(opts),
+                                    byref(out), byref(rep)), g)
         else:
-            raise BadInput(f"plan: give a dict or a JSON file's path, not "
-                           f"{type(plan).__name__}", "INVALID_ARG")
-        out = c_void_p()
-        rep = _lib.ShardReport()
-        opts = _lib.ShardOptions(ctypes.sizeof(_lib.ShardOptions),
-                                 _b(axis) if axis else None,
-                                 bool(sequence_parallel), 1,
-                                 _b(dp_axis) if dp_axis else None, zero,
-                                 dp_reduce == "sum", batch_dim,
-                                 _b(",".join(dp_inputs)) if dp_inputs
-                                 else None)
-        # as the tool: no plan and no data axis leaves a pipeline alone
-        dp_in_mesh = L.ccg_mesh_axis(byref(m), _b(dp_axis or "dp")) >= 0
-        try:
-            if plan is not None or dp_in_mesh or po is None:
-                check(L.ccg_shard_apply(g, p, byref(m), byref(opts),
-                                        byref(out), byref(rep)), g)
-            else:
-                out.value = _clone(g)
-                check(L.ccg_graph_set_mesh(out, byref(m)), out.value)
-        except BaseException:
-            if out.value:
-                L.ccg_graph_free(out)
-            raise
-        finally:
-            if p:
-                L.ccg_plan_free(p)
-        report = {
-            "sharded_params": rep.n_sharded_params,
-            "collectives": rep.n_collectives,
-            "reshape_rewrites": rep.n_reshape_rewrites,
-            "dp_inputs": rep.n_dp_inputs, "dp_params": rep.n_dp_params,
-            "dp_sharded": rep.n_dp_sharded}
-        try:
-            if po is None:
-                graphs = [_clone(out.value, rank=r)
-                          for r in range(_world(out.value))]
-            else:
-                graphs = _split(out.value, po, report)
-        finally:
+            out.value = _clone(g)
+            check(L.ccg_graph_set_mesh(out, byref(m)), out.value)
+    except BaseException:
+        if out.value:
             L.ccg_graph_free(out)
-        return Model(graphs, per_rank=True, shard_report=report)
+        raise
+    finally:
+        if p:
+            L.ccg_plan_free(p)
+    report = {
+        "sharded_params": rep.n_sharded_params,
+        "collectives": rep.n_collectives,
+        "reshape_rewrites": rep.n_reshape_rewrites,
+        "dp_inputs": rep.n_dp_inputs, "dp_params": rep.n_dp_params,
+        "dp_sharded": rep.n_dp_sharded}
+    try:
+        if po is None:
+            graphs = [_clone(out.value, rank=r)
+                      for r in range(_world(out.value))]
+        else:
+            graphs = _split(out.value, po, report)
+    finally:
+        L.ccg_graph_free(out)
+    return Model(graphs, per_rank=True, shard_report=report)
 
 
 def _pipeline_options(m: _lib.Mesh, pp_axis: Optional[str],

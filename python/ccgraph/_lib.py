@@ -254,6 +254,8 @@ _fn("ccg_placement_format", c_int, POINTER(Placement), c_char_p, c_size_t)
 _fn("ccg_op_name", c_char_p, c_int)
 _fn("ccg_op_is_collective", c_bool, c_int)
 _fn("ccg_graph_free", None, _P)
+_fn("ccg_graph_pin_dims", st, POINTER(c_void_p), POINTER(c_char_p),
+    POINTER(c_int64), c_size_t)
 _fn("ccg_graph_name", c_char_p, _P)
 _fn("ccg_graph_mesh", POINTER(Mesh), _P)
 _fn("ccg_graph_num_nodes", c_size_t, _P)

@@ -121,3 +121,24 @@ def test_grad_of_a_pipeline_needs_the_loss_somewhere(gpt8):
     with ccgraph.shard(gpt8, None, "pp=2") as s:
         with pytest.raises(ccgraph.BadInput, match="on any rank"):
             ccgraph.grad(s, "nope")
+
+
+def test_dims_pin_a_dynamic_export_for_the_pipeline(tmp_path, ids8):
+    """A symbolic batch and sequence (make_gpt_block.py --dynamic) cannot
+    cross a stage boundary; dims= pins them, and the stages' logits equal
+    the dynamic model's at those sizes; the model itself stays dynamic."""
+    with ccgraph.load(make_gpt(tmp_path / "dyn.onnx", "--layers", "4",
+                               "--dynamic")) as m:
+        ref = m.run({"ids": ids8})[0]["logits"]
+        with pytest.raises(ccgraph.BadInput, match="symbolic shape"):
+            ccgraph.shard(m, None, "pp=2")
+        with ccgraph.shard(m, None, "pp=2", microbatches=2,
+                           dims={"batch": B, "seq": 8}) as s:
+            got = s.run({"ids": ids8})[1]["logits"]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+        with pytest.raises(ccgraph.BadInput, match="no input .* named 'sequence'"):
+            ccgraph.shard(m, None, "pp=2", dims={"sequence": 8})
+        with pytest.raises(ccgraph.BadInput, match="give a size of 1 or more"):
+            ccgraph.shard(m, None, "pp=2", dims={"batch": 0})
+        # still dynamic: it runs at another batch
+        assert m.run({"ids": ids8[:2]})[0]["logits"].shape[0] == 2

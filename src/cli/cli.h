@@ -107,6 +107,11 @@ typedef struct cli_program_args {
 int cli_parse_program_args(const command *self, int argc, char **argv,
                            const option *extra, size_t n_extra,
                            cli_program_args *a);
+/* "batch=8,seq=128" (values >= 0) into names and values (at most max),
+ * the names pointing into buf (a copy of text); false when text is not
+ * that form or does not fit. */
+bool cli_parse_dims(const char *text, char *buf, size_t size,
+                    const char **names, int64_t *values, size_t max, size_t *n);
 /* The stage axis and named dims of a into o (borrowed from a). */
 void cli_program_options(const cli_program_args *a, ccg_verify_options *o);
 void cli_program_free(cli_program *p);

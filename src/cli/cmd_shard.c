@@ -25,8 +25,12 @@ static void model_name(const char *path, char *buf, size_t size) {
 
 typedef struct shard_args {
   const char *model, *plan, *mesh, *out, *dialect, *axis, *opset;
-  const char *dp_axis, *zero, *dp_reduce, *dp_inputs, *batch_dim;
+  const char *dp_axis, *zero, *dp_reduce, *dp_inputs, *batch_dim, *dims;
   bool sp, json;
+  char dim_text[512]; /* --dims split into names */
+  const char *dim_names[CLI_MAX_DIMS];
+  int64_t dim_values[CLI_MAX_DIMS];
+  size_t n_dims;
   cli_pp_args pp;
 } shard_args;
 
@@ -143,6 +147,7 @@ static int run_shard(int argc, char **argv) {
       {"--dp-reduce", &a.dp_reduce, NULL},
       {"--dp-inputs", &a.dp_inputs, NULL},
       {"--batch-dim", &a.batch_dim, NULL},
+      {"--dims", &a.dims, NULL},
       {"--sequence-parallel", NULL, &a.sp},
       {"--json", NULL, &a.json},
       {"--pp-axis", &a.pp.axis, NULL},
@@ -158,6 +163,10 @@ static int run_shard(int argc, char **argv) {
     return usage_error(self, "missing the MODEL.onnx");
   if (!a.mesh || !a.out)
     return usage_error(self, "--mesh and -o are required");
+  if (a.dims &&
+      !cli_parse_dims(a.dims, a.dim_text, sizeof a.dim_text, a.dim_names,
+                      a.dim_values, CLI_MAX_DIMS, &a.n_dims))
+    return usage_error(self, "--dims '%s' is not NAME=VALUE,...", a.dims);
   ccg_shard_options so = CCG_SHARD_OPTIONS_INIT;
   rc = dp_options(self, &a, &so);
   if (rc >= 0)
@@ -202,8 +211,13 @@ static int run_shard(int argc, char **argv) {
   so.sequence_parallel = a.sp;
   ccg_shard_report rep;
   cli_progress("sharding", 0, 1);
-  ccg_status st = shard ? ccg_shard_apply(g, plan, &mesh, &so, &s, &rep)
-                        : ccg_graph_set_mesh(g, &mesh);
+  /* pinned dims first: every pass after it sees numbers */
+  ccg_status st =
+      a.n_dims ? ccg_graph_pin_dims(&g, a.dim_names, a.dim_values, a.n_dims)
+               : CCG_STATUS_OK;
+  if (st == CCG_STATUS_OK)
+    st = shard ? ccg_shard_apply(g, plan, &mesh, &so, &s, &rep)
+               : ccg_graph_set_mesh(g, &mesh);
   cli_progress_done();
   if (st != CCG_STATUS_OK) {
     rc = cli_fail(self, cli_status_code(st), "%s: %s", a.model,
@@ -232,6 +246,7 @@ const command cli_shard_command = {
     "                     [--opset N] [--axis tp] [--dp-axis dp]\n"
     "                     [--zero 0|1|3] [--dp-reduce mean|sum]\n"
     "                     [--dp-inputs A,B] [--batch-dim D] [--json]\n"
+    "                     [--dims NAME=V,...]\n"
     "                     [--pp-axis pp] [--stages 'h.0-h.5|h.6-h.11']\n"
     "                     [--microbatches M] [--schedule gpipe|1f1b]\n"
     "\n"
@@ -265,6 +280,9 @@ const command cli_shard_command = {
     "  --dp-inputs A,B       the inputs carrying the batch (default: those\n"
     "                        whose batch dim equals the first input's)\n"
     "  --batch-dim D         the inputs' batch dim (default 0)\n"
+    "  --dims NAME=V,...     pin the inputs' symbolic dims to sizes before\n"
+    "                        sharding (batch=8,sequence=16): a dynamic-axes\n"
+    "                        export as the static model of those sizes\n"
     "  --json                a JSON summary on stdout, with the\n"
     "                        provenance of every rank's weights\n"
     "  --pp-axis AXIS        the pipeline axis (default pp); with it in the\n"

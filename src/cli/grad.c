@@ -12,6 +12,7 @@ const command cli_grad_command = {
     "grad", "add the backward of a model (or of per-rank models)",
     "usage: ccgraph grad MODEL.onnx|DIR --loss NAME -o OUT [--wrt P,...]\n"
     "                    [--bucket-mb M] [--name NAME] [--opset N] [--json]\n"
+    "                    [--dims NAME=V,...]\n"
     "\n"
     "Derives the gradients of the sum of value NAME's elements (a scalar\n"
     "loss, or any float value) with respect to the inputs and initializers\n"
@@ -38,6 +39,8 @@ const command cli_grad_command = {
     "  --bucket-mb M data-parallel gradient buckets of at most M MB\n"
     "                (default 25; 0: one collective per gradient)\n"
     "  --name NAME   the program in a folder holding several\n"
+    "  --dims NAME=V,...  pin symbolic input dims first (batch=8,seq=16),\n"
+    "                for backward rules that need numbers\n"
     "  --opset N     ai.onnx opset of the written models (17..24, default "
     "17)\n"
     "  --json        one JSON document on stdout: the models written, their\n"
@@ -95,13 +98,14 @@ static int print_summary(const cli_program *p, const char *out) {
 static int cmd_grad(int argc, char **argv) {
   const command *self = &cli_grad_command;
   const char *loss = NULL, *out = NULL, *wrt_arg = NULL, *name = NULL,
-             *opset = NULL, *path = NULL, *bucket = NULL;
+             *opset = NULL, *path = NULL, *bucket = NULL, *dims = NULL;
   bool json = false;
   const option opts[] = {
       {"--loss", &loss, NULL},        {"-o", &out, NULL},
       {"--out", &out, NULL},          {"--wrt", &wrt_arg, NULL},
       {"--name", &name, NULL},        {"--opset", &opset, NULL},
-      {"--bucket-mb", &bucket, NULL}, {"--json", NULL, &json}};
+      {"--bucket-mb", &bucket, NULL}, {"--json", NULL, &json},
+      {"--dims", &dims, NULL}};
   int rc =
       parse_args(self, argc, argv, opts, sizeof opts / sizeof *opts, &path, 1);
   if (rc >= 0)
@@ -143,11 +147,27 @@ static int cmd_grad(int argc, char **argv) {
     if (!n_wrt)
       return usage_error(self, "--wrt '%s' names nothing", wrt_arg);
   }
+  char dim_text[512];
+  const char *dim_names[CLI_MAX_DIMS];
+  int64_t dim_values[CLI_MAX_DIMS];
+  size_t n_dims = 0;
+  if (dims && !cli_parse_dims(dims, dim_text, sizeof dim_text, dim_names,
+                              dim_values, CLI_MAX_DIMS, &n_dims))
+    return usage_error(self, "--dims '%s' is not NAME=VALUE,...", dims);
   cli_program p;
   const char *paths[1] = {path};
   rc = cli_load_program(self->name, paths, 1, name, &p);
   if (rc != EXIT_OK)
     return rc;
+  /* a backward rule may need numbers where the export has symbols */
+  for (size_t r = 0; n_dims && r < p.n; r++)
+    if (ccg_graph_pin_dims(&p.graphs[r], dim_names, dim_values, n_dims) !=
+        CCG_STATUS_OK) {
+      rc = cli_fail(self, cli_status_code(ccg_last_status(p.graphs[r])),
+                    "%s: %s", path, ccg_last_error(p.graphs[r]));
+      cli_program_free(&p);
+      return rc;
+    }
   size_t with_loss = 0;
   for (size_t r = 0; r < p.n; r++) {
     ccg_value_id l;

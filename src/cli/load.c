@@ -159,26 +159,28 @@ int cli_load_program(const char *cmd, const char *const *paths, size_t n_paths,
   return EXIT_OK;
 }
 
-/* "batch=8,seq=128" into a's name and value arrays. */
-static bool parse_dims(cli_program_args *a) {
-  if (strlen(a->dims) >= sizeof a->dim_text)
+bool cli_parse_dims(const char *text, char *buf, size_t size,
+                    const char **names, int64_t *values, size_t max,
+                    size_t *n) {
+  *n = 0;
+  if (strlen(text) >= size)
     return false;
-  strcpy(a->dim_text, a->dims);
-  for (char *p = a->dim_text; *p;) {
+  strcpy(buf, text);
+  for (char *p = buf; *p;) {
     char *eq = strchr(p, '='), *comma = strchr(p, ',');
-    if (!eq || eq == p || (comma && comma < eq) || a->n_dims == CLI_MAX_DIMS)
+    if (!eq || eq == p || (comma && comma < eq) || *n == max)
       return false;
     *eq = '\0';
     char *end;
     long long v = strtoll(eq + 1, &end, 10);
     if (end == eq + 1 || v < 0 || (*end != ',' && *end != '\0'))
       return false;
-    a->dim_names[a->n_dims] = p;
-    a->dim_values[a->n_dims++] = v;
+    names[*n] = p;
+    values[(*n)++] = v;
     p = *end ? end + 1 : end;
     *end = '\0';
   }
-  return a->n_dims > 0;
+  return *n > 0;
 }
 
 int cli_parse_program_args(const command *self, int argc, char **argv,
@@ -199,7 +201,9 @@ int cli_parse_program_args(const command *self, int argc, char **argv,
     a->n_paths++;
   if (a->n_paths == 0)
     return usage_error(self, "%s", "missing DIR or MODEL.onnx");
-  if (a->dims && !parse_dims(a))
+  if (a->dims &&
+      !cli_parse_dims(a->dims, a->dim_text, sizeof a->dim_text, a->dim_names,
+                      a->dim_values, CLI_MAX_DIMS, &a->n_dims))
     return usage_error(self, "--dims '%s' is not NAME=VALUE,...", a->dims);
   return -1;
 }

@@ -190,7 +190,8 @@ static ccg_status mark_values(pp_plan *pl) {
   pl->is_const = calloc(nv + 1, sizeof *pl->is_const);
   pl->batch = calloc(nv + 1, sizeof *pl->batch);
   pl->needed = calloc(nv + 1, sizeof *pl->needed);
-  if (!pl->is_const || !pl->batch || !pl->needed)
+  pl->data = calloc(nv + 1, sizeof *pl->data);
+  if (!pl->is_const || !pl->batch || !pl->needed || !pl->data)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "pipeline: out of memory");
   /* the batch: dim 0 of the first input that has one */
   const char *batch_input = NULL;
@@ -218,23 +219,27 @@ static ccg_status mark_values(pp_plan *pl) {
                           batch_input, split_note(g, v));
     }
     if (!ccg_dim_is_sym(s->dims[0]) && s->dims[0].size == pl->batch_size)
-      pl->batch[v] = true;
+      pl->batch[v] = pl->data[v] = true;
   }
   for (size_t k = 0; k < pl->nn; k++) {
     ccg_node_id n = pl->order[k];
-    bool cst = true, b = false;
+    bool cst = true, b = false, d = false;
     for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
       ccg_value_id v = ccg_node_input(g, n, i);
       if (v == CCG_NONE)
         continue;
       cst &= pl->is_const[v];
       b |= pl->batch[v];
+      d |= pl->data[v];
     }
+    ccg_op op = ccg_node_op(g, n);
+    d &= op != CCG_OP_SHAPE && op != CCG_OP_SIZE;
     for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
       ccg_value_id v = ccg_node_output(g, n, i);
       if (v != CCG_NONE) {
         pl->is_const[v] = cst;
         pl->batch[v] = b;
+        pl->data[v] = d;
       }
     }
   }
@@ -515,7 +520,7 @@ static ccg_status assign(pp_plan *pl) {
 
 static void plan_free(pp_plan *pl) {
   free(pl->order), free(pl->node_stage), free(pl->layer_of);
-  free(pl->is_const), free(pl->batch), free(pl->needed);
+  free(pl->is_const), free(pl->batch), free(pl->needed), free(pl->data);
   free(pl->avail), free(pl->last_use), free(pl->layers);
   free(pl->layer_stage), free(pl->sent_shape), free(pl->sent_dtype);
   free(pl->sent_known);

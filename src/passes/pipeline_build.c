@@ -16,17 +16,7 @@
 #define PP_MAX_ATTRS 64
 #define PP_MAX_OUT 16
 
-typedef struct pp_build {
-  pp_plan *pl;
-  ccg_graph *g, *d;
-  int64_t s;
-  ccg_value_id *vmap; /* [M][nv]: microbatch m's value; shared ones at 0 */
-  int m;              /* the microbatch being copied; -1: the shared part */
-  int64_t slot, grad_slot;
-  size_t mark; /* nodes before it have their slots */
-} pp_build;
-
-static ccg_status from_d(pp_build *b) {
+ccg_status ccg__pp_from_d(pp_build *b) {
   return ccg__error(&b->g->ctx, ccg_last_status(b->d),
                     "pipeline stage %lld: %s", (long long)b->s,
                     ccg_last_error(b->d));
@@ -41,7 +31,7 @@ static ccg_status flush_slots(pp_build *b) {
     if (ccg_node_set_meta(b->d, (ccg_node_id)n, CCG_META_SLOT, s) ||
         (b->grad_slot >= 0 &&
          ccg_node_set_meta(b->d, (ccg_node_id)n, CCG_META_GRAD_SLOT, gs)))
-      return from_d(b);
+      return ccg__pp_from_d(b);
   }
   b->mark = ccg_graph_num_nodes(b->d);
   return CCG_STATUS_OK;
@@ -77,7 +67,7 @@ static ccg_status copy_placements(pp_build *b, ccg_value_id src,
   ccg_placement p[CCG_MAX_MESH_AXES];
   int np = ccg_value_placements(b->g, src, p);
   if (np && ccg_value_set_placements(b->d, dst, p, np) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   return CCG_STATUS_OK;
 }
 
@@ -90,7 +80,7 @@ static ccg_status add_input(pp_build *b, ccg_value_id v) {
   if (ccg_graph_add_input(b->d, ccg_value_name(b->g, v),
                           ccg_value_dtype(b->g, v), ccg_value_shape(b->g, v),
                           &x) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   CCG_CHECK(copy_placements(b, v, x));
   if (!per_mb(b, v)) {
     *slot_of(b, v, 0) = x;
@@ -100,7 +90,7 @@ static ccg_status add_input(pp_build *b, ccg_value_id v) {
   CCG_CHECK(set_slots(b, 0, -1));
   ccg_value_id parts[4096];
   if (ccg_split(b->d, x, 0, NULL, (size_t)M, parts) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   for (int64_t m = 0; m < M; m++)
     b->vmap[(size_t)m * b->pl->nv + v] = parts[m];
   return set_slots(b, slot, grad);
@@ -110,13 +100,13 @@ static ccg_status add_weight(pp_build *b, ccg_value_id v) {
   const ccg_tensor *t = ccg_value_data(b->g, v);
   ccg_value_id w;
   if (!t || ccg_graph_add_initializer(b->d, ccg_value_name(b->g, v), t, &w))
-    return from_d(b);
+    return ccg__pp_from_d(b);
   int64_t world = ccg_mesh_world_size(&b->pl->mesh);
   for (int64_t r = 0; r < world; r++)
     if (ccg_value_has_rank_data(b->g, v, r) &&
         ccg_graph_set_initializer_rank_data(b->d, w, r,
                                             ccg_value_rank_data(b->g, v, r)))
-      return from_d(b);
+      return ccg__pp_from_d(b);
   CCG_CHECK(copy_placements(b, v, w));
   *slot_of(b, v, 0) = w;
   return CCG_STATUS_OK;
@@ -147,74 +137,6 @@ static ccg_status get(pp_build *b, ccg_value_id v, int m, ccg_value_id *out) {
   return CCG_STATUS_OK;
 }
 
-/* A Reshape or Expand of a microbatch whose fixed target still has the
- * whole batch: dim 0 written as the batch (beside a -1 that takes the
- * rest), or a Reshape target without -1 whose size is the whole batch's.
- * Dim 0 is divided by M. */
-static ccg_status mb_reshape(pp_build *b, ccg_node_id n, ccg_value_id *in) {
-  ccg_graph *g = b->g;
-  ccg_dim e[CCG_MAX_RANK];
-  int k = ccg_value_known(g, ccg_node_input(g, n, 1), e);
-  int64_t have, want = 1, M = b->pl->M, B = b->pl->batch_size;
-  const ccg_shape *gy = ccg_value_shape(g, ccg_node_output(g, n, 0));
-  if (k < 1 || ccg_dim_is_sym(e[0]) ||
-      ccg_shape_numel(ccg_value_shape(b->d, in[0]), &have) != CCG_STATUS_OK)
-    return CCG_STATUS_OK;
-  int64_t t[CCG_MAX_RANK];
-  bool fixed = true, sym = false;
-  for (int i = 0; i < k; i++) {
-    sym |= ccg_dim_is_sym(e[i]);
-    t[i] = sym ? -1 : e[i].size;
-    fixed &= !ccg_dim_is_sym(e[i]) && t[i] > 0;
-    want *= t[i];
-  }
-  bool batch_dim = t[0] == B && gy->rank > 0 && !ccg_dim_is_sym(gy->dims[0]) &&
-                   gy->dims[0].size == B;
-  if (ccg_node_op(g, n) == CCG_OP_EXPAND)
-    fixed = false; /* its target broadcasts: only dim 0 is the batch */
-  if (!batch_dim && (!fixed || want == have))
-    return CCG_STATUS_OK;
-  if (sym || t[0] % M != 0 || (fixed && want / M != have))
-    return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
-                      "pipeline: node '%s' reshapes a microbatch of %lld "
-                      "elements to a target fixed for the whole batch that "
-                      "cannot be divided into %lld microbatches on dim 0",
-                      ccg_node_name(g, n), (long long)have, (long long)M);
-  t[0] /= M;
-  ccg_tensor tt = {CCG_DTYPE_I64, 1, {k}, t};
-  if (ccg_constant(b->d, &tt, &in[1]) != CCG_STATUS_OK)
-    return from_d(b);
-  return CCG_STATUS_OK;
-}
-
-/* A value made for the whole batch from constants or stored as a weight (a
- * causal mask expanded to [batch, 1, seq, seq], or folded into one) that a
- * microbatch's node broadcasts against: dim 0 of both is the batch in the
- * source, so the microbatch's rows. */
-static ccg_status mb_broadcast(pp_build *b, ccg_node_id n, int m,
-                               ccg_value_id *in) {
-  ccg_graph *g = b->g;
-  int64_t B = b->pl->batch_size, M = b->pl->M;
-  ccg_value_id y = ccg_node_output(g, n, 0);
-  const ccg_shape *gy = ccg_value_shape(g, y);
-  if (!b->pl->batch[y] || gy->rank < 1 || ccg_dim_is_sym(gy->dims[0]) ||
-      gy->dims[0].size != B)
-    return CCG_STATUS_OK;
-  for (size_t i = 0; i < ccg_node_num_inputs(g, n); i++) {
-    ccg_value_id v = ccg_node_input(g, n, i);
-    if (v == CCG_NONE || b->pl->batch[v])
-      continue;
-    const ccg_shape *gv = ccg_value_shape(g, v);
-    if (gv->rank != gy->rank || ccg_dim_is_sym(gv->dims[0]) ||
-        gv->dims[0].size != B)
-      continue;
-    int64_t start = m * (B / M), end = start + B / M, axis = 0;
-    if (ccg_slice(b->d, in[i], &start, &end, &axis, NULL, 1, &in[i]))
-      return from_d(b);
-  }
-  return CCG_STATUS_OK;
-}
-
 static ccg_status copy_tag(pp_build *b, ccg_node_id src, ccg_node_id dst,
                            int m) {
   const ccg_tag *t = ccg_node_tag(b->g, src);
@@ -224,32 +146,8 @@ static ccg_status copy_tag(pp_build *b, ccg_node_id src, ccg_node_id dst,
   /* each microbatch's copy is an instance of its own */
   c.instance += (uint32_t)(m + 1) * (b->pl->max_instance + 1);
   if (ccg_node_set_tag(b->d, dst, &c) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   return CCG_STATUS_OK;
-}
-
-/* A microbatch's value whose dim 0 is still the whole batch came from a
- * broadcast against something made for the whole batch that the rules
- * above did not cut: an error rather than a silently wrong result. */
-static ccg_status check_mb_dim(pp_build *b, ccg_node_id n, ccg_value_id v,
-                               ccg_value_id dv, int m) {
-  int64_t B = b->pl->batch_size;
-  const ccg_shape *gs = ccg_value_shape(b->g, v),
-                  *ds = ccg_value_shape(b->d, dv);
-  /* activations only: shape arithmetic (Shape, Slice of it) has small
-   * int tensors whose length may equal the batch */
-  if (m < 0 || b->pl->M == 1 || !b->pl->batch[v] || gs->rank < 1 ||
-      !ccg_dtype_is_float(ccg_value_dtype(b->g, v)) ||
-      ccg_dim_is_sym(gs->dims[0]) || gs->dims[0].size != B ||
-      ccg_dim_is_sym(ds->dims[0]) || ds->dims[0].size != B)
-    return CCG_STATUS_OK;
-  return ccg__error(&b->g->ctx, CCG_STATUS_UNSUPPORTED,
-                    "pipeline: node '%s' gives microbatch %d's '%s' the whole "
-                    "batch (%lld) on dim 0: it combines the microbatch with a "
-                    "value made for the whole batch that microbatching cannot "
-                    "cut",
-                    ccg_node_name(b->g, n), m, ccg_value_name(b->g, v),
-                    (long long)B);
 }
 
 static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
@@ -268,12 +166,8 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
     if (v != CCG_NONE)
       CCG_CHECK(get(b, v, m, &in[i]));
   }
-  ccg_op op = ccg_node_op(g, n);
-  if (m >= 0 && b->pl->M > 1 && (op == CCG_OP_RESHAPE || op == CCG_OP_EXPAND) &&
-      ni >= 2 && b->pl->batch[ccg_node_input(g, n, 0)])
-    CCG_CHECK(mb_reshape(b, n, in));
   if (m >= 0 && b->pl->M > 1)
-    CCG_CHECK(mb_broadcast(b, n, m, in));
+    CCG_CHECK(ccg__pp_mb_inputs(b, n, m, in));
   ccg_attr attrs[PP_MAX_ATTRS];
   for (size_t i = 0; i < na; i++)
     attrs[i] = *ccg_node_attr_at(g, n, i);
@@ -297,12 +191,12 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
   nd.output_names = onames;
   ccg_node_id dn;
   if (ccg_graph_add_node(b->d, &nd, &dn) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   CCG_CHECK(copy_tag(b, n, dn, m));
   const char *key, *val;
   for (size_t i = 0; (key = ccg_node_meta_at(g, n, i, &val)) != NULL; i++)
     if (ccg_node_set_meta(b->d, dn, key, val) != CCG_STATUS_OK)
-      return from_d(b);
+      return ccg__pp_from_d(b);
   for (size_t i = 0; i < no; i++) {
     ccg_value_id v = ccg_node_output(g, n, i);
     if (v == CCG_NONE)
@@ -310,7 +204,7 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
     ccg_value_id dv = ccg_node_output(b->d, dn, i);
     *slot_of(b, v, m) = dv;
     CCG_CHECK(copy_placements(b, v, dv));
-    CCG_CHECK(check_mb_dim(b, n, v, dv, m));
+    CCG_CHECK(ccg__pp_check_mb_dim(b, n, v, dv, m));
   }
   return CCG_STATUS_OK;
 }
@@ -349,7 +243,7 @@ static ccg_status describe(pp_build *b, ccg_node_id n) {
            (long long)b->s, (long long)b->pl->p, (long long)b->pl->M,
            ccg_pipeline_schedule_name(b->pl->o->schedule));
   if (ccg_node_set_meta(b->d, n, CCG_META_PIPELINE, t) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   return CCG_STATUS_OK;
 }
 
@@ -403,14 +297,14 @@ static ccg_status send_msg(pp_build *b, const ccg_value_id *vs, size_t n,
     if ((ccg_value_dtype(b->d, parts[i]) != CCG_DTYPE_F32 &&
          ccg_cast(b->d, parts[i], CCG_DTYPE_F32, &parts[i]) != CCG_STATUS_OK) ||
         ccg_reshape_to(b->d, parts[i], &flat, 1, &parts[i]) != CCG_STATUS_OK)
-      return from_d(b);
+      return ccg__pp_from_d(b);
   }
   x = parts[0];
   if (np > 1 && ccg_concat(b->d, parts, np, 0, &x) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   ccg_node_id sn;
   if (ccg_send(b->d, x, pl->axis, 1, msg_tag(b, b->s, m), &sn) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   pl->n_sends++;
   return describe(b, sn);
 }
@@ -439,7 +333,7 @@ static ccg_status known_values(pp_build *b, const ccg_value_id *vs, size_t n,
       t.dims[d] = pl->sent_shape[k].dims[d].size;
     ccg_value_id c;
     if (ccg_constant(b->d, &t, &c) != CCG_STATUS_OK)
-      return from_d(b);
+      return ccg__pp_from_d(b);
     *slot_of(b, vs[i], m) = c;
   }
   return CCG_STATUS_OK;
@@ -476,14 +370,14 @@ static ccg_status recv_msg(pp_build *b, const ccg_value_id *in_vs, size_t n_in,
   if (n == 1) {
     if (ccg_recv(b->d, pl->axis, -1, msg_tag(b, b->s - 1, m), dt[0], sh[0],
                  &x) != CCG_STATUS_OK)
-      return from_d(b);
+      return ccg__pp_from_d(b);
     *slot_of(b, vs[0], m) = x;
     return describe(b, ccg_value_producer(b->d, x));
   }
   ccg_shape flat = CCG_SHAPE(total);
   if (ccg_recv(b->d, pl->axis, -1, msg_tag(b, b->s - 1, m), CCG_DTYPE_F32,
                &flat, &x) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   CCG_CHECK(describe(b, ccg_value_producer(b->d, x)));
   int64_t off = 0;
   for (size_t i = 0; i < n; i++) {
@@ -494,7 +388,7 @@ static ccg_status recv_msg(pp_build *b, const ccg_value_id *in_vs, size_t n_in,
     if (ccg_slice(b->d, x, &start, &end, NULL, NULL, 1, &y) ||
         ccg_reshape_to(b->d, y, dims, (size_t)sh[i]->rank, &y) ||
         (dt[i] != CCG_DTYPE_F32 && ccg_cast(b->d, y, dt[i], &y)))
-      return from_d(b);
+      return ccg__pp_from_d(b);
     *slot_of(b, vs[i], m) = y;
     off = end;
   }
@@ -534,9 +428,8 @@ static ccg_status part(pp_build *b, int m) {
   return st;
 }
 
-/* The last stage's outputs under their names: a scalar the mean over the
- * microbatches (the model's loss averages over the batch, and equal
- * microbatches make the mean of means that average), anything else
+/* The last stage's outputs under their names: a scalar combined over the
+ * microbatches as its reduction over the batch says, anything else
  * concatenated along dim 0. */
 static ccg_status outputs(pp_build *b) {
   ccg_graph *g = b->g;
@@ -547,7 +440,7 @@ static ccg_status outputs(pp_build *b) {
     if (!per_mb(b, o)) {
       CCG_CHECK(get(b, o, 0, &y));
       if (ccg_graph_add_output(b->d, y) != CCG_STATUS_OK)
-        return from_d(b);
+        return ccg__pp_from_d(b);
       continue;
     }
     ccg_value_id parts[4096];
@@ -556,24 +449,11 @@ static ccg_status outputs(pp_build *b) {
     const ccg_shape *s = ccg_value_shape(b->d, parts[0]);
     const ccg_shape *gs = ccg_value_shape(g, o);
     if (s->rank == 0) {
-      y = parts[0];
-      float inv = 1.0f / (float)pl->M;
-      ccg_tensor c = {ccg_value_dtype(b->d, y), 0, {0}, &inv};
-      ccg_value_id k;
-      for (int64_t m = 1; m < pl->M; m++)
-        if (ccg_add(b->d, y, parts[m], &y) != CCG_STATUS_OK)
-          return from_d(b);
-      if (c.dtype != CCG_DTYPE_F32)
-        return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
-                          "pipeline: output '%s' is a %s scalar; the mean "
-                          "over microbatches is made for f32",
-                          ccg_value_name(g, o), ccg_dtype_name(c.dtype));
-      if (ccg_constant(b->d, &c, &k) || ccg_mul(b->d, y, k, &y))
-        return from_d(b);
+      CCG_CHECK(ccg__pp_combine_scalar(b, o, parts, &y));
     } else if (!ccg_dim_is_sym(gs->dims[0]) && !ccg_dim_is_sym(s->dims[0]) &&
                s->dims[0].size * pl->M == gs->dims[0].size) {
       if (ccg_concat(b->d, parts, (size_t)pl->M, 0, &y) != CCG_STATUS_OK)
-        return from_d(b);
+        return ccg__pp_from_d(b);
     } else {
       return ccg__error(&g->ctx, CCG_STATUS_UNSUPPORTED,
                         "pipeline: output '%s' is neither a scalar nor split "
@@ -583,7 +463,7 @@ static ccg_status outputs(pp_build *b) {
     }
     if (ccg_value_set_name(b->d, y, ccg_value_name(g, o)) ||
         ccg_graph_add_output(b->d, y))
-      return from_d(b);
+      return ccg__pp_from_d(b);
     CCG_CHECK(copy_placements(b, o, y));
   }
   return flush_slots(b);
@@ -594,13 +474,13 @@ static ccg_status build(pp_build *b) {
   int64_t M = pl->M, post = 2 * M + 1;
   ccg_pipeline_schedule sch = pl->o->schedule;
   if (ccg_graph_set_mesh(b->d, &pl->mesh) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   /* the source's graph metadata (the shard pass's provenance of its
    * weights) holds for every stage: each keeps its weights' names */
   const char *key, *val;
   for (size_t i = 0; (key = ccg_graph_meta_at(pl->g, i, &val)) != NULL; i++)
     if (ccg_graph_set_meta(b->d, key, val) != CCG_STATUS_OK)
-      return from_d(b);
+      return ccg__pp_from_d(b);
   /* the shared part first; its gradient after every microbatch's */
   CCG_CHECK(set_slots(b, 0, post));
   CCG_CHECK(part(b, -1));
@@ -614,7 +494,7 @@ static ccg_status build(pp_build *b) {
     CCG_CHECK(outputs(b));
   CCG_CHECK(flush_slots(b));
   if (ccg_graph_validate(b->d) != CCG_STATUS_OK)
-    return from_d(b);
+    return ccg__pp_from_d(b);
   return CCG_STATUS_OK;
 }
 
@@ -643,7 +523,7 @@ ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out) {
    * their own: the copied nodes keep the source's names */
   ccg_status st = ccg_graph_push_scope(b.d, "pipeline");
   if (st != CCG_STATUS_OK)
-    st = from_d(&b);
+    st = ccg__pp_from_d(&b);
   else
     st = build(&b);
   free(b.vmap);

@@ -22,6 +22,8 @@ typedef struct pp_plan {
   int *layer_of;      /* per node: its layer index, or -1 */
   bool *is_const;     /* per value: computed from Constant nodes only */
   bool *batch;        /* per value: depends on an input carrying the batch */
+  bool *data;         /* per value: depends on such an input's contents, not
+                         only on its shape (through Shape, Size) */
   bool *needed;       /* per value: some graph output depends on it */
   int *avail;         /* per value: the stage computing (or owning) it; -1
                          for graph inputs and constants */
@@ -46,6 +48,36 @@ typedef struct pp_plan {
   uint32_t max_instance; /* largest mapping instance of g */
   size_t n_sends;
 } pp_plan;
+
+/* One stage graph being built (pipeline_build.c). */
+typedef struct pp_build {
+  pp_plan *pl;
+  ccg_graph *g, *d;
+  int64_t s;
+  ccg_value_id *vmap; /* [M][nv]: microbatch m's value; shared ones at 0 */
+  int m;              /* the microbatch being copied; -1: the shared part */
+  int64_t slot, grad_slot;
+  size_t mark; /* nodes before it have their slots */
+} pp_build;
+
+/* The failure recorded on b->d, on the source graph (naming the stage). */
+ccg_status ccg__pp_from_d(pp_build *b);
+
+/* pipeline_microbatch.c: node n copied for microbatch m (M > 1), its
+ * inputs `in` (stage values) rewritten where they were made for the whole
+ * batch (a fixed Reshape/Expand target, a mask or table that a microbatch
+ * broadcasts against or scatters into). */
+ccg_status ccg__pp_mb_inputs(pp_build *b, ccg_node_id n, int m,
+                             ccg_value_id *in);
+/* An error when microbatch m's copy dv of source value v (an output of n)
+ * still has the whole batch on dim 0. */
+ccg_status ccg__pp_check_mb_dim(pp_build *b, ccg_node_id n, ccg_value_id v,
+                                ccg_value_id dv, int m);
+/* Scalar output o of the last stage from its microbatches' values parts:
+ * their sum, or their mean when o averages over the batch; an error for a
+ * scalar that is neither. */
+ccg_status ccg__pp_combine_scalar(pp_build *b, ccg_value_id o,
+                                  const ccg_value_id *parts, ccg_value_id *y);
 
 /* Builds stage s's graph into *out ("new"). Errors on pl->g. */
 ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out);

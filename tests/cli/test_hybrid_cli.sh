@@ -74,6 +74,20 @@ z=$src/tests/data/zoo/mistral/ts_train
 hybrid mistral_ts_train_dp2pp2tp2_z3 "$z/model.onnx" "$work/mistral_ts_train_ref.onnx" loss \
   "$(zoo_inputs "$z")" --plan "$src/samples/plans/mistral.json" --mesh dp=2,pp=2,tp=2 --zero 3
 
+# a dynamic-axes export (batch and sequence symbolic) with its symbols
+# pinned by --dims: batch 8, so each dp rank's 4 rows make 2 microbatches;
+# no labels, so the loss is the logits' sum and dp sums
+z=$src/tests/data/zoo/llama/ts_dynamic
+"$tool" grad "$z/model.onnx" --dims batch=8,sequence=8 --loss logits -o "$work/llama_dyn_ref.onnx" >/dev/null || exit 1
+$py -c "import numpy as np; np.save('$work/dyn_ids.npy', (np.arange(64).reshape(8, 8) * 7 % 256).astype(np.int64))" || exit 1
+for mesh in dp=2,tp=2 pp=2,tp=2 dp=2,pp=2,tp=2; do
+  mb=
+  [ "$mesh" = dp=2,tp=2 ] || mb="--microbatches 2"
+  hybrid "llama_ts_dynamic_${mesh//[=,]/_}" "$z/model.onnx" "$work/llama_dyn_ref.onnx" logits \
+    "--input input_ids=$work/dyn_ids.npy" --plan "$src/samples/plans/llama.json" --mesh "$mesh" \
+    --dims batch=8,sequence=8 --dp-reduce sum $mb
+done
+
 # ---- the samples' GPT: 4 layers, batch 8; each dp rank's 4 rows split
 # into microbatches; the loss is the logits' sum, so dp sums ----
 $py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" --layers 4 --batch 8 >/dev/null || exit 1
@@ -121,6 +135,24 @@ for zero in 0 3; do
   hybrid "gpt_mean_m2_z$zero" "$work/gpt_mean.onnx" "$work/gpt_mean_ref.onnx" loss \
     "--input ids=$work/ids.npy" --plan "$src/samples/plan_gpt_block.json" \
     --mesh dp=2,pp=2,tp=2 --microbatches 2 --zero $zero
+done
+
+# a loss summed over the batch (ReduceSum): each dp rank's sum over its
+# microbatches' sums (Partial(sum) over dp), the gradients summed over dp
+$py - "$work/gpt.onnx" "$work/gpt_sum.onnx" <<'PY' || exit 1
+import sys, onnx
+from onnx import helper, TensorProto
+m = onnx.load(sys.argv[1])
+m.graph.node.append(helper.make_node("ReduceSum", ["logits"], ["loss"],
+                                     name="loss_sum", keepdims=0))
+m.graph.output.append(helper.make_tensor_value_info("loss", TensorProto.FLOAT, []))
+onnx.save(m, sys.argv[2])
+PY
+"$tool" grad "$work/gpt_sum.onnx" --loss loss -o "$work/gpt_sum_ref.onnx" >/dev/null || exit 1
+for mb in 2 4; do
+  hybrid "gpt_sum_m$mb" "$work/gpt_sum.onnx" "$work/gpt_sum_ref.onnx" loss \
+    "--input ids=$work/ids.npy" --plan "$src/samples/plan_gpt_block.json" \
+    --mesh dp=2,pp=2,tp=2 --microbatches $mb --dp-reduce sum
 done
 
 # ---- MPI: a process per rank; rank 0 checks its gradients ----

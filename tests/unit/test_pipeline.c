@@ -4,7 +4,8 @@
  * graph, differentiated by ccg_backward, issues its Send/Recv (microbatch
  * forwards and backwards in the schedule's order, also after an ONNX
  * round trip); loss and every parameter gradient of the stages run on
- * local ranks equal the unsplit model's (1e-5 relative); the bubble
+ * local ranks equal the unsplit model's (1e-5 relative), with the loss a
+ * mean and a sum over the batch; the bubble
  * fraction; bad stage specs, stage counts and microbatch counts. */
 #include <math.h>
 #include <setjmp.h>
@@ -24,8 +25,12 @@ static void fill(float *v, int n, int seed) {
     v[i] = 0.4f * (float)((i * 7919 + seed * 104729) % 97 - 48) / 48.0f;
 }
 
-/* x [B, H] -> (embed: x W_in) -> L layers -> loss = mean(h); layer 0
- * repeats its tanh(h W) `heavy` times. */
+/* The loss sums over the batch instead of averaging (the microbatches'
+ * losses are then summed, not averaged). */
+static bool sum_loss;
+
+/* x [B, H] -> (embed: x W_in) -> L layers -> loss = mean(h) (sum(h) with
+ * sum_loss); layer 0 repeats its tanh(h W) `heavy` times. */
 static ccg_graph *model_heavy(const char *mesh, int heavy) {
   ccg_graph *g;
   assert_ok(NULL, ccg_graph_new(NULL, &g));
@@ -51,7 +56,10 @@ static ccg_graph *model_heavy(const char *mesh, int heavy) {
     }
     ccg_graph_pop_scope(g);
   }
-  assert_ok(g, ccg_reduce_mean(g, h, NULL, 0, false, &loss));
+  if (sum_loss)
+    assert_ok(g, ccg_reduce_sum(g, h, NULL, 0, false, &loss));
+  else
+    assert_ok(g, ccg_reduce_mean(g, h, NULL, 0, false, &loss));
   assert_ok(g, ccg_value_set_name(g, loss, "loss"));
   assert_ok(g, ccg_graph_add_output(g, loss));
   return g;
@@ -269,6 +277,10 @@ static void test_numerics(void **state) {
   check_numerics("pp=2", 2, CCG_PIPELINE_GPIPE);
   check_numerics("pp=4", 4, CCG_PIPELINE_1F1B);
   check_numerics("pp=4", 2, CCG_PIPELINE_GPIPE);
+  sum_loss = true;
+  check_numerics("pp=2", 2, CCG_PIPELINE_1F1B);
+  check_numerics("pp=4", 4, CCG_PIPELINE_GPIPE);
+  sum_loss = false;
 }
 
 /* Balanced by estimated cost: equal layers split evenly; a layer six
