@@ -396,6 +396,19 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
     fed = fed && d->g->values[nd[i].v].kind == CCG_VALUE_INPUT;
   }
   const bool *keep = ancestors(x, e, nd, m);
+  /* A guard runs its part ahead of the program on this rank alone: a Recv
+   * there would take the peer's message the program waits for (and a Send
+   * would give one nobody takes), so such a size is refused, not hung on. */
+  for (size_t n = 0; keep && n < d->g->n_nodes; n++) {
+    const ccg__node *p = &d->g->nodes[n];
+    if (keep[n] && (p->op == CCG_OP_SEND || p->op == CCG_OP_RECV))
+      return ccg__error(&x->ctx, CCG_STATUS_UNSUPPORTED,
+                        "node '%s' dim %s is set by data that comes through "
+                        "%s '%s': a size computed from a point-to-point "
+                        "message cannot be found before the program runs",
+                        node, dim, ccg_op_name(p->op),
+                        ccg_node_name(d->g, (ccg_node_id)n));
+  }
   gd->outs = ccg__arena_calloc(&e->arena, m, sizeof *gd->outs);
   gd->rule = ccg__arena_calloc(&e->arena, m, sizeof *gd->rule);
   gd->want = ccg__arena_calloc(&e->arena, m * SLOT, sizeof *gd->want);
