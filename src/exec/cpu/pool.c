@@ -12,15 +12,25 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
 
-/* Polls of a worker for the next loop before it sleeps, and of the caller
- * for the joined workers before it sleeps (each poll a pause, ~10-60 ns:
- * tens of microseconds in all, the gap between two kernels). */
-#define SPIN_POLLS 2048
+/* How long a worker polls for the next loop before it sleeps, and the
+ * caller for the joined workers: longer than the serial kernels between
+ * two parallel loops of a step (a Softmax or a GELU chain of a small block,
+ * up to ~100 us), since waking a sleeping thread costs tens of
+ * microseconds on a virtual machine, often more than the loop it joins
+ * (docs/performance.md, "Two threads"). Timed by the clock, not counted in
+ * pauses: a pause takes from 10 to 60 ns across CPUs. */
+#define SPIN_NS 300000
+/* Pauses between two reads of the clock (~1-2 us). */
+#define SPIN_BATCH 32
+/* A gap between two reads of the clock that says the thread was
+ * descheduled. */
+#define PREEMPTED_NS 50000
 #define MAX_THREADS 1024
 
 /* The join word: generation in the high 32 bits, OPEN while workers may
@@ -58,6 +68,33 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Polls done(arg) for SPIN_NS at most; true once it holds. A poll that
+ * finds the clock PREEMPTED_NS past the last one (the thread lost its
+ * core) ends the spin: on a machine with more runnable threads than cores,
+ * a spinning thread only takes turns from the one it waits for, while one
+ * that sleeps is scheduled soon after it is woken. */
+static bool spin_until(bool (*done)(ccg__pool *, uint32_t), ccg__pool *p,
+                       uint32_t arg) {
+  uint64_t start = now_ns(), last = start;
+  for (;;) {
+    for (int i = 0; i < SPIN_BATCH; i++) {
+      if (done(p, arg))
+        return true;
+      cpu_relax();
+    }
+    uint64_t t = now_ns();
+    if (t - start > SPIN_NS || t - last > PREEMPTED_NS)
+      return done(p, arg);
+    last = t;
+  }
+}
+
 static void take_chunks(ccg__pool *p) {
   size_t k;
   while ((k = atomic_fetch_add(&p->next, 1)) < p->chunks) {
@@ -75,16 +112,26 @@ static bool try_join(ccg__pool *p, uint32_t gen) {
   return false;
 }
 
+static uint32_t generation(const ccg__pool *p) {
+  return (uint32_t)(atomic_load(&p->join) >> 32);
+}
+
+static bool new_loop(ccg__pool *p, uint32_t seen) {
+  return generation(p) != seen || atomic_load(&p->quit);
+}
+
+static bool all_left(ccg__pool *p, uint32_t joined) {
+  return atomic_load(&p->left) >= joined;
+}
+
 static void *worker(void *arg) {
   ccg__pool *p = arg;
-  uint32_t seen = (uint32_t)(atomic_load(&p->join) >> 32);
+  uint32_t seen = generation(p);
   for (;;) {
     uint32_t gen = seen;
-    for (int i = 0; i < SPIN_POLLS && gen == seen; i++) {
-      cpu_relax();
-      gen = (uint32_t)(atomic_load(&p->join) >> 32);
-    }
-    if (gen == seen) {
+    if (spin_until(new_loop, p, seen))
+      gen = generation(p);
+    if (gen == seen && !atomic_load(&p->quit)) {
       pthread_mutex_lock(&p->mu);
       while ((gen = (uint32_t)(atomic_load(&p->join) >> 32)) == seen &&
              !atomic_load(&p->quit))
@@ -200,10 +247,8 @@ void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, double work,
   pthread_mutex_unlock(&p->mu);
   take_chunks(p);
   /* every chunk is taken: no one else may join */
-  size_t joined = (size_t)(atomic_fetch_and(&p->join, ~OPEN) & COUNT_MASK);
-  for (int i = 0; i < SPIN_POLLS && atomic_load(&p->left) < joined; i++)
-    cpu_relax();
-  if (atomic_load(&p->left) < joined) {
+  uint32_t joined = (uint32_t)(atomic_fetch_and(&p->join, ~OPEN) & COUNT_MASK);
+  if (!spin_until(all_left, p, joined)) {
     pthread_mutex_lock(&p->mu);
     while (atomic_load(&p->left) < joined)
       pthread_cond_wait(&p->done_cv, &p->mu);
