@@ -394,6 +394,38 @@ static void test_transposes(void **state) {
   }
 }
 
+/* where(a > b, f32(f64(clip(a, -0.5, 0.5))), b) for a[300,257], b[257] */
+static void ref_select(float *const *in, float *want) {
+  for (int i = 0; i < 300; i++)
+    for (int j = 0; j < 257; j++) {
+      float a = in[0][i * 257 + j], b = in[1][j];
+      want[i * 257 + j] = a > b ? fminf(fmaxf(a, -0.5f), 0.5f) : b;
+    }
+}
+
+/* Clip, Cast both ways and Where with a broadcast operand: element ranges
+ * (Where's start inside rows). */
+static void test_select_clip_cast(void **state) {
+  (void)state;
+  ccg_graph *g = new_graph();
+  ccg_value_id a = in2(g, "a", 300, 257), b = in2(g, "b", 257, 0);
+  float bounds[2] = {-0.5f, 0.5f};
+  ccg_tensor lo_t = {CCG_DTYPE_F32, 0, {0}, &bounds[0]};
+  ccg_tensor hi_t = {CCG_DTYPE_F32, 0, {0}, &bounds[1]};
+  ccg_value_id clip_in[3] = {a}, cond, y;
+  assert_ok(g, ccg_constant(g, &lo_t, &clip_in[1]));
+  assert_ok(g, ccg_constant(g, &hi_t, &clip_in[2]));
+  assert_ok(g, xt_node(g, "Clip", "clip", clip_in, 3, NULL, 0, 1, &y));
+  assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F64, &y));
+  assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F32, &y));
+  ccg_value_id gt_in[2] = {a, b};
+  assert_ok(g, xt_node(g, "Greater", "gt", gt_in, 2, NULL, 0, 1, &cond));
+  assert_ok(g, ccg_where(g, cond, y, b, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_select, 0, 0});
+  ccg_graph_free(g);
+}
+
 /* The transformer block forward (LayerNorm, attention, Gelu MLP) on one
  * rank. */
 static void test_transformer_block(void **state) {
@@ -595,6 +627,7 @@ int main(void) {
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_copies),
       cmocka_unit_test(test_transposes),
+      cmocka_unit_test(test_select_clip_cast),
       cmocka_unit_test(test_transformer_block),
       cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_epilogue),
