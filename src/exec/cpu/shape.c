@@ -92,7 +92,8 @@ static void transpose_planes(ccg_exec *x, const ccg__xnode *n, size_t begin,
   }
 }
 
-/* Output rows [begin, end) (rows of its last dim). */
+/* Output rows [begin, end) (rows of its last dim), in runs along the dim
+ * before the last: one strided copy per run. */
 static void transpose_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
                            size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
@@ -107,15 +108,27 @@ static void transpose_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
     off += idx[k] * st[k];
   }
   char *out = (char *)o->ptr + begin * (size_t)inner * es;
-  for (size_t row = begin; row < end; row++) {
-    ccg__strided_copy(out, a->ptr, es, 1, &inner, &st[r - 1], off);
-    out += (size_t)inner * es;
-    for (int k = r - 2; k >= 0; k--) {
-      off += st[k];
-      if (++idx[k] < o->dims[k])
-        break;
+  if (r == 1) {
+    ccg__strided_copy(out, a->ptr, es, 1, &inner, st, off);
+    return;
+  }
+  for (size_t row = begin; row < end;) {
+    int64_t run = o->dims[r - 2] - idx[r - 2];
+    if ((size_t)run > end - row)
+      run = (int64_t)(end - row);
+    int64_t dims[2] = {run, inner};
+    ccg__strided_copy(out, a->ptr, es, 2, dims, &st[r - 2], off);
+    out += (size_t)(run * inner) * es;
+    row += (size_t)run;
+    idx[r - 2] += run;
+    off += run * st[r - 2];
+    for (int k = r - 2; k >= 0 && idx[k] == o->dims[k]; k--) {
       off -= st[k] * o->dims[k];
       idx[k] = 0;
+      if (k > 0) {
+        idx[k - 1]++;
+        off += st[k - 1];
+      }
     }
   }
 }
