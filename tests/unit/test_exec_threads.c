@@ -354,6 +354,78 @@ static void test_copies(void **state) {
   ccg_graph_free(g);
 }
 
+/* x[2,61,6,90] transposed by TR_PERM (output dims in input dims' order). */
+static const int64_t tr_in[4] = {2, 61, 6, 90};
+static int64_t tr_perm[4];
+
+static void ref_transpose(float *const *in, float *want) {
+  int64_t od[4], ist[4] = {61 * 6 * 90, 6 * 90, 90, 1}, i[4];
+  for (int d = 0; d < 4; d++)
+    od[d] = tr_in[tr_perm[d]];
+  size_t k = 0;
+  for (i[0] = 0; i[0] < od[0]; i[0]++)
+    for (i[1] = 0; i[1] < od[1]; i[1]++)
+      for (i[2] = 0; i[2] < od[2]; i[2]++)
+        for (i[3] = 0; i[3] < od[3]; i[3]++) {
+          int64_t off = 0;
+          for (int d = 0; d < 4; d++)
+            off += i[d] * ist[tr_perm[d]];
+          want[k++] = in[0][off];
+        }
+}
+
+/* Transposes of attention's shapes, batch 2 and sizes off the tile of 16:
+ * K to [b, heads, dim, seq] (square tiles of (dim, seq) planes), Q to
+ * [b, heads, seq, dim] (whole rows), and every dim moved (tiles whose
+ * contiguous dim is not next to the last). */
+static void test_transposes(void **state) {
+  (void)state;
+  static const int64_t perms[3][4] = {{0, 2, 3, 1}, {0, 2, 1, 3}, {3, 0, 2, 1}};
+  for (int t = 0; t < 3; t++) {
+    memcpy(tr_perm, perms[t], sizeof tr_perm);
+    ccg_graph *g = new_graph();
+    ccg_shape s = CCG_SHAPE(tr_in[0], tr_in[1], tr_in[2], tr_in[3]);
+    ccg_value_id v, y;
+    assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &v));
+    assert_ok(g, ccg_transpose(g, v, tr_perm, 4, &y));
+    assert_ok(g, ccg_graph_add_output(g, y));
+    same_at_any_threads(g, &(reference){ref_transpose, 0, 0});
+    ccg_graph_free(g);
+  }
+}
+
+/* where(a > b, f32(f64(clip(a, -0.5, 0.5))), b) for a[300,257], b[257] */
+static void ref_select(float *const *in, float *want) {
+  for (int i = 0; i < 300; i++)
+    for (int j = 0; j < 257; j++) {
+      float a = in[0][i * 257 + j], b = in[1][j];
+      want[i * 257 + j] = a > b ? fminf(fmaxf(a, -0.5f), 0.5f) : b;
+    }
+}
+
+/* Clip, Cast both ways and Where with a broadcast operand: element ranges
+ * (Where's start inside rows). */
+static void test_select_clip_cast(void **state) {
+  (void)state;
+  ccg_graph *g = new_graph();
+  ccg_value_id a = in2(g, "a", 300, 257), b = in2(g, "b", 257, 0);
+  float bounds[2] = {-0.5f, 0.5f};
+  ccg_tensor lo_t = {CCG_DTYPE_F32, 0, {0}, &bounds[0]};
+  ccg_tensor hi_t = {CCG_DTYPE_F32, 0, {0}, &bounds[1]};
+  ccg_value_id clip_in[3] = {a}, cond, y;
+  assert_ok(g, ccg_constant(g, &lo_t, &clip_in[1]));
+  assert_ok(g, ccg_constant(g, &hi_t, &clip_in[2]));
+  assert_ok(g, xt_node(g, "Clip", "clip", clip_in, 3, NULL, 0, 1, &y));
+  assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F64, &y));
+  assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F32, &y));
+  ccg_value_id gt_in[2] = {a, b};
+  assert_ok(g, xt_node(g, "Greater", "gt", gt_in, 2, NULL, 0, 1, &cond));
+  assert_ok(g, ccg_where(g, cond, y, b, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_select, 0, 0});
+  ccg_graph_free(g);
+}
+
 /* The transformer block forward (LayerNorm, attention, Gelu MLP) on one
  * rank. */
 static void test_transformer_block(void **state) {
@@ -554,6 +626,8 @@ int main(void) {
       cmocka_unit_test(test_softmax_layernorm),
       cmocka_unit_test(test_reduce),
       cmocka_unit_test(test_copies),
+      cmocka_unit_test(test_transposes),
+      cmocka_unit_test(test_select_clip_cast),
       cmocka_unit_test(test_transformer_block),
       cmocka_unit_test(test_local_ranks),
       cmocka_unit_test(test_epilogue),

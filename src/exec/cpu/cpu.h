@@ -114,7 +114,7 @@ typedef struct ccg__gemm {
   const float *bias;
   ccg_op act;
   ccg__unp act_p;
-  const ccg__vm *vm; /* the executor's array math, for act */
+  const ccg__vm *vm; /* the executor's array math: bias and act */
 } ccg__gemm;
 #define CCG__GEMM_INIT                                                         \
   { .alpha = 1.0f, .act = CCG_OP_COUNT }

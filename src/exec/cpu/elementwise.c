@@ -189,26 +189,30 @@ static ccg_status run_unary(ccg_exec *x, const ccg__xnode *n) {
 }
 
 /* Clip's bounds are inputs, read when the node runs (they may be computed
- * or fed); an absent one leaves that side open. */
-static ccg_status run_clip(ccg_exec *x, const ccg__xnode *n) {
+ * or fed); an absent one leaves that side open. Elements [begin, end). */
+static void clip_range(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                       size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
   const void *lo = NULL, *hi = NULL;
   if (n->n_in > 1 && n->in[1] != CCG_NONE)
     lo = ccg__in(x, n, 1)->ptr;
   if (n->n_in > 2 && n->in[2] != CCG_NONE)
     hi = ccg__in(x, n, 2)->ptr;
-  size_t total = o->numel;
   if (o->dtype == CCG_DTYPE_F32) {
     const float *ap = a->ptr;
     float *op = o->ptr;
     float l = lo ? *(const float *)lo : -INFINITY;
     float h = hi ? *(const float *)hi : INFINITY;
-    for (size_t i = 0; i < total; i++)
+    for (size_t i = begin; i < end; i++)
       op[i] = ccg__clipf(ap[i], l, h);
-    return CCG_STATUS_OK;
+    return;
   }
-  for (size_t i = 0; i < total; i++)
+  for (size_t i = begin; i < end; i++)
     ccg__clip_elem(o->dtype, a->ptr, o->ptr, i, lo, hi);
+}
+
+static ccg_status run_clip(ccg_exec *x, const ccg__xnode *n) {
+  ccg__par_rows(x, n, ccg__out(x, n, 0)->numel, 1, clip_range);
   return CCG_STATUS_OK;
 }
 
@@ -293,19 +297,26 @@ static ccg_status run_where(ccg_exec *x, const ccg__xnode *n) {
   ccg__bcast_init(&bc, o, ins, 3);
   where_ctx w = {&bc,         ins[0]->ptr, ins[1]->ptr,
                  ins[2]->ptr, o->ptr,      ccg_dtype_size(o->dtype)};
-  return ccg__bcast_walk(&bc, where_row, &w);
+  /* a row cannot fail: the rows split over the pool */
+  ccg__bcast_walk_par(x, &bc, where_row, &w);
+  return CCG_STATUS_OK;
+}
+
+/* Elements [begin, end) of a Cast. */
+static void cast_range(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                       size_t end) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  for (size_t i = begin; i < end; i++)
+    ccg__cast_elem(a->dtype, a->ptr, o->dtype, o->ptr, i);
 }
 
 static ccg_status run_cast(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  ccg_dtype from = a->dtype, to = o->dtype;
-  size_t total = o->numel;
-  if (from == to) {
+  if (a->dtype == o->dtype) {
     memcpy(o->ptr, a->ptr, o->nbytes);
     return CCG_STATUS_OK;
   }
-  for (size_t i = 0; i < total; i++)
-    ccg__cast_elem(from, a->ptr, to, o->ptr, i);
+  ccg__par_rows(x, n, o->numel, 1, cast_range);
   return CCG_STATUS_OK;
 }
 

@@ -37,10 +37,10 @@ static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
   if (!n->epi)
     return;
   g->bias = x->vals[n->epi_bias].ptr;
+  g->vm = x->vm;
   if (n->epi_act) {
     g->act = n->epi_act->op;
     g->act_p = ccg__unp_of(n->epi_act);
-    g->vm = x->vm;
   }
 }
 

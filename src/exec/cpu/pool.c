@@ -11,16 +11,33 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/error.h"
 
-/* Polls of a worker for the next loop before it sleeps, and of the caller
- * for the joined workers before it sleeps (each poll a pause, ~10-60 ns:
- * tens of microseconds in all, the gap between two kernels). */
-#define SPIN_POLLS 2048
+/* How long a worker polls for the next loop before it sleeps, and the
+ * caller for the joined workers: longer than the serial kernels between
+ * two parallel loops of a step (a Softmax or a GELU chain of a small block,
+ * up to ~100 us), since waking a sleeping thread costs tens of
+ * microseconds on a virtual machine, often more than the loop it joins.
+ * Timed by the clock, not counted in pauses: a pause takes from 10 to 60 ns
+ * across CPUs. On a crowded machine (more runnable threads than
+ * processors, CROWD_CHECK_NS apart) the spin is SPIN_CROWDED_NS: there a
+ * spinning thread spends the share of the processor the scheduler gives
+ * it, while one that sleeps keeps it for the loop that wakes it
+ * (docs/performance.md, "Two threads"). */
+#define SPIN_NS 300000
+#define SPIN_CROWDED_NS 50000
+#define CROWD_CHECK_NS 50000000
+/* Pauses between two reads of the clock (~1-2 us). */
+#define SPIN_BATCH 32
+/* A gap between two reads of the clock that says the thread was
+ * descheduled: the spin ends. */
+#define PREEMPTED_NS 50000
 #define MAX_THREADS 1024
 
 /* The join word: generation in the high 32 bits, OPEN while workers may
@@ -44,6 +61,9 @@ struct ccg__pool {
   _Atomic size_t left; /* joined workers that finished the loop */
   char pad3[64];
   _Atomic int busy, quit;
+  int cpus;                    /* processors this process may use */
+  uint64_t crowd_checked;      /* now_ns() of the last look; the caller's */
+  _Atomic uint64_t spin_limit; /* ns: SPIN_NS, or SPIN_CROWDED_NS */
   /* the loop; written before its generation is published */
   ccg__range_fn fn;
   void *ctx;
@@ -56,6 +76,57 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
 #endif
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Polls done(arg) for the pool's spin limit at most; true once it holds.
+ * A gap in the clock (the thread lost its core) ends the spin. */
+static bool spin_until(bool (*done)(ccg__pool *, uint32_t), ccg__pool *p,
+                       uint32_t arg) {
+  uint64_t start = now_ns(), last = start;
+  uint64_t limit = atomic_load_explicit(&p->spin_limit, memory_order_relaxed);
+  for (;;) {
+    for (int i = 0; i < SPIN_BATCH; i++) {
+      if (done(p, arg))
+        return true;
+      cpu_relax();
+    }
+    uint64_t t = now_ns();
+    if (t - start > limit || t - last > PREEMPTED_NS)
+      return done(p, arg);
+    last = t;
+  }
+}
+
+/* Runnable threads of the whole system (the fourth field of
+ * /proc/loadavg, "running/total"); 0 where it cannot be read. */
+static int runnable_threads(void) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f)
+    return 0;
+  double l1, l5, l15;
+  int running = 0;
+  if (fscanf(f, "%lf %lf %lf %d", &l1, &l5, &l15, &running) != 4)
+    running = 0;
+  fclose(f);
+  return running;
+}
+
+/* Sets the spin limit from how crowded the machine is, at most once per
+ * CROWD_CHECK_NS. The caller's alone (one loop at a time). */
+static void check_crowd(ccg__pool *p) {
+  uint64_t t = now_ns();
+  if (p->crowd_checked && t - p->crowd_checked < CROWD_CHECK_NS)
+    return;
+  p->crowd_checked = t;
+  atomic_store_explicit(
+      &p->spin_limit, runnable_threads() > p->cpus ? SPIN_CROWDED_NS : SPIN_NS,
+      memory_order_relaxed);
 }
 
 static void take_chunks(ccg__pool *p) {
@@ -75,16 +146,26 @@ static bool try_join(ccg__pool *p, uint32_t gen) {
   return false;
 }
 
+static uint32_t generation(const ccg__pool *p) {
+  return (uint32_t)(atomic_load(&p->join) >> 32);
+}
+
+static bool new_loop(ccg__pool *p, uint32_t seen) {
+  return generation(p) != seen || atomic_load(&p->quit);
+}
+
+static bool all_left(ccg__pool *p, uint32_t joined) {
+  return atomic_load(&p->left) >= joined;
+}
+
 static void *worker(void *arg) {
   ccg__pool *p = arg;
-  uint32_t seen = (uint32_t)(atomic_load(&p->join) >> 32);
+  uint32_t seen = generation(p);
   for (;;) {
     uint32_t gen = seen;
-    for (int i = 0; i < SPIN_POLLS && gen == seen; i++) {
-      cpu_relax();
-      gen = (uint32_t)(atomic_load(&p->join) >> 32);
-    }
-    if (gen == seen) {
+    if (spin_until(new_loop, p, seen))
+      gen = generation(p);
+    if (gen == seen && !atomic_load(&p->quit)) {
       pthread_mutex_lock(&p->mu);
       while ((gen = (uint32_t)(atomic_load(&p->join) >> 32)) == seen &&
              !atomic_load(&p->quit))
@@ -105,6 +186,17 @@ static void *worker(void *arg) {
   }
 }
 
+static int online_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int c = CPU_COUNT(&set);
+    if (c > 0)
+      return c;
+  }
+  long c = sysconf(_SC_NPROCESSORS_ONLN);
+  return c > 0 ? (int)c : 1;
+}
+
 ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads,
                          double min_work) {
   ccg__pool *p = ccg__calloc(alloc, 1, sizeof *p);
@@ -114,6 +206,8 @@ ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads,
     p->alloc = *alloc;
   p->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
   p->min_work = min_work;
+  p->cpus = online_cpus();
+  atomic_init(&p->spin_limit, SPIN_NS);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done_cv, NULL);
@@ -186,6 +280,7 @@ void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, double work,
     serial(n, grain, fn, ctx);
     return;
   }
+  check_crowd(p);
   p->fn = fn;
   p->ctx = ctx;
   p->n = n;
@@ -200,27 +295,14 @@ void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, double work,
   pthread_mutex_unlock(&p->mu);
   take_chunks(p);
   /* every chunk is taken: no one else may join */
-  size_t joined = (size_t)(atomic_fetch_and(&p->join, ~OPEN) & COUNT_MASK);
-  for (int i = 0; i < SPIN_POLLS && atomic_load(&p->left) < joined; i++)
-    cpu_relax();
-  if (atomic_load(&p->left) < joined) {
+  uint32_t joined = (uint32_t)(atomic_fetch_and(&p->join, ~OPEN) & COUNT_MASK);
+  if (!spin_until(all_left, p, joined)) {
     pthread_mutex_lock(&p->mu);
     while (atomic_load(&p->left) < joined)
       pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
   }
   atomic_store(&p->busy, 0);
-}
-
-static int online_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int c = CPU_COUNT(&set);
-    if (c > 0)
-      return c;
-  }
-  long c = sysconf(_SC_NPROCESSORS_ONLN);
-  return c > 0 ? (int)c : 1;
 }
 
 ccg_status ccg__pool_threads_for(int requested, int ranks_here, ccg_ctx *err,

@@ -13,17 +13,124 @@ static ccg_status run_copy(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* chunk = source strides in output dim order. */
-/* Output rows [begin, end) along dim 0. */
+/* chunk = source strides in output dim order.
+ *
+ * Where the output's last dim is strided in the input and another output
+ * dim `d` is the input's contiguous one (attention's K transposed to
+ * [heads, dim, seq]), each (d, last) plane is copied in square tiles:
+ * element by element along the output rows, every read falls on a new
+ * cache line, ~5x slower. Otherwise the output is copied row by row. Both
+ * split over the pool by whole planes or rows; a copy gives the same bytes
+ * whichever thread makes it. */
+#define TR_TILE 16
+
+typedef struct tr_planes {
+  int d, n_outer;               /* the tiled dim; dims besides d, last */
+  int64_t ni, nj, src_j, dst_i; /* plane: d's size, last's; strides */
+  int64_t outer[CCG_MAX_RANK];  /* sizes of the other dims */
+  int64_t src_o[CCG_MAX_RANK], dst_o[CCG_MAX_RANK];
+} tr_planes;
+
+/* The plane split of a Transpose of 4-byte elements, if it has one. */
+static bool tr_planes_of(const ccg__xnode *n, const ccg__xval *o,
+                         tr_planes *t) {
+  int r = o->rank;
+  const int64_t *st = n->p.chunk;
+  if (r < 2 || ccg_dtype_size(o->dtype) != 4 || st[r - 1] == 1 ||
+      o->dims[r - 1] < TR_TILE)
+    return false;
+  int64_t ost[CCG_MAX_RANK];
+  ccg__strides(r, o->dims, ost);
+  t->d = -1;
+  for (int k = 0; k < r - 1; k++)
+    if (st[k] == 1 && o->dims[k] >= TR_TILE)
+      t->d = k;
+  if (t->d < 0)
+    return false;
+  t->ni = o->dims[t->d];
+  t->nj = o->dims[r - 1];
+  t->src_j = st[r - 1];
+  t->dst_i = ost[t->d];
+  t->n_outer = 0;
+  for (int k = 0; k < r - 1; k++)
+    if (k != t->d) {
+      t->outer[t->n_outer] = o->dims[k];
+      t->src_o[t->n_outer] = st[k];
+      t->dst_o[t->n_outer++] = ost[k];
+    }
+  return true;
+}
+
+static void tr_plane(float *dst, const float *src, const tr_planes *t) {
+  for (int64_t i0 = 0; i0 < t->ni; i0 += TR_TILE) {
+    int64_t ie = i0 + TR_TILE < t->ni ? i0 + TR_TILE : t->ni;
+    for (int64_t j0 = 0; j0 < t->nj; j0 += TR_TILE) {
+      int64_t je = j0 + TR_TILE < t->nj ? j0 + TR_TILE : t->nj;
+      for (int64_t j = j0; j < je; j++)
+        for (int64_t i = i0; i < ie; i++)
+          dst[i * t->dst_i + j] = src[i + j * t->src_j];
+    }
+  }
+}
+
+/* Planes [begin, end) in the order of the output's other dims. */
+static void transpose_planes(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                             size_t end) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  tr_planes t;
+  if (!tr_planes_of(n, o, &t))
+    return; /* never: run_transpose checked */
+  for (size_t q = begin; q < end; q++) {
+    int64_t so = 0, dso = 0, rest = (int64_t)q;
+    for (int k = t.n_outer - 1; k >= 0; k--) {
+      int64_t i = rest % t.outer[k];
+      rest /= t.outer[k];
+      so += i * t.src_o[k];
+      dso += i * t.dst_o[k];
+    }
+    tr_plane((float *)o->ptr + dso, (const float *)a->ptr + so, &t);
+  }
+}
+
+/* Output rows [begin, end) (rows of its last dim), in runs along the dim
+ * before the last: one strided copy per run. */
 static void transpose_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
                            size_t end) {
   const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
-  size_t es = ccg_dtype_size(o->dtype), row = o->numel / (size_t)o->dims[0];
-  int64_t dims[CCG_MAX_RANK];
-  memcpy(dims, o->dims, sizeof dims);
-  dims[0] = (int64_t)(end - begin);
-  ccg__strided_copy((char *)o->ptr + begin * row * es, a->ptr, es, o->rank,
-                    dims, n->p.chunk, (int64_t)begin * n->p.chunk[0]);
+  int r = o->rank;
+  const int64_t *st = n->p.chunk;
+  size_t es = ccg_dtype_size(o->dtype);
+  int64_t inner = o->dims[r - 1], idx[CCG_MAX_RANK] = {0}, off = 0;
+  size_t rest = begin;
+  for (int k = r - 2; k >= 0; k--) {
+    idx[k] = (int64_t)(rest % (size_t)o->dims[k]);
+    rest /= (size_t)o->dims[k];
+    off += idx[k] * st[k];
+  }
+  char *out = (char *)o->ptr + begin * (size_t)inner * es;
+  if (r == 1) {
+    ccg__strided_copy(out, a->ptr, es, 1, &inner, st, off);
+    return;
+  }
+  for (size_t row = begin; row < end;) {
+    int64_t run = o->dims[r - 2] - idx[r - 2];
+    if ((size_t)run > end - row)
+      run = (int64_t)(end - row);
+    int64_t dims[2] = {run, inner};
+    ccg__strided_copy(out, a->ptr, es, 2, dims, &st[r - 2], off);
+    out += (size_t)(run * inner) * es;
+    row += (size_t)run;
+    idx[r - 2] += run;
+    off += run * st[r - 2];
+    for (int k = r - 2; k >= 0 && idx[k] == o->dims[k]; k--) {
+      off -= st[k] * o->dims[k];
+      idx[k] = 0;
+      if (k > 0) {
+        idx[k - 1]++;
+        off += st[k - 1];
+      }
+    }
+  }
 }
 
 static ccg_status run_transpose(ccg_exec *x, const ccg__xnode *n) {
@@ -33,8 +140,14 @@ static ccg_status run_transpose(ccg_exec *x, const ccg__xnode *n) {
                       o->dims, n->p.chunk, 0);
     return CCG_STATUS_OK;
   }
-  ccg__par_rows(x, n, (size_t)o->dims[0], o->numel / (size_t)o->dims[0],
-                transpose_rows);
+  tr_planes t;
+  size_t inner = (size_t)o->dims[o->rank - 1];
+  if (tr_planes_of(n, o, &t)) {
+    size_t plane = (size_t)(t.ni * t.nj);
+    ccg__par_rows(x, n, o->numel / plane, plane, transpose_planes);
+  } else {
+    ccg__par_rows(x, n, o->numel / inner, inner, transpose_rows);
+  }
   return CCG_STATUS_OK;
 }
 
