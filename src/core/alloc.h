@@ -12,6 +12,14 @@ void *ccg__realloc(const ccg_allocator *a, void *p, size_t old_size,
                    size_t new_size);
 void ccg__free(const ccg_allocator *a, void *p, size_t size);
 
+/* Memory for large blocks of tensor data that a graph owns (imported
+ * weights): mapped from the kernel, 2 MiB aligned and advised for huge
+ * pages, so that filling it costs one page fault per 2 MiB rather than one
+ * per 4 KiB. NULL on failure (then use the graph's allocator). Freed with
+ * ccg__bulk_free(p, size), which has the ccg__graph_own signature. */
+void *ccg__bulk_alloc(size_t size);
+void ccg__bulk_free(void *p, size_t size);
+
 /* a * b into *out; false on overflow of size_t. */
 static inline bool ccg__mul_size(size_t a, size_t b, size_t *out) {
   return !__builtin_mul_overflow(a, b, out);

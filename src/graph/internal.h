@@ -131,10 +131,11 @@ ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
 
 /* graph.c: records an out-of-memory error while doing `what`; OOM. */
 ccg_status ccg__graph_oom(ccg_graph *g, const char *what);
-/* Appends a value (name arena-owned and already checked) to the graph. */
-ccg_status ccg__push_value(ccg_graph *g, const char *name, ccg_dtype dt,
-                           const ccg_shape *shape, ccg_value_kind kind,
-                           ccg_value_id *out);
+/* Appends a value (name arena-owned and already checked; hash its
+ * ccg__strhash) to the graph. */
+ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
+                           ccg_dtype dt, const ccg_shape *shape,
+                           ccg_value_kind kind, ccg_value_id *out);
 
 /* Copies a tensor and its data into the graph's arena; NULL (with the error
  * recorded, naming `what` and `name`) on bad shapes or OOM. */

@@ -385,8 +385,9 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
       in[n++] = CCG_NONE;
       continue;
     }
-    uint32_t v;
-    if (!ccg__strmap_get(&m->g->value_names, nm, &v))
+    uint32_t v,
+        h = m->node_hash && np->input[i] ? m->node_hash[i] : ccg__strhash(nm);
+    if (!ccg__strmap_get_h(&m->g->value_names, nm, h, &v))
       return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
                                  "input '%s' is not defined before the node",
                                  nm);
