@@ -297,8 +297,25 @@ ccg_status ccg_graph_add_node(ccg_graph *g, const ccg_node_desc *d,
     ccg__error_copy(&g->ctx, NULL);
     return ccg__error_prefix(&g->ctx, "node '%s'", d->name ? d->name : "?");
   }
+  return ccg__graph_add_node_op(g, op, d, out);
+}
+
+ccg_status ccg__graph_add_node_op(ccg_graph *g, ccg_op op,
+                                  const ccg_node_desc *d, ccg_node_id *out) {
   return add_node(g, op, d->name, d->inputs, d->n_inputs, d->attrs, d->n_attrs,
                   d->n_outputs, d->output_names, out, NULL);
+}
+
+ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
+                              size_t uses) {
+  if (!ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
+                        g->n_nodes + nodes, sizeof *g->nodes) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
+                        g->n_values + values, sizeof *g->values) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
+                        g->n_uses + uses, sizeof *g->uses))
+    return ccg__graph_oom(g, "reserving room for nodes");
+  return CCG_STATUS_OK;
 }
 
 ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,

@@ -432,6 +432,19 @@ static ccg_status read_graph_meta(im *m) {
   return CCG_STATUS_OK;
 }
 
+/* The graph's tables at the size the model gives, grown once. */
+static ccg_status reserve(im *m) {
+  const Onnx__GraphProto *gp = m->gp;
+  size_t values = gp->n_input + gp->n_initializer, uses = 0;
+  for (size_t i = 0; i < gp->n_node; i++) {
+    values += gp->node[i]->n_output;
+    uses += gp->node[i]->n_input;
+  }
+  if (ccg__graph_reserve(m->g, gp->n_node, values, uses) != CCG_STATUS_OK)
+    return from_graph(m);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status build(im *m) {
   CCG_CHECK(check_format(m));
   CCG_CHECK(read_graph_meta(m));
@@ -439,6 +452,7 @@ static ccg_status build(im *m) {
   CCG_CHECK(read_mesh(m));
   CCG_CHECK(ccg__onnx_annot_mesh(m));
   CCG_CHECK(find_dropped(m));
+  CCG_CHECK(reserve(m));
   for (size_t i = 0; i < m->gp->n_input; i++) {
     const char *nm = m->gp->input[i]->name;
     if (nm && ccg__strmap_get(&m->consts, nm, NULL))

@@ -447,7 +447,7 @@ static ccg_status node_in(im *m, const Onnx__NodeProto *np) {
   d.n_outputs = n_out;
   d.output_names = outs;
   ccg_node_id nid;
-  if (ccg_graph_add_node(m->g, &d, &nid) != CCG_STATUS_OK) {
+  if (ccg__graph_add_node_op(m->g, op, &d, &nid) != CCG_STATUS_OK) {
     ccg__error_copy(NULL, &m->g->ctx);
     return ccg__error_prefix(NULL, "%s", m->src.what);
   }
