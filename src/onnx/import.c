@@ -432,13 +432,17 @@ static ccg_status read_graph_meta(im *m) {
   return CCG_STATUS_OK;
 }
 
-/* The graph's tables at the size the model gives, grown once. */
+/* The graph's tables at the size the model gives, grown once. A node's
+ * counts are taken up to what real ops have (a hint, not a limit: the
+ * tables still grow past it), so that a model listing millions of names on
+ * one node is refused by the graph before its tables are sized for it. */
 static ccg_status reserve(im *m) {
   const Onnx__GraphProto *gp = m->gp;
   size_t values = gp->n_input + gp->n_initializer, uses = 0;
   for (size_t i = 0; i < gp->n_node; i++) {
-    values += gp->node[i]->n_output;
-    uses += gp->node[i]->n_input;
+    size_t no = gp->node[i]->n_output, ni = gp->node[i]->n_input;
+    values += no < 16 ? no : 16;
+    uses += ni < 16 ? ni : 16;
   }
   if (ccg__graph_reserve(m->g, gp->n_node, values, uses) != CCG_STATUS_OK)
     return from_graph(m);
