@@ -6,17 +6,21 @@
  * Pass scaling: a GPT as torch.onnx.export writes it (gpt_model.h) at two
  * layer counts (default 96 and 384), and per pass the time at each and
  * their ratio: ONNX import, shard at tp=4 with the sample plan, export of
- * the 4 rank models, lower (ORT) of each rank, verify of the 4 ranks, grad
+ * the 4 rank models to files as `ccgraph shard` writes them
+ * (ccg_onnx_export_ranks into a new folder under --dir, default /tmp,
+ * removed at the end), lower (ORT) of each rank, verify of the 4 ranks, grad
  * of the unsharded model and of the sharded one. Then import + shard +
  * export at the smaller size in ms and the import rate in nodes/s, the CPU,
  * and one JSON line. Each figure is the best of --repeat runs, in process
  * CPU time (--clock wall: wall time).
  * usage: bench_graph [--nodes N] [--layers A,B] [--repeat R]
- *                    [--clock cpu|wall] */
+ *                    [--clock cpu|wall] [--dir DIR] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ccgraph/ccgraph.h"
 #include "gpt_model.h"
@@ -72,7 +76,7 @@ enum {
 static const char *const pass_names[P_COUNT] = {
     "import", "shard", "export", "lower", "verify", "grad", "grad_sharded"};
 static const char *const pass_what[P_COUNT] = {
-    "ONNX import (buffer)", "shard tp=4, sample plan", "export 4 rank models",
+    "ONNX import (buffer)", "shard tp=4, sample plan", "export 4 rank files",
     "lower (ORT) 4 ranks",  "verify 4 ranks",          "grad (unsharded)",
     "grad (sharded tp=4)"};
 
@@ -81,11 +85,36 @@ typedef struct pass_run {
   size_t nodes, sharded_nodes, onnx_bytes;
   double t[P_COUNT];
   double ise;          /* import + shard + export in one run, best run */
-  double copy;         /* the exported bytes copied into new memory */
+  double copy;         /* as many bytes written to files, one buffer */
   size_t export_bytes; /* of the 4 rank models */
 } pass_run;
 
 #define TP 4
+
+static const char *out_dir; /* the folder the rank files go to */
+
+static const char *rank_path(int rank, char *buf, size_t size) {
+  snprintf(buf, size, "%s/gpt.rank%d.onnx", out_dir, rank);
+  return buf;
+}
+
+/* The floor of any export to files: `size` bytes written to a new file
+ * and renamed over the old one, from one buffer, as export writes its
+ * files. */
+static void write_floor(int rank, size_t size) {
+  static char chunk[1 << 16];
+  char path[4096], tmp[4200];
+  rank_path(rank, path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.floor", path);
+  FILE *f = fopen(tmp, "wb");
+  for (size_t n = 0; f && n < size; n += sizeof chunk) {
+    size_t k = size - n < sizeof chunk ? size - n : sizeof chunk;
+    if (fwrite(chunk, 1, k, f) != k)
+      exit(3);
+  }
+  if (!f || fclose(f) != 0 || rename(tmp, path) != 0)
+    exit(3);
+}
 
 static ccg_graph *import_bytes(const void *buf, size_t size) {
   ccg_graph *g = NULL;
@@ -140,26 +169,22 @@ static void run_passes(int layers, int repeat, const ccg_plan *plan,
     r->sharded_nodes = ccg_graph_num_nodes(s);
 
     t0 = now();
-    void *out[TP];
-    size_t size[TP];
-    CHECK(s, ccg_onnx_export_rank_buffers(s, NULL, out, size));
+    CHECK(s, ccg_onnx_export_ranks(s, out_dir, "gpt", NULL));
     keep_best(&r->t[P_EXPORT], now() - t0);
     keep_best(&r->ise, ise + now() - t0);
-    /* the floor of any export into memory: its bytes written once into
-     * memory allocated for them, freed as the models are */
-    for (int rank = 0; rank < TP; rank++)
-      free(out[rank]);
+    size_t size[TP];
     r->export_bytes = 0;
-    t0 = now();
     for (int rank = 0; rank < TP; rank++) {
-      r->export_bytes += size[rank];
-      out[rank] = malloc(size[rank]);
-      if (!out[rank])
+      char path[4096];
+      struct stat sb;
+      if (stat(rank_path(rank, path, sizeof path), &sb) != 0)
         exit(3);
-      memset(out[rank], rank, size[rank]);
+      size[rank] = (size_t)sb.st_size;
+      r->export_bytes += size[rank];
     }
+    t0 = now();
     for (int rank = 0; rank < TP; rank++)
-      free(out[rank]);
+      write_floor(rank, size[rank]);
     keep_best(&r->copy, now() - t0);
 
     ccg_graph *low[TP];
@@ -238,8 +263,8 @@ static int bench_passes(int small, int big, int repeat) {
          1e3 * r[0].ise);
   printf("import: %.0f nodes/s (%d layers), %.0f nodes/s (%d layers)\n", rate,
          small, rate_big, big);
-  printf("export writes %.1f MB and %.1f MB; filling that much new memory "
-         "takes %.5f s and %.5f s (%.2fx)\n",
+  printf("export writes %.1f MB and %.1f MB; writing that many bytes to "
+         "files takes %.5f s and %.5f s (%.2fx)\n",
          (double)r[0].export_bytes / 1e6, (double)r[1].export_bytes / 1e6,
          r[0].copy, r[1].copy, r[1].copy / r[0].copy);
   printf("{\"bench\":\"passes\",\"layers\":[%d,%d],\"nodes\":[%zu,%zu]", small,
@@ -255,6 +280,7 @@ static int bench_passes(int small, int big, int repeat) {
 int main(int argc, char **argv) {
   long target = 100000;
   int small = 96, big = 384, repeat = 3;
+  const char *base = "/tmp";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
       target = atol(argv[++i]);
@@ -266,12 +292,14 @@ int main(int argc, char **argv) {
                (!strcmp(argv[i + 1], "wall") || !strcmp(argv[i + 1], "cpu"))) {
       bench_clock = strcmp(argv[++i], "wall") == 0 ? CLOCK_MONOTONIC
                                                    : CLOCK_PROCESS_CPUTIME_ID;
+    } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+      base = argv[++i];
     } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc &&
                (repeat = atoi(argv[i + 1])) > 0) {
       i++;
     } else {
       fprintf(stderr, "usage: bench_graph [--nodes N] [--layers A,B] "
-                      "[--repeat R] [--clock cpu|wall]\n");
+                      "[--repeat R] [--clock cpu|wall] [--dir DIR]\n");
       return 1;
     }
   }
@@ -342,5 +370,18 @@ int main(int argc, char **argv) {
          n, (double)n / t_build, (double)n / t_validate, (double)n / t_topo,
          (double)n / t_dump[CCG_DUMP_JSON], (double)arena / (double)n);
   ccg_graph_free(g);
-  return bench_passes(small, big, repeat);
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/bench_graph.XXXXXX", base);
+  if (!mkdtemp(dir)) {
+    perror(dir);
+    return 3;
+  }
+  out_dir = dir;
+  int rc = bench_passes(small, big, repeat);
+  for (int rank = 0; rank < TP; rank++) {
+    char path[4096];
+    remove(rank_path(rank, path, sizeof path));
+  }
+  rmdir(dir);
+  return rc;
 }

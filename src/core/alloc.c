@@ -1,5 +1,11 @@
+/* MADV_HUGEPAGE and MAP_ANONYMOUS are outside POSIX (glibc:
+ * _DEFAULT_SOURCE). */
+#define _DEFAULT_SOURCE
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 
@@ -66,4 +72,39 @@ bool ccg__vec_reserve(const ccg_allocator *a, void **items, size_t *cap,
   *items = p;
   *cap = ncap;
   return true;
+}
+
+#define BULK_ALIGN ((size_t)2 << 20)
+
+static size_t bulk_bytes(size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  return (size + page - 1) / page * page;
+}
+
+void *ccg__bulk_alloc(size_t size) {
+  size_t n = bulk_bytes(size);
+  if (!size || n < size || n > SIZE_MAX - BULK_ALIGN)
+    return NULL;
+  /* Map 2 MiB more and keep the aligned part: the kernel backs an aligned
+   * 2 MiB range with one huge page only when the whole range is mapped. */
+  uint8_t *raw = mmap(NULL, n + BULK_ALIGN, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    return NULL;
+  uint8_t *p = (uint8_t *)(((uintptr_t)raw + BULK_ALIGN - 1) &
+                           ~(uintptr_t)(BULK_ALIGN - 1));
+  if (p > raw)
+    munmap(raw, (size_t)(p - raw));
+  size_t tail = (size_t)(raw + n + BULK_ALIGN - (p + n));
+  if (tail)
+    munmap(p + n, tail);
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: ignored where unsupported */
+#endif
+  return p;
+}
+
+void ccg__bulk_free(void *p, size_t size) {
+  if (p)
+    munmap(p, bulk_bytes(size));
 }

@@ -12,6 +12,14 @@ void *ccg__realloc(const ccg_allocator *a, void *p, size_t old_size,
                    size_t new_size);
 void ccg__free(const ccg_allocator *a, void *p, size_t size);
 
+/* Large blocks of fresh memory that are filled once (the large chunks of an
+ * arena, the ONNX decoder's chunks): mapped from the kernel, 2 MiB aligned
+ * and advised for huge pages, so that filling one costs a page fault per
+ * 2 MiB rather than per 4 KiB. NULL on failure (the caller then uses its
+ * allocator). Freed with ccg__bulk_free(p, size), size as allocated. */
+void *ccg__bulk_alloc(size_t size);
+void ccg__bulk_free(void *p, size_t size);
+
 /* a * b into *out; false on overflow of size_t. */
 static inline bool ccg__mul_size(size_t a, size_t b, size_t *out) {
   return !__builtin_mul_overflow(a, b, out);

@@ -11,6 +11,7 @@ struct ccg__arena_chunk {
   size_t size; /* usable bytes at data */
   size_t used;
   unsigned char *data;
+  bool bulk; /* from ccg__bulk_alloc, not the arena's allocator */
 };
 
 #define CHUNK_SLACK 63u
@@ -20,6 +21,38 @@ static size_t chunk_bytes(size_t size) {
 }
 
 #define ARENA_DEFAULT_CHUNK (64u * 1024u)
+/* A growing arena takes chunks as large as what it holds already, up to
+ * this: a graph of tens of MB then lives in a few dozen chunks, not in
+ * hundreds of 64 KiB ones. */
+#define ARENA_GROW_MAX ((size_t)4 << 20)
+/* Chunks from this size on come from ccg__bulk_alloc when the arena uses
+ * libc: a new graph's memory is first touched as it is built, and with
+ * huge pages that costs one page fault per 2 MiB instead of per 4 KiB. */
+#define ARENA_BULK_MIN ((size_t)2 << 20)
+
+static bool libc_alloc(const ccg_allocator *a) {
+  return !a->alloc && !a->realloc && !a->free;
+}
+
+static ccg__arena_chunk *chunk_new(ccg_arena *arena, size_t size) {
+  size_t bytes = chunk_bytes(size);
+  bool bulk = bytes >= ARENA_BULK_MIN && libc_alloc(&arena->alloc);
+  ccg__arena_chunk *c = bulk ? ccg__bulk_alloc(bytes) : NULL;
+  if (!c) {
+    bulk = false;
+    c = ccg__alloc(&arena->alloc, bytes);
+  }
+  if (c)
+    c->bulk = bulk;
+  return c;
+}
+
+static void chunk_free(ccg_arena *arena, ccg__arena_chunk *c) {
+  if (c->bulk)
+    ccg__bulk_free(c, chunk_bytes(c->size));
+  else
+    ccg__free(&arena->alloc, c, chunk_bytes(c->size));
+}
 
 void ccg__arena_init(ccg_arena *arena, const ccg_allocator *a,
                      size_t chunk_size) {
@@ -33,7 +66,7 @@ void ccg__arena_free(ccg_arena *arena) {
   ccg__arena_chunk *c = arena->head;
   while (c) {
     ccg__arena_chunk *next = c->next;
-    ccg__free(&arena->alloc, c, chunk_bytes(c->size));
+    chunk_free(arena, c);
     c = next;
   }
   arena->head = NULL;
@@ -49,7 +82,7 @@ void ccg__arena_reset(ccg_arena *arena) {
   while (c) {
     ccg__arena_chunk *next = c->next;
     arena->reserved -= c->size;
-    ccg__free(&arena->alloc, c, chunk_bytes(c->size));
+    chunk_free(arena, c);
     c = next;
   }
   keep->next = NULL;
@@ -74,11 +107,16 @@ void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align) {
   /* A new chunk, big enough for this request; large requests get a chunk of
    * their own so that the default chunk size stays the common case. */
   size_t want = arena->chunk_size;
+  /* (a full chunk is then a whole number of huge pages) */
+  size_t grow_max = ARENA_GROW_MAX - chunk_bytes(0);
+  size_t grow = arena->reserved < grow_max ? arena->reserved : grow_max;
+  if (grow > want)
+    want = grow;
   if (size > want)
     want = size;
-  if (want > SIZE_MAX - sizeof *c - CHUNK_SLACK)
+  if (want > SIZE_MAX - sizeof *c - CHUNK_SLACK - ARENA_BULK_MIN)
     return NULL;
-  c = ccg__alloc(&arena->alloc, chunk_bytes(want));
+  c = chunk_new(arena, want);
   if (!c)
     return NULL;
   c->data = (unsigned char *)(((uintptr_t)(c + 1) + CHUNK_SLACK) &

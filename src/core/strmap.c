@@ -49,9 +49,14 @@ static ccg__strmap_slot *find(ccg__strmap_slot *slots, size_t cap,
 }
 
 bool ccg__strmap_get(const ccg_strmap *m, const char *key, uint32_t *id) {
+  return m->cap && ccg__strmap_get_h(m, key, ccg__strhash(key), id);
+}
+
+bool ccg__strmap_get_h(const ccg_strmap *m, const char *key, uint32_t h,
+                       uint32_t *id) {
   if (m->cap == 0)
     return false;
-  ccg__strmap_slot *s = find(m->slots, m->cap, key, ccg__strhash(key));
+  ccg__strmap_slot *s = find(m->slots, m->cap, key, h);
   if (!s->key)
     return false;
   if (id)
@@ -92,10 +97,14 @@ ccg_status ccg__strmap_reserve(ccg_strmap *m, size_t count) {
 }
 
 ccg_status ccg__strmap_put(ccg_strmap *m, const char *key, uint32_t id) {
+  return ccg__strmap_put_h(m, key, ccg__strhash(key), id);
+}
+
+ccg_status ccg__strmap_put_h(ccg_strmap *m, const char *key, uint32_t h,
+                             uint32_t id) {
   ccg_status st = ccg__strmap_reserve(m, m->count + 1);
   if (st != CCG_STATUS_OK)
     return st;
-  uint32_t h = ccg__strhash(key);
   ccg__strmap_slot *s = find(m->slots, m->cap, key, h);
   if (s->key)
     return CCG_STATUS_INVALID_ARG;

@@ -25,6 +25,11 @@ void ccg__strmap_free(ccg_strmap *m);
 uint32_t ccg__strhash(const char *s);
 /* True and *id set if present. */
 bool ccg__strmap_get(const ccg_strmap *m, const char *key, uint32_t *id);
+/* ccg__strmap_get with h = ccg__strhash(key) already computed: a name that
+ * is looked up and then inserted, or looked up in several maps, is hashed
+ * once. */
+bool ccg__strmap_get_h(const ccg_strmap *m, const char *key, uint32_t h,
+                       uint32_t *id);
 /* The stored key equal to `key` (the map's own pointer), or NULL. */
 const char *ccg__strmap_key(const ccg_strmap *m, const char *key);
 /* Makes room for `count` keys in all, so that puts up to that count cannot
@@ -33,6 +38,9 @@ ccg_status ccg__strmap_reserve(ccg_strmap *m, size_t count);
 /* Inserts key -> id. CCG_STATUS_INVALID_ARG if the key is already there
  * (the map is unchanged), CCG_STATUS_OOM on allocation failure. */
 ccg_status ccg__strmap_put(ccg_strmap *m, const char *key, uint32_t id);
+/* ccg__strmap_put with h = ccg__strhash(key) already computed. */
+ccg_status ccg__strmap_put_h(ccg_strmap *m, const char *key, uint32_t h,
+                             uint32_t id);
 
 /* Removes key; false if it was not there. */
 bool ccg__strmap_remove(ccg_strmap *m, const char *key);

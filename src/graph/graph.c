@@ -225,11 +225,13 @@ const ccg_mesh *ccg_graph_mesh(const ccg_graph *g) {
 
 /* ---- values ------------------------------------------------------------- */
 
+/* *hash: the name's, for the insert that follows the check. */
 static ccg_status check_new_name(ccg_graph *g, const char *name,
-                                 const char *what) {
+                                 const char *what, uint32_t *hash) {
   if (!name || !*name)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG, "%s has no name", what);
-  if (ccg__strmap_get(&g->value_names, name, NULL))
+  *hash = ccg__strhash(name);
+  if (ccg__strmap_get_h(&g->value_names, name, *hash, NULL))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "%s '%s': a value of that name already exists (values "
                       "are assigned once)",
@@ -238,16 +240,16 @@ static ccg_status check_new_name(ccg_graph *g, const char *name,
 }
 
 /* Appends a value; the name must be arena-owned and already checked. */
-ccg_status ccg__push_value(ccg_graph *g, const char *name, ccg_dtype dt,
-                           const ccg_shape *shape, ccg_value_kind kind,
-                           ccg_value_id *out) {
+ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
+                           ccg_dtype dt, const ccg_shape *shape,
+                           ccg_value_kind kind, ccg_value_id *out) {
   if (g->n_values >= CCG_NONE - 1)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "too many values");
   if (!ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
                         g->n_values + 1, sizeof *g->values))
     return ccg__graph_oom(g, "adding a value");
   ccg_value_id id = (ccg_value_id)g->n_values;
-  if (ccg__strmap_put(&g->value_names, name, id) != CCG_STATUS_OK)
+  if (ccg__strmap_put_h(&g->value_names, name, hash, id) != CCG_STATUS_OK)
     return ccg__graph_oom(g, "indexing a value name");
   ccg__value *v = &g->values[g->n_values++];
   memset(v, 0, sizeof *v);
@@ -280,7 +282,8 @@ static ccg_status check_dtype(ccg_graph *g, ccg_dtype dt, const char *what,
 
 ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
                                const ccg_shape *shape, ccg_value_id *out) {
-  CCG_CHECK(check_new_name(g, name, "graph input"));
+  uint32_t hash;
+  CCG_CHECK(check_new_name(g, name, "graph input", &hash));
   CCG_CHECK(check_dtype(g, dtype, "graph input", name));
   if (!shape)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
@@ -293,7 +296,7 @@ ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
                                g->n_inputs + 1, sizeof *g->inputs))
     return ccg__graph_oom(g, "adding a graph input");
   ccg_value_id id;
-  CCG_CHECK(ccg__push_value(g, nm, dtype, &s, CCG_VALUE_INPUT, &id));
+  CCG_CHECK(ccg__push_value(g, nm, hash, dtype, &s, CCG_VALUE_INPUT, &id));
   g->inputs[g->n_inputs++] = id;
   if (out)
     *out = id;
@@ -349,7 +352,8 @@ ccg_tensor *ccg__copy_tensor(ccg_graph *g, const ccg_tensor *t, ccg_status *st,
 static ccg_status add_initializer(ccg_graph *g, const char *name,
                                   const ccg_tensor *data, bool copy,
                                   ccg_value_id *out) {
-  CCG_CHECK(check_new_name(g, name, "initializer"));
+  uint32_t hash;
+  CCG_CHECK(check_new_name(g, name, "initializer", &hash));
   if (!data)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "initializer '%s' has no tensor", name);
@@ -379,7 +383,8 @@ static ccg_status add_initializer(ccg_graph *g, const char *name,
                                g->n_inits + 1, sizeof *g->inits))
     return ccg__graph_oom(g, "adding an initializer");
   ccg_value_id id;
-  CCG_CHECK(ccg__push_value(g, nm, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
+  CCG_CHECK(
+      ccg__push_value(g, nm, hash, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
   g->values[id].data = t;
   set_known_from_data(g, &g->values[id]);
   g->inits[g->n_inits++] = id;

@@ -131,10 +131,19 @@ ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
 
 /* graph.c: records an out-of-memory error while doing `what`; OOM. */
 ccg_status ccg__graph_oom(ccg_graph *g, const char *what);
-/* Appends a value (name arena-owned and already checked) to the graph. */
-ccg_status ccg__push_value(ccg_graph *g, const char *name, ccg_dtype dt,
-                           const ccg_shape *shape, ccg_value_kind kind,
-                           ccg_value_id *out);
+/* ccg_graph_add_node with the op already resolved (d->op and d->domain are
+ * not read): a reader that resolved it need not look it up again. */
+ccg_status ccg__graph_add_node_op(ccg_graph *g, ccg_op op,
+                                  const ccg_node_desc *d, ccg_node_id *out);
+/* Room for `nodes` more nodes, `values` more values and `uses` more input
+ * uses, so that a reader that knows the counts grows each table once. */
+ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
+                              size_t uses);
+/* Appends a value (name arena-owned and already checked; hash its
+ * ccg__strhash) to the graph. */
+ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
+                           ccg_dtype dt, const ccg_shape *shape,
+                           ccg_value_kind kind, ccg_value_id *out);
 
 /* Copies a tensor and its data into the graph's arena; NULL (with the error
  * recorded, naming `what` and `name`) on bad shapes or OOM. */

@@ -9,8 +9,9 @@
 
 /* ---- nodes -------------------------------------------------------------- */
 
-/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. */
-static const char *make_node_name(ccg_graph *g, ccg_op op) {
+/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. *hash:
+ * its ccg__strhash. */
+static const char *make_node_name(ccg_graph *g, ccg_op op, uint32_t *hash) {
   /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
   char base[64];
   size_t n = strlen(ccg_op_name(op));
@@ -20,7 +21,10 @@ static const char *make_node_name(ccg_graph *g, ccg_op op) {
   const char *b = *g->scope ? base : base + 1;
   for (size_t k = g->n_nodes;; k++) {
     char *name = ccg__arena_name(&g->scratch, a, b, k);
-    if (!name || !ccg__strmap_get(&g->node_names, name, NULL))
+    if (!name)
+      return NULL;
+    *hash = ccg__strhash(name);
+    if (!ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
       return name;
   }
 }
@@ -68,15 +72,16 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   return ccg__check_attrs(g, op, nm, attrs, n_attrs);
 }
 
-/* Output names (given or generated), checked for uniqueness, and output
- * shapes interned; everything in the scratch arena. */
+/* Output names (given or generated) and their hashes, checked for
+ * uniqueness, and output shapes interned; everything in the scratch arena. */
 static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                                const char *const *out_names,
-                               const char ***onames) {
+                               const char ***onames, uint32_t **ohash) {
   const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
-  const char **names =
-      ccg__arena_calloc(&g->scratch, ix->n_out ? ix->n_out : 1, sizeof *names);
-  if (!names)
+  size_t m = ix->n_out ? ix->n_out : 1;
+  const char **names = ccg__arena_calloc(&g->scratch, m, sizeof *names);
+  uint32_t *hash = ccg__arena_calloc(&g->scratch, m, sizeof *hash);
+  if (!names || !hash)
     return ccg__graph_oom(g, "naming outputs");
   for (size_t i = 0; i < ix->n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
@@ -84,7 +89,8 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
         want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
     if (!names[i])
       return ccg__graph_oom(g, "naming outputs");
-    if (ccg__strmap_get(&g->value_names, names[i], NULL))
+    hash[i] = ccg__strhash(names[i]);
+    if (ccg__strmap_get_h(&g->value_names, names[i], hash[i], NULL))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "node '%s' (%s): output %zu '%s': a value of that name "
                         "already exists (values are assigned once)",
@@ -101,6 +107,7 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                                i);
   }
   *onames = names;
+  *ohash = hash;
   return CCG_STATUS_OK;
 }
 
@@ -108,7 +115,9 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
  * every table, so that the commit after it cannot fail half-way. */
 typedef struct node_copy {
   const char *name;
+  uint32_t name_hash;
   const char **onames;
+  const uint32_t *ohash;
   ccg_attr *attrs;
   ccg_value_id *in, *out;
   ccg_dim **known;
@@ -205,11 +214,11 @@ bool ccg_value_next_use(const ccg_graph *g, ccg_value_id v, size_t *cursor,
 static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
                                const node_copy *c) {
   ccg_node_id nid = (ccg_node_id)g->n_nodes;
-  ccg__strmap_put(&g->node_names, c->name, nid);
+  ccg__strmap_put_h(&g->node_names, c->name, c->name_hash, nid);
   for (size_t i = 0; i < ix->n_out; i++) {
     ccg_value_id vid;
-    (void)ccg__push_value(g, c->onames[i], ix->out_dtype[i], &ix->out_shape[i],
-                          CCG_VALUE_NODE_OUTPUT, &vid);
+    (void)ccg__push_value(g, c->onames[i], c->ohash[i], ix->out_dtype[i],
+                          &ix->out_shape[i], CCG_VALUE_NODE_OUTPUT, &vid);
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
@@ -250,11 +259,12 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__arena_reset(&g->scratch);
   if (name && !*name)
     name = NULL;
-  if (name && ccg__strmap_get(&g->node_names, name, NULL))
+  uint32_t name_hash = name ? ccg__strhash(name) : 0;
+  if (name && ccg__strmap_get_h(&g->node_names, name, name_hash, NULL))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): a node of that name already exists",
                       name, info->name);
-  const char *nm = name ? name : make_node_name(g, op);
+  const char *nm = name ? name : make_node_name(g, op, &name_hash);
   if (!nm)
     return ccg__graph_oom(g, "naming a node");
   CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
@@ -262,8 +272,11 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
                    n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
   const char **onames = NULL;
-  CCG_CHECK(name_outputs(g, &ix, out_names, &onames));
+  uint32_t *ohash = NULL;
+  CCG_CHECK(name_outputs(g, &ix, out_names, &onames, &ohash));
   node_copy c = {0};
+  c.name_hash = name_hash;
+  c.ohash = ohash;
   CCG_CHECK(copy_node(g, &ix, onames, &c));
   ccg_node_id nid = commit_node(g, &ix, &c);
   if (out_node)
@@ -284,8 +297,25 @@ ccg_status ccg_graph_add_node(ccg_graph *g, const ccg_node_desc *d,
     ccg__error_copy(&g->ctx, NULL);
     return ccg__error_prefix(&g->ctx, "node '%s'", d->name ? d->name : "?");
   }
+  return ccg__graph_add_node_op(g, op, d, out);
+}
+
+ccg_status ccg__graph_add_node_op(ccg_graph *g, ccg_op op,
+                                  const ccg_node_desc *d, ccg_node_id *out) {
   return add_node(g, op, d->name, d->inputs, d->n_inputs, d->attrs, d->n_attrs,
                   d->n_outputs, d->output_names, out, NULL);
+}
+
+ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
+                              size_t uses) {
+  if (!ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
+                        g->n_nodes + nodes, sizeof *g->nodes) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
+                        g->n_values + values, sizeof *g->values) ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
+                        g->n_uses + uses, sizeof *g->uses))
+    return ccg__graph_oom(g, "reserving room for nodes");
+  return CCG_STATUS_OK;
 }
 
 ccg_status ccg__build(ccg_graph *g, ccg_op op, const ccg_value_id *in,

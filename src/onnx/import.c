@@ -170,10 +170,13 @@ static bool is_constant_node(const Onnx__NodeProto *np) {
  * axes/split input; a constant used only that way is not kept. */
 static ccg_status find_dropped(im *m) {
   const Onnx__GraphProto *gp = m->gp;
-  size_t nc = gp->n_initializer + gp->n_node;
+  size_t nc = gp->n_initializer + gp->n_node, n_in = 0;
+  for (size_t i = 0; i < gp->n_node; i++)
+    n_in += gp->node[i]->n_input;
   m->uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->uses);
   m->slot_uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->slot_uses);
-  if (!m->uses || !m->slot_uses ||
+  m->in_hash = ccg__arena_alloc(&m->a, (n_in + 1) * sizeof *m->in_hash, 4);
+  if (!m->uses || !m->slot_uses || !m->in_hash ||
       ccg__strmap_reserve(&m->consts, nc) != CCG_STATUS_OK)
     return fail(m, CCG_STATUS_OOM, "indexing constants");
   for (size_t i = 0; i < gp->n_initializer; i++) {
@@ -187,12 +190,14 @@ static ccg_status find_dropped(im *m) {
       ccg__strmap_put(&m->consts, np->output[0],
                       (uint32_t)(gp->n_initializer + i));
   }
+  uint32_t *h = m->in_hash;
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     int slot = ccg__onnx_attr_slot(m, np);
-    for (size_t k = 0; k < np->n_input; k++) {
+    for (size_t k = 0; k < np->n_input; k++, h++) {
       uint32_t c;
-      if (!np->input[k] || !ccg__strmap_get(&m->consts, np->input[k], &c))
+      *h = np->input[k] ? ccg__strhash(np->input[k]) : 0;
+      if (!np->input[k] || !ccg__strmap_get_h(&m->consts, np->input[k], *h, &c))
         continue;
       m->uses[c]++;
       if ((int)k == slot)
@@ -427,6 +432,23 @@ static ccg_status read_graph_meta(im *m) {
   return CCG_STATUS_OK;
 }
 
+/* The graph's tables at the size the model gives, grown once. A node's
+ * counts are taken up to what real ops have (a hint, not a limit: the
+ * tables still grow past it), so that a model listing millions of names on
+ * one node is refused by the graph before its tables are sized for it. */
+static ccg_status reserve(im *m) {
+  const Onnx__GraphProto *gp = m->gp;
+  size_t values = gp->n_input + gp->n_initializer, uses = 0;
+  for (size_t i = 0; i < gp->n_node; i++) {
+    size_t no = gp->node[i]->n_output, ni = gp->node[i]->n_input;
+    values += no < 16 ? no : 16;
+    uses += ni < 16 ? ni : 16;
+  }
+  if (ccg__graph_reserve(m->g, gp->n_node, values, uses) != CCG_STATUS_OK)
+    return from_graph(m);
+  return CCG_STATUS_OK;
+}
+
 static ccg_status build(im *m) {
   CCG_CHECK(check_format(m));
   CCG_CHECK(read_graph_meta(m));
@@ -434,6 +456,7 @@ static ccg_status build(im *m) {
   CCG_CHECK(read_mesh(m));
   CCG_CHECK(ccg__onnx_annot_mesh(m));
   CCG_CHECK(find_dropped(m));
+  CCG_CHECK(reserve(m));
   for (size_t i = 0; i < m->gp->n_input; i++) {
     const char *nm = m->gp->input[i]->name;
     if (nm && ccg__strmap_get(&m->consts, nm, NULL))
@@ -441,8 +464,11 @@ static ccg_status build(im *m) {
     CCG_CHECK(graph_input(m, m->gp->input[i]));
   }
   CCG_CHECK(initializers(m));
+  const uint32_t *hash = m->in_hash;
   for (size_t i = 0; i < m->gp->n_node; i++) {
     const Onnx__NodeProto *np = m->gp->node[i];
+    m->node_hash = hash;
+    hash += np->n_input;
     if (is_constant_node(np) &&
         ccg__onnx_dropped(m, (uint32_t)(m->gp->n_initializer + i)))
       continue;

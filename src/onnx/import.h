@@ -22,6 +22,11 @@ typedef struct im {
    * by output name, with their use counts. */
   ccg_strmap consts;
   uint32_t *uses, *slot_uses;
+  /* ccg__strhash of every node input in model order (find_dropped hashes
+   * them for consts; the node reader looks them up again in the graph), and
+   * the first of the node being read */
+  uint32_t *in_hash;
+  const uint32_t *node_hash;
   /* initializers whose raw_data is read from the source, not from the
    * decoded model (strip.c): copied, never lent; with drop_pages the source
    * is a mapped file whose pages are let go once copied */

@@ -385,8 +385,9 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
       in[n++] = CCG_NONE;
       continue;
     }
-    uint32_t v;
-    if (!ccg__strmap_get(&m->g->value_names, nm, &v))
+    uint32_t v,
+        h = m->node_hash && np->input[i] ? m->node_hash[i] : ccg__strhash(nm);
+    if (!ccg__strmap_get_h(&m->g->value_names, nm, h, &v))
       return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
                                  "input '%s' is not defined before the node",
                                  nm);
@@ -446,7 +447,7 @@ static ccg_status node_in(im *m, const Onnx__NodeProto *np) {
   d.n_outputs = n_out;
   d.output_names = outs;
   ccg_node_id nid;
-  if (ccg_graph_add_node(m->g, &d, &nid) != CCG_STATUS_OK) {
+  if (ccg__graph_add_node_op(m->g, op, &d, &nid) != CCG_STATUS_OK) {
     ccg__error_copy(NULL, &m->g->ctx);
     return ccg__error_prefix(NULL, "%s", m->src.what);
   }

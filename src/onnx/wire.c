@@ -627,7 +627,17 @@ _Static_assert(CAP_LINKS + CAP_HDR <= CAP_LARGE_OFF,
                "a large block's links and header fit before its data");
 #define CAP_SMALL_MAX ((size_t)4096)
 #define CAP_CHUNK_MIN ((size_t)64 << 10)
-#define CAP_CHUNK_MAX ((size_t)1 << 20)
+#define CAP_CHUNK_MAX ((size_t)4 << 20)
+/* Chunks from this size on are huge-page blocks (ccg__bulk_alloc): a
+ * decoded model is fresh memory, written once, and 4 KiB page faults were
+ * half of its decoding. */
+#define CAP_CHUNK_BULK ((size_t)2 << 20)
+
+/* The head of a chunk of small blocks. */
+typedef struct cap_chunk {
+  struct cap_chunk *next;
+  size_t bulk; /* its size when it came from ccg__bulk_alloc, else 0 */
+} cap_chunk;
 
 static bool cap_charge(ccg__onnx_cap *cap, size_t total) {
   if (cap->max_bytes &&
@@ -645,13 +655,15 @@ static void *cap_alloc_small(ccg__onnx_cap *cap, size_t size) {
   size_t total = CAP_HDR + CAP_ROUND(size);
   if ((size_t)(cap->end - cap->cur) < total) {
     size_t chunk = cap->chunk_size ? cap->chunk_size : CAP_CHUNK_MIN;
-    uint8_t *c = malloc(chunk);
-    if (!c)
+    cap_chunk *c = chunk >= CAP_CHUNK_BULK ? ccg__bulk_alloc(chunk) : NULL;
+    size_t bulk = c ? chunk : 0;
+    if (!c && !(c = malloc(chunk)))
       return NULL;
-    *(void **)c = cap->chunks;
+    c->next = cap->chunks;
+    c->bulk = bulk;
     cap->chunks = c;
-    cap->cur = c + CAP_ROUND(sizeof(void *));
-    cap->end = c + chunk;
+    cap->cur = (uint8_t *)c + CAP_ROUND(sizeof *c);
+    cap->end = (uint8_t *)c + chunk;
     cap->chunk_size = chunk < CAP_CHUNK_MAX ? chunk * 2 : chunk;
   }
   if (!cap_charge(cap, total))
@@ -723,9 +735,12 @@ ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap) {
 }
 
 void ccg__onnx_cap_release(ccg__onnx_cap *cap) {
-  for (void *c = cap->chunks; c;) {
-    void *next = *(void **)c;
-    free(c);
+  for (cap_chunk *c = cap->chunks; c;) {
+    cap_chunk *next = c->next;
+    if (c->bulk)
+      ccg__bulk_free(c, c->bulk);
+    else
+      free(c);
     c = next;
   }
   for (cap_links *l = cap->large; l;) {

@@ -64,10 +64,7 @@ static ccg_status copy_node(prune *x, ccg_node_id n) {
   }
   for (size_t i = 0; i < na; i++)
     at[i] = *ccg_node_attr_at(s, n, i);
-  ccg_op op = ccg_node_op(s, n);
   ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = ccg_op_name(op);
-  d.domain = ccg_op_domain(op);
   d.name = ccg_node_name(s, n);
   d.inputs = in;
   d.n_inputs = ni;
@@ -76,7 +73,7 @@ static ccg_status copy_node(prune *x, ccg_node_id n) {
   d.n_outputs = no;
   d.output_names = names;
   ccg_node_id m;
-  CCG_CHECK(ccg_graph_add_node(x->p, &d, &m));
+  CCG_CHECK(ccg__graph_add_node_op(x->p, ccg_node_op(s, n), &d, &m));
   const ccg_tag *tag = ccg_node_tag(s, n);
   if (tag)
     CCG_CHECK(ccg_node_set_tag(x->p, m, tag));
@@ -122,6 +119,10 @@ static ccg_status rebuild(shard *sh, prune *x, const bool *used,
                           const bool *live) {
   ccg_graph *s = x->s;
   int64_t world = ccg_mesh_world_size(&sh->mesh);
+  /* at most the source's tables: each grows once */
+  if (ccg__graph_reserve(x->p, s->n_nodes, s->n_values, s->n_uses) !=
+      CCG_STATUS_OK)
+    return fail_p(sh, x, ccg_last_status(x->p));
   for (size_t i = 0; i < ccg_graph_num_inputs(s); i++) {
     ccg_value_id v = ccg_graph_input(s, i);
     ccg_shape sp = *ccg_value_shape(s, v);

@@ -173,6 +173,66 @@ static void test_arena(void **state) {
   ccg__arena_free(&ar);
 }
 
+/* A growing arena takes chunks as large as what it holds (up to 4 MiB), so
+ * tens of MB take a few dozen chunks; with libc the large ones are huge-page
+ * blocks (ccg__bulk_alloc), with a caller's allocator every byte still goes
+ * through it and comes back. */
+static void test_arena_growth(void **state) {
+  (void)state;
+  enum { PIECE = 16 << 10, PIECES = 640 }; /* 10 MiB */
+  ccg_arena ar;
+  ccg__arena_init(&ar, NULL, 0);
+  unsigned char *first = NULL, *last = NULL;
+  for (int i = 0; i < PIECES; i++) {
+    unsigned char *p = ccg__arena_alloc(&ar, PIECE, 64);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 64, 0);
+    memset(p, i & 0xff, PIECE);
+    if (!first)
+      first = p;
+    last = p;
+  }
+  assert_int_equal(first[PIECE - 1], 0);
+  assert_int_equal(last[0], (PIECES - 1) & 0xff);
+  assert_int_equal(ar.used, (size_t)PIECE * PIECES);
+  /* doubling: never more than twice what is held, plus the first chunk */
+  assert_true(ar.reserved <= 2 * ar.used + (64 << 10));
+  /* a request past the largest chunk gets one of its own */
+  unsigned char *big = ccg__arena_alloc(&ar, (size_t)9 << 20, 64);
+  assert_non_null(big);
+  big[0] = 1;
+  big[((size_t)9 << 20) - 1] = 2;
+  ccg__arena_reset(&ar);
+  assert_int_equal(ar.used, 0);
+  assert_non_null(ccg__arena_alloc(&ar, 100, 8));
+  ccg__arena_free(&ar);
+
+  counting cnt = {0};
+  ccg_allocator a = {count_alloc, NULL, count_free, &cnt};
+  ccg__arena_init(&ar, &a, 0);
+  for (int i = 0; i < PIECES; i++)
+    assert_non_null(ccg__arena_alloc(&ar, PIECE, 64));
+  assert_true(cnt.live_bytes >= (size_t)PIECE * PIECES);
+  assert_true(cnt.calls < 40);
+  ccg__arena_free(&ar);
+  assert_int_equal(cnt.live_bytes, 0);
+}
+
+static void test_bulk(void **state) {
+  (void)state;
+  assert_null(ccg__bulk_alloc(0));
+  assert_null(ccg__bulk_alloc(SIZE_MAX - 4096));
+  size_t n = ((size_t)3 << 20) + 123;
+  unsigned char *p = ccg__bulk_alloc(n);
+  assert_non_null(p);
+  assert_int_equal((uintptr_t)p % ((size_t)2 << 20), 0);
+  assert_int_equal(p[0], 0); /* fresh pages are zero */
+  memset(p, 7, n);
+  assert_int_equal(p[n - 1], 7);
+  ccg__bulk_free(p, n);
+  ccg__bulk_free(NULL, 0);
+}
+
 static void test_strmap(void **state) {
   (void)state;
   ccg_strmap m;
@@ -212,6 +272,15 @@ static void test_strmap(void **state) {
   assert_int_equal(ccg__strmap_put(&m, keys[0], 12345), CCG_STATUS_OK);
   assert_true(ccg__strmap_get(&m, "v0", &id));
   assert_int_equal(id, 12345);
+  /* With the hash given: the same map as without it. */
+  uint32_t h = ccg__strhash("v3");
+  assert_false(ccg__strmap_get_h(&m, "v3", h, &id));
+  assert_int_equal(ccg__strmap_put_h(&m, keys[3], h, 333), CCG_STATUS_OK);
+  assert_true(ccg__strmap_get(&m, "v3", &id));
+  assert_int_equal(id, 333);
+  assert_int_equal(ccg__strmap_put_h(&m, "v3", h, 1), CCG_STATUS_INVALID_ARG);
+  assert_true(ccg__strmap_get_h(&m, "v4", ccg__strhash("v4"), &id));
+  assert_int_equal(id, 4);
   ccg__strmap_free(&m);
   /* The hash reads the whole key: equal keys at other addresses hash
    * alike, and a one-byte change at any position or any length (word tails
@@ -282,6 +351,8 @@ int main(void) {
       cmocka_unit_test(test_error_context),
       cmocka_unit_test(test_check_macros),
       cmocka_unit_test(test_arena),
+      cmocka_unit_test(test_arena_growth),
+      cmocka_unit_test(test_bulk),
       cmocka_unit_test(test_strmap),
       cmocka_unit_test(test_vec_and_overflow),
       cmocka_unit_test(test_log_levels),

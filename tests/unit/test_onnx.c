@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -672,6 +675,64 @@ static void test_export_rank_buffers(void **state) {
   ccg_graph_free(g);
 }
 
+/* Rank models written to files go through a write buffer: each file holds
+ * the bytes of its model packed in memory, also past the buffer's size
+ * (2 MB models). */
+static void test_export_ranks_files_equal_buffers(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 512);
+  set_rank_shards(g, 4);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = SIZE_MAX;
+  void *data[4];
+  size_t sizes[4];
+  assert_ok(g, ccg_onnx_export_rank_buffers(g, &o, data, sizes));
+  assert_ok(g, ccg_onnx_export_ranks(g, tmpdir, "big", &o));
+  assert_int_equal(count_files(tmpdir), 4);
+  for (int r = 0; r < 4; r++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/big.rank%d.onnx", tmpdir, r);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_true(sizes[r] > CCG__ONNX_WRITE_BUF);
+    uint8_t *got = malloc(sizes[r] + 1);
+    assert_non_null(got);
+    assert_int_equal(fread(got, 1, sizes[r] + 1, f), sizes[r]);
+    fclose(f);
+    assert_memory_equal(got, data[r], sizes[r]);
+    free(got);
+    free(data[r]);
+    assert_int_equal(unlink(path), 0);
+  }
+  ccg_graph_free(g);
+}
+
+/* A write that fails part-way through a model (here the file size limit,
+ * as a full disk would) is an IO error naming the file, even where the
+ * write buffer only meets it when flushing, and nothing is left behind. */
+static void test_export_write_failure(void **state) {
+  (void)state;
+  ccg_graph *g = onnx_test_megatron_mlp(4, 512);
+  ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
+  o.external_threshold = SIZE_MAX;
+  struct rlimit old, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 1536 * 1024; /* past one write buffer, short of a model */
+  assert_true(old.rlim_cur == RLIM_INFINITY || old.rlim_cur > lim.rlim_cur);
+  void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  ccg_status st = ccg_onnx_export_ranks(g, tmpdir, "big", &o);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  signal(SIGXFSZ, prev);
+  assert_int_equal(st, CCG_STATUS_IO);
+  const char *msg = ccg_last_error(g);
+  if (!strstr(msg, "big.rank0.onnx") || !strstr(msg, strerror(EFBIG)))
+    fail_msg("message: %s", msg);
+  assert_int_equal(count_files(tmpdir), 0);
+  ccg_graph_free(g);
+}
+
 /* Large inline weights are read from the model's bytes, not from
  * protobuf-c's decoding (strip.c): a file and a buffer import give the same
  * weights, and the model exported again gives the same bytes. */
@@ -841,6 +902,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_export_ranks, make_tmpdir,
                                       remove_tmpdir),
       cmocka_unit_test(test_export_rank_buffers),
+      cmocka_unit_test_setup_teardown(test_export_ranks_files_equal_buffers,
+                                      make_tmpdir, remove_tmpdir),
+      cmocka_unit_test_setup_teardown(test_export_write_failure, make_tmpdir,
+                                      remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_import_large_inline_weights,
                                       make_tmpdir, remove_tmpdir),
       cmocka_unit_test_setup_teardown(test_export_ranks_failure_leaves_nothing,

@@ -217,6 +217,29 @@ def graph_cases():
     g.output.append(helper.make_tensor_value_info("nowhere", TensorProto.FLOAT,
                                                   [2, 3]))
     write_model("undefined_output.onnx", model(g), "PARSE", "nowhere")
+    # names are hashed once between the check that they are free and the
+    # insert: each kind of clash still names what clashes
+    g = relu_graph(nodes=[
+        helper.make_node("Relu", ["x"], ["h"], name="twin"),
+        helper.make_node("Relu", ["h"], ["y"], name="twin")])
+    write_model("duplicate_node_name.onnx", model(g), "INVALID_ARG", "twin",
+                "a node of that name already exists")
+    node = helper.make_node("Split", ["x"], ["y", "y"], name="splitter",
+                            axis=0)
+    write_model("duplicate_output.onnx", model(relu_graph(nodes=[node])),
+                "INVALID_ARG", "splitter", "outputs 0 and 1 are both named")
+    w = helper.make_tensor("twin_w", TensorProto.FLOAT, [2, 3], [0.0] * 6)
+    m = with_initializer(w)
+    m.graph.initializer.append(w)
+    write_model("duplicate_initializer.onnx", m, "INVALID_ARG", "twin_w",
+                "a value of that name already exists")
+    # a node listing far more outputs than any op has is refused naming it
+    # (import sizes the graph's tables from the counts, up to a bound)
+    node = helper.make_node("Relu", ["x"], ["y"] + ["o%d" % i
+                                                    for i in range(5000)],
+                            name="many_out")
+    write_model("many_outputs.onnx", model(relu_graph(nodes=[node])),
+                "INVALID_ARG", "many_out", "5001 outputs")
 
 
 def main():
