@@ -216,10 +216,15 @@ static int check_param(const command *self, const char *what, int r,
   for (size_t k = 0; rc == EXIT_OK && uses && k < n; k++) {
     if (cnt[k] != (int)uses)
       continue;
-    double d = acc[k] - elem(ref, k), y = elem(ref, k);
+    double x = acc[k], y = elem(ref, k), d = x - y;
     d = d < 0 ? -d : d;
-    m = d > m || d != d ? d : m;
+    /* a NaN on both sides agrees (as the outputs' comparison has it); on
+     * one side it is the worst difference there is */
+    if (d != d)
+      d = x != x && y != y ? 0 : INFINITY;
+    m = d > m ? d : m;
     y = y < 0 ? -y : y;
+    y = y != y ? 0 : y;
     scale = y > scale ? y : scale;
     reached++;
   }
