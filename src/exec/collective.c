@@ -1,6 +1,8 @@
 /* Collective nodes: the group from the mesh, per-rank chunk sizes, packing
  * of non-leading axes into rank-major flat buffers (and back), and the call
  * into the communicator. A group of one rank needs no communicator. */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/comm/comm.h"
@@ -195,6 +197,73 @@ ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
   return m->copy(x, n, op, ap, o->nbytes);
 }
 
+/* ---- messages a size guard received ------------------------------------ */
+
+/* A size guard (specialize.c) runs the part of the graph a data-dependent
+ * dim needs before its program, on this rank alone; where that part holds
+ * a Recv, the peer sends once, for the program. The guard's Recv keeps
+ * what it took, in order, on the root's list; the program's Recv of the
+ * same peer, tag and size takes it from there, as do later guards of the
+ * run (they read it and leave it). The collective check of debug mode
+ * went with the first receipt. Host memory only: the CUDA path sends its
+ * own Recvs (gpu_coll.c). */
+typedef struct ccg__stashed {
+  struct ccg__stashed *next;
+  int peer;
+  int64_t tag;
+  size_t bytes;
+  max_align_t data[];
+} ccg__stashed;
+
+static ccg__stashed **stashed_at(ccg_exec *x, const ccg__xnode *n,
+                                 size_t bytes) {
+  ccg__stashed **at = x->stash;
+  while (*at && ((*at)->peer != (int)n->p.i0 || (*at)->tag != n->p.i1 ||
+                 (*at)->bytes != bytes))
+    at = &(*at)->next;
+  return at;
+}
+
+static ccg_status keep_received(ccg_exec *x, const ccg__xnode *n,
+                                ccg_ctx *err) {
+  size_t bytes = ccg__out(x, n, 0)->nbytes;
+  ccg__stashed **at = x->stash;
+  while (*at)
+    at = &(*at)->next;
+  ccg__stashed *e = malloc(sizeof *e + bytes);
+  if (!e)
+    return ccg__error(err, CCG_STATUS_OOM,
+                      "out of memory keeping the message of node '%s'",
+                      n->name);
+  *e = (ccg__stashed){NULL, (int)n->p.i0, n->p.i1, bytes};
+  memcpy(e->data, ccg__host_ptr(x, n->out[0]), bytes);
+  *at = e;
+  return CCG_STATUS_OK;
+}
+
+/* true when n's message was kept: copied to its output (and, for the
+ * program, dropped from the list) */
+static bool take_kept(ccg_exec *x, const ccg__xnode *n) {
+  size_t bytes = ccg__out(x, n, 0)->nbytes;
+  ccg__stashed **at = stashed_at(x, n, bytes), *e = *at;
+  if (!e)
+    return false;
+  memcpy(ccg__host_ptr(x, n->out[0]), e->data, bytes);
+  if (!x->guard) {
+    *at = e->next;
+    free(e);
+  }
+  return true;
+}
+
+void ccg__stash_free(ccg_exec *x) {
+  for (ccg__stashed *e = x->stashed, *next; e; e = next) {
+    next = e->next;
+    free(e);
+  }
+  x->stashed = NULL;
+}
+
 /* Every collective goes through the flight recorder and, in debug mode,
  * the fingerprint check of its group (debug.c). Called on the
  * communication thread under overlap (one collective at a time, in
@@ -203,12 +272,16 @@ ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
 ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
                                 void *scratch) {
   size_t slot = ccg__flight_begin(x, n);
+  if (n->op == CCG_OP_RECV && *x->stash && take_kept(x, n))
+    return ccg__flight_end(x, slot, CCG_STATUS_OK);
   ccg__coll k;
   make_coll(x, n, n->n_in ? ccg__in(x, n, 0)->dtype : ccg__out(x, n, 0)->dtype,
             err, &k);
   ccg_status st = ccg__debug_check(x, n, &k);
   if (st == CCG_STATUS_OK)
     st = ccg__collective_body(x, n, err, scratch, &host_mem);
+  if (st == CCG_STATUS_OK && n->op == CCG_OP_RECV && x->guard)
+    st = keep_received(x, n, err);
   return ccg__flight_end(x, slot, st);
 }
 

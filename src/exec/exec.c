@@ -253,6 +253,7 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   x->cuda_graph = o.cuda_graph != 0;
   x->tf32 = o.tf32 != 0;
   x->spec = spec;
+  x->stash = &x->stashed;
   x->backend = backend;
   if (backend->configure)
     backend->configure(x);
@@ -285,6 +286,7 @@ void ccg_exec_free(ccg_exec *x) {
   ccg__dyn_free(x);
   if (x->own_pool)
     ccg__pool_free(x->pool); /* joins its threads */
+  ccg__stash_free(x);
   if (x->backend)
     x->backend->destroy(x);
   ccg__arena_free(&x->arena);
@@ -398,7 +400,8 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
   }
   if (p == x)
     return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
-  p->pool = x->pool; /* borrowed: one pool per executor */
+  p->pool = x->pool;   /* borrowed: one pool per executor */
+  p->stash = x->stash; /* what this run's guards received */
   st = ccg__exec_run_program(p, inputs, n_inputs, outputs, n_outputs);
   if (st != CCG_STATUS_OK)
     ccg__error_copy(&x->ctx, &p->ctx);

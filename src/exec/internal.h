@@ -156,6 +156,11 @@ struct ccg_exec {
   ccg_exec_memory mem;
   bool failed_comm;         /* the communicator has been told of a failure */
   struct ccg__debug *debug; /* debug.c: collective checks, flight recorder */
+  /* Messages a size guard (specialize.c) received ahead of its program:
+   * kept for the program's own Recv, which takes them instead of asking
+   * the peer again (collective.c). A program points at its root's list. */
+  struct ccg__stashed **stash, *stashed;
+  bool guard; /* a size guard's program: the Recvs it makes are kept */
 
   const ccg__backend_vt *backend;
   ccg_device device;
@@ -234,6 +239,8 @@ ccg_status ccg__plan_memory(ccg_exec *x);
  * packing in `scratch` (n->scratch bytes). */
 ccg_status ccg__collective_exec(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
                                 void *scratch);
+/* Frees the messages x keeps for its programs (x->stashed). */
+void ccg__stash_free(ccg_exec *x);
 
 /* How a collective's body reaches memory: the host's (collective.c) or the
  * device's (cuda/gpu_coll.c, enqueued on the stream of the moment). The

@@ -226,6 +226,10 @@ static ccg_status read_fed(ccg_exec *x, xguard *gd) {
  * program was compiled for. */
 static ccg_status check_guard(ccg_exec *x, xguard *gd,
                               const ccg_exec_tensor *in, size_t n, bool *ok) {
+  if (gd->prog) { /* its Recvs keep their messages for the program */
+    gd->prog->stash = x->stash;
+    gd->prog->guard = true;
+  }
   if (!gd->prog)
     CCG_CHECK(read_fed(x, gd));
   else if (ccg__exec_run_program(gd->prog, in, n, gd->outs, gd->n) !=
@@ -396,19 +400,18 @@ static ccg_status add_guard(ccg_exec *x, xspec *e, known *k,
     fed = fed && d->g->values[nd[i].v].kind == CCG_VALUE_INPUT;
   }
   const bool *keep = ancestors(x, e, nd, m);
-  /* A guard runs its part ahead of the program on this rank alone: a Recv
-   * there would take the peer's message the program waits for (and a Send
-   * would give one nobody takes), so such a size is refused, not hung on. */
-  for (size_t n = 0; keep && n < d->g->n_nodes; n++) {
-    const ccg__node *p = &d->g->nodes[n];
-    if (keep[n] && (p->op == CCG_OP_SEND || p->op == CCG_OP_RECV))
+  /* A guard runs its part ahead of the program on this rank alone: its
+   * Recvs keep their messages for the program's (collective.c), on the
+   * host; on a device the program would ask the peer again. */
+  for (size_t n = 0;
+       keep && d->backend != &ccg__cpu_backend && n < d->g->n_nodes; n++)
+    if (keep[n] && d->g->nodes[n].op == CCG_OP_RECV)
       return ccg__error(&x->ctx, CCG_STATUS_UNSUPPORTED,
                         "node '%s' dim %s is set by data that comes through "
-                        "%s '%s': a size computed from a point-to-point "
+                        "Recv '%s': on %s a size computed from a received "
                         "message cannot be found before the program runs",
-                        node, dim, ccg_op_name(p->op),
-                        ccg_node_name(d->g, (ccg_node_id)n));
-  }
+                        node, dim, ccg_node_name(d->g, (ccg_node_id)n),
+                        d->backend->name);
   gd->outs = ccg__arena_calloc(&e->arena, m, sizeof *gd->outs);
   gd->rule = ccg__arena_calloc(&e->arena, m, sizeof *gd->rule);
   gd->want = ccg__arena_calloc(&e->arena, m * SLOT, sizeof *gd->want);
@@ -643,6 +646,7 @@ static ccg_exec *shell(ccg_graph *g, const ccg_exec_options *o) {
   x->mesh = ccg_graph_mesh(g);
   x->rank = o->rank;
   x->comm = o->comm;
+  x->stash = &x->stashed;
   x->deadline_s = o->deadline_s;
   x->device = o->device;
   x->device_index = o->device_index;
