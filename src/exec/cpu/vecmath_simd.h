@@ -10,7 +10,12 @@
  * 2^-126 round once into the denormals and n = 128 overflows to inf. The
  * clamps keep n in [-150, 128]; NaN comes back at the end. */
 VM_FN V FN(v_exp)(V x0) {
-  V x = MIN(MAX(x0, SET1(-104.0f)), SET1(89.0f));
+  /* below -104 the result rounds to 0 (as the clamp's would): those lanes
+   * compute e^0 instead, since a product that underflows costs the CPU a
+   * microcode assist per instruction (masked attention scores, padded
+   * tails) */
+  MK dead = CMPLT(x0, SET1(-104.0f));
+  V x = SEL(dead, SET1(0.0f), MIN(x0, SET1(89.0f)));
   V n = ROUND(MUL(x, SET1(1.44269504088896341f)));
   V r = FMA(n, SET1(-0.693359375f), x);
   r = FMA(n, SET1(2.12194440e-4f), r);
@@ -26,7 +31,8 @@ VM_FN V FN(v_exp)(V x0) {
   VI n2 = ISUB(ni, n1);
   V s1 = CASTF(SLLI(IADD(n1, ISET1(127)), 23));
   V s2 = CASTF(SLLI(IADD(n2, ISET1(127)), 23));
-  return SEL(ISNAN(x0), ADD(x0, x0), MUL(MUL(p, s1), s2));
+  V y = SEL(dead, SET1(0.0f), MUL(MUL(p, s1), s2));
+  return SEL(ISNAN(x0), ADD(x0, x0), y);
 }
 
 /* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by Cephes' logf
