@@ -77,11 +77,12 @@ struct ccg__xnode {
   const struct ccg__fused *fused;
   /* CPU MatMul/Gemm with an epilogue fused at plan time (plan.c): out[0]
    * is then the last fused node's output, epi_bias the 1-D bias added to
-   * each row and epi_act the activation node (NULL: none), whose step is
-   * left empty like the Add's */
+   * each row and epi_act the activation (CCG_OP_COUNT: none; Gelu with
+   * epi_tanh: its tanh form), whose steps are left empty like the Add's */
   bool epi;
   ccg_value_id epi_bias;
-  const ccg__xnode *epi_act;
+  ccg_op epi_act;
+  bool epi_tanh;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -293,6 +294,9 @@ void ccg__count_uses(const ccg_exec *x, ccg__xuse *u);
  * into the GEMM's epilogue where the intermediates have no other use (CPU,
  * f32, a bias that is an input or initializer). Before the memory plan. */
 void ccg__fuse_epilogues(ccg_exec *x);
+/* The one element of a constant (initializer or Constant) f32 value;
+ * false for any other value. */
+bool ccg__const_scalar(const ccg_exec *x, ccg_value_id v, float *out);
 /* True if op reads and writes element i only (in-place able). */
 bool ccg__op_inplace_ok(ccg_op op);
 

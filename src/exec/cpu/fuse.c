@@ -305,16 +305,6 @@ static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
   return CCG_STATUS_OK;
 }
 
-/* The one element of a constant f32 value (false if v is none). */
-static bool const_scalar(const ccg_exec *x, ccg_value_id v, float *out) {
-  const ccg__xval *c = &x->vals[v];
-  if (c->kind != CCG__V_STATIC || c->dtype != CCG_DTYPE_F32 || c->numel != 1 ||
-      !c->init)
-    return false;
-  memcpy(out, c->init, sizeof *out);
-  return true;
-}
-
 /* The step that alone reads step s's output (an f32 value that is no graph
  * output) when its op is `op`, else NULL. */
 static ccg__xnode *only_reader(ccg_exec *x, const use *u, const ccg__xnode *n,
@@ -346,8 +336,8 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   ccg__xnode *pw = &x->steps[sq->first];
   float two;
   bool is_sq = pw->n_in == 2 && pw->run && !pw->fused &&
-               ((pw->op == CCG_OP_POW && const_scalar(x, pw->in[1], &two) &&
-                 two == 2.0f) ||
+               ((pw->op == CCG_OP_POW &&
+                 ccg__const_scalar(x, pw->in[1], &two) && two == 2.0f) ||
                 (pw->op == CCG_OP_MUL && pw->in[0] == pw->in[1]));
   if (!is_sq)
     return CCG_STATUS_OK;
@@ -360,13 +350,13 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
     return CCG_STATUS_OK;
   ccg__xnode *add = only_reader(x, u, red, CCG_OP_ADD);
   float eps;
-  if (!add || !const_scalar(x, other_in(add, red->out[0]), &eps))
+  if (!add || !ccg__const_scalar(x, other_in(add, red->out[0]), &eps))
     return CCG_STATUS_OK;
   ccg__xnode *root = only_reader(x, u, add, CCG_OP_SQRT);
   ccg__xnode *div = only_reader(x, u, root, CCG_OP_DIV), *rec = NULL;
   float one;
-  if (div && div->in[1] == root->out[0] && const_scalar(x, div->in[0], &one) &&
-      one == 1.0f)
+  if (div && div->in[1] == root->out[0] &&
+      ccg__const_scalar(x, div->in[0], &one) && one == 1.0f)
     rec = div, div = NULL; /* Div(1, s): 1 / s, as Reciprocal */
   else if (!div)
     rec = only_reader(x, u, root, CCG_OP_RECIPROCAL);
