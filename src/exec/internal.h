@@ -75,6 +75,9 @@ struct ccg__xnode {
   /* the chain of elementwise nodes this step runs in one pass (cpu/fuse.c);
    * NULL for a node that runs alone */
   const struct ccg__fused *fused;
+  /* the attention this step runs in one kernel (cpu/fuse_attn.c): its
+   * MatMuls, scale, mask and Softmax, with the Transposes folded in */
+  const struct ccg__fattn *attn;
   /* CPU MatMul/Gemm with an epilogue fused at plan time (plan.c): out[0]
    * is then the last fused node's output, epi_bias the 1-D bias added to
    * each row and epi_act the activation (CCG_OP_COUNT: none; Gelu with
@@ -226,6 +229,10 @@ void ccg__dyn_free(ccg_exec *x);
  * one blocked pass; the other steps of a chain run nothing and their
  * outputs take no memory (docs/exec.md, "Fused kernels"). */
 ccg_status ccg__fuse_plan(ccg_exec *x);
+/* cpu/fuse_attn.c: on the CPU backend (unless CCG_EXEC_FUSE=0), before
+ * the other fusions: MatMul, scale, mask, Softmax, MatMul (and the
+ * Transposes around them) as one step per attention. */
+ccg_status ccg__fuse_attention(ccg_exec *x);
 
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */

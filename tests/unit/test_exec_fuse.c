@@ -1,0 +1,272 @@
+/* Plan-time fusions of the CPU executor against the same graphs run with
+ * CCG_EXEC_FUSE=0: fused attention (src/exec/cpu/fuse_attn.c) in the
+ * layouts torch exports and the patterns that must stay unfused, the
+ * written-out Gelu in a GEMM epilogue (src/exec/plan.c) and the residual
+ * Add before a LayerNormalization (src/exec/cpu/fuse_norm.c). Fused results
+ * agree with the unfused within 1e-5 (other GEMM blockings, Gelu's other
+ * rounding), are the same bytes at 1 and 3 threads, and the fused
+ * intermediates take no memory. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "test_util.h"
+#include "exec_test_util.h"
+
+/* Output `name` of g (elements n) with fusion on or off at `threads`;
+ * the plan's naive bytes into *naive. */
+static void run(ccg_graph *g, bool fuse, int threads, const ccg_exec_tensor *in,
+                size_t n_in, const char *name, float *out, size_t n,
+                size_t *naive) {
+  assert_int_equal(setenv("CCG_EXEC_FUSE", fuse ? "1" : "0", 1), 0);
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  o.input_shapes = in;
+  o.n_input_shapes = n_in;
+  o.threads = threads;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  ccg_exec_memory m;
+  assert_ok(x, ccg_exec_memory_info(x, &m));
+  *naive = m.naive_bytes;
+  ccg_exec_tensor t = xt_out(name, out, n * sizeof(float));
+  assert_ok(x, ccg_exec_run(x, in, n_in, &t, 1));
+  ccg_exec_free(x);
+  assert_int_equal(unsetenv("CCG_EXEC_FUSE"), 0);
+}
+
+/* Runs g fused (1 and 3 threads) and unfused; checks the agreement and
+ * returns the fused plan's naive bytes (unfused: *naive_unfused). */
+static size_t check(ccg_graph *g, const ccg_exec_tensor *in, size_t n_in,
+                    ccg_value_id y, size_t n, size_t *naive_unfused) {
+  float *a = malloc(3 * n * sizeof(float)), *b = a + n, *c = b + n;
+  assert_non_null(a);
+  size_t nf, nf3;
+  const char *name = ccg_value_name(g, y);
+  run(g, true, 1, in, n_in, name, a, n, &nf);
+  run(g, true, 3, in, n_in, name, c, n, &nf3);
+  run(g, false, 1, in, n_in, name, b, n, naive_unfused);
+  xt_close(a, b, n, 1e-5, 1e-5, "fused against unfused");
+  assert_memory_equal(a, c, n * sizeof(float));
+  assert_int_equal(nf, nf3);
+  free(a);
+  return nf;
+}
+
+/* A Constant holding *v (which the graph borrows). */
+static ccg_value_id scalar(ccg_graph *g, const float *v) {
+  ccg_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = CCG_DTYPE_F32;
+  t.data = v;
+  ccg_value_id out;
+  assert_ok(g, ccg_constant(g, &t, &out));
+  return out;
+}
+
+static const float four = 4.0f, quarter = 0.25f, sqrt2 = 1.41421356f,
+                   one = 1.0f, half = 0.5f;
+
+static float *filled(size_t n, uint32_t seed, float scale) {
+  float *v = malloc(n * sizeof(float));
+  assert_non_null(v);
+  xt_fill(v, n, seed);
+  for (size_t i = 0; i < n; i++)
+    v[i] *= scale;
+  return v;
+}
+
+/* ---- attention ----------------------------------------------------------- */
+
+enum { B = 2, H = 3, S = 150, T = 130, D = 16 };
+
+typedef struct attn_case {
+  int scale;  /* 0 none, 1 Div(s, c), 2 Mul(c, s) */
+  int mask;   /* 0 none, 1 Add(s, m [1,1,S,T]), 2 Add(m [S,T], s) */
+  bool heads; /* Q, K, V as [B, S, H, D] through Transposes */
+  bool out_t; /* the output through Transpose(0, 2, 1, 3) */
+  bool leak;  /* the scores are a graph output too: no fusion */
+  int axis;   /* Softmax axis (-1 fuses) */
+} attn_case;
+
+/* softmax(Q K^T [scale] [+ mask]) V in the layouts torch exports; inputs
+ * q, k, v (and m) into in. Returns the output; *probe the scores when
+ * the case leaks them. */
+static ccg_value_id attention(ccg_graph *g, const attn_case *c,
+                              ccg_value_id *scores) {
+  static const int64_t to_heads[4] = {0, 2, 1, 3}, to_kt[4] = {0, 2, 3, 1};
+  ccg_value_id q, k, v, s;
+  if (c->heads) {
+    q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[2,150,3,16]");
+    k = ccg_test_input(g, "k", CCG_DTYPE_F32, "[2,130,3,16]");
+    v = ccg_test_input(g, "v", CCG_DTYPE_F32, "[2,130,3,16]");
+    assert_ok(g, ccg_transpose(g, q, to_heads, 4, &q));
+    assert_ok(g, ccg_transpose(g, k, to_kt, 4, &k));
+    assert_ok(g, ccg_transpose(g, v, to_heads, 4, &v));
+  } else {
+    q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[2,3,150,16]");
+    k = ccg_test_input(g, "k", CCG_DTYPE_F32, "[2,3,16,130]");
+    v = ccg_test_input(g, "v", CCG_DTYPE_F32, "[2,3,130,16]");
+  }
+  assert_ok(g, ccg_matmul(g, q, k, &s));
+  *scores = s;
+  if (c->scale == 1)
+    assert_ok(g, ccg_div(g, s, scalar(g, &four), &s));
+  else if (c->scale == 2)
+    assert_ok(g, ccg_mul(g, scalar(g, &quarter), s, &s));
+  if (c->mask == 1) {
+    ccg_value_id m = ccg_test_input(g, "m", CCG_DTYPE_F32, "[1,1,150,130]");
+    assert_ok(g, ccg_add(g, s, m, &s));
+  } else if (c->mask == 2) {
+    ccg_value_id m = ccg_test_input(g, "m", CCG_DTYPE_F32, "[150,130]");
+    assert_ok(g, ccg_add(g, m, s, &s));
+  }
+  assert_ok(g, ccg_softmax(g, s, c->axis, &s));
+  ccg_value_id y;
+  assert_ok(g, ccg_matmul(g, s, v, &y));
+  if (c->out_t)
+    assert_ok(g, ccg_transpose(g, y, to_heads, 4, &y));
+  return y;
+}
+
+static void attention_cases(void **state) {
+  (void)state;
+  const attn_case cases[] = {
+      {1, 1, true, true, false, -1},  {2, 2, false, false, false, -1},
+      {0, 0, true, false, false, -1}, {1, 0, false, true, false, -1},
+      {0, 2, true, true, false, -1},  {1, 1, true, true, true, -1},
+      {1, 1, false, false, false, 2},
+  };
+  size_t nq = (size_t)B * S * H * D, nk = (size_t)B * T * H * D;
+  size_t ns = (size_t)B * H * S * T, no = nq;
+  float *qd = filled(nq, 1, 1.0f), *kd = filled(nk, 2, 1.0f);
+  float *vd = filled(nk, 3, 1.0f), *md = filled((size_t)S * T, 4, 1.0f);
+  for (size_t i = 0; i < (size_t)S * T; i++) /* causal, as the exports */
+    md[i] = (int64_t)(i % T) > (int64_t)(i / T) ? -1e4f : md[i];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const attn_case *c = &cases[i];
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id scores, y = attention(g, c, &scores);
+    assert_ok(g, ccg_graph_add_output(g, y));
+    if (c->leak)
+      assert_ok(g, ccg_graph_add_output(g, scores));
+    ccg_exec_tensor in[4] = {
+        c->heads ? XT_F32("q", qd, B, S, H, D) : XT_F32("q", qd, B, H, S, D),
+        c->heads ? XT_F32("k", kd, B, T, H, D) : XT_F32("k", kd, B, H, D, T),
+        c->heads ? XT_F32("v", vd, B, T, H, D) : XT_F32("v", vd, B, H, T, D),
+        c->mask == 1 ? XT_F32("m", md, 1, 1, S, T) : XT_F32("m", md, S, T)};
+    size_t nu, nf = check(g, in, c->mask ? 4 : 3, y, no, &nu);
+    bool fuses = !c->leak && c->axis == -1;
+    if (fuses) /* only the output takes memory */
+      assert_int_equal(nf, no * sizeof(float));
+    else /* the scores (at least) are kept */
+      assert_true(nf >= (no + ns) * sizeof(float));
+    assert_true(nu >= (no + ns) * sizeof(float));
+    ccg_graph_free(g);
+  }
+  free(qd);
+  free(kd);
+  free(vd);
+  free(md);
+}
+
+/* The unfused attention against a direct computation in double: the
+ * comparison above has a meaning. */
+static void attention_against_reference(void **state) {
+  (void)state;
+  attn_case c = {1, 1, true, true, false, -1};
+  size_t nq = (size_t)B * S * H * D, nk = (size_t)B * T * H * D;
+  float *qd = filled(nq, 5, 1.0f), *kd = filled(nk, 6, 1.0f);
+  float *vd = filled(nk, 7, 1.0f), *md = filled((size_t)S * T, 8, 2.0f);
+  float *y = malloc(nq * sizeof(float));
+  double *row = malloc(T * sizeof(double));
+  assert_true(y && row);
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id scores, out = attention(g, &c, &scores);
+  assert_ok(g, ccg_graph_add_output(g, out));
+  ccg_exec_tensor in[4] = {
+      XT_F32("q", qd, B, S, H, D), XT_F32("k", kd, B, T, H, D),
+      XT_F32("v", vd, B, T, H, D), XT_F32("m", md, 1, 1, S, T)};
+  size_t naive;
+  run(g, true, 2, in, 4, ccg_value_name(g, out), y, nq, &naive);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < S; i++) {
+        double mx = -INFINITY, sum = 0.0;
+        for (int j = 0; j < T; j++) {
+          double d = 0.0;
+          for (int e = 0; e < D; e++)
+            d += (double)qd[((b * S + i) * H + h) * D + e] *
+                 kd[((b * T + j) * H + h) * D + e];
+          row[j] = d / 4.0 + md[i * T + j];
+          mx = row[j] > mx ? row[j] : mx;
+        }
+        for (int j = 0; j < T; j++)
+          sum += row[j] = exp(row[j] - mx);
+        for (int e = 0; e < D; e++) {
+          double acc = 0.0;
+          for (int j = 0; j < T; j++)
+            acc += row[j] / sum * vd[((b * T + j) * H + h) * D + e];
+          float got = y[((b * S + i) * H + h) * D + e];
+          assert_true(fabs(got - acc) <= 1e-5 + 1e-4 * fabs(acc));
+        }
+      }
+  ccg_graph_free(g);
+  free(qd);
+  free(kd);
+  free(vd);
+  free(md);
+  free(y);
+  free(row);
+}
+
+/* ---- Gelu written out in the GEMM epilogue --------------------------------
+ */
+
+static void gelu_epilogue(void **state) {
+  (void)state;
+  enum { M = 70, K = 48, N = 300 };
+  float *ad = filled(M * K, 9, 1.0f), *wd = filled(K * N, 10, 1.0f);
+  float *bd = filled(N, 11, 1.0f);
+  for (int twice = 0; twice < 2; twice++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id a = ccg_test_input(g, "a", CCG_DTYPE_F32, "[70,48]");
+    ccg_value_id w = ccg_test_input(g, "w", CCG_DTYPE_F32, "[48,300]");
+    ccg_value_id bias = ccg_test_input(g, "b", CCG_DTYPE_F32, "[300]");
+    ccg_value_id h, e, y;
+    assert_ok(g, ccg_matmul(g, a, w, &h));
+    assert_ok(g, ccg_add(g, h, bias, &h));
+    assert_ok(g, ccg_div(g, h, scalar(g, &sqrt2), &e));
+    assert_ok(g, ccg_erf(g, e, &e));
+    assert_ok(g, ccg_add(g, e, scalar(g, &one), &e));
+    assert_ok(g, ccg_mul(g, h, e, &y));
+    assert_ok(g, ccg_mul(g, y, scalar(g, &half), &y));
+    if (twice) /* h read a third time: the pattern does not hold */
+      assert_ok(g, ccg_add(g, y, h, &y));
+    assert_ok(g, ccg_graph_add_output(g, y));
+    ccg_exec_tensor in[3] = {XT_F32("a", ad, M, K), XT_F32("w", wd, K, N),
+                             XT_F32("b", bd, N)};
+    size_t nu, nf = check(g, in, 3, y, M * N, &nu);
+    size_t mat = (size_t)M * N * sizeof(float);
+    if (!twice) /* MatMul, Add and the Gelu: the output alone */
+      assert_int_equal(nf, mat);
+    else /* h kept for its third reader (the rest is one chain) */
+      assert_int_equal(nf, 2 * mat);
+    ccg_graph_free(g);
+  }
+  free(ad);
+  free(wd);
+  free(bd);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(attention_cases),
+      cmocka_unit_test(attention_against_reference),
+      cmocka_unit_test(gelu_epilogue),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
