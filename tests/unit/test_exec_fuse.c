@@ -16,6 +16,10 @@
 
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "exec/internal.h"
+
+/* Steps that run a kernel in the last executor `run` made. */
+static size_t live_steps;
 
 /* Output `name` of g (elements n) with fusion on or off at `threads`;
  * the plan's naive bytes into *naive. */
@@ -32,6 +36,9 @@ static void run(ccg_graph *g, bool fuse, int threads, const ccg_exec_tensor *in,
   ccg_exec_memory m;
   assert_ok(x, ccg_exec_memory_info(x, &m));
   *naive = m.naive_bytes;
+  live_steps = 0;
+  for (size_t k = 0; k < x->n_steps; k++)
+    live_steps += x->steps[k].run != NULL;
   ccg_exec_tensor t = xt_out(name, out, n * sizeof(float));
   assert_ok(x, ccg_exec_run(x, in, n_in, &t, 1));
   ccg_exec_free(x);
@@ -159,7 +166,17 @@ static void attention_cases(void **state) {
         c->heads ? XT_F32("v", vd, B, T, H, D) : XT_F32("v", vd, B, H, T, D),
         c->mask == 1 ? XT_F32("m", md, 1, 1, S, T) : XT_F32("m", md, S, T)};
     size_t nu, nf = check(g, in, c->mask ? 4 : 3, y, no, &nu);
+    size_t steps_unfused = live_steps;
     bool fuses = !c->leak && c->axis == -1;
+    if (fuses) { /* one step; the Transposes folded unless 4 KiB apart */
+      size_t n_fused;
+      float *tmp = malloc(no * sizeof(float));
+      run(g, true, 1, in, c->mask ? 4 : 3, ccg_value_name(g, y), tmp, no,
+          &n_fused);
+      free(tmp);
+      assert_int_equal(live_steps, 1);
+      assert_true(steps_unfused >= 3);
+    }
     if (fuses) /* only the output takes memory */
       assert_int_equal(nf, no * sizeof(float));
     else /* the scores (at least) are kept */
@@ -262,11 +279,84 @@ static void gelu_epilogue(void **state) {
   free(bd);
 }
 
+/* ---- residual Add, then LayerNormalization ------------------------------ */
+
+/* s = x + r; y = LayerNorm(s) over the last dim (axis -1) or the last two
+ * (-2); z = s + y reads the sum again. Fused: the same bits; s, y and z
+ * take memory, nothing else does. With the mean as an output of its own,
+ * the pair stays unfused. */
+static void add_layer_norm(void **state) {
+  (void)state;
+  enum { A = 5, R = 7, C = 96, N = A * R * C };
+  float *xd = filled(N, 12, 2.0f), *rd = filled(N, 13, 1.0f);
+  float *wd = filled(R * C, 14, 1.0f), *bd = filled(R * C, 15, 1.0f);
+  for (int variant = 0; variant < 3; variant++) {
+    int64_t axis = variant == 1 ? -2 : -1;
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[5,7,96]");
+    ccg_value_id r = ccg_test_input(g, "r", CCG_DTYPE_F32, "[5,7,96]");
+    ccg_value_id w =
+        ccg_test_input(g, "w", CCG_DTYPE_F32, axis == -1 ? "[96]" : "[7,96]");
+    ccg_value_id b =
+        ccg_test_input(g, "b", CCG_DTYPE_F32, axis == -1 ? "[96]" : "[7,96]");
+    ccg_value_id s, y[3], z;
+    assert_ok(g, ccg_add(g, x, r, &s));
+    ccg_value_id in[3] = {s, w, b};
+    ccg_attr at[2] = {CCG_ATTR_I("axis", axis), CCG_ATTR_F("epsilon", 1e-5f)};
+    assert_ok(g, xt_node(g, "LayerNormalization", "ln", in, 3, at, 2,
+                         variant == 2 ? 2 : 1, y));
+    assert_ok(g, ccg_add(g, s, y[0], &z));
+    assert_ok(g, ccg_graph_add_output(g, z));
+    if (variant == 2)
+      assert_ok(g, ccg_graph_add_output(g, y[1]));
+    ccg_exec_tensor t[4] = {
+        XT_F32("x", xd, A, R, C), XT_F32("r", rd, A, R, C),
+        axis == -1 ? XT_F32("w", wd, C) : XT_F32("w", wd, R, C),
+        axis == -1 ? XT_F32("b", bd, C) : XT_F32("b", bd, R, C)};
+    float *f = malloc(2 * N * sizeof(float)), *u = f + N;
+    assert_non_null(f);
+    size_t nf, nu;
+    run(g, true, 1, t, 4, ccg_value_name(g, z), f, N, &nf);
+    size_t steps_fused = live_steps;
+    run(g, false, 1, t, 4, ccg_value_name(g, z), u, N, &nu);
+    /* the LayerNormalization's step runs within the Add's */
+    assert_int_equal(steps_fused + (variant == 2 ? 0 : 1), live_steps);
+    assert_memory_equal(f, u, N * sizeof(float));
+    assert_int_equal(nf, nu); /* the same values in either plan */
+    /* against a direct computation */
+    int len = axis == -1 ? C : R * C;
+    for (int row = 0; row < N / len; row++) {
+      double m = 0.0, v = 0.0;
+      for (int k = 0; k < len; k++)
+        m += (double)(xd[row * len + k] + rd[row * len + k]);
+      m /= len;
+      for (int k = 0; k < len; k++) {
+        double d = (double)(xd[row * len + k] + rd[row * len + k]) - m;
+        v += d * d;
+      }
+      v /= len;
+      for (int k = 0; k < len; k++) {
+        int i = row * len + k, p = axis == -1 ? k % C : k;
+        double sv = (double)(xd[i] + rd[i]);
+        double want = sv + (sv - m) / sqrt(v + 1e-5) * wd[p] + bd[p];
+        assert_true(fabs(f[i] - want) <= 1e-5 + 1e-5 * fabs(want));
+      }
+    }
+    free(f);
+    ccg_graph_free(g);
+  }
+  free(xd);
+  free(rd);
+  free(wd);
+  free(bd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_cases),
       cmocka_unit_test(attention_against_reference),
       cmocka_unit_test(gelu_epilogue),
+      cmocka_unit_test(add_layer_norm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

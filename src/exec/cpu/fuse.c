@@ -47,7 +47,12 @@ struct ccg__fused {
   ccg_value_id x, w; /* w: CCG_NONE without the scale */
   float eps;
   bool recip; /* x * (1 / s) rather than x / s */
-  size_t len; /* elements per row (rms, softmax) */
+  size_t len; /* elements per row (rms, softmax, add_ln) */
+  /* Add(x, b) -> s, LayerNormalization(s, w, bias) -> out over rows of
+   * len (normalized from dim `axis`) */
+  bool add_ln;
+  ccg_value_id b, bias, s;
+  int axis;
 };
 
 static bool fusable_op(ccg_op op, uint32_t *n_in) {
@@ -413,6 +418,109 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   return CCG_STATUS_OK;
 }
 
+/* ---- residual Add, then LayerNormalization --------------------------------
+ * Add(x, b) of two f32 values of one shape whose sum s (kept: the residual
+ * stream reads it again) a LayerNormalization over its last dims reads:
+ * both at the Add's step, row by row, the sum normalized while in L1.
+ * The same arithmetic as the two kernels (vecmath's bin, the row of the
+ * LayerNormalization kernel): the same bits. */
+
+static void add_ln_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                        size_t end) {
+  const struct ccg__fused *f = n->fused;
+  const float *a = x->vals[f->x].ptr, *b = x->vals[f->b].ptr;
+  float *s = x->vals[f->s].ptr, *y = x->vals[f->out].ptr;
+  const float *scale = x->scratch, *bias = scale + f->len;
+  for (size_t i = begin; i < end; i++) {
+    size_t o = i * f->len;
+    x->vm->bin(CCG_OP_ADD, a + o, 1, b + o, 1, s + o, f->len);
+    ccg__layer_norm_row_f32(x->vm, s + o, y + o, f->len, scale, bias, f->eps);
+  }
+}
+
+static ccg_status run_add_ln(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  const ccg__xval *sv = &x->vals[f->s];
+  float *scale = x->scratch, *bias = scale + f->len;
+  ccg__norm_expand_param(&x->vals[f->w], sv, f->axis, scale);
+  if (f->bias != CCG_NONE)
+    ccg__norm_expand_param(&x->vals[f->bias], sv, f->axis, bias);
+  else
+    memset(bias, 0, f->len * sizeof(float));
+  ccg__par_rows(x, n, f->numel / f->len, f->len, add_ln_rows);
+  return CCG_STATUS_OK;
+}
+
+/* v can be read at step s: data of the graph or the run, or made before. */
+static bool ready_at(const ccg_exec *x, ccg_value_id v, size_t s) {
+  const ccg__xval *a = &x->vals[v];
+  return a->kind == CCG__V_STATIC || a->kind == CCG__V_INPUT ||
+         (a->kind == CCG__V_ARENA && a->first >= 0 && (size_t)a->first < s);
+}
+
+/* Step s (an Add) and the LayerNormalization that reads its sum. */
+static ccg_status fuse_add_ln(ccg_exec *x, size_t s) {
+  ccg__xnode *add = &x->steps[s];
+  if (add->op != CCG_OP_ADD || !add->run || add->fused || add->n_in != 2 ||
+      add->n_out != 1)
+    return CCG_STATUS_OK;
+  ccg_value_id sv = add->out[0];
+  const ccg__xval *o = &x->vals[sv];
+  const ccg__xval *a = ccg__in(x, add, 0), *b = ccg__in(x, add, 1);
+  if (o->kind != CCG__V_ARENA || o->dtype != CCG_DTYPE_F32 || !a || !b ||
+      a->dtype != CCG_DTYPE_F32 || b->dtype != CCG_DTYPE_F32 ||
+      a->numel != o->numel || b->numel != o->numel || o->numel == 0)
+    return CCG_STATUS_OK;
+  ccg__xnode *ln = NULL;
+  for (size_t k = s + 1; k < x->n_steps && !ln; k++) {
+    ccg__xnode *m = &x->steps[k];
+    if (m->op == CCG_OP_LAYER_NORM && m->run && !m->fused && m->n_in >= 2 &&
+        m->in[0] == sv)
+      ln = m;
+  }
+  bool stats = ln && ((ln->n_out > 1 && ln->out[1] != CCG_NONE) ||
+                      (ln->n_out > 2 && ln->out[2] != CCG_NONE));
+  if (!ln || stats || ccg__out(x, ln, 0)->dtype != CCG_DTYPE_F32 ||
+      ln->p.i1 <= 0 || ln->in[1] == CCG_NONE || !ready_at(x, ln->in[1], s) ||
+      (ln->n_in > 2 && ln->in[2] != CCG_NONE && !ready_at(x, ln->in[2], s)))
+    return CCG_STATUS_OK;
+  struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
+  ccg_value_id *ins = ccg__arena_calloc(&x->arena, 4, sizeof *ins);
+  ccg_value_id *outs = ccg__arena_calloc(&x->arena, 2, sizeof *outs);
+  if (!f || !ins || !outs)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  ccg_value_id bias = ln->n_in > 2 ? ln->in[2] : CCG_NONE;
+  *f = (struct ccg__fused){.numel = o->numel,
+                           .out = ln->out[0],
+                           .x = add->in[0],
+                           .w = ln->in[1],
+                           .eps = ln->p.f0,
+                           .len = (size_t)ln->p.i1,
+                           .add_ln = true,
+                           .b = add->in[1],
+                           .bias = bias,
+                           .s = sv,
+                           .axis = ln->p.axis};
+  ins[0] = add->in[0];
+  ins[1] = add->in[1];
+  ins[2] = ln->in[1];
+  ins[3] = bias;
+  outs[0] = sv;
+  outs[1] = ln->out[0];
+  x->vals[ln->out[0]].first = (int)s;
+  add->in = ins;
+  add->n_in = bias != CCG_NONE ? 4 : 3;
+  add->out = outs;
+  add->n_out = 2;
+  add->fused = f;
+  add->run = run_add_ln;
+  add->scratch = 2 * f->len * sizeof(float);
+  ln->run = NULL;
+  ln->n_in = ln->n_out = 0;
+  ln->fused = f;
+  return CCG_STATUS_OK;
+}
+
 /* Step s's output is read by a Softmax alone (then a chain of one step is
  * worth making: the Softmax takes it in). */
 static bool feeds_softmax(const ccg_exec *x, const use *u, size_t s) {
@@ -462,6 +570,8 @@ ccg_status ccg__fuse_plan(ccg_exec *x) {
   size_t *chain = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *chain);
   if (!u || !chain)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  for (size_t s = 0; s < x->n_steps; s++)
+    CCG_CHECK(fuse_add_ln(x, s));
   ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     bool done;
