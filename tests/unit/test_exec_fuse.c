@@ -97,6 +97,7 @@ typedef struct attn_case {
   bool out_t; /* the output through Transpose(0, 2, 1, 3) */
   bool leak;  /* the scores are a graph output too: no fusion */
   int axis;   /* Softmax axis (-1 fuses) */
+  bool cast;  /* Cast to f32 after the Softmax (a copy) */
 } attn_case;
 
 /* softmax(Q K^T [scale] [+ mask]) V in the layouts torch exports; inputs
@@ -132,6 +133,8 @@ static ccg_value_id attention(ccg_graph *g, const attn_case *c,
     assert_ok(g, ccg_add(g, m, s, &s));
   }
   assert_ok(g, ccg_softmax(g, s, c->axis, &s));
+  if (c->cast)
+    assert_ok(g, ccg_cast(g, s, CCG_DTYPE_F32, &s));
   ccg_value_id y;
   assert_ok(g, ccg_matmul(g, s, v, &y));
   if (c->out_t)
@@ -142,9 +145,9 @@ static ccg_value_id attention(ccg_graph *g, const attn_case *c,
 static void attention_cases(void **state) {
   (void)state;
   const attn_case cases[] = {
-      {1, 1, true, true, false, -1},  {2, 2, false, false, false, -1},
-      {0, 0, true, false, false, -1}, {1, 0, false, true, false, -1},
-      {0, 2, true, true, false, -1},  {1, 1, true, true, true, -1},
+      {1, 1, true, true, false, -1},       {2, 2, false, false, false, -1},
+      {0, 0, true, false, false, -1},      {1, 0, false, true, false, -1},
+      {0, 2, true, true, false, -1, true}, {1, 1, true, true, true, -1},
       {1, 1, false, false, false, 2},
   };
   size_t nq = (size_t)B * S * H * D, nk = (size_t)B * T * H * D;

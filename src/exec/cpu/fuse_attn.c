@@ -1,10 +1,10 @@
 /* Fused attention (docs/exec.md, "Fused kernels"): at create, on the CPU
  * backend, MatMul(Q, Kt) [-> Div or Mul by a constant scalar] [-> Add of
- * a mask] -> Softmax over the last axis -> MatMul(., V), each intermediate
- * read by the next step alone, runs as one step. Per batch entry (batch
- * and head), blocks of query rows: their scores into a scratch block of
- * `rows` x T, scaled, masked and normalized in place while in cache, then
- * times V into the output. The full scores tensor is never written. A
+ * a mask] -> Softmax over the last axis [-> f32 Casts] -> MatMul(., V),
+ * each intermediate read by the next step alone, runs as one step. Per batch
+ * entry (batch and head), blocks of query rows: their scores into a scratch
+ * block of `rows` x T, scaled, masked and normalized in place while in cache,
+ * then times V into the output. The full scores tensor is never written. A
  * Transpose feeding Q, Kt or V (read by it alone) becomes a strided read,
  * and a Transpose that alone reads the output a strided write: the GEMMs
  * take any operand whose rows or columns are contiguous. The row
@@ -253,10 +253,22 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   if (sm->n_in != 1 || sm->n_out != 1 || sm->p.i2 != 1 ||
       !private_val(x, u, sm->in[0]) || !private_val(x, u, sm->out[0]))
     return CCG_STATUS_OK;
-  ccg__xnode *mm2 = &x->steps[u[sm->out[0]].step];
+  /* forward from the Softmax: f32 -> f32 Casts (copies: HF's
+   * softmax(dtype=float32).to(q.dtype)), then MatMul(., V) */
+  ccg__xnode *casts[2] = {NULL, NULL};
+  ccg_value_id p = sm->out[0];
+  ccg__xnode *mm2 = &x->steps[u[p].step];
+  for (int i = 0; i < 2 && mm2->op == CCG_OP_CAST; i++) {
+    if (!mm2->run || mm2->fused || mm2->n_in != 1 || mm2->n_out != 1 ||
+        !private_val(x, u, mm2->out[0]))
+      return CCG_STATUS_OK;
+    casts[i] = mm2;
+    p = mm2->out[0];
+    mm2 = &x->steps[u[p].step];
+  }
   if (mm2->op != CCG_OP_MATMUL || !mm2->run || mm2->fused || mm2->attn ||
-      mm2->epi || mm2->n_in != 2 || mm2->n_out != 1 ||
-      mm2->in[0] != sm->out[0] || mm2->in[1] == sm->out[0])
+      mm2->epi || mm2->n_in != 2 || mm2->n_out != 1 || mm2->in[0] != p ||
+      mm2->in[1] == p)
     return CCG_STATUS_OK;
   /* back from the Softmax: [Add mask] <- [Div/Mul scale] <- MatMul */
   ccg_value_id c = sm->in[0], mask = CCG_NONE;
@@ -359,8 +371,8 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   ins[1] = f.k.v;
   ins[2] = f.v.v;
   ins[3] = mask;
-  ccg__xnode *gone[7] = {mm1, sc, add, sm, tq, tk, tv};
-  for (int i = 0; i < 7; i++)
+  ccg__xnode *gone[9] = {mm1, sc, add, sm, tq, tk, tv, casts[0], casts[1]};
+  for (int i = 0; i < 9; i++)
     empty(x, gone[i]);
   if (to) { /* its output is the fused step's */
     x->vals[mm2->out[0]].kind = CCG__V_UNUSED;
