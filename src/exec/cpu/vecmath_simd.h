@@ -249,15 +249,15 @@ VM_FN double FN(exp_sum)(const float *x, float shift, float *y, size_t n) {
     acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
   double s = FN(hsum)(acc);
-  if (i < n) {
+  if (i < n) { /* masked: short rows (attention over a few tokens) are all
+                * tail */
+    MK m = TAILMASK(n - i);
+    V e = FN(v_exp)(SEL(m, SUB(LDM(x + i, m), sh), SET1(-INFINITY)));
+    STM(y + i, m, e);
     float t[W];
-    for (int k = 0; k < W; k++)
-      t[k] = i + (size_t)k < n ? x[i + (size_t)k] - shift : -INFINITY;
-    STU(t, FN(v_exp)(LDU(t)));
-    for (size_t k = 0; i + k < n; k++) {
-      y[i + k] = t[k];
+    STU(t, e);
+    for (size_t k = 0; i + k < n; k++)
       s += t[k];
-    }
   }
   return s;
 }
@@ -267,8 +267,10 @@ VM_FN void FN(scale)(float *y, float s, size_t n) {
   size_t i = 0;
   for (; i + W <= n; i += W)
     STU(y + i, MUL(LDU(y + i), vs));
-  for (; i < n; i++)
-    y[i] *= s;
+  if (i < n) {
+    MK m = TAILMASK(n - i);
+    STM(y + i, m, MUL(LDM(y + i, m), vs));
+  }
 }
 
 VM_FN double FN(sum)(const float *x, size_t n) {
