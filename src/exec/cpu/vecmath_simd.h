@@ -248,18 +248,14 @@ VM_FN double FN(exp_sum)(const float *x, float shift, float *y, size_t n) {
     STU(y + i, e);
     acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
-  double s = FN(hsum)(acc);
   if (i < n) { /* masked: short rows (attention over a few tokens) are all
-                * tail */
+                * tail; the lanes past the end are e^-inf = 0 */
     MK m = TAILMASK(n - i);
     V e = FN(v_exp)(SEL(m, SUB(LDM(x + i, m), sh), SET1(-INFINITY)));
     STM(y + i, m, e);
-    float t[W];
-    STU(t, e);
-    for (size_t k = 0; i + k < n; k++)
-      s += t[k];
+    acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
-  return s;
+  return FN(hsum)(acc);
 }
 
 VM_FN void FN(scale)(float *y, float s, size_t n) {
