@@ -131,7 +131,9 @@ static void tile(void *vctx, size_t begin, size_t end) {
     }
     for (int64_t i = 0; i < m && (g->bias || g->act != CCG_OP_COUNT); i++) {
       float *row = c + i * g->ldc;
-      if (g->bias)
+      if (g->bias && g->vm) /* vector adds: the same sums */
+        g->vm->bin(CCG_OP_ADD, row, 1, g->bias + j0, 1, row, (size_t)n);
+      else if (g->bias)
         for (int64_t q = 0; q < n; q++)
           row[q] += g->bias[j0 + q];
       if (g->act != CCG_OP_COUNT)

@@ -37,10 +37,10 @@ static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
   if (!n->epi)
     return;
   g->bias = x->vals[n->epi_bias].ptr;
+  g->vm = x->vm;
   if (n->epi_act != CCG_OP_COUNT) {
     g->act = n->epi_act;
     g->act_p = (ccg__unp){0.0f, 0.0f, n->epi_tanh};
-    g->vm = x->vm;
   }
 }
 
