@@ -193,6 +193,73 @@ static void attention_cases(void **state) {
   free(md);
 }
 
+/* Other layouts: rank 3 with K shared by every batch entry (MatMul's
+ * broadcast) and no mask; heads of 256 (rows 4 KiB apart: the Transposes
+ * stay steps, the rest fuses); probabilities that are also a graph output
+ * (no attention fusion). */
+static void attention_layouts(void **state) {
+  (void)state;
+  static const int64_t to_heads[4] = {0, 2, 1, 3}, to_kt[4] = {0, 2, 3, 1};
+  for (int variant = 0; variant < 3; variant++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id q, k, v, s, y;
+    size_t nq, nk, nv, no;
+    ccg_exec_tensor in[3];
+    float *qd, *kd, *vd;
+    if (variant != 1) { /* q [3, 20, 8], k [8, 24], v [3, 24, 5] */
+      nq = 3 * 20 * 8, nk = 8 * 24, nv = 3 * 24 * 5, no = 3 * 20 * 5;
+      q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[3,20,8]");
+      k = ccg_test_input(g, "k", CCG_DTYPE_F32, "[8,24]");
+      v = ccg_test_input(g, "v", CCG_DTYPE_F32, "[3,24,5]");
+    } else { /* [1, 9, 4, 256] in heads */
+      nq = nk = nv = no = 9 * 4 * 256;
+      q = ccg_test_input(g, "q", CCG_DTYPE_F32, "[1,9,4,256]");
+      k = ccg_test_input(g, "k", CCG_DTYPE_F32, "[1,9,4,256]");
+      v = ccg_test_input(g, "v", CCG_DTYPE_F32, "[1,9,4,256]");
+      assert_ok(g, ccg_transpose(g, q, to_heads, 4, &q));
+      assert_ok(g, ccg_transpose(g, k, to_kt, 4, &k));
+      assert_ok(g, ccg_transpose(g, v, to_heads, 4, &v));
+    }
+    qd = filled(nq, 16, 1.0f);
+    kd = filled(nk, 17, 1.0f);
+    vd = filled(nv, 18, 1.0f);
+    assert_ok(g, ccg_matmul(g, q, k, &s));
+    assert_ok(g, ccg_mul(g, s, scalar(g, &quarter), &s));
+    assert_ok(g, ccg_softmax(g, s, -1, &s));
+    assert_ok(g, ccg_matmul(g, s, v, &y));
+    if (variant == 2) /* the probabilities read again */
+      assert_ok(g, ccg_graph_add_output(g, s));
+    else if (variant == 1)
+      assert_ok(g, ccg_transpose(g, y, to_heads, 4, &y));
+    assert_ok(g, ccg_graph_add_output(g, y));
+    if (variant != 1) {
+      in[0] = XT_F32("q", qd, 3, 20, 8);
+      in[1] = XT_F32("k", kd, 8, 24);
+      in[2] = XT_F32("v", vd, 3, 24, 5);
+    } else {
+      in[0] = XT_F32("q", qd, 1, 9, 4, 256);
+      in[1] = XT_F32("k", kd, 1, 9, 4, 256);
+      in[2] = XT_F32("v", vd, 1, 9, 4, 256);
+    }
+    size_t nu, nf;
+    check(g, in, 3, y, no, &nu);
+    size_t unfused_steps = live_steps;
+    float *tmp = malloc(no * sizeof(float));
+    run(g, true, 1, in, 3, ccg_value_name(g, y), tmp, no, &nf);
+    free(tmp);
+    /* rank 3: one step; heads of 256: the four Transposes and one; the
+     * probabilities an output: the Mul and Softmax still fuse as a
+     * chain, the MatMuls stay */
+    size_t want[3] = {1, 5, 3};
+    assert_int_equal(live_steps, want[variant]);
+    assert_true(unfused_steps > live_steps);
+    free(qd);
+    free(kd);
+    free(vd);
+    ccg_graph_free(g);
+  }
+}
+
 /* The unfused attention against a direct computation in double: the
  * comparison above has a meaning. */
 static void attention_against_reference(void **state) {
@@ -357,6 +424,7 @@ static void add_layer_norm(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_cases),
+      cmocka_unit_test(attention_layouts),
       cmocka_unit_test(attention_against_reference),
       cmocka_unit_test(gelu_epilogue),
       cmocka_unit_test(add_layer_norm),
