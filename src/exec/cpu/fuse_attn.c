@@ -248,145 +248,186 @@ static void empty(ccg_exec *x, ccg__xnode *n) {
   n->n_in = n->n_out = 0;
 }
 
-/* Softmax step sm starts the pattern; fuses it when everything matches. */
-static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
-  if (sm->n_in != 1 || sm->n_out != 1 || sm->p.i2 != 1 ||
-      !private_val(x, u, sm->in[0]) || !private_val(x, u, sm->out[0]))
-    return CCG_STATUS_OK;
-  /* forward from the Softmax: f32 -> f32 Casts (copies: HF's
-   * softmax(dtype=float32).to(q.dtype)), then MatMul(., V) */
-  ccg__xnode *casts[2] = {NULL, NULL};
-  ccg_value_id p = sm->out[0];
-  ccg__xnode *mm2 = &x->steps[u[p].step];
-  for (int i = 0; i < 2 && mm2->op == CCG_OP_CAST; i++) {
-    if (!mm2->run || mm2->fused || mm2->n_in != 1 || mm2->n_out != 1 ||
-        !private_val(x, u, mm2->out[0]))
-      return CCG_STATUS_OK;
-    casts[i] = mm2;
-    p = mm2->out[0];
-    mm2 = &x->steps[u[p].step];
+/* The steps of one match: the MatMuls, scale, mask Add, Softmax and Casts
+ * (NULL where absent). */
+typedef struct amatch {
+  ccg__xnode *mm1, *sc, *add, *sm, *casts[2], *mm2;
+  ccg_value_id scores, mask;
+  ccg_op scale_op;
+  float scale;
+} amatch;
+
+/* Forward from the Softmax: f32 -> f32 Casts (copies: HF's
+ * softmax(dtype=float32).to(q.dtype)), then MatMul(., V). */
+static bool match_pv(ccg_exec *x, const use *u, amatch *m) {
+  ccg_value_id p = m->sm->out[0];
+  ccg__xnode *n = &x->steps[u[p].step];
+  for (int i = 0; i < 2 && n->op == CCG_OP_CAST; i++) {
+    if (!n->run || n->fused || n->n_in != 1 || n->n_out != 1 ||
+        !private_val(x, u, n->out[0]))
+      return false;
+    m->casts[i] = n;
+    p = n->out[0];
+    n = &x->steps[u[p].step];
   }
-  if (mm2->op != CCG_OP_MATMUL || !mm2->run || mm2->fused || mm2->attn ||
-      mm2->epi || mm2->n_in != 2 || mm2->n_out != 1 || mm2->in[0] != p ||
-      mm2->in[1] == p)
-    return CCG_STATUS_OK;
-  /* back from the Softmax: [Add mask] <- [Div/Mul scale] <- MatMul */
-  ccg_value_id c = sm->in[0], mask = CCG_NONE;
-  ccg__xnode *add = maker(x, c, CCG_OP_ADD), *sc = NULL, *mm1;
-  if (add) {
-    if (add->n_in != 2 || add->in[0] == add->in[1])
-      return CCG_STATUS_OK;
-    for (int side = 0; side < 2 && mask == CCG_NONE; side++) {
-      ccg_value_id in = add->in[side];
+  m->mm2 = n;
+  return n->op == CCG_OP_MATMUL && n->run && !n->fused && !n->attn && !n->epi &&
+         n->n_in == 2 && n->n_out == 1 && n->in[0] == p && n->in[1] != p;
+}
+
+/* Back from the Softmax: [Add mask] <- [Div/Mul by a constant] <- MatMul. */
+static bool match_qk(ccg_exec *x, const use *u, amatch *m) {
+  ccg_value_id c = m->sm->in[0];
+  m->mask = CCG_NONE;
+  if ((m->add = maker(x, c, CCG_OP_ADD))) {
+    const ccg__xnode *a = m->add;
+    if (a->n_in != 2 || a->in[0] == a->in[1])
+      return false;
+    for (int side = 0; side < 2 && m->mask == CCG_NONE; side++) {
+      ccg_value_id in = a->in[side];
       if (private_val(x, u, in) &&
           (maker(x, in, CCG_OP_MATMUL) || maker(x, in, CCG_OP_DIV) ||
            maker(x, in, CCG_OP_MUL))) {
         c = in;
-        mask = add->in[1 - side];
+        m->mask = a->in[1 - side];
       }
     }
-    if (mask == CCG_NONE)
-      return CCG_STATUS_OK;
+    if (m->mask == CCG_NONE)
+      return false;
   }
-  float k = 0.0f;
-  ccg_op scale_op = CCG_OP_COUNT;
-  if ((sc = maker(x, c, CCG_OP_DIV)) || (sc = maker(x, c, CCG_OP_MUL))) {
+  m->scale_op = CCG_OP_COUNT;
+  ccg__xnode *sc = maker(x, c, CCG_OP_DIV);
+  sc = sc ? sc : maker(x, c, CCG_OP_MUL);
+  if ((m->sc = sc)) {
+    /* Div(s, c); Mul(s, c) or Mul(c, s) */
     int side = sc->n_in == 2 && sc->op == CCG_OP_MUL &&
-                       ccg__const_scalar(x, sc->in[0], &k)
+                       ccg__const_scalar(x, sc->in[0], &m->scale)
                    ? 1
                    : 0;
-    if (sc->n_in != 2 || !ccg__const_scalar(x, sc->in[1 - side], &k) ||
+    if (sc->n_in != 2 || !ccg__const_scalar(x, sc->in[1 - side], &m->scale) ||
         !private_val(x, u, sc->in[side]))
-      return CCG_STATUS_OK;
+      return false;
     c = sc->in[side];
-    scale_op = sc->op;
+    m->scale_op = sc->op;
   }
-  if (!(mm1 = maker(x, c, CCG_OP_MATMUL)) || mm1->n_in != 2 ||
-      !private_val(x, u, c))
-    return CCG_STATUS_OK;
-  /* shapes: scores [batch.., S, T], every step of them, and the output */
-  const ccg__xval *s = &x->vals[c], *ov = ccg__out(x, mm2, 0);
-  const ccg__xval *qv = ccg__in(x, mm1, 0), *kv = ccg__in(x, mm1, 1);
-  const ccg__xval *vv = ccg__in(x, mm2, 1);
+  m->scores = c;
+  m->mm1 = maker(x, c, CCG_OP_MATMUL);
+  return m->mm1 && m->mm1->n_in == 2 && private_val(x, u, c);
+}
+
+/* The sizes of a match: scores [batch.., S, T] at every step between the
+ * MatMuls, Q [.., S, D], Kt [.., D, T], V [.., T, Dv], the output
+ * [batch.., S, Dv]; false for anything else or an empty dim. */
+static bool match_dims(ccg_exec *x, const amatch *m, struct ccg__fattn *f) {
+  const ccg__xval *s = &x->vals[m->scores], *ov = ccg__out(x, m->mm2, 0);
+  const ccg__xval *qv = ccg__in(x, m->mm1, 0), *kv = ccg__in(x, m->mm1, 1);
+  const ccg__xval *vv = ccg__in(x, m->mm2, 1);
   int r = s->rank;
-  if (r < 2 || !same_dims(ccg__in(x, sm, 0), s) ||
-      !same_dims(ccg__out(x, sm, 0), s) ||
-      (sc && !same_dims(ccg__out(x, sc, 0), s)) ||
-      (add && !same_dims(ccg__out(x, add, 0), s)) || ov->rank != r ||
+  if (r < 2 || !same_dims(ccg__in(x, m->sm, 0), s) ||
+      !same_dims(ccg__out(x, m->sm, 0), s) ||
+      (m->sc && !same_dims(ccg__out(x, m->sc, 0), s)) ||
+      (m->add && !same_dims(ccg__out(x, m->add, 0), s)) || ov->rank != r ||
       ov->dtype != CCG_DTYPE_F32 || qv->rank < 2 || kv->rank < 2 ||
-      vv->rank < 2 || sm->p.i1 != s->dims[r - 1])
-    return CCG_STATUS_OK;
-  struct ccg__fattn f;
-  memset(&f, 0, sizeof f);
-  f.rank = r;
-  f.nb = 1;
+      vv->rank < 2 || m->sm->p.i1 != s->dims[r - 1])
+    return false;
+  f->rank = r;
+  f->nb = 1;
   for (int d = 0; d < r - 2; d++) {
-    f.bdims[d] = s->dims[d];
-    f.nb *= s->dims[d];
+    f->bdims[d] = s->dims[d];
+    f->nb *= s->dims[d];
     if (ov->dims[d] != s->dims[d])
-      return CCG_STATUS_OK;
+      return false;
   }
-  f.S = s->dims[r - 2];
-  f.T = s->dims[r - 1];
-  f.D = qv->dims[qv->rank - 1];
-  f.Dv = ov->dims[r - 1];
-  if (f.nb == 0 || f.S == 0 || f.T == 0 || f.D == 0 || f.Dv == 0 ||
-      ov->dims[r - 2] != f.S || qv->dims[qv->rank - 2] != f.S ||
-      kv->dims[kv->rank - 2] != f.D || kv->dims[kv->rank - 1] != f.T ||
-      vv->dims[vv->rank - 2] != f.T || vv->dims[vv->rank - 1] != f.Dv)
-    return CCG_STATUS_OK;
-  ccg__xnode *tq, *tk, *tv, *to;
-  if (!operand(x, u, mm1->in[0], r, f.bdims, &f.q, &tq) ||
-      !operand(x, u, mm1->in[1], r, f.bdims, &f.k, &tk) ||
-      !operand(x, u, mm2->in[1], r, f.bdims, &f.v, &tv))
-    return CCG_STATUS_OK;
-  f.mask.v = CCG_NONE;
-  if (mask != CCG_NONE) {
-    const ccg__xval *mv = &x->vals[mask];
-    int64_t st[CCG_MAX_RANK];
-    ccg__strides(mv->rank, mv->dims, st);
-    int lead = r - mv->rank;
-    if (mv->dtype != CCG_DTYPE_F32 || lead < 0)
-      return CCG_STATUS_OK;
-    for (int d = 0; d < mv->rank; d++) {
-      if (mv->dims[d] != 1 && mv->dims[d] != s->dims[lead + d])
-        return CCG_STATUS_OK;
-      f.mask.st[lead + d] = mv->dims[d] == 1 ? 0 : st[d];
-    }
-    if (f.mask.st[r - 1] > 1)
-      return CCG_STATUS_OK;
-    f.mask.v = mask;
+  f->S = s->dims[r - 2];
+  f->T = s->dims[r - 1];
+  f->D = qv->dims[qv->rank - 1];
+  f->Dv = ov->dims[r - 1];
+  return f->nb > 0 && f->S > 0 && f->T > 0 && f->D > 0 && f->Dv > 0 &&
+         ov->dims[r - 2] == f->S && qv->dims[qv->rank - 2] == f->S &&
+         kv->dims[kv->rank - 2] == f->D && kv->dims[kv->rank - 1] == f->T &&
+         vv->dims[vv->rank - 2] == f->T && vv->dims[vv->rank - 1] == f->Dv;
+}
+
+/* The mask's view: f32, its dims 1 or the scores' (right-aligned), its
+ * rows contiguous or one broadcast element. */
+static bool mask_view(ccg_exec *x, ccg_value_id mask, const ccg__xval *s,
+                      aview *out) {
+  out->v = mask;
+  if (mask == CCG_NONE)
+    return true;
+  const ccg__xval *mv = &x->vals[mask];
+  int64_t st[CCG_MAX_RANK];
+  int r = s->rank, lead = r - mv->rank;
+  if (mv->dtype != CCG_DTYPE_F32 || lead < 0)
+    return false;
+  ccg__strides(mv->rank, mv->dims, st);
+  for (int d = 0; d < mv->rank; d++) {
+    if (mv->dims[d] != 1 && mv->dims[d] != s->dims[lead + d])
+      return false;
+    out->st[lead + d] = mv->dims[d] == 1 ? 0 : st[d];
   }
-  output_view(x, u, mm2->out[0], r, &f.o, &to);
-  f.scale_op = scale_op;
-  f.scale = k;
-  f.rows = ATTN_BLOCK / f.T;
-  f.rows = f.rows < 1 ? 1 : f.rows > f.S ? f.S : f.rows;
+  return out->st[r - 1] <= 1;
+}
+
+/* Makes mm2 the one step of the match: it reads Q, K, V (through the
+ * folded Transposes) and the mask, and writes the output (or the folded
+ * Transpose's); the other steps run nothing. */
+static ccg_status rewrite(ccg_exec *x, const amatch *m,
+                          const struct ccg__fattn *f, ccg__xnode *const *tr,
+                          ccg__xnode *to) {
   struct ccg__fattn *fa = ccg__arena_calloc(&x->arena, 1, sizeof *fa);
   ccg_value_id *ins = ccg__arena_calloc(&x->arena, 4, sizeof *ins);
   if (!fa || !ins)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
-  *fa = f;
-  ins[0] = f.q.v;
-  ins[1] = f.k.v;
-  ins[2] = f.v.v;
-  ins[3] = mask;
-  ccg__xnode *gone[9] = {mm1, sc, add, sm, tq, tk, tv, casts[0], casts[1]};
+  *fa = *f;
+  ins[0] = f->q.v;
+  ins[1] = f->k.v;
+  ins[2] = f->v.v;
+  ins[3] = f->mask.v;
+  ccg__xnode *gone[9] = {m->mm1, m->sc, m->add,      m->sm,      tr[0],
+                         tr[1],  tr[2], m->casts[0], m->casts[1]};
   for (int i = 0; i < 9; i++)
     empty(x, gone[i]);
+  ccg__xnode *mm2 = m->mm2;
   if (to) { /* its output is the fused step's */
     x->vals[mm2->out[0]].kind = CCG__V_UNUSED;
     to->run = NULL;
     to->n_in = to->n_out = 0;
   }
-  mm2->out[0] = f.o.v;
-  x->vals[f.o.v].first = (int)(mm2 - x->steps);
+  mm2->out[0] = f->o.v;
+  x->vals[f->o.v].first = (int)(mm2 - x->steps);
   mm2->in = ins;
-  mm2->n_in = mask != CCG_NONE ? 4 : 3;
+  mm2->n_in = f->mask.v != CCG_NONE ? 4 : 3;
   mm2->attn = fa;
   mm2->run = run_attn;
-  mm2->scratch = (size_t)(f.nb * f.rows * f.T) * sizeof(float);
+  mm2->scratch = (size_t)(f->nb * f->rows * f->T) * sizeof(float);
   return CCG_STATUS_OK;
+}
+
+/* Softmax step sm starts the pattern; fuses it when everything matches. */
+static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
+  amatch m;
+  memset(&m, 0, sizeof m);
+  m.sm = sm;
+  if (sm->n_in != 1 || sm->n_out != 1 || sm->p.i2 != 1 ||
+      !private_val(x, u, sm->in[0]) || !private_val(x, u, sm->out[0]) ||
+      !match_pv(x, u, &m) || !match_qk(x, u, &m))
+    return CCG_STATUS_OK;
+  struct ccg__fattn f;
+  memset(&f, 0, sizeof f);
+  ccg__xnode *tr[3], *to;
+  if (!match_dims(x, &m, &f) ||
+      !operand(x, u, m.mm1->in[0], f.rank, f.bdims, &f.q, &tr[0]) ||
+      !operand(x, u, m.mm1->in[1], f.rank, f.bdims, &f.k, &tr[1]) ||
+      !operand(x, u, m.mm2->in[1], f.rank, f.bdims, &f.v, &tr[2]) ||
+      !mask_view(x, m.mask, &x->vals[m.scores], &f.mask))
+    return CCG_STATUS_OK;
+  output_view(x, u, m.mm2->out[0], f.rank, &f.o, &to);
+  f.scale_op = m.scale_op;
+  f.scale = m.scale;
+  f.rows = ATTN_BLOCK / f.T;
+  f.rows = f.rows < 1 ? 1 : f.rows > f.S ? f.S : f.rows;
+  return rewrite(x, &m, &f, tr, to);
 }
 
 ccg_status ccg__fuse_attention(ccg_exec *x) {
