@@ -1,11 +1,11 @@
 /* Plan-time fusions of the CPU executor against the same graphs run with
  * CCG_EXEC_FUSE=0: fused attention (src/exec/cpu/fuse_attn.c) in the
  * layouts torch exports and the patterns that must stay unfused, the
- * written-out Gelu in a GEMM epilogue (src/exec/plan.c) and the residual
- * Add before a LayerNormalization (src/exec/cpu/fuse_norm.c). Fused results
- * agree with the unfused within 1e-5 (other GEMM blockings, Gelu's other
- * rounding), are the same bytes at 1 and 3 threads, and the fused
- * intermediates take no memory. */
+ * written-out Gelu in a GEMM epilogue (src/exec/plan.c), the residual Add
+ * before a LayerNormalization and the elementwise chains on the pool
+ * (src/exec/cpu/fuse.c). Fused results agree with the unfused within 1e-5
+ * (other GEMM blockings, Gelu's other rounding), are the same bytes at 1
+ * and 3 threads, and the fused intermediates take no memory. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -421,6 +421,39 @@ static void add_layer_norm(void **state) {
   free(bd);
 }
 
+/* ---- the elementwise chains on the pool ---------------------------------
+ * A chain (x * sigmoid(x) - c, c a row) and a scaled, masked Softmax after
+ * a chain, over enough blocks and rows for several chunks: the same bytes
+ * at 1 and 3 threads, the same bits as unfused. */
+static void chains_on_threads(void **state) {
+  (void)state;
+  enum { R = 96, C = 1000, N = R * C };
+  float *xd = filled(N, 19, 3.0f), *cd = filled(C, 20, 1.0f);
+  for (int softmax = 0; softmax < 2; softmax++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[96,1000]");
+    ccg_value_id c = ccg_test_input(g, "c", CCG_DTYPE_F32, "[1000]"), y;
+    if (softmax) {
+      assert_ok(g, ccg_div(g, x, scalar(g, &four), &y));
+      assert_ok(g, ccg_add(g, y, c, &y));
+      assert_ok(g, ccg_softmax(g, y, -1, &y));
+    } else {
+      ccg_value_id sg;
+      assert_ok(g, ccg_sigmoid(g, x, &sg));
+      assert_ok(g, ccg_mul(g, x, sg, &y));
+      assert_ok(g, ccg_sub(g, y, c, &y));
+    }
+    assert_ok(g, ccg_graph_add_output(g, y));
+    ccg_exec_tensor in[2] = {XT_F32("x", xd, R, C), XT_F32("c", cd, C)};
+    size_t nu, nf = check(g, in, 2, y, N, &nu);
+    assert_int_equal(nf, (size_t)N * sizeof(float)); /* the output alone */
+    assert_true(nu > nf);
+    ccg_graph_free(g);
+  }
+  free(xd);
+  free(cd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_cases),
@@ -428,6 +461,7 @@ int main(void) {
       cmocka_unit_test(attention_against_reference),
       cmocka_unit_test(gelu_epilogue),
       cmocka_unit_test(add_layer_norm),
+      cmocka_unit_test(chains_on_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

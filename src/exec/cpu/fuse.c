@@ -199,30 +199,48 @@ static void chain_block(ccg_exec *x, const struct ccg__fused *f, size_t i,
   }
 }
 
-static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
+/* Blocks [begin, end) of the chain (the pool's split: every element is
+ * computed the same way in any chunk). */
+static void fused_blocks(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                         size_t end) {
   const struct ccg__fused *f = n->fused;
   float *out = x->vals[f->out].ptr;
   _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
-  for (size_t i = 0; i < f->numel; i += FUSE_BLOCK) {
+  for (size_t b = begin; b < end; b++) {
+    size_t i = b * FUSE_BLOCK;
     size_t k = f->numel - i < FUSE_BLOCK ? f->numel - i : FUSE_BLOCK;
     chain_block(x, f, i, k, out + i, cur, t0, t1);
   }
+}
+
+static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  ccg__par_rows(x, n, (f->numel + FUSE_BLOCK - 1) / FUSE_BLOCK,
+                FUSE_BLOCK * f->n_steps, fused_blocks);
   return CCG_STATUS_OK;
 }
 
-/* The chain row by row into the output, each row's Softmax while it is
- * still in cache. */
-static ccg_status run_fused_softmax(ccg_exec *x, const ccg__xnode *n) {
+/* Rows [begin, end): the chain into the output, each row's Softmax while
+ * it is still in cache. */
+static void fused_softmax_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                               size_t end) {
   const struct ccg__fused *f = n->fused;
   float *out = x->vals[f->out].ptr;
   _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
-  for (size_t r = 0; r < f->numel; r += f->len) {
+  for (size_t r = begin * f->len; r < end * f->len; r += f->len) {
     for (size_t i = r; i < r + f->len; i += FUSE_BLOCK) {
       size_t k = r + f->len - i < FUSE_BLOCK ? r + f->len - i : FUSE_BLOCK;
       chain_block(x, f, i, k, out + i, cur, t0, t1);
     }
     ccg__softmax_row_f32(x->vm, out + r, f->len);
   }
+}
+
+static ccg_status run_fused_softmax(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  if (f->len)
+    ccg__par_rows(x, n, f->numel / f->len, f->len * (f->n_steps + 4),
+                  fused_softmax_rows);
   return CCG_STATUS_OK;
 }
 
@@ -286,13 +304,14 @@ static ccg_status fuse_chain(ccg_exec *x, const size_t *chain, uint32_t len) {
  * in double in order, as ReduceMean does); the rest is the unfused arithmetic
  * on the same elements. */
 
-static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
+static void rms_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                     size_t end) {
   const struct ccg__fused *f = n->fused;
   const float *in = x->vals[f->x].ptr;
   const float *w = f->w != CCG_NONE ? x->vals[f->w].ptr : NULL;
   float *out = x->vals[f->out].ptr;
-  size_t len = f->len, rows = len ? f->numel / len : 0;
-  for (size_t i = 0; i < rows; i++) {
+  size_t len = f->len;
+  for (size_t i = begin; i < end; i++) {
     const float *r = in + i * len;
     float *y = out + i * len;
     double sq = 0.0;
@@ -307,6 +326,12 @@ static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
     if (w)
       x->vm->bin(CCG_OP_MUL, y, 1, w, 1, y, len);
   }
+}
+
+static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  if (f->len)
+    ccg__par_rows(x, n, f->numel / f->len, 4 * f->len, rms_rows);
   return CCG_STATUS_OK;
 }
 
