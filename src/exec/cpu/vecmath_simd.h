@@ -81,6 +81,10 @@ VM_FN V FN(v_erf)(V x) {
   p = FMA(p, z, SET1(-0.3761253256611721f));
   p = FMA(p, z, SET1(1.1283791553670193f));
   V small = MUL(x, p);
+  /* the second fit only where a lane needs it: Gelu's inputs are mostly
+   * small (the same bits either way) */
+  if (!ANY(CMPGE(a, SET1(0.9f))))
+    return SEL(ISNAN(x), ADD(x, x), small);
   V t = SUB(MIN(a, SET1(4.0f)), SET1(1.0f));
   V q = SET1(-5.807567671212155e-08f);
   q = FMA(q, t, SET1(8.103391943015126e-07f));
