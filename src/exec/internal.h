@@ -75,13 +75,17 @@ struct ccg__xnode {
   /* the chain of elementwise nodes this step runs in one pass (cpu/fuse.c);
    * NULL for a node that runs alone */
   const struct ccg__fused *fused;
+  /* the attention this step runs in one kernel (cpu/fuse_attn.c): its
+   * MatMuls, scale, mask and Softmax, with the Transposes folded in */
+  const struct ccg__fattn *attn;
   /* CPU MatMul/Gemm with an epilogue fused at plan time (plan.c): out[0]
    * is then the last fused node's output, epi_bias the 1-D bias added to
-   * each row and epi_act the activation node (NULL: none), whose step is
-   * left empty like the Add's */
+   * each row and epi_act the activation (CCG_OP_COUNT: none; Gelu with
+   * epi_tanh: its tanh form), whose steps are left empty like the Add's */
   bool epi;
   ccg_value_id epi_bias;
-  const ccg__xnode *epi_act;
+  ccg_op epi_act;
+  bool epi_tanh;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -230,6 +234,10 @@ void ccg__dyn_free(ccg_exec *x);
  * one blocked pass; the other steps of a chain run nothing and their
  * outputs take no memory (docs/exec.md, "Fused kernels"). */
 ccg_status ccg__fuse_plan(ccg_exec *x);
+/* cpu/fuse_attn.c: on the CPU backend (unless CCG_EXEC_FUSE=0), before
+ * the other fusions: MatMul, scale, mask, Softmax, MatMul (and the
+ * Transposes around them) as one step per attention. */
+ccg_status ccg__fuse_attention(ccg_exec *x);
 
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */
@@ -300,6 +308,9 @@ void ccg__count_uses(const ccg_exec *x, ccg__xuse *u);
  * into the GEMM's epilogue where the intermediates have no other use (CPU,
  * f32, a bias that is an input or initializer). Before the memory plan. */
 void ccg__fuse_epilogues(ccg_exec *x);
+/* The one element of a constant (initializer or Constant) f32 value;
+ * false for any other value. */
+bool ccg__const_scalar(const ccg_exec *x, ccg_value_id v, float *out);
 /* True if op reads and writes element i only (in-place able). */
 bool ccg__op_inplace_ok(ccg_op op);
 

@@ -4,6 +4,7 @@
  * smaller of an online best fit and an offline greedy-by-size plan.
  * Also the figures to judge it by: the naive sum and the max-live lower bound.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,6 +324,75 @@ static bool bias_add(const ccg_exec *x, const ccg__xnode *a, ccg_value_id v,
   return true;
 }
 
+bool ccg__const_scalar(const ccg_exec *x, ccg_value_id v, float *out) {
+  if (v == CCG_NONE)
+    return false;
+  const ccg__xval *c = &x->vals[v];
+  if (c->kind != CCG__V_STATIC || c->dtype != CCG_DTYPE_F32 || c->numel != 1 ||
+      !c->init)
+    return false;
+  memcpy(out, c->init, sizeof *out);
+  return true;
+}
+
+/* The step that alone reads v (a private f32 value of y's shape) when it
+ * is a binary `op` whose other input is `other` (CCG_NONE: a constant
+ * scalar within 1e-6 relative of c), or a unary `op`; else NULL. */
+static ccg__xnode *gelu_step(ccg_exec *x, const ccg__xuse *u, ccg_value_id v,
+                             ccg_value_id y, ccg_op op, ccg_value_id other,
+                             float c) {
+  int s;
+  if (!private_f32(x, v, u, &s) || !same_shape(&x->vals[v], &x->vals[y]))
+    return NULL;
+  ccg__xnode *n = &x->steps[s];
+  if (n->op != op || !n->run || n->fused || n->n_out != 1 ||
+      !same_shape(&x->vals[n->out[0]], &x->vals[y]))
+    return NULL;
+  if (op == CCG_OP_ERF)
+    return n->n_in == 1 ? n : NULL;
+  if (n->n_in != 2 || (op == CCG_OP_DIV && n->in[0] != v))
+    return NULL;
+  ccg_value_id o = n->in[0] == v ? n->in[1] : n->in[0];
+  float k;
+  if (other != CCG_NONE)
+    return o == other ? n : NULL;
+  return ccg__const_scalar(x, o, &k) && fabsf(k - c) <= 1e-6f * c ? n : NULL;
+}
+
+/* Gelu written out as torch exports it over y (read twice: here and by
+ * the product): Div(y, sqrt 2) or Mul(y, 1/sqrt 2), Erf, Add 1, Mul by y,
+ * Mul 0.5 (operands in either order). Its five steps into st; false when
+ * any differs. The Gelu kernel rounds differently (y * (1/sqrt 2) and
+ * 0.5 y first): within a few ulp of the steps. */
+static bool erf_gelu(ccg_exec *x, const ccg__xuse *u, ccg_value_id y,
+                     size_t from, ccg__xnode **st) {
+  const ccg__xval *yv = &x->vals[y];
+  if (yv->kind != CCG__V_ARENA || yv->is_output || u[y].count != 2)
+    return false;
+  ccg__xnode *d = NULL;
+  for (size_t s = from + 1; s < x->n_steps && !d; s++)
+    for (uint32_t i = 0; i < x->steps[s].n_in; i++)
+      if (x->steps[s].in[i] == y)
+        d = &x->steps[s];
+  if (!d || d->n_in != 2 || d->n_out != 1 || !d->run || d->fused)
+    return false;
+  ccg_value_id o = d->in[0] == y ? d->in[1] : d->in[0];
+  float k;
+  if (!ccg__const_scalar(x, o, &k) || !same_shape(&x->vals[d->out[0]], yv) ||
+      !((d->op == CCG_OP_DIV && d->in[0] == y &&
+         fabsf(k - 1.41421356f) <= 1e-6f) ||
+        (d->op == CCG_OP_MUL && fabsf(k - 0.70710678f) <= 1e-6f)))
+    return false;
+  st[0] = d;
+  st[1] = gelu_step(x, u, d->out[0], y, CCG_OP_ERF, CCG_NONE, 0.0f);
+  st[2] = st[1] ? gelu_step(x, u, st[1]->out[0], y, CCG_OP_ADD, CCG_NONE, 1.0f)
+                : NULL;
+  st[3] = st[2] ? gelu_step(x, u, st[2]->out[0], y, CCG_OP_MUL, y, 0.0f) : NULL;
+  st[4] = st[3] ? gelu_step(x, u, st[3]->out[0], y, CCG_OP_MUL, CCG_NONE, 0.5f)
+                : NULL;
+  return st[4] && u[y].step == (uint32_t)(st[3] - x->steps);
+}
+
 static bool fusable_act(const ccg__xnode *n) {
   return (n->op == CCG_OP_RELU || n->op == CCG_OP_GELU ||
           n->op == CCG_OP_TANH || n->op == CCG_OP_SIGMOID) &&
@@ -353,16 +423,27 @@ void ccg__fuse_epilogues(ccg_exec *x) {
     if (!f32 || !private_f32(x, v, u, &s2) ||
         !bias_add(x, &x->steps[s2], v, &bias))
       continue;
-    ccg__xnode *add = &x->steps[s2], *act = NULL;
+    ccg__xnode *add = &x->steps[s2], *act = NULL, *gelu[5];
     y = add->out[0];
+    n->epi_act = CCG_OP_COUNT;
+    n->epi_tanh = false;
     if (private_f32(x, y, u, &s3) && fusable_act(&x->steps[s3]) &&
-        same_shape(&x->vals[x->steps[s3].out[0]], &x->vals[y]))
+        same_shape(&x->vals[x->steps[s3].out[0]], &x->vals[y])) {
       act = &x->steps[s3];
+      n->epi_act = act->op;
+      n->epi_tanh = act->op == CCG_OP_GELU && act->p.i0 != 0;
+    } else if (erf_gelu(x, u, y, (size_t)s2, gelu)) {
+      act = gelu[4];
+      n->epi_act = CCG_OP_GELU;
+      for (int k = 0; k < 4; k++) {
+        x->vals[gelu[k]->out[0]].kind = CCG__V_UNUSED;
+        empty_step(gelu[k]);
+      }
+    }
     ccg_value_id last = act ? act->out[0] : y;
     n->out[0] = last;
     n->epi = true;
     n->epi_bias = bias;
-    n->epi_act = act;
     x->vals[last].first = (int)s;
     empty_step(add);
     if (act)

@@ -47,7 +47,12 @@ struct ccg__fused {
   ccg_value_id x, w; /* w: CCG_NONE without the scale */
   float eps;
   bool recip; /* x * (1 / s) rather than x / s */
-  size_t len; /* elements per row (rms, softmax) */
+  size_t len; /* elements per row (rms, softmax, add_ln) */
+  /* Add(x, b) -> s, LayerNormalization(s, w, bias) -> out over rows of
+   * len (normalized from dim `axis`) */
+  bool add_ln;
+  ccg_value_id b, bias, s;
+  int axis;
 };
 
 static bool fusable_op(ccg_op op, uint32_t *n_in) {
@@ -194,30 +199,48 @@ static void chain_block(ccg_exec *x, const struct ccg__fused *f, size_t i,
   }
 }
 
-static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
+/* Blocks [begin, end) of the chain (the pool's split: every element is
+ * computed the same way in any chunk). */
+static void fused_blocks(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                         size_t end) {
   const struct ccg__fused *f = n->fused;
   float *out = x->vals[f->out].ptr;
   _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
-  for (size_t i = 0; i < f->numel; i += FUSE_BLOCK) {
+  for (size_t b = begin; b < end; b++) {
+    size_t i = b * FUSE_BLOCK;
     size_t k = f->numel - i < FUSE_BLOCK ? f->numel - i : FUSE_BLOCK;
     chain_block(x, f, i, k, out + i, cur, t0, t1);
   }
+}
+
+static ccg_status run_fused(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  ccg__par_rows(x, n, (f->numel + FUSE_BLOCK - 1) / FUSE_BLOCK,
+                FUSE_BLOCK * f->n_steps, fused_blocks);
   return CCG_STATUS_OK;
 }
 
-/* The chain row by row into the output, each row's Softmax while it is
- * still in cache. */
-static ccg_status run_fused_softmax(ccg_exec *x, const ccg__xnode *n) {
+/* Rows [begin, end): the chain into the output, each row's Softmax while
+ * it is still in cache. */
+static void fused_softmax_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                               size_t end) {
   const struct ccg__fused *f = n->fused;
   float *out = x->vals[f->out].ptr;
   _Alignas(64) float cur[FUSE_BLOCK], t0[FUSE_BLOCK], t1[FUSE_BLOCK];
-  for (size_t r = 0; r < f->numel; r += f->len) {
+  for (size_t r = begin * f->len; r < end * f->len; r += f->len) {
     for (size_t i = r; i < r + f->len; i += FUSE_BLOCK) {
       size_t k = r + f->len - i < FUSE_BLOCK ? r + f->len - i : FUSE_BLOCK;
       chain_block(x, f, i, k, out + i, cur, t0, t1);
     }
     ccg__softmax_row_f32(x->vm, out + r, f->len);
   }
+}
+
+static ccg_status run_fused_softmax(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  if (f->len)
+    ccg__par_rows(x, n, f->numel / f->len, f->len * (f->n_steps + 4),
+                  fused_softmax_rows);
   return CCG_STATUS_OK;
 }
 
@@ -281,13 +304,14 @@ static ccg_status fuse_chain(ccg_exec *x, const size_t *chain, uint32_t len) {
  * in double in order, as ReduceMean does); the rest is the unfused arithmetic
  * on the same elements. */
 
-static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
+static void rms_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                     size_t end) {
   const struct ccg__fused *f = n->fused;
   const float *in = x->vals[f->x].ptr;
   const float *w = f->w != CCG_NONE ? x->vals[f->w].ptr : NULL;
   float *out = x->vals[f->out].ptr;
-  size_t len = f->len, rows = len ? f->numel / len : 0;
-  for (size_t i = 0; i < rows; i++) {
+  size_t len = f->len;
+  for (size_t i = begin; i < end; i++) {
     const float *r = in + i * len;
     float *y = out + i * len;
     double sq = 0.0;
@@ -302,17 +326,13 @@ static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
     if (w)
       x->vm->bin(CCG_OP_MUL, y, 1, w, 1, y, len);
   }
-  return CCG_STATUS_OK;
 }
 
-/* The one element of a constant f32 value (false if v is none). */
-static bool const_scalar(const ccg_exec *x, ccg_value_id v, float *out) {
-  const ccg__xval *c = &x->vals[v];
-  if (c->kind != CCG__V_STATIC || c->dtype != CCG_DTYPE_F32 || c->numel != 1 ||
-      !c->init)
-    return false;
-  memcpy(out, c->init, sizeof *out);
-  return true;
+static ccg_status run_rms(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  if (f->len)
+    ccg__par_rows(x, n, f->numel / f->len, 4 * f->len, rms_rows);
+  return CCG_STATUS_OK;
 }
 
 /* The step that alone reads step s's output (an f32 value that is no graph
@@ -346,8 +366,8 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   ccg__xnode *pw = &x->steps[sq->first];
   float two;
   bool is_sq = pw->n_in == 2 && pw->run && !pw->fused &&
-               ((pw->op == CCG_OP_POW && const_scalar(x, pw->in[1], &two) &&
-                 two == 2.0f) ||
+               ((pw->op == CCG_OP_POW &&
+                 ccg__const_scalar(x, pw->in[1], &two) && two == 2.0f) ||
                 (pw->op == CCG_OP_MUL && pw->in[0] == pw->in[1]));
   if (!is_sq)
     return CCG_STATUS_OK;
@@ -360,13 +380,13 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
     return CCG_STATUS_OK;
   ccg__xnode *add = only_reader(x, u, red, CCG_OP_ADD);
   float eps;
-  if (!add || !const_scalar(x, other_in(add, red->out[0]), &eps))
+  if (!add || !ccg__const_scalar(x, other_in(add, red->out[0]), &eps))
     return CCG_STATUS_OK;
   ccg__xnode *root = only_reader(x, u, add, CCG_OP_SQRT);
   ccg__xnode *div = only_reader(x, u, root, CCG_OP_DIV), *rec = NULL;
   float one;
-  if (div && div->in[1] == root->out[0] && const_scalar(x, div->in[0], &one) &&
-      one == 1.0f)
+  if (div && div->in[1] == root->out[0] &&
+      ccg__const_scalar(x, div->in[0], &one) && one == 1.0f)
     rec = div, div = NULL; /* Div(1, s): 1 / s, as Reciprocal */
   else if (!div)
     rec = only_reader(x, u, root, CCG_OP_RECIPROCAL);
@@ -423,6 +443,109 @@ static ccg_status fuse_rms(ccg_exec *x, const use *u, size_t s, bool *done) {
   return CCG_STATUS_OK;
 }
 
+/* ---- residual Add, then LayerNormalization --------------------------------
+ * Add(x, b) of two f32 values of one shape whose sum s (kept: the residual
+ * stream reads it again) a LayerNormalization over its last dims reads:
+ * both at the Add's step, row by row, the sum normalized while in L1.
+ * The same arithmetic as the two kernels (vecmath's bin, the row of the
+ * LayerNormalization kernel): the same bits. */
+
+static void add_ln_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,
+                        size_t end) {
+  const struct ccg__fused *f = n->fused;
+  const float *a = x->vals[f->x].ptr, *b = x->vals[f->b].ptr;
+  float *s = x->vals[f->s].ptr, *y = x->vals[f->out].ptr;
+  const float *scale = x->scratch, *bias = scale + f->len;
+  for (size_t i = begin; i < end; i++) {
+    size_t o = i * f->len;
+    x->vm->bin(CCG_OP_ADD, a + o, 1, b + o, 1, s + o, f->len);
+    ccg__layer_norm_row_f32(x->vm, s + o, y + o, f->len, scale, bias, f->eps);
+  }
+}
+
+static ccg_status run_add_ln(ccg_exec *x, const ccg__xnode *n) {
+  const struct ccg__fused *f = n->fused;
+  const ccg__xval *sv = &x->vals[f->s];
+  float *scale = x->scratch, *bias = scale + f->len;
+  ccg__norm_expand_param(&x->vals[f->w], sv, f->axis, scale);
+  if (f->bias != CCG_NONE)
+    ccg__norm_expand_param(&x->vals[f->bias], sv, f->axis, bias);
+  else
+    memset(bias, 0, f->len * sizeof(float));
+  ccg__par_rows(x, n, f->numel / f->len, f->len, add_ln_rows);
+  return CCG_STATUS_OK;
+}
+
+/* v can be read at step s: data of the graph or the run, or made before. */
+static bool ready_at(const ccg_exec *x, ccg_value_id v, size_t s) {
+  const ccg__xval *a = &x->vals[v];
+  return a->kind == CCG__V_STATIC || a->kind == CCG__V_INPUT ||
+         (a->kind == CCG__V_ARENA && a->first >= 0 && (size_t)a->first < s);
+}
+
+/* Step s (an Add) and the LayerNormalization that reads its sum. */
+static ccg_status fuse_add_ln(ccg_exec *x, size_t s) {
+  ccg__xnode *add = &x->steps[s];
+  if (add->op != CCG_OP_ADD || !add->run || add->fused || add->n_in != 2 ||
+      add->n_out != 1)
+    return CCG_STATUS_OK;
+  ccg_value_id sv = add->out[0];
+  const ccg__xval *o = &x->vals[sv];
+  const ccg__xval *a = ccg__in(x, add, 0), *b = ccg__in(x, add, 1);
+  if (o->kind != CCG__V_ARENA || o->dtype != CCG_DTYPE_F32 || !a || !b ||
+      a->dtype != CCG_DTYPE_F32 || b->dtype != CCG_DTYPE_F32 ||
+      a->numel != o->numel || b->numel != o->numel || o->numel == 0)
+    return CCG_STATUS_OK;
+  ccg__xnode *ln = NULL;
+  for (size_t k = s + 1; k < x->n_steps && !ln; k++) {
+    ccg__xnode *m = &x->steps[k];
+    if (m->op == CCG_OP_LAYER_NORM && m->run && !m->fused && m->n_in >= 2 &&
+        m->in[0] == sv)
+      ln = m;
+  }
+  bool stats = ln && ((ln->n_out > 1 && ln->out[1] != CCG_NONE) ||
+                      (ln->n_out > 2 && ln->out[2] != CCG_NONE));
+  if (!ln || stats || ccg__out(x, ln, 0)->dtype != CCG_DTYPE_F32 ||
+      ln->p.i1 <= 0 || ln->in[1] == CCG_NONE || !ready_at(x, ln->in[1], s) ||
+      (ln->n_in > 2 && ln->in[2] != CCG_NONE && !ready_at(x, ln->in[2], s)))
+    return CCG_STATUS_OK;
+  struct ccg__fused *f = ccg__arena_calloc(&x->arena, 1, sizeof *f);
+  ccg_value_id *ins = ccg__arena_calloc(&x->arena, 4, sizeof *ins);
+  ccg_value_id *outs = ccg__arena_calloc(&x->arena, 2, sizeof *outs);
+  if (!f || !ins || !outs)
+    return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  ccg_value_id bias = ln->n_in > 2 ? ln->in[2] : CCG_NONE;
+  *f = (struct ccg__fused){.numel = o->numel,
+                           .out = ln->out[0],
+                           .x = add->in[0],
+                           .w = ln->in[1],
+                           .eps = ln->p.f0,
+                           .len = (size_t)ln->p.i1,
+                           .add_ln = true,
+                           .b = add->in[1],
+                           .bias = bias,
+                           .s = sv,
+                           .axis = ln->p.axis};
+  ins[0] = add->in[0];
+  ins[1] = add->in[1];
+  ins[2] = ln->in[1];
+  ins[3] = bias;
+  outs[0] = sv;
+  outs[1] = ln->out[0];
+  x->vals[ln->out[0]].first = (int)s;
+  add->in = ins;
+  add->n_in = bias != CCG_NONE ? 4 : 3;
+  add->out = outs;
+  add->n_out = 2;
+  add->fused = f;
+  add->run = run_add_ln;
+  add->scratch = 2 * f->len * sizeof(float);
+  ln->run = NULL;
+  ln->n_in = ln->n_out = 0;
+  ln->fused = f;
+  return CCG_STATUS_OK;
+}
+
 /* Step s's output is read by a Softmax alone (then a chain of one step is
  * worth making: the Softmax takes it in). */
 static bool feeds_softmax(const ccg_exec *x, const use *u, size_t s) {
@@ -472,6 +595,8 @@ ccg_status ccg__fuse_plan(ccg_exec *x) {
   size_t *chain = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof *chain);
   if (!u || !chain)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory fusing");
+  for (size_t s = 0; s < x->n_steps; s++)
+    CCG_CHECK(fuse_add_ln(x, s));
   ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     bool done;

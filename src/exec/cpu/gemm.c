@@ -131,10 +131,13 @@ static void tile(void *vctx, size_t begin, size_t end) {
     }
     for (int64_t i = 0; i < m && (g->bias || g->act != CCG_OP_COUNT); i++) {
       float *row = c + i * g->ldc;
-      /* the vector add: an -O2 build leaves the plain loop scalar, a
-       * tenth of a small block's step (docs/performance.md) */
-      if (g->bias)
+      /* the vector add (the same sums): an -O2 build leaves the plain loop
+       * scalar, a tenth of a small block's step (docs/performance.md) */
+      if (g->bias && g->vm)
         g->vm->bin(CCG_OP_ADD, row, 1, g->bias + j0, 1, row, (size_t)n);
+      else if (g->bias)
+        for (int64_t q = 0; q < n; q++)
+          row[q] += g->bias[j0 + q];
       if (g->act != CCG_OP_COUNT)
         ccg__un_f32_block(g->vm, g->act, g->act_p, row, row, (size_t)n);
     }

@@ -38,9 +38,9 @@ static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
     return;
   g->bias = x->vals[n->epi_bias].ptr;
   g->vm = x->vm;
-  if (n->epi_act) {
-    g->act = n->epi_act->op;
-    g->act_p = ccg__unp_of(n->epi_act);
+  if (n->epi_act != CCG_OP_COUNT) {
+    g->act = n->epi_act;
+    g->act_p = (ccg__unp){0.0f, 0.0f, n->epi_tanh};
   }
 }
 

@@ -117,6 +117,17 @@ static void layer_norm_row_vm(const ccg__vm *vm, const float *a, float *y,
   *invstd_out = invstd;
 }
 
+void ccg__layer_norm_row_f32(const ccg__vm *vm, const float *a, float *y,
+                             size_t len, const float *scale, const float *bias,
+                             float eps) {
+  float m, invstd;
+  if (vm->sum)
+    layer_norm_row_vm(vm, a, y, len, scale, bias, eps, &m, &invstd);
+  else
+    ccg__layer_norm_line(CCG_DTYPE_F32, a, CCG_DTYPE_F32, y, 0, len, scale,
+                         bias, eps, &m, &invstd);
+}
+
 /* i0 = outer, i1 = normalized size, axis; f0 = epsilon. Scratch: scale
  * and bias (f32 each). */
 static void layer_norm_rows(ccg_exec *x, const ccg__xnode *n, size_t begin,

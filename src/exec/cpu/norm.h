@@ -10,6 +10,11 @@
 /* Softmax of one f32 row in place, as the Softmax kernel computes it with
  * vm (fuse.c's Softmax after a chain). */
 void ccg__softmax_row_f32(const ccg__vm *vm, float *row, size_t len);
+/* LayerNormalization of one f32 row as its kernel computes it with vm
+ * (scale and bias expanded to the row; y may be a). */
+void ccg__layer_norm_row_f32(const ccg__vm *vm, const float *a, float *y,
+                             size_t len, const float *scale, const float *bias,
+                             float eps);
 /* A LayerNormalization / RMSNormalization scale or bias expanded to the
  * normalized shape (xv's dims from axis on) as f32. */
 void ccg__norm_expand_param(const ccg__xval *p, const ccg__xval *xv, int axis,

@@ -123,6 +123,13 @@ static const ccg__vm scalar_table = {
 #define DFMA(a, b, c) _mm256_fmadd_pd(a, b, c)
 #define CVTLO(v) _mm256_cvtps_pd(_mm256_castps256_ps128(v))
 #define CVTHI(v) _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))
+/* the first k lanes (k < W); loads of the others read nothing and give 0 */
+#define TAILMASK(k)                                                            \
+  _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),                        \
+                _mm256_set1_ps((float)(k)), _CMP_LT_OQ)
+#define LDM(p, m) _mm256_maskload_ps(p, _mm256_castps_si256(m))
+#define ANY(m) (_mm256_movemask_ps(m) != 0)
+#define STM(p, m, v) _mm256_maskstore_ps(p, _mm256_castps_si256(m), v)
 
 #include "exec/cpu/vecmath_simd.h"
 
@@ -174,6 +181,10 @@ static const ccg__vm scalar_table = {
 #undef DFMA
 #undef CVTLO
 #undef CVTHI
+#undef TAILMASK
+#undef ANY
+#undef LDM
+#undef STM
 
 /* ---- AVX-512F: the float bit operations go through the integer ones
  * (the float forms are AVX512DQ) */
@@ -231,6 +242,10 @@ static const ccg__vm scalar_table = {
 #define CVTHI(v)                                                               \
   _mm512_cvtps_pd(                                                             \
       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))
+#define TAILMASK(k) ((__mmask16)((1u << (k)) - 1u))
+#define LDM(p, m) _mm512_maskz_loadu_ps(m, p)
+#define ANY(m) ((m) != 0)
+#define STM(p, m, v) _mm512_mask_storeu_ps(p, m, v)
 
 #include "exec/cpu/vecmath_simd.h"
 

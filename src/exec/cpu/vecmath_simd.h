@@ -10,7 +10,12 @@
  * 2^-126 round once into the denormals and n = 128 overflows to inf. The
  * clamps keep n in [-150, 128]; NaN comes back at the end. */
 VM_FN V FN(v_exp)(V x0) {
-  V x = MIN(MAX(x0, SET1(-104.0f)), SET1(89.0f));
+  /* below -104 the result rounds to 0 (as the clamp's would): those lanes
+   * compute e^0 instead, since a product that underflows costs the CPU a
+   * microcode assist per instruction (masked attention scores, padded
+   * tails) */
+  MK dead = CMPLT(x0, SET1(-104.0f));
+  V x = SEL(dead, SET1(0.0f), MIN(x0, SET1(89.0f)));
   V n = ROUND(MUL(x, SET1(1.44269504088896341f)));
   V r = FMA(n, SET1(-0.693359375f), x);
   r = FMA(n, SET1(2.12194440e-4f), r);
@@ -26,7 +31,8 @@ VM_FN V FN(v_exp)(V x0) {
   VI n2 = ISUB(ni, n1);
   V s1 = CASTF(SLLI(IADD(n1, ISET1(127)), 23));
   V s2 = CASTF(SLLI(IADD(n2, ISET1(127)), 23));
-  return SEL(ISNAN(x0), ADD(x0, x0), MUL(MUL(p, s1), s2));
+  V y = SEL(dead, SET1(0.0f), MUL(MUL(p, s1), s2));
+  return SEL(ISNAN(x0), ADD(x0, x0), y);
 }
 
 /* log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by Cephes' logf
@@ -75,6 +81,10 @@ VM_FN V FN(v_erf)(V x) {
   p = FMA(p, z, SET1(-0.3761253256611721f));
   p = FMA(p, z, SET1(1.1283791553670193f));
   V small = MUL(x, p);
+  /* the second fit only where a lane needs it: Gelu's inputs are mostly
+   * small (the same bits either way) */
+  if (!ANY(CMPGE(a, SET1(0.9f))))
+    return SEL(ISNAN(x), ADD(x, x), small);
   V t = SUB(MIN(a, SET1(4.0f)), SET1(1.0f));
   V q = SET1(-5.807567671212155e-08f);
   q = FMA(q, t, SET1(8.103391943015126e-07f));
@@ -242,18 +252,14 @@ VM_FN double FN(exp_sum)(const float *x, float shift, float *y, size_t n) {
     STU(y + i, e);
     acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
-  double s = FN(hsum)(acc);
-  if (i < n) {
-    float t[W];
-    for (int k = 0; k < W; k++)
-      t[k] = i + (size_t)k < n ? x[i + (size_t)k] - shift : -INFINITY;
-    STU(t, FN(v_exp)(LDU(t)));
-    for (size_t k = 0; i + k < n; k++) {
-      y[i + k] = t[k];
-      s += t[k];
-    }
+  if (i < n) { /* masked: short rows (attention over a few tokens) are all
+                * tail; the lanes past the end are e^-inf = 0 */
+    MK m = TAILMASK(n - i);
+    V e = FN(v_exp)(SEL(m, SUB(LDM(x + i, m), sh), SET1(-INFINITY)));
+    STM(y + i, m, e);
+    acc = DADD(acc, DADD(CVTLO(e), CVTHI(e)));
   }
-  return s;
+  return FN(hsum)(acc);
 }
 
 VM_FN void FN(scale)(float *y, float s, size_t n) {
@@ -261,8 +267,10 @@ VM_FN void FN(scale)(float *y, float s, size_t n) {
   size_t i = 0;
   for (; i + W <= n; i += W)
     STU(y + i, MUL(LDU(y + i), vs));
-  for (; i < n; i++)
-    y[i] *= s;
+  if (i < n) {
+    MK m = TAILMASK(n - i);
+    STM(y + i, m, MUL(LDM(y + i, m), vs));
+  }
 }
 
 VM_FN double FN(sum)(const float *x, size_t n) {
