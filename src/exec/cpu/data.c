@@ -3,9 +3,9 @@
  * per-element arithmetic is data_math.h's, which the CUDA kernels share;
  * parameter inputs (pads, k, axis) are read at run time. An f32 or f64
  * Einsum that is a (batched) matrix product goes to OpenBLAS. */
-#include <cblas.h>
 #include <string.h>
 
+#include "exec/cpu/blas.h"
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/data.h"
 #include "graph/einsum.h"
@@ -448,12 +448,13 @@ static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
     ccg__sgemm(x->pool, &g);
     return CCG_STATUS_OK;
   }
+  CCG_CHECK(ccg__blas_load(&x->ctx)); /* f64: OpenBLAS's dgemm */
   for (int64_t t = 0; t < mm.batch; t++) {
     const void *at = a + (size_t)(t * mm.M * mm.K) * es;
     const void *bt = b + (size_t)(t * mm.K * mm.N) * es;
     void *ct = c + (size_t)(t * mm.M * mm.N) * es;
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, at, mm.ta ? M : K, bt,
-                mm.tb ? K : N, 0.0, ct, N);
+    ccg__blas_fn.cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, at,
+                             mm.ta ? M : K, bt, mm.tb ? K : N, 0.0, ct, N);
   }
   return CCG_STATUS_OK;
 }

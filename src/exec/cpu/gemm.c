@@ -7,7 +7,6 @@
  * chooses (docs/performance.md, "GEMM and threads"). Every library call is
  * single-threaded: the threads are the pool's (OpenBLAS is set to one
  * thread for the whole process the first time it serves a GEMM here). */
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "exec/cpu/blas.h"
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/pool.h"
 
@@ -54,6 +54,8 @@ static tiling plan(int64_t M, int64_t N, int64_t K) {
   return t;
 }
 
+/* Which library f32 GEMMs run on; where it is OpenBLAS and err is given
+ * (at create), it is loaded, or the error names why it cannot be. */
 ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn) {
   const char *env = getenv("CCG_GEMM");
 #ifdef CCG_HAVE_ONEDNN
@@ -61,23 +63,20 @@ ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn) {
 #else
   *onednn = false;
 #endif
-  if (!env || !*env)
-    return CCG_STATUS_OK;
-  if (strcmp(env, "openblas") == 0) {
+  if (env && *env && strcmp(env, "openblas") == 0)
     *onednn = false;
-    return CCG_STATUS_OK;
-  }
 #ifdef CCG_HAVE_ONEDNN
-  if (strcmp(env, "onednn") == 0)
-    return CCG_STATUS_OK;
-  return ccg__error(err, CCG_STATUS_INVALID_ARG,
-                    "CCG_GEMM='%s': give openblas or onednn", env);
+  else if (env && *env && strcmp(env, "onednn") != 0)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "CCG_GEMM='%s': give openblas or onednn", env);
 #else
-  return ccg__error(err, CCG_STATUS_INVALID_ARG,
-                    "CCG_GEMM='%s': this build has openblas only (oneDNN "
-                    "was off at configure time)",
-                    env);
+  else if (env && *env)
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "CCG_GEMM='%s': this build has openblas only (oneDNN "
+                      "was off at configure time)",
+                      env);
 #endif
+  return *onednn || !err ? CCG_STATUS_OK : ccg__blas_load(err);
 }
 
 static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
@@ -94,10 +93,10 @@ static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
   }
 #endif
   (void)onednn;
-  cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-              g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)g->k,
-              g->alpha, a, (int)g->lda, b, (int)g->ldb, g->beta, c,
-              (int)g->ldc);
+  ccg__blas_fn.cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                           g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                           (int)g->k, g->alpha, a, (int)g->lda, b, (int)g->ldb,
+                           g->beta, c, (int)g->ldc);
 }
 
 typedef struct job {
@@ -156,10 +155,10 @@ void ccg__sgemm(ccg__pool *pool, const ccg__gemm *g) {
   int omp_was = j.onednn ? omp_get_max_threads() : 1;
 #endif
   /* OpenBLAS's thread count is the process's, not the call's: its own
-   * threads would run under every tile of ours, so it is set to one
-   * (docs/exec.md, "Threads"). */
-  if (!j.onednn && openblas_get_num_threads() != 1)
-    openblas_set_num_threads(1);
+   * threads would run under every tile of ours, so it stays one
+   * (docs/exec.md, "Threads"), whoever else in the process set it. */
+  if (!j.onednn && ccg__blas_fn.openblas_get_num_threads() != 1)
+    ccg__blas_fn.openblas_set_num_threads(1);
   size_t tiles = (size_t)(batch * j.t.nm * j.t.nn);
   double flops =
       2.0 * (double)batch * (double)g->m * (double)g->n * (double)g->k;
