@@ -292,6 +292,48 @@ static ccg_status rs_parts(ccg__mcall *c, const ccg_value_id *xs, size_t n,
   return CCG_STATUS_OK;
 }
 
+/* The working arrays of a bucket of n: parts, rows, row lengths. */
+typedef struct rs_work {
+  rs_part *pt;
+  ccg_value_id *rows;
+  int64_t *k;
+} rs_work;
+
+static ccg_status rs_work_new(ccg__mcall *c, size_t n, rs_work *wk) {
+  wk->pt = calloc(n + 1, sizeof *wk->pt);
+  wk->rows = calloc(n + 1, sizeof *wk->rows);
+  wk->k = calloc(n + 1, sizeof *wk->k);
+  if (!wk->pt || !wk->rows || !wk->k)
+    return ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
+  return CCG_STATUS_OK;
+}
+
+static void rs_work_free(rs_work *wk) {
+  free(wk->pt);
+  free(wk->rows);
+  free(wk->k);
+}
+
+/* The rows side by side along dim 1 (one row stays as it is). */
+static ccg_status rs_join(ccg__mcall *c, const rs_work *wk, size_t n,
+                          ccg_value_id *cat) {
+  if (n == 1) {
+    *cat = wk->rows[0];
+    return CCG_STATUS_OK;
+  }
+  return ccg_concat(c->g, wk->rows, n, 1, cat);
+}
+
+/* v cut back into the rows' lengths along dim 1. */
+static ccg_status rs_cut(ccg__mcall *c, ccg_value_id v, const rs_work *wk,
+                         size_t n) {
+  if (n == 1) {
+    wk->rows[0] = v;
+    return CCG_STATUS_OK;
+  }
+  return ccg_split(c->g, v, 1, wk->k, n, wk->rows);
+}
+
 /* FSDP's gradient bucket: each gradient's [W, K_i] rows (rank k's part of
  * it in row k) concatenated along dim 1, one ReduceScatter of dim 0, and
  * rank r's row split back into the shards: chunk r of each gradient's dim,
@@ -308,46 +350,32 @@ static ccg_status rs_bucket_forward(ccg__mcall *c, const ccg_value_id *in,
   CCG_CHECK(ccg__mgroup(c, p->group, &w));
   CCG_CHECK(reduce_op(c, &op));
   *n_out = n;
-  rs_part *pt = calloc(n + 1, sizeof *pt);
-  ccg_value_id *rows = calloc(n + 1, sizeof *rows);
-  int64_t *k = calloc(n + 1, sizeof *k);
-  ccg_status st = CCG_STATUS_OK;
+  rs_work wk;
   ccg_value_id cat, mine;
-  if (!pt || !rows || !k) {
-    st = ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
-    goto out;
-  }
-  CCG_CHECK_GOTO(rs_parts(c, in, n, w, false, pt), st, out);
-  if (w == 1) {
+  ccg_status st = rs_work_new(c, n, &wk);
+  if (st == CCG_STATUS_OK)
+    st = rs_parts(c, in, n, w, false, wk.pt);
+  if (st == CCG_STATUS_OK && w == 1) {
     for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
       st = ccg_identity(c->g, in[i], &out[i]);
     goto out;
   }
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    k[i] = pt[i].pre * pt[i].rest;
-    st = rs_rows(c, in[i], &pt[i], w, &rows[i]);
+    wk.k[i] = wk.pt[i].pre * wk.pt[i].rest;
+    st = rs_rows(c, in[i], &wk.pt[i], w, &wk.rows[i]);
   }
-  if (st != CCG_STATUS_OK)
-    goto out;
-  if (n == 1)
-    cat = rows[0];
-  else
-    CCG_CHECK_GOTO(ccg_concat(c->g, rows, n, 1, &cat), st, out);
+  CCG_CHECK_GOTO(st, st, out);
+  CCG_CHECK_GOTO(rs_join(c, &wk, n, &cat), st, out);
   CCG_CHECK_GOTO(ccg_reduce_scatter(c->g, cat, p->group, 0, op, NULL, &mine),
                  st, out);
-  if (n == 1)
-    rows[0] = mine;
-  else
-    CCG_CHECK_GOTO(ccg_split(c->g, mine, 1, k, n, rows), st, out);
+  CCG_CHECK_GOTO(rs_cut(c, mine, &wk, n), st, out);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    ccg_shape s = pt[i].whole;
-    s.dims[pt[i].dim] = ccg_dim_num(s.dims[pt[i].dim].size / w);
-    st = ccg__mreshape(c, rows[i], &s, &out[i]);
+    ccg_shape s = wk.pt[i].whole;
+    s.dims[wk.pt[i].dim] = ccg_dim_num(s.dims[wk.pt[i].dim].size / w);
+    st = ccg__mreshape(c, wk.rows[i], &s, &out[i]);
   }
 out:
-  free(pt);
-  free(rows);
-  free(k);
+  rs_work_free(&wk);
   return st;
 }
 
@@ -375,40 +403,26 @@ static ccg_status rs_bucket_backward(ccg__mcall *c, const ccg_value_id *in,
       CCG_CHECK(ccg_identity(c->g, gout[i], &gin[i]));
     return CCG_STATUS_OK;
   }
-  rs_part *pt = calloc(n + 1, sizeof *pt);
-  ccg_value_id *rows = calloc(n + 1, sizeof *rows);
-  int64_t *k = calloc(n + 1, sizeof *k);
-  ccg_status st = CCG_STATUS_OK;
+  rs_work wk;
   ccg_value_id cat, all;
-  if (!pt || !rows || !k) {
-    st = ccg__mfail(c, CCG_STATUS_OOM, "out of memory");
-    goto out;
-  }
-  CCG_CHECK_GOTO(rs_parts(c, gout, n, w, true, pt), st, out);
+  ccg_status st = rs_work_new(c, n, &wk);
+  if (st == CCG_STATUS_OK)
+    st = rs_parts(c, gout, n, w, true, wk.pt);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    k[i] = pt[i].pre * pt[i].rest;
-    ccg_shape row = {2, {ccg_dim_num(1), ccg_dim_num(k[i])}};
-    st = ccg__mreshape(c, gout[i], &row, &rows[i]);
+    wk.k[i] = wk.pt[i].pre * wk.pt[i].rest;
+    ccg_shape row = {2, {ccg_dim_num(1), ccg_dim_num(wk.k[i])}};
+    st = ccg__mreshape(c, gout[i], &row, &wk.rows[i]);
   }
-  if (st != CCG_STATUS_OK)
-    goto out;
-  if (n == 1)
-    cat = rows[0];
-  else
-    CCG_CHECK_GOTO(ccg_concat(c->g, rows, n, 1, &cat), st, out);
+  CCG_CHECK_GOTO(st, st, out);
+  CCG_CHECK_GOTO(rs_join(c, &wk, n, &cat), st, out);
   CCG_CHECK_GOTO(ccg_all_gather(c->g, cat, p->group, 0, NULL, &all), st, out);
   if (op == CCG_REDUCE_AVG)
     CCG_CHECK_GOTO(ccg__grad_scale(c->g, all, 1.0 / (double)w, &all), st, out);
-  if (n == 1)
-    rows[0] = all;
-  else
-    CCG_CHECK_GOTO(ccg_split(c->g, all, 1, k, n, rows), st, out);
+  CCG_CHECK_GOTO(rs_cut(c, all, &wk, n), st, out);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++)
-    st = rs_unrows(c, rows[i], &pt[i], w, &gin[i]);
+    st = rs_unrows(c, wk.rows[i], &wk.pt[i], w, &gin[i]);
 out:
-  free(pt);
-  free(rows);
-  free(k);
+  rs_work_free(&wk);
   return st;
 }
 
