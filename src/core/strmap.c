@@ -137,3 +137,9 @@ bool ccg__strmap_remove(ccg_strmap *m, const char *key) {
   m->count--;
   return true;
 }
+
+void ccg__strmap_remap(ccg_strmap *m, const uint32_t *to) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->slots[i].key)
+      m->slots[i].id = to[m->slots[i].id];
+}

@@ -44,5 +44,8 @@ ccg_status ccg__strmap_put_h(ccg_strmap *m, const char *key, uint32_t h,
 
 /* Removes key; false if it was not there. */
 bool ccg__strmap_remove(ccg_strmap *m, const char *key);
+/* Replaces every entry's id by to[id] (the table a renumbering made);
+ * keys and their places stay, so nothing is hashed again. */
+void ccg__strmap_remap(ccg_strmap *m, const uint32_t *to);
 
 #endif

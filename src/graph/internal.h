@@ -438,6 +438,20 @@ ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
  * values and names follow. An error (a cycle) leaves g unchanged. */
 ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key);
 
+/* Appends node n's use of v (input `slot`) to the end of v's use list;
+ * room in g->uses is reserved by the caller. */
+void ccg__link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n, uint32_t slot);
+
+/* Removes in place the nodes with keep_node[n] false (their outputs go with
+ * them) and the initializers with keep_init[v] false (indexed by value id;
+ * read for initializers only). Graph inputs stay. Kept values are numbered
+ * as a graph built afresh numbers them: inputs, initializers, then node
+ * outputs in node order; node order, names, attributes, tags, metadata,
+ * placements and per-rank data stay (compact.c). INTERNAL, with g
+ * unchanged, if a kept node or a graph output reads a removed value. */
+ccg_status ccg__graph_compact(ccg_graph *g, const bool *keep_node,
+                              const bool *keep_init);
+
 /* Rollback: builders that add helper values (constants) before their node
  * undo them if the node is refused, so a failed call changes nothing. */
 typedef struct ccg__mark {

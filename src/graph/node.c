@@ -160,9 +160,7 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
   return CCG_STATUS_OK;
 }
 
-/* Appends node n's use of v (input `slot`) to v's list; room is reserved. */
-static void link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n,
-                     uint32_t slot) {
+void ccg__link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n, uint32_t slot) {
   uint32_t u = (uint32_t)g->n_uses++;
   ccg__value *x = &g->values[v];
   g->uses[u] = (ccg__use){n, slot, x->last_use, CCG_NONE};
@@ -240,7 +238,7 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
   node->n_attrs = (uint32_t)ix->n_attrs;
   for (size_t i = 0; i < ix->n_in; i++)
     if (c->in[i] != CCG_NONE)
-      link_use(g, c->in[i], nid, (uint32_t)i);
+      ccg__link_use(g, c->in[i], nid, (uint32_t)i);
   return nid;
 }
 

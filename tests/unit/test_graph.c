@@ -493,6 +493,85 @@ static void test_max_instance(void **state) {
   ccg_graph_free(g);
 }
 
+/* Removing nodes and initializers in place: the rest keep their order,
+ * names, tags and metadata; values are renumbered as a fresh build numbers
+ * them; the name maps, the consumer index and the largest instance follow;
+ * a removal that a kept node would miss is refused and changes nothing. */
+static void test_compact(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id a, b, d, k1, k2, k3, f;
+  ccg_test_input(g, "unused", CCG_DTYPE_F32, "[4]");
+  float w[4] = {1, 2, 3, 4};
+  ccg_tensor t = {CCG_DTYPE_F32, 1, {4}, w};
+  assert_ok(g, ccg_graph_add_initializer(g, "k1", &t, &k1));
+  assert_ok(g, ccg_relu(g, x, &a));    /* node 0: kept */
+  assert_ok(g, ccg_add(g, x, k1, &d)); /* node 1: removed, with k1 */
+  assert_ok(g, ccg_graph_add_initializer(g, "k2", &t, &k2));
+  assert_ok(g, ccg_graph_add_initializer(g, "k3", &t, &k3));
+  assert_ok(g, ccg_mul(g, a, k2, &b)); /* node 2: kept */
+  assert_ok(g, ccg_graph_add_output(g, b));
+  ccg_tag tag = {"m", 3, NULL, false};
+  assert_ok(g, ccg_node_set_tag(g, 0, &tag));
+  assert_ok(g, ccg_node_set_meta(g, 0, "key", "value"));
+  tag.instance = 9;
+  assert_ok(g, ccg_node_set_tag(g, 1, &tag));
+  ccg_placement pl = {CCG_PLACEMENT_SHARD, 0, CCG_REDUCE_SUM};
+  assert_ok(g, ccg_value_set_placements(g, b, &pl, 1));
+  const char *dead = ccg_node_name(g, 1), *mul = ccg_node_name(g, 2);
+
+  bool keep_node[3] = {false, false, true}, keep_init[16] = {false};
+  keep_init[k2] = true;
+  assert_fails(g, CCG_STATUS_INTERNAL,
+               ccg__graph_compact(g, keep_node, keep_init), "reads", "Relu");
+  assert_int_equal(ccg_graph_num_nodes(g), 3);
+  assert_int_equal(ccg_graph_num_values(g), 8);
+  keep_node[0] = true;
+  assert_ok(g, ccg__graph_compact(g, keep_node, keep_init));
+
+  assert_int_equal(ccg_graph_num_nodes(g), 2);
+  assert_int_equal(ccg_graph_num_values(g), 5);
+  assert_int_equal(ccg_graph_num_initializers(g), 1);
+  const char *order[5] = {"x", "unused", "k2", NULL, NULL};
+  order[3] = ccg_value_name(g, ccg_node_output(g, 0, 0));
+  order[4] = ccg_value_name(g, ccg_node_output(g, 1, 0));
+  for (ccg_value_id v = 0; v < 5; v++) {
+    ccg_value_id got;
+    assert_ok(g, ccg_graph_find_value(g, order[v], &got));
+    assert_int_equal(got, v);
+  }
+  assert_int_equal(ccg_graph_initializer(g, 0), 2);
+  assert_int_equal(ccg_graph_output(g, 0), 4);
+  assert_int_equal(ccg_value_producer(g, 4), 1);
+  assert_int_equal(ccg_node_input(g, 1, 0), 3);
+  assert_int_equal(ccg_node_input(g, 1, 1), 2);
+  assert_int_equal(ccg_value_placements(g, 4, &pl), 1);
+  assert_int_equal(pl.kind, CCG_PLACEMENT_SHARD);
+  assert_string_equal(ccg_node_meta(g, 0, "key"), "value");
+  assert_int_equal(ccg_node_tag(g, 0)->instance, 3);
+  assert_int_equal(ccg__graph_max_instance(g), 3);
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_find_node(g, mul, &n));
+  assert_int_equal(n, 1);
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_find_node(g, dead, &n),
+               "no node named");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_find_value(g, "k1", &f),
+               "no value named");
+  char buf[64];
+  uses_str(g, 0, buf, sizeof buf);
+  assert_string_equal(buf, "0:0");
+  uses_str(g, 2, buf, sizeof buf);
+  assert_string_equal(buf, "1:1");
+  assert_ok(g, ccg_graph_validate(g));
+  /* the removed names are free; new nodes append to the index */
+  assert_ok(g, ccg_graph_add_initializer(g, "k1", &t, &k1));
+  assert_ok(g, ccg_sub(g, 0, k1, &d));
+  uses_str(g, 0, buf, sizeof buf);
+  assert_string_equal(buf, "0:0 2:0");
+  ccg_graph_free(g);
+}
+
 /* Counting allocator that can fail the n-th call. */
 typedef struct counting {
   long live, calls, fail_at;
@@ -625,6 +704,7 @@ int main(void) {
       cmocka_unit_test(test_consumer_index),
       cmocka_unit_test(test_consumer_index_many),
       cmocka_unit_test(test_max_instance),
+      cmocka_unit_test(test_compact),
       cmocka_unit_test(test_lifetime_and_oom),
       cmocka_unit_test(test_threads),
   };
