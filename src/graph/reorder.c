@@ -125,6 +125,10 @@ ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key) {
   for (size_t v = 0; v < g->n_values; v++)
     if (g->values[v].producer != CCG_NONE)
       g->values[v].producer = newid[g->values[v].producer];
+  /* the consumer index names nodes by id too (its order per value, the
+   * order the uses were added, stays) */
+  for (size_t u = 0; u < g->n_uses; u++)
+    g->uses[u].node = newid[g->uses[u].node];
 out:
   free(order), free(newid), free(indeg), free(heap), free(nodes);
   free(start), free(adj);

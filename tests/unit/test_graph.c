@@ -497,6 +497,40 @@ static void test_max_instance(void **state) {
  * names, tags and metadata; values are renumbered as a fresh build numbers
  * them; the name maps, the consumer index and the largest instance follow;
  * a removal that a kept node would miss is refused and changes nothing. */
+/* Reordering renumbers nodes: producers, names and the consumer index all
+ * follow (a use still names the node that reads the value). */
+static void test_reorder_uses(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id a, b, c;
+  assert_ok(g, ccg_relu(g, x, &a)); /* node 0 */
+  assert_ok(g, ccg_neg(g, x, &b));  /* node 1 */
+  assert_ok(g, ccg_add(g, b, a, &c));
+  assert_ok(g, ccg_graph_add_output(g, c));
+  const char *relu = ccg_node_name(g, 0), *neg = ccg_node_name(g, 1);
+  uint64_t key[3] = {2, 1, 3}; /* Neg first */
+  assert_ok(g, ccg__graph_reorder(g, key));
+  assert_string_equal(ccg_node_name(g, 0), neg);
+  assert_string_equal(ccg_node_name(g, 1), relu);
+  assert_int_equal(ccg_value_producer(g, a), 1);
+  assert_int_equal(ccg_value_producer(g, b), 0);
+  size_t cur = 0;
+  ccg_node_id n;
+  size_t slot;
+  const char *want[2] = {relu, neg}; /* in the order the uses were added */
+  for (int i = 0; i < 2; i++) {
+    assert_true(ccg_value_next_use(g, x, &cur, &n, &slot));
+    assert_string_equal(ccg_node_name(g, n), want[i]);
+  }
+  assert_false(ccg_value_next_use(g, x, &cur, &n, &slot));
+  cur = 0;
+  assert_true(ccg_value_next_use(g, a, &cur, &n, &slot));
+  assert_int_equal(n, 2);
+  assert_int_equal(slot, 1);
+  ccg_graph_free(g);
+}
+
 static void test_compact(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph("tp=2");
@@ -704,6 +738,7 @@ int main(void) {
       cmocka_unit_test(test_consumer_index),
       cmocka_unit_test(test_consumer_index_many),
       cmocka_unit_test(test_max_instance),
+      cmocka_unit_test(test_reorder_uses),
       cmocka_unit_test(test_compact),
       cmocka_unit_test(test_lifetime_and_oom),
       cmocka_unit_test(test_threads),
