@@ -113,8 +113,6 @@ static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
  * measured on 1-thread calls: the loop took 0.1 of the library's time at
  * 8x8x8, 0.4 at 16x16x32, 1.2 at 16x32x32 (docs/performance.md). */
 #define SMALL_MAX_FLOPS 32768.0
-/* narrower C runs the one-element loop, slower than the library's */
-#define SMALL_MIN_N 8
 /* B transposed is copied to rows first: at most this many elements */
 #define SMALL_PACK 8192
 
@@ -161,13 +159,20 @@ typedef float v8f __attribute__((vector_size(32)));
     }                                                                          \
     OUTS;                                                                      \
   }
-/* Column j of the rows from a0 to c0, one at a time. */
+/* The last n - j (< VW) columns of the row from a0 to c0: k outside, so
+ * that B is read along its rows; each sum the same as in a vector lane. */
 #define SMALL_TAIL(a0, c0)                                                     \
-  for (int64_t q = j; q < n; q++) {                                            \
-    float s = 0.0f;                                                            \
-    for (int64_t k = 0; k < kk; k++)                                           \
-      s += (a0)[k * sak] * bp[k * ldb + q];                                    \
-    (c0)[q] = beta != 0.0f ? s * alpha + (c0)[q] * beta : s * alpha;           \
+  if (j < n) {                                                                 \
+    float s[VW] = {0};                                                         \
+    for (int64_t k = 0; k < kk; k++) {                                         \
+      float x = (a0)[k * sak];                                                 \
+      const float *br = bp + k * ldb;                                          \
+      for (int64_t q = j; q < n; q++)                                          \
+        s[q - j] += x * br[q];                                                 \
+    }                                                                          \
+    for (int64_t q = j; q < n; q++)                                            \
+      (c0)[q] =                                                                \
+          beta != 0.0f ? s[q - j] * alpha + (c0)[q] * beta : s[q - j] * alpha; \
   }
 
 #define SMALL_BODY                                                             \
@@ -261,12 +266,12 @@ static void small(const ccg__gemm *g, int64_t m, int64_t n, const float *a,
  * transposed copy within its buffer. */
 static bool small_fits(const ccg__gemm *g) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  /* the portable loop (4 floats, no FMA) does not beat the library there */
+  /* the portable loop (4 floats a vector) does not beat the library there */
   if (!g->vm || g->vm->isa < CCG__ISA_AVX2)
     return false;
 #endif
   return 2.0 * (double)g->m * (double)g->n * (double)g->k < SMALL_MAX_FLOPS &&
-         g->n >= SMALL_MIN_N && (!g->tb || g->k * g->n <= SMALL_PACK);
+         (!g->tb || g->k * g->n <= SMALL_PACK);
 }
 
 typedef struct job {
