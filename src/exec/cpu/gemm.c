@@ -102,16 +102,16 @@ static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
 /* ---- Small products -----------------------------------------------------
  * Below SMALL_MAX_FLOPS the library's per-call set-up (it allocates and
  * packs its operands) costs more than the product: a tiny mixtral step
- * spent 16% of its time in it (docs/performance.md, "Small GEMMs"). These
- * run a plain loop instead: per C element the sum over k in order, one
- * product added at a time, scaled by alpha and added to beta times C (C is
- * not read where beta is 0, as BLAS); a product and a sum round each (no
- * contraction under -std=c11). Results do not depend on the thread count
- * (one call per tile, as the library's). On x86 the AVX2 build of the loop
- * runs where the executor's array math is AVX2 or wider, the library below
- * that; elsewhere the portable build (4 floats a vector). The crossover was
- * measured on 1-thread calls: the loop took 0.1 of the library's time at
- * 8x8x8, 0.4 at 16x16x32, 1.2 at 16x32x32 (docs/performance.md). */
+ * spent 16% of its time in it. These run a plain loop instead: per C
+ * element the sum over k in order, one product added at a time, scaled by
+ * alpha and added to beta times C (C is not read where beta is 0, as
+ * BLAS); a product and a sum round each (no contraction under -std=c11).
+ * Results do not depend on the thread count (one call per tile, as the
+ * library's). On x86 the AVX2 build of the loop runs where the executor's
+ * array math is AVX2 or wider, the library below that; elsewhere the
+ * portable build (4 floats a vector). Measured on 1-thread calls, the loop
+ * took 0.3 of the library's time at 8x8x8, 0.4 at 16x16x32, 1.2 at
+ * 16x32x32 (docs/performance.md, "Small GEMMs and ScatterElements"). */
 #define SMALL_MAX_FLOPS 32768.0
 /* B transposed is copied to rows first: at most this many elements */
 #define SMALL_PACK 8192
