@@ -333,6 +333,16 @@ static void scatter_elements_values(void **state) {
     scatter_case(dt, 1, "min", d15, row, i12, rep, upd,
                  (const double[]){1, 2, 3, 4, 5}, 0);
   }
+  /* indices narrower than data in the other axis: offsets step by data's
+   * strides, along either axis (f32 and f64 copies) */
+  const int64_t d34[2] = {3, 4}, i22[2] = {2, 2};
+  const double z12[12] = {0}, u4[4] = {1, 2, 3, 4};
+  scatter_case(CCG_DTYPE_F32, 1, "none", d34, z12, i22,
+               (const double[]){3, 0, 1, 2}, u4,
+               (const double[]){2, 0, 0, 1, 0, 3, 4, 0, 0, 0, 0, 0}, 0);
+  scatter_case(CCG_DTYPE_F64, 0, "none", d34, z12, i22,
+               (const double[]){2, 0, 1, 2}, u4,
+               (const double[]){0, 2, 0, 0, 3, 0, 0, 0, 1, 4, 0, 0}, 0);
   /* bool data, replaced */
   scatter_case(CCG_DTYPE_BOOL, 1, "none", d15, (const double[]){0, 0, 0, 0, 0},
                i12, (const double[]){4, 0}, (const double[]){1, 1},

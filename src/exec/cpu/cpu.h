@@ -114,12 +114,25 @@ typedef struct ccg__gemm {
   const float *bias;
   ccg_op act;
   ccg__unp act_p;
-  const ccg__vm *vm; /* the executor's array math: bias and act */
+  /* the executor's array math: bias and act; its instruction set, the
+   * small-product loop's (NULL: the portable one) */
+  const ccg__vm *vm;
 } ccg__gemm;
 #define CCG__GEMM_INIT                                                         \
   { .alpha = 1.0f, .act = CCG_OP_COUNT }
 struct ccg__pool;
 void ccg__sgemm(struct ccg__pool *pool, const ccg__gemm *g);
+/* ccg__sgemm on a chosen path, for the tests that hold one to the other:
+ * the library, or the small-product loop (which any size may take where
+ * B is not transposed or a tile's k * n is at most 8192; else the library
+ * runs). */
+typedef enum ccg__gemm_path {
+  CCG__GEMM_AUTO,
+  CCG__GEMM_LIBRARY,
+  CCG__GEMM_SMALL
+} ccg__gemm_path;
+void ccg__sgemm_path(struct ccg__pool *pool, const ccg__gemm *g,
+                     ccg__gemm_path path);
 /* The library GEMMs use (CCG_GEMM, else oneDNN where built with it): a bad
  * CCG_GEMM is CCG_STATUS_INVALID_ARG naming it, on err. */
 ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn);

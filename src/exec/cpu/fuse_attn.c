@@ -88,6 +88,7 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     g.b = k + ko;
     g.c = sc;
     g.ldc = f->T;
+    g.vm = x->vm;
     ccg__sgemm(x->pool, &g);
     for (int64_t i = 0; i < m; i++) {
       float *row = sc + i * f->T;
@@ -108,6 +109,7 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     h.b = v + vo;
     h.c = o + oo + r0 * f->o.st[r - 2];
     h.ldc = f->o.st[r - 2];
+    h.vm = x->vm;
     ccg__sgemm(x->pool, &h);
   }
 }

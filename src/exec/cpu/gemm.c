@@ -99,10 +99,186 @@ static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
                            g->beta, c, (int)g->ldc);
 }
 
+/* ---- Small products -----------------------------------------------------
+ * Below SMALL_MAX_FLOPS the library's per-call set-up (it allocates and
+ * packs its operands) costs more than the product: a tiny mixtral step
+ * spent 16% of its time in it. These run a plain loop instead: per C
+ * element the sum over k in order, one product added at a time, scaled by
+ * alpha and added to beta times C (C is not read where beta is 0, as
+ * BLAS); a product and a sum round each (no contraction under -std=c11).
+ * Results do not depend on the thread count (one call per tile, as the
+ * library's). On x86 the AVX2 build of the loop runs where the executor's
+ * array math is AVX2 or wider, the library below that; elsewhere the
+ * portable build (4 floats a vector). Measured on 1-thread calls, the loop
+ * took 0.3 of the library's time at 8x8x8, 0.4 at 16x16x32, 1.2 at
+ * 16x32x32 (docs/performance.md, "Small GEMMs and ScatterElements"). */
+#define SMALL_MAX_FLOPS 32768.0
+/* B transposed is copied to rows first: at most this many elements */
+#define SMALL_PACK 8192
+
+/* The vector of the loop: VW floats, 4 (SSE, NEON) in the portable build,
+ * 8 in the AVX2 one. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Columns [j, j + 8 * NV) of row i, NV of 1 or 4: the sums stay in
+ * registers over k (named, so that an -O2 build keeps them there). */
+#define SMALL_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define SMALL_OUT(p, s)                                                        \
+  do {                                                                         \
+    VT o_ = (s)*alpha, y_;                                                     \
+    if (beta != 0.0f) {                                                        \
+      SMALL_LOAD(y_, p);                                                       \
+      o_ += y_ * beta;                                                         \
+    }                                                                          \
+    memcpy((p), &o_, sizeof o_);                                               \
+  } while (0)
+/* Rows i .. i + 3, columns [j, j + W): the sums of 4 rows by W / VW vectors
+ * stay in registers over k (named, so that an -O2 build keeps them there);
+ * B's row is loaded once for the 4 rows. */
+#define SMALL_4ROWS(W, DECL, LOADS, FMAS, OUTS)                                \
+  for (; j + (W) <= n; j += (W)) {                                             \
+    DECL;                                                                      \
+    for (int64_t k = 0; k < kk; k++) {                                         \
+      const float *br = bp + k * ldb + j;                                      \
+      VT x0 = (VT){0} + a0[k * sak], x1 = (VT){0} + a1[k * sak];               \
+      VT x2 = (VT){0} + a2[k * sak], x3 = (VT){0} + a3[k * sak];               \
+      LOADS;                                                                   \
+      FMAS;                                                                    \
+    }                                                                          \
+    OUTS;                                                                      \
+  }
+#define SMALL_ROW1(W, DECL, LOADS, FMAS, OUTS)                                 \
+  for (; j + (W) <= n; j += (W)) {                                             \
+    DECL;                                                                      \
+    for (int64_t k = 0; k < kk; k++) {                                         \
+      const float *br = bp + k * ldb + j;                                      \
+      VT x0 = (VT){0} + a0[k * sak];                                           \
+      LOADS;                                                                   \
+      FMAS;                                                                    \
+    }                                                                          \
+    OUTS;                                                                      \
+  }
+/* The last n - j (< VW) columns of the row from a0 to c0: k outside, so
+ * that B is read along its rows; each sum the same as in a vector lane. */
+#define SMALL_TAIL(a0, c0)                                                     \
+  if (j < n) {                                                                 \
+    float s[VW] = {0};                                                         \
+    for (int64_t k = 0; k < kk; k++) {                                         \
+      float x = (a0)[k * sak];                                                 \
+      const float *br = bp + k * ldb;                                          \
+      for (int64_t q = j; q < n; q++)                                          \
+        s[q - j] += x * br[q];                                                 \
+    }                                                                          \
+    for (int64_t q = j; q < n; q++)                                            \
+      (c0)[q] =                                                                \
+          beta != 0.0f ? s[q - j] * alpha + (c0)[q] * beta : s[q - j] * alpha; \
+  }
+
+#define SMALL_BODY                                                             \
+  {                                                                            \
+    int64_t kk = g->k, ldb = g->ldb, ldc = g->ldc;                             \
+    int64_t sai = g->ta ? 1 : g->lda, sak = g->ta ? g->lda : 1;                \
+    float alpha = g->alpha, beta = g->beta;                                    \
+    const float *bp = b;                                                       \
+    if (g->tb) {                                                               \
+      for (int64_t k = 0; k < kk; k++)                                         \
+        for (int64_t q = 0; q < n; q++)                                        \
+          pack[k * n + q] = b[q * g->ldb + k];                                 \
+      bp = pack;                                                               \
+      ldb = n;                                                                 \
+    }                                                                          \
+    int64_t i = 0;                                                             \
+    for (; i + 4 <= m; i += 4) {                                               \
+      const float *a0 = a + i * sai, *a1 = a0 + sai, *a2 = a1 + sai,           \
+                  *a3 = a2 + sai;                                              \
+      float *c0 = c + i * ldc, *c1 = c0 + ldc, *c2 = c1 + ldc, *c3 = c2 + ldc; \
+      int64_t j = 0;                                                           \
+      SMALL_4ROWS(                                                             \
+          2 * VW, VT s00 = {0}; VT s01 = {0}; VT s10 = {0}; VT s11 = {0};      \
+          VT s20 = {0}; VT s21 = {0}; VT s30 = {0}; VT s31 = {0}; VT y0;       \
+          VT y1, SMALL_LOAD(y0, br); SMALL_LOAD(y1, br + VW), s00 += x0 * y0;  \
+          s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1; s20 += x2 * y0;      \
+          s21 += x2 * y1; s30 += x3 * y0;                                      \
+          s31 += x3 * y1, SMALL_OUT(c0 + j, s00); SMALL_OUT(c0 + j + VW, s01); \
+          SMALL_OUT(c1 + j, s10); SMALL_OUT(c1 + j + VW, s11);                 \
+          SMALL_OUT(c2 + j, s20); SMALL_OUT(c2 + j + VW, s21);                 \
+          SMALL_OUT(c3 + j, s30); SMALL_OUT(c3 + j + VW, s31))                 \
+      SMALL_4ROWS(VW, VT s00 = {0}; VT s10 = {0}; VT s20 = {0}; VT s30 = {0};  \
+                  VT y0, SMALL_LOAD(y0, br), s00 += x0 * y0; s10 += x1 * y0;   \
+                  s20 += x2 * y0; s30 += x3 * y0, SMALL_OUT(c0 + j, s00);      \
+                  SMALL_OUT(c1 + j, s10); SMALL_OUT(c2 + j, s20);              \
+                  SMALL_OUT(c3 + j, s30))                                      \
+      SMALL_TAIL(a0, c0)                                                       \
+      SMALL_TAIL(a1, c1)                                                       \
+      SMALL_TAIL(a2, c2)                                                       \
+      SMALL_TAIL(a3, c3)                                                       \
+    }                                                                          \
+    for (; i < m; i++) {                                                       \
+      const float *a0 = a + i * sai;                                           \
+      float *c0 = c + i * ldc;                                                 \
+      int64_t j = 0;                                                           \
+      SMALL_ROW1(                                                              \
+          2 * VW, VT s00 = {0}; VT s01 = {0}; VT y0;                           \
+          VT y1, SMALL_LOAD(y0, br); SMALL_LOAD(y1, br + VW), s00 += x0 * y0;  \
+          s01 += x0 * y1, SMALL_OUT(c0 + j, s00); SMALL_OUT(c0 + j + VW, s01)) \
+      SMALL_ROW1(VW, VT s00 = {0}; VT y0, SMALL_LOAD(y0, br), s00 += x0 * y0,  \
+                                   SMALL_OUT(c0 + j, s00))                     \
+      SMALL_TAIL(a0, c0)                                                       \
+    }                                                                          \
+  }
+
+#define VT v4f
+#define VW 4
+static void small_plain(const ccg__gemm *g, int64_t m, int64_t n,
+                        const float *a, const float *b, float *c, float *pack) {
+  SMALL_BODY
+}
+#undef VT
+#undef VW
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define VT v8f
+#define VW 8
+static __attribute__((target("avx2,fma"))) void
+small_avx2(const ccg__gemm *g, int64_t m, int64_t n, const float *a,
+           const float *b, float *c, float *pack) {
+  SMALL_BODY
+}
+#undef VT
+#undef VW
+#endif
+
+static void small(const ccg__gemm *g, int64_t m, int64_t n, const float *a,
+                  const float *b, float *c) {
+  float pack[SMALL_PACK];
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (g->vm && g->vm->isa >= CCG__ISA_AVX2) {
+    small_avx2(g, m, n, a, b, c, pack);
+    return;
+  }
+#endif
+  small_plain(g, m, n, a, b, c, pack);
+}
+
+/* Whether the small-product loop serves g: the whole product under
+ * SMALL_MAX_FLOPS per batch entry (one tile, as plan gives it), and B's
+ * transposed copy within its buffer. */
+static bool small_fits(const ccg__gemm *g) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  /* the portable loop (4 floats a vector) does not beat the library there */
+  if (!g->vm || g->vm->isa < CCG__ISA_AVX2)
+    return false;
+#endif
+  return 2.0 * (double)g->m * (double)g->n * (double)g->k < SMALL_MAX_FLOPS &&
+         (!g->tb || g->k * g->n <= SMALL_PACK);
+}
+
 typedef struct job {
   const ccg__gemm *g;
   tiling t;
   bool onednn;
+  bool small; /* the small-product loop, not the library */
 } job;
 
 /* Tile `k` of the batch entry it falls in: the product, then the epilogue
@@ -122,7 +298,9 @@ static void tile(void *vctx, size_t begin, size_t end) {
     const float *a = g->a + ao + (g->ta ? i0 : i0 * g->lda);
     const float *b = g->b + bo + (g->tb ? j0 * g->ldb : j0);
     float *c = g->c + e * g->stride_c + i0 * g->ldc + j0;
-    if (g->k > 0) {
+    if (g->k > 0 && j->small) {
+      small(g, m, n, a, b, c);
+    } else if (g->k > 0) {
       call(j->onednn, g, m, n, a, b, c);
     } else if (g->beta == 0.0f) {
       for (int64_t i = 0; i < m; i++)
@@ -144,10 +322,19 @@ static void tile(void *vctx, size_t begin, size_t end) {
 }
 
 void ccg__sgemm(ccg__pool *pool, const ccg__gemm *g) {
+  ccg__sgemm_path(pool, g, CCG__GEMM_AUTO);
+}
+
+void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
   int64_t batch = g->batch > 0 ? g->batch : 1;
   if (g->m <= 0 || g->n <= 0)
     return;
-  job j = {g, plan(g->m, g->n, g->k), false};
+  job j = {g, plan(g->m, g->n, g->k), false, false};
+  if (path == CCG__GEMM_AUTO)
+    j.small = small_fits(g);
+  else
+    j.small =
+        path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
   if (ccg__gemm_lib(NULL, &j.onednn) != CCG_STATUS_OK)
     j.onednn = false; /* checked at create; never reached */
 #ifdef CCG_HAVE_ONEDNN

@@ -67,6 +67,7 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
     g.batch_off = matmul_off;
     g.batch_ctx = n;
   }
+  g.vm = x->vm;
   epilogue(x, n, &g);
   if (batch > 0)
     ccg__sgemm(x->pool, &g);
@@ -171,6 +172,7 @@ static ccg_status run_gemm(ccg_exec *x, const ccg__xnode *n) {
   g.b = b;
   g.c = o;
   epilogue(x, n, &g);
+  g.vm = x->vm;
   ccg__sgemm(x->pool, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
