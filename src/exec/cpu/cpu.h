@@ -121,7 +121,10 @@ typedef struct ccg__gemm {
 #define CCG__GEMM_INIT                                                         \
   { .alpha = 1.0f, .act = CCG_OP_COUNT }
 struct ccg__pool;
-void ccg__sgemm(struct ccg__pool *pool, const ccg__gemm *g);
+/* The executor's product: on x's pool, with x's array math (g->vm is set
+ * here, so no caller can leave the bias add or the small loop without
+ * it). */
+void ccg__sgemm(const ccg_exec *x, ccg__gemm *g);
 /* ccg__sgemm on a chosen path, for the tests that hold one to the other:
  * the library, or the small-product loop (which any size may take where
  * B is not transposed or a tile's k * n is at most 8192; else the library

@@ -445,8 +445,7 @@ static ccg_status run_einsum_mm(ccg_exec *x, const ccg__xnode *n) {
     g.stride_c = mm.M * mm.N;
     g.batch_off = einsum_off;
     g.batch_ctx = &mm;
-    g.vm = x->vm;
-    ccg__sgemm(x->pool, &g);
+    ccg__sgemm(x, &g);
     return CCG_STATUS_OK;
   }
   CCG_CHECK(ccg__blas_load(&x->ctx)); /* f64: OpenBLAS's dgemm */

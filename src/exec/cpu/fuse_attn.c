@@ -88,8 +88,7 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     g.b = k + ko;
     g.c = sc;
     g.ldc = f->T;
-    g.vm = x->vm;
-    ccg__sgemm(x->pool, &g);
+    ccg__sgemm(x, &g);
     for (int64_t i = 0; i < m; i++) {
       float *row = sc + i * f->T;
       if (f->scale_op != CCG_OP_COUNT)
@@ -109,8 +108,7 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     h.b = v + vo;
     h.c = o + oo + r0 * f->o.st[r - 2];
     h.ldc = f->o.st[r - 2];
-    h.vm = x->vm;
-    ccg__sgemm(x->pool, &h);
+    ccg__sgemm(x, &h);
   }
 }
 

@@ -321,8 +321,9 @@ static void tile(void *vctx, size_t begin, size_t end) {
   }
 }
 
-void ccg__sgemm(ccg__pool *pool, const ccg__gemm *g) {
-  ccg__sgemm_path(pool, g, CCG__GEMM_AUTO);
+void ccg__sgemm(const ccg_exec *x, ccg__gemm *g) {
+  g->vm = x->vm;
+  ccg__sgemm_path(x->pool, g, CCG__GEMM_AUTO);
 }
 
 void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {

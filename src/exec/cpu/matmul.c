@@ -37,7 +37,6 @@ static void epilogue(ccg_exec *x, const ccg__xnode *n, ccg__gemm *g) {
   if (!n->epi)
     return;
   g->bias = x->vals[n->epi_bias].ptr;
-  g->vm = x->vm;
   if (n->epi_act != CCG_OP_COUNT) {
     g->act = n->epi_act;
     g->act_p = (ccg__unp){0.0f, 0.0f, n->epi_tanh};
@@ -67,10 +66,9 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
     g.batch_off = matmul_off;
     g.batch_ctx = n;
   }
-  g.vm = x->vm;
   epilogue(x, n, &g);
   if (batch > 0)
-    ccg__sgemm(x->pool, &g);
+    ccg__sgemm(x, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
   return CCG_STATUS_OK;
@@ -172,8 +170,7 @@ static ccg_status run_gemm(ccg_exec *x, const ccg__xnode *n) {
   g.b = b;
   g.c = o;
   epilogue(x, n, &g);
-  g.vm = x->vm;
-  ccg__sgemm(x->pool, &g);
+  ccg__sgemm(x, &g);
   if (o != ov->ptr)
     ccg__store_f32(ov->dtype, ov->ptr, 0, ov->numel, o);
   return CCG_STATUS_OK;

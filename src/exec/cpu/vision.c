@@ -115,8 +115,7 @@ static ccg_status run_conv(ccg_exec *x, const ccg__xnode *n) {
         gm.a = wf + g * mg * rows;
         gm.b = colf;
         gm.c = yf;
-        gm.vm = x->vm;
-        ccg__sgemm(x->pool, &gm);
+        ccg__sgemm(x, &gm);
         if (!direct)
           ccg__store_f32(yv->dtype, yv->ptr, yoff, (size_t)(mg * ns), yf);
         continue;
@@ -169,8 +168,7 @@ static ccg_status run_conv_transpose(ccg_exec *x, const ccg__xnode *n) {
         gm.a = wf + g * cg * rows;
         gm.b = xf;
         gm.c = colf;
-        gm.vm = x->vm;
-        ccg__sgemm(x->pool, &gm);
+        ccg__sgemm(x, &gm);
       } else if (blas) {
         memset(colf, 0, (size_t)(rows * ns) * sizeof(float));
       } else {
