@@ -61,15 +61,18 @@ static ccg_graph *ddp_model(void) {
   return g;
 }
 
-/* grad/w, grad/b, grad/v of both ranks (x differs per rank) into out. */
-static void run_grads(ccg_graph *g, float out[2][14]) {
-  float x[2][6] = {{1, 2, 3, 4, 5, 6}, {-1, 0.5f, 2, 0, 1, -3}};
+/* Three gradients of both ranks (x [2, cols], rank r's row x[r]) into
+ * out[r], each at its offset and length. */
+static void run_two(ccg_graph *g, const float *x0, const float *x1,
+                    int64_t cols, const char *const names[3],
+                    const size_t off[3], const size_t len[3], float *out0,
+                    float *out1) {
+  const float *x[2] = {x0, x1};
+  float *out[2] = {out0, out1};
   ccg_exec_tensor in[2][1], o[2][3];
-  const char *names[3] = {"grad/w", "grad/b", "grad/v"};
-  size_t off[3] = {0, 6, 8}, len[3] = {6, 2, 6};
   for (int r = 0; r < 2; r++) {
-    in[r][0] =
-        (ccg_exec_tensor){"x", {CCG_DTYPE_F32, 2, {2, 3}, x[r]}, NULL, 0};
+    in[r][0] = (ccg_exec_tensor){
+        "x", {CCG_DTYPE_F32, 2, {2, cols}, (void *)x[r]}, NULL, 0};
     for (int k = 0; k < 3; k++)
       o[r][k] = (ccg_exec_tensor){
           names[k], {0}, out[r] + off[k], len[k] * sizeof(float)};
@@ -77,6 +80,14 @@ static void run_grads(ccg_graph *g, float out[2][14]) {
   const ccg_exec_tensor *ip[2] = {in[0], in[1]};
   ccg_exec_tensor *op[2] = {o[0], o[1]};
   assert_ok(g, ccg_exec_run_local(g, 2, NULL, ip, 1, op, 3, NULL));
+}
+
+/* grad/w, grad/b, grad/v of both ranks (x differs per rank) into out. */
+static void run_grads(ccg_graph *g, float out[2][14]) {
+  static const float x[2][6] = {{1, 2, 3, 4, 5, 6}, {-1, 0.5f, 2, 0, 1, -3}};
+  static const char *const names[3] = {"grad/w", "grad/b", "grad/v"};
+  static const size_t off[3] = {0, 6, 8}, len[3] = {6, 2, 6};
+  run_two(g, x[0], x[1], 3, names, off, len, out[0], out[1]);
 }
 
 static void test_buckets(void **state) {
@@ -151,20 +162,11 @@ static ccg_graph *zero_model(bool reshard) {
 
 /* grad/a (6), grad/b (6), grad/c (4) of both ranks. */
 static void run_zero_grads(ccg_graph *g, float out[2][16]) {
-  float x[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {-1, 0.5f, 2, 0, 1, -3, 2, 1}};
-  ccg_exec_tensor in[2][1], o[2][3];
-  const char *names[3] = {"grad/a", "grad/b", "grad/c"};
-  size_t off[3] = {0, 6, 12}, len[3] = {6, 6, 4};
-  for (int r = 0; r < 2; r++) {
-    in[r][0] =
-        (ccg_exec_tensor){"x", {CCG_DTYPE_F32, 2, {2, 4}, x[r]}, NULL, 0};
-    for (int k = 0; k < 3; k++)
-      o[r][k] = (ccg_exec_tensor){
-          names[k], {0}, out[r] + off[k], len[k] * sizeof(float)};
-  }
-  const ccg_exec_tensor *ip[2] = {in[0], in[1]};
-  ccg_exec_tensor *op[2] = {o[0], o[1]};
-  assert_ok(g, ccg_exec_run_local(g, 2, NULL, ip, 1, op, 3, NULL));
+  static const float x[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8},
+                                {-1, 0.5f, 2, 0, 1, -3, 2, 1}};
+  static const char *const names[3] = {"grad/a", "grad/b", "grad/c"};
+  static const size_t off[3] = {0, 6, 12}, len[3] = {6, 6, 4};
+  run_two(g, x[0], x[1], 4, names, off, len, out[0], out[1]);
 }
 
 /* The node of op `op` tagged as mapping `map`, or CCG_NONE. */
