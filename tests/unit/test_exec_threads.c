@@ -416,13 +416,22 @@ static void test_select_clip_cast(void **state) {
   assert_ok(g, ccg_constant(g, &lo_t, &clip_in[1]));
   assert_ok(g, ccg_constant(g, &hi_t, &clip_in[2]));
   assert_ok(g, xt_node(g, "Clip", "clip", clip_in, 3, NULL, 0, 1, &y));
+  /* a Neg after each Cast: the f32 Cast's output may take the Clip's
+   * buffer, where a Cast that wrote nothing would still read right */
   assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F64, &y));
+  assert_ok(g, ccg_neg(g, y, &y));
   assert_ok(g, ccg_cast(g, y, CCG_DTYPE_F32, &y));
+  assert_ok(g, ccg_neg(g, y, &y));
   ccg_value_id gt_in[2] = {a, b};
   assert_ok(g, xt_node(g, "Greater", "gt", gt_in, 2, NULL, 0, 1, &cond));
   assert_ok(g, ccg_where(g, cond, y, b, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_select, 0, 0});
+  /* unfused too: fused, the Casts and Clip run inside one elementwise
+   * chain and their own parallel kernels never would */
+  setenv("CCG_EXEC_FUSE", "0", 1);
+  same_at_any_threads(g, &(reference){ref_select, 0, 0});
+  unsetenv("CCG_EXEC_FUSE");
   ccg_graph_free(g);
 }
 
