@@ -201,6 +201,7 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
     CCG_CHECK(ccg__pool_threads_for(o.threads, local ? o.comm->nranks : 1, err,
                                     &threads));
     CCG_CHECK(ccg__pool_min_work(err, &min_work));
+    /* a bad CCG_GEMM fails here once, before any rank compiles */
     bool onednn;
     CCG_CHECK(ccg__gemm_lib(err, &onednn));
   }
@@ -260,6 +261,8 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
     backend->configure(x);
   ccg_status st;
   CCG_CHECK_GOTO(ccg__vm_select(&x->ctx, &x->vm), st, fail);
+  if (backend == &ccg__cpu_backend)
+    CCG_CHECK_GOTO(ccg__gemm_lib(&x->ctx, &x->gemm_onednn), st, fail);
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);

@@ -172,6 +172,9 @@ struct ccg_exec {
   bool cuda_graph, tf32;
   /* the CPU kernels' array math (cpu/vecmath.h) */
   const struct ccg__vm *vm;
+  /* f32 GEMMs on oneDNN, else on OpenBLAS (then loaded): chosen once when
+   * the program is compiled (CCG_GEMM), not read again per product */
+  bool gemm_onednn;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 
   /* run-time specialization (specialize.c). An executor that create

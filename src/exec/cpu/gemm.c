@@ -321,12 +321,24 @@ static void tile(void *vctx, size_t begin, size_t end) {
   }
 }
 
+static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
+                  bool onednn);
+
 void ccg__sgemm(const ccg_exec *x, ccg__gemm *g) {
   g->vm = x->vm;
-  ccg__sgemm_path(x->pool, g, CCG__GEMM_AUTO);
+  sgemm(x->pool, g, CCG__GEMM_AUTO, x->gemm_onednn);
 }
 
 void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
+  ccg_ctx ctx; /* a library that cannot be loaded: the product is left */
+  ccg__ctx_init(&ctx);
+  bool onednn;
+  if (ccg__gemm_lib(&ctx, &onednn) == CCG_STATUS_OK)
+    sgemm(pool, g, path, onednn);
+}
+
+static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
+                  bool onednn) {
   int64_t batch = g->batch > 0 ? g->batch : 1;
   if (g->m <= 0 || g->n <= 0)
     return;
@@ -336,8 +348,7 @@ void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
   else
     j.small =
         path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
-  if (ccg__gemm_lib(NULL, &j.onednn) != CCG_STATUS_OK)
-    j.onednn = false; /* checked at create; never reached */
+  j.onednn = onednn;
 #ifdef CCG_HAVE_ONEDNN
   /* the caller's thread gets its OpenMP setting back */
   int omp_was = j.onednn ? omp_get_max_threads() : 1;
