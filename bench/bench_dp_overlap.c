@@ -20,18 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define BENCH_NAME "bench_dp_overlap"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 #include "gpt_model.h"
 #include "graph/internal.h"
-
-#define CHECK(g, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_dp_overlap: %s\n",                                \
-              ccg_last_error((ccg_graph *)(g)));                               \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static const char *usage =
     "usage: bench_dp_overlap [MODEL.onnx] [--layers N] [--batch B] [--seq S]\n"

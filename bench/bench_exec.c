@@ -15,22 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "bench_exec"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 #include "transformer_block.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-#define CHECK(h, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_exec: %s\n", ccg_last_error(h));                  \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
 
 typedef struct sizes {
   int64_t tokens, hidden, ffn; /* ffn: this rank's share of 4*hidden */
@@ -152,10 +140,10 @@ static void *rank_main(void *arg) {
   size_t bytes = (size_t)(j->s->tokens * j->s->hidden) * sizeof(float);
   ccg_exec_tensor out = {ccg_value_name(j->g, j->out), {0}, j->result, bytes};
   CHECK(x, ccg_exec_run(x, in, 7, &out, 1)); /* warm-up */
-  double t0 = now();
+  double t0 = bench_now();
   for (int i = 0; i < j->iters; i++)
     CHECK(x, ccg_exec_run(x, in, 7, NULL, 0));
-  j->step_s = (now() - t0) / j->iters;
+  j->step_s = (bench_now() - t0) / j->iters;
   ccg_exec_free(x);
   return NULL;
 }
@@ -229,9 +217,9 @@ static void *block_main(void *arg) {
   /* the best step: the machine may be shared */
   b->step_s = 1e30;
   for (int i = 0; i < b->iters; i++) {
-    double t0 = now();
+    double t0 = bench_now();
     CHECK(b->x, ccg_exec_run(b->x, b->in, (size_t)b->n_in, NULL, 0));
-    double t = now() - t0;
+    double t = bench_now() - t0;
     b->step_s = t < b->step_s ? t : b->step_s;
   }
   /* the last step's outputs, kept in the executor until it is freed */

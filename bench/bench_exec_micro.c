@@ -16,25 +16,13 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "bench_exec_micro"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 
 #ifdef CCG_HAVE_MPI
 #include <mpi.h>
 #endif
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-#define CHECK(h, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_exec_micro: %s\n", ccg_last_error(h));            \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static ccg_exec *compile(ccg_graph *g, int rank, ccg_comm *comm) {
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
@@ -76,13 +64,13 @@ static void chain(int n, int iters, double *node_ns, double *direct_ns) {
   float in[4] = {1, -2, 3, -4};
   ccg_exec_tensor t = input("x", in, 1, 4, 0);
   CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
-  double t0 = now();
+  double t0 = bench_now();
   for (int k = 0; k < iters; k++)
     CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
-  *node_ns = (now() - t0) / iters / n * 1e9;
+  *node_ns = (bench_now() - t0) / iters / n * 1e9;
   volatile float sink = 0;
   float buf[4];
-  t0 = now();
+  t0 = bench_now();
   for (int k = 0; k < iters; k++) {
     memcpy(buf, in, sizeof buf);
     for (int i = 0; i < n; i++)
@@ -90,7 +78,7 @@ static void chain(int n, int iters, double *node_ns, double *direct_ns) {
         buf[e] = i % 2 ? -buf[e] : (buf[e] > 0 ? buf[e] : 0);
     sink += buf[0];
   }
-  *direct_ns = (now() - t0) / iters / n * 1e9;
+  *direct_ns = (bench_now() - t0) / iters / n * 1e9;
   (void)sink;
   ccg_exec_free(x);
   ccg_graph_free(g);
@@ -124,12 +112,12 @@ static void matmul(int m, int iters, double *node_ms, double *direct_ms) {
   /* interleaved, best of each: the machine is shared */
   *node_ms = *direct_ms = 1e30;
   for (int k = 0; k < iters; k++) {
-    double t0 = now();
+    double t0 = bench_now();
     CHECK(x, ccg_exec_run(x, t, 2, NULL, 0));
-    double t1 = now();
+    double t1 = bench_now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, av, m,
                 bv, m, 0.0f, cv, m);
-    double t2 = now();
+    double t2 = bench_now();
     *node_ms = (t1 - t0) * 1e3 < *node_ms ? (t1 - t0) * 1e3 : *node_ms;
     *direct_ms = (t2 - t1) * 1e3 < *direct_ms ? (t2 - t1) * 1e3 : *direct_ms;
   }
@@ -160,10 +148,10 @@ static void *ar_main(void *arg) {
     in[i] = (float)(i % 97) * 0.25f;
   ccg_exec_tensor t = input("x", in, 1, j->count, 0);
   CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
-  double t0 = now();
+  double t0 = bench_now();
   for (int k = 0; k < j->iters; k++)
     CHECK(x, ccg_exec_run(x, &t, 1, NULL, 0));
-  j->per_op_s = (now() - t0) / j->iters;
+  j->per_op_s = (bench_now() - t0) / j->iters;
   free(in);
   return NULL;
 }
@@ -246,14 +234,14 @@ static double mpi_all_reduce(ccg_comm *comm, int64_t count, int iters,
   for (int k = -2; k < iters; k++) {
     if (k == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
-      t0 = now();
+      t0 = bench_now();
     }
     if (direct)
       MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else
       CHECK(ex, ccg_exec_run(ex, &t, 1, NULL, 0));
   }
-  double mine = (now() - t0) / iters, worst = 0;
+  double mine = (bench_now() - t0) / iters, worst = 0;
   MPI_Allreduce(&mine, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   free(in);
   free(out);
@@ -313,10 +301,10 @@ static double memcpy_gbs(size_t bytes, int iters) {
     exit(3);
   memset(a, 1, bytes);
   memset(b, 2, bytes);
-  double t0 = now();
+  double t0 = bench_now();
   for (int k = 0; k < iters; k++)
     memcpy(k % 2 ? a : b, k % 2 ? b : a, bytes);
-  double s = (now() - t0) / iters;
+  double s = (bench_now() - t0) / iters;
   free(a);
   free(b);
   return (double)bytes / s * 1e-9;

@@ -13,21 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "bench_exec_ops"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-#define CHECK(h, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_exec_ops: %s\n", ccg_last_error(h));              \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static int64_t rows = 1024, cols = 1024;
 
@@ -264,9 +252,9 @@ int main(int argc, char **argv) {
       for (int c = 0; c < 4; c++) {
         if (!x[c])
           continue;
-        double t0 = now();
+        double t0 = bench_now();
         CHECK(x[c], ccg_exec_run(x[c], in, 3, &o, 1));
-        double t = (now() - t0) * 1e3;
+        double t = (bench_now() - t0) * 1e3;
         ms[k][c] = t < ms[k][c] ? t : ms[k][c];
       }
     for (int c = 0; c < 4; c++)

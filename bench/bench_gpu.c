@@ -11,23 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "bench_gpu"
+#include "bench_util.h"
 #include "transformer_block.h"
 
-#define CHECK(h, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_gpu: %s\n", ccg_last_error(h));                   \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
-
 #define MAX_IO 32
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct config {
   const char *label;
@@ -81,9 +69,9 @@ static result run(ccg_graph *g, const config *c, int iters, ccg_exec_tensor *in,
     CHECK(x, ccg_exec_run(x, in, n_in, NULL, 0));
   r.step_s = 1e30;
   for (int i = 0; i < iters; i++) {
-    double t0 = now();
+    double t0 = bench_now();
     CHECK(x, ccg_exec_run(x, in, n_in, NULL, 0));
-    double t = now() - t0;
+    double t = bench_now() - t0;
     r.step_s = t < r.step_s ? t : r.step_s;
   }
   CHECK(x, ccg_exec_run(x, in, n_in, out, r.n_out));

@@ -10,13 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#define BENCH_NAME "bench_verify"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static ccg_graph *mesh_graph(const char *spec) {
   ccg_graph *g = NULL;
@@ -77,10 +73,10 @@ static void *job_main(void *arg) {
   t.tensor.data = in;
   for (int i = 0; i < j->iters / 10 && j->st == CCG_STATUS_OK; i++)
     j->st = ccg_exec_run(x, &t, 1, NULL, 0); /* warm-up */
-  double t0 = now();
+  double t0 = bench_now();
   for (int i = 0; i < j->iters && j->st == CCG_STATUS_OK; i++)
     j->st = ccg_exec_run(x, &t, 1, NULL, 0);
-  j->secs = now() - t0;
+  j->secs = bench_now() - t0;
   ccg_exec_free(x);
   return NULL;
 }
@@ -129,9 +125,9 @@ int main(int argc, char **argv) {
   }
   ccg_graph *g = chain("dp=8,tp=8", n, 256);
   ccg_verify_report rep;
-  double t0 = now();
+  double t0 = bench_now();
   ccg_status st = ccg_verify_program(&g, 1, NULL, &rep);
-  double vs = now() - t0;
+  double vs = bench_now() - t0;
   ccg_graph_free(g);
   if (st != CCG_STATUS_OK) {
     fprintf(stderr, "bench_verify: %s\n", ccg_last_error(NULL));
