@@ -286,137 +286,126 @@ static ccg_status parse_placement(const char *s, ccg_placement *p) {
   return CCG_STATUS_PARSE;
 }
 
-ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
-                                        const char *what) {
-  json_t *arr = load_array(json, CCG__META_PLACEMENTS, what);
-  if (!arr)
-    return ccg_last_status(NULL);
-  ccg_status st = CCG_STATUS_OK;
-  size_t i;
-  json_t *o;
-  json_array_foreach(arr, i, o) {
-    const char *name = json_string_value(json_object_get(o, "value"));
-    json_t *list = json_object_get(o, "placements");
-    ccg_value_id v;
-    if (!name || !json_is_array(list) ||
-        json_array_size(list) > CCG_MAX_MESH_AXES) {
-      st = ccg__error(NULL, CCG_STATUS_PARSE,
-                      "%s: metadata '%s': entry %zu is malformed", what,
-                      CCG__META_PLACEMENTS, i);
-      break;
-    }
-    if (!ccg__strmap_get(&g->value_names, name, &v)) {
-      st = ccg__error(NULL, CCG_STATUS_PARSE,
-                      "%s: metadata '%s' names value '%s', which the graph "
-                      "does not have",
-                      what, CCG__META_PLACEMENTS, name);
-      break;
-    }
-    ccg_placement p[CCG_MAX_MESH_AXES];
-    size_t k;
-    json_t *e;
-    json_array_foreach(list, k, e) {
-      const char *s = json_string_value(e);
-      if (!s || parse_placement(s, &p[k]) != CCG_STATUS_OK) {
-        st = ccg__error(NULL, CCG_STATUS_PARSE,
-                        "%s: metadata '%s': value '%s' has placement '%s'",
-                        what, CCG__META_PLACEMENTS, name, s ? s : "?");
-        goto out;
-      }
-    }
-    if (ccg_value_set_placements(g, v, p, (int)json_array_size(list)) !=
-        CCG_STATUS_OK) {
-      ccg__error_copy(NULL, &g->ctx);
-      st = ccg__error_prefix(NULL, "%s: metadata '%s'", what,
-                             CCG__META_PLACEMENTS);
-      break;
-    }
-  }
-out:
-  json_decref(arr);
-  return st;
-}
+/* Runs `entry` on every element of the JSON array stored under metadata
+ * key `key`, stopping at the first failure (whose message names `what`). */
+typedef ccg_status (*restore_fn)(ccg_graph *g, json_t *o, size_t i,
+                                 const char *what);
 
-ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
-                                  const char *what) {
-  json_t *arr = load_array(json, CCG__META_TAGS, what);
+static ccg_status restore_each(ccg_graph *g, const char *json, const char *key,
+                               const char *what, restore_fn entry) {
+  json_t *arr = load_array(json, key, what);
   if (!arr)
     return ccg_last_status(NULL);
   ccg_status st = CCG_STATUS_OK;
   size_t i;
   json_t *o;
   json_array_foreach(arr, i, o) {
-    const char *node = json_string_value(json_object_get(o, "node"));
-    const char *mapping = json_string_value(json_object_get(o, "mapping"));
-    json_t *inst = json_object_get(o, "instance");
-    json_t *bw = json_object_get(o, "backward");
-    json_t *params = json_object_get(o, "params");
-    ccg_node_id n;
-    if (!node || !mapping || !json_is_integer(inst) || !json_is_boolean(bw) ||
-        (params && !json_is_string(params)) || json_integer_value(inst) < 0 ||
-        json_integer_value(inst) > (json_int_t)UINT32_MAX) {
-      st = ccg__error(NULL, CCG_STATUS_PARSE,
-                      "%s: metadata '%s': entry %zu is malformed", what,
-                      CCG__META_TAGS, i);
-      break;
-    }
-    if (!ccg__strmap_get(&g->node_names, node, &n)) {
-      st = ccg__error(NULL, CCG_STATUS_PARSE,
-                      "%s: metadata '%s' names node '%s', which the graph "
-                      "does not have",
-                      what, CCG__META_TAGS, node);
-      break;
-    }
-    ccg_tag t = {mapping, (uint32_t)json_integer_value(inst),
-                 params ? json_string_value(params) : NULL, json_is_true(bw)};
-    if (ccg_node_set_tag(g, n, &t) != CCG_STATUS_OK) {
-      ccg__error_copy(NULL, &g->ctx);
-      st = ccg__error_prefix(NULL, "%s: metadata '%s'", what, CCG__META_TAGS);
-      break;
-    }
-  }
-  json_decref(arr);
-  return st;
-}
-
-ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
-                                   const char *what) {
-  json_t *arr = load_array(json, CCG__META_SLOTS, what);
-  if (!arr)
-    return ccg_last_status(NULL);
-  ccg_status st = CCG_STATUS_OK;
-  size_t i;
-  json_t *o;
-  json_array_foreach(arr, i, o) {
-    const char *node = json_string_value(json_object_get(o, "node"));
-    ccg_node_id n;
-    if (!node || !ccg__strmap_get(&g->node_names, node, &n)) {
-      st = ccg__error(NULL, CCG_STATUS_PARSE,
-                      "%s: metadata '%s': entry %zu names no node of the "
-                      "graph",
-                      what, CCG__META_SLOTS, i);
-      break;
-    }
-    const char *key;
-    json_t *v;
-    json_object_foreach(o, key, v) {
-      if (strcmp(key, "node") == 0)
-        continue;
-      if (strncmp(key, "ccgraph.", 8) != 0 || !json_is_string(v)) {
-        st = ccg__error(NULL, CCG_STATUS_PARSE,
-                        "%s: metadata '%s': entry %zu: '%s' is not a "
-                        "ccgraph.* key with a string value",
-                        what, CCG__META_SLOTS, i, key);
-        break;
-      }
-      if (ccg_node_set_meta(g, n, key, json_string_value(v))) {
-        st = ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring metadata", what);
-        break;
-      }
-    }
+    st = entry(g, o, i, what);
     if (st != CCG_STATUS_OK)
       break;
   }
   json_decref(arr);
   return st;
+}
+
+static ccg_status restore_placement(ccg_graph *g, json_t *o, size_t i,
+                                    const char *what) {
+  const char *name = json_string_value(json_object_get(o, "value"));
+  json_t *list = json_object_get(o, "placements");
+  ccg_value_id v;
+  if (!name || !json_is_array(list) ||
+      json_array_size(list) > CCG_MAX_MESH_AXES)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s': entry %zu is malformed", what,
+                      CCG__META_PLACEMENTS, i);
+  if (!ccg__strmap_get(&g->value_names, name, &v))
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s' names value '%s', which the graph "
+                      "does not have",
+                      what, CCG__META_PLACEMENTS, name);
+  ccg_placement p[CCG_MAX_MESH_AXES];
+  size_t k;
+  json_t *e;
+  json_array_foreach(list, k, e) {
+    const char *s = json_string_value(e);
+    if (!s || parse_placement(s, &p[k]) != CCG_STATUS_OK)
+      return ccg__error(NULL, CCG_STATUS_PARSE,
+                        "%s: metadata '%s': value '%s' has placement '%s'",
+                        what, CCG__META_PLACEMENTS, name, s ? s : "?");
+  }
+  if (ccg_value_set_placements(g, v, p, (int)json_array_size(list)) !=
+      CCG_STATUS_OK) {
+    ccg__error_copy(NULL, &g->ctx);
+    return ccg__error_prefix(NULL, "%s: metadata '%s'", what,
+                             CCG__META_PLACEMENTS);
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
+                                        const char *what) {
+  return restore_each(g, json, CCG__META_PLACEMENTS, what, restore_placement);
+}
+
+static ccg_status restore_tag(ccg_graph *g, json_t *o, size_t i,
+                              const char *what) {
+  const char *node = json_string_value(json_object_get(o, "node"));
+  const char *mapping = json_string_value(json_object_get(o, "mapping"));
+  json_t *inst = json_object_get(o, "instance");
+  json_t *bw = json_object_get(o, "backward");
+  json_t *params = json_object_get(o, "params");
+  ccg_node_id n;
+  if (!node || !mapping || !json_is_integer(inst) || !json_is_boolean(bw) ||
+      (params && !json_is_string(params)) || json_integer_value(inst) < 0 ||
+      json_integer_value(inst) > (json_int_t)UINT32_MAX)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s': entry %zu is malformed", what,
+                      CCG__META_TAGS, i);
+  if (!ccg__strmap_get(&g->node_names, node, &n))
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s' names node '%s', which the graph "
+                      "does not have",
+                      what, CCG__META_TAGS, node);
+  ccg_tag t = {mapping, (uint32_t)json_integer_value(inst),
+               params ? json_string_value(params) : NULL, json_is_true(bw)};
+  if (ccg_node_set_tag(g, n, &t) != CCG_STATUS_OK) {
+    ccg__error_copy(NULL, &g->ctx);
+    return ccg__error_prefix(NULL, "%s: metadata '%s'", what, CCG__META_TAGS);
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
+                                  const char *what) {
+  return restore_each(g, json, CCG__META_TAGS, what, restore_tag);
+}
+
+static ccg_status restore_slot(ccg_graph *g, json_t *o, size_t i,
+                               const char *what) {
+  const char *node = json_string_value(json_object_get(o, "node"));
+  ccg_node_id n;
+  if (!node || !ccg__strmap_get(&g->node_names, node, &n))
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "%s: metadata '%s': entry %zu names no node of the "
+                      "graph",
+                      what, CCG__META_SLOTS, i);
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    if (strcmp(key, "node") == 0)
+      continue;
+    if (strncmp(key, "ccgraph.", 8) != 0 || !json_is_string(v))
+      return ccg__error(NULL, CCG_STATUS_PARSE,
+                        "%s: metadata '%s': entry %zu: '%s' is not a "
+                        "ccgraph.* key with a string value",
+                        what, CCG__META_SLOTS, i, key);
+    if (ccg_node_set_meta(g, n, key, json_string_value(v)))
+      return ccg__error(NULL, CCG_STATUS_OOM, "%s: restoring metadata", what);
+  }
+  return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
+                                   const char *what) {
+  return restore_each(g, json, CCG__META_SLOTS, what, restore_slot);
 }
