@@ -137,13 +137,13 @@ static bool shape_only_slice(shard *sh, ccg_node_id n) {
 }
 
 static ccg_status refuse(shard *sh, ccg_value_id v, const char *why) {
-  return sh_fail(sh, CCG_STATUS_UNSUPPORTED,
-                 "data parallel: value '%s' numbers positions within each %s "
-                 "rank's batch chunk (it comes from a NonZero of the chunk), "
-                 "and %s; only elementwise, layout and shape ops, Gather, "
-                 "MatMul by it and a scatter back into the batch's rows may "
-                 "use it",
-                 ccg_value_name(sh->g, v), sh->axis_name, why);
+  return sh_fail(
+      sh, CCG_STATUS_UNSUPPORTED,
+      "data parallel: value '%s' numbers positions within each %s rank's "
+      "batch chunk (it comes from a NonZero or a Slice of the chunk), and "
+      "%s; only elementwise, layout and shape ops, Gather, MatMul by it "
+      "and a scatter back into the batch's rows may use it",
+      ccg_value_name(sh->g, v), sh->axis_name, why);
 }
 
 ccg_status sh_dp_routing(shard *sh, ccg_node_id n, bool *done) {
