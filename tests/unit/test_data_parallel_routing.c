@@ -3,13 +3,14 @@
  * batch of 4 rows, on dp=2. NonZero picks the rows whose gate is positive
  * (one of rank 0's two rows, both of rank 1's: positions within each
  * rank's chunk), Gather takes them, an expert MatMul and Sigmoid run on
- * them, and ScatterElements adds them into a table of the batch's rows
- * made from constants (distinct values, so a table cut at the wrong rows,
- * or positions read as global ones, give other results). Each rank's
- * output rows, its mean loss averaged over the ranks and the expert's
- * all-reduced gradient equal the unsharded model's (1e-5 relative). Nodes
- * that would combine the chunk-local rows, a MatMul over the batch, and a
- * chunk-local graph output are errors naming the value. */
+ * them, an Expand to the shape of x[0:1, :] (a Slice of the chunk's rows
+ * that only Shape reads, as Mixtral's index_add has), and ScatterElements adds
+ * them into a table of the batch's rows made from constants (distinct values,
+ * so a table cut at the wrong rows, or positions read as global ones, give
+ * other results). Each rank's output rows, its mean loss averaged over the
+ * ranks and the expert's all-reduced gradient equal the unsharded model's (1e-5
+ * relative). Nodes that would combine the chunk-local rows, a MatMul over the
+ * batch, and a chunk-local graph output are errors naming the value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,8 +89,13 @@ static ccg_graph *model(variant k) {
     } else if (k == OUTPUT_ROUTED) {
       assert_ok(g, ccg_graph_add_output(g, xt_named(g, h, "routed")));
     }
-    const int64_t one = 1;
-    ccg_value_id at, shp, table;
+    /* index_add's expand of the rows to the shape of x[0:1, :], read
+     * only by Shape (the chunk's first row on each rank) */
+    const int64_t s0 = 0, e1 = 1, one = 1;
+    ccg_value_id row, row_shape, at, shp, table;
+    assert_ok(g, ccg_slice(g, x, &s0, &e1, &s0, NULL, 1, &row));
+    assert_ok(g, ccg_shape_of(g, row, 0, 2, &row_shape));
+    assert_ok(g, ccg_expand(g, h, row_shape, &h));
     assert_ok(g, ccg_unsqueeze(g, rows_at, &one, 1, &at));
     assert_ok(g, ccg_shape_of(g, h, 0, 2, &shp));
     assert_ok(g, ccg_expand(g, at, shp, &at));
