@@ -252,6 +252,11 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   /* a weight view is made where it is used, as each use needs it */
   if (sh_is_weight_view(sh, n))
     return CCG_STATUS_OK;
+  bool done = false;
+  if (sh->local)
+    CCG_CHECK(sh_dp_routing(sh, n, &done));
+  if (done)
+    return CCG_STATUS_OK;
   char module[512] = "";
   long e = sh->local ? -1 : node_entry(sh, n, module, sizeof module);
   const ccg_plan_entry *pe =
@@ -263,7 +268,6 @@ static ccg_status shard_node(shard *sh, ccg_node_id n) {
   }
   if (pe && pe->style != CCG_PLAN_EXPERT_PARALLEL)
     CCG_CHECK(not_inside_experts(sh, module, pe));
-  bool done = false;
   size_t first = ccg_graph_num_nodes(sh->s);
   if (pe && pe->style == CCG_PLAN_EXPERT_PARALLEL)
     CCG_CHECK(sh_expert_parallel(sh, n, module, &done));
@@ -371,6 +375,8 @@ static ccg_status add_outputs(shard *sh) {
     /* the local run leaves each rank's part as it is: batch chunks, and
      * means or sums over its chunk (Partial) */
     ccg_placement want = sh->local ? sh_cur(sh, gv, NULL) : sh_R();
+    if (sh->local)
+      CCG_CHECK(sh_dp_routing_output(sh, gv));
     CCG_CHECK(sh_get(sh, gv, want, 1, false, &v));
     const char *name = ccg_value_name(sh->g, gv);
     CCG_CHECK(free_output_name(sh, name, v));
@@ -457,7 +463,7 @@ ccg_status sh_pass(shard *sh, ccg_graph **out) {
     goto out;
   }
   for (size_t v = 0; v < sh->n_vals; v++)
-    sh->vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0, 1, 1};
+    sh->vals[v] = (sh_val){CCG_NONE, sh_R(), 1, 0, 1, 1, false};
   for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
     sh->is_output[ccg_graph_output(g, i)] = true;
   st = ccg_graph_set_mesh(sh->s, &sh->mesh);

@@ -29,6 +29,9 @@ typedef struct sh_val {
    * the pair, dim d+1 divided by `merged`). 1 otherwise. */
   int rep;
   int merged;
+  /* the local run: made from positions within each dp rank's batch chunk
+   * (data_parallel_routing.c); written Replicate, used only there */
+  bool chunk_local;
 } sh_val;
 
 /* A weight of the sharded graph and the source weight (view) it holds a part
@@ -284,6 +287,10 @@ ccg_status sh_rule_shape(shard *sh, ccg_node_id n);
 ccg_status sh_rule_reshape(shard *sh, ccg_node_id n);
 ccg_status sh_rule_data_expand(shard *sh, ccg_node_id n);
 bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank);
+/* Slice n's known start, end and step on dim d of its input (rank
+ * `rank`): 1; 0 when d is not among its axes; -1 when not known. */
+int sh_slice_range(const shard *sh, ccg_node_id n, int d, int rank,
+                   int64_t *start, int64_t *end, int64_t *step);
 ccg_status sh_rule_slice(shard *sh, ccg_node_id n);
 ccg_status sh_rule_expand(shard *sh, ccg_node_id n);
 /* Known numeric contents of source value v (at most n), or -1. */
@@ -330,6 +337,13 @@ ccg_status sh_dp_local_move(shard *sh, ccg_value_id v, ccg_placement from,
  * rule. */
 bool sh_dp_local_slice(const shard *sh, ccg_node_id n);
 ccg_status sh_dp_chunk_copy(shard *sh, ccg_node_id n);
+/* data_parallel_routing.c. The local run's node n when it starts or uses
+ * positions within each rank's batch chunk (NonZero of a chunk): copied as
+ * it is, *done true; an error where it could combine them. *done false for
+ * any other node. */
+ccg_status sh_dp_routing(shard *sh, ccg_node_id n, bool *done);
+/* An error when the local run's output gv is such positions. */
+ccg_status sh_dp_routing_output(shard *sh, ccg_value_id gv);
 /* Both runs (sh set up by ccg_shard_apply with sh->dp >= 0). */
 ccg_status sh_dp_apply(shard *sh, ccg_graph **out);
 /* One run of the pass over sh->g as sh is set up. "new": *out. */

@@ -305,14 +305,11 @@ int sh_known_ints(const shard *sh, ccg_value_id v, int64_t *out, int n) {
   return c;
 }
 
-/* Whether Slice n leaves dim d of its input (rank `rank`) whole: d is not
- * among the axes, or is sliced from 0 to the end with step 1 (dynamo
- * writes x[:, :] as such a Slice of every dim). The axes, and the starts,
- * ends and steps of d, must be known (constants or computed from them). */
-bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
+int sh_slice_range(const shard *sh, ccg_node_id n, int d, int rank,
+                   int64_t *start, int64_t *end, int64_t *step) {
   ccg_graph *g = sh->g;
   size_t nin = ccg_node_num_inputs(g, n);
-  ccg_value_id x = ccg_node_input(g, n, 0), sv = ccg_node_input(g, n, 1);
+  ccg_value_id sv = ccg_node_input(g, n, 1);
   int64_t st[CCG_MAX_RANK], en[CCG_MAX_RANK], ax[CCG_MAX_RANK],
       sp[CCG_MAX_RANK];
   int na = -1;
@@ -322,23 +319,38 @@ bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
     for (na = 0; na < sh_gdim(sh, sv, 0) && na < rank; na++)
       ax[na] = na;
   if (na < 0 || nin > 5)
-    return false;
+    return -1;
   int i = 0;
   while (i < na && sh_norm_axis(ax[i], rank) != d)
     i++;
   if (i == na)
-    return true;
+    return 0;
   for (int j = 0; j < na; j++)
     sp[j] = 1;
   if (sh_known_ints(sh, sv, st, CCG_MAX_RANK) != na ||
       sh_known_ints(sh, ccg_node_input(g, n, 2), en, CCG_MAX_RANK) != na ||
       (nin > 4 && ccg_node_input(g, n, 4) != CCG_NONE &&
        sh_known_ints(sh, ccg_node_input(g, n, 4), sp, CCG_MAX_RANK) != na))
-    return false;
-  int64_t size = sh_gdim(sh, x, d);
-  bool from0 = st[i] == 0 || (size > 0 && st[i] <= -size);
-  bool to_end = en[i] >= INT64_MAX / 2 || (size > 0 && en[i] >= size);
-  return from0 && to_end && sp[i] == 1;
+    return -1;
+  *start = st[i];
+  *end = en[i];
+  *step = sp[i];
+  return 1;
+}
+
+/* Whether Slice n leaves dim d of its input (rank `rank`) whole: d is not
+ * among the axes, or is sliced from 0 to the end with step 1 (dynamo
+ * writes x[:, :] as such a Slice of every dim). The axes, and the starts,
+ * ends and steps of d, must be known (constants or computed from them). */
+bool sh_slice_keeps_dim(const shard *sh, ccg_node_id n, int d, int rank) {
+  int64_t st, en, sp;
+  int named = sh_slice_range(sh, n, d, rank, &st, &en, &sp);
+  if (named <= 0)
+    return named == 0;
+  int64_t size = sh_gdim(sh, ccg_node_input(sh->g, n, 0), d);
+  bool from0 = st == 0 || (size > 0 && st <= -size);
+  bool to_end = en >= INT64_MAX / 2 || (size > 0 && en >= size);
+  return from0 && to_end && sp == 1;
 }
 
 /* Slice: a shard stays where the slice leaves its dim whole
