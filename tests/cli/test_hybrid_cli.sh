@@ -21,26 +21,7 @@ passes=0
 run=("$tool")
 . "$(dirname "$0")/expect.sh"
 
-ok='per tensor [0-9.e+-]+: ok'
-
-# shard -> verify -> grad -> verify -> run --check (outputs and gradients).
-# args: NAME MODEL GRAD_REF LOSS INPUTS SHARD_ARGS...; $grad_args go to grad.
-hybrid() {
-  local name=$1 model=$2 ref=$3 loss=$4 inputs=$5
-  shift 5
-  local out=$work/$name
-  expect 0 'wrote .*rank0.onnx' -- shard "$model" "$@" -o "$out"
-  expect 0 '^ok: ' -- verify "$out"
-  expect 0 'models written' -- grad "$out" --loss "$loss" ${grad_args:-} -o "$out.grad"
-  expect 0 '^ok: ' -- verify "$out.grad"
-  expect 0 "$ok" -- run "$out.grad" $inputs --check "$ref" --rtol 1e-4
-}
-
-zoo_inputs() {
-  local in="" f
-  for f in "$1"/inputs/*.npy; do in="$in --input $(basename "$f" .npy)=$f"; done
-  echo "$in"
-}
+. "$(dirname "$0")/hybrid_lib.sh"
 
 # ---- the zoo: every training variant (TorchScript and dynamo), batch 2,
 # so one microbatch per dp rank; the arch's sample plan, or ccgraph plan's
@@ -51,11 +32,7 @@ for z in "$src"/tests/data/zoo/*/*_train; do
   v=${z#"$src"/tests/data/zoo/} arch=${v%%/*} tag=${v/\//_}
   "$tool" grad "$z/model.onnx" --loss loss -o "$work/${tag}_ref.onnx" >/dev/null || exit 1
   in=$(zoo_inputs "$z")
-  plan=$src/samples/plans/$arch.json
-  if ! "$tool" shard "$z/model.onnx" --plan "$plan" --mesh tp=2 -o "$work/${tag}_probe" >/dev/null 2>&1; then
-    plan=$work/${tag}_plan.json
-    "$tool" plan "$z/model.onnx" --mesh tp=2 -o "$plan" >/dev/null || exit 1
-  fi
+  plan=$(zoo_plan "$z" "$arch" "$tag") || exit 1
   for mesh in dp=2,tp=2 pp=2,tp=2 dp=2,pp=2,tp=2; do
     hybrid "${tag}_${mesh//[=,]/_}" "$z/model.onnx" "$work/${tag}_ref.onnx" loss "$in" \
       --plan "$plan" --mesh "$mesh"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ZeRO 1 and 3 on every training variant of the zoo (TorchScript and
+# dynamo exports): `ccgraph shard --mesh dp=2,tp=2 --zero Z`, `ccgraph
+# grad`, `ccgraph verify` of both, and `ccgraph run --check --rtol 1e-4`:
+# every rank's outputs and its dp shard of every parameter gradient equal
+# the unsharded model's full-batch ones. test_hybrid_cli.sh runs the same
+# variants without ZeRO on all three meshes.
+# usage: test_zero_zoo_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
+set -u
+tool=$1 src=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+passes=0
+run=("$tool")
+. "$(dirname "$0")/expect.sh"
+. "$(dirname "$0")/hybrid_lib.sh"
+
+for z in "$src"/tests/data/zoo/*/*_train; do
+  v=${z#"$src"/tests/data/zoo/} arch=${v%%/*} tag=${v/\//_}
+  "$tool" grad "$z/model.onnx" --loss loss -o "$work/${tag}_ref.onnx" >/dev/null || exit 1
+  in=$(zoo_inputs "$z")
+  plan=$(zoo_plan "$z" "$arch" "$tag") || exit 1
+  for zero in 1 3; do
+    hybrid "${tag}_z$zero" "$z/model.onnx" "$work/${tag}_ref.onnx" loss "$in" \
+      --plan "$plan" --mesh dp=2,tp=2 --zero $zero
+  done
+done
+expect_summary "cli zero zoo"
