@@ -9,7 +9,7 @@
 # largest magnitude; the rank models pass onnx.checker; `ccgraph cost`
 # reports the data axis's bus bytes as 2(n-1)/n P (P the parameter bytes
 # of the busiest rank's stage) and the bubble; one program again under
-# mpirun (--comm mpi, 8 processes) when mpirun is there; combinations that
+# mpirun (--comm mpi, 8 processes: three programs) when mpirun is there; combinations that
 # cannot work exit 2 naming why and write nothing.
 # usage: test_hybrid_cli.sh PATH/TO/ccgraph SOURCE_DIR WORK_DIR
 set -u
@@ -144,20 +144,26 @@ for mb in 2 4; do
     --mesh dp=2,pp=2,tp=2 --microbatches $mb --dp-reduce sum
 done
 
-# ---- MPI: a process per rank; rank 0 checks its gradients ----
+# ---- MPI: a process per rank; rank 0 checks its gradients: the sample
+# GPT with microbatches, llama under ZeRO 1, mixtral's routing on all axes ----
 if command -v mpirun >/dev/null 2>&1; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  out=$(timeout 120 mpirun -np 8 --oversubscribe "$tool" run "$work/gpt_m2.grad" --comm mpi \
-    --input ids="$work/ids.npy" --check "$work/gpt_ref.onnx" --rtol 1e-4 2>&1)
-  if grep -qE "$ok" <<<"$out"; then
-    passes=$((passes + 1))
-  else
-    echo "FAIL: mpirun -np 8 ccgraph run $work/gpt_m2.grad --comm mpi"
-    echo "$out" | tail -5 | sed 's/^/    /'
-    failures=$((failures + 1))
-  fi
+  for case in "gpt_m2|--input ids=$work/ids.npy|gpt_ref" \
+    "llama_ts_train_dp2pp2tp2_z1|$(zoo_inputs "$src/tests/data/zoo/llama/ts_train")|llama_ts_train_ref" \
+    "mixtral_ts_train_dp_2_pp_2_tp_2|$(zoo_inputs "$src/tests/data/zoo/mixtral/ts_train")|mixtral_ts_train_ref"; do
+    IFS='|' read -r prog inputs ref <<<"$case"
+    out=$(timeout 120 mpirun -np 8 --oversubscribe "$tool" run "$work/$prog.grad" --comm mpi \
+      $inputs --check "$work/$ref.onnx" --rtol 1e-4 2>&1)
+    if grep -qE "$ok" <<<"$out"; then
+      passes=$((passes + 1))
+    else
+      echo "FAIL: mpirun -np 8 ccgraph run $work/$prog.grad --comm mpi"
+      echo "$out" | tail -5 | sed 's/^/    /'
+      failures=$((failures + 1))
+    fi
+  done
 else
-  echo "note: mpirun not found; the --comm mpi run is not done"
+  echo "note: mpirun not found; the --comm mpi runs are not done"
 fi
 
 # ---- cost: per axis and step, the bubble; dp bus bytes 2(n-1)/n P ----
