@@ -7,9 +7,9 @@
  * then times V into the output. The full scores tensor is never written. A
  * Transpose feeding Q, Kt or V (read by it alone) becomes a strided read,
  * and a Transpose that alone reads the output a strided write: the GEMMs
- * take any operand whose rows or columns are contiguous. Where those rows
- * fall 4 KiB apart (heads of 1024 floats), the entry's matrix is first
- * packed contiguous in the scratch, once per entry. The row
+ * take any operand whose rows or columns are contiguous. Where K's or V's
+ * rows fall 4 KiB apart (1024 floats of heads), the entry's matrix is
+ * first packed contiguous in the scratch, once per entry. The row
  * arithmetic is the unfused kernels' (vecmath's bin, the Softmax row);
  * the products are the same GEMM over fewer rows. */
 #include <string.h>
@@ -149,12 +149,9 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     h.lda = f->T;
     gemm_side(f->T, f->Dv, v.rs, v.cs, &h.tb, &h.ldb);
     h.b = v.a;
-    h.c = f->o.pack ? buf : o + r0 * f->o.st[r - 2];
-    h.ldc = f->o.pack ? f->Dv : f->o.st[r - 2];
+    h.c = o + r0 * f->o.st[r - 2];
+    h.ldc = f->o.st[r - 2];
     ccg__sgemm(x, &h);
-    for (int64_t i = 0; f->o.pack && i < m; i++)
-      memcpy(o + (r0 + i) * f->o.st[r - 2], buf + i * f->Dv,
-             (size_t)f->Dv * sizeof *o);
   }
 }
 
@@ -210,8 +207,11 @@ static bool same_dims(const ccg__xval *a, const ccg__xval *b) {
 }
 
 /* Rows `ld` floats apart fall in the same L1 sets when that is a multiple
- * of 4 KiB: the GEMM reads them slower than a Transpose writes them out
- * (h1024 attention: 9.9 against 8.2 ms), so such operands are packed. */
+ * of 4 KiB. The GEMM packs its right operand again for every block of
+ * query rows, so K and V read that way cost more than a Transpose (h1024
+ * attention: 10.7 ms CPU against 7.4 with the Transposes) and are packed
+ * once per entry instead (7.6); Q, read once per block, and the output,
+ * written once, stay strided (packing them too: 8.0). */
 static bool aliased(int64_t ld) { return ld * 4 % 4096 == 0; }
 
 /* The view of value v (dims a suffix of the scores' batch dims, each 1 or
@@ -234,9 +234,11 @@ static bool embed(const ccg__xval *val, const int64_t *st, int r,
 
 /* The view of MatMul operand v: through the Transpose that made it when
  * v is read by the MatMul alone and the strided matrix suits the GEMM;
- * else v itself. *tr: the folded Transpose (or NULL). */
+ * else v itself. *tr: the folded Transpose (or NULL). `right`: the GEMM's
+ * right operand (K, V), packed where its rows are aliased. */
 static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
-                    const int64_t *bdims, aview *out, ccg__xnode **tr) {
+                    const int64_t *bdims, bool right, aview *out,
+                    ccg__xnode **tr) {
   const ccg__xval *val = &x->vals[v];
   *tr = NULL;
   if (val->dtype != CCG_DTYPE_F32)
@@ -248,7 +250,7 @@ static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
     int64_t ld;
     if (gemm_side(val->dims[val->rank - 2], val->dims[val->rank - 1],
                   out->st[r - 2], out->st[r - 1], &tt, &ld)) {
-      out->pack = aliased(ld);
+      out->pack = right && aliased(ld);
       out->v = t->in[0];
       *tr = t;
       return true;
@@ -286,7 +288,6 @@ static void output_view(ccg_exec *x, const use *u, ccg_value_id o, int r,
     return;
   if (st[r - 2] < ov->dims[r - 1])
     return;
-  out->pack = aliased(st[r - 2]);
   memcpy(out->st, st, sizeof st);
   out->v = t->out[0];
   *tr = t;
@@ -469,9 +470,9 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   memset(&f, 0, sizeof f);
   ccg__xnode *tr[3], *to;
   if (!match_dims(x, &m, &f) ||
-      !operand(x, u, m.mm1->in[0], f.rank, f.bdims, &f.q, &tr[0]) ||
-      !operand(x, u, m.mm1->in[1], f.rank, f.bdims, &f.k, &tr[1]) ||
-      !operand(x, u, m.mm2->in[1], f.rank, f.bdims, &f.v, &tr[2]) ||
+      !operand(x, u, m.mm1->in[0], f.rank, f.bdims, false, &f.q, &tr[0]) ||
+      !operand(x, u, m.mm1->in[1], f.rank, f.bdims, true, &f.k, &tr[1]) ||
+      !operand(x, u, m.mm2->in[1], f.rank, f.bdims, true, &f.v, &tr[2]) ||
       !mask_view(x, m.mask, &x->vals[m.scores], &f.mask))
     return CCG_STATUS_OK;
   output_view(x, u, m.mm2->out[0], f.rank, &f.o, &to);
@@ -480,10 +481,8 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   f.rows = ATTN_BLOCK / f.T;
   f.rows = f.rows < 1 ? 1 : f.rows > f.S ? f.S : f.rows;
   f.slots = f.nb < ATTN_SLOTS ? f.nb : ATTN_SLOTS;
-  f.slot = line(f.rows * f.T) + (f.q.pack ? line(f.S * f.D) : 0) +
-           (f.k.pack ? line(f.D * f.T) : 0) +
-           (f.v.pack ? line(f.T * f.Dv) : 0) +
-           (f.o.pack ? line(f.rows * f.Dv) : 0);
+  f.slot = line(f.rows * f.T) + (f.k.pack ? line(f.D * f.T) : 0) +
+           (f.v.pack ? line(f.T * f.Dv) : 0);
   return rewrite(x, &m, &f, tr, to);
 }
 
