@@ -21,9 +21,10 @@
  * rows. */
 #define ATTN_BLOCK 16384
 /* Scratch slots: entries are taken in this many slices at most, each with
- * its own scores block and packed operands, so that the scratch does not
- * grow with the batch (a pool of more threads than this runs no faster). */
-#define ATTN_SLOTS 16
+ * its own scores block and packed K and V (320 KiB for h1024), so that the
+ * scratch does not grow with the batch; a pool of more threads than this
+ * runs the attention no faster. */
+#define ATTN_SLOTS 8
 
 /* An operand read through strides over the scores' rank: batch dims (0
  * where broadcast), then its two matrix dims. */
