@@ -410,9 +410,8 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
   ccg_exec *p = NULL;
   /* a stale run (a size came out other than the one the last program was
    * compiled for) is chosen for again, by the guards */
-  ccg_status st = CCG_STATUS_OK;
-  for (int trust = 1; trust >= 0 && st == CCG_STATUS_OK; trust--) {
-    st = ccg__dyn_select(x, inputs, n_inputs, trust, &p);
+  for (int trust = 1; trust >= 0; trust--) {
+    ccg_status st = ccg__dyn_select(x, inputs, n_inputs, trust, &p);
     if (st != CCG_STATUS_OK) {
       /* the other ranks fail instead of waiting for this one */
       if (x->comm)
@@ -421,9 +420,11 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
     }
     st = run_on(x, p, inputs, n_inputs, outputs, n_outputs);
     if (!p->stale)
-      break;
+      return st;
   }
-  return st;
+  /* a program the guards chose runs unchecked: it cannot come out stale */
+  return ccg__error(&x->ctx, CCG_STATUS_INTERNAL,
+                    "a run stopped at a size check after its guards had run");
 }
 
 ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
