@@ -69,10 +69,17 @@ static ccg_status cpu_run(ccg_exec *x) {
   if (x->ov) {
     CCG_CHECK(ccg__overlap_run(x));
   } else {
+    const ccg__xcheck *c = x->checking ? x->checks : NULL;
+    const ccg__xcheck *end = c ? c + x->n_checks : NULL;
     for (size_t s = 0; s < x->n_steps; s++) {
       const ccg__xnode *n = &x->steps[s];
       if (n->run)
         CCG_CHECK(n->run(x, n));
+      for (; c != end && c->step == s; c++)
+        if (!ccg__dyn_check(x, c)) {
+          x->stale = true; /* nothing has read the value yet */
+          return CCG_STATUS_OK;
+        }
     }
   }
   if (x->comm) {

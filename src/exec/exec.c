@@ -387,6 +387,19 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
   return CCG_STATUS_OK;
 }
 
+/* Runs program p of root x (p may be x), the error on x. */
+static ccg_status run_on(ccg_exec *x, ccg_exec *p, const ccg_exec_tensor *in,
+                         size_t n_in, ccg_exec_tensor *out, size_t n_out) {
+  if (p == x)
+    return ccg__exec_run_program(x, in, n_in, out, n_out);
+  p->pool = x->pool;   /* borrowed: one pool per executor */
+  p->stash = x->stash; /* what this run's guards received */
+  ccg_status st = ccg__exec_run_program(p, in, n_in, out, n_out);
+  if (st != CCG_STATUS_OK)
+    ccg__error_copy(&x->ctx, &p->ctx);
+  return st;
+}
+
 ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                         size_t n_inputs, ccg_exec_tensor *outputs,
                         size_t n_outputs) {
@@ -395,21 +408,23 @@ ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
   if (!x->dyn)
     return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
   ccg_exec *p = NULL;
-  ccg_status st = ccg__dyn_select(x, inputs, n_inputs, &p);
-  if (st != CCG_STATUS_OK) {
-    /* the other ranks fail instead of waiting for this one */
-    if (x->comm)
-      x->comm->vt->abort(x->comm, x->rank, ccg_last_error(x));
-    return st;
+  /* a stale run (a size came out other than the one the last program was
+   * compiled for) is chosen for again, by the guards */
+  for (int trust = 1; trust >= 0; trust--) {
+    ccg_status st = ccg__dyn_select(x, inputs, n_inputs, trust, &p);
+    if (st != CCG_STATUS_OK) {
+      /* the other ranks fail instead of waiting for this one */
+      if (x->comm)
+        x->comm->vt->abort(x->comm, x->rank, ccg_last_error(x));
+      return st;
+    }
+    st = run_on(x, p, inputs, n_inputs, outputs, n_outputs);
+    if (!p->stale)
+      return st;
   }
-  if (p == x)
-    return ccg__exec_run_program(x, inputs, n_inputs, outputs, n_outputs);
-  p->pool = x->pool;   /* borrowed: one pool per executor */
-  p->stash = x->stash; /* what this run's guards received */
-  st = ccg__exec_run_program(p, inputs, n_inputs, outputs, n_outputs);
-  if (st != CCG_STATUS_OK)
-    ccg__error_copy(&x->ctx, &p->ctx);
-  return st;
+  /* a program the guards chose runs unchecked: it cannot come out stale */
+  return ccg__error(&x->ctx, CCG_STATUS_INTERNAL,
+                    "a run stopped at a size check after its guards had run");
 }
 
 ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
@@ -430,9 +445,10 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
       st = ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
+  x->stale = false;
   if (st == CCG_STATUS_OK)
     st = x->backend->run(x);
-  for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK; i++)
+  for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK && !x->stale; i++)
     st = fill_output(x, &outputs[i]);
   if (st != CCG_STATUS_OK)
     ccg__flight_report(x, st);

@@ -91,6 +91,16 @@ struct ccg__xnode {
 typedef struct ccg__overlap ccg__overlap;
 typedef struct ccg__xdyn ccg__xdyn;
 
+/* A size a program was compiled for, checked as the program runs
+ * (specialize.c): value v, made by step `step`, must measure `want` (its
+ * contents, or a count of its data under `rule`). */
+typedef struct ccg__xcheck {
+  size_t step;
+  ccg_value_id v;
+  const void *rule;
+  const int64_t *want;
+} ccg__xcheck;
+
 /* Why a compile stopped at a dim: 1 a symbol no input given binds, 2 a dim
  * set by data (of `value`, dim `dim`); 0 for any other failure. */
 typedef struct ccg__xwhy {
@@ -185,6 +195,12 @@ struct ccg_exec {
   bool compiled;
   bool spec;     /* compiled from a specialized copy of the graph */
   ccg__xwhy why; /* a failed compile: the dim it left unbound */
+  /* the sizes its guards computed, sorted by step; `checking`: this run
+   * checks them (its guards did not run); `stale`: one came out otherwise
+   * and the run stopped after the step that made it, outputs unfilled */
+  const ccg__xcheck *checks;
+  size_t n_checks;
+  bool checking, stale;
 };
 
 /* Records "node 'N' (Op): <message>" on x and returns st. */
@@ -224,9 +240,14 @@ ccg_status ccg__dyn_create(ccg_graph *g, const ccg_exec_options *o,
                            const ccg__backend_vt *backend, ccg_exec *x,
                            ccg_ctx *err, ccg_exec **out);
 /* The program for these inputs: x itself, a cached one, or a new one
- * compiled now (errors on x, naming the input and dim at fault). */
+ * compiled now (errors on x, naming the input and dim at fault).
+ * `trust`: the last program may be chosen without running its guards,
+ * checking their sizes as it runs instead (then a stale run is chosen for
+ * again without trust). */
 ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
-                           size_t n_inputs, ccg_exec **prog);
+                           size_t n_inputs, bool trust, ccg_exec **prog);
+/* Does the value of check c measure what the program was compiled for? */
+bool ccg__dyn_check(const ccg_exec *p, const ccg__xcheck *c);
 /* The program that ran last (or the only one); NULL before any. */
 const ccg_exec *ccg__dyn_current(const ccg_exec *x);
 void ccg__dyn_free(ccg_exec *x);

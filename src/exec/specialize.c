@@ -7,7 +7,8 @@
  * numbers; a dim set by data the graph computes (a Reshape to a computed
  * shape, NonZero's count) is found by running the part of the graph it
  * needs first (a guard, run again by every later run that the program
- * serves). docs/exec.md says what is kept and when. */
+ * serves, unless the program checks the guard's values itself as it
+ * runs). docs/exec.md says what is kept and when. */
 #include <string.h>
 
 #include "exec/internal.h"
@@ -82,7 +83,8 @@ typedef struct xspec {
   int64_t *contents; /* SLOT per graph input; NULL: compiled without any */
   xguard *guards;
   size_t n_guards;
-  ccg_arena arena; /* contents, guards */
+  bool checked;    /* prog checks what every guard with a part computes */
+  ccg_arena arena; /* contents, guards, checks */
   uint64_t used;
 } xspec;
 
@@ -249,12 +251,83 @@ static ccg_status check_guard(ccg_exec *x, xguard *gd,
   return CCG_STATUS_OK;
 }
 
+/* Does e serve these inputs? `trust`: the guards whose values e's program
+ * checks itself are not run (the program then runs checking). */
 static ccg_status serves(ccg_exec *x, xspec *e, const ccg_exec_tensor *in,
-                         size_t n, bool *ok) {
+                         size_t n, bool trust, bool *ok) {
+  trust = trust && e->checked;
   *ok = takes(x->dyn, e->prog, e->contents);
   for (size_t i = 0; i < e->n_guards && *ok; i++)
-    CCG_CHECK(check_guard(x, &e->guards[i], in, n, ok));
+    if (!(trust && e->guards[i].prog))
+      CCG_CHECK(check_guard(x, &e->guards[i], in, n, ok));
+  e->prog->checking = *ok && trust;
   return CCG_STATUS_OK;
+}
+
+/* ---- checks in the program ---------------------------------------------- */
+
+bool ccg__dyn_check(const ccg_exec *p, const ccg__xcheck *c) {
+  const ccg__xval *v = &p->vals[c->v];
+  ccg_tensor t;
+  memset(&t, 0, sizeof t);
+  t.dtype = v->dtype;
+  t.rank = v->rank;
+  memcpy(t.dims, v->dims, sizeof t.dims);
+  t.data = v->ptr;
+  int64_t got[SLOT];
+  measure(c->rule, &t, got);
+  return same_slot(got, c->want);
+}
+
+/* The last step of p that runs and writes v (its value is complete after
+ * it); -1 where none does (a value fused away, an alias). */
+static int maker_of(const ccg_exec *p, ccg_value_id v) {
+  if (v >= p->n_vals || p->vals[v].kind != CCG__V_ARENA)
+    return -1;
+  for (size_t s = p->n_steps; s-- > 0;) {
+    const ccg__xnode *n = &p->steps[s];
+    for (uint32_t i = 0; n->run && i < n->n_out; i++)
+      if (n->out[i] == v)
+        return (int)s;
+  }
+  return -1;
+}
+
+/* The guards' values are values of the copy e's program runs (a copy of
+ * the whole graph keeps the ids), computed there on the way anyway: where
+ * each is written by a step, the program checks it right after that step,
+ * and a run that e serves again costs one pass of the graph instead of one
+ * more per guard. A check that fails stops the run before any step reads
+ * the value; the guards then choose. On the CPU, without a communicator
+ * or overlap only: a run stopped half-way must have sent nothing. */
+static void plan_checks(xspec *e) {
+  ccg_exec *p = e->prog;
+  size_t m = 0;
+  for (size_t i = 0; i < e->n_guards; i++)
+    m += e->guards[i].prog ? e->guards[i].n : 0;
+  if (!m || p->backend != &ccg__cpu_backend || p->comm || p->ov)
+    return;
+  ccg__xcheck *c = ccg__arena_calloc(&e->arena, m, sizeof *c);
+  if (!c)
+    return; /* the guards run */
+  size_t k = 0;
+  for (size_t i = 0; i < e->n_guards; i++) {
+    const xguard *gd = &e->guards[i];
+    for (size_t j = 0; gd->prog && j < gd->n; j++) {
+      int s = maker_of(p, gd->ids[j]);
+      if (s < 0)
+        return;
+      ccg__xcheck ck = {(size_t)s, gd->ids[j], gd->rule[j],
+                        gd->want + j * SLOT};
+      size_t at = k++;
+      for (; at > 0 && c[at - 1].step > ck.step; at--)
+        c[at] = c[at - 1];
+      c[at] = ck;
+    }
+  }
+  p->checks = c;
+  p->n_checks = k;
+  e->checked = true;
 }
 
 /* ---- compiling a program for a run ------------------------------------- */
@@ -524,6 +597,7 @@ static ccg_status build_copy(ccg_exec *x, xspec *e, const ccg_exec_options *o,
     if (st == CCG_STATUS_OK) {
       e->graph = s;
       prune_contents(x, e, &k);
+      plan_checks(e);
       return st;
     }
     need nd[MAX_EVAL];
@@ -602,7 +676,7 @@ static ccg_status specialize(ccg_exec *x, const ccg_exec_tensor *in,
 }
 
 ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
-                           size_t n_inputs, ccg_exec **prog) {
+                           size_t n_inputs, bool trust, ccg_exec **prog) {
   ccg__xdyn *d = x->dyn;
   if (n_inputs && !inputs)
     return ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
@@ -611,7 +685,7 @@ ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
   bool ok = false;
   /* the last program first: a loop over one shape costs one comparison */
   if (d->cur >= 0)
-    CCG_CHECK(serves(x, &d->cache[d->cur], inputs, n_inputs, &ok));
+    CCG_CHECK(serves(x, &d->cache[d->cur], inputs, n_inputs, trust, &ok));
   if (!ok && x->compiled && takes(d, x, NULL)) {
     d->cur = -1;
     *prog = x;
@@ -619,7 +693,7 @@ ccg_status ccg__dyn_select(ccg_exec *x, const ccg_exec_tensor *inputs,
   }
   for (size_t i = 0; i < d->n && !ok; i++)
     if ((int)i != d->cur) {
-      CCG_CHECK(serves(x, &d->cache[i], inputs, n_inputs, &ok));
+      CCG_CHECK(serves(x, &d->cache[i], inputs, n_inputs, false, &ok));
       if (ok)
         d->cur = (int)i;
     }
@@ -711,7 +785,7 @@ ccg_status ccg__dyn_create(ccg_graph *g, const ccg_exec_options *o,
   /* what create was given may already make a program (data included,
    * where a guard runs part of the graph); else the first run makes one */
   if (st == CCG_STATUS_OK && !x->compiled && shapes_complete(x->dyn, o))
-    st = ccg__dyn_select(x, o->input_shapes, o->n_input_shapes, &p);
+    st = ccg__dyn_select(x, o->input_shapes, o->n_input_shapes, false, &p);
   if (st != CCG_STATUS_OK) {
     ccg__error_copy(err, &x->ctx);
     ccg_exec_free(x);

@@ -15,6 +15,7 @@
 #include "ccgraph/ccgraph.h"
 #include "test_util.h"
 #include "exec_test_util.h"
+#include "exec/internal.h"
 
 static ccg_value_id init_f32(ccg_graph *g, const char *name, float v) {
   ccg_tensor t = {CCG_DTYPE_F32, 0, {0}, &v};
@@ -174,6 +175,57 @@ static void test_nonzero_feeds_gather_nd(void **state) {
   ccg_graph_free(g);
 }
 
+/* GatherND(x, Transpose(NonZero(Greater(x, 0.5)))) over runs whose counts
+ * repeat with the elements elsewhere, then change: a run with the last
+ * run's count takes the last program without its guard (the program
+ * checks the count after the Greater), and one whose count changed stops
+ * there and is run again by the program the guard picks. */
+static void test_nonzero_checked_in_program(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id in[2] = {ccg_test_input(g, "x", CCG_DTYPE_F32, "[2,4]"),
+                        init_f32(g, "half", 0.5f)};
+  ccg_value_id m, nz, idx, y;
+  assert_ok(g, xt_node(g, "Greater", "gt", in, 2, NULL, 0, 1, &m));
+  assert_ok(g, xt_node(g, "NonZero", "nz", &m, 1, NULL, 0, 1, &nz));
+  assert_ok(g, xt_node(g, "Transpose", "tr", &nz, 1, NULL, 0, 1, &idx));
+  ccg_value_id gin[2] = {in[0], idx};
+  assert_ok(g, xt_node(g, "GatherND", "gnd", gin, 2, NULL, 0, 1, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, &o, &x));
+  static const float data[6][8] = {
+      {0, 3, 0, 2, 0, 7, 0, 0}, /* 3 */
+      {4, 0, 0, 0, 6, 0, 0, 9}, /* 3, checked */
+      {1, 2, 3, 4, 5, 0, 0, 0}, /* 5: stale, a second program */
+      {0, 0, 0, 8, 7, 6, 5, 4}, /* 5, checked */
+      {0, 0, 0, 0, 0, 0, 0, 0}, /* 0: stale, a third */
+      {0, 0, 2, 0, 0, 3, 0, 4}, /* 3: stale, the first again */
+  };
+  static const bool checked[6] = {false, true, false, true, false, false};
+  for (int k = 0; k < 6; k++) {
+    float got[8], want[8];
+    size_t n = 0;
+    for (int i = 0; i < 8; i++)
+      if (data[k][i] > 0.5f)
+        want[n++] = data[k][i];
+    ccg_exec_tensor xin = XT_F32("x", data[k], 2, 4);
+    ccg_exec_tensor out = xt_out(ccg_value_name(g, y), got, sizeof got);
+    assert_ok(x, ccg_exec_run(x, &xin, 1, &out, 1));
+    assert_int_equal(out.tensor.dims[0], (int64_t)n);
+    xt_close(got, want, n, 0, 0, "x[nonzero(x > 0.5)]");
+    const ccg_exec *p = ccg__dyn_current(x);
+    assert_int_equal(p->n_checks, 1);
+    if (p->checking != checked[k])
+      fail_msg("run %d: the program %s its guard's count", k,
+               checked[k] ? "did not check" : "checked");
+  }
+  specs_are(x, 3);
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 /* ---- Compress ------------------------------------------------------------ */
 
 /* Compress of x [3,2] along axis 0 by a fed condition, and of the
@@ -310,6 +362,7 @@ int main(void) {
       cmocka_unit_test(test_nonzero_computed_counts),
       cmocka_unit_test(test_nonzero_fed),
       cmocka_unit_test(test_nonzero_feeds_gather_nd),
+      cmocka_unit_test(test_nonzero_checked_in_program),
       cmocka_unit_test(test_compress_counts),
       cmocka_unit_test(test_top_k_fed_k),
       cmocka_unit_test(test_top_k_computed_k),

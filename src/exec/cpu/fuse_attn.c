@@ -7,7 +7,9 @@
  * then times V into the output. The full scores tensor is never written. A
  * Transpose feeding Q, Kt or V (read by it alone) becomes a strided read,
  * and a Transpose that alone reads the output a strided write: the GEMMs
- * take any operand whose rows or columns are contiguous. The row
+ * take any operand whose rows or columns are contiguous. Where K's or V's
+ * rows fall 4 KiB apart (1024 floats of heads), the entry's matrix is
+ * first packed contiguous in the scratch, once per entry. The row
  * arithmetic is the unfused kernels' (vecmath's bin, the Softmax row);
  * the products are the same GEMM over fewer rows. */
 #include <string.h>
@@ -18,18 +20,25 @@
 /* Scores per block: 16384 floats (64 KiB) stay in L2 beside Q's and V's
  * rows. */
 #define ATTN_BLOCK 16384
+/* Scratch slots: entries are taken in this many slices at most, each with
+ * its own scores block and packed K and V (320 KiB for h1024), so that the
+ * scratch does not grow with the batch; a pool of more threads than this
+ * runs the attention no faster. */
+#define ATTN_SLOTS 8
 
 /* An operand read through strides over the scores' rank: batch dims (0
  * where broadcast), then its two matrix dims. */
 typedef struct aview {
   ccg_value_id v;
   int64_t st[CCG_MAX_RANK];
+  bool pack; /* rows 4 KiB apart: copied contiguous per entry */
 } aview;
 
 struct ccg__fattn {
   int rank;                      /* of the scores */
   int64_t bdims[CCG_MAX_RANK];   /* batch dims (rank - 2) */
   int64_t nb, S, T, D, Dv, rows; /* batch entries; block of query rows */
+  int64_t slots, slot;           /* scratch slots; floats in each */
   aview q, k, v, o, mask;        /* mask.v: CCG_NONE without one */
   ccg_op scale_op;               /* CCG_OP_COUNT: no scale */
   float scale;
@@ -58,6 +67,39 @@ static bool gemm_side(int64_t r, int64_t c, int64_t rs, int64_t cs, bool *t,
   return false;
 }
 
+/* Floats of n rounded up to a cache line. */
+static int64_t line(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* An operand's matrix: its r x c elements at a with strides rs, cs. Packed
+ * (into *buf, which then moves past it), its contiguous dim stays so: the
+ * GEMM reads it as before, from lines that do not share cache sets. */
+typedef struct amat {
+  const float *a;
+  int64_t rs, cs;
+} amat;
+
+static amat operand_at(const aview *w, int r, const float *base, int64_t off,
+                       int64_t rows, int64_t cols, float **buf) {
+  amat m = {base + off, w->st[r - 2], w->st[r - 1]};
+  if (!w->pack)
+    return m;
+  float *dst = *buf;
+  if (m.cs == 1 || cols == 1) {
+    for (int64_t i = 0; i < rows; i++)
+      memcpy(dst + i * cols, m.a + i * m.rs, (size_t)cols * sizeof *dst);
+    m.rs = cols;
+    m.cs = 1;
+  } else {
+    for (int64_t i = 0; i < cols; i++)
+      memcpy(dst + i * rows, m.a + i * m.cs, (size_t)rows * sizeof *dst);
+    m.rs = 1;
+    m.cs = rows;
+  }
+  m.a = dst;
+  *buf += line(rows * cols);
+  return m;
+}
+
 static void attn_entry(const ajob *j, int64_t e, float *sc) {
   const struct ccg__fattn *f = j->f;
   ccg_exec *x = j->x;
@@ -72,20 +114,22 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     oo += i * f->o.st[d];
     mo += i * f->mask.st[d];
   }
-  const float *q = x->vals[f->q.v].ptr, *k = x->vals[f->k.v].ptr;
-  const float *v = x->vals[f->v.v].ptr;
   const float *mask = f->mask.v != CCG_NONE ? x->vals[f->mask.v].ptr : NULL;
-  float *o = x->vals[f->o.v].ptr;
+  float *buf = sc + line(f->rows * f->T);
+  amat q = operand_at(&f->q, r, x->vals[f->q.v].ptr, qo, f->S, f->D, &buf);
+  amat k = operand_at(&f->k, r, x->vals[f->k.v].ptr, ko, f->D, f->T, &buf);
+  amat v = operand_at(&f->v, r, x->vals[f->v.v].ptr, vo, f->T, f->Dv, &buf);
+  float *o = (float *)x->vals[f->o.v].ptr + oo;
   for (int64_t r0 = 0; r0 < f->S; r0 += f->rows) {
     int64_t m = f->S - r0 < f->rows ? f->S - r0 : f->rows;
     ccg__gemm g = CCG__GEMM_INIT;
     g.m = m;
     g.n = f->T;
     g.k = f->D;
-    gemm_side(m, f->D, f->q.st[r - 2], f->q.st[r - 1], &g.ta, &g.lda);
-    gemm_side(f->D, f->T, f->k.st[r - 2], f->k.st[r - 1], &g.tb, &g.ldb);
-    g.a = q + qo + r0 * f->q.st[r - 2];
-    g.b = k + ko;
+    gemm_side(m, f->D, q.rs, q.cs, &g.ta, &g.lda);
+    gemm_side(f->D, f->T, k.rs, k.cs, &g.tb, &g.ldb);
+    g.a = q.a + r0 * q.rs;
+    g.b = k.a;
     g.c = sc;
     g.ldc = f->T;
     ccg__sgemm(x, &g);
@@ -104,20 +148,25 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
     h.k = f->T;
     h.a = sc;
     h.lda = f->T;
-    gemm_side(f->T, f->Dv, f->v.st[r - 2], f->v.st[r - 1], &h.tb, &h.ldb);
-    h.b = v + vo;
-    h.c = o + oo + r0 * f->o.st[r - 2];
+    gemm_side(f->T, f->Dv, v.rs, v.cs, &h.tb, &h.ldb);
+    h.b = v.a;
+    h.c = o + r0 * f->o.st[r - 2];
     h.ldc = f->o.st[r - 2];
     ccg__sgemm(x, &h);
   }
 }
 
-/* Batch entries [begin, end), each with its own block of the scratch. */
+/* Slices [begin, end) of the batch entries, each with its own slot of the
+ * scratch. */
 static void attn_range(void *ctx, size_t begin, size_t end) {
   const ajob *j = ctx;
-  size_t blk = (size_t)(j->f->rows * j->f->T);
-  for (size_t e = begin; e < end; e++)
-    attn_entry(j, (int64_t)e, j->scratch + e * blk);
+  const struct ccg__fattn *f = j->f;
+  for (size_t s = begin; s < end; s++) {
+    int64_t e0 = f->nb * (int64_t)s / f->slots;
+    int64_t e1 = f->nb * (int64_t)(s + 1) / f->slots;
+    for (int64_t e = e0; e < e1; e++)
+      attn_entry(j, e, j->scratch + (int64_t)s * f->slot);
+  }
 }
 
 static ccg_status run_attn(ccg_exec *x, const ccg__xnode *n) {
@@ -125,8 +174,8 @@ static ccg_status run_attn(ccg_exec *x, const ccg__xnode *n) {
   ajob j = {x, f, x->scratch};
   double flops = 2.0 * (double)f->nb * (double)f->S * (double)f->T *
                  (double)(f->D + f->Dv + 8);
-  ccg__parallel_for(x->pool, (size_t)f->nb, 1, flops / CCG__PAR_FLOPS_PER_WORK,
-                    attn_range, &j);
+  ccg__parallel_for(x->pool, (size_t)f->slots, 1,
+                    flops / CCG__PAR_FLOPS_PER_WORK, attn_range, &j);
   return CCG_STATUS_OK;
 }
 
@@ -159,8 +208,11 @@ static bool same_dims(const ccg__xval *a, const ccg__xval *b) {
 }
 
 /* Rows `ld` floats apart fall in the same L1 sets when that is a multiple
- * of 4 KiB: the GEMM then reads them slower than the Transpose writes them
- * out (h1024 attention: 9.9 against 8.2 ms). */
+ * of 4 KiB. The GEMM packs its right operand again for every block of
+ * query rows, so K and V read that way cost more than a Transpose (h1024
+ * attention: 10.7 ms CPU against 7.4 with the Transposes) and are packed
+ * once per entry instead (7.6); Q, read once per block, and the output,
+ * written once, stay strided (packing them too: 8.0). */
 static bool aliased(int64_t ld) { return ld * 4 % 4096 == 0; }
 
 /* The view of value v (dims a suffix of the scores' batch dims, each 1 or
@@ -183,9 +235,11 @@ static bool embed(const ccg__xval *val, const int64_t *st, int r,
 
 /* The view of MatMul operand v: through the Transpose that made it when
  * v is read by the MatMul alone and the strided matrix suits the GEMM;
- * else v itself. *tr: the folded Transpose (or NULL). */
+ * else v itself. *tr: the folded Transpose (or NULL). `right`: the GEMM's
+ * right operand (K, V), packed where its rows are aliased. */
 static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
-                    const int64_t *bdims, aview *out, ccg__xnode **tr) {
+                    const int64_t *bdims, bool right, aview *out,
+                    ccg__xnode **tr) {
   const ccg__xval *val = &x->vals[v];
   *tr = NULL;
   if (val->dtype != CCG_DTYPE_F32)
@@ -196,8 +250,8 @@ static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
     bool tt;
     int64_t ld;
     if (gemm_side(val->dims[val->rank - 2], val->dims[val->rank - 1],
-                  out->st[r - 2], out->st[r - 1], &tt, &ld) &&
-        !aliased(ld)) {
+                  out->st[r - 2], out->st[r - 1], &tt, &ld)) {
+      out->pack = right && aliased(ld);
       out->v = t->in[0];
       *tr = t;
       return true;
@@ -233,7 +287,7 @@ static void output_view(ccg_exec *x, const use *u, ccg_value_id o, int r,
     st[np ? perm[j] : r - 1 - j] = yst[j];
   if (st[r - 1] != 1 && ov->dims[r - 1] != 1)
     return;
-  if (st[r - 2] < ov->dims[r - 1] || aliased(st[r - 2]))
+  if (st[r - 2] < ov->dims[r - 1])
     return;
   memcpy(out->st, st, sizeof st);
   out->v = t->out[0];
@@ -400,7 +454,7 @@ static ccg_status rewrite(ccg_exec *x, const amatch *m,
   mm2->n_in = f->mask.v != CCG_NONE ? 4 : 3;
   mm2->attn = fa;
   mm2->run = run_attn;
-  mm2->scratch = (size_t)(f->nb * f->rows * f->T) * sizeof(float);
+  mm2->scratch = (size_t)(f->slots * f->slot) * sizeof(float);
   return CCG_STATUS_OK;
 }
 
@@ -417,9 +471,9 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   memset(&f, 0, sizeof f);
   ccg__xnode *tr[3], *to;
   if (!match_dims(x, &m, &f) ||
-      !operand(x, u, m.mm1->in[0], f.rank, f.bdims, &f.q, &tr[0]) ||
-      !operand(x, u, m.mm1->in[1], f.rank, f.bdims, &f.k, &tr[1]) ||
-      !operand(x, u, m.mm2->in[1], f.rank, f.bdims, &f.v, &tr[2]) ||
+      !operand(x, u, m.mm1->in[0], f.rank, f.bdims, false, &f.q, &tr[0]) ||
+      !operand(x, u, m.mm1->in[1], f.rank, f.bdims, true, &f.k, &tr[1]) ||
+      !operand(x, u, m.mm2->in[1], f.rank, f.bdims, true, &f.v, &tr[2]) ||
       !mask_view(x, m.mask, &x->vals[m.scores], &f.mask))
     return CCG_STATUS_OK;
   output_view(x, u, m.mm2->out[0], f.rank, &f.o, &to);
@@ -427,6 +481,9 @@ static ccg_status try_attn(ccg_exec *x, const use *u, ccg__xnode *sm) {
   f.scale = m.scale;
   f.rows = ATTN_BLOCK / f.T;
   f.rows = f.rows < 1 ? 1 : f.rows > f.S ? f.S : f.rows;
+  f.slots = f.nb < ATTN_SLOTS ? f.nb : ATTN_SLOTS;
+  f.slot = line(f.rows * f.T) + (f.k.pack ? line(f.D * f.T) : 0) +
+           (f.v.pack ? line(f.T * f.Dv) : 0);
   return rewrite(x, &m, &f, tr, to);
 }
 
