@@ -57,7 +57,8 @@ typedef struct pp_build {
   ccg_value_id *vmap; /* [M][nv]: microbatch m's value; shared ones at 0 */
   int m;              /* the microbatch being copied; -1: the shared part */
   /* [M][nv]: microbatch m's weight of the weighted mean made by source
-   * value v (ccg__pp_mb_weight); CCG_NONE elsewhere */
+   * value v (ccg__pp_mb_weight); CCG_NONE elsewhere; NULL: none recorded,
+   * a weighted mean combined as a mean of means */
   ccg_value_id *mb_weight;
   int64_t slot, grad_slot;
   size_t mark; /* nodes before it have their slots */

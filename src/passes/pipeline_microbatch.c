@@ -219,9 +219,9 @@ static bool fixed_weights(pp_build *b, ccg_node_id n) {
   return true;
 }
 
-/* A loss op's "reduction" attribute (default mean); a mean that skips an
- * ignore_index or weighs classes is weighted, where the weights can be
- * counted (else the mean of means stands in). */
+/* A loss op's "reduction" attribute (default mean); an f32 or f64 mean
+ * that skips an ignore_index or weighs classes is weighted, where the
+ * weights can be counted (else the mean of means stands in). */
 static pp_reduction loss_attr(pp_build *b, ccg_node_id n) {
   ccg_graph *g = b->g;
   const char *red = "mean";
@@ -235,7 +235,12 @@ static pp_reduction loss_attr(pp_build *b, ccg_node_id n) {
     return PP_RED_SUM;
   if (strcmp(red, "mean") != 0)
     return PP_RED_UNKNOWN;
-  return weighted && fixed_weights(b, n) ? PP_RED_WEIGHTED : PP_RED_MEAN;
+  /* the copies sum what the op averages in double: a half-precision sum
+   * over many tokens would overflow */
+  ccg_dtype dt = ccg_value_dtype(g, ccg_node_output(g, n, 0));
+  bool wide = dt == CCG_DTYPE_F32 || dt == CCG_DTYPE_F64;
+  return weighted && wide && fixed_weights(b, n) ? PP_RED_WEIGHTED
+                                                 : PP_RED_MEAN;
 }
 
 static bool is_mean(pp_reduction r) {
@@ -377,7 +382,7 @@ static ccg_status loss_weight(pp_build *b, ccg_node_id n,
 
 ccg_status ccg__pp_mb_weight(pp_build *b, ccg_node_id n, int m,
                              ccg_value_id *in, ccg_attr *attrs, size_t *na) {
-  if (m < 0 || b->pl->M == 1 || !weighted_source(b, n))
+  if (m < 0 || b->pl->M == 1 || !b->mb_weight || !weighted_source(b, n))
     return CCG_STATUS_OK;
   ccg_value_id *w =
       &b->mb_weight[(size_t)m * b->pl->nv + ccg_node_output(b->g, n, 0)];
@@ -398,7 +403,8 @@ ccg_status ccg__pp_mb_weight(pp_build *b, ccg_node_id n, int m,
 
 ccg_status ccg__pp_mb_mean(pp_build *b, ccg_node_id n, int m, ccg_value_id *y) {
   ccg_op op = ccg_node_op(b->g, n);
-  if (m < 0 || b->pl->M == 1 || op == CCG_OP_DIV || !weighted_source(b, n))
+  if (m < 0 || b->pl->M == 1 || op == CCG_OP_DIV || !b->mb_weight ||
+      !weighted_source(b, n))
     return CCG_STATUS_OK;
   ccg_value_id
       w = b->mb_weight[(size_t)m * b->pl->nv + ccg_node_output(b->g, n, 0)],
@@ -509,7 +515,7 @@ ccg_status ccg__pp_combine_scalar(pp_build *b, ccg_value_id o,
                       "over microbatches is made for f32",
                       ccg_value_name(g, o),
                       ccg_dtype_name(ccg_value_dtype(b->d, parts[0])));
-  if (r == PP_RED_WEIGHTED) {
+  if (r == PP_RED_WEIGHTED && b->mb_weight) {
     /* the weights exist where the source was copied: on this stage;
      * else, or when they wait for a Recv, the mean of means stands in */
     const ccg_value_id *w = &b->mb_weight[src];
