@@ -205,8 +205,8 @@ static void check(loss_kind kind, int64_t M, const int64_t *t) {
   /* a stage that waits for a message never sent fails fast */
   ccg_exec_options eo = CCG_EXEC_OPTIONS_INIT;
   eo.deadline_s = 20.0;
-  assert_ok(NULL, ccg_exec_run_local_program(st, (int)n, &eo, 1, inp, nis,
-                                             outp, nos, NULL, NULL));
+  assert_ok(NULL, ccg_exec_run_local_program(st, (int)n, &eo, 1, inp, nis, outp,
+                                             nos, NULL, NULL));
   for (int k = 0; k < no; k++) {
     int count = k == 0 ? 1 : k == NO - 1 ? H : H * H, owners = 0;
     for (size_t r = 0; r < n; r++) {
