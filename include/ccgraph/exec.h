@@ -123,7 +123,10 @@ typedef struct ccg_exec_options {
   size_t flight_records;
   /* 1: collectives run in schedule order on a communication thread of this
    * executor while the compute nodes that do not need their results go on;
-   * 0 (default): on the calling thread. The environment variable
+   * 0: on the calling thread. -1 (the default): 1 when the processors this
+   * process may use (sched_getaffinity) number at least twice the ranks it
+   * runs (a local communicator's size, else 1): a core for each rank and
+   * one for its communication thread; else 0. The environment variable
    * CCG_EXEC_OVERLAP=0 or 1 overrides it. Same results either way. */
   int overlap;
   /* CCG_DEVICE_CUDA: the step runs on a GPU (docs/gpu.md); a
@@ -160,7 +163,7 @@ typedef struct ccg_exec_options {
 #define CCG_EXEC_OPTIONS_INIT                                                  \
   {                                                                            \
     sizeof(ccg_exec_options), 0, NULL, NULL, 0, NULL, 0, 300.0, NULL, false,   \
-        32, 0, CCG_DEVICE_CPU, -1, 0, 0, 0, 0                                  \
+        32, -1, CCG_DEVICE_CPU, -1, 0, 0, 0, 0                                 \
   }
 
 /* Compiles `g` for one rank: the schedule (the same on every rank), every

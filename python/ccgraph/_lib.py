@@ -75,6 +75,7 @@ class ExecOptions(Structure):
         o.size = ctypes.sizeof(cls)
         o.rank, o.comm, o.device = rank, comm, device
         o.deadline_s, o.flight_records, o.device_index = 300.0, 32, -1
+        o.overlap = -1
         return o
 
 

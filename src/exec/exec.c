@@ -246,10 +246,10 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   x->rank = o.rank;
   x->comm = o.comm;
   x->deadline_s = o.deadline_s;
-  x->overlap = o.overlap != 0;
-  const char *env = getenv("CCG_EXEC_OVERLAP");
-  if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
-    x->overlap = env[0] == '1';
+  bool local = o.comm && strcmp(o.comm->vt->name, "local") == 0;
+  x->overlap =
+      ccg__overlap_wanted(o.overlap, getenv("CCG_EXEC_OVERLAP"),
+                          ccg__online_cpus(), local ? o.comm->nranks : 1);
   x->device = o.device;
   x->device_index = o.device_index;
   x->cuda_graph = o.cuda_graph != 0;

@@ -304,6 +304,13 @@ ccg_status ccg__collective_body(ccg_exec *x, const ccg__xnode *n, ccg_ctx *err,
  * the thread after it. Runs the schedule with collectives posted to the
  * thread; joins it at free. */
 ccg_status ccg__overlap_mark(ccg_exec *x);
+/* Whether an executor runs a communication thread: CCG_EXEC_OVERLAP (env:
+ * "0" or "1"; anything else is ignored) over the option (0 off, 1 on),
+ * else (option -1) on only when the `cores` the process may run on give
+ * each of the `ranks_here` ranks it runs (a local communicator's size,
+ * else 1) a core to compute on and one for its communication thread. */
+bool ccg__overlap_wanted(int option, const char *env, int cores,
+                         int ranks_here);
 /* Reorders x->schedule (before the steps are made from it): each
  * collective as soon as what it needs has run, the compute the old order
  * ran before it and it does not need right after it. Collectives keep

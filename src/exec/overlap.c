@@ -37,6 +37,23 @@ struct ccg__overlap {
   uint32_t *inlined;
 };
 
+/* ---- whether to overlap ------------------------------------------------- */
+
+bool ccg__overlap_wanted(int option, const char *env, int cores,
+                         int ranks_here) {
+  if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0))
+    return env[0] == '1';
+  if (option >= 0)
+    return option != 0;
+  /* local ranks are threads of this process, and their collectives copies
+   * and additions on CPU threads: without a core to spare, the
+   * communication thread takes one from a rank's compute and every
+   * hand-over to it waits for the scheduler (16-68% slower steps with 2
+   * ranks on 2 busy cores, docs/parallelism.md) */
+  int r = ranks_here > 0 ? ranks_here : 1;
+  return cores >= 2 * r;
+}
+
 /* ---- the schedule ------------------------------------------------------- */
 
 static bool is_coll(const ccg_graph *g, ccg_node_id id) {

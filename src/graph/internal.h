@@ -384,6 +384,15 @@ size_t ccg__grad_attr_ints(ccg__grad *gx, const char *name, const int64_t **v);
 /* A scalar Constant of float dtype dt holding v. */
 ccg_status ccg__grad_scalar(ccg_graph *g, ccg_dtype dt, double v,
                             ccg_value_id *out);
+/* SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss (loss.c): the
+ * weight each position of targets t [N, d...] gets (w[t], or 1 without
+ * class weights w (CCG_NONE); 0 where t is *ignore_index, when given), in
+ * the float dtype of the scalars zero and one, and *tsafe: t with ignored
+ * positions set to class 0. The mean reduction divides by their sum. */
+ccg_status ccg__loss_weight_applied(ccg_graph *g, ccg_value_id t,
+                                    ccg_value_id w, const int64_t *ignore_index,
+                                    ccg_value_id zero, ccg_value_id one,
+                                    ccg_value_id *wt, ccg_value_id *tsafe);
 /* An i64 vector Constant (a shape, axes). */
 ccg_status ccg__grad_i64(ccg_graph *g, const int64_t *v, size_t n,
                          ccg_value_id *out);

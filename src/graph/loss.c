@@ -91,8 +91,38 @@ static ccg_status int_const(ccg_graph *g, ccg_dtype dt, const int64_t *v,
   return st;
 }
 
-/* Per position [N, d...]: the weight applied (w[t], or 1; 0 where t is
- * ignore_index) and the float mask of the class t over [N, C, d...]. */
+ccg_status ccg__loss_weight_applied(ccg_graph *g, ccg_value_id t,
+                                    ccg_value_id w, const int64_t *ignore_index,
+                                    ccg_value_id zero, ccg_value_id one,
+                                    ccg_value_id *wt, ccg_value_id *tsafe) {
+  ccg_dtype dt = ccg_value_dtype(g, t);
+  ccg_value_id valid = CCG_NONE;
+  *tsafe = t;
+  if (ignore_index) {
+    ccg_value_id iv, izero, diff;
+    CCG_CHECK(int_const(g, dt, ignore_index, 0, NULL, &iv));
+    int64_t z = 0;
+    CCG_CHECK(int_const(g, dt, &z, 0, NULL, &izero));
+    CCG_CHECK(ccg_sub(g, t, iv, &diff));
+    CCG_CHECK(ccg_cast(g, diff, CCG_DTYPE_BOOL, &valid));
+    CCG_CHECK(ccg_where(g, valid, t, izero, tsafe));
+  }
+  if (w != CCG_NONE) {
+    CCG_CHECK(ccg_gather(g, w, *tsafe, 0, wt));
+    if (ignore_index)
+      CCG_CHECK(ccg_where(g, valid, *wt, zero, wt));
+  } else if (ignore_index) {
+    CCG_CHECK(ccg_where(g, valid, one, zero, wt));
+  } else {
+    CCG_CHECK(ccg__grad_zeros_like(g, t, wt));
+    CCG_CHECK(ccg_cast(g, *wt, ccg_value_dtype(g, one), wt));
+    CCG_CHECK(ccg_add(g, *wt, one, wt));
+  }
+  return CCG_STATUS_OK;
+}
+
+/* Per position [N, d...]: the weight applied and the float mask of the
+ * class t over [N, C, d...]. */
 static ccg_status weights_and_onehot(ccg__grad *gx, ccg_value_id *wt,
                                      ccg_value_id *onehot) {
   ccg_graph *g = gx->g;
@@ -107,30 +137,13 @@ static ccg_status weights_and_onehot(ccg__grad *gx, ccg_value_id *wt,
                           ccg_value_name(g, x));
   int64_t C = xs.dims[1].size;
   const ccg_attr *ii = ccg_node_attr(g, gx->node, "ignore_index");
-  ccg_value_id zero, one, valid = CCG_NONE, tsafe = t;
+  ccg_value_id zero, one, tsafe;
   CCG_CHECK(ccg__grad_scalar(g, dx, 0.0, &zero));
   CCG_CHECK(ccg__grad_scalar(g, dx, 1.0, &one));
-  if (ii) {
-    ccg_value_id iv, izero, diff;
-    CCG_CHECK(int_const(g, dt, &ii->i, 0, NULL, &iv));
-    int64_t z = 0;
-    CCG_CHECK(int_const(g, dt, &z, 0, NULL, &izero));
-    CCG_CHECK(ccg_sub(g, t, iv, &diff));
-    CCG_CHECK(ccg_cast(g, diff, CCG_DTYPE_BOOL, &valid));
-    CCG_CHECK(ccg_where(g, valid, t, izero, &tsafe));
-  }
   bool has_w = gx->n_in > 2 && gx->in[2] != CCG_NONE;
-  if (has_w) {
-    CCG_CHECK(ccg_gather(g, gx->in[2], tsafe, 0, wt));
-    if (ii)
-      CCG_CHECK(ccg_where(g, valid, *wt, zero, wt));
-  } else if (ii) {
-    CCG_CHECK(ccg_where(g, valid, one, zero, wt));
-  } else {
-    CCG_CHECK(ccg__grad_zeros_like(g, t, wt));
-    CCG_CHECK(ccg_cast(g, *wt, dx, wt));
-    CCG_CHECK(ccg_add(g, *wt, one, wt));
-  }
+  CCG_CHECK(ccg__loss_weight_applied(g, t, has_w ? gx->in[2] : CCG_NONE,
+                                     ii ? &ii->i : NULL, zero, one, wt,
+                                     &tsafe));
   /* classes [1, C, 1, ...] against t unsqueezed to [N, 1, d...] */
   int64_t dims[CCG_MAX_RANK], *cls = malloc((size_t)C * sizeof *cls + 1);
   if (!cls)

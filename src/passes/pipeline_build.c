@@ -168,9 +168,10 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
   }
   if (m >= 0 && b->pl->M > 1)
     CCG_CHECK(ccg__pp_mb_inputs(b, n, m, in));
-  ccg_attr attrs[PP_MAX_ATTRS];
+  ccg_attr attrs[PP_MAX_ATTRS + 1];
   for (size_t i = 0; i < na; i++)
     attrs[i] = *ccg_node_attr_at(g, n, i);
+  CCG_CHECK(ccg__pp_mb_weight(b, n, m, in, attrs, &na));
   char names[PP_MAX_OUT][PP_NAME_MAX], nname[PP_NAME_MAX];
   const char *onames[PP_MAX_OUT];
   for (size_t i = 0; i < no; i++) {
@@ -202,6 +203,8 @@ static ccg_status copy_node(pp_build *b, ccg_node_id n, int m) {
     if (v == CCG_NONE)
       continue;
     ccg_value_id dv = ccg_node_output(b->d, dn, i);
+    if (i == 0)
+      CCG_CHECK(ccg__pp_mb_mean(b, n, m, &dv));
     *slot_of(b, v, m) = dv;
     CCG_CHECK(copy_placements(b, v, dv));
     CCG_CHECK(ccg__pp_check_mb_dim(b, n, v, dv, m));
@@ -513,12 +516,15 @@ ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out) {
     return ccg__error(&pl->g->ctx, CCG_STATUS_OOM, "pipeline: %s",
                       ccg_last_error(NULL));
   b.vmap = malloc(((size_t)pl->M * pl->nv + 1) * sizeof *b.vmap);
-  if (!b.vmap) {
+  b.mb_weight = malloc(((size_t)pl->M * pl->nv + 1) * sizeof *b.mb_weight);
+  if (!b.vmap || !b.mb_weight) {
+    free(b.vmap);
+    free(b.mb_weight);
     ccg_graph_free(b.d);
     return ccg__error(&pl->g->ctx, CCG_STATUS_OOM, "pipeline: out of memory");
   }
   for (size_t i = 0; i < (size_t)pl->M * pl->nv; i++)
-    b.vmap[i] = CCG_NONE;
+    b.vmap[i] = b.mb_weight[i] = CCG_NONE;
   /* the nodes made here (messages, slices, targets) under a scope of
    * their own: the copied nodes keep the source's names */
   ccg_status st = ccg_graph_push_scope(b.d, "pipeline");
@@ -527,6 +533,7 @@ ccg_status ccg__pp_build_stage(pp_plan *pl, int64_t s, ccg_graph **out) {
   else
     st = build(&b);
   free(b.vmap);
+  free(b.mb_weight);
   if (st != CCG_STATUS_OK) {
     ccg_graph_free(b.d);
     return st;

@@ -56,6 +56,10 @@ typedef struct pp_build {
   int64_t s;
   ccg_value_id *vmap; /* [M][nv]: microbatch m's value; shared ones at 0 */
   int m;              /* the microbatch being copied; -1: the shared part */
+  /* [M][nv]: microbatch m's weight of the weighted mean made by source
+   * value v (ccg__pp_mb_weight); CCG_NONE elsewhere; NULL: none recorded,
+   * a weighted mean combined as a mean of means */
+  ccg_value_id *mb_weight;
   int64_t slot, grad_slot;
   size_t mark; /* nodes before it have their slots */
 } pp_build;
@@ -73,9 +77,20 @@ ccg_status ccg__pp_mb_inputs(pp_build *b, ccg_node_id n, int m,
  * still has the whole batch on dim 0. */
 ccg_status ccg__pp_check_mb_dim(pp_build *b, ccg_node_id n, ccg_value_id v,
                                 ccg_value_id dv, int m);
+/* Node n copied for microbatch m (M > 1) where it makes a weighted mean
+ * (a loss with ignore_index or class weights, a scalar ratio of two sums):
+ * records the microbatch's weight in b->mb_weight and rewrites the copy
+ * (the loss's attrs, *na of them, to reduction "sum"; the ratio's
+ * denominator in `in` to 1 where it is 0). Nothing for other nodes. */
+ccg_status ccg__pp_mb_weight(pp_build *b, ccg_node_id n, int m,
+                             ccg_value_id *in, ccg_attr *attrs, size_t *na);
+/* After ccg__pp_mb_weight: *y, the loss copy's sum, becomes the mean (the
+ * sum over the weight, 1 where it is 0), which takes the copy's name. */
+ccg_status ccg__pp_mb_mean(pp_build *b, ccg_node_id n, int m, ccg_value_id *y);
 /* Scalar output o of the last stage from its microbatches' values parts:
- * their sum, or their mean when o averages over the batch; an error for a
- * scalar that is neither. */
+ * their sum, or their mean when o averages over the batch (weighted by
+ * the microbatches' weights for a weighted mean made on this stage); an
+ * error for a scalar that is neither. */
 ccg_status ccg__pp_combine_scalar(pp_build *b, ccg_value_id o,
                                   const ccg_value_id *parts, ccg_value_id *y);
 

@@ -511,11 +511,9 @@ static void test_environment_overrides(void **state) {
     const char *env;
     int option;
     bool thread;
-  } cases[] = {{NULL, 1, true},
-               {"0", 1, false},
-               {"1", 0, true},
-               {"yes", 0, false},
-               {NULL, 0, false}};
+  } cases[] = {{NULL, 1, true},   {"0", 1, false},  {"1", 0, true},
+               {"yes", 0, false}, {NULL, 0, false}, {"1", -1, true},
+               {"0", -1, false}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     if (cases[i].env)
       setenv("CCG_EXEC_OVERLAP", cases[i].env, 1);
@@ -534,6 +532,33 @@ static void test_environment_overrides(void **state) {
   ccg_graph_free(g);
 }
 
+/* The default (-1) from the cores the process may use and the ranks it
+ * runs: on with a core per rank and one per communication thread, off
+ * with fewer; the option and CCG_EXEC_OVERLAP decide over it both ways. */
+static void test_default_from_cores(void **state) {
+  (void)state;
+  const struct {
+    int option;
+    const char *env;
+    int cores, ranks;
+    bool on;
+  } cases[] = {
+      {-1, NULL, 2, 2, false}, /* two local ranks on two cores */
+      {-1, NULL, 3, 2, false}, {-1, NULL, 4, 2, true}, {-1, NULL, 16, 4, true},
+      {-1, NULL, 7, 4, false}, {-1, NULL, 2, 1, true}, /* one rank (mpi) */
+      {-1, NULL, 1, 1, false}, {1, NULL, 1, 2, true},  /* asked for */
+      {0, NULL, 64, 1, false}, {-1, "1", 1, 2, true},  {-1, "0", 64, 1, false},
+      {0, "1", 1, 1, true},    {1, "0", 64, 1, false}, {-1, "yes", 4, 2, true},
+      {-1, "", 2, 2, false},   {-1, NULL, 4, 0, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (ccg__overlap_wanted(cases[i].option, cases[i].env, cases[i].cores,
+                            cases[i].ranks) != cases[i].on)
+      fail_msg("option %d, CCG_EXEC_OVERLAP=%s, %d cores, %d ranks: want %s",
+               cases[i].option, cases[i].env ? cases[i].env : "(unset)",
+               cases[i].cores, cases[i].ranks, cases[i].on ? "on" : "off");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_interleaved),
@@ -544,6 +569,7 @@ int main(void) {
       cmocka_unit_test(test_compute_failure_in_flight),
       cmocka_unit_test(test_no_thread_without_collectives),
       cmocka_unit_test(test_environment_overrides),
+      cmocka_unit_test(test_default_from_cores),
       cmocka_unit_test(test_schedule),
       cmocka_unit_test(test_timeout_on_comm_thread),
       cmocka_unit_test(test_peer_failure_on_comm_thread),

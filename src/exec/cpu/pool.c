@@ -186,7 +186,7 @@ static void *worker(void *arg) {
   }
 }
 
-static int online_cpus(void) {
+int ccg__online_cpus(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
     int c = CPU_COUNT(&set);
@@ -206,7 +206,7 @@ ccg__pool *ccg__pool_new(const ccg_allocator *alloc, int threads,
     p->alloc = *alloc;
   p->threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
   p->min_work = min_work;
-  p->cpus = online_cpus();
+  p->cpus = ccg__online_cpus();
   atomic_init(&p->spin_limit, SPIN_NS);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->wake, NULL);
@@ -328,7 +328,7 @@ ccg_status ccg__pool_threads_for(int requested, int ranks_here, ccg_ctx *err,
     *out = requested;
     return CCG_STATUS_OK;
   }
-  int per = online_cpus() / (ranks_here > 0 ? ranks_here : 1);
+  int per = ccg__online_cpus() / (ranks_here > 0 ? ranks_here : 1);
   *out = per > 0 ? per : 1;
   return CCG_STATUS_OK;
 }

@@ -48,6 +48,10 @@ typedef void (*ccg__range_fn)(void *ctx, size_t begin, size_t end);
 void ccg__parallel_for(ccg__pool *p, size_t n, size_t grain, double work,
                        ccg__range_fn fn, void *ctx);
 
+/* The processors this process may run on (sched_getaffinity; else those
+ * online), at least 1. */
+int ccg__online_cpus(void);
+
 /* The number of threads an executor gets: `requested` (> 0), else the
  * environment's CCG_THREADS, else the processors this process may use
  * divided by `ranks_here` (the ranks this process runs), at least 1. A
