@@ -144,6 +144,9 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
   if (*node_domain(np) || !np->op_type || np->n_input < 2)
     return -1;
   const char *op = np->op_type;
+  /* every op below starts with one of these: most nodes stop here */
+  if (op[0] != 'R' && op[0] != 'S' && op[0] != 'U')
+    return -1;
   if (strcmp(op, "ReduceSum") == 0)
     return m->opset >= 13 ? 1 : -1;
   static const char *const from18[] = {
@@ -162,8 +165,8 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
 }
 
 static bool is_constant_node(const Onnx__NodeProto *np) {
-  return !*node_domain(np) && np->op_type &&
-         strcmp(np->op_type, "Constant") == 0 && np->n_output == 1;
+  return np->n_output == 1 && np->op_type && np->op_type[0] == 'C' &&
+         strcmp(np->op_type, "Constant") == 0 && !*node_domain(np);
 }
 
 /* Counts, per initializer and Constant output, all uses and the uses as an
@@ -373,7 +376,7 @@ static ccg_status initializers(im *m) {
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
-    bool outside = m->outside && m->outside[i];
+    bool outside = m->raw_in_source || (m->outside && m->outside[i]);
     bool lend = mapped || (!outside && m->lend_raw && tp->has_raw_data &&
                            t.data && (uintptr_t)t.data % 64 == 0);
     ccg_status st =
@@ -516,13 +519,16 @@ ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
 }
 
 /* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
- * without a limit), then protobuf-c through an allocator capped at
- * max_bytes. The graph's large inline weights are taken out first and
- * left where they are (stripped->raw says where). The model must be freed
- * through the same cap. */
+ * without a limit), then our decoder (*in_source: bytes fields point into
+ * `data`), or where it declines, protobuf-c, both through an allocator
+ * capped at max_bytes. Before protobuf-c the graph's large inline weights
+ * are taken out and left where they are (stripped->raw says where). The
+ * model must be freed through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                          const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
-                         ccg__onnx_stripped *stripped, Onnx__ModelProto **out) {
+                         ccg__onnx_stripped *stripped, bool *in_source,
+                         Onnx__ModelProto **out) {
+  *in_source = false;
   if (size > o->max_bytes)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: the model is %zu bytes, over the import's byte "
@@ -530,6 +536,12 @@ static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                       what, size, o->max_bytes);
   if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
     return ccg__error_prefix(NULL, "%s", what);
+  ccg__onnx_capped_allocator_init(cap, o->max_bytes);
+  *out = ccg__onnx_decode(data, size, o->max_depth, cap);
+  if (*out) {
+    *in_source = true;
+    return CCG_STATUS_OK;
+  }
   CCG_CHECK(ccg__onnx_strip_raw(data, size, stripped));
   if (stripped->data) {
     data = stripped->data;
@@ -626,7 +638,9 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
   ccg__onnx_stripped stripped = {0};
-  ccg_status st = unpack(what, data, size, &o, &cap, &stripped, &mp);
+  bool in_source = false; /* raw_data points into `data` */
+  ccg_status st =
+      unpack(what, data, size, &o, &cap, &stripped, &in_source, &mp);
   if (st != CCG_STATUS_OK) {
     ccg__onnx_stripped_free(&stripped);
     return st;
@@ -651,12 +665,15 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   if (o.map_external_data)
     m.src.owner = m.g;
-  /* before the weights left in the source count as decoded raw data */
-  CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
-  st = restore_raw(&stripped, mp->graph, &outside);
-  if (st != CCG_STATUS_OK) {
-    ccg_graph_free(m.g);
-    goto out;
+  m.raw_in_source = in_source;
+  if (!in_source) {
+    /* before the weights left in the source count as decoded raw data */
+    CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
+    st = restore_raw(&stripped, mp->graph, &outside);
+    if (st != CCG_STATUS_OK) {
+      ccg_graph_free(m.g);
+      goto out;
+    }
   }
   m.outside = outside;
   ccg__arena_init(&m.a, NULL, 0);

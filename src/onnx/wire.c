@@ -722,6 +722,28 @@ static void cap_free(void *user, void *ptr) {
   free(l);
 }
 
+void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size) {
+  size_t total = CAP_ROUND(sizeof(cap_chunk)) + size;
+  if (total < size || !cap_charge(cap, total))
+    return NULL;
+  cap_chunk *c = total >= CAP_CHUNK_BULK ? ccg__bulk_alloc(total) : NULL;
+  size_t bulk = c ? total : 0;
+  if (!c && !(c = malloc(total))) {
+    cap->used -= total;
+    return NULL;
+  }
+  /* behind the newest chunk: small blocks keep being carved from that */
+  c->bulk = bulk;
+  if (cap->chunks) {
+    c->next = ((cap_chunk *)cap->chunks)->next;
+    ((cap_chunk *)cap->chunks)->next = c;
+  } else {
+    c->next = NULL;
+    cap->chunks = c;
+  }
+  return (uint8_t *)c + CAP_ROUND(sizeof *c);
+}
+
 void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {
   memset(cap, 0, sizeof *cap);
   cap->pc.alloc = cap_alloc;

@@ -64,6 +64,21 @@ ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap);
 /* True once an allocation was refused because of the cap: an unpack that
  * returned NULL with this set ran out of budget, not into bad data. */
 bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap);
+/* A block of `size` bytes, aligned as malloc aligns, counted against the
+ * cap and freed only by ccg__onnx_cap_release (never pass it to the
+ * allocator's free). From 2 MiB on it is backed by huge pages where the
+ * system has them. NULL when the cap or the memory runs out. */
+void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size);
+/* Decodes data[0..size), which ccg__onnx_wire_check has passed, into the
+ * ModelProto that protobuf-c's unpack would give, allocated from `cap`
+ * (set up by the caller), without copying bytes fields: their data points
+ * into `data`, which must outlive the model. Returns NULL, with cap
+ * released, for anything it does not decode exactly as protobuf-c would (a
+ * field the descriptors lack, a repeated singular sub-message, malformed
+ * bytes, the cap reached): the caller then unpacks with protobuf-c. Nesting
+ * past max_depth (<= 0: the default) also returns NULL. Thread-safe. */
+struct Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
+                                          int max_depth, ccg__onnx_cap *cap);
 /* Frees every block the allocator handed out (whatever was unpacked through
  * it is gone) and leaves `cap` empty with the same limit. */
 void ccg__onnx_cap_release(ccg__onnx_cap *cap);
