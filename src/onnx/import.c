@@ -216,12 +216,28 @@ static ccg_status find_dropped(im *m) {
     }
     h += np->n_input;
   }
+  /* Nearly every input is no candidate: a bit per hash value (a filter
+   * with a few candidates to a bit) answers most of them without a probe. */
+  size_t nbits = 4096;
+  while (nbits < 8 * cand.count)
+    nbits *= 2;
+  uint64_t *bits = cand.count && st == CCG_STATUS_OK
+                       ? ccg__arena_calloc(&m->a, nbits / 64, sizeof *bits)
+                       : NULL;
+  if (cand.count && st == CCG_STATUS_OK && !bits)
+    st = CCG_STATUS_OOM;
+  for (size_t i = 0; bits && i < cand.cap; i++)
+    if (cand.slots[i].key) {
+      uint32_t b = cand.slots[i].hash & (uint32_t)(nbits - 1);
+      bits[b / 64] |= (uint64_t)1 << (b % 64);
+    }
   h = m->in_hash;
-  for (size_t i = 0; i < gp->n_node && cand.count && st == CCG_STATUS_OK; i++) {
+  for (size_t i = 0; bits && i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     for (size_t k = 0; k < np->n_input; k++, h++) {
-      uint32_t c;
-      if (np->input[k] && ccg__strmap_get_h(&cand, np->input[k], *h, &c))
+      uint32_t c, b = *h & (uint32_t)(nbits - 1);
+      if ((bits[b / 64] >> (b % 64) & 1) && np->input[k] &&
+          ccg__strmap_get_h(&cand, np->input[k], *h, &c))
         m->uses[c]++;
     }
   }
