@@ -1,15 +1,19 @@
-/* The ModelProto decoder of ccg__onnx_decode (internal.h). protobuf-c's own
- * unpacker was a third of an import: it looks every field up by a search
- * over ranges, copies every bytes field (the weights) and calls the
- * allocator once per message, string and list. This one fills the same
- * structs from the same descriptors, carves everything from the capped
- * allocator's chunks, and leaves bytes fields pointing into the source.
+/* The ModelProto decoder of ccg__onnx_decode (wire.h). The wire pre-scan
+ * and protobuf-c's unpack were a third of an import: protobuf-c looks every
+ * field up by a search over ranges, copies every bytes field (the weights)
+ * and calls the allocator once per message, string and list. This one
+ * fills the same structs from the same descriptors, carves everything from
+ * blocks of the capped allocator, and leaves bytes fields pointing into the
+ * source.
  *
- * It only takes the input it decodes exactly as protobuf-c would. Anything
- * else (a field the descriptors do not name, a repeated singular
- * sub-message, which protobuf-c merges, a type ONNX does not use, a
- * malformed field, the byte cap) makes it answer "not decoded", and the
- * import then runs protobuf-c, whose result or error stands. */
+ * It only takes the input that it decodes exactly as protobuf-c would and
+ * that ccg__onnx_wire_check passes: every field known to the descriptors
+ * (which test_onnx_decode holds equal to the pre-scan's schema), with its
+ * wire type, whole, inside its message, nested no deeper than the limit,
+ * and a graph. Anything else (an unknown field, a repeated singular
+ * sub-message, which protobuf-c merges, a type ONNX does not use, malformed
+ * bytes, the byte cap) makes it answer "not decoded", and the import then
+ * runs the pre-scan and protobuf-c, whose result or error stands. */
 #include <string.h>
 
 #include "onnx/internal.h"
@@ -377,6 +381,18 @@ static bool unread(const ProtobufCMessageDescriptor *md,
   return f->name[0] == 'd' && strcmp(f->name, "doc_string") == 0;
 }
 
+/* What is left out is still checked as ccg__onnx_wire_check checks it. */
+static bool check_unread(const dec *d, const wfield *w, int depth) {
+  if (w->f->type != PROTOBUF_C_TYPE_MESSAGE)
+    return true;
+  const char *type =
+      ((const ProtobufCMessageDescriptor *)w->f->descriptor)->name;
+  if (strncmp(type, "onnx.", 5) == 0)
+    type += 5;
+  return ccg__onnx_wire_check_sub(w->body, w->len, type, depth + 1,
+                                  d->max_depth) == CCG_STATUS_OK;
+}
+
 /* Decodes p[0..end) as a message of type md. A small one is read twice:
  * a first pass checks every field and counts the repeated ones, so that
  * each list is one block of its final size; the second pass fills them. A
@@ -423,8 +439,10 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
   hint = 0;
   for (const uint8_t *q = p; q < end;) {
     wfield w;
-    if (!next(md, &q, end, &hint, &w) ||
-        (!unread(md, w.f) && !put(d, md, &w, depth, m, once ? count : NULL)))
+    if (!next(md, &q, end, &hint, &w))
+      return false;
+    if (unread(md, w.f) ? !check_unread(d, &w, depth)
+                        : !put(d, md, &w, depth, m, once ? count : NULL))
       return false;
   }
   *out = (ProtobufCMessage *)(void *)m;
@@ -441,8 +459,10 @@ Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
   dec d = {cap, max_depth > 0 ? max_depth : CCG__ONNX_DEFAULT_MAX_DEPTH, NULL,
            NULL, size >= 2 * BLOCK_MAX ? BLOCK_MAX / 2 : BLOCK_MIN};
   ProtobufCMessage *m = NULL;
-  if (!size || !decode_msg(&d, &onnx__model_proto__descriptor, data,
-                           data + size, 1, &m)) {
+  if (!size ||
+      !decode_msg(&d, &onnx__model_proto__descriptor, data, data + size, 1,
+                  &m) ||
+      !((Onnx__ModelProto *)m)->graph) {
     ccg__onnx_cap_release(cap);
     return NULL;
   }

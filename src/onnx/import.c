@@ -554,12 +554,12 @@ ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
   return CCG_STATUS_OK;
 }
 
-/* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
- * without a limit), then our decoder (*in_source: bytes fields point into
- * `data`), or where it declines, protobuf-c, both through an allocator
- * capped at max_bytes. Before protobuf-c the graph's large inline weights
- * are taken out and left where they are (stripped->raw says where). The
- * model must be freed through the same cap. */
+/* Unpacks the wire format through an allocator capped at max_bytes: our
+ * decoder (*in_source: bytes fields point into `data`), or where it
+ * declines, the depth pre-scan (protobuf-c recurses without a limit; its
+ * error names the fault) and protobuf-c. Before protobuf-c the graph's
+ * large inline weights are taken out and left where they are (stripped->raw
+ * says where). The model must be freed through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                          const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
                          ccg__onnx_stripped *stripped, bool *in_source,
@@ -570,14 +570,14 @@ static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                       "%s: the model is %zu bytes, over the import's byte "
                       "cap of %zu",
                       what, size, o->max_bytes);
-  if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
-    return ccg__error_prefix(NULL, "%s", what);
   ccg__onnx_capped_allocator_init(cap, o->max_bytes);
   *out = ccg__onnx_decode(data, size, o->max_depth, cap);
   if (*out) {
-    *in_source = true;
+    *in_source = true; /* and the pre-scan would pass */
     return CCG_STATUS_OK;
   }
+  if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
+    return ccg__error_prefix(NULL, "%s", what);
   CCG_CHECK(ccg__onnx_strip_raw(data, size, stripped));
   if (stripped->data) {
     data = stripped->data;

@@ -540,6 +540,127 @@ static void test_cap_declines(void **state) {
   free(m.p);
 }
 
+/* The wire types protobuf-c reads a field of type t with (repeated:
+ * packed runs too). */
+static bool pb_accepts(const ProtobufCFieldDescriptor *f, unsigned wt) {
+  unsigned el;
+  switch (f->type) {
+  case PROTOBUF_C_TYPE_FLOAT:
+  case PROTOBUF_C_TYPE_FIXED32:
+  case PROTOBUF_C_TYPE_SFIXED32:
+    el = 5;
+    break;
+  case PROTOBUF_C_TYPE_DOUBLE:
+  case PROTOBUF_C_TYPE_FIXED64:
+  case PROTOBUF_C_TYPE_SFIXED64:
+    el = 1;
+    break;
+  case PROTOBUF_C_TYPE_STRING:
+  case PROTOBUF_C_TYPE_BYTES:
+  case PROTOBUF_C_TYPE_MESSAGE:
+    el = 2;
+    break;
+  default:
+    el = 0;
+  }
+  return wt == el || (wt == 2 && f->label == PROTOBUF_C_LABEL_REPEATED);
+}
+
+static const char *short_name(const ProtobufCMessageDescriptor *md) {
+  return strncmp(md->name, "onnx.", 5) == 0 ? md->name + 5 : md->name;
+}
+
+/* The decoder skips the pre-scan: that is sound only if every field the
+ * descriptors know, the scan knows too, with the same wire types and the
+ * same message inside. Walks every message a ModelProto reaches. */
+static void test_schema_matches_descriptors(void **state) {
+  (void)state;
+  const ProtobufCMessageDescriptor *todo[64] = {&onnx__model_proto__descriptor};
+  size_t n = 1, fields = 0;
+  for (size_t i = 0; i < n; i++) {
+    const ProtobufCMessageDescriptor *md = todo[i];
+    for (unsigned k = 0; k < md->n_fields; k++) {
+      const ProtobufCFieldDescriptor *f = &md->fields[k];
+      const ProtobufCMessageDescriptor *sub =
+          f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
+      for (unsigned wt = 0; wt < 8; wt++) {
+        if (!pb_accepts(f, wt))
+          continue;
+        const char *want = NULL;
+        if (!ccg__onnx_wire_field(short_name(md), f->id, wt, &want))
+          fail_msg("%s field %u (%s), wire type %u: not in the scan's schema",
+                   short_name(md), f->id, f->name, wt);
+        if ((sub == NULL) != (want == NULL) ||
+            (sub && strcmp(short_name(sub), want) != 0))
+          fail_msg("%s field %u (%s): the scan holds %s there", short_name(md),
+                   f->id, f->name, want ? want : "no message");
+        fields++;
+      }
+      bool seen = !sub;
+      for (size_t j = 0; j < n && !seen; j++)
+        seen = todo[j] == sub;
+      if (!seen) {
+        assert_true(n < sizeof todo / sizeof todo[0]);
+        todo[n++] = sub;
+      }
+    }
+  }
+  assert_true(n >= 20);
+  assert_true(fields >= 100);
+}
+
+/* What the decoder leaves out it still checks, and it wants a graph. */
+static void test_unread_checked(void **state) {
+  (void)state;
+  /* graph { value_info { type { tensor_type { elem_type as bytes } } } } */
+  buf m = {0}, g = {0}, vi = {0}, type = {0}, tt = {0}, b = {0};
+  put_int(&m, 1, 8);
+  put_str(&b, 1, "");
+  put_int(&b, 2, 17);
+  wrap(&m, 8, &b);
+  put_str(&tt, 1, "x");
+  wrap(&type, 1, &tt);
+  wrap(&vi, 2, &type);
+  wrap(&g, 13, &vi);
+  wrap(&m, 7, &g);
+  ccg__onnx_cap cap;
+  ccg__onnx_capped_allocator_init(&cap, 0);
+  assert_null(ccg__onnx_decode(m.p, m.n, 0, &cap));
+  ccg_graph *out = NULL;
+  assert_fails(NULL, CCG_STATUS_PARSE,
+               ccg_onnx_import_buffer(m.p, m.n, NULL, NULL, &out), "<buffer>",
+               "TypeProto.Tensor field 1 (elem_type)",
+               "wire type length-delimited");
+  free(m.p);
+
+  /* the same value_info, well formed, but nested past the limit */
+  m = (buf){0};
+  put_int(&m, 1, 8);
+  put_int(&tt, 1, 1);
+  wrap(&type, 1, &tt);
+  wrap(&vi, 2, &type);
+  wrap(&g, 13, &vi);
+  wrap(&m, 7, &g);
+  assert_non_null(ccg__onnx_decode(m.p, m.n, 0, &cap));
+  ccg__onnx_cap_release(&cap);
+  assert_null(ccg__onnx_decode(m.p, m.n, 4, &cap));
+  ccg_onnx_import_options o = CCG_ONNX_IMPORT_OPTIONS_INIT;
+  o.max_depth = 4;
+  assert_fails(NULL, CCG_STATUS_PARSE,
+               ccg_onnx_import_buffer(m.p, m.n, NULL, &o, &out), "<buffer>",
+               "past the limit of 4");
+  free(m.p);
+
+  /* no graph */
+  m = (buf){0};
+  put_int(&m, 1, 8);
+  assert_null(ccg__onnx_decode(m.p, m.n, 0, &cap));
+  assert_fails(NULL, CCG_STATUS_PARSE,
+               ccg_onnx_import_buffer(m.p, m.n, NULL, NULL, &out), "<buffer>",
+               "no graph");
+  free(m.p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rich_model_matches_protobuf_c),
@@ -548,6 +669,8 @@ int main(void) {
       cmocka_unit_test(test_declines_and_protobuf_c_reads),
       cmocka_unit_test(test_bad_bytes_named),
       cmocka_unit_test(test_cap_declines),
+      cmocka_unit_test(test_schema_matches_descriptors),
+      cmocka_unit_test(test_unread_checked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
