@@ -14,6 +14,7 @@
  * sub-message, which protobuf-c merges, a type ONNX does not use, malformed
  * bytes, the byte cap) makes it answer "not decoded", and the import then
  * runs the pre-scan and protobuf-c, whose result or error stands. */
+#include <limits.h>
 #include <string.h>
 
 #include "onnx/internal.h"
@@ -187,8 +188,11 @@ static bool next(const ProtobufCMessageDescriptor *md, const uint8_t **p,
     return true;
   }
   default: {
+    /* protobuf-c refuses lengths past INT_MAX (the path with protobuf-c
+     * takes the largest weights out first, so it may still read such a
+     * model) */
     uint64_t len;
-    if (!varint(p, end, 5, &len) || len > (uint64_t)(end - *p))
+    if (!varint(p, end, 5, &len) || len > INT_MAX || len > (uint64_t)(end - *p))
       return false;
     w->body = *p;
     w->len = (size_t)len;
