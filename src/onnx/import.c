@@ -144,6 +144,9 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
   if (*node_domain(np) || !np->op_type || np->n_input < 2)
     return -1;
   const char *op = np->op_type;
+  /* every op below starts with one of these: most nodes stop here */
+  if (op[0] != 'R' && op[0] != 'S' && op[0] != 'U')
+    return -1;
   if (strcmp(op, "ReduceSum") == 0)
     return m->opset >= 13 ? 1 : -1;
   static const char *const from18[] = {
@@ -162,12 +165,16 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
 }
 
 static bool is_constant_node(const Onnx__NodeProto *np) {
-  return !*node_domain(np) && np->op_type &&
-         strcmp(np->op_type, "Constant") == 0 && np->n_output == 1;
+  return np->n_output == 1 && np->op_type && np->op_type[0] == 'C' &&
+         strcmp(np->op_type, "Constant") == 0 && !*node_domain(np);
 }
 
 /* Counts, per initializer and Constant output, all uses and the uses as an
- * axes/split input; a constant used only that way is not kept. */
+ * axes/split input; a constant used only that way is not kept. Only the
+ * constants that feed such an input at least once can be dropped, so all
+ * uses are counted for those alone, in a map small enough to stay in the
+ * cache: looking every input of the model up among all constants was a
+ * tenth of an import. */
 static ccg_status find_dropped(im *m) {
   const Onnx__GraphProto *gp = m->gp;
   size_t nc = gp->n_initializer + gp->n_node, n_in = 0;
@@ -190,26 +197,58 @@ static ccg_status find_dropped(im *m) {
       ccg__strmap_put(&m->consts, np->output[0],
                       (uint32_t)(gp->n_initializer + i));
   }
+  /* the candidates: constants in an axes/split input */
+  ccg_strmap cand;
+  ccg__strmap_init(&cand, NULL);
+  ccg_status st = CCG_STATUS_OK;
   uint32_t *h = m->in_hash;
-  for (size_t i = 0; i < gp->n_node; i++) {
+  for (size_t i = 0; i < gp->n_node && st == CCG_STATUS_OK; i++) {
     const Onnx__NodeProto *np = gp->node[i];
+    for (size_t k = 0; k < np->n_input; k++)
+      h[k] = np->input[k] ? ccg__strhash(np->input[k]) : 0;
     int slot = ccg__onnx_attr_slot(m, np);
+    uint32_t c;
+    if (slot >= 0 && (size_t)slot < np->n_input && np->input[slot] &&
+        ccg__strmap_get_h(&m->consts, np->input[slot], h[slot], &c)) {
+      m->slot_uses[c]++;
+      if (!ccg__strmap_get_h(&cand, np->input[slot], h[slot], NULL))
+        st = ccg__strmap_put_h(&cand, np->input[slot], h[slot], c);
+    }
+    h += np->n_input;
+  }
+  /* Nearly every input is no candidate: a bit per hash value (a filter
+   * with a few candidates to a bit) answers most of them without a probe. */
+  size_t nbits = 4096;
+  while (nbits < 8 * cand.count)
+    nbits *= 2;
+  uint64_t *bits = cand.count && st == CCG_STATUS_OK
+                       ? ccg__arena_calloc(&m->a, nbits / 64, sizeof *bits)
+                       : NULL;
+  if (cand.count && st == CCG_STATUS_OK && !bits)
+    st = CCG_STATUS_OOM;
+  for (size_t i = 0; bits && i < cand.cap; i++)
+    if (cand.slots[i].key) {
+      uint32_t b = cand.slots[i].hash & (uint32_t)(nbits - 1);
+      bits[b / 64] |= (uint64_t)1 << (b % 64);
+    }
+  h = m->in_hash;
+  for (size_t i = 0; bits && i < gp->n_node; i++) {
+    const Onnx__NodeProto *np = gp->node[i];
     for (size_t k = 0; k < np->n_input; k++, h++) {
-      uint32_t c;
-      *h = np->input[k] ? ccg__strhash(np->input[k]) : 0;
-      if (!np->input[k] || !ccg__strmap_get_h(&m->consts, np->input[k], *h, &c))
-        continue;
-      m->uses[c]++;
-      if ((int)k == slot)
-        m->slot_uses[c]++;
+      uint32_t c, b = *h & (uint32_t)(nbits - 1);
+      if ((bits[b / 64] >> (b % 64) & 1) && np->input[k] &&
+          ccg__strmap_get_h(&cand, np->input[k], *h, &c))
+        m->uses[c]++;
     }
   }
-  for (size_t i = 0; i < gp->n_output; i++) {
+  for (size_t i = 0; i < gp->n_output && cand.count; i++) {
     uint32_t c;
-    if (gp->output[i]->name &&
-        ccg__strmap_get(&m->consts, gp->output[i]->name, &c))
+    if (gp->output[i]->name && ccg__strmap_get(&cand, gp->output[i]->name, &c))
       m->uses[c]++;
   }
+  ccg__strmap_free(&cand);
+  if (st != CCG_STATUS_OK)
+    return fail(m, CCG_STATUS_OOM, "indexing constants");
   return CCG_STATUS_OK;
 }
 
@@ -373,7 +412,7 @@ static ccg_status initializers(im *m) {
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
-    bool outside = m->outside && m->outside[i];
+    bool outside = m->raw_in_source || (m->outside && m->outside[i]);
     bool lend = mapped || (!outside && m->lend_raw && tp->has_raw_data &&
                            t.data && (uintptr_t)t.data % 64 == 0);
     ccg_status st =
@@ -515,19 +554,28 @@ ccg_status ccg__onnx_import_opts(const ccg_onnx_import_options *in,
   return CCG_STATUS_OK;
 }
 
-/* Unpacks the wire format: first the depth pre-scan (protobuf-c recurses
- * without a limit), then protobuf-c through an allocator capped at
- * max_bytes. The graph's large inline weights are taken out first and
- * left where they are (stripped->raw says where). The model must be freed
- * through the same cap. */
+/* Unpacks the wire format through an allocator capped at max_bytes: our
+ * decoder (*in_source: bytes fields point into `data`), or where it
+ * declines, the depth pre-scan (protobuf-c recurses without a limit; its
+ * error names the fault) and protobuf-c. Before protobuf-c the graph's
+ * large inline weights are taken out and left where they are (stripped->raw
+ * says where). The model must be freed through the same cap. */
 static ccg_status unpack(const char *what, const uint8_t *data, size_t size,
                          const ccg_onnx_import_options *o, ccg__onnx_cap *cap,
-                         ccg__onnx_stripped *stripped, Onnx__ModelProto **out) {
+                         ccg__onnx_stripped *stripped, bool *in_source,
+                         Onnx__ModelProto **out) {
+  *in_source = false;
   if (size > o->max_bytes)
     return ccg__error(NULL, CCG_STATUS_OOM,
                       "%s: the model is %zu bytes, over the import's byte "
                       "cap of %zu",
                       what, size, o->max_bytes);
+  ccg__onnx_capped_allocator_init(cap, o->max_bytes);
+  *out = ccg__onnx_decode(data, size, o->max_depth, cap);
+  if (*out) {
+    *in_source = true; /* and the pre-scan would pass */
+    return CCG_STATUS_OK;
+  }
   if (ccg__onnx_wire_check(data, size, o->max_depth) != CCG_STATUS_OK)
     return ccg__error_prefix(NULL, "%s", what);
   CCG_CHECK(ccg__onnx_strip_raw(data, size, stripped));
@@ -626,7 +674,9 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   Onnx__ModelProto *mp = NULL;
   ccg__onnx_cap cap;
   ccg__onnx_stripped stripped = {0};
-  ccg_status st = unpack(what, data, size, &o, &cap, &stripped, &mp);
+  bool in_source = false; /* raw_data points into `data` */
+  ccg_status st =
+      unpack(what, data, size, &o, &cap, &stripped, &in_source, &mp);
   if (st != CCG_STATUS_OK) {
     ccg__onnx_stripped_free(&stripped);
     return st;
@@ -651,12 +701,15 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   CCG_CHECK_GOTO(ccg_graph_new(&go, &m.g), st, out);
   if (o.map_external_data)
     m.src.owner = m.g;
-  /* before the weights left in the source count as decoded raw data */
-  CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
-  st = restore_raw(&stripped, mp->graph, &outside);
-  if (st != CCG_STATUS_OK) {
-    ccg_graph_free(m.g);
-    goto out;
+  m.raw_in_source = in_source;
+  if (!in_source) {
+    /* before the weights left in the source count as decoded raw data */
+    CCG_CHECK_GOTO(lend_decoded(&m, &cap, &owned), st, out);
+    st = restore_raw(&stripped, mp->graph, &outside);
+    if (st != CCG_STATUS_OK) {
+      ccg_graph_free(m.g);
+      goto out;
+    }
   }
   m.outside = outside;
   ccg__arena_init(&m.a, NULL, 0);

@@ -31,6 +31,7 @@ typedef struct im {
    * decoded model (strip.c): copied, never lent; with drop_pages the source
    * is a mapped file whose pages are let go once copied */
   const bool *outside;
+  bool raw_in_source; /* every raw_data is read from the source */
   bool drop_pages;
 } im;
 

@@ -551,12 +551,15 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   return push(s, f->msg, *pos + len);
 }
 
-/* The scan from a root message (ModelProto or TensorProto). */
+/* The scan from a root message (ModelProto or TensorProto; with
+ * `sub`, any message, which may then be empty and start with any field). */
 static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
-                       wire_msg root, bool *saw_graph) {
+                       wire_msg root, bool *saw_graph, bool sub) {
   if (!data && size)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ONNX wire check: NULL data of %zu bytes", size);
+  if (size == 0 && sub)
+    return CCG_STATUS_OK;
   if (size == 0)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX %s: the data is empty (0 bytes)",
@@ -566,7 +569,7 @@ static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
       NULL, 0,    0};
   ccg_status st = push(&s, root, size);
   size_t pos = 0;
-  bool first = true;
+  bool first = !sub;
   while (st == CCG_STATUS_OK) {
     /* Close every message that ends here (a sub-message may end exactly
      * where its parent does). */
@@ -584,7 +587,7 @@ static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
 ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
                                 int max_depth) {
   bool saw_graph = false;
-  ccg_status st = scan(data, size, max_depth, M_MODEL, &saw_graph);
+  ccg_status st = scan(data, size, max_depth, M_MODEL, &saw_graph, false);
   if (st == CCG_STATUS_OK && !saw_graph)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX model: no graph (ModelProto field 7) in "
@@ -595,7 +598,45 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
 
 ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size) {
   bool unused = false;
-  return scan(data, size, CCG__ONNX_DEFAULT_MAX_DEPTH, M_TENSOR, &unused);
+  return scan(data, size, CCG__ONNX_DEFAULT_MAX_DEPTH, M_TENSOR, &unused,
+              false);
+}
+
+static bool msg_named(const char *type, wire_msg *m) {
+  for (int i = 0; i < M_COUNT; i++)
+    if (strcmp(msg_names[i], type) == 0) {
+      *m = (wire_msg)i;
+      return true;
+    }
+  return false;
+}
+
+ccg_status ccg__onnx_wire_check_sub(const uint8_t *data, size_t size,
+                                    const char *type, int depth,
+                                    int max_depth) {
+  wire_msg m;
+  if (max_depth <= 0)
+    max_depth = CCG__ONNX_DEFAULT_MAX_DEPTH;
+  if (!msg_named(type, &m))
+    return ccg__error(NULL, CCG_STATUS_INTERNAL,
+                      "ONNX wire check: no message type '%s'", type);
+  if (depth < 1 || depth > max_depth)
+    return ccg__error(NULL, CCG_STATUS_PARSE,
+                      "ONNX wire format: %s nested %d deep, past the limit "
+                      "of %d",
+                      type, depth, max_depth);
+  bool unused = false;
+  return scan(data, size, max_depth - (depth - 1), m, &unused, true);
+}
+
+bool ccg__onnx_wire_field(const char *type, uint32_t number, unsigned wire_type,
+                          const char **sub) {
+  wire_msg m;
+  const wire_field *f = msg_named(type, &m) ? find_field(m, number) : NULL;
+  if (!f || !kind_accepts(f->kind, wire_type))
+    return false;
+  *sub = f->kind == K_MSG ? msg_names[f->msg] : NULL;
+  return true;
 }
 
 /* ---- the capped allocator ---------------------------------------------- */
@@ -720,6 +761,28 @@ static void cap_free(void *user, void *ptr) {
   if (l->next)
     l->next->prev = l->prev;
   free(l);
+}
+
+void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size) {
+  size_t total = CAP_ROUND(sizeof(cap_chunk)) + size;
+  if (total < size || !cap_charge(cap, total))
+    return NULL;
+  cap_chunk *c = total >= CAP_CHUNK_BULK ? ccg__bulk_alloc(total) : NULL;
+  size_t bulk = c ? total : 0;
+  if (!c && !(c = malloc(total))) {
+    cap->used -= total;
+    return NULL;
+  }
+  /* behind the newest chunk: small blocks keep being carved from that */
+  c->bulk = bulk;
+  if (cap->chunks) {
+    c->next = ((cap_chunk *)cap->chunks)->next;
+    ((cap_chunk *)cap->chunks)->next = c;
+  } else {
+    c->next = NULL;
+    cap->chunks = c;
+  }
+  return (uint8_t *)c + CAP_ROUND(sizeof *c);
 }
 
 void ccg__onnx_capped_allocator_init(ccg__onnx_cap *cap, size_t max_bytes) {

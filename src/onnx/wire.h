@@ -39,6 +39,21 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
  * required and the first field must be a TensorProto field. */
 ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size);
 
+/* The checks of ccg__onnx_wire_check for data[0..size) as one message of
+ * `type` (a name as the errors give it: "ValueInfoProto",
+ * "TypeProto.Tensor") nested `depth` deep (ModelProto = 1), which may be
+ * empty and start with any of its fields. Errors as ccg__onnx_wire_check's,
+ * with offsets from data. Thread-safe. */
+ccg_status ccg__onnx_wire_check_sub(const uint8_t *data, size_t size,
+                                    const char *type, int depth, int max_depth);
+/* True if the scan's schema has field `number` in message `type` and
+ * takes it with `wire_type` (0 varint, 1 64-bit, 2 length-delimited, 5
+ * 32-bit); then *sub names the message the scan descends into (NULL for a
+ * scalar, string or bytes field). For the test that holds the schema
+ * against protobuf-c's descriptors. */
+bool ccg__onnx_wire_field(const char *type, uint32_t number, unsigned wire_type,
+                          const char **sub);
+
 /* A protobuf-c allocator that refuses to hand out more than max_bytes in
  * total (live bytes, headers included); frees give bytes back to the count.
  * Small blocks come from chunks that only ccg__onnx_cap_release frees, so
@@ -64,6 +79,23 @@ ProtobufCAllocator *ccg__onnx_capped_allocator(ccg__onnx_cap *cap);
 /* True once an allocation was refused because of the cap: an unpack that
  * returned NULL with this set ran out of budget, not into bad data. */
 bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap);
+/* A block of `size` bytes, aligned as malloc aligns, counted against the
+ * cap and freed only by ccg__onnx_cap_release (never pass it to the
+ * allocator's free). From 2 MiB on it is backed by huge pages where the
+ * system has them. NULL when the cap or the memory runs out. */
+void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size);
+/* Decodes data[0..size) into the ModelProto that protobuf-c's unpack
+ * would give, allocated from `cap` (set up by the caller), without copying
+ * bytes fields: their data points into `data`, which must outlive the
+ * model. The graph's value_info and doc strings are checked but left out
+ * (no reader of an import looks at them). A model it returns passes
+ * ccg__onnx_wire_check(data, size, max_depth). Returns NULL, with cap
+ * released, for anything else and anything it does not decode exactly as
+ * protobuf-c would (a field the descriptors lack, a repeated singular
+ * sub-message, the cap reached): the caller then runs the pre-scan and
+ * protobuf-c. Thread-safe. */
+struct Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
+                                          int max_depth, ccg__onnx_cap *cap);
 /* Frees every block the allocator handed out (whatever was unpacked through
  * it is gone) and leaves `cap` empty with the same limit. */
 void ccg__onnx_cap_release(ccg__onnx_cap *cap);

@@ -1,0 +1,475 @@
+/* The ModelProto decoder of ccg__onnx_decode (wire.h). The wire pre-scan
+ * and protobuf-c's unpack were a third of an import: protobuf-c looks every
+ * field up by a search over ranges, copies every bytes field (the weights)
+ * and calls the allocator once per message, string and list. This one
+ * fills the same structs from the same descriptors, carves everything from
+ * blocks of the capped allocator, and leaves bytes fields pointing into the
+ * source.
+ *
+ * It only takes the input that it decodes exactly as protobuf-c would and
+ * that ccg__onnx_wire_check passes: every field known to the descriptors
+ * (which test_onnx_decode holds equal to the pre-scan's schema), with its
+ * wire type, whole, inside its message, nested no deeper than the limit,
+ * and a graph. Anything else (an unknown field, a repeated singular
+ * sub-message, which protobuf-c merges, a type ONNX does not use, malformed
+ * bytes, the byte cap) makes it answer "not decoded", and the import then
+ * runs the pre-scan and protobuf-c, whose result or error stands. */
+#include <limits.h>
+#include <string.h>
+
+#include "onnx/internal.h"
+#include "onnx/wire.h"
+
+enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+
+/* More fields than any ONNX message has; a descriptor with more is left to
+ * protobuf-c. */
+#define MAX_FIELDS 32
+/* Messages from this size on are decoded in one pass (decode_msg). */
+#define ONE_PASS_FROM ((ptrdiff_t)1 << 16)
+
+typedef struct dec {
+  ccg__onnx_cap *cap;
+  int max_depth;
+  uint8_t *cur, *end; /* free space in the newest block */
+  size_t block;       /* size of the next block */
+} dec;
+
+/* Blocks double up to twice the size from which the cap backs them with
+ * huge pages, and start there for a large model: a decoded model is fresh
+ * memory, and 4 KiB page faults were a good part of decoding it. */
+#define BLOCK_MIN ((size_t)64 << 10)
+#define BLOCK_MAX ((size_t)4 << 20)
+
+/* Carves `size` bytes (aligned as `align`) from blocks of the cap: the
+ * model is only ever freed whole, so its parts need no headers. */
+static void *dalloc(dec *d, size_t size, size_t align) {
+  uintptr_t at = ((uintptr_t)d->cur + align - 1) & ~(uintptr_t)(align - 1);
+  if (!d->cur || at > (uintptr_t)d->end || size > (uintptr_t)d->end - at) {
+    size_t n = size + 8 > d->block ? size + 8 : d->block;
+    uint8_t *b = ccg__onnx_cap_block(d->cap, n);
+    if (!b)
+      return NULL;
+    if (d->block < BLOCK_MAX)
+      d->block *= 2;
+    d->cur = b;
+    d->end = b + n;
+    at = ((uintptr_t)b + align - 1) & ~(uintptr_t)(align - 1);
+  }
+  d->cur = (uint8_t *)at + size;
+  return (void *)at;
+}
+
+/* A varint of at most max bytes at *p (< end); false if it is cut short or
+ * longer. */
+static inline bool varint(const uint8_t **p, const uint8_t *end, unsigned max,
+                          uint64_t *out) {
+  const uint8_t *q = *p;
+  if (q < end && !(*q & 0x80)) {
+    *out = *q;
+    *p = q + 1;
+    return true;
+  }
+  uint64_t v = 0;
+  for (unsigned i = 0; i < max && q < end; i++) {
+    uint8_t b = *q++;
+    v |= (uint64_t)(b & 0x7f) << (7 * i < 64 ? 7 * i : 63);
+    if (!(b & 0x80)) {
+      *out = v;
+      *p = q;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* The field numbered num, looked for first where the last one was found
+ * and after it (serializers write fields in number order). */
+static const ProtobufCFieldDescriptor *
+find(const ProtobufCMessageDescriptor *md, uint32_t num, unsigned *hint) {
+  unsigned h = *hint;
+  if (h < md->n_fields && md->fields[h].id == num)
+    return &md->fields[h];
+  if (h + 1 < md->n_fields && md->fields[h + 1].id == num) {
+    *hint = h + 1;
+    return &md->fields[h + 1];
+  }
+  unsigned lo = 0, hi = md->n_fields; /* fields are sorted by number */
+  while (lo < hi) {
+    unsigned mid = lo + (hi - lo) / 2;
+    if (md->fields[mid].id < num)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < md->n_fields && md->fields[lo].id == num) {
+    *hint = lo;
+    return &md->fields[lo];
+  }
+  return NULL;
+}
+
+/* The wire type of one element of field type t; -1 for types ONNX does not
+ * use (decoded by protobuf-c). */
+static int elem_wire(ProtobufCType t) {
+  switch (t) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_ENUM:
+    return WT_VARINT;
+  case PROTOBUF_C_TYPE_FLOAT:
+    return WT_I32;
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return WT_I64;
+  case PROTOBUF_C_TYPE_STRING:
+  case PROTOBUF_C_TYPE_BYTES:
+  case PROTOBUF_C_TYPE_MESSAGE:
+    return WT_LEN;
+  default:
+    return -1;
+  }
+}
+
+static size_t elem_size(ProtobufCType t) {
+  switch (t) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_ENUM:
+  case PROTOBUF_C_TYPE_FLOAT:
+    return 4;
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_UINT64:
+  case PROTOBUF_C_TYPE_DOUBLE:
+    return 8;
+  case PROTOBUF_C_TYPE_BYTES:
+    return sizeof(ProtobufCBinaryData);
+  default:
+    return sizeof(void *);
+  }
+}
+
+/* One field as read off the wire. */
+typedef struct wfield {
+  const ProtobufCFieldDescriptor *f;
+  unsigned wt;
+  uint64_t v;          /* varint value */
+  const uint8_t *body; /* fixed-size value or length-delimited payload */
+  size_t len;          /* payload bytes */
+} wfield;
+
+/* Reads the field at *p into *w. False for anything protobuf-c might read
+ * differently: malformed, unknown to the descriptor, a wire type the field
+ * cannot have, a type ONNX does not use. */
+static bool next(const ProtobufCMessageDescriptor *md, const uint8_t **p,
+                 const uint8_t *end, unsigned *hint, wfield *w) {
+  uint64_t tag;
+  if (!varint(p, end, 5, &tag) || tag >> 32 || tag < 8)
+    return false;
+  w->wt = (unsigned)(tag & 7);
+  w->f = find(md, (uint32_t)(tag >> 3), hint);
+  if (!w->f || w->f->label == PROTOBUF_C_LABEL_REQUIRED ||
+      w->f->label == PROTOBUF_C_LABEL_NONE)
+    return false;
+  int ew = elem_wire(w->f->type);
+  bool packed = w->wt == WT_LEN && w->f->label == PROTOBUF_C_LABEL_REPEATED &&
+                ew != WT_LEN;
+  if (ew < 0 || ((unsigned)ew != w->wt && !packed))
+    return false;
+  switch (w->wt) {
+  case WT_VARINT:
+    return varint(p, end, 10, &w->v);
+  case WT_I64:
+  case WT_I32: {
+    size_t n = w->wt == WT_I64 ? 8 : 4;
+    if ((size_t)(end - *p) < n)
+      return false;
+    w->body = *p;
+    *p += n;
+    return true;
+  }
+  default: {
+    /* protobuf-c refuses lengths past INT_MAX (the path with protobuf-c
+     * takes the largest weights out first, so it may still read such a
+     * model) */
+    uint64_t len;
+    if (!varint(p, end, 5, &len) || len > INT_MAX || len > (uint64_t)(end - *p))
+      return false;
+    w->body = *p;
+    w->len = (size_t)len;
+    *p += len;
+    return true;
+  }
+  }
+}
+
+/* Elements in a packed run of field type t; false if the run does not hold
+ * whole elements. */
+static bool packed_count(ProtobufCType t, const uint8_t *p, size_t len,
+                         size_t *n) {
+  int ew = elem_wire(t);
+  if (ew != WT_VARINT) {
+    size_t el = ew == WT_I32 ? 4 : 8;
+    *n = len / el;
+    return len % el == 0;
+  }
+  size_t count = 0, run = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] & 0x80) {
+      if (++run >= 10)
+        return false;
+    } else {
+      count++;
+      run = 0;
+    }
+  }
+  *n = count;
+  return run == 0;
+}
+
+/* Stores one scalar element of type t, from a varint or little-endian
+ * fixed bytes, at dst. */
+static void put_scalar(ProtobufCType t, uint64_t v, const uint8_t *fixed,
+                       void *dst) {
+  switch (t) {
+  case PROTOBUF_C_TYPE_INT32:
+  case PROTOBUF_C_TYPE_ENUM: {
+    int32_t x = (int32_t)(uint32_t)v; /* protobuf-c keeps the low 32 bits */
+    memcpy(dst, &x, 4);
+    break;
+  }
+  case PROTOBUF_C_TYPE_INT64:
+  case PROTOBUF_C_TYPE_UINT64:
+    memcpy(dst, &v, 8);
+    break;
+  case PROTOBUF_C_TYPE_FLOAT:
+    memcpy(dst, fixed, 4);
+    break;
+  default: /* DOUBLE */
+    memcpy(dst, fixed, 8);
+    break;
+  }
+}
+
+static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
+                       const uint8_t *p, const uint8_t *end, int depth,
+                       ProtobufCMessage **out);
+
+/* One element of a length-delimited field (string, bytes or sub-message)
+ * at dst. */
+static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
+  switch (w->f->type) {
+  case PROTOBUF_C_TYPE_STRING: {
+    char *s = dalloc(d, w->len + 1, 1);
+    if (!s)
+      return false;
+    memcpy(s, w->body, w->len);
+    s[w->len] = '\0';
+    memcpy(dst, &s, sizeof s);
+    return true;
+  }
+  case PROTOBUF_C_TYPE_BYTES: {
+    /* protobuf-c leaves data NULL when the field is empty */
+    ProtobufCBinaryData b = {w->len, w->len ? (uint8_t *)w->body : NULL};
+    memcpy(dst, &b, sizeof b);
+    return true;
+  }
+  default: {
+    ProtobufCMessage *sub;
+    if (!decode_msg(d, w->f->descriptor, w->body, w->body + w->len, depth + 1,
+                    &sub))
+      return false;
+    memcpy(dst, &sub, sizeof sub);
+    return true;
+  }
+  }
+}
+
+/* Appends a packed run to the repeated field at base (n elements so far). */
+static void put_packed(const wfield *w, uint8_t *base, size_t *n) {
+  ProtobufCType t = w->f->type;
+  size_t el = elem_size(t);
+  const uint8_t *p = w->body, *end = w->body + w->len;
+  int ew = elem_wire(t);
+  while (p < end) {
+    uint64_t v = 0;
+    const uint8_t *fixed = p;
+    if (ew == WT_VARINT)
+      (void)varint(&p, end, 10, &v); /* checked by packed_count */
+    else
+      p += el;
+    put_scalar(t, v, fixed, base + *n * el);
+    ++*n;
+  }
+}
+
+/* Makes room for k more elements in repeated field f of m, which holds n
+ * in a list of *room. */
+static bool grow(dec *d, const ProtobufCFieldDescriptor *f, uint8_t *m,
+                 size_t n, size_t k, uint32_t *room) {
+  if (n + k <= *room)
+    return true;
+  size_t want = 2 * (size_t)*room > n + k ? 2 * (size_t)*room : n + k;
+  if (want < 16)
+    want = 16;
+  if (want > UINT32_MAX)
+    return false;
+  size_t el = elem_size(f->type);
+  void *list = dalloc(d, want * el, 8), *old;
+  if (!list)
+    return false;
+  memcpy(&old, m + f->offset, sizeof old);
+  if (n)
+    memcpy(list, old, n * el);
+  memcpy(m + f->offset, &list, sizeof list);
+  *room = (uint32_t)want;
+  return true;
+}
+
+/* Fills field w of message m. Repeated fields have lists of their final
+ * size, or with `room` (their sizes), lists that grow. */
+static bool put(dec *d, const ProtobufCMessageDescriptor *md, const wfield *w,
+                int depth, uint8_t *m, uint32_t *room) {
+  const ProtobufCFieldDescriptor *f = w->f;
+  void *member = m + f->offset;
+  if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+    size_t *n = (size_t *)(void *)(m + f->quantifier_offset);
+    bool packed = w->wt == WT_LEN && elem_wire(f->type) != WT_LEN;
+    if (room) {
+      size_t k = 1;
+      if ((packed && !packed_count(f->type, w->body, w->len, &k)) ||
+          !grow(d, f, m, *n, k, &room[f - md->fields]))
+        return false;
+    }
+    uint8_t *base;
+    memcpy(&base, member, sizeof base);
+    if (packed) {
+      put_packed(w, base, n);
+      return true;
+    }
+    void *dst = base + *n * elem_size(f->type);
+    ++*n;
+    if (w->wt != WT_LEN) {
+      put_scalar(f->type, w->v, w->body, dst);
+      return true;
+    }
+    return put_len(d, w, depth, dst);
+  }
+  bool oneof = f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF;
+  if (f->type == PROTOBUF_C_TYPE_MESSAGE && !oneof) {
+    void *prev;
+    memcpy(&prev, member, sizeof prev);
+    if (prev)
+      return false; /* protobuf-c merges the two */
+  }
+  if (w->wt == WT_LEN) {
+    if (!put_len(d, w, depth, member))
+      return false;
+  } else {
+    put_scalar(f->type, w->v, w->body, member);
+  }
+  if (oneof)
+    memcpy(m + f->quantifier_offset, &f->id, sizeof f->id);
+  else if (f->quantifier_offset)
+    *(protobuf_c_boolean *)(void *)(m + f->quantifier_offset) = 1;
+  return true;
+}
+
+/* Fields no reader of an import looks at are left out of the decoded
+ * model (ccg__onnx_wire_check has checked their bytes): the graph's
+ * value_info, a shape for every value of an exported model, was most of
+ * the decoded bytes, and doc strings are never read. */
+static bool unread(const ProtobufCMessageDescriptor *md,
+                   const ProtobufCFieldDescriptor *f) {
+  if (md == &onnx__graph_proto__descriptor)
+    return f->id == 13; /* value_info */
+  return f->name[0] == 'd' && strcmp(f->name, "doc_string") == 0;
+}
+
+/* What is left out is still checked as ccg__onnx_wire_check checks it. */
+static bool check_unread(const dec *d, const wfield *w, int depth) {
+  if (w->f->type != PROTOBUF_C_TYPE_MESSAGE)
+    return true;
+  const char *type =
+      ((const ProtobufCMessageDescriptor *)w->f->descriptor)->name;
+  if (strncmp(type, "onnx.", 5) == 0)
+    type += 5;
+  return ccg__onnx_wire_check_sub(w->body, w->len, type, depth + 1,
+                                  d->max_depth) == CCG_STATUS_OK;
+}
+
+/* Decodes p[0..end) as a message of type md. A small one is read twice:
+ * a first pass checks every field and counts the repeated ones, so that
+ * each list is one block of its final size; the second pass fills them. A
+ * large one (a graph: its fields lie between the weights, and a second
+ * pass over them would miss the cache again) is read once, into lists that
+ * grow. */
+static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
+                       const uint8_t *p, const uint8_t *end, int depth,
+                       ProtobufCMessage **out) {
+  if (depth > d->max_depth || md->n_fields > MAX_FIELDS)
+    return false;
+  uint32_t count[MAX_FIELDS];
+  memset(count, 0, md->n_fields * sizeof *count);
+  bool once = end - p > ONE_PASS_FROM;
+  unsigned hint = 0;
+  for (const uint8_t *q = once ? end : p; q < end;) {
+    wfield w;
+    if (!next(md, &q, end, &hint, &w))
+      return false;
+    if (w.f->label != PROTOBUF_C_LABEL_REPEATED || unread(md, w.f))
+      continue;
+    size_t k = 1;
+    if (w.wt == WT_LEN && elem_wire(w.f->type) != WT_LEN &&
+        !packed_count(w.f->type, w.body, w.len, &k))
+      return false;
+    uint32_t *c = &count[w.f - md->fields];
+    if (k > UINT32_MAX - *c)
+      return false;
+    *c += (uint32_t)k;
+  }
+  uint8_t *m = dalloc(d, md->sizeof_message, 8);
+  if (!m)
+    return false;
+  md->message_init((ProtobufCMessage *)(void *)m);
+  for (unsigned i = 0; i < md->n_fields; i++) {
+    if (!count[i])
+      continue;
+    const ProtobufCFieldDescriptor *f = &md->fields[i];
+    void *list = dalloc(d, (size_t)count[i] * elem_size(f->type), 8);
+    if (!list)
+      return false;
+    memcpy(m + f->offset, &list, sizeof list);
+  }
+  hint = 0;
+  for (const uint8_t *q = p; q < end;) {
+    wfield w;
+    if (!next(md, &q, end, &hint, &w))
+      return false;
+    if (unread(md, w.f) ? !check_unread(d, &w, depth)
+                        : !put(d, md, &w, depth, m, once ? count : NULL))
+      return false;
+  }
+  *out = (ProtobufCMessage *)(void *)m;
+  return true;
+}
+
+Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
+                                   int max_depth, ccg__onnx_cap *cap) {
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+  /* fixed-size values are copied as they lie */
+  (void)data, (void)size, (void)max_depth, (void)cap;
+  return NULL;
+#else
+  dec d = {cap, max_depth > 0 ? max_depth : CCG__ONNX_DEFAULT_MAX_DEPTH, NULL,
+           NULL, size >= 2 * BLOCK_MAX ? BLOCK_MAX / 2 : BLOCK_MIN};
+  ProtobufCMessage *m = NULL;
+  if (!size ||
+      !decode_msg(&d, &onnx__model_proto__descriptor, data, data + size, 1,
+                  &m) ||
+      !((Onnx__ModelProto *)m)->graph) {
+    ccg__onnx_cap_release(cap);
+    return NULL;
+  }
+  return (Onnx__ModelProto *)m;
+#endif
+}
