@@ -286,6 +286,7 @@ ccg_status ccg__overlap_run(ccg_exec *x) {
     if (atomic_load(&ov->failed))
       break;
     if (!n->comm) {
+      ccg__step_scratch(x, n);
       if (n->run)
         st = n->run(x, n);
       continue;
