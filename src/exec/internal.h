@@ -179,6 +179,10 @@ struct ccg_exec {
   /* f32 GEMMs on oneDNN, else on OpenBLAS (then loaded): chosen once when
    * the program is compiled (CCG_GEMM), not read again per product */
   bool gemm_onednn;
+  /* the program's first run is under way: oneDNN's freed packing blocks
+   * go back to the system after each product (cpu/gemm.c) */
+  bool first_run;
+  bool ran;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 
   /* run-time specialization (specialize.c). An executor that create
