@@ -5,7 +5,9 @@
  * Memory: the process's peak resident set (VmHWM) before loading, after
  * loading and creating, and over the steps alone (the high-water mark is
  * reset after create where the kernel allows it), against the weights'
- * bytes plus the memory plan's arena (ccg_exec_memory_info). The outputs
+ * bytes plus the memory plan's arena (ccg_exec_memory_info: the kernels'
+ * scratch included); the inputs' bytes (held by the caller, read in place)
+ * are reported beside them. The outputs
  * of the last step go to DIR/out<i>.pb (TensorProto named after the
  * output) so that bench/ort/bench_ort.py can compare them with ONNX
  * Runtime's. One JSON line on stdout.
@@ -169,7 +171,18 @@ static int write_outputs(const args *a, const ccg_exec_tensor *out, size_t no) {
   return 0;
 }
 
-static void print_json(const args *a, double *ms, size_t weights,
+/* The input tensors' bytes: the caller's memory the run reads in place. */
+static size_t inputs_bytes(const ccg_exec_tensor *in, size_t n) {
+  size_t sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t b = 0;
+    if (ccg_tensor_nbytes(&in[i].tensor, &b) == CCG_STATUS_OK)
+      sum += b;
+  }
+  return sum;
+}
+
+static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
                        const ccg_exec_memory *mem, const size_t rss[4],
                        bool hwm_reset) {
   qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
@@ -177,13 +190,13 @@ static void print_json(const args *a, double *ms, size_t weights,
   printf("{\"bench\":\"run\",\"model\":\"%s\",\"threads\":%d,"
          "\"threads_option\":%s,\"warmup\":%d,\"steps\":%d,"
          "\"median_ms\":%.4f,\"min_ms\":%.4f,\"max_ms\":%.4f,"
-         "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,"
+         "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,\"inputs_bytes\":%zu,"
          "\"base_rss_bytes\":%zu,\"load_peak_rss_bytes\":%zu,"
          "\"run_peak_rss_bytes\":%zu,\"process_peak_rss_bytes\":%zu,"
          "\"hwm_reset\":%s,\"run_peak_ratio\":%.4f}\n",
          a->model, a->threads, "true", a->warmup, a->steps, ms[a->steps / 2],
-         ms[0], ms[a->steps - 1], weights, mem->peak_bytes, rss[0], rss[1],
-         rss[2], rss[3], hwm_reset ? "true" : "false",
+         ms[0], ms[a->steps - 1], weights, mem->peak_bytes, inputs, rss[0],
+         rss[1], rss[2], rss[3], hwm_reset ? "true" : "false",
          need ? (double)rss[2] / (double)need : 0.0);
 }
 
@@ -242,7 +255,8 @@ int main(int argc, char **argv) {
     rc = write_outputs(&a, out, no);
   }
   if (!rc)
-    print_json(&a, ms, weights_bytes(g), &mem, rss, hwm_reset);
+    print_json(&a, ms, weights_bytes(g), inputs_bytes(in, a.n_in), &mem, rss,
+               hwm_reset);
 out:
   ccg_exec_free(x);
   for (size_t i = 0; i < a.n_in; i++) {
