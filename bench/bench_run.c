@@ -7,7 +7,10 @@
  * reset after create where the kernel allows it), against the weights'
  * bytes plus the memory plan's arena (ccg_exec_memory_info: the kernels'
  * scratch included); the inputs' bytes (held by the caller, read in place)
- * are reported beside them. The outputs
+ * are reported beside them, and the anonymous resident set after the steps
+ * (RssAnon: data, heap, stacks and generated code, no file-backed code
+ * pages; the steps free nothing they touched, so it is near their peak).
+ * The outputs
  * of the last step go to DIR/out<i>.pb (TensorProto named after the
  * output) so that bench/ort/bench_ort.py can compare them with ONNX
  * Runtime's. One JSON line on stdout.
@@ -183,7 +186,7 @@ static size_t inputs_bytes(const ccg_exec_tensor *in, size_t n) {
 }
 
 static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
-                       const ccg_exec_memory *mem, const size_t rss[4],
+                       const ccg_exec_memory *mem, const size_t rss[5],
                        bool hwm_reset) {
   qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
   size_t need = weights + mem->peak_bytes;
@@ -193,10 +196,11 @@ static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
          "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,\"inputs_bytes\":%zu,"
          "\"base_rss_bytes\":%zu,\"load_peak_rss_bytes\":%zu,"
          "\"run_peak_rss_bytes\":%zu,\"process_peak_rss_bytes\":%zu,"
-         "\"hwm_reset\":%s,\"run_peak_ratio\":%.4f}\n",
+         "\"anon_rss_bytes\":%zu,\"hwm_reset\":%s,"
+         "\"run_peak_ratio\":%.4f}\n",
          a->model, a->threads, "true", a->warmup, a->steps, ms[a->steps / 2],
          ms[0], ms[a->steps - 1], weights, mem->peak_bytes, inputs, rss[0],
-         rss[1], rss[2], rss[3], hwm_reset ? "true" : "false",
+         rss[1], rss[2], rss[3], rss[4], hwm_reset ? "true" : "false",
          need ? (double)rss[2] / (double)need : 0.0);
 }
 
@@ -207,7 +211,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc)
     return rc;
-  size_t rss[4] = {proc_status_bytes("VmHWM"), 0, 0, 0};
+  size_t rss[5] = {proc_status_bytes("VmHWM"), 0, 0, 0, 0};
   ccg_graph *g = NULL;
   ccg_exec *x = NULL;
   ccg_exec_tensor in[MAX_IO], out[MAX_IO];
@@ -249,6 +253,7 @@ int main(int argc, char **argv) {
     rc = fail(a.model, ccg_last_error(x));
   if (!rc) {
     rss[2] = proc_status_bytes("VmHWM");
+    rss[4] = proc_status_bytes("RssAnon");
     rss[3] = rss[1] > rss[2] ? rss[1] : rss[2];
     if (!hwm_reset)
       rss[2] = rss[3]; /* the whole process's peak, an upper bound */

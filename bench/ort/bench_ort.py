@@ -20,7 +20,9 @@ the memory of each ccgraph run: the peak resident set over the steps
 against the weights plus the memory plan's arena (the kernels' scratch is
 planned in it), whole and less the process's resident set before loading
 (its code and libraries; target 1.2); the inputs, which the caller holds
-and the run reads in place, are in the peak and shown beside it.
+and the run reads in place, are in the peak and shown beside it; and the
+anonymous resident set after the steps (RssAnon: data, heap, stacks and
+generated code, no file-backed code pages) against weights + plan.
 --memory-only skips ONNX Runtime and the repeated rounds (1 warm-up and 2
 steps unless given; outputs still checked against NumPy): the memory table
 in seconds.
@@ -246,8 +248,10 @@ def print_tables(rows, mem, unset):
     print("## ccgraph memory (MiB; run peak: VmHWM over the steps)")
     print(f"{'model':34} {'thr':>4} {'weights':>8} {'plan':>7} "
           f"{'w+plan':>7} {'inputs':>7} {'run peak':>9} {'ratio':>6} "
-          f"{'base':>6} {'-base':>6} {'load peak':>9}")
+          f"{'base':>6} {'-base':>6} {'anon':>6} {'ratio':>6} "
+          f"{'load peak':>9}")
     for m in mem:
+        need = max(1, m['weights_bytes'] + m['plan_peak_bytes'])
         print(f"{m['model']:34} {m['threads']!s:>4} "
               f"{m['weights_bytes'] / MIB:8.1f} "
               f"{m['plan_peak_bytes'] / MIB:7.2f} "
@@ -256,6 +260,8 @@ def print_tables(rows, mem, unset):
               f"{m['run_peak_rss_bytes'] / MIB:9.1f} "
               f"{m['run_peak_ratio']:6.2f} {m['base_rss_bytes'] / MIB:6.1f} "
               f"{m['above_base_ratio']:6.2f} "
+              f"{m.get('anon_rss_bytes', 0) / MIB:6.1f} "
+              f"{m.get('anon_rss_bytes', 0) / need:6.2f} "
               f"{m['load_peak_rss_bytes'] / MIB:9.1f}")
 
 
@@ -401,7 +407,9 @@ def main(argv):
           f"ratio = ccgraph / ORT; memory ratio = run peak / (weights + "
           f"plan), -base: the same less the\nprocess's resident set before loading "
           f"(code, libraries); target <= 1.2; the plan includes the kernels' "
-          f"scratch, the run peak the inputs")
+          f"scratch, the run peak the inputs;\nanon: the anonymous resident "
+          f"set after the steps (data, heap, stacks, generated code; no "
+          f"file-backed code), and its ratio to weights + plan")
     print(json.dumps({"bench": "ort", "ok": ok, "machine": info,
                       "ccgraph": version, "threads_option": has_threads,
                       "ort_skipped": why, "rows": rows, "memory": mem},
