@@ -69,9 +69,10 @@ static ccg_status cpu_run(ccg_exec *x) {
   } else {
     for (size_t s = 0; s < x->n_steps; s++) {
       const ccg__xnode *n = &x->steps[s];
-      ccg__step_scratch(x, n);
-      if (n->run)
+      if (n->run) {
+        ccg__step_scratch(x, n);
         CCG_CHECK(n->run(x, n));
+      }
     }
   }
   if (x->comm) {

@@ -430,11 +430,12 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
       st = ccg__error(&x->ctx, CCG_STATUS_INVALID_ARG,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
-  x->first_run = !x->ran;
-  if (st == CCG_STATUS_OK)
+  if (st == CCG_STATUS_OK) {
+    x->first_run = !x->ran;
     st = x->backend->run(x);
-  x->ran = true;
-  x->first_run = false;
+    x->ran = true;
+    x->first_run = false;
+  }
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK; i++)
     st = fill_output(x, &outputs[i]);
   if (st != CCG_STATUS_OK)

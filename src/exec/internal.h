@@ -180,7 +180,8 @@ struct ccg_exec {
    * the program is compiled (CCG_GEMM), not read again per product */
   bool gemm_onednn;
   /* the program's first run is under way: oneDNN's freed packing blocks
-   * go back to the system after each product (cpu/gemm.c) */
+   * go back to the system after each library call (cpu/gemm.c); `ran`:
+   * one has been */
   bool first_run;
   bool ran;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
@@ -253,9 +254,13 @@ ccg_status ccg__fuse_attention(ccg_exec *x);
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */
 ccg_status ccg__plan_memory(ccg_exec *x);
-/* Points x->scratch at CPU step n's planned scratch before it runs. */
+/* Points x->scratch at CPU step n's planned scratch before it runs (NULL
+ * for a step that asked for none, and for collectives: they pack in
+ * x->comm_scratch). */
 static inline void ccg__step_scratch(ccg_exec *x, const ccg__xnode *n) {
-  x->scratch = n->scratch ? (char *)x->data + n->scratch_off : NULL;
+  x->scratch = n->scratch && !ccg_op_is_collective(n->op)
+                   ? (char *)x->data + n->scratch_off
+                   : NULL;
 }
 
 /* collective.c: runs collective node n, recording failures on err and
