@@ -5,7 +5,12 @@
  * Memory: the process's peak resident set (VmHWM) before loading, after
  * loading and creating, and over the steps alone (the high-water mark is
  * reset after create where the kernel allows it), against the weights'
- * bytes plus the memory plan's arena (ccg_exec_memory_info). The outputs
+ * bytes plus the memory plan's arena (ccg_exec_memory_info: the kernels'
+ * scratch included); the inputs' bytes (held by the caller, read in place)
+ * are reported beside them, and the anonymous resident set after the steps
+ * (RssAnon: data, heap, stacks and generated code, no file-backed code
+ * pages; the steps free nothing they touched, so it is near their peak).
+ * The outputs
  * of the last step go to DIR/out<i>.pb (TensorProto named after the
  * output) so that bench/ort/bench_ort.py can compare them with ONNX
  * Runtime's. One JSON line on stdout.
@@ -169,21 +174,33 @@ static int write_outputs(const args *a, const ccg_exec_tensor *out, size_t no) {
   return 0;
 }
 
-static void print_json(const args *a, double *ms, size_t weights,
-                       const ccg_exec_memory *mem, const size_t rss[4],
+/* The input tensors' bytes: the caller's memory the run reads in place. */
+static size_t inputs_bytes(const ccg_exec_tensor *in, size_t n) {
+  size_t sum = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t b = 0;
+    if (ccg_tensor_nbytes(&in[i].tensor, &b) == CCG_STATUS_OK)
+      sum += b;
+  }
+  return sum;
+}
+
+static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
+                       const ccg_exec_memory *mem, const size_t rss[5],
                        bool hwm_reset) {
   qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
   size_t need = weights + mem->peak_bytes;
   printf("{\"bench\":\"run\",\"model\":\"%s\",\"threads\":%d,"
          "\"threads_option\":%s,\"warmup\":%d,\"steps\":%d,"
          "\"median_ms\":%.4f,\"min_ms\":%.4f,\"max_ms\":%.4f,"
-         "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,"
+         "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,\"inputs_bytes\":%zu,"
          "\"base_rss_bytes\":%zu,\"load_peak_rss_bytes\":%zu,"
          "\"run_peak_rss_bytes\":%zu,\"process_peak_rss_bytes\":%zu,"
-         "\"hwm_reset\":%s,\"run_peak_ratio\":%.4f}\n",
+         "\"anon_rss_bytes\":%zu,\"hwm_reset\":%s,"
+         "\"run_peak_ratio\":%.4f}\n",
          a->model, a->threads, "true", a->warmup, a->steps, ms[a->steps / 2],
-         ms[0], ms[a->steps - 1], weights, mem->peak_bytes, rss[0], rss[1],
-         rss[2], rss[3], hwm_reset ? "true" : "false",
+         ms[0], ms[a->steps - 1], weights, mem->peak_bytes, inputs, rss[0],
+         rss[1], rss[2], rss[3], rss[4], hwm_reset ? "true" : "false",
          need ? (double)rss[2] / (double)need : 0.0);
 }
 
@@ -194,7 +211,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc)
     return rc;
-  size_t rss[4] = {proc_status_bytes("VmHWM"), 0, 0, 0};
+  size_t rss[5] = {proc_status_bytes("VmHWM"), 0, 0, 0, 0};
   ccg_graph *g = NULL;
   ccg_exec *x = NULL;
   ccg_exec_tensor in[MAX_IO], out[MAX_IO];
@@ -236,13 +253,15 @@ int main(int argc, char **argv) {
     rc = fail(a.model, ccg_last_error(x));
   if (!rc) {
     rss[2] = proc_status_bytes("VmHWM");
+    rss[4] = proc_status_bytes("RssAnon");
     rss[3] = rss[1] > rss[2] ? rss[1] : rss[2];
     if (!hwm_reset)
       rss[2] = rss[3]; /* the whole process's peak, an upper bound */
     rc = write_outputs(&a, out, no);
   }
   if (!rc)
-    print_json(&a, ms, weights_bytes(g), &mem, rss, hwm_reset);
+    print_json(&a, ms, weights_bytes(g), inputs_bytes(in, a.n_in), &mem, rss,
+               hwm_reset);
 out:
   ccg_exec_free(x);
   for (size_t i = 0; i < a.n_in; i++) {

@@ -4,7 +4,7 @@
 usage: bench_ort.py --bench-run PATH --ccgraph PATH [--smoke] [--work DIR]
                     [--venv DIR] [--threads 1,2] [--models a,b,...]
                     [--warmup W] [--steps K] [--rounds R]
-                    [--no-coretype-unset]
+                    [--no-coretype-unset] [--memory-only]
 
 Writes the models (bench/ort/models.py) and their inputs into a temporary
 folder (--work keeps them there), then for every model and thread count:
@@ -17,7 +17,15 @@ ORT (the median of the rounds' medians); their outputs must agree within
 1e-3 * max(1, max |ORT's output|). Where OPENBLAS_CORETYPE is set, ccgraph
 is also timed with it unset (ONNX Runtime's GEMM does not read it). Then
 the memory of each ccgraph run: the peak resident set over the steps
-against the weights plus the memory plan's arena (target 1.2).
+against the weights plus the memory plan's arena (the kernels' scratch is
+planned in it), whole and less the process's resident set before loading
+(its code and libraries; target 1.2); the inputs, which the caller holds
+and the run reads in place, are in the peak and shown beside it; and the
+anonymous resident set after the steps (RssAnon: data, heap, stacks and
+generated code, no file-backed code pages) against weights + plan.
+--memory-only skips ONNX Runtime and the repeated rounds (1 warm-up and 2
+steps unless given; outputs still checked against NumPy): the memory table
+in seconds.
 
 ONNX Runtime comes from the venv of scripts/make-bench-venv.sh (--venv,
 else $CCG_BENCH_VENV, else build-bench-venv at the top of the source
@@ -238,16 +246,22 @@ def print_tables(rows, mem, unset):
         print(line + f" {r['max_diff']:>10.2e} {r['check']:>6}")
     print()
     print("## ccgraph memory (MiB; run peak: VmHWM over the steps)")
-    print(f"{'model':34} {'weights':>9} {'plan':>9} {'w+plan':>9} "
-          f"{'run peak':>9} {'ratio':>6} {'base':>7} {'-base':>6} "
+    print(f"{'model':34} {'thr':>4} {'weights':>8} {'plan':>7} "
+          f"{'w+plan':>7} {'inputs':>7} {'run peak':>9} {'ratio':>6} "
+          f"{'base':>6} {'-base':>6} {'anon':>6} {'ratio':>6} "
           f"{'load peak':>9}")
     for m in mem:
-        print(f"{m['model']:34} {m['weights_bytes'] / MIB:9.1f} "
-              f"{m['plan_peak_bytes'] / MIB:9.1f} "
-              f"{(m['weights_bytes'] + m['plan_peak_bytes']) / MIB:9.1f} "
+        need = max(1, m['weights_bytes'] + m['plan_peak_bytes'])
+        print(f"{m['model']:34} {m['threads']!s:>4} "
+              f"{m['weights_bytes'] / MIB:8.1f} "
+              f"{m['plan_peak_bytes'] / MIB:7.2f} "
+              f"{(m['weights_bytes'] + m['plan_peak_bytes']) / MIB:7.1f} "
+              f"{m.get('inputs_bytes', 0) / MIB:7.2f} "
               f"{m['run_peak_rss_bytes'] / MIB:9.1f} "
-              f"{m['run_peak_ratio']:6.2f} {m['base_rss_bytes'] / MIB:7.1f} "
+              f"{m['run_peak_ratio']:6.2f} {m['base_rss_bytes'] / MIB:6.1f} "
               f"{m['above_base_ratio']:6.2f} "
+              f"{m.get('anon_rss_bytes', 0) / MIB:6.1f} "
+              f"{m.get('anon_rss_bytes', 0) / need:6.2f} "
               f"{m['load_peak_rss_bytes'] / MIB:9.1f}")
 
 
@@ -326,6 +340,8 @@ def parse(argv):
                     help="alternations of ccgraph and ORT (default 3, "
                     "smoke 1)")
     ap.add_argument("--no-coretype-unset", action="store_true")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="no ONNX Runtime, one round: the memory table")
     args = ap.parse_args(argv)
     args.threads = [int(x) for x in args.threads.split(",")]
     args.models = args.models.split(",")
@@ -337,10 +353,16 @@ def parse(argv):
 
 def main(argv):
     args = parse(argv)
-    ort, why = find_ort(args, argv)
+    if args.memory_only:
+        ort, why = None, "--memory-only"
+        args.no_coretype_unset, args.rounds = True, 1
+    else:
+        ort, why = find_ort(args, argv)
+    quick = args.smoke or args.memory_only
     args.warmup = args.warmup if args.warmup is not None else \
-        (1 if args.smoke else 3)
-    steps = args.steps or (3 if args.smoke else 10)
+        (1 if quick else 3)
+    steps = args.steps or (2 if args.memory_only else
+                           3 if args.smoke else 10)
     args.rounds = args.rounds or (1 if args.smoke else 3)
     info = machine(ort)
     helptext = subprocess.run([args.ccgraph, "run", "--help"],
@@ -384,7 +406,10 @@ def main(argv):
     print(f"\nchecks: outputs within {TOL:g} * max(1, max |reference|); "
           f"ratio = ccgraph / ORT; memory ratio = run peak / (weights + "
           f"plan), -base: the same less the\nprocess's resident set before loading "
-          f"(code, libraries); target <= 1.2")
+          f"(code, libraries); target <= 1.2; the plan includes the kernels' "
+          f"scratch, the run peak the inputs;\nanon: the anonymous resident "
+          f"set after the steps (data, heap, stacks, generated code; no "
+          f"file-backed code), and its ratio to weights + plan")
     print(json.dumps({"bench": "ort", "ok": ok, "machine": info,
                       "ccgraph": version, "threads_option": has_threads,
                       "ort_skipped": why, "rows": rows, "memory": mem},

@@ -195,8 +195,10 @@ CCG_API ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
 
 /* The memory plan (of the program that ran last; an executor that has
  * compiled nothing yet fails with CCG_STATUS_INVALID_ARG):
- * `peak_bytes` is the arena of planned intermediates;
- * `naive_bytes` the sum of every intermediate's size (no reuse);
+ * `peak_bytes` is the arena of planned intermediates (on the CPU the
+ * kernels' scratch too, each alive at its step);
+ * `naive_bytes` the sum of every intermediate's size and step scratch (no
+ * reuse);
  * `max_live_bytes` the largest sum of sizes alive at one step (a lower bound
  * for any plan of this schedule). */
 typedef struct ccg_exec_memory {

@@ -38,23 +38,21 @@ static ccg_status cpu_create(ccg_exec *x) {
   /* the communicator readies what the reducing collectives will need */
   CCG_CHECK(ccg__collective_reserve(x));
   /* collectives pack in a block of their own: under overlap they run on
-   * the communication thread while compute nodes use theirs */
-  size_t scratch = 0, comm = 0;
-  for (size_t s = 0; s < x->n_steps; s++) {
-    size_t *m = ccg_op_is_collective(x->steps[s].op) ? &comm : &scratch;
-    *m = x->steps[s].scratch > *m ? x->steps[s].scratch : *m;
-  }
+   * the communication thread while compute nodes use theirs, which the
+   * plan placed in the arena (plan.c) */
+  size_t comm = 0;
+  for (size_t s = 0; s < x->n_steps; s++)
+    if (ccg_op_is_collective(x->steps[s].op) && x->steps[s].scratch > comm)
+      comm = x->steps[s].scratch;
   x->data_bytes = x->mem.peak_bytes;
-  x->scratch_bytes = scratch;
   x->comm_scratch_bytes = comm;
   x->data = alloc_aligned(x, x->data_bytes ? x->data_bytes : 1);
-  x->scratch = alloc_aligned(x, scratch ? scratch : 1);
   x->comm_scratch = alloc_aligned(x, comm ? comm : 1);
-  if (!x->data || !x->scratch || !x->comm_scratch)
+  if (!x->data || !x->comm_scratch)
     return ccg__error(&x->ctx, CCG_STATUS_OOM,
                       "out of memory for an arena of %zu bytes and %zu of "
                       "scratch",
-                      x->data_bytes, scratch + comm);
+                      x->data_bytes, comm);
   for (size_t i = 0; i < x->n_vals; i++) {
     ccg__xval *v = &x->vals[i];
     if (v->kind == CCG__V_ARENA)
@@ -73,8 +71,10 @@ static ccg_status cpu_run(ccg_exec *x) {
     const ccg__xcheck *end = c ? c + x->n_checks : NULL;
     for (size_t s = 0; s < x->n_steps; s++) {
       const ccg__xnode *n = &x->steps[s];
-      if (n->run)
+      if (n->run) {
+        ccg__step_scratch(x, n);
         CCG_CHECK(n->run(x, n));
+      }
       for (; c != end && c->step == s; c++)
         if (!ccg__dyn_check(x, c)) {
           x->stale = true; /* nothing has read the value yet */
@@ -93,7 +93,6 @@ static ccg_status cpu_run(ccg_exec *x) {
 static void cpu_destroy(ccg_exec *x) {
   ccg__overlap_free(x); /* joins the communication thread */
   free_aligned(x, x->data);
-  free_aligned(x, x->scratch);
   free_aligned(x, x->comm_scratch);
   x->data = x->scratch = x->comm_scratch = NULL;
 }

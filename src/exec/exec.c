@@ -446,8 +446,12 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
   x->stale = false;
-  if (st == CCG_STATUS_OK)
+  if (st == CCG_STATUS_OK) {
+    x->first_run = !x->ran;
     st = x->backend->run(x);
+    x->ran = true;
+    x->first_run = false;
+  }
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK && !x->stale; i++)
     st = fill_output(x, &outputs[i]);
   if (st != CCG_STATUS_OK)

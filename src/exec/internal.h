@@ -62,8 +62,9 @@ struct ccg__xnode {
   ccg_value_id *in, *out; /* CCG_NONE for absent optional inputs */
   ccg__kernel_fn run;
   ccg__xparams p;
-  size_t scratch; /* bytes of x->scratch this node needs */
-  int inplace;    /* index of the input whose buffer out[0] reuses, or -1 */
+  size_t scratch;     /* bytes of x->scratch this node needs */
+  size_t scratch_off; /* CPU: where they are in the arena (plan.c) */
+  int inplace;        /* index of the input whose buffer out[0] reuses, or -1 */
   /* overlap: this node talks to the communicator (runs on the
    * communication thread), and the number of such nodes of the schedule,
    * counted from the start, whose results must be in before it runs */
@@ -156,7 +157,10 @@ struct ccg_exec {
 
   void *data; /* the planned arena */
   size_t data_bytes;
-  void *scratch; /* compute nodes */
+  /* compute nodes: on the CPU the running step's own block of the arena
+   * (ccg__step_scratch), NULL for a step that asked for none; a GPU's one
+   * block of scratch_bytes */
+  void *scratch;
   size_t scratch_bytes;
   void *comm_scratch; /* collectives: packing of non-leading axes */
   size_t comm_scratch_bytes;
@@ -185,6 +189,11 @@ struct ccg_exec {
   /* f32 GEMMs on oneDNN, else on OpenBLAS (then loaded): chosen once when
    * the program is compiled (CCG_GEMM), not read again per product */
   bool gemm_onednn;
+  /* the program's first run is under way: oneDNN's freed packing blocks
+   * go back to the system after each library call (cpu/gemm.c); `ran`:
+   * one has been */
+  bool first_run;
+  bool ran;
   struct ccg__gpu *gpu; /* CUDA state (cuda/gpu.h); NULL on the CPU */
 
   /* run-time specialization (specialize.c). An executor that create
@@ -266,6 +275,14 @@ ccg_status ccg__fuse_attention(ccg_exec *x);
 /* plan.c: liveness and offsets; fills x->mem and every ARENA value's
  * offset. */
 ccg_status ccg__plan_memory(ccg_exec *x);
+/* Points x->scratch at CPU step n's planned scratch before it runs (NULL
+ * for a step that asked for none, and for collectives: they pack in
+ * x->comm_scratch). */
+static inline void ccg__step_scratch(ccg_exec *x, const ccg__xnode *n) {
+  x->scratch = n->scratch && !ccg_op_is_collective(n->op)
+                   ? (char *)x->data + n->scratch_off
+                   : NULL;
+}
 
 /* collective.c: runs collective node n, recording failures on err and
  * packing in `scratch` (n->scratch bytes). */

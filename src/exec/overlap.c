@@ -303,8 +303,10 @@ ccg_status ccg__overlap_run(ccg_exec *x) {
     if (atomic_load(&ov->failed))
       break;
     if (!n->comm) {
-      if (n->run)
+      if (n->run) {
+        ccg__step_scratch(x, n);
         st = n->run(x, n);
+      }
       continue;
     }
     /* Nothing to overlap with (the next node waits for it) and the thread

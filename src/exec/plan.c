@@ -1,7 +1,10 @@
 /* The memory plan: liveness over the schedule (under overlap a
  * collective's buffers live until the step that waits for it), outputs written
  * over dying inputs for elementwise ops, then offsets in one arena: the
- * smaller of an online best fit and an offline greedy-by-size plan.
+ * smaller of an online best fit and an offline greedy-by-size plan. On the
+ * CPU a compute step's scratch (n->scratch bytes) is a buffer of the plan
+ * too, alive at its step alone: it lands in a hole of the arena where one
+ * is free, and the plan's peak counts it where none is.
  * Also the figures to judge it by: the naive sum and the max-live lower bound.
  */
 #include <math.h>
@@ -182,12 +185,22 @@ static int inplace_input(ccg_exec *x, const ccg__xnode *n, int s,
   return -1;
 }
 
+/* Whether step n's scratch is planned in the arena: the CPU's compute
+ * steps that run (collectives pack in a block of their own, which under
+ * overlap the communication thread uses while compute steps run). */
+static bool planned_scratch(const ccg_exec *x, const ccg__xnode *n) {
+  return x->device == CCG_DEVICE_CPU && n->run && n->scratch &&
+         !ccg_op_is_collective(n->op);
+}
+
 ccg_status ccg__plan_memory(ccg_exec *x) {
   liveness(x);
-  buffer *bufs = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof(buffer));
-  block *blocks = ccg__arena_calloc(&x->arena, x->n_vals + 2, sizeof(block));
+  size_t cap = x->n_vals + x->n_steps;
+  buffer *bufs = ccg__arena_calloc(&x->arena, cap + 1, sizeof(buffer));
+  block *blocks = ccg__arena_calloc(&x->arena, cap + 2, sizeof(block));
   int64_t *delta = ccg__arena_calloc(&x->arena, x->n_steps + 2, 8);
-  if (!bufs || !blocks || !delta)
+  size_t *sbuf = ccg__arena_calloc(&x->arena, x->n_steps + 1, sizeof(size_t));
+  if (!bufs || !blocks || !delta || !sbuf)
     return ccg__error(&x->ctx, CCG_STATUS_OOM, "out of memory planning");
   size_t nb = 0;
   memset(&x->mem, 0, sizeof x->mem);
@@ -210,6 +223,13 @@ ccg_status ccg__plan_memory(ccg_exec *x) {
       }
       v->buffer = (int)nb;
       bufs[nb++] = (buffer){round_up(v->nbytes), (int)s, v->last, 0};
+    }
+    /* born and dead at s, after the step's outputs: bufs stay in order of
+     * their first step */
+    if (planned_scratch(x, n)) {
+      x->mem.naive_bytes += n->scratch;
+      sbuf[s] = nb;
+      bufs[nb++] = (buffer){round_up(n->scratch), (int)s, (int)s, 0};
     }
   }
   /* offsets: at each step, place the buffers born there, then free those
@@ -266,6 +286,9 @@ ccg_status ccg__plan_memory(ccg_exec *x) {
   for (size_t i = 0; i < x->n_vals; i++)
     if (x->vals[i].kind == CCG__V_ARENA && x->vals[i].buffer >= 0)
       x->vals[i].offset = bufs[x->vals[i].buffer].offset;
+  for (size_t s = 0; s < x->n_steps; s++)
+    if (planned_scratch(x, &x->steps[s]))
+      x->steps[s].scratch_off = bufs[sbuf[s]].offset;
   return CCG_STATUS_OK;
 }
 

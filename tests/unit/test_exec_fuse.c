@@ -18,8 +18,9 @@
 #include "exec_test_util.h"
 #include "exec/internal.h"
 
-/* Steps that run a kernel in the last executor `run` made. */
-static size_t live_steps;
+/* Steps that run a kernel in the last executor `run` made, and the
+ * scratch bytes they ask for (planned in the arena: in naive_bytes). */
+static size_t live_steps, live_scratch;
 
 /* Output `name` of g (elements n) with fusion on or off at `threads`;
  * the plan's naive bytes into *naive. */
@@ -36,9 +37,11 @@ static void run(ccg_graph *g, bool fuse, int threads, const ccg_exec_tensor *in,
   ccg_exec_memory m;
   assert_ok(x, ccg_exec_memory_info(x, &m));
   *naive = m.naive_bytes;
-  live_steps = 0;
-  for (size_t k = 0; k < x->n_steps; k++)
+  live_steps = live_scratch = 0;
+  for (size_t k = 0; k < x->n_steps; k++) {
     live_steps += x->steps[k].run != NULL;
+    live_scratch += x->steps[k].run ? x->steps[k].scratch : 0;
+  }
   ccg_exec_tensor t = xt_out(name, out, n * sizeof(float));
   assert_ok(x, ccg_exec_run(x, in, n_in, &t, 1));
   ccg_exec_free(x);
@@ -171,18 +174,21 @@ static void attention_cases(void **state) {
     size_t nu, nf = check(g, in, c->mask ? 4 : 3, y, no, &nu);
     size_t steps_unfused = live_steps;
     bool fuses = !c->leak && c->axis == -1;
+    size_t fused_scratch = 0;
     if (fuses) { /* one step; the Transposes folded unless 4 KiB apart */
       size_t n_fused;
       float *tmp = malloc(no * sizeof(float));
       run(g, true, 1, in, c->mask ? 4 : 3, ccg_value_name(g, y), tmp, no,
           &n_fused);
       free(tmp);
+      fused_scratch = live_scratch;
       assert_int_equal(live_steps, 1);
       assert_true(steps_unfused >= 3);
     }
-    if (fuses) /* only the output takes memory */
-      assert_int_equal(nf, no * sizeof(float));
-    else /* the scores (at least) are kept */
+    if (fuses) { /* only the output and the kernel's block of scores */
+      assert_int_equal(nf, no * sizeof(float) + fused_scratch);
+      assert_true(fused_scratch <= ns * sizeof(float));
+    } else /* the scores (at least) are kept */
       assert_true(nf >= (no + ns) * sizeof(float));
     assert_true(nu >= (no + ns) * sizeof(float));
     ccg_graph_free(g);

@@ -2,7 +2,8 @@
  * where placing buffers as they are born fragments the arena (the offline
  * plan reaches the max-live bound), and random schedules, small (both
  * plans) and past the offline plan's limit (the online one alone), where no
- * two buffers alive at one step may share a byte. */
+ * two buffers alive at one step may share a byte, nor a step's scratch a
+ * byte of what is alive at its step. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -86,30 +87,44 @@ static void drop(fake *f) {
   ccg__arena_free(&f->x.arena);
 }
 
+typedef struct extent {
+  size_t off, size;
+} extent;
+
 static int by_offset(const void *a, const void *b) {
-  const ccg__xval *x = *(ccg__xval *const *)a, *y = *(ccg__xval *const *)b;
-  return (x->offset > y->offset) - (x->offset < y->offset);
+  const extent *x = a, *y = b;
+  return (x->off > y->off) - (x->off < y->off);
 }
 
-/* No two buffers alive at one step overlap; every one inside the arena. */
+/* No two buffers alive at one step overlap, a step's scratch included;
+ * every one inside the arena. */
 static void check_plan(const fake *f) {
   size_t n = f->x.n_vals;
-  ccg__xval **live = calloc(n + 1, sizeof *live);
+  extent *live = calloc(n + 2, sizeof *live);
   assert_non_null(live);
   for (size_t s = 0; s < f->x.n_steps; s++) {
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
       if (f->vals[i].first <= (int)s && (int)s <= f->vals[i].last)
-        live[k++] = &f->vals[i];
+        live[k++] = (extent){f->vals[i].offset, f->vals[i].nbytes};
+    if (f->steps[s].scratch)
+      live[k++] = (extent){f->steps[s].scratch_off, f->steps[s].scratch};
     qsort(live, k, sizeof *live, by_offset);
     for (size_t i = 0; i < k; i++) {
-      assert_true(live[i]->offset + live[i]->nbytes <= f->x.mem.peak_bytes);
+      assert_true(live[i].off + live[i].size <= f->x.mem.peak_bytes);
+      assert_int_equal(live[i].off % CCG__ALIGN, 0);
       if (i)
-        assert_true(live[i - 1]->offset + live[i - 1]->nbytes <=
-                    live[i]->offset);
+        assert_true(live[i - 1].off + live[i - 1].size <= live[i].off);
     }
   }
   free(live);
+}
+
+/* Stands for a kernel: the planner places scratch only for steps that run. */
+static ccg_status no_kernel(ccg_exec *x, const ccg__xnode *n) {
+  (void)x;
+  (void)n;
+  return CCG_STATUS_OK;
 }
 
 static void fragmenting_order(void **state) {
@@ -144,6 +159,13 @@ static void random_plans(size_t n, int n_steps, int trials, uint32_t seed) {
     }
     fake f;
     make(&f, b, n, n_steps);
+    /* every other trial: scratch at a third of the steps, of sizes that
+     * are not multiples of the alignment */
+    for (int s = 0; s < n_steps && t % 2; s++)
+      if (lcg(&seed) % 3 == 0) {
+        f.steps[s].run = no_kernel;
+        f.steps[s].scratch = (1 + lcg(&seed) % 5) * CCG__ALIGN - 8;
+      }
     assert_int_equal(ccg__plan_memory(&f.x), CCG_STATUS_OK);
     assert_true(f.x.mem.peak_bytes >= f.x.mem.max_live_bytes);
     assert_true(f.x.mem.peak_bytes <= f.x.mem.naive_bytes);

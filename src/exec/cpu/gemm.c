@@ -9,6 +9,9 @@
  * thread for the whole process the first time it serves a GEMM here). */
 #include <stdlib.h>
 #include <string.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #ifdef CCG_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -274,11 +277,34 @@ static bool small_fits(const ccg__gemm *g) {
          (!g->tb || g->k * g->n <= SMALL_PACK);
 }
 
+/* oneDNN allocates its packing block on every call (posix_memalign, 128
+ * bytes aligned). glibc splits the alignment's remainder off into a small
+ * chunk that its per-thread cache keeps in use, right after the block: the
+ * freed block can merge with nothing, the next call's (as large, plus the
+ * alignment) does not fit in it, and the heap grows by a block per call
+ * until that cache is full, seven calls per size per thread. Those are the
+ * first calls of a process: the h1024 transformer block's first step left
+ * 3.4 MiB behind at one thread, 17 MiB at two (docs/performance.md, "Run
+ * memory"). Trimming after each library call of a program's first run
+ * gives their pages back; later runs reuse the top block and leave nothing
+ * to trim. Other allocators keep no such remainders. */
+#define TRIM_PAD ((size_t)4 << 20)
+static void release_freed(void) {
+#if defined(__GLIBC__)
+  /* the freed blocks in glibc's bins go back; 4 MiB at the top of the
+   * heap stay, so that the next call does not fault its block in again
+   * (trimming the top to nothing made the h1024 block's first step 50-100
+   * ms slower, keeping it the cost is within the noise) */
+  (void)malloc_trim(TRIM_PAD);
+#endif
+}
+
 typedef struct job {
   const ccg__gemm *g;
   tiling t;
   bool onednn;
   bool small; /* the small-product loop, not the library */
+  bool trim;  /* release_freed after each library call */
 } job;
 
 /* Tile `k` of the batch entry it falls in: the product, then the epilogue
@@ -302,6 +328,8 @@ static void tile(void *vctx, size_t begin, size_t end) {
       small(g, m, n, a, b, c);
     } else if (g->k > 0) {
       call(j->onednn, g, m, n, a, b, c);
+      if (j->trim)
+        release_freed();
     } else if (g->beta == 0.0f) {
       for (int64_t i = 0; i < m; i++)
         memset(c + i * g->ldc, 0, (size_t)n * sizeof(float));
@@ -322,11 +350,11 @@ static void tile(void *vctx, size_t begin, size_t end) {
 }
 
 static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
-                  bool onednn);
+                  bool onednn, bool trim);
 
 void ccg__sgemm(const ccg_exec *x, ccg__gemm *g) {
   g->vm = x->vm;
-  sgemm(x->pool, g, CCG__GEMM_AUTO, x->gemm_onednn);
+  sgemm(x->pool, g, CCG__GEMM_AUTO, x->gemm_onednn, x->first_run);
 }
 
 void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
@@ -334,21 +362,22 @@ void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
   ccg__ctx_init(&ctx);
   bool onednn;
   if (ccg__gemm_lib(&ctx, &onednn) == CCG_STATUS_OK)
-    sgemm(pool, g, path, onednn);
+    sgemm(pool, g, path, onednn, false);
 }
 
 static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
-                  bool onednn) {
+                  bool onednn, bool trim) {
   int64_t batch = g->batch > 0 ? g->batch : 1;
   if (g->m <= 0 || g->n <= 0)
     return;
-  job j = {g, plan(g->m, g->n, g->k), false, false};
+  job j = {g, plan(g->m, g->n, g->k), false, false, false};
   if (path == CCG__GEMM_AUTO)
     j.small = small_fits(g);
   else
     j.small =
         path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
   j.onednn = onednn;
+  j.trim = trim && onednn;
 #ifdef CCG_HAVE_ONEDNN
   /* the caller's thread gets its OpenMP setting back */
   int omp_was = j.onednn ? omp_get_max_threads() : 1;
