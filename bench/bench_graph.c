@@ -11,10 +11,10 @@
  * removed at the end), lower (ORT) of each rank, verify of the 4 ranks, grad
  * of the unsharded model and of the sharded one. Then import + shard +
  * export at the smaller size in ms and the import rate in nodes/s, the CPU,
- * and one JSON line. After one warm-up run of each size, the two sizes run
- * in turns --repeat times each; each figure is the best of those runs, with
- * the median and the minor page faults of each pass (median) beside it, in
- * process CPU time (--clock wall: wall time).
+ * and one JSON line. The two sizes run in turns, --repeat measured runs
+ * of each, each after an unmeasured run of the same size; each figure is
+ * the best of those runs, with the median and the minor page faults of each
+ * pass (median) beside it, in process CPU time (--clock wall: wall time).
  * usage: bench_graph [--nodes N] [--layers A,B] [--repeat R]
  *                    [--clock cpu|wall] [--dir DIR] */
 #include <stddef.h>
@@ -293,25 +293,27 @@ static void print_cpu(void) {
          bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
 }
 
-/* Both sizes run in turns (small, big, small, big, ...) after one
- * warm-up run of each, so that the machine's load and the allocator's
- * state (memory freed by the run before) fall on both alike. */
+/* The sizes take turns (small, big, small, ...), so that the machine's
+ * load falls on both alike, and each measured run follows an unmeasured
+ * run of its own size: it starts from the allocator state its size leaves
+ * (memory freed by the run before it, which glibc keeps for reuse up to a
+ * limit), not the state the other size left. */
 static int bench_passes(int small, int big, int repeat) {
   ccg_plan *plan = NULL;
   CHECK(NULL, ccg_plan_parse(gpt_plan_json, &plan));
   pass_run r[2];
   prepare(&r[0], small, repeat);
   prepare(&r[1], big, repeat);
-  for (int i = 0; i < 2; i++)
-    run_passes(&r[i], plan, NULL);
   for (int k = 0; k < repeat; k++)
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
+      run_passes(&r[i], plan, NULL);
       run_passes(&r[i], plan, &r[i].s[r[i].n++]);
+    }
   ccg_plan_free(plan);
   print_cpu();
   printf("GPT (torch.onnx.export layout, hidden %d): %d layers %zu nodes "
          "(%zu sharded), %d layers %zu nodes (%zu sharded); %d runs of "
-         "each after a warm-up, the sizes in turns\n",
+         "each, the sizes in turns, each run after one of its size\n",
          GPT_H, small, r[0].nodes, r[0].sharded_nodes, big, r[1].nodes,
          r[1].sharded_nodes, repeat);
   printf("%-24s %9s %9s %7s %9s %9s %7s %8s %8s\n", "pass", "best small",

@@ -42,7 +42,8 @@ ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   ccg__strmap_init(&g->node_names, &a);
   ccg__strmap_init(&g->symbols, &a);
   g->name = ccg__arena_strdup(&g->arena, o.name ? o.name : "graph");
-  g->scope = ccg__arena_strdup(&g->arena, "");
+  if (ccg__vec_reserve(&a, (void **)&g->scope, &g->scope_cap, 64, 1))
+    g->scope[0] = '\0';
   if (!g->name || !g->scope) {
     ccg_graph_free(g);
     return ccg__error(NULL, CCG_STATUS_OOM, "cannot allocate a graph");
@@ -62,6 +63,7 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__free(&a, g->outputs, g->cap_outputs * sizeof *g->outputs);
   ccg__free(&a, g->inits, g->cap_inits * sizeof *g->inits);
   ccg__table_free(g, g->uses, g->cap_uses, g->uses_bulk, sizeof *g->uses);
+  ccg__free(&a, g->scope, g->scope_cap);
   ccg__strmap_free(&g->value_names);
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
@@ -486,11 +488,16 @@ ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "scope name '%s' must be non-empty and contain no '/'",
                       name ? name : "(null)");
-  char *s = ccg__arena_printf(&g->arena, "%s/%s", g->scope, name);
-  if (!s)
+  /* one buffer, grown as scopes nest (a pass pushes the scopes of every
+   * node it copies: a string per push and per pop was arena that nothing
+   * read again) */
+  size_t n = strlen(name);
+  if (!ccg__vec_reserve(&g->alloc, (void **)&g->scope, &g->scope_cap,
+                        g->scope_len + n + 2, 1))
     return ccg__graph_oom(g, "pushing a scope");
-  g->scope = s;
-  g->scope_len = strlen(s);
+  g->scope[g->scope_len] = '/';
+  memcpy(g->scope + g->scope_len + 1, name, n + 1);
+  g->scope_len += n + 1;
   return CCG_STATUS_OK;
 }
 
@@ -498,12 +505,8 @@ void ccg_graph_pop_scope(ccg_graph *g) {
   char *slash = strrchr(g->scope, '/');
   if (!slash)
     return;
-  /* The popped string is a fresh copy: earlier node names keep theirs. */
-  char *s = ccg__arena_strndup(&g->arena, g->scope, (size_t)(slash - g->scope));
-  if (s) {
-    g->scope = s;
-    g->scope_len = strlen(s);
-  }
+  *slash = '\0';
+  g->scope_len = (size_t)(slash - g->scope);
 }
 
 size_t ccg_graph_num_values(const ccg_graph *g) { return g->n_values; }

@@ -89,8 +89,8 @@ struct ccg_graph {
   ccg_strmap node_names;
   ccg_strmap symbols; /* interned symbol strings */
 
-  char *scope; /* "/a/b" or "" ; arena */
-  size_t scope_len;
+  char *scope; /* "/a/b" or ""; the graph's allocator, scope_cap bytes */
+  size_t scope_len, scope_cap;
 
   struct ccg__release *releases; /* run at ccg_graph_free; arena list */
 };
