@@ -8,7 +8,6 @@
 
 #include "ccgraph/lower.h"
 #include "core/error.h"
-#include "graph/internal.h"
 
 typedef struct lower {
   ccg_graph *g, *s;
@@ -235,24 +234,6 @@ static ccg_status copy_values(lower *l) {
   return CCG_STATUS_OK;
 }
 
-/* The copy's tables at their final size, grown once: g's counts, and for
- * each node rewrite_ort may replace, an AllReduce and a Slice with three
- * bounds (at most 2 nodes, 5 values and 5 uses more than the node). */
-static ccg_status reserve(lower *l) {
-  size_t nodes = l->g->n_nodes, values = l->g->n_values, uses = l->g->n_uses;
-  for (size_t n = 0; n < l->g->n_nodes; n++) {
-    ccg_op op = l->g->nodes[n].op;
-    if (op == CCG_OP_SHARD_SLICE || op == CCG_OP_REDUCE_SCATTER) {
-      nodes += 2;
-      values += 5;
-      uses += 5;
-    }
-  }
-  if (ccg__graph_reserve(l->s, nodes, values, uses) != CCG_STATUS_OK)
-    return fail(l, CCG_NONE, ccg_last_status(l->s));
-  return CCG_STATUS_OK;
-}
-
 ccg_status ccg_lower(ccg_graph *g, int64_t rank, ccg_lower_target target,
                      ccg_graph **out) {
   if (!g || !out)
@@ -290,8 +271,6 @@ ccg_status ccg_lower(ccg_graph *g, int64_t rank, ccg_lower_target target,
   }
   for (size_t i = 0; i < nv && l.map; i++)
     l.map[i] = CCG_NONE;
-  if (st == CCG_STATUS_OK)
-    st = reserve(&l);
   if (st == CCG_STATUS_OK)
     st = copy_values(&l);
   for (size_t i = 0; i < nn && st == CCG_STATUS_OK; i++) {
