@@ -11,13 +11,17 @@
  * removed at the end), lower (ORT) of each rank, verify of the 4 ranks, grad
  * of the unsharded model and of the sharded one. Then import + shard +
  * export at the smaller size in ms and the import rate in nodes/s, the CPU,
- * and one JSON line. Each figure is the best of --repeat runs, in process
- * CPU time (--clock wall: wall time).
+ * and one JSON line. The two sizes run in turns, --repeat measured runs
+ * of each, each after an unmeasured run of the same size; each figure is
+ * the best of those runs, with the median and the minor page faults of each
+ * pass (median) beside it, in process CPU time (--clock wall: wall time).
  * usage: bench_graph [--nodes N] [--layers A,B] [--repeat R]
  *                    [--clock cpu|wall] [--dir DIR] */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,13 +84,21 @@ static const char *const pass_what[P_COUNT] = {
     "lower (ORT) 4 ranks",  "verify 4 ranks",          "grad (unsharded)",
     "grad (sharded tp=4)"};
 
+/* One run of every pass at one size. */
+typedef struct pass_sample {
+  double t[P_COUNT];
+  long faults[P_COUNT]; /* minor page faults during the pass */
+  double ise;           /* import + shard + export */
+  double copy;          /* as many bytes written to files, one buffer */
+} pass_sample;
+
 typedef struct pass_run {
   int layers;
   size_t nodes, sharded_nodes, onnx_bytes;
-  double t[P_COUNT];
-  double ise;          /* import + shard + export in one run, best run */
-  double copy;         /* as many bytes written to files, one buffer */
+  void *onnx;          /* the model, exported once */
   size_t export_bytes; /* of the 4 rank models */
+  int n;               /* samples taken */
+  pass_sample *s;
 } pass_run;
 
 #define TP 4
@@ -139,80 +151,127 @@ static void grad(ccg_graph *g) {
   CHECK(g, ccg_backward(g, &o));
 }
 
-static void keep_best(double *slot, double t) {
-  if (t < *slot)
-    *slot = t;
+static long minor_faults(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
 }
 
-static void run_passes(int layers, int repeat, const ccg_plan *plan,
-                       pass_run *r) {
+/* Times pass p: between pass_begin and pass_end. */
+typedef struct pass_clock {
+  double t0;
+  long f0;
+} pass_clock;
+
+static pass_clock pass_begin(void) {
+  return (pass_clock){now(), minor_faults()};
+}
+
+static double pass_end(pass_clock c, pass_sample *x, int p) {
+  double t = now() - c.t0;
+  x->t[p] = t;
+  x->faults[p] = minor_faults() - c.f0;
+  return t;
+}
+
+static void prepare(pass_run *r, int layers, int repeat) {
   memset(r, 0, sizeof *r);
   r->layers = layers;
-  for (int p = 0; p < P_COUNT; p++)
-    r->t[p] = 1e30;
-  r->ise = 1e30;
-  r->copy = 1e30;
   ccg_graph *m = gpt_model(layers);
-  void *buf = NULL;
-  CHECK(m, ccg_onnx_export_buffer(m, NULL, &buf, &r->onnx_bytes));
+  CHECK(m, ccg_onnx_export_buffer(m, NULL, &r->onnx, &r->onnx_bytes));
   ccg_graph_free(m);
-  for (int k = 0; k < repeat; k++) {
-    double t0 = now(), ise;
-    ccg_graph *g = import_bytes(buf, r->onnx_bytes);
-    keep_best(&r->t[P_IMPORT], ise = now() - t0);
-    r->nodes = ccg_graph_num_nodes(g);
+  r->s = calloc((size_t)repeat, sizeof *r->s);
+  if (!r->s)
+    exit(3);
+}
 
-    t0 = now();
-    ccg_graph *s = shard(g, plan);
-    keep_best(&r->t[P_SHARD], now() - t0);
-    ise += now() - t0;
-    r->sharded_nodes = ccg_graph_num_nodes(s);
+/* Every pass once, in the order `ccgraph` runs them; x NULL: a warm-up
+ * run, not recorded. */
+static void run_passes(pass_run *r, const ccg_plan *plan, pass_sample *x) {
+  pass_sample scratch;
+  if (!x)
+    x = &scratch;
+  pass_clock c = pass_begin();
+  ccg_graph *g = import_bytes(r->onnx, r->onnx_bytes);
+  double ise = pass_end(c, x, P_IMPORT);
+  r->nodes = ccg_graph_num_nodes(g);
 
-    t0 = now();
-    CHECK(s, ccg_onnx_export_ranks(s, out_dir, "gpt", NULL));
-    keep_best(&r->t[P_EXPORT], now() - t0);
-    keep_best(&r->ise, ise + now() - t0);
-    size_t size[TP];
-    r->export_bytes = 0;
-    for (int rank = 0; rank < TP; rank++) {
-      char path[4096];
-      struct stat sb;
-      if (stat(rank_path(rank, path, sizeof path), &sb) != 0)
-        exit(3);
-      size[rank] = (size_t)sb.st_size;
-      r->export_bytes += size[rank];
-    }
-    t0 = now();
-    for (int rank = 0; rank < TP; rank++)
-      write_floor(rank, size[rank]);
-    keep_best(&r->copy, now() - t0);
+  c = pass_begin();
+  ccg_graph *s = shard(g, plan);
+  ise += pass_end(c, x, P_SHARD);
+  r->sharded_nodes = ccg_graph_num_nodes(s);
 
-    ccg_graph *low[TP];
-    t0 = now();
-    for (int rank = 0; rank < TP; rank++)
-      CHECK(s, ccg_lower(s, rank, CCG_LOWER_ORT, &low[rank]));
-    keep_best(&r->t[P_LOWER], now() - t0);
-    for (int rank = 0; rank < TP; rank++)
-      ccg_graph_free(low[rank]);
-
-    ccg_graph *ranks[TP] = {s, s, s, s};
-    ccg_verify_report rep;
-    t0 = now();
-    CHECK(NULL, ccg_verify_program(ranks, TP, NULL, &rep));
-    CHECK(NULL, ccg_verify_placements(s, &rep));
-    keep_best(&r->t[P_VERIFY], now() - t0);
-
-    t0 = now();
-    grad(g);
-    keep_best(&r->t[P_GRAD], now() - t0);
-
-    t0 = now();
-    grad(s);
-    keep_best(&r->t[P_GRAD_SHARDED], now() - t0);
-    ccg_graph_free(s);
-    ccg_graph_free(g);
+  c = pass_begin();
+  CHECK(s, ccg_onnx_export_ranks(s, out_dir, "gpt", NULL));
+  x->ise = ise + pass_end(c, x, P_EXPORT);
+  size_t size[TP];
+  r->export_bytes = 0;
+  for (int rank = 0; rank < TP; rank++) {
+    char path[4096];
+    struct stat sb;
+    if (stat(rank_path(rank, path, sizeof path), &sb) != 0)
+      exit(3);
+    size[rank] = (size_t)sb.st_size;
+    r->export_bytes += size[rank];
   }
-  free(buf);
+  double t0 = now();
+  for (int rank = 0; rank < TP; rank++)
+    write_floor(rank, size[rank]);
+  x->copy = now() - t0;
+
+  ccg_graph *low[TP];
+  c = pass_begin();
+  for (int rank = 0; rank < TP; rank++)
+    CHECK(s, ccg_lower(s, rank, CCG_LOWER_ORT, &low[rank]));
+  pass_end(c, x, P_LOWER);
+  for (int rank = 0; rank < TP; rank++)
+    ccg_graph_free(low[rank]);
+
+  ccg_graph *ranks[TP] = {s, s, s, s};
+  ccg_verify_report rep;
+  c = pass_begin();
+  CHECK(NULL, ccg_verify_program(ranks, TP, NULL, &rep));
+  CHECK(NULL, ccg_verify_placements(s, &rep));
+  pass_end(c, x, P_VERIFY);
+
+  c = pass_begin();
+  grad(g);
+  pass_end(c, x, P_GRAD);
+
+  c = pass_begin();
+  grad(s);
+  pass_end(c, x, P_GRAD_SHARDED);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The best (smallest) and the median of field `off` over r's samples. */
+static void stats(const pass_run *r, size_t off, double *best, double *med) {
+  double v[256];
+  int n = r->n < 256 ? r->n : 256;
+  for (int k = 0; k < n; k++)
+    v[k] = *(const double *)((const char *)&r->s[k] + off);
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  *best = v[0];
+  *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static long median_faults(const pass_run *r, int p) {
+  long v[256];
+  int n = r->n < 256 ? r->n : 256;
+  for (int k = 0; k < n; k++) {
+    long f = r->s[k].faults[p];
+    int j = k;
+    for (; j > 0 && v[j - 1] > f; j--)
+      v[j] = v[j - 1];
+    v[j] = f;
+  }
+  return v[n / 2];
 }
 
 static void print_cpu(void) {
@@ -234,46 +293,77 @@ static void print_cpu(void) {
          bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
 }
 
+/* The sizes take turns (small, big, small, ...), so that the machine's
+ * load falls on both alike, and each measured run follows an unmeasured
+ * run of its own size: it starts from the allocator state its size leaves
+ * (memory freed by the run before it, which glibc keeps for reuse up to a
+ * limit), not the state the other size left. */
 static int bench_passes(int small, int big, int repeat) {
   ccg_plan *plan = NULL;
   CHECK(NULL, ccg_plan_parse(gpt_plan_json, &plan));
   pass_run r[2];
-  run_passes(small, repeat, plan, &r[0]);
-  run_passes(big, repeat, plan, &r[1]);
+  prepare(&r[0], small, repeat);
+  prepare(&r[1], big, repeat);
+  for (int k = 0; k < repeat; k++)
+    for (int i = 0; i < 2; i++) {
+      run_passes(&r[i], plan, NULL);
+      run_passes(&r[i], plan, &r[i].s[r[i].n++]);
+    }
   ccg_plan_free(plan);
   print_cpu();
   printf("GPT (torch.onnx.export layout, hidden %d): %d layers %zu nodes "
-         "(%zu sharded), %d layers %zu nodes (%zu sharded); best of %d\n",
+         "(%zu sharded), %d layers %zu nodes (%zu sharded); %d runs of "
+         "each, the sizes in turns, each run after one of its size\n",
          GPT_H, small, r[0].nodes, r[0].sharded_nodes, big, r[1].nodes,
          r[1].sharded_nodes, repeat);
-  printf("%-26s %12s %12s %8s\n", "pass", "small s", "big s", "ratio");
-  double worst = 0;
+  printf("%-24s %9s %9s %7s %9s %9s %7s %8s %8s\n", "pass", "best small",
+         "best big", "ratio", "med small", "med big", "ratio", "faults",
+         "faults");
+  double best[2][P_COUNT], med[2][P_COUNT], worst = 0;
   for (int p = 0; p < P_COUNT; p++) {
-    double ratio = r[1].t[p] / r[0].t[p];
+    for (int i = 0; i < 2; i++)
+      stats(&r[i], offsetof(pass_sample, t) + (size_t)p * sizeof(double),
+            &best[i][p], &med[i][p]);
+    double ratio = best[1][p] / best[0][p];
     if (ratio > worst)
       worst = ratio;
-    printf("%-26s %12.5f %12.5f %7.2fx\n", pass_what[p], r[0].t[p], r[1].t[p],
-           ratio);
+    printf("%-24s %9.5f %9.5f %6.2fx %9.5f %9.5f %6.2fx %8ld %8ld\n",
+           pass_what[p], best[0][p], best[1][p], ratio, med[0][p], med[1][p],
+           med[1][p] / med[0][p], median_faults(&r[0], p),
+           median_faults(&r[1], p));
   }
-  double rate = (double)r[0].nodes / r[0].t[P_IMPORT];
-  double rate_big = (double)r[1].nodes / r[1].t[P_IMPORT];
-  printf("layers ratio %.2fx, nodes ratio %.2fx, worst pass ratio %.2fx\n",
-         (double)big / small, (double)r[1].nodes / (double)r[0].nodes, worst);
-  printf("import + shard + export, %d layers, tp=4: %.1f ms\n", small,
-         1e3 * r[0].ise);
+  double ise[2], ise_med[2], copy[2], copy_med[2];
+  for (int i = 0; i < 2; i++) {
+    stats(&r[i], offsetof(pass_sample, ise), &ise[i], &ise_med[i]);
+    stats(&r[i], offsetof(pass_sample, copy), &copy[i], &copy_med[i]);
+  }
+  double rate = (double)r[0].nodes / best[0][P_IMPORT];
+  double rate_big = (double)r[1].nodes / best[1][P_IMPORT];
+  printf("layers ratio %.2fx, nodes ratio %.2fx, worst pass ratio %.2fx "
+         "(best of %d; faults: minor page faults, median)\n",
+         (double)big / small, (double)r[1].nodes / (double)r[0].nodes, worst,
+         repeat);
+  printf("import + shard + export, %d layers, tp=4: %.1f ms (median %.1f "
+         "ms)\n",
+         small, 1e3 * ise[0], 1e3 * ise_med[0]);
   printf("import: %.0f nodes/s (%d layers), %.0f nodes/s (%d layers)\n", rate,
          small, rate_big, big);
   printf("export writes %.1f MB and %.1f MB; writing that many bytes to "
          "files takes %.5f s and %.5f s (%.2fx)\n",
          (double)r[0].export_bytes / 1e6, (double)r[1].export_bytes / 1e6,
-         r[0].copy, r[1].copy, r[1].copy / r[0].copy);
+         copy[0], copy[1], copy[1] / copy[0]);
   printf("{\"bench\":\"passes\",\"layers\":[%d,%d],\"nodes\":[%zu,%zu]", small,
          big, r[0].nodes, r[1].nodes);
   for (int p = 0; p < P_COUNT; p++)
-    printf(",\"%s_s\":[%.6f,%.6f],\"%s_ratio\":%.3f", pass_names[p], r[0].t[p],
-           r[1].t[p], pass_names[p], r[1].t[p] / r[0].t[p]);
+    printf(",\"%s_s\":[%.6f,%.6f],\"%s_ratio\":%.3f,\"%s_median_ratio\":%.3f",
+           pass_names[p], best[0][p], best[1][p], pass_names[p],
+           best[1][p] / best[0][p], pass_names[p], med[1][p] / med[0][p]);
   printf(",\"import_shard_export_ms\":%.2f,\"import_nodes_per_s\":%.0f}\n",
-         1e3 * r[0].ise, rate > rate_big ? rate_big : rate);
+         1e3 * ise[0], rate > rate_big ? rate_big : rate);
+  for (int i = 0; i < 2; i++) {
+    free(r[i].onnx);
+    free(r[i].s);
+  }
   return 0;
 }
 
@@ -295,7 +385,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
       base = argv[++i];
     } else if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc &&
-               (repeat = atoi(argv[i + 1])) > 0) {
+               (repeat = atoi(argv[i + 1])) > 0 && repeat <= 256) {
       i++;
     } else {
       fprintf(stderr, "usage: bench_graph [--nodes N] [--layers A,B] "

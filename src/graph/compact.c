@@ -101,8 +101,10 @@ ccg_status ccg__graph_compact(ccg_graph *g, const bool *keep_node,
   }
   size_t nv = number(g, keep_node, keep_init, newv, newn);
   CCG_CHECK_GOTO(check_reads(g, keep_node, newv), st, out);
-  vals = ccg__calloc(&g->alloc, nv + 1, sizeof *vals);
-  if (!vals) {
+  size_t cap = 0;
+  bool bulk = false;
+  if (!ccg__table_reserve(g, (void **)&vals, &cap, &bulk, nv + 1,
+                          sizeof *vals)) {
     st = ccg__graph_oom(g, "removing nodes");
     goto out;
   }
@@ -117,9 +119,11 @@ ccg_status ccg__graph_compact(ccg_graph *g, const bool *keep_node,
     x->first_use = x->last_use = CCG_NONE;
     x->n_uses = 0;
   }
-  ccg__free(&g->alloc, g->values, g->cap_values * sizeof *g->values);
+  ccg__table_free(g, g->values, g->cap_values, g->values_bulk,
+                  sizeof *g->values);
   g->values = vals;
-  g->cap_values = nv + 1;
+  g->cap_values = cap;
+  g->values_bulk = bulk;
   g->n_values = nv;
   vals = NULL;
   remap_ids(g->inputs, g->n_inputs, newv);

@@ -42,7 +42,8 @@ ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   ccg__strmap_init(&g->node_names, &a);
   ccg__strmap_init(&g->symbols, &a);
   g->name = ccg__arena_strdup(&g->arena, o.name ? o.name : "graph");
-  g->scope = ccg__arena_strdup(&g->arena, "");
+  if (ccg__vec_reserve(&a, (void **)&g->scope, &g->scope_cap, 64, 1))
+    g->scope[0] = '\0';
   if (!g->name || !g->scope) {
     ccg_graph_free(g);
     return ccg__error(NULL, CCG_STATUS_OOM, "cannot allocate a graph");
@@ -55,12 +56,14 @@ void ccg_graph_free(ccg_graph *g) {
   if (!g)
     return;
   ccg_allocator a = g->alloc;
-  ccg__free(&a, g->values, g->cap_values * sizeof *g->values);
-  ccg__free(&a, g->nodes, g->cap_nodes * sizeof *g->nodes);
+  ccg__table_free(g, g->values, g->cap_values, g->values_bulk,
+                  sizeof *g->values);
+  ccg__table_free(g, g->nodes, g->cap_nodes, g->nodes_bulk, sizeof *g->nodes);
   ccg__free(&a, g->inputs, g->cap_inputs * sizeof *g->inputs);
   ccg__free(&a, g->outputs, g->cap_outputs * sizeof *g->outputs);
   ccg__free(&a, g->inits, g->cap_inits * sizeof *g->inits);
-  ccg__free(&a, g->uses, g->cap_uses * sizeof *g->uses);
+  ccg__table_free(g, g->uses, g->cap_uses, g->uses_bulk, sizeof *g->uses);
+  ccg__free(&a, g->scope, g->scope_cap);
   ccg__strmap_free(&g->value_names);
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
@@ -70,6 +73,56 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__arena_free(&g->scratch);
   g->ctx.magic = 0;
   ccg__free(&a, g, sizeof *g);
+}
+
+/* Tables from this size on are mapped as huge pages when the graph uses
+ * libc: a large graph's value table (272 bytes a value) is tens of MB,
+ * and filling that much new memory 4 KiB page by page made its page faults
+ * grow faster than the graph (the allocator hands small tables freed by
+ * one graph to the next, not large ones). */
+#define TABLE_BULK_MIN ((size_t)2 << 20)
+
+static bool libc_alloc(const ccg_allocator *a) {
+  return !a->alloc && !a->realloc && !a->free;
+}
+
+bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
+                        size_t need, size_t elem) {
+  if (need <= *cap)
+    return true;
+  size_t ncap = *cap ? *cap : 8, bytes;
+  while (ncap < need) {
+    if (ncap > SIZE_MAX / 2)
+      return false;
+    ncap *= 2;
+  }
+  if (!ccg__mul_size(ncap, elem, &bytes) || bytes > SIZE_MAX - TABLE_BULK_MIN)
+    return false;
+  bool big = bytes >= TABLE_BULK_MIN && libc_alloc(&g->alloc);
+  /* whole huge pages: the rest of the last one is room for free */
+  if (big)
+    bytes = (bytes + TABLE_BULK_MIN - 1) / TABLE_BULK_MIN * TABLE_BULK_MIN;
+  void *p = big ? ccg__bulk_alloc(bytes) : NULL;
+  bool from_bulk = p != NULL;
+  if (!p && !*bulk) /* malloc's realloc, which may extend in place */
+    return ccg__vec_reserve(&g->alloc, items, cap, need, elem);
+  if (!p && !(p = ccg__alloc(&g->alloc, bytes)))
+    return false;
+  if (*items)
+    memcpy(p, *items, *cap * elem);
+  ccg__table_free(g, *items, *cap, *bulk, elem);
+  *items = p;
+  *cap = bytes / elem;
+  *bulk = from_bulk;
+  return true;
+}
+
+void ccg__table_free(ccg_graph *g, void *items, size_t cap, bool bulk,
+                     size_t elem) {
+  if (bulk)
+    ccg__bulk_free(items, cap * elem);
+  else
+    ccg__free(&g->alloc, items, cap * elem);
 }
 
 const char *ccg_graph_name(const ccg_graph *g) { return g->name; }
@@ -245,8 +298,8 @@ ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
                            ccg_value_kind kind, ccg_value_id *out) {
   if (g->n_values >= CCG_NONE - 1)
     return ccg__error(&g->ctx, CCG_STATUS_OOM, "too many values");
-  if (!ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
-                        g->n_values + 1, sizeof *g->values))
+  if (!ccg__table_reserve(g, (void **)&g->values, &g->cap_values,
+                          &g->values_bulk, g->n_values + 1, sizeof *g->values))
     return ccg__graph_oom(g, "adding a value");
   ccg_value_id id = (ccg_value_id)g->n_values;
   if (ccg__strmap_put_h(&g->value_names, name, hash, id) != CCG_STATUS_OK)
@@ -435,11 +488,16 @@ ccg_status ccg_graph_push_scope(ccg_graph *g, const char *name) {
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "scope name '%s' must be non-empty and contain no '/'",
                       name ? name : "(null)");
-  char *s = ccg__arena_printf(&g->arena, "%s/%s", g->scope, name);
-  if (!s)
+  /* one buffer, grown as scopes nest (a pass pushes the scopes of every
+   * node it copies: a string per push and per pop was arena that nothing
+   * read again) */
+  size_t n = strlen(name);
+  if (!ccg__vec_reserve(&g->alloc, (void **)&g->scope, &g->scope_cap,
+                        g->scope_len + n + 2, 1))
     return ccg__graph_oom(g, "pushing a scope");
-  g->scope = s;
-  g->scope_len = strlen(s);
+  g->scope[g->scope_len] = '/';
+  memcpy(g->scope + g->scope_len + 1, name, n + 1);
+  g->scope_len += n + 1;
   return CCG_STATUS_OK;
 }
 
@@ -447,12 +505,8 @@ void ccg_graph_pop_scope(ccg_graph *g) {
   char *slash = strrchr(g->scope, '/');
   if (!slash)
     return;
-  /* The popped string is a fresh copy: earlier node names keep theirs. */
-  char *s = ccg__arena_strndup(&g->arena, g->scope, (size_t)(slash - g->scope));
-  if (s) {
-    g->scope = s;
-    g->scope_len = strlen(s);
-  }
+  *slash = '\0';
+  g->scope_len = (size_t)(slash - g->scope);
 }
 
 size_t ccg_graph_num_values(const ccg_graph *g) { return g->n_values; }

@@ -77,6 +77,9 @@ struct ccg_graph {
   size_t n_inputs, cap_inputs, n_outputs, cap_outputs, n_inits, cap_inits;
   ccg__use *uses;
   size_t n_uses, cap_uses;
+  /* which of values, nodes and uses are ccg__bulk_alloc blocks (see
+   * ccg__table_reserve) */
+  bool values_bulk, nodes_bulk, uses_bulk;
   /* the largest mapping instance of any node's tag; recounted after a
    * rollback (max_instance_stale) */
   uint32_t max_instance;
@@ -86,8 +89,8 @@ struct ccg_graph {
   ccg_strmap node_names;
   ccg_strmap symbols; /* interned symbol strings */
 
-  char *scope; /* "/a/b" or "" ; arena */
-  size_t scope_len;
+  char *scope; /* "/a/b" or ""; the graph's allocator, scope_cap bytes */
+  size_t scope_len, scope_cap;
 
   struct ccg__release *releases; /* run at ccg_graph_free; arena list */
 };
@@ -135,8 +138,17 @@ ccg_status ccg__graph_oom(ccg_graph *g, const char *what);
  * not read): a reader that resolved it need not look it up again. */
 ccg_status ccg__graph_add_node_op(ccg_graph *g, ccg_op op,
                                   const ccg_node_desc *d, ccg_node_id *out);
+/* Grows one of the graph's large tables (values, nodes, uses) to hold
+ * `need` elements of `elem` bytes, doubling; *bulk says whether *items is a
+ * ccg__bulk_alloc block (see graph.c). False (table untouched) on OOM. */
+bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
+                        size_t need, size_t elem);
+/* Frees a table grown by ccg__table_reserve. */
+void ccg__table_free(ccg_graph *g, void *items, size_t cap, bool bulk,
+                     size_t elem);
 /* Room for `nodes` more nodes, `values` more values and `uses` more input
- * uses, so that a reader that knows the counts grows each table once. */
+ * uses, so that a reader or a pass that knows the counts grows each table
+ * once. */
 ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                               size_t uses);
 /* Appends a value (name arena-owned and already checked; hash its

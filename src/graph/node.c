@@ -146,12 +146,13 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
       return ccg__graph_oom(g, "adding a node");
   }
   if (g->n_nodes >= CCG_NONE - 1 || g->n_values + ix->n_out >= CCG_NONE - 1 ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
-                        g->n_nodes + 1, sizeof *g->nodes) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
-                        g->n_values + ix->n_out, sizeof *g->values) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
-                        g->n_uses + ix->n_in, sizeof *g->uses) ||
+      !ccg__table_reserve(g, (void **)&g->nodes, &g->cap_nodes, &g->nodes_bulk,
+                          g->n_nodes + 1, sizeof *g->nodes) ||
+      !ccg__table_reserve(g, (void **)&g->values, &g->cap_values,
+                          &g->values_bulk, g->n_values + ix->n_out,
+                          sizeof *g->values) ||
+      !ccg__table_reserve(g, (void **)&g->uses, &g->cap_uses, &g->uses_bulk,
+                          g->n_uses + ix->n_in, sizeof *g->uses) ||
       ccg__strmap_reserve(&g->node_names, g->node_names.count + 1) !=
           CCG_STATUS_OK ||
       ccg__strmap_reserve(&g->value_names, g->value_names.count + ix->n_out) !=
@@ -306,12 +307,13 @@ ccg_status ccg__graph_add_node_op(ccg_graph *g, ccg_op op,
 
 ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                               size_t uses) {
-  if (!ccg__vec_reserve(&g->alloc, (void **)&g->nodes, &g->cap_nodes,
-                        g->n_nodes + nodes, sizeof *g->nodes) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->values, &g->cap_values,
-                        g->n_values + values, sizeof *g->values) ||
-      !ccg__vec_reserve(&g->alloc, (void **)&g->uses, &g->cap_uses,
-                        g->n_uses + uses, sizeof *g->uses))
+  if (!ccg__table_reserve(g, (void **)&g->nodes, &g->cap_nodes, &g->nodes_bulk,
+                          g->n_nodes + nodes, sizeof *g->nodes) ||
+      !ccg__table_reserve(g, (void **)&g->values, &g->cap_values,
+                          &g->values_bulk, g->n_values + values,
+                          sizeof *g->values) ||
+      !ccg__table_reserve(g, (void **)&g->uses, &g->cap_uses, &g->uses_bulk,
+                          g->n_uses + uses, sizeof *g->uses))
     return ccg__graph_oom(g, "reserving room for nodes");
   return CCG_STATUS_OK;
 }

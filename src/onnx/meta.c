@@ -6,138 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/jtext.h"
 #include "onnx/internal.h"
 
 /* The export writes the JSON text directly, as jansson's compact dump of
  * the same arrays would (object keys in insertion order, strings escaped
  * the same way): building a jansson tree per value cost more than the rest
  * of the export. */
-typedef struct jbuf {
-  char *p;
-  size_t n, cap;
-  bool bad; /* out of memory, or a string that is not UTF-8 */
-} jbuf;
-
-static void jb_put(jbuf *b, const char *s, size_t n) {
-  if (b->bad)
-    return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + n + 1)
-      cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->bad = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-
-static void jb_lit(jbuf *b, const char *s) { jb_put(b, s, strlen(s)); }
-
-/* Length of the UTF-8 sequence at s (0 if it is not one), as jansson
- * accepts them: no overlong forms, surrogates or code points past
- * U+10FFFF. */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned c = s[0];
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xC2 && c <= 0xDF)
-    n = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF)
-    n = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4)
-    n = 4, cp = c & 0x07;
-  else
-    return 0;
-  for (size_t i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-      (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF)
-    return 0;
-  return n;
-}
-
-/* A JSON string: quotes, backslash and control characters escaped. */
-static void jb_str(jbuf *b, const char *s) {
-  jb_put(b, "\"", 1);
-  const unsigned char *p = (const unsigned char *)s;
-  while (*p && !b->bad) {
-    const unsigned char *run = p;
-    while (*p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
-      p++;
-    jb_put(b, (const char *)run, (size_t)(p - run));
-    if (!*p)
-      break;
-    char esc[8];
-    size_t len = 2;
-    esc[0] = '\\';
-    switch (*p) {
-    case '"':
-    case '\\':
-      esc[1] = (char)*p;
-      break;
-    case '\b':
-      esc[1] = 'b';
-      break;
-    case '\f':
-      esc[1] = 'f';
-      break;
-    case '\n':
-      esc[1] = 'n';
-      break;
-    case '\r':
-      esc[1] = 'r';
-      break;
-    case '\t':
-      esc[1] = 't';
-      break;
-    default:
-      if (*p < 0x20) {
-        snprintf(esc, sizeof esc, "\\u%04X", *p);
-        len = 6;
-      } else {
-        len = utf8_len(p);
-        if (!len) {
-          b->bad = true;
-          return;
-        }
-        jb_put(b, (const char *)p, len);
-        p += len;
-        continue;
-      }
-    }
-    jb_put(b, esc, len);
-    p++;
-  }
-  jb_put(b, "\"", 1);
-}
+typedef ccg__jtext jbuf;
 
 /* ,"key":"value" — a member of the object open. */
 static void jb_member(jbuf *b, const char *key, const char *value) {
-  jb_put(b, ",", 1);
-  jb_str(b, key);
-  jb_put(b, ":", 1);
-  jb_str(b, value);
+  ccg__jtext_put(b, ",", 1);
+  ccg__jtext_str(b, key);
+  ccg__jtext_put(b, ":", 1);
+  ccg__jtext_str(b, value);
 }
 
 /* Opens the array's next object with its first member, key: name (the
  * node or value it describes). */
 static void jb_open(jbuf *b, const char *key, const char *name) {
-  jb_put(b, b->n ? ",{" : "[{", 2);
-  jb_str(b, key);
-  jb_put(b, ":", 1);
-  jb_str(b, name);
+  ccg__jtext_put(b, b->n ? ",{" : "[{", 2);
+  ccg__jtext_str(b, key);
+  ccg__jtext_put(b, ":", 1);
+  ccg__jtext_str(b, name);
 }
 
 /* Closes the array and puts its text into the arena; no object opened
@@ -147,7 +39,7 @@ static ccg_status jb_done(ccg_graph *g, ccg_arena *a, jbuf *b, const char *what,
                           const char **out) {
   if (!b->n && !b->bad)
     return CCG_STATUS_OK;
-  jb_put(b, "]", 1);
+  ccg__jtext_put(b, "]", 1);
   *out = b->bad ? NULL : ccg__arena_strdup(a, b->p);
   free(b->p);
   return *out
@@ -180,15 +72,15 @@ ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
     if (n == 0)
       continue;
     jb_open(&b, "value", ccg_value_name(g, v));
-    jb_lit(&b, ",\"placements\":[");
+    ccg__jtext_lit(&b, ",\"placements\":[");
     for (int i = 0; i < n; i++) {
       char buf[32];
       placement_text(&p[i], buf, sizeof buf);
       if (i)
-        jb_put(&b, ",", 1);
-      jb_str(&b, buf);
+        ccg__jtext_put(&b, ",", 1);
+      ccg__jtext_str(&b, buf);
     }
-    jb_lit(&b, "]}");
+    ccg__jtext_lit(&b, "]}");
   }
   return jb_done(g, a, &b, "placement", out);
 }
@@ -206,10 +98,10 @@ ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
     jb_member(&b, "mapping", t->mapping ? t->mapping : "");
     snprintf(num, sizeof num, ",\"instance\":%u,\"backward\":%s", t->instance,
              t->backward ? "true" : "false");
-    jb_lit(&b, num);
+    ccg__jtext_lit(&b, num);
     if (t->params)
       jb_member(&b, "params", t->params);
-    jb_put(&b, "}", 1);
+    ccg__jtext_put(&b, "}", 1);
   }
   return jb_done(g, a, &b, "mapping tag", out);
 }
@@ -232,7 +124,7 @@ ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
       jb_member(&b, key, val);
     }
     if (open)
-      jb_put(&b, "}", 1);
+      ccg__jtext_put(&b, "}", 1);
   }
   return jb_done(g, a, &b, "node", out);
 }

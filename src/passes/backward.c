@@ -477,6 +477,12 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
           NULL,
           NULL};
   ccg__mark mark = ccg__mark_get(g);
+  /* A backward adds about twice the forward's nodes, values and uses: its
+   * tables are grown there at once rather than copied at each doubling on
+   * the way (a hint: growth goes on past it, and without the memory the
+   * pass still runs) */
+  if (ccg__graph_reserve(g, 2 * b.nn, 2 * b.nv, 2 * g->n_uses) != CCG_STATUS_OK)
+    ccg_clear_error(g);
   ccg_status st = ccg_graph_push_scope(g, "grad");
   if (st == CCG_STATUS_OK) {
     st = run(&b);

@@ -228,7 +228,7 @@ static ccg_status not_inside_experts(shard *sh, const char *module,
   snprintf(path, sizeof path, "%s", module);
   for (char *dot; (dot = strrchr(path, '.')) != NULL;) {
     *dot = '\0';
-    long e = entry_for(sh, path, false);
+    long e = module_entry(sh, path);
     if (e >= 0 && ccg_plan_entry_at(sh->plan, (size_t)e)->style ==
                       CCG_PLAN_EXPERT_PARALLEL)
       return sh_fail(sh, CCG_STATUS_INVALID_ARG,
@@ -428,12 +428,12 @@ static ccg_status run(shard *sh) {
   CCG_CHECK(add_outputs(sh));
   if (!sh->local)
     CCG_CHECK(check_used(sh));
-  json_t *origins = NULL;
-  CCG_CHECK(sh_origin_json(sh, &origins));
+  sh_otext origins;
+  CCG_CHECK(sh_origin_text(sh, &origins));
   st = sh_prune(sh);
   if (st == CCG_STATUS_OK)
-    st = sh_origin_meta(sh, origins);
-  json_decref(origins);
+    st = sh_origin_meta(sh, &origins);
+  sh_otext_free(&origins);
   CCG_CHECK(st);
   SH_S(sh, ccg_graph_validate(sh->s));
   for (size_t n = 0; n < ccg_graph_num_nodes(sh->s); n++)

@@ -10,6 +10,7 @@
 #include "ccgraph/ccgraph.h"
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/jtext.h"
 #include "core/strmap.h"
 #include "passes/module_path.h"
 
@@ -359,11 +360,20 @@ ccg_status sh_vocab_parallel_loss(shard *sh, ccg_node_id n, bool *done);
  * experts. */
 ccg_status sh_expert_parallel(shard *sh, ccg_node_id n, const char *mod,
                               bool *done);
-/* shard_origin.c: the sharded weights' origins as JSON (NULL when there
- * are none; new reference), taken before pruning; then, on the pruned
- * graph, its "ccgraph.shard.provenance" metadata from them. */
-ccg_status sh_origin_json(shard *sh, json_t **out);
-ccg_status sh_origin_meta(shard *sh, json_t *origins);
+/* shard_origin.c: the sharded weights' origins as JSON text, one entry
+ * per origin (none when there are none), taken before pruning; then, on
+ * the pruned graph, its "ccgraph.shard.provenance" metadata from the
+ * entries whose weight is still there. sh_otext_free releases the
+ * entries (also after a failure). */
+typedef struct sh_otext {
+  ccg__jtext t;      /* the entries, one after another */
+  size_t *end;       /* entry i is t.p[end[i - 1], end[i]) */
+  const char **name; /* the weight entry i names (in sh->s's arena) */
+  size_t n;
+} sh_otext;
+ccg_status sh_origin_text(shard *sh, sh_otext *out);
+ccg_status sh_origin_meta(shard *sh, const sh_otext *o);
+void sh_otext_free(sh_otext *o);
 
 /* shard_prune.c: sh->s without the nodes and initializers no output
  * depends on (graph inputs and collectives stay). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/internal.h"
 #include "passes/shard_internal.h"
 
 ccg_status sh_origin_add_ranges(shard *sh, ccg_value_id v, ccg_value_id gv,
@@ -65,18 +66,28 @@ ccg_status sh_origin_add(shard *sh, ccg_value_id v, ccg_value_id gv,
   return st;
 }
 
-/* Group rank r's ranges of an origin as JSON. */
-static json_t *ranges(const sh_origin *o, int64_t r) {
-  json_t *list = json_array();
-  for (int i = 0; list && i < o->n_ranges; i++) {
-    const int64_t *p = o->ranges + 2 * (r * o->n_ranges + i);
-    json_t *pair = json_pack("[I,I]", (json_int_t)p[0], (json_int_t)p[1]);
-    if (!pair || json_array_append_new(list, pair) != 0) {
-      json_decref(list);
-      return NULL;
-    }
+/* The provenance is written as JSON text directly (core/jtext.h), the
+ * bytes jansson's compact dump of the same objects gave: building and
+ * dumping a jansson tree per weight was a quarter of the pass. */
+
+/* [lo,hi] */
+static void put_pair(ccg__jtext *b, int64_t lo, int64_t hi) {
+  ccg__jtext_put(b, "[", 1);
+  ccg__jtext_int(b, lo);
+  ccg__jtext_put(b, ",", 1);
+  ccg__jtext_int(b, hi);
+  ccg__jtext_put(b, "]", 1);
+}
+
+/* [[lo,hi],...]: one pair per range. */
+static void put_pairs(ccg__jtext *b, const int64_t *p, int n) {
+  ccg__jtext_put(b, "[", 1);
+  for (int i = 0; i < n; i++) {
+    if (i)
+      ccg__jtext_put(b, ",", 1);
+    put_pair(b, p[2 * i], p[2 * i + 1]);
   }
-  return list;
+  ccg__jtext_put(b, "]", 1);
 }
 
 /* The weight a rank stores for the use v: v itself, or the parameter a
@@ -90,145 +101,153 @@ static const char *stored_name(shard *sh, ccg_value_id v) {
   return ccg_value_name(sh->s, v);
 }
 
-/* Under ZeRO the use v is gathered from the stored dp shard: the entry
+/* Under ZeRO the use v is gathered from the stored dp shard ws: the entry
  * then names that shard, and says the dim it is cut on ("dp_dim", of the
  * root) and per global rank its range in the rank's tp part of that dim
- * ("dp_ranks"). Nothing is added for other uses. */
-static bool add_zero(shard *sh, const sh_origin *o, bool flip, json_t *e) {
+ * ("dp_ranks"). False for other uses. */
+static bool zero_shard(shard *sh, const sh_origin *o, ccg_value_id *ws,
+                       int *k) {
   ccg_node_id n = ccg_value_producer(sh->s, o->v);
   const ccg_tag *t = n == CCG_NONE ? NULL : ccg_node_tag(sh->s, n);
   if (!t || !t->mapping || strcmp(t->mapping, "fsdp.all_gather_param") != 0)
-    return true;
+    return false;
   ccg_placement pl[CCG_MAX_MESH_AXES];
-  ccg_value_id ws = ccg_node_input(sh->s, n, 0);
-  int np = ccg_value_placements(sh->s, ws, pl);
+  *ws = ccg_node_input(sh->s, n, 0);
+  int np = ccg_value_placements(sh->s, *ws, pl);
   if (sh->dp >= np || pl[sh->dp].kind != CCG_PLACEMENT_SHARD)
-    return true;
-  int k = pl[sh->dp].dim;
+    return false;
+  *k = pl[sh->dp].dim;
+  return true;
+}
+
+static void put_zero(shard *sh, ccg__jtext *b, ccg_value_id ws, int k,
+                     bool flip) {
   int64_t c = ccg_value_shape(sh->s, ws)->dims[k].size;
-  json_t *per = json_array();
-  int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; per && g < world; g++) {
-    int64_t d = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->dp);
-    if (json_array_append_new(per, json_pack("[I,I]", (json_int_t)(d * c),
-                                             (json_int_t)((d + 1) * c))) != 0) {
-      json_decref(per);
-      per = NULL;
-    }
-  }
   /* transposes are of 2-D weights only */
-  return per &&
-         json_object_set_new(e, "name",
-                             json_string(ccg_value_name(sh->s, ws))) == 0 &&
-         json_object_set_new(e, "dp_dim", json_integer(flip ? 1 - k : k)) ==
-             0 &&
-         json_object_set_new(e, "dp_ranks", per) == 0;
+  ccg__jtext_lit(b, ",\"dp_dim\":");
+  ccg__jtext_int(b, flip ? 1 - k : k);
+  ccg__jtext_lit(b, ",\"dp_ranks\":[");
+  int64_t world = ccg_mesh_world_size(&sh->mesh);
+  for (int64_t g = 0; g < world; g++) {
+    int64_t d = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->dp);
+    if (g)
+      ccg__jtext_put(b, ",", 1);
+    put_pair(b, d * c, (d + 1) * c);
+  }
+  ccg__jtext_put(b, "]", 1);
 }
 
 /* A weight holding a different parameter on each rank (an expert slot):
  * "params", per global rank the root initializer it holds there ("param"
- * is group rank 0's). Nothing is added for other weights. */
-static bool add_params(shard *sh, const sh_origin *o, json_t *e) {
-  if (!o->params)
-    return true;
-  json_t *per = json_array();
+ * is group rank 0's). */
+static void put_params(shard *sh, ccg__jtext *b, const sh_origin *o) {
+  ccg__jtext_lit(b, ",\"params\":[");
   int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; per && g < world; g++) {
+  for (int64_t g = 0; g < world; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
     bool vt = false;
     ccg_value_id root = sh_weight_root(sh, o->params[r], &vt);
-    if (json_array_append_new(per, json_string(ccg_value_name(sh->g, root))) !=
-        0) {
-      json_decref(per);
-      per = NULL;
-    }
+    if (g)
+      ccg__jtext_put(b, ",", 1);
+    ccg__jtext_str(b, ccg_value_name(sh->g, root));
   }
-  return per && json_object_set_new(e, "params", per) == 0;
+  ccg__jtext_put(b, "]", 1);
 }
 
 /* One weight's entry: its name, the root initializer ("param"), whether
  * the rank's tensor is the root's part transposed, the root's dim it is
- * cut on (null: whole) and, per global rank, the ranges of that dim. */
-static json_t *entry(shard *sh, const sh_origin *o) {
+ * cut on (null: whole) and, per global rank, the ranges of that dim.
+ * *name: the weight the entry names. */
+static void put_entry(shard *sh, ccg__jtext *b, const sh_origin *o,
+                      const char **name) {
   bool vt = false;
-  ccg_value_id root = sh_weight_root(sh, o->gv, &vt);
+  ccg_value_id root = sh_weight_root(sh, o->gv, &vt), ws = CCG_NONE;
   bool flip = vt != o->transpose;
-  int rd = o->dim;
+  int rd = o->dim, k = 0;
   if (rd >= 0 && flip)
     rd = 1 - rd; /* transposes are of 2-D weights only */
-  json_t *e = json_pack("{s:s, s:s, s:s, s:b}", "name", stored_name(sh, o->v),
-                        "param", ccg_value_name(sh->g, root), "view",
-                        ccg_value_name(sh->g, o->gv), "transposed", flip);
-  if (!e || !add_zero(sh, o, flip, e) || !add_params(sh, o, e)) {
-    json_decref(e);
-    return NULL;
-  }
+  bool zero = zero_shard(sh, o, &ws, &k);
+  *name = zero ? ccg_value_name(sh->s, ws) : stored_name(sh, o->v);
+  ccg__jtext_lit(b, "{\"name\":");
+  ccg__jtext_str(b, *name);
+  ccg__jtext_lit(b, ",\"param\":");
+  ccg__jtext_str(b, ccg_value_name(sh->g, root));
+  ccg__jtext_lit(b, ",\"view\":");
+  ccg__jtext_str(b, ccg_value_name(sh->g, o->gv));
+  ccg__jtext_lit(b, flip ? ",\"transposed\":true" : ",\"transposed\":false");
+  if (zero)
+    put_zero(sh, b, ws, k, flip);
+  if (o->params)
+    put_params(sh, b, o);
   if (rd < 0) {
-    json_object_set_new(e, "dim", json_null());
-    return e;
+    ccg__jtext_lit(b, ",\"dim\":null}");
+    return;
   }
-  json_t *per = json_array();
+  ccg__jtext_lit(b, ",\"dim\":");
+  ccg__jtext_int(b, rd);
+  ccg__jtext_lit(b, ",\"ranks\":[");
   int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; per && g < world; g++) {
+  for (int64_t g = 0; g < world; g++) {
     int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
-    json_t *rg = ranges(o, r);
-    if (!rg || json_array_append_new(per, rg) != 0) {
-      json_decref(per);
-      per = NULL;
-    }
+    if (g)
+      ccg__jtext_put(b, ",", 1);
+    put_pairs(b, o->ranges + 2 * r * o->n_ranges, o->n_ranges);
   }
-  if (!per || json_object_set_new(e, "dim", json_integer(rd)) != 0 ||
-      json_object_set_new(e, "ranks", per) != 0) {
-    json_decref(e);
-    return NULL;
-  }
-  return e;
+  ccg__jtext_lit(b, "]}");
 }
 
-ccg_status sh_origin_json(shard *sh, json_t **out) {
-  *out = NULL;
+void sh_otext_free(sh_otext *o) {
+  free(o->t.p);
+  free(o->end);
+  free(o->name);
+  memset(o, 0, sizeof *o);
+}
+
+ccg_status sh_origin_text(shard *sh, sh_otext *out) {
+  memset(out, 0, sizeof *out);
   if (!sh->n_origins)
     return CCG_STATUS_OK;
-  json_t *list = json_array();
-  for (size_t i = 0; list && i < sh->n_origins; i++) {
-    json_t *e = entry(sh, &sh->origins[i]);
-    if (!e || json_array_append_new(list, e) != 0) {
-      json_decref(list);
-      list = NULL;
-    }
+  out->end = malloc(sh->n_origins * sizeof *out->end);
+  out->name = malloc(sh->n_origins * sizeof *out->name);
+  for (size_t i = 0; out->end && out->name && i < sh->n_origins; i++) {
+    put_entry(sh, &out->t, &sh->origins[i], &out->name[i]);
+    out->end[i] = out->t.n;
+    out->n++;
   }
-  if (!list)
+  if (!out->end || !out->name || out->t.bad) {
+    sh_otext_free(out);
     return sh_fail(sh, CCG_STATUS_OOM, "out of memory for the provenance");
-  *out = list;
+  }
   return CCG_STATUS_OK;
 }
 
-ccg_status sh_origin_meta(shard *sh, json_t *origins) {
-  if (!origins)
+ccg_status sh_origin_meta(shard *sh, const sh_otext *o) {
+  if (!o->n)
     return CCG_STATUS_OK;
-  json_t *kept = json_array();
-  size_t i;
-  json_t *e;
-  json_array_foreach(origins, i, e) {
-    ccg_value_id v;
-    const char *name = json_string_value(json_object_get(e, "name"));
-    if (ccg_graph_find_value(sh->s, name, &v) != CCG_STATUS_OK)
-      continue; /* pruned: nothing reads it */
-    if (!kept || json_array_append(kept, e) != 0)
-      break;
+  ccg__jtext b = {NULL, 0, 0, false};
+  ccg__jtext_lit(&b, "{\"version\":1,\"axis\":");
+  ccg__jtext_str(&b, sh->axis_name);
+  ccg__jtext_lit(&b, ",\"world\":");
+  ccg__jtext_int(&b, ccg_mesh_world_size(&sh->mesh));
+  ccg__jtext_lit(&b, ",\"weights\":[");
+  bool first = true;
+  for (size_t i = 0; i < o->n; i++) {
+    /* pruned: nothing reads it */
+    if (!ccg__strmap_get(&sh->s->value_names, o->name[i], NULL))
+      continue;
+    size_t start = i ? o->end[i - 1] : 0;
+    if (!first)
+      ccg__jtext_put(&b, ",", 1);
+    ccg__jtext_put(&b, o->t.p + start, o->end[i] - start);
+    first = false;
   }
-  json_t *doc = kept ? json_pack("{s:i, s:s, s:I, s:o}", "version", 1, "axis",
-                                 sh->axis_name, "world",
-                                 (json_int_t)ccg_mesh_world_size(&sh->mesh),
-                                 "weights", kept)
-                     : NULL;
-  /* json_pack's "o" took kept, also when it fails */
-  char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
-  json_decref(doc);
-  if (!text)
+  ccg__jtext_lit(&b, "]}");
+  if (b.bad) {
+    free(b.p);
     return sh_fail(sh, CCG_STATUS_OOM, "out of memory for the provenance");
-  ccg_status st = ccg_graph_set_meta(sh->s, CCG_SHARD_PROVENANCE, text);
-  free(text);
+  }
+  ccg_status st = ccg_graph_set_meta(sh->s, CCG_SHARD_PROVENANCE, b.p);
+  free(b.p);
   return st == CCG_STATUS_OK ? st
                              : sh_fail(sh, st, "%s", ccg_last_error(sh->s));
 }

@@ -13,6 +13,7 @@
 #include "core/alloc.h"
 #include "core/arena.h"
 #include "core/error.h"
+#include "core/jtext.h"
 #include "core/strmap.h"
 
 /* main() sets CCG_LOG=info before anything logs. */
@@ -302,6 +303,38 @@ static void test_strmap(void **state) {
   }
 }
 
+/* JSON text as jansson's compact dump writes it: escapes, UTF-8 kept,
+ * integers at both ends of int64, and text that is not UTF-8 refused. */
+static void test_jtext(void **state) {
+  (void)state;
+  ccg__jtext b = {NULL, 0, 0, false};
+  ccg__jtext_lit(&b, "{\"k\":");
+  ccg__jtext_str(&b, "a\"b\\c/\n\t\x01\xc3\xa9");
+  ccg__jtext_put(&b, ",", 1);
+  ccg__jtext_int(&b, INT64_MIN);
+  ccg__jtext_put(&b, ",", 1);
+  ccg__jtext_int(&b, INT64_MAX);
+  ccg__jtext_put(&b, ",", 1);
+  ccg__jtext_int(&b, 0);
+  ccg__jtext_put(&b, ",", 1);
+  ccg__jtext_int(&b, -7);
+  ccg__jtext_lit(&b, "}");
+  assert_false(b.bad);
+  assert_string_equal(b.p, "{\"k\":\"a\\\"b\\\\c/\\n\\t\\u0001\xc3\xa9\","
+                           "-9223372036854775808,9223372036854775807,0,-7}");
+  assert_int_equal(b.n, strlen(b.p));
+  /* past the first 4 KiB the buffer grows */
+  for (int i = 0; i < 1000; i++)
+    ccg__jtext_int(&b, 123456789);
+  assert_int_equal(b.n, strlen(b.p));
+  ccg__jtext_str(&b, "\xc3("); /* a broken sequence */
+  assert_true(b.bad);
+  size_t n = b.n;
+  ccg__jtext_lit(&b, "more");
+  assert_int_equal(b.n, n);
+  free(b.p);
+}
+
 static void test_vec_and_overflow(void **state) {
   (void)state;
   size_t out;
@@ -354,6 +387,7 @@ int main(void) {
       cmocka_unit_test(test_arena_growth),
       cmocka_unit_test(test_bulk),
       cmocka_unit_test(test_strmap),
+      cmocka_unit_test(test_jtext),
       cmocka_unit_test(test_vec_and_overflow),
       cmocka_unit_test(test_log_levels),
   };

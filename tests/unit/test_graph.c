@@ -634,6 +634,79 @@ static void c_free(void *u, void *p, size_t n) {
   free(p);
 }
 
+/* Tables past 2 MiB (a value is a few hundred bytes: 12,000 values) are
+ * huge-page blocks with libc and grow through the caller's allocator
+ * otherwise: values, producers, uses and names survive every growth and a
+ * compaction, and scopes nest and unwind in their own buffer. */
+static ccg_status build_chain(ccg_graph *g, int n) {
+  ccg_value_id v;
+  ccg_shape s = {1, {ccg_dim_num(4)}};
+  CCG_CHECK(ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &s, &v));
+  for (int i = 0; i < n; i++) {
+    CCG_CHECK(ccg_graph_push_scope(g, i % 2 ? "odd" : "even"));
+    CCG_CHECK(ccg_graph_push_scope(g, "deeper"));
+    ccg_status st = ccg_relu(g, v, &v);
+    ccg_graph_pop_scope(g);
+    ccg_graph_pop_scope(g);
+    CCG_CHECK(st);
+  }
+  return ccg_graph_add_output(g, v);
+}
+
+static void check_chain(ccg_graph *g, int n) {
+  assert_int_equal(ccg_graph_num_nodes(g), n);
+  assert_int_equal(ccg_graph_num_values(g), n + 1);
+  for (ccg_node_id k = 0; k < (ccg_node_id)n; k++) {
+    ccg_value_id in = ccg_node_input(g, k, 0), out = ccg_node_output(g, k, 0);
+    assert_int_equal(in, k);
+    assert_int_equal(out, k + 1);
+    assert_int_equal(ccg_value_producer(g, out), k);
+    size_t it = 0, slot;
+    ccg_node_id user;
+    assert_true(ccg_value_next_use(g, in, &it, &user, &slot));
+    assert_int_equal(user, k);
+    assert_false(ccg_value_next_use(g, in, &it, &user, &slot));
+    ccg_value_id found;
+    assert_ok(g, ccg_graph_find_value(g, ccg_value_name(g, out), &found));
+    assert_int_equal(found, out);
+  }
+  assert_string_equal(ccg_node_name(g, 1), "/odd/deeper/Relu_1");
+  assert_ok(g, ccg_graph_validate(g));
+}
+
+static void test_large_tables(void **state) {
+  (void)state;
+  enum { N = 12000 };
+  ccg_graph *g = ccg_test_graph(NULL);
+  assert_ok(g, build_chain(g, N));
+  check_chain(g, N);
+  assert_ok(g, ccg_graph_push_scope(g, "after"));
+  ccg_value_id y;
+  assert_ok(g, ccg_relu(g, ccg_graph_input(g, 0), &y));
+  assert_string_equal(ccg_node_name(g, N), "/after/Relu_12000");
+  /* keep all but the last node: the value table is made again */
+  bool *keep = malloc(N + 1), *no_inits = calloc(N + 2, sizeof *no_inits);
+  assert_non_null(keep);
+  assert_non_null(no_inits);
+  memset(keep, 1, N);
+  keep[N] = false;
+  assert_ok(g, ccg__graph_compact(g, keep, no_inits));
+  free(keep);
+  free(no_inits);
+  check_chain(g, N);
+  ccg_graph_free(g);
+
+  counting c = {0, 0, 0};
+  ccg_allocator a = {c_alloc, c_realloc, c_free, &c};
+  ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
+  o.allocator = &a;
+  assert_int_equal(ccg_graph_new(&o, &g), CCG_STATUS_OK);
+  assert_ok(g, build_chain(g, N));
+  check_chain(g, N);
+  ccg_graph_free(g);
+  assert_int_equal(c.live, 0);
+}
+
 /* A little of everything, stopping at the first failure. */
 static ccg_status build_some(ccg_graph *g) {
   ccg_shape s = {2, {ccg_dim_sym("batch"), ccg_dim_num(16)}};
@@ -741,6 +814,7 @@ int main(void) {
       cmocka_unit_test(test_reorder_uses),
       cmocka_unit_test(test_compact),
       cmocka_unit_test(test_lifetime_and_oom),
+      cmocka_unit_test(test_large_tables),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
