@@ -30,23 +30,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_NAME "bench_onnx"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 
 #define SIDE 1024 /* weights are [SIDE, SIDE] f32 */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-#define CHECK(ctx, call)                                                       \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_onnx: %s: %s\n", #call, ccg_last_error(ctx));     \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
 
 static ccg_graph *new_graph(const char *name) {
   ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
@@ -115,9 +103,9 @@ static double memcpy_seconds(const void *src, size_t bytes, double *fresh) {
   memset(dst, 1, bytes);
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     memcpy(dst, src, bytes);
-    double t = now() - t0;
+    double t = bench_now() - t0;
     if (t < best)
       best = t;
   }
@@ -125,14 +113,14 @@ static double memcpy_seconds(const void *src, size_t bytes, double *fresh) {
   free(dst);
   *fresh = 1e30;
   for (int r = 0; r < 3; r++) {
-    double t0 = now();
+    double t0 = bench_now();
     dst = malloc(bytes);
     if (!dst) {
       fprintf(stderr, "bench_onnx: no memory for the memcpy baseline\n");
       exit(3);
     }
     memcpy(dst, src, bytes);
-    double t = now() - t0;
+    double t = bench_now() - t0;
     sink = dst[bytes / 3];
     free(dst);
     if (t < *fresh)
@@ -224,7 +212,7 @@ static ccg_graph *structure_graph(long target, double *t_build) {
   CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
   CHECK(g, ccg_graph_add_initializer(g, "w", &wt, &w));
   CHECK(g, ccg_graph_add_initializer(g, "b", &bt, &b));
-  double t0 = now();
+  double t0 = bench_now();
   for (long k = 0; (long)ccg_graph_num_nodes(g) < target; k++) {
     char scope[32];
     snprintf(scope, sizeof scope, "layers.%ld", k);
@@ -233,7 +221,7 @@ static ccg_graph *structure_graph(long target, double *t_build) {
     ccg_graph_pop_scope(g);
   }
   CHECK(g, ccg_graph_add_output(g, x));
-  *t_build = now() - t0;
+  *t_build = bench_now() - t0;
   return g;
 }
 
@@ -308,23 +296,23 @@ int main(int argc, char **argv) {
   void *buf = NULL;
   size_t size = 0;
 
-  t0 = now();
+  t0 = bench_now();
   CHECK(wg, ccg_onnx_export_file(wg, ext_path, NULL));
-  w_rows[0].seconds = now() - t0;
+  w_rows[0].seconds = bench_now() - t0;
   if (inline_ok) {
-    t0 = now();
+    t0 = bench_now();
     CHECK(wg, ccg_onnx_export_file(wg, inl_path, &inline_opts));
-    w_rows[2].seconds = now() - t0;
-    t0 = now();
+    w_rows[2].seconds = bench_now() - t0;
+    t0 = bench_now();
     CHECK(wg, ccg_onnx_export_buffer(wg, NULL, &buf, &size));
-    w_rows[4].seconds = now() - t0;
+    w_rows[4].seconds = bench_now() - t0;
   }
   ccg_graph_free(wg);
 
   double rss0 = peak_start();
-  t0 = now();
+  t0 = bench_now();
   CHECK(NULL, ccg_onnx_import_file(ext_path, NULL, &back));
-  w_rows[1].seconds = now() - t0;
+  w_rows[1].seconds = bench_now() - t0;
   w_rows[1].peak = status_bytes("VmHWM") - rss0;
   check_weights(back, n_w, "external");
   ccg_graph_free(back);
@@ -332,17 +320,17 @@ int main(int argc, char **argv) {
   remove_file(dir, "weights_ext.onnx.data");
   if (inline_ok) {
     rss0 = peak_start();
-    t0 = now();
+    t0 = bench_now();
     CHECK(NULL, ccg_onnx_import_file(inl_path, NULL, &back));
-    w_rows[3].seconds = now() - t0;
+    w_rows[3].seconds = bench_now() - t0;
     w_rows[3].peak = status_bytes("VmHWM") - rss0;
     check_weights(back, n_w, "inline");
     ccg_graph_free(back);
     remove_file(dir, "weights_inline.onnx");
     rss0 = peak_start();
-    t0 = now();
+    t0 = bench_now();
     CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
-    w_rows[5].seconds = now() - t0;
+    w_rows[5].seconds = bench_now() - t0;
     w_rows[5].peak = status_bytes("VmHWM") - rss0;
     check_weights(back, n_w, "buffer");
     ccg_graph_free(back);
@@ -367,12 +355,12 @@ int main(int argc, char **argv) {
   buf = NULL;
   size = 0;
   row s_rows[4];
-  t0 = now();
+  t0 = bench_now();
   CHECK(sg, ccg_onnx_export_buffer(sg, NULL, &buf, &size));
-  s_rows[0] = (row){"export buffer", now() - t0};
-  t0 = now();
+  s_rows[0] = (row){"export buffer", bench_now() - t0};
+  t0 = bench_now();
   CHECK(NULL, ccg_onnx_import_buffer(buf, size, NULL, NULL, &back));
-  s_rows[1] = (row){"import buffer", now() - t0};
+  s_rows[1] = (row){"import buffer", bench_now() - t0};
   if (ccg_graph_num_nodes(back) != n) {
     fprintf(stderr, "bench_onnx: %zu nodes exported, %zu imported\n", n,
             ccg_graph_num_nodes(back));
@@ -380,12 +368,12 @@ int main(int argc, char **argv) {
   }
   ccg_graph_free(back);
   free(buf);
-  t0 = now();
+  t0 = bench_now();
   CHECK(sg, ccg_onnx_export_file(sg, str_path, NULL));
-  s_rows[2] = (row){"export file", now() - t0};
-  t0 = now();
+  s_rows[2] = (row){"export file", bench_now() - t0};
+  t0 = bench_now();
   CHECK(NULL, ccg_onnx_import_file(str_path, NULL, &back));
-  s_rows[3] = (row){"import file", now() - t0};
+  s_rows[3] = (row){"import file", bench_now() - t0};
   ccg_graph_free(back);
   ccg_graph_free(sg);
   remove_file(dir, "structure.onnx");
