@@ -86,20 +86,18 @@ static uint8_t *part_room(part_sink *s, size_t n) {
 }
 
 /* The tag of length-delimited field `id` and the length, as varints. */
-static size_t len_head(uint32_t id, size_t len, uint8_t *out) {
+static size_t varint(uint64_t v, uint8_t *out) {
   size_t n = 0;
-  for (uint64_t v = (uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED;
-       v >= 0x80; v >>= 7)
-    out[n++] = (uint8_t)(v | 0x80);
-  out[n] =
-      (uint8_t)(((uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED) >>
-                (7 * n));
-  n++;
-  uint64_t v = len;
   for (; v >= 0x80; v >>= 7)
     out[n++] = (uint8_t)(v | 0x80);
   out[n++] = (uint8_t)v;
   return n;
+}
+
+static size_t len_head(uint32_t id, size_t len, uint8_t *out) {
+  size_t n =
+      varint((uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, out);
+  return n + varint(len, out + n);
 }
 
 /* A copy of msg (into out, sizeof_message bytes) keeping only the fields
@@ -127,7 +125,8 @@ static void keep_fields(const ProtobufCMessage *msg, uint32_t lo, uint32_t hi,
 }
 
 /* Packs one field of msg (all of it but its repeated messages). */
-static bool pack_field(part_sink *s, const ProtobufCMessage *msg, uint32_t id) {
+static ccg_status pack_field(ccg__onnx_shared *sh, part_sink *s,
+                             const ProtobufCMessage *msg, uint32_t id) {
   union {
     Onnx__ModelProto m;
     Onnx__GraphProto g;
@@ -135,8 +134,16 @@ static bool pack_field(part_sink *s, const ProtobufCMessage *msg, uint32_t id) {
   assert(msg->descriptor->sizeof_message <= sizeof copy);
   keep_fields(msg, id, id, &copy.m.base);
   size_t n = protobuf_c_message_get_packed_size(&copy.m.base);
-  uint8_t *p = n ? part_room(s, n) : NULL;
-  return !n || (p && protobuf_c_message_pack(&copy.m.base, p) == n);
+  if (!n)
+    return CCG_STATUS_OK;
+  uint8_t *p = part_room(s, n);
+  if (!p)
+    return oom(sh->g);
+  if (protobuf_c_message_pack(&copy.m.base, p) != n)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': field %u packed to other than %zu bytes",
+                      ccg_graph_name(sh->g), id, n);
+  return CCG_STATUS_OK;
 }
 
 /* Packs fields lo..hi of msg as protobuf_c_message_pack would, in field
@@ -156,8 +163,7 @@ static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
       continue;
     if (f->label != PROTOBUF_C_LABEL_REPEATED ||
         f->type != PROTOBUF_C_TYPE_MESSAGE) {
-      if (!pack_field(&s, msg, f->id))
-        return oom(sh->g);
+      CCG_CHECK(pack_field(sh, &s, msg, f->id));
       continue;
     }
     size_t count = *(const size_t *)(base + f->quantifier_offset);
