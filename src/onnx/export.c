@@ -17,6 +17,7 @@ typedef struct ex {
   ccg__onnx_ext *ext;
   Onnx__GraphProto *gp;
   size_t cap_init;
+  char **vname;      /* per value: its name copied into the arena, or NULL */
   bool gelu_used[2]; /* [erf form, tanh form] */
 } ex;
 
@@ -31,6 +32,17 @@ typedef struct ex {
 static ccg_status oom(ex *e) {
   return ccg__error(&e->g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                     ccg_graph_name(e->g));
+}
+
+/* Value v's name, copied into the arena at its first use. protobuf-c reads
+ * every string twice (size, then bytes) and the node loop reads each name
+ * once more: read in place, the names of a large graph are scattered over
+ * its arena and each read misses the cache, while the copies lie in the
+ * order they are packed. NULL on OOM. */
+static char *vname(ex *e, ccg_value_id v) {
+  if (!e->vname[v])
+    e->vname[v] = ccg__arena_strdup(e->a, ccg_value_name(e->g, v));
+  return e->vname[v];
 }
 
 ccg_status ccg__onnx_export_opts(ccg_graph *g,
@@ -91,7 +103,8 @@ static ccg_status value_info(ex *e, ccg_value_id v,
   tt->shape = sp;
   tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
   tp->tensor_type = tt;
-  vi->name = (char *)ccg_value_name(e->g, v);
+  if (!(vi->name = vname(e, v)))
+    return oom(e);
   vi->type = tp;
   *out = vi;
   return CCG_STATUS_OK;
@@ -467,13 +480,15 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
     return oom(e);
   for (size_t i = 0; i < n_in; i++) {
     ccg_value_id v = ccg_node_input(g, n, i);
-    np->input[i] = v == CCG_NONE ? "" : (char *)ccg_value_name(g, v);
+    if (!(np->input[i] = v == CCG_NONE ? "" : vname(e, v)))
+      return oom(e);
   }
   if (no.extra_input)
     np->input[1] = (char *)no.extra_input;
   np->n_input = total_in;
   for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++)
-    np->output[i] = (char *)ccg_value_name(g, ccg_node_output(g, n, i));
+    if (!(np->output[i] = vname(e, ccg_node_output(g, n, i))))
+      return oom(e);
   np->n_output = ccg_node_num_outputs(g, n);
 
   size_t k = 0;
@@ -486,7 +501,8 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   for (size_t i = 0; i < no.n_added; i++)
     np->attribute[k++] = no.added[i];
   np->n_attribute = k;
-  np->name = (char *)ccg_node_name(g, n);
+  if (!(np->name = ccg__arena_strdup(e->a, ccg_node_name(g, n))))
+    return oom(e);
   np->op_type = (char *)no.op_type;
   if (no.domain && *no.domain)
     np->domain = (char *)no.domain;
@@ -508,11 +524,12 @@ static ccg_status graph_proto(ex *e) {
       ccg__arena_calloc(e->a, ccg_graph_num_outputs(g) + 1, sizeof *gp->output);
   gp->value_info = ccg__arena_calloc(e->a, nv + 1, sizeof *gp->value_info);
   gp->node = ccg__arena_calloc(e->a, nn + 1, sizeof *gp->node);
+  e->vname = ccg__arena_calloc(e->a, nv + 1, sizeof *e->vname);
   e->cap_init = ccg_graph_num_initializers(g) + nn;
   gp->initializer =
       ccg__arena_calloc(e->a, e->cap_init + 1, sizeof *gp->initializer);
   if (!gp->input || !gp->output || !gp->value_info || !gp->node ||
-      !gp->initializer)
+      !gp->initializer || !e->vname)
     return oom(e);
   for (size_t i = 0; i < ccg_graph_num_inputs(g); i++)
     CCG_CHECK(value_info(e, ccg_graph_input(g, i), &gp->input[i]));
@@ -636,7 +653,7 @@ static ccg_status functions(ex *e, Onnx__ModelProto *m) {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out) {
-  ex ctx = {g, o, rank, a, ext, NULL, 0, {false, false}};
+  ex ctx = {g, o, rank, a, ext, NULL, 0, NULL, {false, false}};
   ex *e = &ctx;
   Onnx__ModelProto *m;
   NEW(m, Onnx__ModelProto, onnx__model_proto__init);

@@ -31,15 +31,73 @@ struct ccg__onnx_shared {
   size_t n_graph_init;        /* the graph's own; const inputs follow */
   /* packed parts: model before the graph field, graph before and after
    * its initializers, model after the graph field */
-  uint8_t *part[4];
+  struct seg *part[4];
   size_t part_len[4];
 };
+
+/* A packed part is a list of segments in the model's arena. */
+typedef struct seg {
+  struct seg *next;
+  size_t len, cap;
+  uint8_t data[];
+} seg;
+
+/* Segments grow with the part, from 4 KiB to 1 MiB. */
+#define SEG_MIN ((size_t)4 << 10)
+#define SEG_MAX ((size_t)1 << 20)
 
 enum { P_MODEL_PRE, P_GRAPH_PRE, P_GRAPH_POST, P_MODEL_POST };
 
 static ccg_status oom(ccg_graph *g) {
   return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                     ccg_graph_name(g));
+}
+
+/* A part being packed: segments grow with it, each element of a repeated
+ * message field lies whole in one. */
+typedef struct part_sink {
+  ccg_arena *a;
+  seg *head, *tail;
+  size_t len;
+} part_sink;
+
+/* n contiguous bytes at the end of the part; NULL on OOM. */
+static uint8_t *part_room(part_sink *s, size_t n) {
+  seg *t = s->tail;
+  if (!t || t->cap - t->len < n) {
+    size_t cap = s->len < SEG_MIN   ? SEG_MIN
+                 : s->len > SEG_MAX ? SEG_MAX
+                                    : s->len;
+    if (cap < n)
+      cap = n;
+    if (!(t = ccg__arena_alloc(s->a, sizeof *t + cap, 8)))
+      return NULL;
+    *t = (seg){NULL, 0, cap};
+    if (s->tail)
+      s->tail->next = t;
+    else
+      s->head = t;
+    s->tail = t;
+  }
+  uint8_t *p = t->data + t->len;
+  t->len += n;
+  s->len += n;
+  return p;
+}
+
+/* The tag of length-delimited field `id` and the length, as varints. */
+static size_t varint(uint64_t v, uint8_t *out) {
+  size_t n = 0;
+  for (; v >= 0x80; v >>= 7)
+    out[n++] = (uint8_t)(v | 0x80);
+  out[n++] = (uint8_t)v;
+  return n;
+}
+
+static size_t len_head(uint32_t id, size_t len, uint8_t *out) {
+  size_t n =
+      varint((uint64_t)id << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED, out);
+  return n + varint(len, out + n);
 }
 
 /* A copy of msg (into out, sizeof_message bytes) keeping only the fields
@@ -66,23 +124,67 @@ static void keep_fields(const ProtobufCMessage *msg, uint32_t lo, uint32_t hi,
   }
 }
 
-static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
-                            uint32_t lo, uint32_t hi, int part) {
+/* Packs one field of msg (all of it but its repeated messages). */
+static ccg_status pack_field(ccg__onnx_shared *sh, part_sink *s,
+                             const ProtobufCMessage *msg, uint32_t id) {
   union {
     Onnx__ModelProto m;
     Onnx__GraphProto g;
   } copy;
   assert(msg->descriptor->sizeof_message <= sizeof copy);
-  keep_fields(msg, lo, hi, &copy.m.base);
+  keep_fields(msg, id, id, &copy.m.base);
   size_t n = protobuf_c_message_get_packed_size(&copy.m.base);
-  sh->part[part] = ccg__arena_alloc(&sh->a, n ? n : 1, 1);
-  if (!sh->part[part])
+  if (!n)
+    return CCG_STATUS_OK;
+  uint8_t *p = part_room(s, n);
+  if (!p)
     return oom(sh->g);
-  sh->part_len[part] = protobuf_c_message_pack(&copy.m.base, sh->part[part]);
-  if (sh->part_len[part] != n)
+  if (protobuf_c_message_pack(&copy.m.base, p) != n)
     return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
-                      "graph '%s': packed %zu of %zu bytes",
-                      ccg_graph_name(sh->g), sh->part_len[part], n);
+                      "graph '%s': field %u packed to other than %zu bytes",
+                      ccg_graph_name(sh->g), id, n);
+  return CCG_STATUS_OK;
+}
+
+/* Packs fields lo..hi of msg as protobuf_c_message_pack would, in field
+ * order. The elements of a repeated message field (nodes, value infos) are
+ * each sized just before they are packed, while they are in the cache:
+ * packing the whole part at once needs its size first, a pass over every
+ * node that for a model larger than the cache reads each from memory
+ * twice. */
+static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
+                            uint32_t lo, uint32_t hi, int part) {
+  const ProtobufCMessageDescriptor *d = msg->descriptor;
+  const uint8_t *base = (const uint8_t *)msg;
+  part_sink s = {&sh->a, NULL, NULL, 0};
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    const ProtobufCFieldDescriptor *f = &d->fields[i];
+    if (f->id < lo || f->id > hi)
+      continue;
+    if (f->label != PROTOBUF_C_LABEL_REPEATED ||
+        f->type != PROTOBUF_C_TYPE_MESSAGE) {
+      CCG_CHECK(pack_field(sh, &s, msg, f->id));
+      continue;
+    }
+    size_t count = *(const size_t *)(base + f->quantifier_offset);
+    ProtobufCMessage *const *items =
+        *(ProtobufCMessage *const *const *)(base + f->offset);
+    for (size_t k = 0; k < count; k++) {
+      uint8_t head[16];
+      size_t n = protobuf_c_message_get_packed_size(items[k]);
+      size_t h = len_head(f->id, n, head);
+      uint8_t *p = part_room(&s, h + n);
+      if (!p)
+        return oom(sh->g);
+      memcpy(p, head, h);
+      if (protobuf_c_message_pack(items[k], p + h) != n)
+        return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                          "graph '%s': a packed field %u is not %zu bytes",
+                          ccg_graph_name(sh->g), f->id, n);
+    }
+  }
+  sh->part[part] = s.head;
+  sh->part_len[part] = s.len;
   return CCG_STATUS_OK;
 }
 
@@ -136,18 +238,6 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   return CCG_STATUS_OK;
 }
 
-/* The graph field's tag and length (a base-128 varint). */
-static size_t graph_head(size_t graph_len, uint8_t *out) {
-  out[0] =
-      (uint8_t)(MODEL_GRAPH_FIELD << 3 | PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED);
-  size_t n = 1;
-  uint64_t v = graph_len;
-  for (; v >= 0x80; v >>= 7)
-    out[n++] = (uint8_t)(v | 0x80);
-  out[n++] = (uint8_t)v;
-  return n;
-}
-
 /* Points init_only at rank's initializers (the first rank's are the
  * model's own) and returns the whole model's size. */
 static ccg_status rank_parts(ccg__onnx_shared *sh, int64_t rank,
@@ -173,7 +263,7 @@ static ccg_status rank_parts(ccg__onnx_shared *sh, int64_t rank,
   *graph_len =
       sh->part_len[P_GRAPH_PRE] + *init_len + sh->part_len[P_GRAPH_POST];
   uint8_t tag[16];
-  size_t head = graph_head(*graph_len, tag);
+  size_t head = len_head(MODEL_GRAPH_FIELD, *graph_len, tag);
   *total = sh->part_len[P_MODEL_PRE] + head + *graph_len +
            sh->part_len[P_MODEL_POST];
   if (*total > (size_t)INT32_MAX)
@@ -190,6 +280,12 @@ static uint8_t *put(uint8_t *p, const void *src, size_t n) {
   return p + n;
 }
 
+static uint8_t *put_part(uint8_t *p, const seg *s) {
+  for (; s; s = s->next)
+    p = put(p, s->data, s->len);
+  return p;
+}
+
 ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
                                  void **data, size_t *size) {
   size_t graph_len, init_len, n;
@@ -200,13 +296,13 @@ ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
                       "graph '%s': %zu bytes for the ONNX model",
                       ccg_graph_name(sh->g), n);
   uint8_t head[16];
-  uint8_t *p = put(buf, sh->part[P_MODEL_PRE], sh->part_len[P_MODEL_PRE]);
-  p = put(p, head, graph_head(graph_len, head));
-  p = put(p, sh->part[P_GRAPH_PRE], sh->part_len[P_GRAPH_PRE]);
+  uint8_t *p = put_part(buf, sh->part[P_MODEL_PRE]);
+  p = put(p, head, len_head(MODEL_GRAPH_FIELD, graph_len, head));
+  p = put_part(p, sh->part[P_GRAPH_PRE]);
   size_t w = protobuf_c_message_pack(&sh->init_only.base, p);
   p += w;
-  p = put(p, sh->part[P_GRAPH_POST], sh->part_len[P_GRAPH_POST]);
-  p = put(p, sh->part[P_MODEL_POST], sh->part_len[P_MODEL_POST]);
+  p = put_part(p, sh->part[P_GRAPH_POST]);
+  p = put_part(p, sh->part[P_MODEL_POST]);
   size_t packed = (size_t)(p - buf);
   if (w != init_len || packed != n) {
     free(buf);
@@ -239,6 +335,11 @@ static void sink_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
     s->written += len;
 }
 
+static void sink_part(file_sink *s, const seg *p) {
+  for (; p; p = p->next)
+    sink_append(&s->base, p->len, p->data);
+}
+
 ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
                                       ccg__onnx_ext *ext, const char *path) {
   size_t graph_len, init_len, n;
@@ -255,12 +356,12 @@ ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
     setvbuf(f, vbuf, _IOFBF, CCG__ONNX_WRITE_BUF);
   file_sink s = {{sink_append}, f, 0, 0};
   uint8_t head[16];
-  sink_append(&s.base, sh->part_len[P_MODEL_PRE], sh->part[P_MODEL_PRE]);
-  sink_append(&s.base, graph_head(graph_len, head), head);
-  sink_append(&s.base, sh->part_len[P_GRAPH_PRE], sh->part[P_GRAPH_PRE]);
+  sink_part(&s, sh->part[P_MODEL_PRE]);
+  sink_append(&s.base, len_head(MODEL_GRAPH_FIELD, graph_len, head), head);
+  sink_part(&s, sh->part[P_GRAPH_PRE]);
   protobuf_c_message_pack_to_buffer(&sh->init_only.base, &s.base);
-  sink_append(&s.base, sh->part_len[P_GRAPH_POST], sh->part[P_GRAPH_POST]);
-  sink_append(&s.base, sh->part_len[P_MODEL_POST], sh->part[P_MODEL_POST]);
+  sink_part(&s, sh->part[P_GRAPH_POST]);
+  sink_part(&s, sh->part[P_MODEL_POST]);
   if (fclose(f) != 0 && !s.err)
     s.err = errno ? errno : EIO;
   free(vbuf);

@@ -303,21 +303,21 @@ static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
   return CCG_STATUS_OK;
 }
 
-static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *order) {
+/* Rank r's calls: make_event for each of `calls`, the graph's collectives
+ * in the executor's order. */
+static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
+                            size_t n_calls) {
   ccg_graph *g = p->graph_of[r];
-  size_t nn = ccg_graph_num_nodes(g), cnt = 0, room = 0;
+  size_t cnt = 0;
   int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
-  /* room for the nodes make_event may keep (an event is large, a graph
-   * has few collectives) */
-  for (size_t i = 0; i < nn; i++)
-    room += ccg_op_is_collective(ccg_node_op(g, (ccg_node_id)i));
-  p->ev[r] = ccg__arena_calloc(&p->arena, room ? room : 1, sizeof(ccg__cev));
+  p->ev[r] =
+      ccg__arena_calloc(&p->arena, n_calls ? n_calls : 1, sizeof(ccg__cev));
   if (!p->ev[r])
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  for (size_t i = 0; i < nn; i++) {
+  for (size_t i = 0; i < n_calls; i++) {
     bool skip;
     ccg__cev *e = &p->ev[r][cnt];
-    CCG_CHECK(make_event(p, g, order[i], r, e, &skip));
+    CCG_CHECK(make_event(p, g, calls[i], r, e, &skip));
     if (skip)
       continue;
     if (!ccg__is_p2p(e->op))
@@ -325,6 +325,36 @@ static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *order) {
     cnt++;
   }
   p->n_ev[r] = cnt;
+  return CCG_STATUS_OK;
+}
+
+/* The nodes of g that may communicate (make_event decides per rank), in the
+ * executor's order, into *calls (n of them): one walk over the graph for
+ * all the ranks that run it. */
+static ccg_status graph_calls(ccg__program *p, ccg_graph *g, size_t gi,
+                              ccg_node_id **calls, size_t *n) {
+  size_t nn = ccg_graph_num_nodes(g), k = 0;
+  ccg_node_id *order = malloc((nn ? nn : 1) * sizeof *order);
+  if (!order)
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  if (ccg_graph_topo_order(g, order) != CCG_STATUS_OK) {
+    free(order);
+    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s", gi,
+                      ccg_graph_name(g), ccg_last_error(g));
+  }
+  for (size_t i = 0; i < nn; i++)
+    k += ccg_op_is_collective(ccg_node_op(g, order[i]));
+  *calls = ccg__arena_calloc(&p->arena, k ? k : 1, sizeof **calls);
+  if (!*calls) {
+    free(order);
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  }
+  k = 0;
+  for (size_t i = 0; i < nn; i++)
+    if (ccg_op_is_collective(ccg_node_op(g, order[i])))
+      (*calls)[k++] = order[i];
+  *n = k;
+  free(order);
   return CCG_STATUS_OK;
 }
 
@@ -368,30 +398,27 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
       ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->graph_of);
   p->n_ev = ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->n_ev);
   p->ev = ccg__arena_calloc(&p->arena, (size_t)p->world, sizeof *p->ev);
-  ccg_node_id **orders = ccg__arena_calloc(&p->arena, n, sizeof *orders);
-  if (!p->graph_of || !p->n_ev || !p->ev || !orders)
+  ccg_node_id **calls = ccg__arena_calloc(&p->arena, n, sizeof *calls);
+  size_t *n_calls = ccg__arena_calloc(&p->arena, n, sizeof *n_calls);
+  if (!p->graph_of || !p->n_ev || !p->ev || !calls || !n_calls)
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   ccg_status st = pick_graphs(p, graphs, n, opts->stage_axis);
   for (size_t i = 0; i < n && st == CCG_STATUS_OK; i++) {
-    size_t nn = ccg_graph_num_nodes(graphs[i]), same = 0;
+    size_t same = 0;
     while (same < i && graphs[same] != graphs[i])
       same++;
-    if (same < i) { /* one graph given for several ranks: one order */
-      orders[i] = orders[same];
+    if (same < i) { /* one graph given for several ranks: one walk */
+      calls[i] = calls[same];
+      n_calls[i] = n_calls[same];
       continue;
     }
-    orders[i] = ccg__arena_calloc(&p->arena, nn ? nn : 1, sizeof **orders);
-    if (!orders[i])
-      st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-    else if (ccg_graph_topo_order(graphs[i], orders[i]) != CCG_STATUS_OK)
-      st = ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s", i,
-                      ccg_graph_name(graphs[i]), ccg_last_error(graphs[i]));
+    st = graph_calls(p, graphs[i], i, &calls[i], &n_calls[i]);
   }
   for (int r = 0; r < p->world && st == CCG_STATUS_OK; r++) {
     size_t gi = 0;
     while (gi < n && graphs[gi] != p->graph_of[r])
       gi++;
-    st = load_rank(p, r, orders[gi]);
+    st = load_rank(p, r, calls[gi], n_calls[gi]);
   }
   if (st != CCG_STATUS_OK)
     ccg__program_release(p);

@@ -8,6 +8,7 @@
 
 #include "ccgraph/lower.h"
 #include "core/error.h"
+#include "graph/internal.h"
 
 typedef struct lower {
   ccg_graph *g, *s;
@@ -234,6 +235,22 @@ static ccg_status copy_values(lower *l) {
   return CCG_STATUS_OK;
 }
 
+/* Room in the copy for every node and value of g and what the rewrites add
+ * (at most two nodes and five values for each rewritten node), so that its
+ * tables are allocated once instead of copied at each doubling. */
+static ccg_status reserve_copy(lower *l) {
+  ccg_graph *g = l->g;
+  size_t nn = ccg_graph_num_nodes(g), k = 0;
+  for (size_t i = 0; i < nn; i++) {
+    ccg_op op = ccg_node_op(g, (ccg_node_id)i);
+    k += op == CCG_OP_SHARD_SLICE || op == CCG_OP_REDUCE_SCATTER;
+  }
+  if (ccg__graph_reserve(l->s, nn + 2 * k, ccg_graph_num_values(g) + 5 * k,
+                         g->n_uses + 4 * k) != CCG_STATUS_OK)
+    return fail(l, CCG_NONE, ccg_last_status(l->s));
+  return CCG_STATUS_OK;
+}
+
 ccg_status ccg_lower(ccg_graph *g, int64_t rank, ccg_lower_target target,
                      ccg_graph **out) {
   if (!g || !out)
@@ -271,6 +288,8 @@ ccg_status ccg_lower(ccg_graph *g, int64_t rank, ccg_lower_target target,
   }
   for (size_t i = 0; i < nv && l.map; i++)
     l.map[i] = CCG_NONE;
+  if (st == CCG_STATUS_OK)
+    st = reserve_copy(&l);
   if (st == CCG_STATUS_OK)
     st = copy_values(&l);
   for (size_t i = 0; i < nn && st == CCG_STATUS_OK; i++) {

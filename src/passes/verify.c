@@ -128,34 +128,35 @@ static const char *axis_str(const ccg__cev *e, char *buf, size_t size) {
 
 /* Checks group rank 0's call a against b; 0 if they agree. */
 static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
+  /* the header is text for a report only: made when one is */
   char h[160], sa[160], sb[160];
-  coll_header(s, a, h, sizeof h);
+#define H (coll_header(s, a, h, sizeof h), h)
   if (a->op != b->op)
     return report(s, CCG_VERIFY_OP, a, b, -1, a->pos,
-                  "op mismatch at %s: " WHO_FMT " but " WHO_FMT, h, WHO(a),
+                  "op mismatch at %s: " WHO_FMT " but " WHO_FMT, H, WHO(a),
                   WHO(b));
   if (a->dtype != b->dtype)
     return report(
         s, CCG_VERIFY_DTYPE, a, b, -1, a->pos,
-        "dtype mismatch at %s: " WHO_FMT " is %s but " WHO_FMT " is %s", h,
+        "dtype mismatch at %s: " WHO_FMT " is %s but " WHO_FMT " is %s", H,
         WHO(a), ccg_dtype_name(a->dtype), WHO(b), ccg_dtype_name(b->dtype));
   if (a->rop != b->rop)
     return report(s, CCG_VERIFY_REDUCE_OP, a, b, -1, a->pos,
                   "reduce_op mismatch at %s: " WHO_FMT
                   " reduces with %s but " WHO_FMT " with %s",
-                  h, WHO(a), ccg_reduce_op_name((ccg_reduce_op)a->rop), WHO(b),
+                  H, WHO(a), ccg_reduce_op_name((ccg_reduce_op)a->rop), WHO(b),
                   ccg_reduce_op_name((ccg_reduce_op)b->rop));
   if (a->root != b->root)
     return report(s, CCG_VERIFY_ROOT, a, b, -1, a->pos,
                   "root mismatch at %s: " WHO_FMT " has root %lld but " WHO_FMT
                   " has root %lld",
-                  h, WHO(a), (long long)a->root, WHO(b), (long long)b->root);
+                  H, WHO(a), (long long)a->root, WHO(b), (long long)b->root);
   if (a->axis != b->axis || a->axis2 != b->axis2 || a->shift != b->shift ||
       a->rotate != b->rotate) {
     char xa[64], xb[64];
     return report(
         s, CCG_VERIFY_AXIS, a, b, -1, a->pos,
-        "axis mismatch at %s: " WHO_FMT " works on %s but " WHO_FMT " on %s", h,
+        "axis mismatch at %s: " WHO_FMT " works on %s but " WHO_FMT " on %s", H,
         WHO(a), axis_str(a, xa, sizeof xa), WHO(b), axis_str(b, xb, sizeof xb));
   }
   int W = a->gsize;
@@ -166,7 +167,7 @@ static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
       return report(s, CCG_VERIFY_SPLITS, a, b, -1, a->pos,
                     "split_sizes mismatch at %s: " WHO_FMT " and " WHO_FMT
                     " split dim %d differently",
-                    h, WHO(a), WHO(b), a->axis);
+                    H, WHO(a), WHO(b), a->axis);
   }
   const ccg__vshape *va = a->op == CCG_OP_RECV ? &a->out : &a->in;
   const ccg__vshape *vb = b->op == CCG_OP_RECV ? &b->out : &b->in;
@@ -181,7 +182,7 @@ static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
     return report(s, CCG_VERIFY_COUNT, a, b, -1, a->pos,
                   "count mismatch at %s: " WHO_FMT " has %s (%lld%s%s "
                   "elements%s) but " WHO_FMT " has %s (%lld%s%s elements%s)",
-                  h, WHO(a), ccg__vshape_str(va, sa, sizeof sa), (long long)na,
+                  H, WHO(a), ccg__vshape_str(va, sa, sizeof sa), (long long)na,
                   numa ? "" : "*", ca, skip >= 0 ? " besides its share" : "",
                   WHO(b), ccg__vshape_str(vb, sb, sizeof sb), (long long)nb,
                   numb ? "" : "*", cb, skip >= 0 ? " besides its share" : "");
@@ -189,8 +190,9 @@ static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
     return report(s, CCG_VERIFY_SHAPE, a, b, -1, a->pos,
                   "shape mismatch at %s: " WHO_FMT " has %s but " WHO_FMT
                   " has %s",
-                  h, WHO(a), ccg__vshape_str(va, sa, sizeof sa), WHO(b),
+                  H, WHO(a), ccg__vshape_str(va, sa, sizeof sa), WHO(b),
                   ccg__vshape_str(vb, sb, sizeof sb));
+#undef H
   return 0;
 }
 
