@@ -147,8 +147,8 @@ bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
 void ccg__table_free(ccg_graph *g, void *items, size_t cap, bool bulk,
                      size_t elem);
 /* Room for `nodes` more nodes, `values` more values and `uses` more input
- * uses, in the tables and in the name indexes, so that a reader or a pass
- * that knows the counts grows each of them once. */
+ * uses, so that a reader or a pass that knows the counts grows each table
+ * once. */
 ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                               size_t uses);
 /* Appends a value (name arena-owned and already checked; hash its
