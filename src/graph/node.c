@@ -161,16 +161,29 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
   c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
   if (!c->attrs)
     return st;
-  c->name = ccg__arena_strdup(&g->arena, ix->node_name);
-  c->in = ccg__arena_memdup(&g->arena, ix->in, ix->n_in * sizeof *ix->in, 4);
-  c->out = ccg__arena_calloc(&g->arena, m, sizeof *c->out);
-  c->onames = ccg__arena_calloc(&g->arena, m, sizeof *c->onames);
-  c->known = ccg__arena_calloc(&g->arena, m, sizeof *c->known);
-  if (!c->name || !c->in || !c->out || !c->onames || !c->known)
+  /* The lists in one block and the names in another: a node's few small
+   * allocations were a good part of adding it. */
+  size_t lists = 2 * m * sizeof(void *) + (m + ix->n_in) * sizeof *c->in;
+  size_t chars = strlen(ix->node_name) + 1;
+  for (size_t i = 0; i < ix->n_out; i++)
+    chars += strlen(onames[i]) + 1;
+  void **p = ccg__arena_alloc(&g->arena, lists, 8);
+  char *s = ccg__arena_alloc(&g->arena, chars, 1);
+  if (!p || !s)
     return ccg__graph_oom(g, "adding a node");
+  memset(p, 0, 2 * m * sizeof *p + m * sizeof *c->out);
+  c->onames = (const char **)p;
+  c->known = (ccg_dim **)(p + m);
+  c->out = (ccg_value_id *)(p + 2 * m);
+  c->in = c->out + m;
+  memcpy(c->in, ix->in, ix->n_in * sizeof *ix->in);
+  size_t n = strlen(ix->node_name) + 1;
+  c->name = memcpy(s, ix->node_name, n);
+  s += n;
   for (size_t i = 0; i < ix->n_out; i++) {
-    if (!(c->onames[i] = ccg__arena_strdup(&g->arena, onames[i])))
-      return ccg__graph_oom(g, "adding a node");
+    n = strlen(onames[i]) + 1;
+    c->onames[i] = memcpy(s, onames[i], n);
+    s += n;
     if (ix->out_n_known[i] >= 0 &&
         !(c->known[i] = ccg__arena_memdup(&g->arena, ix->out_known[i],
                                           sizeof ix->out_known[i], 8)))

@@ -178,12 +178,9 @@ static bool is_constant_node(const Onnx__NodeProto *np) {
 static ccg_status find_dropped(im *m) {
   const Onnx__GraphProto *gp = m->gp;
   size_t nc = gp->n_initializer + gp->n_node, n_in = 0;
-  for (size_t i = 0; i < gp->n_node; i++)
-    n_in += gp->node[i]->n_input;
   m->uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->uses);
   m->slot_uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->slot_uses);
-  m->in_hash = ccg__arena_alloc(&m->a, (n_in + 1) * sizeof *m->in_hash, 4);
-  if (!m->uses || !m->slot_uses || !m->in_hash ||
+  if (!m->uses || !m->slot_uses ||
       ccg__strmap_reserve(&m->consts, nc) != CCG_STATUS_OK)
     return fail(m, CCG_STATUS_OOM, "indexing constants");
   for (size_t i = 0; i < gp->n_initializer; i++) {
@@ -191,12 +188,18 @@ static ccg_status find_dropped(im *m) {
     if (nm && *nm)
       ccg__strmap_put(&m->consts, nm, (uint32_t)i);
   }
+  /* one pass over the nodes for the Constants and the input count: each
+   * pass over a large model's nodes misses the cache on every node */
   for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
+    n_in += np->n_input;
     if (is_constant_node(np) && np->output[0] && *np->output[0])
       ccg__strmap_put(&m->consts, np->output[0],
                       (uint32_t)(gp->n_initializer + i));
   }
+  m->in_hash = ccg__arena_alloc(&m->a, (n_in + 1) * sizeof *m->in_hash, 4);
+  if (!m->in_hash)
+    return fail(m, CCG_STATUS_OOM, "indexing constants");
   /* the candidates: constants in an axes/split input */
   ccg_strmap cand;
   ccg__strmap_init(&cand, NULL);
@@ -292,10 +295,11 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
                                 size_t *n) {
   uint32_t c;
   char role[256];
-  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
-           np->op_type, input);
-  if (!ccg__strmap_get(&m->consts, input, &c))
+  if (!ccg__strmap_get(&m->consts, input, &c)) {
+    snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
+             np->op_type, input);
     return known_ints(m, input, role, vals, n);
+  }
   const Onnx__TensorProto *tp = NULL;
   if (c < m->gp->n_initializer) {
     tp = m->gp->initializer[c];
@@ -312,6 +316,9 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
         tp = a->t;
     }
   }
+  /* the role names the input in messages; value_ints above needs none */
+  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
+           np->op_type, input);
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
