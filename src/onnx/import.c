@@ -453,8 +453,14 @@ static ccg_status initializers(im *m) {
       continue;
     const Onnx__TensorProto *tp = m->gp->initializer[i];
     const char *name = tp->name ? tp->name : "";
+    /* "initializer '<name>'" without printf: printf was much of an
+     * initializer's work besides copying its data */
     char role[256];
-    snprintf(role, sizeof role, "initializer '%s'", name);
+    static const char pre[] = "initializer '";
+    size_t n = strnlen(name, sizeof role - sizeof pre - 1);
+    memcpy(role, pre, sizeof pre - 1);
+    memcpy(role + sizeof pre - 1, name, n);
+    memcpy(role + sizeof pre - 1 + n, "'", 2);
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));
