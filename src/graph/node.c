@@ -176,7 +176,8 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
   c->known = (ccg_dim **)(p + m);
   c->out = (ccg_value_id *)(p + 2 * m);
   c->in = c->out + m;
-  memcpy(c->in, ix->in, ix->n_in * sizeof *ix->in);
+  if (ix->n_in) /* in may be NULL then */
+    memcpy(c->in, ix->in, ix->n_in * sizeof *ix->in);
   size_t n = strlen(ix->node_name) + 1;
   c->name = memcpy(s, ix->node_name, n);
   s += n;
