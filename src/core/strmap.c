@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -70,15 +71,21 @@ const char *ccg__strmap_key(const ccg_strmap *m, const char *key) {
   return find(m->slots, m->cap, key, ccg__strhash(key))->key;
 }
 
-static ccg_status grow(ccg_strmap *m) {
-  size_t ncap = m->cap ? m->cap * 2 : 16;
+/* Rehashes into a table of ncap slots. The keys are distinct, so each goes
+ * to the first empty slot of its probe without comparing strings. */
+static ccg_status grow(ccg_strmap *m, size_t ncap) {
   ccg__strmap_slot *ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);
   if (!ns)
     return CCG_STATUS_OOM;
+  size_t mask = ncap - 1;
   for (size_t i = 0; i < m->cap; i++) {
-    ccg__strmap_slot *s = &m->slots[i];
-    if (s->key)
-      *find(ns, ncap, s->key, s->hash) = *s;
+    const ccg__strmap_slot *s = &m->slots[i];
+    if (!s->key)
+      continue;
+    size_t j = s->hash & mask;
+    while (ns[j].key)
+      j = (j + 1) & mask;
+    ns[j] = *s;
   }
   ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
   m->slots = ns;
@@ -87,13 +94,17 @@ static ccg_status grow(ccg_strmap *m) {
 }
 
 ccg_status ccg__strmap_reserve(ccg_strmap *m, size_t count) {
-  /* Keep the load factor at or below 0.7 so probes stay short. */
-  while (count * 10 > m->cap * 7) {
-    ccg_status st = grow(m);
-    if (st != CCG_STATUS_OK)
-      return st;
+  /* Keep the load factor at or below 0.7 so probes stay short; a large
+   * reservation goes to its final size in one step, not by doubling. */
+  if (count > SIZE_MAX / 20)
+    return CCG_STATUS_OOM;
+  if (count * 10 <= m->cap * 7)
+    return CCG_STATUS_OK;
+  size_t ncap = m->cap ? m->cap * 2 : 16;
+  while (count * 10 > ncap * 7) {
+    ncap *= 2;
   }
-  return CCG_STATUS_OK;
+  return grow(m, ncap);
 }
 
 ccg_status ccg__strmap_put(ccg_strmap *m, const char *key, uint32_t id) {

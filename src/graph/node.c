@@ -72,6 +72,38 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   return ccg__check_attrs(g, op, nm, attrs, n_attrs);
 }
 
+/* ccg__shape_import of an output shape whose symbols are all symbols of
+ * the node's inputs (the common case: a shape rule passes dims through),
+ * which are interned already: no symbol needs a lookup. */
+static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
+                                   ccg_shape *s) {
+  if (s->rank < 0 || s->rank > CCG_MAX_RANK)
+    return ccg__shape_import(g, s, s);
+  ccg_shape t;
+  memset(&t, 0, sizeof t);
+  t.rank = s->rank;
+  for (int d = 0; d < s->rank; d++) {
+    ccg_dim x = s->dims[d];
+    if (x.size >= 0) {
+      t.dims[d] = ccg_dim_num(x.size);
+      continue;
+    }
+    bool found = false;
+    for (size_t i = 0; i < ix->n_in && !found; i++) {
+      if (ix->in[i] == CCG_NONE)
+        continue;
+      const ccg_shape *in = &g->values[ix->in[i]].shape;
+      for (int k = 0; k < in->rank && !found; k++)
+        found = x.size == CCG_DIM_SYMBOLIC && in->dims[k].sym == x.sym && x.sym;
+    }
+    if (!found)
+      return ccg__shape_import(g, s, s);
+    t.dims[d] = x;
+  }
+  *s = t;
+  return CCG_STATUS_OK;
+}
+
 /* Output names (given or generated) and their hashes, checked for
  * uniqueness, and output shapes interned; everything in the scratch arena. */
 static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
@@ -101,8 +133,7 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                           "node '%s' (%s): outputs %zu and %zu are both named "
                           "'%s'",
                           nm, opn, j, i, names[i]);
-    if (ccg__shape_import(g, &ix->out_shape[i], &ix->out_shape[i]) !=
-        CCG_STATUS_OK)
+    if (import_out_shape(g, ix, &ix->out_shape[i]) != CCG_STATUS_OK)
       return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
                                i);
   }
@@ -130,16 +161,30 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
   c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
   if (!c->attrs)
     return st;
-  c->name = ccg__arena_strdup(&g->arena, ix->node_name);
-  c->in = ccg__arena_memdup(&g->arena, ix->in, ix->n_in * sizeof *ix->in, 4);
-  c->out = ccg__arena_calloc(&g->arena, m, sizeof *c->out);
-  c->onames = ccg__arena_calloc(&g->arena, m, sizeof *c->onames);
-  c->known = ccg__arena_calloc(&g->arena, m, sizeof *c->known);
-  if (!c->name || !c->in || !c->out || !c->onames || !c->known)
+  /* The lists in one block and the names in another: a node's few small
+   * allocations were a good part of adding it. */
+  size_t lists = 2 * m * sizeof(void *) + (m + ix->n_in) * sizeof *c->in;
+  size_t chars = strlen(ix->node_name) + 1;
+  for (size_t i = 0; i < ix->n_out; i++)
+    chars += strlen(onames[i]) + 1;
+  void **p = ccg__arena_alloc(&g->arena, lists, 8);
+  char *s = ccg__arena_alloc(&g->arena, chars, 1);
+  if (!p || !s)
     return ccg__graph_oom(g, "adding a node");
+  memset(p, 0, 2 * m * sizeof *p + m * sizeof *c->out);
+  c->onames = (const char **)p;
+  c->known = (ccg_dim **)(p + m);
+  c->out = (ccg_value_id *)(p + 2 * m);
+  c->in = c->out + m;
+  if (ix->n_in) /* in may be NULL then */
+    memcpy(c->in, ix->in, ix->n_in * sizeof *ix->in);
+  size_t n = strlen(ix->node_name) + 1;
+  c->name = memcpy(s, ix->node_name, n);
+  s += n;
   for (size_t i = 0; i < ix->n_out; i++) {
-    if (!(c->onames[i] = ccg__arena_strdup(&g->arena, onames[i])))
-      return ccg__graph_oom(g, "adding a node");
+    n = strlen(onames[i]) + 1;
+    c->onames[i] = memcpy(s, onames[i], n);
+    s += n;
     if (ix->out_n_known[i] >= 0 &&
         !(c->known[i] = ccg__arena_memdup(&g->arena, ix->out_known[i],
                                           sizeof ix->out_known[i], 8)))

@@ -382,19 +382,48 @@ static bool unread(const ProtobufCMessageDescriptor *md,
                    const ProtobufCFieldDescriptor *f) {
   if (md == &onnx__graph_proto__descriptor)
     return f->id == 13; /* value_info */
-  return f->name[0] == 'd' && strcmp(f->name, "doc_string") == 0;
+  /* most fields fail at the first or third letter ("dims", "domain") */
+  return f->name[0] == 'd' && f->name[1] && f->name[2] == 'c' &&
+         strcmp(f->name, "doc_string") == 0;
 }
 
-/* What is left out is still checked as ccg__onnx_wire_check checks it. */
+/* Checks p[0..end) as a message of type md by the rules decode_msg
+ * decodes by, storing nothing: what is left out is refused where decoding
+ * it would be (and so where ccg__onnx_wire_check would be), without the
+ * pre-scan's schema lookups by name. */
+static bool check_msg(const dec *d, const ProtobufCMessageDescriptor *md,
+                      const uint8_t *p, const uint8_t *end, int depth) {
+  if (depth > d->max_depth || md->n_fields > MAX_FIELDS)
+    return false;
+  bool seen[MAX_FIELDS] = {false};
+  unsigned hint = 0;
+  for (const uint8_t *q = p; q < end;) {
+    wfield w;
+    if (!next(md, &q, end, &hint, &w))
+      return false;
+    const ProtobufCFieldDescriptor *f = w.f;
+    size_t k;
+    if (w.wt == WT_LEN && elem_wire(f->type) != WT_LEN &&
+        !packed_count(f->type, w.body, w.len, &k))
+      return false;
+    if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+      continue;
+    if (f->label != PROTOBUF_C_LABEL_REPEATED &&
+        !(f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)) {
+      if (seen[f - md->fields])
+        return false; /* protobuf-c merges the two */
+      seen[f - md->fields] = true;
+    }
+    if (!check_msg(d, f->descriptor, w.body, w.body + w.len, depth + 1))
+      return false;
+  }
+  return true;
+}
+
 static bool check_unread(const dec *d, const wfield *w, int depth) {
   if (w->f->type != PROTOBUF_C_TYPE_MESSAGE)
     return true;
-  const char *type =
-      ((const ProtobufCMessageDescriptor *)w->f->descriptor)->name;
-  if (strncmp(type, "onnx.", 5) == 0)
-    type += 5;
-  return ccg__onnx_wire_check_sub(w->body, w->len, type, depth + 1,
-                                  d->max_depth) == CCG_STATUS_OK;
+  return check_msg(d, w->f->descriptor, w->body, w->body + w->len, depth + 1);
 }
 
 /* Decodes p[0..end) as a message of type md. A small one is read twice:
@@ -445,6 +474,11 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
     wfield w;
     if (!next(md, &q, end, &hint, &w))
       return false;
+    /* A graph's next field lies past this one's weights, on a page not
+     * touched yet: its cache and TLB misses were a good part of decoding,
+     * and fetching it now overlaps them with decoding this field. */
+    if (once)
+      __builtin_prefetch(q);
     if (unread(md, w.f) ? !check_unread(d, &w, depth)
                         : !put(d, md, &w, depth, m, once ? count : NULL))
       return false;

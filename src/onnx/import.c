@@ -169,6 +169,50 @@ static bool is_constant_node(const Onnx__NodeProto *np) {
          strcmp(np->op_type, "Constant") == 0 && !*node_domain(np);
 }
 
+/* An axes/split input of one node, for find_dropped. */
+typedef struct slot_in {
+  const char *name;
+  uint32_t hash;
+} slot_in;
+
+/* m->consts: the constants (initializer i, or Constant node j as
+ * n_initializer + j; the first of a name) that feed an axes/split input or
+ * share a graph input's name, which are all that import looks up among
+ * them. Indexing every constant was most of finding the dropped ones: a
+ * model's constants are many, and the names looked up few. */
+static ccg_status index_consts(im *m, const slot_in *si, size_t n_si,
+                               const uint32_t *cnodes, size_t n_cnodes) {
+  const Onnx__GraphProto *gp = m->gp;
+  ccg_strmap want;
+  ccg__strmap_init(&want, NULL);
+  ccg_status st = CCG_STATUS_OK;
+  for (size_t i = 0; i < n_si && st == CCG_STATUS_OK; i++)
+    if (!ccg__strmap_get_h(&want, si[i].name, si[i].hash, NULL))
+      st = ccg__strmap_put_h(&want, si[i].name, si[i].hash, 0);
+  for (size_t i = 0; i < gp->n_input && st == CCG_STATUS_OK; i++) {
+    const char *nm = gp->input[i]->name;
+    if (nm && *nm && !ccg__strmap_get(&want, nm, NULL))
+      st = ccg__strmap_put(&want, nm, 0);
+  }
+  size_t n = gp->n_initializer + n_cnodes;
+  for (size_t k = 0; k < n && want.count && st == CCG_STATUS_OK; k++) {
+    uint32_t c = k < gp->n_initializer ? (uint32_t)k
+                                       : (uint32_t)gp->n_initializer +
+                                             cnodes[k - gp->n_initializer];
+    const char *nm = c < gp->n_initializer
+                         ? gp->initializer[c]->name
+                         : gp->node[c - gp->n_initializer]->output[0];
+    if (!nm || !*nm)
+      continue;
+    uint32_t h = ccg__strhash(nm);
+    if (ccg__strmap_get_h(&want, nm, h, NULL) &&
+        !ccg__strmap_get_h(&m->consts, nm, h, NULL))
+      st = ccg__strmap_put_h(&m->consts, nm, h, c);
+  }
+  ccg__strmap_free(&want);
+  return st;
+}
+
 /* Counts, per initializer and Constant output, all uses and the uses as an
  * axes/split input; a constant used only that way is not kept. Only the
  * constants that feed such an input at least once can be dropped, so all
@@ -183,38 +227,36 @@ static ccg_status find_dropped(im *m) {
   m->uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->uses);
   m->slot_uses = ccg__arena_calloc(&m->a, nc + 1, sizeof *m->slot_uses);
   m->in_hash = ccg__arena_alloc(&m->a, (n_in + 1) * sizeof *m->in_hash, 4);
-  if (!m->uses || !m->slot_uses || !m->in_hash ||
-      ccg__strmap_reserve(&m->consts, nc) != CCG_STATUS_OK)
+  /* written only as far as there are such inputs and Constants */
+  slot_in *si = ccg__arena_alloc(&m->a, (gp->n_node + 1) * sizeof *si, 8);
+  uint32_t *cnodes =
+      ccg__arena_alloc(&m->a, (gp->n_node + 1) * sizeof *cnodes, 4);
+  if (!m->uses || !m->slot_uses || !m->in_hash || !si || !cnodes)
     return fail(m, CCG_STATUS_OOM, "indexing constants");
-  for (size_t i = 0; i < gp->n_initializer; i++) {
-    const char *nm = gp->initializer[i]->name;
-    if (nm && *nm)
-      ccg__strmap_put(&m->consts, nm, (uint32_t)i);
-  }
-  for (size_t i = 0; i < gp->n_node; i++) {
-    const Onnx__NodeProto *np = gp->node[i];
-    if (is_constant_node(np) && np->output[0] && *np->output[0])
-      ccg__strmap_put(&m->consts, np->output[0],
-                      (uint32_t)(gp->n_initializer + i));
-  }
-  /* the candidates: constants in an axes/split input */
-  ccg_strmap cand;
-  ccg__strmap_init(&cand, NULL);
-  ccg_status st = CCG_STATUS_OK;
+  size_t n_si = 0, n_cnodes = 0;
   uint32_t *h = m->in_hash;
-  for (size_t i = 0; i < gp->n_node && st == CCG_STATUS_OK; i++) {
+  for (size_t i = 0; i < gp->n_node; i++) {
     const Onnx__NodeProto *np = gp->node[i];
     for (size_t k = 0; k < np->n_input; k++)
       h[k] = np->input[k] ? ccg__strhash(np->input[k]) : 0;
     int slot = ccg__onnx_attr_slot(m, np);
-    uint32_t c;
-    if (slot >= 0 && (size_t)slot < np->n_input && np->input[slot] &&
-        ccg__strmap_get_h(&m->consts, np->input[slot], h[slot], &c)) {
-      m->slot_uses[c]++;
-      if (!ccg__strmap_get_h(&cand, np->input[slot], h[slot], NULL))
-        st = ccg__strmap_put_h(&cand, np->input[slot], h[slot], c);
-    }
+    if (slot >= 0 && (size_t)slot < np->n_input && np->input[slot])
+      si[n_si++] = (slot_in){np->input[slot], h[slot]};
+    if (is_constant_node(np) && np->output[0] && *np->output[0])
+      cnodes[n_cnodes++] = (uint32_t)i;
     h += np->n_input;
+  }
+  ccg_status st = index_consts(m, si, n_si, cnodes, n_cnodes);
+  /* the candidates: constants in an axes/split input */
+  ccg_strmap cand;
+  ccg__strmap_init(&cand, NULL);
+  for (size_t i = 0; i < n_si && st == CCG_STATUS_OK; i++) {
+    uint32_t c;
+    if (!ccg__strmap_get_h(&m->consts, si[i].name, si[i].hash, &c))
+      continue;
+    m->slot_uses[c]++;
+    if (!ccg__strmap_get_h(&cand, si[i].name, si[i].hash, NULL))
+      st = ccg__strmap_put_h(&cand, si[i].name, si[i].hash, c);
   }
   /* Nearly every input is no candidate: a bit per hash value (a filter
    * with a few candidates to a bit) answers most of them without a probe. */
@@ -292,10 +334,11 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
                                 size_t *n) {
   uint32_t c;
   char role[256];
-  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
-           np->op_type, input);
-  if (!ccg__strmap_get(&m->consts, input, &c))
+  if (!ccg__strmap_get(&m->consts, input, &c)) {
+    snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
+             np->op_type, input);
     return known_ints(m, input, role, vals, n);
+  }
   const Onnx__TensorProto *tp = NULL;
   if (c < m->gp->n_initializer) {
     tp = m->gp->initializer[c];
@@ -312,6 +355,9 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
         tp = a->t;
     }
   }
+  /* the role names the input in messages; value_ints above needs none */
+  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
+           np->op_type, input);
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
@@ -407,8 +453,14 @@ static ccg_status initializers(im *m) {
       continue;
     const Onnx__TensorProto *tp = m->gp->initializer[i];
     const char *name = tp->name ? tp->name : "";
+    /* "initializer '<name>'" without printf: printf was much of an
+     * initializer's work besides copying its data */
     char role[256];
-    snprintf(role, sizeof role, "initializer '%s'", name);
+    static const char pre[] = "initializer '";
+    size_t n = strnlen(name, sizeof role - sizeof pre - 1);
+    memcpy(role, pre, sizeof pre - 1);
+    memcpy(role + sizeof pre - 1, name, n);
+    memcpy(role + sizeof pre - 1 + n, "'", 2);
     ccg_tensor t;
     bool mapped;
     CCG_CHECK(ccg__onnx_tensor_in(&m->src, &m->a, tp, role, true, &mapped, &t));

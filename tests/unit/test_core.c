@@ -234,6 +234,33 @@ static void test_bulk(void **state) {
   ccg__bulk_free(NULL, 0);
 }
 
+/* A reservation goes to its final size in one step and keeps what the map
+ * holds; one past what a size_t can count is refused, map unchanged. */
+static void test_strmap_reserve(void **state) {
+  (void)state;
+  ccg_strmap m;
+  ccg__strmap_init(&m, NULL);
+  static const char *const keys[] = {"a", "bb", "ccc", "dddd", "eeeee"};
+  for (uint32_t i = 0; i < 5; i++)
+    assert_int_equal(ccg__strmap_put(&m, keys[i], i), CCG_STATUS_OK);
+  assert_int_equal(m.cap, 16);
+  assert_int_equal(ccg__strmap_reserve(&m, 10000), CCG_STATUS_OK);
+  /* the smallest power of two holding 10000 at a load of 0.7 */
+  assert_int_equal(m.cap, 16384);
+  assert_int_equal(m.count, 5);
+  for (uint32_t i = 0; i < 5; i++) {
+    uint32_t id = 99;
+    assert_true(ccg__strmap_get(&m, keys[i], &id));
+    assert_int_equal(id, i);
+  }
+  assert_int_equal(ccg__strmap_reserve(&m, 100), CCG_STATUS_OK);
+  assert_int_equal(m.cap, 16384);
+  assert_int_equal(ccg__strmap_reserve(&m, SIZE_MAX), CCG_STATUS_OOM);
+  assert_int_equal(m.cap, 16384);
+  assert_int_equal(m.count, 5);
+  ccg__strmap_free(&m);
+}
+
 static void test_strmap(void **state) {
   (void)state;
   ccg_strmap m;
@@ -387,6 +414,7 @@ int main(void) {
       cmocka_unit_test(test_arena_growth),
       cmocka_unit_test(test_bulk),
       cmocka_unit_test(test_strmap),
+      cmocka_unit_test(test_strmap_reserve),
       cmocka_unit_test(test_jtext),
       cmocka_unit_test(test_vec_and_overflow),
       cmocka_unit_test(test_log_levels),

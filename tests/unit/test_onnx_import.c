@@ -214,6 +214,43 @@ static void test_axes_inputs_become_attributes(void **state) {
   ccg_graph_free(g);
 }
 
+/* An axes constant that also feeds a data input is kept, and initializers
+ * listed as graph inputs too (IR < 4 style) are read as initializers,
+ * whether they feed an axes input or not. */
+static void test_axes_constant_kept(void **state) {
+  (void)state;
+  mk *k = mk_new(18);
+  mk_input(k, "x", 2, d23);
+  static const int64_t one[] = {1}, axes[] = {1};
+  mk_input(k, "axes_init", 1, one);
+  k->in[1].type->tensor_type->elem_type = 7;
+  mk_input(k, "w", 1, one);
+  k->in[2].type->tensor_type->elem_type = 7;
+  mk_init(k, "axes_init", 7, 1, one, axes, sizeof axes);
+  mk_init(k, "w", 7, 1, one, axes, sizeof axes);
+  mk_node(k, "ReduceMean", "mean", "x", "axes_init", "m", NULL);
+  mk_node(k, "Identity", "id", "axes_init", NULL, "a", NULL);
+  mk_node(k, "Identity", "id_w", "w", NULL, "b", NULL);
+  mk_output(k, "m");
+  mk_output(k, "a");
+  mk_output(k, "b");
+  ccg_graph *g;
+  assert_ok(NULL, mk_import(k, NULL, &g));
+  assert_int_equal(ccg_graph_num_inputs(g), 1);
+  assert_int_equal(ccg_graph_num_initializers(g), 2);
+  assert_int_equal(ccg_graph_num_nodes(g), 3);
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_find_node(g, "mean", &n));
+  const ccg_attr *ax = ccg_node_attr(g, n, "axes");
+  assert_non_null(ax);
+  assert_int_equal(ax->n, 1);
+  assert_int_equal(ax->ints[0], 1);
+  ccg_value_id m;
+  assert_ok(g, ccg_graph_find_value(g, "m", &m));
+  assert_string_equal(ccg_test_shape(g, m), "[2,1]");
+  ccg_graph_free(g);
+}
+
 /* An axes input computed by the graph imports where its contents are
  * known (here Shape(x, end=1) = [2]); a graph input is refused naming the
  * node and input. */
@@ -826,6 +863,7 @@ static void test_metadata_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_axes_inputs_become_attributes),
+      cmocka_unit_test(test_axes_constant_kept),
       cmocka_unit_test(test_split_num_outputs),
       cmocka_unit_test(test_split_to_sequence),
       cmocka_unit_test(test_split_to_sequence_keepdims),
