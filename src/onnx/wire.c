@@ -551,15 +551,12 @@ static ccg_status scan_field(wire_scan *s, size_t *pos, bool first,
   return push(s, f->msg, *pos + len);
 }
 
-/* The scan from a root message (ModelProto or TensorProto; with
- * `sub`, any message, which may then be empty and start with any field). */
+/* The scan from a root message (ModelProto or TensorProto). */
 static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
-                       wire_msg root, bool *saw_graph, bool sub) {
+                       wire_msg root, bool *saw_graph) {
   if (!data && size)
     return ccg__error(NULL, CCG_STATUS_INVALID_ARG,
                       "ONNX wire check: NULL data of %zu bytes", size);
-  if (size == 0 && sub)
-    return CCG_STATUS_OK;
   if (size == 0)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX %s: the data is empty (0 bytes)",
@@ -569,7 +566,7 @@ static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
       NULL, 0,    0};
   ccg_status st = push(&s, root, size);
   size_t pos = 0;
-  bool first = !sub;
+  bool first = true;
   while (st == CCG_STATUS_OK) {
     /* Close every message that ends here (a sub-message may end exactly
      * where its parent does). */
@@ -587,7 +584,7 @@ static ccg_status scan(const uint8_t *data, size_t size, int max_depth,
 ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
                                 int max_depth) {
   bool saw_graph = false;
-  ccg_status st = scan(data, size, max_depth, M_MODEL, &saw_graph, false);
+  ccg_status st = scan(data, size, max_depth, M_MODEL, &saw_graph);
   if (st == CCG_STATUS_OK && !saw_graph)
     return ccg__error(NULL, CCG_STATUS_PARSE,
                       "not an ONNX model: no graph (ModelProto field 7) in "
@@ -598,8 +595,7 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
 
 ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size) {
   bool unused = false;
-  return scan(data, size, CCG__ONNX_DEFAULT_MAX_DEPTH, M_TENSOR, &unused,
-              false);
+  return scan(data, size, CCG__ONNX_DEFAULT_MAX_DEPTH, M_TENSOR, &unused);
 }
 
 static bool msg_named(const char *type, wire_msg *m) {
@@ -609,24 +605,6 @@ static bool msg_named(const char *type, wire_msg *m) {
       return true;
     }
   return false;
-}
-
-ccg_status ccg__onnx_wire_check_sub(const uint8_t *data, size_t size,
-                                    const char *type, int depth,
-                                    int max_depth) {
-  wire_msg m;
-  if (max_depth <= 0)
-    max_depth = CCG__ONNX_DEFAULT_MAX_DEPTH;
-  if (!msg_named(type, &m))
-    return ccg__error(NULL, CCG_STATUS_INTERNAL,
-                      "ONNX wire check: no message type '%s'", type);
-  if (depth < 1 || depth > max_depth)
-    return ccg__error(NULL, CCG_STATUS_PARSE,
-                      "ONNX wire format: %s nested %d deep, past the limit "
-                      "of %d",
-                      type, depth, max_depth);
-  bool unused = false;
-  return scan(data, size, max_depth - (depth - 1), m, &unused, true);
 }
 
 bool ccg__onnx_wire_field(const char *type, uint32_t number, unsigned wire_type,

@@ -39,13 +39,6 @@ ccg_status ccg__onnx_wire_check(const uint8_t *data, size_t size,
  * required and the first field must be a TensorProto field. */
 ccg_status ccg__onnx_wire_check_tensor(const uint8_t *data, size_t size);
 
-/* The checks of ccg__onnx_wire_check for data[0..size) as one message of
- * `type` (a name as the errors give it: "ValueInfoProto",
- * "TypeProto.Tensor") nested `depth` deep (ModelProto = 1), which may be
- * empty and start with any of its fields. Errors as ccg__onnx_wire_check's,
- * with offsets from data. Thread-safe. */
-ccg_status ccg__onnx_wire_check_sub(const uint8_t *data, size_t size,
-                                    const char *type, int depth, int max_depth);
 /* True if the scan's schema has field `number` in message `type` and
  * takes it with `wire_type` (0 varint, 1 64-bit, 2 length-delimited, 5
  * 32-bit); then *sub names the message the scan descends into (NULL for a
