@@ -9,23 +9,9 @@
 #include "onnx.pb-c.h"
 #include "onnx/wire.h"
 #include "test_util.h"
+#include "pb_writer.h"
 
 /* ---- a small protobuf writer ------------------------------------------- */
-
-typedef struct buf {
-  uint8_t *p;
-  size_t n, cap;
-} buf;
-
-static void put(buf *b, const void *src, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 64;
-    b->p = realloc(b->p, b->cap);
-    assert_non_null(b->p);
-  }
-  memcpy(b->p + b->n, src, n);
-  b->n += n;
-}
 
 static size_t varint_len(uint64_t v) {
   size_t n = 1;
@@ -34,34 +20,6 @@ static size_t varint_len(uint64_t v) {
     n++;
   }
   return n;
-}
-
-static void put_varint(buf *b, uint64_t v) {
-  uint8_t tmp[10];
-  size_t n = 0;
-  do {
-    tmp[n] = (uint8_t)(v & 0x7f);
-    v >>= 7;
-    if (v)
-      tmp[n] |= 0x80;
-    n++;
-  } while (v);
-  put(b, tmp, n);
-}
-
-static void put_tag(buf *b, uint32_t field, unsigned wt) {
-  put_varint(b, (uint64_t)field << 3 | wt);
-}
-
-/* A length-delimited field holding `len` bytes of `src`. */
-static void put_len(buf *b, uint32_t field, const void *src, size_t len) {
-  put_tag(b, field, 2);
-  put_varint(b, len);
-  put(b, src, len);
-}
-
-static void put_str(buf *b, uint32_t field, const char *s) {
-  put_len(b, field, s, strlen(s));
 }
 
 static void put_bytes(buf *b, const uint8_t *src, size_t n) { put(b, src, n); }
