@@ -3,6 +3,7 @@
 #define CCG_EXEC_TEST_UTIL_H
 
 #include <math.h>
+#include <string.h>
 
 #include "ccgraph/exec.h"
 
@@ -170,6 +171,42 @@ static inline void xt_equal_i64(const int64_t *got, const int64_t *want,
     if (got[i] != want[i])
       fail_msg("%s: element %zu is %lld, expected %lld", what, i,
                (long long)got[i], (long long)want[i]);
+}
+
+/* Outputs for those of names[0..n) that graph g holds: name k goes to the
+ * `stride` floats at got + k * stride. Fills outs and returns how many. A
+ * pipeline stage or rank holds some of a program's outputs, a whole graph
+ * all of them. */
+static inline size_t xt_bind_held(ccg_graph *g, const char *const *names,
+                                  size_t n, float *got, size_t stride,
+                                  ccg_exec_tensor *outs) {
+  size_t m = 0;
+  for (size_t k = 0; k < n; k++) {
+    ccg_value_id v;
+    if (ccg_graph_find_value(g, names[k], &v) != CCG_STATUS_OK)
+      continue;
+    memset(&outs[m], 0, sizeof outs[m]);
+    outs[m].name = names[k];
+    outs[m].dst = got + k * stride;
+    outs[m++].dst_bytes = stride * sizeof *got;
+  }
+  return m;
+}
+
+/* The one graph among ranks[0..n) that holds the value `name` (a parameter
+ * and its gradient live on one stage); fails the test when none or several
+ * do. */
+static inline size_t xt_sole_holder(ccg_graph *const *ranks, size_t n,
+                                    const char *name) {
+  size_t owner = n, owners = 0;
+  for (size_t r = 0; r < n; r++) {
+    ccg_value_id v;
+    if (ccg_graph_find_value(ranks[r], name, &v) == CCG_STATUS_OK)
+      owner = r, owners++;
+  }
+  if (owners != 1)
+    fail_msg("%s is held by %zu graphs, want 1", name, owners);
+  return owner;
 }
 
 /* Deterministic pseudo-random floats in [-1, 1). */

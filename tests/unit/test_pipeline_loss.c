@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "test_util.h"
+#include "exec_test_util.h"
 
 enum { B = 4, H = 8, L = 2, MAXS = 2, NIN = 2 };
 
@@ -161,10 +162,8 @@ static void check(loss_kind kind, int64_t M, const int64_t *t) {
   backward(ref);
   static float want[NO][H * H];
   ccg_exec_tensor ro[NO];
-  memset(ro, 0, sizeof ro);
-  for (int k = 0; k < no; k++)
-    ro[k].name = names[k], ro[k].dst = want[k],
-    ro[k].dst_bytes = sizeof want[k];
+  assert_int_equal(xt_bind_held(ref, names, (size_t)no, want[0], H * H, ro),
+                   no);
   const ccg_exec_tensor *rin[1] = {in};
   ccg_exec_tensor *rout[1] = {ro};
   assert_ok(NULL,
@@ -184,21 +183,13 @@ static void check(loss_kind kind, int64_t M, const int64_t *t) {
   size_t nis[MAXS], nos[MAXS];
   for (size_t r = 0; r < n; r++) {
     backward(st[r]);
-    nis[r] = nos[r] = 0;
+    nis[r] = 0;
     for (int i = 0; i < NIN; i++) {
       ccg_value_id v;
       if (ccg_graph_find_value(st[r], in[i].name, &v) == CCG_STATUS_OK)
         ins[r][nis[r]++] = in[i];
     }
-    for (int k = 0; k < no; k++) {
-      ccg_value_id v;
-      if (ccg_graph_find_value(st[r], names[k], &v) != CCG_STATUS_OK)
-        continue;
-      memset(&outs[r][nos[r]], 0, sizeof outs[r][0]);
-      outs[r][nos[r]].name = names[k];
-      outs[r][nos[r]].dst = got[r][k];
-      outs[r][nos[r]++].dst_bytes = sizeof got[r][k];
-    }
+    nos[r] = xt_bind_held(st[r], names, (size_t)no, got[r][0], H * H, outs[r]);
     inp[r] = ins[r];
     outp[r] = outs[r];
   }
@@ -208,23 +199,17 @@ static void check(loss_kind kind, int64_t M, const int64_t *t) {
   assert_ok(NULL, ccg_exec_run_local_program(st, (int)n, &eo, 1, inp, nis, outp,
                                              nos, NULL, NULL));
   for (int k = 0; k < no; k++) {
-    int count = k == 0 ? 1 : k == NO - 1 ? H : H * H, owners = 0;
-    for (size_t r = 0; r < n; r++) {
-      ccg_value_id v;
-      if (ccg_graph_find_value(st[r], names[k], &v) != CCG_STATUS_OK)
-        continue;
-      owners++;
-      for (int i = 0; i < count; i++) {
-        double d = fabs((double)got[r][k][i] - want[k][i]);
-        if (!(d <= 1e-5 * (1.0 + fabs((double)want[k][i]))))
-          fail_msg("loss kind %d M=%lld t={%lld,%lld,%lld,%lld}: %s[%d] on "
-                   "stage %zu is %g, want %g",
-                   (int)kind, (long long)M, (long long)t[0], (long long)t[1],
-                   (long long)t[2], (long long)t[3], names[k], i, r,
-                   got[r][k][i], want[k][i]);
-      }
-    }
-    assert_int_equal(owners, 1);
+    size_t r = xt_sole_holder(st, n, names[k]);
+    char what[200];
+    snprintf(what, sizeof what,
+             "loss kind %d M=%lld t={%lld,%lld,%lld,%lld}: %s on stage %zu",
+             (int)kind, (long long)M, (long long)t[0], (long long)t[1],
+             (long long)t[2], (long long)t[3], names[k], r);
+    xt_close(got[r][k], want[k],
+             k == 0        ? 1
+             : k == NO - 1 ? H
+                           : H * H,
+             1e-5, 1e-5, what);
   }
   ccg_pipeline_stages_free(st, n);
   ccg_graph_free(g);
