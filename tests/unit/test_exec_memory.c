@@ -3,7 +3,9 @@
  * back at ccg_exec_free), else from malloc rather than as huge pages
  * (src/exec/exec.c, ccg__exec_arena_init); a program of a few thousand
  * steps (an arena of several chunks, the last over 2 MiB) runs and gives
- * the same result either way. */
+ * the same result either way. And a process that makes no mpi
+ * communicator does not map the MPI library (loaded on first use:
+ * src/exec/comm/mpi_dl.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -103,10 +105,39 @@ static void test_arena_from_caller(void **state) {
   ccg_graph_free(g);
 }
 
+#ifdef __linux__
+/* Whether a mapping of this process names `lib`. */
+static bool mapped(const char *lib) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[1024];
+  bool found = false;
+  assert_non_null(f);
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, lib) != NULL;
+  fclose(f);
+  return found;
+}
+#endif
+
+static void test_no_mpi_mapped(void **state) {
+  (void)state;
+  ccg_value_id y;
+  ccg_graph *g = chain(&y);
+  ccg_exec *x = NULL;
+  assert_ok(g, ccg_exec_create(g, NULL, &x));
+  run_chain(g, y, x);
+#ifdef __linux__
+  assert_false(mapped("/libmpi.so"));
+#endif
+  ccg_exec_free(x);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_arena_from_malloc),
       cmocka_unit_test(test_arena_from_caller),
+      cmocka_unit_test(test_no_mpi_mapped),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
