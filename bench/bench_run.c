@@ -10,12 +10,19 @@
  * are reported beside them, and the anonymous resident set after the steps
  * (RssAnon: data, heap, stacks and generated code, no file-backed code
  * pages; the steps free nothing they touched, so it is near their peak).
+ * Read from /proc/self/smaps after the steps, the peak's parts that are
+ * neither data nor plan: the file-backed pages (the program's and the
+ * libraries' code and read-only data) and the anonymous executable pages
+ * (code generated at run time: oneDNN's kernels). `--trace-memory` prints
+ * the same split to stderr at each stage (start, imported, inputs read,
+ * created, first run, steps), to see what each one adds.
  * The outputs
  * of the last step go to DIR/out<i>.pb (TensorProto named after the
  * output) so that bench/ort/bench_ort.py can compare them with ONNX
  * Runtime's. One JSON line on stdout.
  * usage: bench_run MODEL.onnx [--input NAME=FILE.pb]... [--threads N]
- *                  [--warmup W] [--steps K] [--output-dir DIR] */
+ *                  [--warmup W] [--steps K] [--output-dir DIR]
+ *                  [--trace-memory] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +34,8 @@
 
 static const char *usage =
     "usage: bench_run MODEL.onnx [--input NAME=FILE.pb]... [--threads N]\n"
-    "                 [--warmup W] [--steps K] [--output-dir DIR]\n";
+    "                 [--warmup W] [--steps K] [--output-dir DIR]\n"
+    "                 [--trace-memory]\n";
 
 static double now(void) {
   struct timespec ts;
@@ -62,6 +70,59 @@ static bool reset_hwm(void) {
   return fclose(f) == 0 && ok;
 }
 
+/* The resident set split by kind of mapping, from /proc/self/smaps:
+ * file-backed pages not written (code and read-only data of the program
+ * and its libraries), anonymous pages (heap, mmap'd data, stacks, and the
+ * libraries' relocated and written data), and of those the executable ones
+ * (code generated at run time). All 0 where smaps cannot be read. */
+typedef struct mem_split {
+  size_t rss, file, anon, jit;
+} mem_split;
+
+static mem_split read_smaps(void) {
+  mem_split m = {0, 0, 0, 0};
+  FILE *f = fopen("/proc/self/smaps", "r");
+  char line[1024];
+  bool exec_anon = false; /* the current mapping: executable, no file */
+  if (!f)
+    return m;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi, off, ino;
+    char perm[8];
+    int path_at = 0;
+    size_t kb;
+    if (sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &lo, &hi, perm, &off, &ino,
+               &path_at) == 5) {
+      const char *path = line + path_at;
+      exec_anon = strchr(perm, 'x') && ino == 0 && path[0] != '[';
+      continue;
+    }
+    if (sscanf(line, "Rss: %zu kB", &kb) == 1) {
+      m.rss += kb * 1024;
+    } else if (sscanf(line, "Anonymous: %zu kB", &kb) == 1) {
+      m.anon += kb * 1024;
+      if (exec_anon)
+        m.jit += kb * 1024;
+    }
+  }
+  fclose(f);
+  m.file = m.rss > m.anon ? m.rss - m.anon : 0;
+  return m;
+}
+
+static void trace_memory(bool on, const char *stage) {
+  if (!on)
+    return;
+  mem_split m = read_smaps();
+  const double mib = 1024.0 * 1024.0;
+  fprintf(stderr,
+          "bench_run: memory at %-11s resident %7.2f MiB: file-backed "
+          "%6.2f, anonymous %7.2f (generated code %5.2f); peak %7.2f\n",
+          stage, (double)m.rss / mib, (double)m.file / mib,
+          (double)m.anon / mib, (double)m.jit / mib,
+          (double)proc_status_bytes("VmHWM") / mib);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -91,6 +152,7 @@ typedef struct args {
   const char *in_name[MAX_IO], *in_file[MAX_IO];
   size_t n_in;
   int threads, warmup, steps; /* threads 0: the executor's default */
+  bool trace;                 /* --trace-memory */
 } args;
 
 static int parse_args(int argc, char **argv, args *a) {
@@ -118,6 +180,8 @@ static int parse_args(int argc, char **argv, args *a) {
       if (!parse_int(v, 1, &a->steps))
         return bad_arg(v, "--steps wants a whole number >= 1");
       i++;
+    } else if (strcmp(argv[i], "--trace-memory") == 0) {
+      a->trace = true;
     } else if (strcmp(argv[i], "--output-dir") == 0 && v) {
       a->out_dir = v;
       i++;
@@ -157,6 +221,8 @@ static int run_steps(ccg_exec *x, const args *a, const ccg_exec_tensor *in,
     double t0 = now();
     if (ccg_exec_run(x, in, a->n_in, out, no) != CCG_STATUS_OK)
       return fail(a->model, ccg_last_error(x));
+    if (s == 0)
+      trace_memory(a->trace, "first run");
     if (s >= a->warmup)
       ms[s - a->warmup] = 1e3 * (now() - t0);
   }
@@ -187,7 +253,7 @@ static size_t inputs_bytes(const ccg_exec_tensor *in, size_t n) {
 
 static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
                        const ccg_exec_memory *mem, const size_t rss[5],
-                       bool hwm_reset) {
+                       const mem_split *end, bool hwm_reset) {
   qsort(ms, (size_t)a->steps, sizeof *ms, cmp_double);
   size_t need = weights + mem->peak_bytes;
   printf("{\"bench\":\"run\",\"model\":\"%s\",\"threads\":%d,"
@@ -196,11 +262,13 @@ static void print_json(const args *a, double *ms, size_t weights, size_t inputs,
          "\"weights_bytes\":%zu,\"plan_peak_bytes\":%zu,\"inputs_bytes\":%zu,"
          "\"base_rss_bytes\":%zu,\"load_peak_rss_bytes\":%zu,"
          "\"run_peak_rss_bytes\":%zu,\"process_peak_rss_bytes\":%zu,"
-         "\"anon_rss_bytes\":%zu,\"hwm_reset\":%s,"
+         "\"anon_rss_bytes\":%zu,\"file_rss_bytes\":%zu,"
+         "\"jit_rss_bytes\":%zu,\"hwm_reset\":%s,"
          "\"run_peak_ratio\":%.4f}\n",
          a->model, a->threads, "true", a->warmup, a->steps, ms[a->steps / 2],
          ms[0], ms[a->steps - 1], weights, mem->peak_bytes, inputs, rss[0],
-         rss[1], rss[2], rss[3], rss[4], hwm_reset ? "true" : "false",
+         rss[1], rss[2], rss[3], rss[4], end->file, end->jit,
+         hwm_reset ? "true" : "false",
          need ? (double)rss[2] / (double)need : 0.0);
 }
 
@@ -211,6 +279,7 @@ int main(int argc, char **argv) {
   int rc = parse_args(argc, argv, &a);
   if (rc)
     return rc;
+  trace_memory(a.trace, "start");
   size_t rss[5] = {proc_status_bytes("VmHWM"), 0, 0, 0, 0};
   ccg_graph *g = NULL;
   ccg_exec *x = NULL;
@@ -218,6 +287,7 @@ int main(int argc, char **argv) {
   ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
   ccg_exec_memory mem;
   bool hwm_reset = false;
+  mem_split end = {0, 0, 0, 0};
   size_t no = 0;
   double *ms = calloc((size_t)a.steps, sizeof *ms);
   memset(in, 0, sizeof in);
@@ -228,6 +298,7 @@ int main(int argc, char **argv) {
     rc = fail(a.model, ccg_last_error(NULL));
     goto out;
   }
+  trace_memory(a.trace, "imported");
   for (size_t i = 0; i < a.n_in && !rc; i++) {
     in[i].name = a.in_name[i];
     if (ccg_onnx_tensor_read_file(a.in_file[i], NULL, &in[i].tensor, NULL) !=
@@ -239,6 +310,8 @@ int main(int argc, char **argv) {
     rc = fail(a.model, "more than 256 outputs");
   for (size_t i = 0; i < no && !rc; i++)
     out[i].name = ccg_value_name(g, ccg_graph_output(g, i));
+  if (!rc)
+    trace_memory(a.trace, "inputs read");
   o.input_shapes = in;
   o.n_input_shapes = a.n_in;
   o.threads = a.threads;
@@ -246,6 +319,7 @@ int main(int argc, char **argv) {
     rc = fail(a.model, ccg_last_error(g));
   if (rc)
     goto out;
+  trace_memory(a.trace, "created");
   rss[1] = proc_status_bytes("VmHWM");
   hwm_reset = reset_hwm();
   rc = run_steps(x, &a, in, out, no, ms);
@@ -254,6 +328,8 @@ int main(int argc, char **argv) {
   if (!rc) {
     rss[2] = proc_status_bytes("VmHWM");
     rss[4] = proc_status_bytes("RssAnon");
+    end = read_smaps();
+    trace_memory(a.trace, "steps");
     rss[3] = rss[1] > rss[2] ? rss[1] : rss[2];
     if (!hwm_reset)
       rss[2] = rss[3]; /* the whole process's peak, an upper bound */
@@ -261,7 +337,7 @@ int main(int argc, char **argv) {
   }
   if (!rc)
     print_json(&a, ms, weights_bytes(g), inputs_bytes(in, a.n_in), &mem, rss,
-               hwm_reset);
+               &end, hwm_reset);
 out:
   ccg_exec_free(x);
   for (size_t i = 0; i < a.n_in; i++) {

@@ -22,7 +22,9 @@ planned in it), whole and less the process's resident set before loading
 (its code and libraries; target 1.2); the inputs, which the caller holds
 and the run reads in place, are in the peak and shown beside it; and the
 anonymous resident set after the steps (RssAnon: data, heap, stacks and
-generated code, no file-backed code pages) against weights + plan.
+generated code, no file-backed code pages) against weights + plan; then
+the run peak broken down: the data, the file-backed code, the code
+generated at run time and the other anonymous pages.
 --memory-only skips ONNX Runtime and the repeated rounds (1 warm-up and 2
 steps unless given; outputs still checked against NumPy): the memory table
 in seconds.
@@ -263,6 +265,37 @@ def print_tables(rows, mem, unset):
               f"{m.get('anon_rss_bytes', 0) / MIB:6.1f} "
               f"{m.get('anon_rss_bytes', 0) / need:6.2f} "
               f"{m['load_peak_rss_bytes'] / MIB:9.1f}")
+    print_breakdown(mem)
+
+
+def print_breakdown(mem):
+    """The run peak in parts: the data (weights, plan, inputs), then what
+    bench_run read from /proc/self/smaps after the steps: file-backed pages
+    (code and read-only data of the program and libraries), anonymous
+    executable pages (code generated at run time: oneDNN's kernels), the
+    other anonymous pages (heap, the graph's and the program's structures,
+    oneDNN's packing blocks, libraries' data, stacks); "peak-end": what the
+    peak held that the end of the steps did not."""
+    if not mem or "file_rss_bytes" not in mem[0]:
+        return
+    print()
+    print("## ccgraph run peak, broken down (MiB)")
+    print(f"{'model':34} {'thr':>4} {'run peak':>9} {'weights':>8} "
+          f"{'plan':>7} {'inputs':>7} {'code':>6} {'gen.code':>8} "
+          f"{'other':>6} {'peak-end':>8}")
+    for m in mem:
+        anon, jit = m['anon_rss_bytes'], m['jit_rss_bytes']
+        data = m['weights_bytes'] + m['plan_peak_bytes'] + \
+            m.get('inputs_bytes', 0)
+        other = anon - jit - data
+        rest = m['run_peak_rss_bytes'] - anon - m['file_rss_bytes']
+        print(f"{m['model']:34} {m['threads']!s:>4} "
+              f"{m['run_peak_rss_bytes'] / MIB:9.1f} "
+              f"{m['weights_bytes'] / MIB:8.1f} "
+              f"{m['plan_peak_bytes'] / MIB:7.2f} "
+              f"{m.get('inputs_bytes', 0) / MIB:7.2f} "
+              f"{m['file_rss_bytes'] / MIB:6.1f} {jit / MIB:8.1f} "
+              f"{other / MIB:6.1f} {rest / MIB:8.1f}")
 
 
 def bench_model(args, ort, entry, work, has_threads, env_unset, rows, mem):
@@ -409,7 +442,12 @@ def main(argv):
           f"(code, libraries); target <= 1.2; the plan includes the kernels' "
           f"scratch, the run peak the inputs;\nanon: the anonymous resident "
           f"set after the steps (data, heap, stacks, generated code; no "
-          f"file-backed code), and its ratio to weights + plan")
+          f"file-backed code), and its ratio to weights + plan;\nbroken down: "
+          f"code = file-backed pages (program, libraries), gen.code = "
+          f"anonymous executable pages (oneDNN's kernels), other = the "
+          f"rest of anon\n(heap, graph and program, packing blocks, "
+          f"libraries' data, stacks), peak-end = run peak - resident set "
+          f"after the steps")
     print(json.dumps({"bench": "ort", "ok": ok, "machine": info,
                       "ccgraph": version, "threads_option": has_threads,
                       "ort_skipped": why, "rows": rows, "memory": mem},

@@ -4,20 +4,30 @@
 
 #include "exec/dynlib.h"
 
-void *ccg__dynlib_open(ccg__dynlib *s, const char *soname, const char *dir) {
-  void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+static void *open_mode(ccg__dynlib *s, const char *soname, const char *dir,
+                       int mode) {
+  void *h = dlopen(soname, RTLD_NOW | mode);
   if (h)
     return h;
   char first[256], path[1024];
   snprintf(first, sizeof first, "%s", dlerror());
   snprintf(path, sizeof path, "%s/%s", dir, soname);
-  h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  h = dlopen(path, RTLD_NOW | mode);
   if (!h) {
     s->st = CCG_STATUS_BACKEND;
     snprintf(s->why, sizeof s->why, "cannot load %s (%s; %s)", soname, first,
              dlerror());
   }
   return h;
+}
+
+void *ccg__dynlib_open(ccg__dynlib *s, const char *soname, const char *dir) {
+  return open_mode(s, soname, dir, RTLD_LOCAL);
+}
+
+void *ccg__dynlib_open_global(ccg__dynlib *s, const char *soname,
+                              const char *dir) {
+  return open_mode(s, soname, dir, RTLD_GLOBAL);
 }
 
 void *ccg__dynlib_sym(ccg__dynlib *s, void *h, const char *lib,

@@ -18,8 +18,13 @@ typedef struct ccg__dynlib {
   { PTHREAD_ONCE_INIT, CCG_STATUS_OK, "" }
 
 /* The library by soname (the loader's search path), else in `dir`; NULL
- * with the reason in s. */
+ * with the reason in s. Its symbols stay local to it. */
 void *ccg__dynlib_open(ccg__dynlib *s, const char *soname, const char *dir);
+/* The same with the library's symbols made global (RTLD_GLOBAL): for a
+ * library whose own plugins, loaded later, resolve against it (Open
+ * MPI's components). */
+void *ccg__dynlib_open_global(ccg__dynlib *s, const char *soname,
+                              const char *dir);
 /* Function `name` of library h (called `lib` in messages); NULL with the
  * reason in s, and NULL once s holds a failure. */
 void *ccg__dynlib_sym(ccg__dynlib *s, void *h, const char *lib,

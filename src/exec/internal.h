@@ -212,6 +212,12 @@ struct ccg_exec {
   bool checking, stale;
 };
 
+/* Starts x's arena of create-time structures (x->alloc must be set): from
+ * the caller's allocator when one was given, else from malloc, never from
+ * huge pages (exec.c says why). Also for the arenas a specialization
+ * makes. */
+void ccg__exec_arena_init(const ccg_exec *x, ccg_arena *arena);
+
 /* Records "node 'N' (Op): <message>" on x and returns st. */
 ccg_status ccg__xfail(ccg_exec *x, const ccg__xnode *n, ccg_status st,
                       const char *fmt, ...) CCG_PRINTF(4, 5);

@@ -657,7 +657,7 @@ static ccg_status specialize(ccg_exec *x, const ccg_exec_tensor *in,
   o.n_input_shapes = m;
   xspec e;
   memset(&e, 0, sizeof e);
-  ccg__arena_init(&e.arena, &x->alloc, 0);
+  ccg__exec_arena_init(x, &e.arena);
   /* The graph itself first: binding checks the fed sizes against the named
    * dims and the graph's numbers, and where a dim is set by data it stops
    * at the values' shapes, before kernels or memory. */
@@ -715,7 +715,7 @@ static ccg_exec *shell(ccg_graph *g, const ccg_exec_options *o) {
   ccg__ctx_init(&x->ctx);
   if (o->allocator)
     x->alloc = *o->allocator;
-  ccg__arena_init(&x->arena, &x->alloc, 0);
+  ccg__exec_arena_init(x, &x->arena);
   x->g = g;
   x->mesh = ccg_graph_mesh(g);
   x->rank = o->rank;

@@ -296,6 +296,8 @@ static void finalize_at_exit(void) {
 }
 
 ccg_status ccg__mpi_init(int *provided) {
+  /* the library is mapped now, by the first communicator that needs it */
+  CCG_CHECK(ccg__mpi_load(NULL));
   pthread_mutex_lock(&init_lock);
   int inited = 0, done = 0;
   MPI_Initialized(&inited);

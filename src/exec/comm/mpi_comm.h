@@ -3,11 +3,11 @@
 #ifndef CCG_EXEC_COMM_MPI_COMM_H
 #define CCG_EXEC_COMM_MPI_COMM_H
 
-#include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "exec/comm/comm.h"
+#include "exec/comm/mpi_dl.h"
 
 #define CCG__MPI_NOTICE_MAX 512 /* bytes of a failure notice */
 #define CCG__MPI_SENDS 64       /* Sends in flight before one must finish */
