@@ -497,9 +497,10 @@ ccg_status sh_pass(shard *sh, ccg_graph **out) {
                       ccg_last_error(NULL));
   sh->vals = calloc(sh->n_vals + 1, sizeof *sh->vals);
   sh->is_output = calloc(sh->n_vals + 1, sizeof *sh->is_output);
+  sh->roots = calloc(sh->n_vals + 1, sizeof *sh->roots);
   sh->used = calloc(ccg_plan_num_entries(sh->plan) + 1, sizeof *sh->used);
   ccg_status st;
-  if (!sh->vals || !sh->is_output || !sh->used) {
+  if (!sh->vals || !sh->is_output || !sh->used || !sh->roots) {
     st = ccg__error((ccg_ctx *)g, CCG_STATUS_OOM, "shard: out of memory");
     goto out;
   }
@@ -517,6 +518,7 @@ ccg_status sh_pass(shard *sh, ccg_graph **out) {
 out:
   free(sh->vals);
   free(sh->is_output);
+  free(sh->roots);
   free(sh->used);
   free(sh->cache);
   free(sh->cache_heads);
@@ -533,6 +535,7 @@ out:
   sh->n_origins = sh->cap_origins = 0;
   sh->vals = NULL;
   sh->is_output = NULL;
+  sh->roots = NULL;
   sh->used = NULL;
   sh->cache = NULL;
   sh->cache_heads = NULL;

@@ -85,6 +85,9 @@ typedef struct shard {
   int64_t seq_dim;
   sh_val *vals; /* per source value */
   size_t n_vals;
+  /* per source value, sh_weight_root's answer once asked (shard_weights.c):
+   * 0 not yet, 1 none, else 2 + (root << 1 | transposed); NULL: none kept */
+  uint32_t *roots;
   bool *used; /* per plan entry */
   bool *is_output;
   sh_cache *cache;

@@ -33,17 +33,38 @@ ccg_value_id sh_view_step(const shard *sh, ccg_value_id gv, bool *trans) {
   }
 }
 
-ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
+static ccg_value_id find_root(const shard *sh, ccg_value_id gv, bool *trans) {
   bool t = false;
   for (int step = 0; gv != CCG_NONE && step < 64; step++) {
     if (ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER) {
-      if (trans)
-        *trans = t;
+      *trans = t;
       return gv;
     }
     gv = sh_view_step(sh, gv, &t);
   }
   return CCG_NONE;
+}
+
+/* Every input of every node asks whether it is a weight: the answer is
+ * kept per source value (sh->roots), as the walk reads value and node
+ * records spread over a large graph. */
+ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
+  uint32_t *memo = sh->roots && gv < sh->n_vals ? &sh->roots[gv] : NULL;
+  bool t = false;
+  ccg_value_id root;
+  if (memo && *memo) {
+    root = *memo == 1 ? CCG_NONE : (*memo - 2) >> 1;
+    t = (*memo - 2) & 1;
+  } else {
+    root = find_root(sh, gv, &t);
+    if (memo && root == CCG_NONE)
+      *memo = 1;
+    else if (memo && root < UINT32_MAX / 2 - 1)
+      *memo = 2 + (root << 1 | (uint32_t)t);
+  }
+  if (trans && root != CCG_NONE)
+    *trans = t;
+  return root;
 }
 
 bool sh_is_weight(const shard *sh, ccg_value_id gv) {
