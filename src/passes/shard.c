@@ -50,16 +50,6 @@ static bool taken_h(shard *sh, const char *name, uint32_t h) {
          ccg__strmap_get_h(&sh->s->node_names, name, h, NULL);
 }
 
-/* Starts loading the slots where taken_h(sh, ..., h) looks first. The name
- * maps of a large model outgrow the cache, and a copy's names are looked
- * up in both: fetched together, their misses overlap. */
-static void prefetch_name(shard *sh, uint32_t h) {
-  const ccg_strmap *m[2] = {&sh->s->value_names, &sh->s->node_names};
-  for (int i = 0; i < 2; i++)
-    if (m[i]->cap)
-      __builtin_prefetch(&m[i]->slots[h & (m[i]->cap - 1)]);
-}
-
 /* A value or node of the sharded graph has the name (looked up in its
  * name indexes: a miss through ccg_graph_find_* formats an error). */
 bool sh_name_taken(shard *sh, const char *name) {
@@ -121,8 +111,9 @@ ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
       own[i] = *ccg_node_attr_at(g, n, i);
     attrs = own;
   }
-  /* the source names, each dropped where the sharded graph has it (the
-   * copy's is then generated); graph outputs are named at the end */
+  /* the source names, each hashed once and dropped where the sharded
+   * graph has it (the copy's is then generated); graph outputs are named
+   * at the end */
   const char *names[65];
   uint32_t hash[65];
   if (n_out > 64)
@@ -132,10 +123,8 @@ ccg_status sh_emit(shard *sh, ccg_node_id n, const ccg_value_id *inputs,
     names[i] = i == n_out         ? ccg_node_name(g, n)
                : sh->is_output[o] ? NULL
                                   : ccg_value_name(g, o);
-    if (names[i]) {
+    if (names[i])
       hash[i] = ccg__strhash(names[i]);
-      prefetch_name(sh, hash[i]);
-    }
   }
   for (size_t i = 0; i <= n_out; i++)
     if (names[i] && taken_h(sh, names[i], hash[i]))
