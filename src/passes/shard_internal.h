@@ -85,6 +85,9 @@ typedef struct shard {
   int64_t seq_dim;
   sh_val *vals; /* per source value */
   size_t n_vals;
+  /* per source value, sh_weight_root's answer once asked (shard_weights.c):
+   * 0 not yet, 1 none, else 2 + (root << 1 | transposed); NULL: none kept */
+  uint32_t *roots;
   bool *used; /* per plan entry */
   bool *is_output;
   sh_cache *cache;
@@ -366,13 +369,15 @@ ccg_status sh_expert_parallel(shard *sh, ccg_node_id n, const char *mod,
  * entries whose weight is still there. sh_otext_free releases the
  * entries (also after a failure). */
 typedef struct sh_otext {
-  ccg__jtext t;      /* the entries, one after another */
-  size_t *end;       /* entry i is t.p[end[i - 1], end[i]) */
+  ccg__jtext t;      /* the document up to its last entry, commas between */
+  size_t head;       /* where the first entry starts */
+  size_t *end;       /* entry i is t.p[i ? end[i - 1] + 1 : head, end[i]) */
   const char **name; /* the weight entry i names (in sh->s's arena) */
   size_t n;
 } sh_otext;
 ccg_status sh_origin_text(shard *sh, sh_otext *out);
-ccg_status sh_origin_meta(shard *sh, const sh_otext *o);
+/* Drops the entries of pruned weights from o->t in place and ends it. */
+ccg_status sh_origin_meta(shard *sh, sh_otext *o);
 void sh_otext_free(sh_otext *o);
 
 /* shard_prune.c: sh->s without the nodes and initializers no output

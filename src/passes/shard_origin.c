@@ -203,13 +203,29 @@ void sh_otext_free(sh_otext *o) {
   memset(o, 0, sizeof *o);
 }
 
+/* The document's opening, before the first entry. */
+static void put_head(shard *sh, ccg__jtext *b) {
+  ccg__jtext_lit(b, "{\"version\":1,\"axis\":");
+  ccg__jtext_str(b, sh->axis_name);
+  ccg__jtext_lit(b, ",\"world\":");
+  ccg__jtext_int(b, ccg_mesh_world_size(&sh->mesh));
+  ccg__jtext_lit(b, ",\"weights\":[");
+}
+
+/* The entries are written once, as the document has them: a pruned
+ * weight's entry is cut out of the same buffer afterwards, rather than
+ * the kept ones copied into a second (of a large model, a megabyte). */
 ccg_status sh_origin_text(shard *sh, sh_otext *out) {
   memset(out, 0, sizeof *out);
   if (!sh->n_origins)
     return CCG_STATUS_OK;
   out->end = malloc(sh->n_origins * sizeof *out->end);
   out->name = malloc(sh->n_origins * sizeof *out->name);
+  put_head(sh, &out->t);
+  out->head = out->t.n;
   for (size_t i = 0; out->end && out->name && i < sh->n_origins; i++) {
+    if (i)
+      ccg__jtext_put(&out->t, ",", 1);
     put_entry(sh, &out->t, &sh->origins[i], &out->name[i]);
     out->end[i] = out->t.n;
     out->n++;
@@ -221,33 +237,30 @@ ccg_status sh_origin_text(shard *sh, sh_otext *out) {
   return CCG_STATUS_OK;
 }
 
-ccg_status sh_origin_meta(shard *sh, const sh_otext *o) {
+ccg_status sh_origin_meta(shard *sh, sh_otext *o) {
   if (!o->n)
     return CCG_STATUS_OK;
-  ccg__jtext b = {NULL, 0, 0, false};
-  ccg__jtext_lit(&b, "{\"version\":1,\"axis\":");
-  ccg__jtext_str(&b, sh->axis_name);
-  ccg__jtext_lit(&b, ",\"world\":");
-  ccg__jtext_int(&b, ccg_mesh_world_size(&sh->mesh));
-  ccg__jtext_lit(&b, ",\"weights\":[");
+  /* entries move down only: each kept one starts at or after w */
+  size_t w = o->head;
   bool first = true;
   for (size_t i = 0; i < o->n; i++) {
     /* pruned: nothing reads it */
     if (!ccg__strmap_get(&sh->s->value_names, o->name[i], NULL))
       continue;
-    size_t start = i ? o->end[i - 1] : 0;
+    size_t start = i ? o->end[i - 1] + 1 : o->head, len = o->end[i] - start;
     if (!first)
-      ccg__jtext_put(&b, ",", 1);
-    ccg__jtext_put(&b, o->t.p + start, o->end[i] - start);
+      o->t.p[w++] = ',';
+    if (w != start)
+      memmove(o->t.p + w, o->t.p + start, len);
+    w += len;
     first = false;
   }
-  ccg__jtext_lit(&b, "]}");
-  if (b.bad) {
-    free(b.p);
+  o->t.n = w;
+  o->t.p[w] = '\0';
+  ccg__jtext_lit(&o->t, "]}");
+  if (o->t.bad)
     return sh_fail(sh, CCG_STATUS_OOM, "out of memory for the provenance");
-  }
-  ccg_status st = ccg_graph_set_meta(sh->s, CCG_SHARD_PROVENANCE, b.p);
-  free(b.p);
+  ccg_status st = ccg_graph_set_meta(sh->s, CCG_SHARD_PROVENANCE, o->t.p);
   return st == CCG_STATUS_OK ? st
                              : sh_fail(sh, st, "%s", ccg_last_error(sh->s));
 }

@@ -33,17 +33,38 @@ ccg_value_id sh_view_step(const shard *sh, ccg_value_id gv, bool *trans) {
   }
 }
 
-ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
+static ccg_value_id find_root(const shard *sh, ccg_value_id gv, bool *trans) {
   bool t = false;
   for (int step = 0; gv != CCG_NONE && step < 64; step++) {
     if (ccg_value_kind_of(sh->g, gv) == CCG_VALUE_INITIALIZER) {
-      if (trans)
-        *trans = t;
+      *trans = t;
       return gv;
     }
     gv = sh_view_step(sh, gv, &t);
   }
   return CCG_NONE;
+}
+
+/* Every input of every node asks whether it is a weight: the answer is
+ * kept per source value (sh->roots), as the walk reads value and node
+ * records spread over a large graph. */
+ccg_value_id sh_weight_root(const shard *sh, ccg_value_id gv, bool *trans) {
+  uint32_t *memo = sh->roots && gv < sh->n_vals ? &sh->roots[gv] : NULL;
+  bool t = false;
+  ccg_value_id root;
+  if (memo && *memo) {
+    root = *memo == 1 ? CCG_NONE : (*memo - 2) >> 1;
+    t = (*memo - 2) & 1;
+  } else {
+    root = find_root(sh, gv, &t);
+    if (memo && root == CCG_NONE)
+      *memo = 1;
+    else if (memo && root < UINT32_MAX / 2 - 1)
+      *memo = 2 + (root << 1 | (uint32_t)t);
+  }
+  if (trans && root != CCG_NONE)
+    *trans = t;
+  return root;
 }
 
 bool sh_is_weight(const shard *sh, ccg_value_id gv) {
@@ -113,11 +134,46 @@ static const char *weight_name(shard *sh, const char *base, char *buf,
   }
 }
 
+/* sh_add_rank_weight of chunks that are in the sharded graph's arena
+ * already (`own`: one per group rank), as the graph's data. */
+static ccg_status add_own_rank_weight(shard *sh, const char *name, ccg_dtype dt,
+                                      int rank, const int64_t *dims,
+                                      unsigned char *const *own,
+                                      ccg_placement p, ccg_value_id *out) {
+  char buf[512];
+  ccg_tensor t = {dt, rank, {0}, own[0]};
+  memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
+  ccg_status st = ccg__graph_add_initializer_borrowed(
+      sh->s, weight_name(sh, name, buf, sizeof buf), &t, out);
+  int64_t world = ccg_mesh_world_size(&sh->mesh);
+  for (int64_t g = 0; g < world && st == CCG_STATUS_OK; g++) {
+    int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
+    t.data = own[r];
+    st = ccg__graph_set_rank_data_borrowed(sh->s, *out, g, &t);
+  }
+  SH_S(sh, st);
+  ccg_placement full[CCG_MAX_MESH_AXES];
+  sh_full_placements(sh, CCG_NONE, p, full);
+  SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
+  sh->rep.n_sharded_params++;
+  if (sh->dp >= 0 && !sh->local && ccg_dtype_is_float(dt))
+    CCG_CHECK(sh_dp_param(sh, out));
+  return CCG_STATUS_OK;
+}
+
+/* Room in the sharded graph's arena for W chunks of nbytes, in own[]. */
+static ccg_status alloc_chunks(shard *sh, const char *name, size_t nbytes,
+                               unsigned char **own) {
+  for (int64_t r = 0; r < sh->W; r++)
+    if (!(own[r] = ccg__arena_alloc(&sh->s->arena, nbytes, 64)))
+      return sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+  return CCG_STATUS_OK;
+}
+
 ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
                               int rank, const int64_t *dims,
                               unsigned char *const *chunks, ccg_placement p,
                               ccg_value_id *out) {
-  char buf[512];
   ccg_tensor t = {dt, rank, {0}, chunks[0]};
   memcpy(t.dims, dims, (size_t)rank * sizeof *dims);
   /* Each group rank's chunk is copied into the sharded graph once; the
@@ -127,32 +183,17 @@ ccg_status sh_add_rank_weight(shard *sh, const char *name, ccg_dtype dt,
   if (ccg_tensor_nbytes(&t, &nbytes) != CCG_STATUS_OK)
     return sh_fail(sh, CCG_STATUS_SHAPE, "weight '%s' has an invalid shape",
                    name);
-  void **own = calloc((size_t)sh->W, sizeof *own);
+  unsigned char **own = calloc((size_t)sh->W, sizeof *own);
   if (!own)
     return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
-  for (int64_t r = 0; r < sh->W; r++)
-    if (!(own[r] = ccg__arena_memdup(&sh->s->arena, chunks[r], nbytes, 64))) {
-      free(own);
-      return sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
-    }
-  t.data = own[0];
-  ccg_status st = ccg__graph_add_initializer_borrowed(
-      sh->s, weight_name(sh, name, buf, sizeof buf), &t, out);
-  int64_t world = ccg_mesh_world_size(&sh->mesh);
-  for (int64_t g = 0; g < world && st == CCG_STATUS_OK; g++) {
-    int64_t r = ccg_mesh_rank_in_group(&sh->mesh, g, 1u << sh->axis);
-    t.data = own[r];
-    st = ccg__graph_set_rank_data_borrowed(sh->s, *out, g, &t);
-  }
+  ccg_status st = alloc_chunks(sh, name, nbytes, own);
+  for (int64_t r = 0; st == CCG_STATUS_OK && r < sh->W; r++)
+    if (nbytes)
+      memcpy(own[r], chunks[r], nbytes);
+  if (st == CCG_STATUS_OK)
+    st = add_own_rank_weight(sh, name, dt, rank, dims, own, p, out);
   free(own);
-  SH_S(sh, st);
-  ccg_placement full[CCG_MAX_MESH_AXES];
-  sh_full_placements(sh, CCG_NONE, p, full);
-  SH_S(sh, ccg_value_set_placements(sh->s, *out, full, sh->nd));
-  sh->rep.n_sharded_params++;
-  if (sh->dp >= 0 && !sh->local && ccg_dtype_is_float(dt))
-    CCG_CHECK(sh_dp_param(sh, out));
-  return CCG_STATUS_OK;
+  return st;
 }
 
 /* t transposed (2-D) into new memory. */
@@ -219,22 +260,29 @@ static ccg_status weight_shard(shard *sh, ccg_value_id gv, const ccg_tensor *t,
   size_t nbytes;
   SH_S(sh, ccg_tensor_nbytes(t, &nbytes));
   size_t chunk = nbytes / (size_t)Wc;
-  unsigned char **chunks = calloc((size_t)sh->W, sizeof *chunks);
-  unsigned char *mem = malloc(nbytes + 1);
-  ccg_status st = CCG_STATUS_OK;
-  if (!chunks || !mem) {
-    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
-    goto out;
-  }
-  for (int64_t r = 0; r < sh->W; r++) {
-    chunks[r] = mem + (size_t)(r / rep) * chunk;
-    if (r % rep == 0)
-      sh_slice_chunk(t, d, blocks, Wc, r / rep, chunks[r]);
-  }
   int64_t dims[CCG_MAX_RANK];
   memcpy(dims, t->dims, sizeof dims);
   dims[d] = D / Wc;
-  st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
+  unsigned char **chunks = calloc((size_t)sh->W, sizeof *chunks);
+  /* one chunk per rank: cut straight into the sharded graph's memory */
+  unsigned char *mem = rep == 1 ? NULL : malloc(nbytes + 1);
+  ccg_status st = CCG_STATUS_OK;
+  if (!chunks || (rep > 1 && !mem)) {
+    st = sh_fail(sh, CCG_STATUS_OOM, "out of memory for weight '%s'", name);
+    goto out;
+  }
+  if (rep == 1)
+    CCG_CHECK_GOTO(alloc_chunks(sh, name, chunk, chunks), st, out);
+  for (int64_t r = 0; r < sh->W; r++) {
+    if (rep > 1)
+      chunks[r] = mem + (size_t)(r / rep) * chunk;
+    if (r % rep == 0)
+      sh_slice_chunk(t, d, blocks, Wc, r / rep, chunks[r]);
+  }
+  if (rep == 1)
+    st = add_own_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
+  else
+    st = sh_add_rank_weight(sh, name, t->dtype, t->rank, dims, chunks, p, out);
   if (st == CCG_STATUS_OK && rep == 1)
     st = sh_origin_add(sh, *out, gv, transpose, d, blocks);
   else if (st == CCG_STATUS_OK)

@@ -515,6 +515,53 @@ static void dynamic_head_reshape(void **state) {
   ccg_graph_free(g);
 }
 
+/* Weights whose only readers are dead (first, middle and last of the
+ * provenance's entries) are pruned, and so are their provenance entries:
+ * the others stay in order, in a document that still parses. */
+static void provenance_without_pruned_weights(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,8]");
+  ccg_value_id d0 = init(g, "dead0.weight", 1, (int64_t[]){8}, 1);
+  ccg_value_id w = init(g, "fc.weight", 2, (int64_t[]){8, 8}, 2);
+  ccg_value_id d1 = init(g, "dead1.weight", 1, (int64_t[]){8}, 3);
+  ccg_value_id k = init(g, "keep.weight", 1, (int64_t[]){8}, 4);
+  ccg_value_id d2 = init(g, "dead2.weight", 1, (int64_t[]){8}, 5);
+  add(g, "Mul", "/dead0/Mul", (ccg_value_id[]){x, d0}, 2, NULL, NULL, 0);
+  ccg_value_id y =
+      add(g, "MatMul", "/fc/MatMul", (ccg_value_id[]){x, w}, 2, "y", NULL, 0);
+  add(g, "Mul", "/dead1/Mul", (ccg_value_id[]){x, d1}, 2, NULL, NULL, 0);
+  ccg_value_id z =
+      add(g, "Mul", "/keep/Mul", (ccg_value_id[]){y, k}, 2, "z", NULL, 0);
+  add(g, "Mul", "/dead2/Mul", (ccg_value_id[]){z, d2}, 2, NULL, NULL, 0);
+  assert_ok(g, ccg_graph_add_output(g, z));
+  ccg_graph *s = xt_shard(g, "{\"fc\": \"colwise\"}", "tp=2");
+  assert_no_dead(s);
+  const char *text = ccg_graph_meta(s, CCG_SHARD_PROVENANCE);
+  assert_non_null(text);
+  json_t *doc = json_loads(text, 0, NULL);
+  assert_non_null(doc);
+  json_t *ws = json_object_get(doc, "weights");
+  assert_int_equal(json_array_size(ws), 2);
+  assert_string_equal(
+      json_string_value(json_object_get(json_array_get(ws, 0), "name")),
+      "fc.weight");
+  assert_string_equal(
+      json_string_value(json_object_get(json_array_get(ws, 1), "name")),
+      "keep.weight");
+  /* the text is jansson's compact dump of the same document */
+  char *dump = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  assert_string_equal(text, dump);
+  free(dump);
+  json_decref(doc);
+  json_t *o = origin(s, "fc.weight", "fc.weight", false, 1);
+  assert_ranges(o, 0, "[[0,4]]");
+  assert_ranges(o, 1, "[[4,8]]");
+  json_decref(o);
+  ccg_graph_free(s);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(identity_folded_parameters),
@@ -524,6 +571,7 @@ int main(void) {
       cmocka_unit_test(gathered_key_gradient),
       cmocka_unit_test(head_reshape_leaves_nothing_dead),
       cmocka_unit_test(dynamic_head_reshape),
+      cmocka_unit_test(provenance_without_pruned_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
