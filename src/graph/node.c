@@ -72,13 +72,34 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   return ccg__check_attrs(g, op, nm, attrs, n_attrs);
 }
 
-/* ccg__shape_import of an output shape whose symbols are all symbols of
- * the node's inputs (the common case: a shape rule passes dims through),
- * which are interned already: no symbol needs a lookup. */
-static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
-                                   ccg_shape *s) {
+/* Whether output shape s (a shape rule's, not imported) is the interned
+ * shape t: numbers equal, symbols the same pointers. */
+static bool same_as_interned(const ccg_shape *s, const ccg_shape *t) {
+  if (s->rank != t->rank)
+    return false;
+  for (int d = 0; d < s->rank; d++) {
+    ccg_dim x = s->dims[d], y = t->dims[d];
+    if (x.size != y.size || (x.size < 0 && x.sym != y.sym))
+      return false;
+  }
+  return true;
+}
+
+/* Output shape s made the graph's: an input's interned shape when it is
+ * the same (most outputs: elementwise ops), else imported in place (*same
+ * NULL), for ccg__shape_intern once every output is checked. An output
+ * with only symbols of the inputs needs no lookup in the symbol table. */
+static ccg_status out_shape(ccg_graph *g, const ccg__infer *ix, ccg_shape *s,
+                            const ccg_shape **same) {
+  *same = NULL;
   if (s->rank < 0 || s->rank > CCG_MAX_RANK)
-    return ccg__shape_import(g, s, s);
+    return ccg__shape_import(g, s, s); /* the error */
+  for (size_t i = 0; i < ix->n_in; i++)
+    if (ix->in[i] != CCG_NONE &&
+        same_as_interned(s, g->values[ix->in[i]].shape)) {
+      *same = g->values[ix->in[i]].shape;
+      return CCG_STATUS_OK;
+    }
   ccg_shape t;
   memset(&t, 0, sizeof t);
   t.rank = s->rank;
@@ -92,7 +113,7 @@ static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
     for (size_t i = 0; i < ix->n_in && !found; i++) {
       if (ix->in[i] == CCG_NONE)
         continue;
-      const ccg_shape *in = &g->values[ix->in[i]].shape;
+      const ccg_shape *in = g->values[ix->in[i]].shape;
       for (int k = 0; k < in->rank && !found; k++)
         found = x.size == CCG_DIM_SYMBOLIC && in->dims[k].sym == x.sym && x.sym;
     }
@@ -105,15 +126,21 @@ static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
 }
 
 /* Output names (given or generated) and their hashes, checked for
- * uniqueness, and output shapes interned; everything in the scratch arena. */
+ * uniqueness, and output shapes interned; the lists in the scratch arena. */
+typedef struct named_outputs {
+  const char **names;
+  uint32_t *hash;
+  const ccg_shape **shapes;
+} named_outputs;
+
 static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
-                               const char *const *out_names,
-                               const char ***onames, uint32_t **ohash) {
+                               const char *const *out_names, named_outputs *o) {
   const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
   size_t m = ix->n_out ? ix->n_out : 1;
   const char **names = ccg__arena_calloc(&g->scratch, m, sizeof *names);
   uint32_t *hash = ccg__arena_calloc(&g->scratch, m, sizeof *hash);
-  if (!names || !hash)
+  const ccg_shape **shapes = ccg__arena_calloc(&g->scratch, m, sizeof *shapes);
+  if (!names || !hash || !shapes)
     return ccg__graph_oom(g, "naming outputs");
   for (size_t i = 0; i < ix->n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
@@ -133,12 +160,17 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                           "node '%s' (%s): outputs %zu and %zu are both named "
                           "'%s'",
                           nm, opn, j, i, names[i]);
-    if (import_out_shape(g, ix, &ix->out_shape[i]) != CCG_STATUS_OK)
+    if (out_shape(g, ix, &ix->out_shape[i], &shapes[i]) != CCG_STATUS_OK)
       return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
                                i);
   }
-  *onames = names;
-  *ohash = hash;
+  /* last: a refused node leaves no shape behind */
+  for (size_t i = 0; i < ix->n_out; i++)
+    if (!shapes[i] && !(shapes[i] = ccg__shape_intern(g, &ix->out_shape[i])))
+      return ccg__graph_oom(g, "interning a shape");
+  o->names = names;
+  o->hash = hash;
+  o->shapes = shapes;
   return CCG_STATUS_OK;
 }
 
@@ -149,6 +181,7 @@ typedef struct node_copy {
   uint32_t name_hash;
   const char **onames;
   const uint32_t *ohash;
+  const ccg_shape *const *oshapes;
   ccg_attr *attrs;
   ccg_value_id *in, *out;
   ccg_dim **known;
@@ -262,7 +295,7 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
   for (size_t i = 0; i < ix->n_out; i++) {
     ccg_value_id vid;
     (void)ccg__push_value(g, c->onames[i], c->ohash[i], ix->out_dtype[i],
-                          &ix->out_shape[i], CCG_VALUE_NODE_OUTPUT, &vid);
+                          c->oshapes[i], CCG_VALUE_NODE_OUTPUT, &vid);
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
@@ -315,13 +348,13 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
                    n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
-  const char **onames = NULL;
-  uint32_t *ohash = NULL;
-  CCG_CHECK(name_outputs(g, &ix, out_names, &onames, &ohash));
+  named_outputs o = {0};
+  CCG_CHECK(name_outputs(g, &ix, out_names, &o));
   node_copy c = {0};
   c.name_hash = name_hash;
-  c.ohash = ohash;
-  CCG_CHECK(copy_node(g, &ix, onames, &c));
+  c.ohash = o.hash;
+  c.oshapes = o.shapes;
+  CCG_CHECK(copy_node(g, &ix, o.names, &c));
   ccg_node_id nid = commit_node(g, &ix, &c);
   if (out_node)
     *out_node = nid;
