@@ -7,24 +7,34 @@
 
 #include "graph/internal.h"
 
+/* Outputs name_ahead names before the node's arity is checked: more than
+ * any op has but the variadic ones. */
+#define NAME_AHEAD_MAX 64
+
 /* ---- nodes -------------------------------------------------------------- */
 
-/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. *hash:
- * its ccg__strhash. */
-static const char *make_node_name(ccg_graph *g, ccg_op op, uint32_t *hash) {
-  /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
+/* "<scope>/<Op>_<k>", in the scratch arena; *hash: its ccg__strhash. */
+static const char *node_name_at(ccg_graph *g, ccg_op op, size_t k,
+                                uint32_t *hash) {
+  /* the scope, if any, and "/<Op>" joined by hand */
   char base[64];
   size_t n = strlen(ccg_op_name(op));
   base[0] = '/';
   memcpy(base + 1, ccg_op_name(op), n + 1);
   const char *a = *g->scope ? g->scope : "";
   const char *b = *g->scope ? base : base + 1;
-  for (size_t k = g->n_nodes;; k++) {
-    char *name = ccg__arena_name(&g->scratch, a, b, k);
-    if (!name)
-      return NULL;
+  char *name = ccg__arena_name(&g->scratch, a, b, k);
+  if (name)
     *hash = ccg__strhash(name);
-    if (!ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
+  return name;
+}
+
+/* node_name_at with the first free k from `from` on. */
+static const char *make_node_name(ccg_graph *g, ccg_op op, size_t from,
+                                  uint32_t *hash) {
+  for (size_t k = from;; k++) {
+    const char *name = node_name_at(g, op, k, hash);
+    if (!name || !ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
       return name;
   }
 }
@@ -125,31 +135,69 @@ static ccg_status out_shape(ccg_graph *g, const ccg__infer *ix, ccg_shape *s,
   return CCG_STATUS_OK;
 }
 
-/* Output names (given or generated) and their hashes, checked for
- * uniqueness, and output shapes interned; the lists in the scratch arena. */
+/* Output names (given or generated) and their hashes, made ahead of the
+ * checks for node `node` (name_ahead), and the interned output shapes; the
+ * lists in the scratch arena. */
 typedef struct named_outputs {
+  const char *node; /* NULL: the names are not made yet */
   const char **names;
   uint32_t *hash;
   const ccg_shape **shapes;
 } named_outputs;
 
+/* Names the outputs of node nm and starts loading their slots in the
+ * value-name index: in a large graph the lookups of a new node's names
+ * miss the cache, and this way those misses overlap each other and the
+ * shape rule instead of coming one after another. Only prepares: the
+ * checks come in name_outputs, and o->node stays NULL where this cannot
+ * name them (n_out not checked yet and large, OOM). */
+static void name_ahead(ccg_graph *g, const char *nm,
+                       const char *const *out_names, size_t n_out,
+                       named_outputs *o) {
+  memset(o, 0, sizeof *o);
+  if (n_out > NAME_AHEAD_MAX)
+    return;
+  size_t m = n_out ? n_out : 1;
+  o->names = ccg__arena_calloc(&g->scratch, m, sizeof *o->names);
+  o->hash = ccg__arena_calloc(&g->scratch, m, sizeof *o->hash);
+  o->shapes = ccg__arena_calloc(&g->scratch, m, sizeof *o->shapes);
+  if (!o->names || !o->hash || !o->shapes)
+    return;
+  for (size_t i = 0; i < n_out; i++) {
+    const char *want = out_names ? out_names[i] : NULL;
+    o->names[i] =
+        want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
+    if (!o->names[i])
+      return;
+    o->hash[i] = ccg__strhash(o->names[i]);
+    ccg__strmap_prefetch(&g->value_names, o->hash[i]);
+  }
+  o->node = nm;
+}
+
 static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                                const char *const *out_names, named_outputs *o) {
   const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
-  size_t m = ix->n_out ? ix->n_out : 1;
-  const char **names = ccg__arena_calloc(&g->scratch, m, sizeof *names);
-  uint32_t *hash = ccg__arena_calloc(&g->scratch, m, sizeof *hash);
-  const ccg_shape **shapes = ccg__arena_calloc(&g->scratch, m, sizeof *shapes);
-  if (!names || !hash || !shapes)
-    return ccg__graph_oom(g, "naming outputs");
-  for (size_t i = 0; i < ix->n_out; i++) {
-    const char *want = out_names ? out_names[i] : NULL;
-    names[i] =
-        want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
-    if (!names[i])
+  if (o->node != nm) {
+    size_t m = ix->n_out ? ix->n_out : 1;
+    o->names = ccg__arena_calloc(&g->scratch, m, sizeof *o->names);
+    o->hash = ccg__arena_calloc(&g->scratch, m, sizeof *o->hash);
+    o->shapes = ccg__arena_calloc(&g->scratch, m, sizeof *o->shapes);
+    if (!o->names || !o->hash || !o->shapes)
       return ccg__graph_oom(g, "naming outputs");
-    hash[i] = ccg__strhash(names[i]);
-    if (ccg__strmap_get_h(&g->value_names, names[i], hash[i], NULL))
+    for (size_t i = 0; i < ix->n_out; i++) {
+      const char *want = out_names ? out_names[i] : NULL;
+      o->names[i] =
+          want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
+      if (!o->names[i])
+        return ccg__graph_oom(g, "naming outputs");
+      o->hash[i] = ccg__strhash(o->names[i]);
+    }
+  }
+  const char **names = o->names;
+  const ccg_shape **shapes = o->shapes;
+  for (size_t i = 0; i < ix->n_out; i++) {
+    if (ccg__strmap_get_h(&g->value_names, names[i], o->hash[i], NULL))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "node '%s' (%s): output %zu '%s': a value of that name "
                         "already exists (values are assigned once)",
@@ -168,9 +216,6 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
   for (size_t i = 0; i < ix->n_out; i++)
     if (!shapes[i] && !(shapes[i] = ccg__shape_intern(g, &ix->out_shape[i])))
       return ccg__graph_oom(g, "interning a shape");
-  o->names = names;
-  o->hash = hash;
-  o->shapes = shapes;
   return CCG_STATUS_OK;
 }
 
@@ -191,9 +236,13 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
                             const char *const *onames, node_copy *c) {
   size_t m = ix->n_out ? ix->n_out : 1;
   ccg_status st = CCG_STATUS_OK;
-  c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
+  /* most nodes have no attributes: for them no zeroed record, only a
+   * pointer that is not NULL (readers pass it on with a count of 0) */
+  c->attrs = ix->n_attrs ? ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st,
+                                           ix->node_name)
+                         : ccg__arena_alloc(&g->arena, 0, 8);
   if (!c->attrs)
-    return st;
+    return ix->n_attrs ? st : ccg__graph_oom(g, "adding a node");
   /* The lists in one block and the names in another: a node's few small
    * allocations were a good part of adding it. */
   size_t lists = 2 * m * sizeof(void *) + (m + ix->n_in) * sizeof *c->in;
@@ -336,19 +385,30 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__arena_reset(&g->scratch);
   if (name && !*name)
     name = NULL;
-  uint32_t name_hash = name ? ccg__strhash(name) : 0;
-  if (name && ccg__strmap_get_h(&g->node_names, name, name_hash, NULL))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): a node of that name already exists",
-                      name, info->name);
-  const char *nm = name ? name : make_node_name(g, op, &name_hash);
+  /* The node's name (a generated one: the first choice, almost always
+   * free) and its outputs' names are hashed and their index slots loaded
+   * before any is looked up (see name_ahead). */
+  uint32_t name_hash = 0;
+  const char *nm = name ? name : node_name_at(g, op, g->n_nodes, &name_hash);
   if (!nm)
     return ccg__graph_oom(g, "naming a node");
+  if (name)
+    name_hash = ccg__strhash(name);
+  ccg__strmap_prefetch(&g->node_names, name_hash);
+  named_outputs o;
+  name_ahead(g, nm, out_names, n_out, &o);
+  if (ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL)) {
+    if (name)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): a node of that name already exists",
+                        name, info->name);
+    if (!(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
+      return ccg__graph_oom(g, "naming a node");
+  }
   CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
   ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
                    n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
-  named_outputs o = {0};
   CCG_CHECK(name_outputs(g, &ix, out_names, &o));
   node_copy c = {0};
   c.name_hash = name_hash;
