@@ -103,6 +103,14 @@ bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
   /* whole huge pages: the rest of the last one is room for free */
   if (big)
     bytes = (bytes + TABLE_BULK_MIN - 1) / TABLE_BULK_MIN * TABLE_BULK_MIN;
+  if (big && *bulk) {
+    void *q = ccg__bulk_grow(*items, *cap * elem, bytes);
+    if (q) {
+      *items = q;
+      *cap = bytes / elem;
+      return true;
+    }
+  }
   void *p = big ? ccg__bulk_alloc(bytes) : NULL;
   bool from_bulk = p != NULL;
   if (!p && !*bulk) /* malloc's realloc, which may extend in place */

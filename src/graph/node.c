@@ -397,18 +397,20 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__strmap_prefetch(&g->node_names, name_hash);
   named_outputs o;
   name_ahead(g, nm, out_names, n_out, &o);
-  if (ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL)) {
-    if (name)
-      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                        "node '%s' (%s): a node of that name already exists",
-                        name, info->name);
-    if (!(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
-      return ccg__graph_oom(g, "naming a node");
-  }
+  /* a given name is looked up once the shape rule has run, which hides
+   * the cache miss; a generated one first, as the rule may make symbols
+   * from it */
+  if (!name && ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL) &&
+      !(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
+    return ccg__graph_oom(g, "naming a node");
   CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
   ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
                    n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
+  if (name && ccg__strmap_get_h(&g->node_names, name, name_hash, NULL))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "node '%s' (%s): a node of that name already exists",
+                      name, info->name);
   CCG_CHECK(name_outputs(g, &ix, out_names, &o));
   node_copy c = {0};
   c.name_hash = name_hash;
