@@ -82,6 +82,17 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   return ccg__check_attrs(g, op, nm, attrs, n_attrs);
 }
 
+/* Node nm's arguments checked and its shape rule run, into *ix. */
+static ccg_status run_rule(ccg_graph *g, const ccg__op_info *info, ccg_op op,
+                           const char *nm, const ccg_value_id *in, size_t n_in,
+                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
+                           ccg__infer *ix) {
+  *ix = (ccg__infer){g,       op,    nm,   in,   n_in, attrs,
+                     n_attrs, n_out, NULL, NULL, NULL, NULL};
+  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
+  return ccg__run_infer(ix);
+}
+
 /* Whether output shape s (a shape rule's, not imported) is the interned
  * shape t: numbers equal, symbols the same pointers. */
 static bool same_as_interned(const ccg_shape *s, const ccg_shape *t) {
@@ -397,20 +408,24 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__strmap_prefetch(&g->node_names, name_hash);
   named_outputs o;
   name_ahead(g, nm, out_names, n_out, &o);
-  /* a given name is looked up once the shape rule has run, which hides
-   * the cache miss; a generated one first, as the rule may make symbols
-   * from it */
-  if (!name && ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL) &&
-      !(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
-    return ccg__graph_oom(g, "naming a node");
-  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
-  ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
-                   n_attrs, n_out, NULL, NULL, NULL, NULL};
-  CCG_CHECK(ccg__run_infer(&ix));
-  if (name && ccg__strmap_get_h(&g->node_names, name, name_hash, NULL))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): a node of that name already exists",
-                      name, info->name);
+  /* The name is looked up after the shape rule has run, which hides the
+   * cache miss behind the rule; where a generated name is taken (rare),
+   * the rule runs again under the next free one, as it may make symbols
+   * from the name. A given name that is taken is the error, whatever the
+   * rule said. */
+  ccg__infer ix;
+  ccg_status st =
+      run_rule(g, info, op, nm, in, n_in, attrs, n_attrs, n_out, &ix);
+  if (ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL)) {
+    if (name)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): a node of that name already exists",
+                        name, info->name);
+    if (!(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
+      return ccg__graph_oom(g, "naming a node");
+    st = run_rule(g, info, op, nm, in, n_in, attrs, n_attrs, n_out, &ix);
+  }
+  CCG_CHECK(st);
   CCG_CHECK(name_outputs(g, &ix, out_names, &o));
   node_copy c = {0};
   c.name_hash = name_hash;
