@@ -18,6 +18,7 @@ typedef struct ccg_strmap {
   ccg__strmap_slot *slots;
   size_t cap; /* power of two or 0 */
   size_t count;
+  bool bulk; /* slots from ccg__bulk_alloc (see grow) */
 } ccg_strmap;
 
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a);
