@@ -1,6 +1,6 @@
 /* MADV_HUGEPAGE and MAP_ANONYMOUS are outside POSIX (glibc:
- * _DEFAULT_SOURCE). */
-#define _DEFAULT_SOURCE
+ * _DEFAULT_SOURCE), mremap is Linux's (_GNU_SOURCE). */
+#define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +102,25 @@ void *ccg__bulk_alloc(size_t size) {
   (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: ignored where unsupported */
 #endif
   return p;
+}
+
+void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size) {
+  if (new_size < old_size)
+    return NULL;
+  uint8_t *q = ccg__bulk_alloc(new_size);
+  if (!q || !p)
+    return q;
+#ifdef MREMAP_FIXED
+  /* The old pages move over the start of the new block (both 2 MiB
+   * aligned: huge pages move whole), instead of being copied into fresh
+   * pages the kernel zeroes first. */
+  if (mremap(p, bulk_bytes(old_size), bulk_bytes(old_size),
+             MREMAP_MAYMOVE | MREMAP_FIXED, q) != MAP_FAILED)
+    return q;
+#endif
+  memcpy(q, p, old_size);
+  ccg__bulk_free(p, old_size);
+  return q;
 }
 
 void ccg__bulk_free(void *p, size_t size) {

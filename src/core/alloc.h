@@ -19,6 +19,10 @@ void ccg__free(const ccg_allocator *a, void *p, size_t size);
  * allocator). Freed with ccg__bulk_free(p, size), size as allocated. */
 void *ccg__bulk_alloc(size_t size);
 void ccg__bulk_free(void *p, size_t size);
+/* A bulk block of new_size bytes holding the old_size bytes of block p
+ * (NULL: none), which is gone; NULL (p untouched) on failure. Where the
+ * system can, p's pages move into it rather than being copied. */
+void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size);
 
 /* a * b into *out; false on overflow of size_t. */
 static inline bool ccg__mul_size(size_t a, size_t b, size_t *out) {

@@ -33,10 +33,27 @@ void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a) {
     m->alloc = *a;
 }
 
+/* From this size on, slots are mapped as huge pages when the map uses
+ * libc: lookups of new names land anywhere in the table, and with 4 KiB
+ * pages each also missed the TLB. Mapped memory comes zeroed. */
+#define SLOTS_BULK_MIN ((size_t)2 << 20)
+
+static bool libc_alloc(const ccg_allocator *a) {
+  return !a->alloc && !a->realloc && !a->free;
+}
+
+static void slots_free(ccg_strmap *m) {
+  if (m->bulk)
+    ccg__bulk_free(m->slots, m->cap * sizeof *m->slots);
+  else
+    ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+}
+
 void ccg__strmap_free(ccg_strmap *m) {
-  ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+  slots_free(m);
   m->slots = NULL;
   m->cap = m->count = 0;
+  m->bulk = false;
 }
 
 static ccg__strmap_slot *find(ccg__strmap_slot *slots, size_t cap,
@@ -74,7 +91,15 @@ const char *ccg__strmap_key(const ccg_strmap *m, const char *key) {
 /* Rehashes into a table of ncap slots. The keys are distinct, so each goes
  * to the first empty slot of its probe without comparing strings. */
 static ccg_status grow(ccg_strmap *m, size_t ncap) {
-  ccg__strmap_slot *ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);
+  size_t bytes;
+  if (!ccg__mul_size(ncap, sizeof(ccg__strmap_slot), &bytes))
+    return CCG_STATUS_OOM;
+  bool bulk = bytes >= SLOTS_BULK_MIN && libc_alloc(&m->alloc);
+  ccg__strmap_slot *ns = bulk ? ccg__bulk_alloc(bytes) : NULL;
+  if (!ns) {
+    bulk = false;
+    ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);
+  }
   if (!ns)
     return CCG_STATUS_OOM;
   size_t mask = ncap - 1;
@@ -87,9 +112,10 @@ static ccg_status grow(ccg_strmap *m, size_t ncap) {
       j = (j + 1) & mask;
     ns[j] = *s;
   }
-  ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+  slots_free(m);
   m->slots = ns;
   m->cap = ncap;
+  m->bulk = bulk;
   return CCG_STATUS_OK;
 }
 

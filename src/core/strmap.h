@@ -18,6 +18,7 @@ typedef struct ccg_strmap {
   ccg__strmap_slot *slots;
   size_t cap; /* power of two or 0 */
   size_t count;
+  bool bulk; /* slots from ccg__bulk_alloc (see grow) */
 } ccg_strmap;
 
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a);
@@ -30,6 +31,13 @@ bool ccg__strmap_get(const ccg_strmap *m, const char *key, uint32_t *id);
  * once. */
 bool ccg__strmap_get_h(const ccg_strmap *m, const char *key, uint32_t h,
                        uint32_t *id);
+/* Starts loading the slot where a key of hash h is looked for first, so
+ * that a caller who knows a name before it looks it up overlaps the cache
+ * miss on a large map with other work. */
+static inline void ccg__strmap_prefetch(const ccg_strmap *m, uint32_t h) {
+  if (m->cap)
+    __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
+}
 /* The stored key equal to `key` (the map's own pointer), or NULL. */
 const char *ccg__strmap_key(const ccg_strmap *m, const char *key);
 /* Makes room for `count` keys in all, so that puts up to that count cannot

@@ -416,7 +416,7 @@ static size_t plan_guard(const ccg_graph *s, ccg_node_id n, ccg_value_id out,
   if (r) {
     ccg_value_id u =
         (uint32_t)r->in < node->n_inputs ? node->inputs[r->in] : CCG_NONE;
-    if (u == CCG_NONE || !ccg_shape_is_static(&s->values[u].shape))
+    if (u == CCG_NONE || !ccg_shape_is_static(s->values[u].shape))
       return 0;
     nd[0] = (need){u, r, out, dim};
     return 1;
@@ -429,8 +429,8 @@ static size_t plan_guard(const ccg_graph *s, ccg_node_id n, ccg_value_id out,
     const ccg__value *v = &s->values[u];
     int64_t numel;
     if ((v->dtype == CCG_DTYPE_I64 || v->dtype == CCG_DTYPE_I32) &&
-        v->shape.rank <= 1 && ccg_shape_is_static(&v->shape) &&
-        ccg_shape_numel(&v->shape, &numel) == CCG_STATUS_OK && numel <= KN)
+        v->shape->rank <= 1 && ccg_shape_is_static(v->shape) &&
+        ccg_shape_numel(v->shape, &numel) == CCG_STATUS_OK && numel <= KN)
       nd[m++] = (need){u, NULL, CCG_NONE, -1};
   }
   return m;
@@ -530,7 +530,7 @@ static bool same_shapes(const ccg_graph *a, const ccg_graph *b) {
   if (a->n_values != b->n_values)
     return false;
   for (size_t v = 0; v < a->n_values; v++) {
-    const ccg_shape *x = &a->values[v].shape, *y = &b->values[v].shape;
+    const ccg_shape *x = a->values[v].shape, *y = b->values[v].shape;
     if (x->rank != y->rank)
       return false;
     for (int i = 0; i < x->rank; i++) {

@@ -221,13 +221,13 @@ static ccg_status check_node(ccg_graph *g, ccg_node_id id) {
     const ccg__value *v = &g->values[x->outputs[k]];
     ccg_shape s;
     CCG_CHECK(ccg__shape_import(g, &ix.out_shape[k], &s));
-    if (v->dtype != ix.out_dtype[k] || !ccg_shape_equal(&v->shape, &s)) {
+    if (v->dtype != ix.out_dtype[k] || !ccg_shape_equal(v->shape, &s)) {
       char a[256], b[256];
       return ccg__error(&g->ctx, CCG_STATUS_SHAPE,
                         "node '%s' (%s): output %u '%s' is %s%s but the op's "
                         "rule gives %s%s",
                         x->name, opn, k, v->name, ccg_dtype_name(v->dtype),
-                        ccg__shape_str(&v->shape, a, sizeof a),
+                        ccg__shape_str(v->shape, a, sizeof a),
                         ccg_dtype_name(ix.out_dtype[k]),
                         ccg__shape_str(&s, b, sizeof b));
     }

@@ -132,7 +132,7 @@ static const char *value_type(const ccg_graph *g, ccg_value_id v, char *buf,
   int k = snprintf(buf, size, "%s", ccg_dtype_name(x->dtype));
   size_t used = (size_t)k;
   if (used < size)
-    ccg_shape_format(&x->shape, buf + used, size - used);
+    ccg_shape_format(x->shape, buf + used, size - used);
   for (int i = 0; i < x->n_placements; i++) {
     char p[32];
     used = strlen(buf);
@@ -385,7 +385,7 @@ static json_t *json_value(const ccg_graph *g, ccg_value_id v) {
   json_t *o = json_object();
   bool ok = jset(o, "name", jstr(x->name)) &&
             jset(o, "dtype", json_string(ccg_dtype_name(x->dtype))) &&
-            jset(o, "shape", json_shape(&x->shape));
+            jset(o, "shape", json_shape(x->shape));
   if (ok && x->n_placements) {
     json_t *p = json_array();
     ok = jset(o, "placements", p);

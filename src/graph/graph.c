@@ -67,6 +67,7 @@ void ccg_graph_free(ccg_graph *g) {
   ccg__strmap_free(&g->value_names);
   ccg__strmap_free(&g->node_names);
   ccg__strmap_free(&g->symbols);
+  ccg__free(&a, (void *)g->shapes, g->cap_shapes * sizeof *g->shapes);
   for (ccg__release *r = g->releases; r; r = r->next)
     r->fn(r->p, r->n);
   ccg__arena_free(&g->arena);
@@ -76,7 +77,7 @@ void ccg_graph_free(ccg_graph *g) {
 }
 
 /* Tables from this size on are mapped as huge pages when the graph uses
- * libc: a large graph's value table (272 bytes a value) is tens of MB,
+ * libc: a large graph's value table is several MB,
  * and filling that much new memory 4 KiB page by page made its page faults
  * grow faster than the graph (the allocator hands small tables freed by
  * one graph to the next, not large ones). */
@@ -102,6 +103,14 @@ bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
   /* whole huge pages: the rest of the last one is room for free */
   if (big)
     bytes = (bytes + TABLE_BULK_MIN - 1) / TABLE_BULK_MIN * TABLE_BULK_MIN;
+  if (big && *bulk) {
+    void *q = ccg__bulk_grow(*items, *cap * elem, bytes);
+    if (q) {
+      *items = q;
+      *cap = bytes / elem;
+      return true;
+    }
+  }
   void *p = big ? ccg__bulk_alloc(bytes) : NULL;
   bool from_bulk = p != NULL;
   if (!p && !*bulk) /* malloc's realloc, which may extend in place */
@@ -227,6 +236,72 @@ ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in,
   return CCG_STATUS_OK;
 }
 
+/* ---- interned shapes ---------------------------------------------------- */
+
+/* Dims past the rank are not hashed or compared: a shape rule may leave
+ * anything there. Symbols are interned, so their pointers stand for their
+ * texts. */
+static uint32_t shape_hash(const ccg_shape *s) {
+  uint64_t h = (uint64_t)(unsigned)s->rank * 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < s->rank; i++) {
+    uint64_t d =
+        (uint64_t)s->dims[i].size ^ (uint64_t)(uintptr_t)s->dims[i].sym;
+    h = (h ^ d) * 0xff51afd7ed558ccdu;
+    h ^= h >> 29;
+  }
+  return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool shape_same(const ccg_shape *a, const ccg_shape *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i].size != b->dims[i].size || a->dims[i].sym != b->dims[i].sym)
+      return false;
+  return true;
+}
+
+/* Doubles the slots; false (table unchanged) on OOM. */
+static bool shapes_grow(ccg_graph *g) {
+  size_t cap = g->cap_shapes ? 2 * g->cap_shapes : 256;
+  const ccg_shape **slots = ccg__calloc(&g->alloc, cap, sizeof *slots);
+  if (!slots)
+    return false;
+  for (size_t i = 0; i < g->cap_shapes; i++) {
+    const ccg_shape *s = g->shapes[i];
+    if (!s)
+      continue;
+    size_t k = shape_hash(s) & (cap - 1);
+    while (slots[k])
+      k = (k + 1) & (cap - 1);
+    slots[k] = s;
+  }
+  ccg__free(&g->alloc, (void *)g->shapes, g->cap_shapes * sizeof *g->shapes);
+  g->shapes = slots;
+  g->cap_shapes = cap;
+  return true;
+}
+
+const ccg_shape *ccg__shape_intern(ccg_graph *g, const ccg_shape *s) {
+  /* at most half full: probes stay short */
+  if (2 * (g->n_shapes + 1) > g->cap_shapes && !shapes_grow(g))
+    return NULL;
+  size_t mask = g->cap_shapes - 1, k = shape_hash(s) & mask;
+  for (; g->shapes[k]; k = (k + 1) & mask)
+    if (shape_same(g->shapes[k], s))
+      return g->shapes[k];
+  /* a whole ccg_shape: callers of ccg_value_shape copy all of it */
+  ccg_shape *c = ccg__arena_alloc(&g->arena, sizeof *c, 8);
+  if (!c)
+    return NULL;
+  memset(c, 0, sizeof *c);
+  c->rank = s->rank;
+  memcpy(c->dims, s->dims, (size_t)s->rank * sizeof *s->dims);
+  g->shapes[k] = c;
+  g->n_shapes++;
+  return c;
+}
+
 /* ---- mesh --------------------------------------------------------------- */
 
 ccg_status ccg_graph_set_mesh(ccg_graph *g, const ccg_mesh *mesh) {
@@ -308,7 +383,7 @@ ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
   memset(v, 0, sizeof *v);
   v->name = name;
   v->dtype = dt;
-  v->shape = *shape;
+  v->shape = shape;
   v->kind = kind;
   v->producer = CCG_NONE;
   v->n_known = -1;
@@ -344,12 +419,14 @@ ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
   ccg_shape s;
   if (ccg__shape_import(g, shape, &s) != CCG_STATUS_OK)
     return ccg__error_prefix(&g->ctx, "graph input '%s'", name);
+  const ccg_shape *is = ccg__shape_intern(g, &s);
   const char *nm = ccg__arena_strdup(&g->arena, name);
-  if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inputs, &g->cap_inputs,
-                               g->n_inputs + 1, sizeof *g->inputs))
+  if (!is || !nm ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->inputs, &g->cap_inputs,
+                        g->n_inputs + 1, sizeof *g->inputs))
     return ccg__graph_oom(g, "adding a graph input");
   ccg_value_id id;
-  CCG_CHECK(ccg__push_value(g, nm, hash, dtype, &s, CCG_VALUE_INPUT, &id));
+  CCG_CHECK(ccg__push_value(g, nm, hash, dtype, is, CCG_VALUE_INPUT, &id));
   g->inputs[g->n_inputs++] = id;
   if (out)
     *out = id;
@@ -431,13 +508,15 @@ static ccg_status add_initializer(ccg_graph *g, const char *name,
     *t = *data;
   }
   ccg_shape s = ccg_shape_make(t->rank, t->dims);
+  const ccg_shape *is = ccg__shape_intern(g, &s);
   const char *nm = ccg__arena_strdup(&g->arena, name);
-  if (!nm || !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
-                               g->n_inits + 1, sizeof *g->inits))
+  if (!is || !nm ||
+      !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
+                        g->n_inits + 1, sizeof *g->inits))
     return ccg__graph_oom(g, "adding an initializer");
   ccg_value_id id;
   CCG_CHECK(
-      ccg__push_value(g, nm, hash, t->dtype, &s, CCG_VALUE_INITIALIZER, &id));
+      ccg__push_value(g, nm, hash, t->dtype, is, CCG_VALUE_INITIALIZER, &id));
   g->values[id].data = t;
   set_known_from_data(g, &g->values[id]);
   g->inits[g->n_inits++] = id;
@@ -575,7 +654,7 @@ ccg_dtype ccg_value_dtype(const ccg_graph *g, ccg_value_id v) {
   return ccg__value_ok(g, v) ? g->values[v].dtype : CCG_DTYPE_UNDEFINED;
 }
 const ccg_shape *ccg_value_shape(const ccg_graph *g, ccg_value_id v) {
-  return ccg__value_ok(g, v) ? &g->values[v].shape : NULL;
+  return ccg__value_ok(g, v) ? g->values[v].shape : NULL;
 }
 ccg_value_kind ccg_value_kind_of(const ccg_graph *g, ccg_value_id v) {
   return ccg__value_ok(g, v) ? g->values[v].kind : CCG_VALUE_KIND_COUNT;

@@ -50,7 +50,7 @@ ccg_dtype ccg__in_dtype(const ccg__infer *ix, size_t i) {
                             : CCG_DTYPE_UNDEFINED;
 }
 const ccg_shape *ccg__in_shape(const ccg__infer *ix, size_t i) {
-  return ccg__in_has(ix, i) ? &ix->g->values[ix->in[i]].shape : NULL;
+  return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].shape : NULL;
 }
 const char *ccg__in_name(const ccg__infer *ix, size_t i) {
   return ccg__in_has(ix, i) ? ix->g->values[ix->in[i]].name : "(none)";

@@ -11,21 +11,27 @@
 
 /* ---- storage ----------------------------------------------------------- */
 
+/* A value. Pointers first, then the 32-bit fields, so that the record has
+ * no padding: every pass walks the value table, and at 384 layers it is
+ * tens of thousands of records. */
 typedef struct ccg__value {
   const char *name;
-  ccg_dtype dtype;
-  ccg_shape shape; /* symbols interned in the graph */
-  ccg_value_kind kind;
-  ccg_node_id producer;
-  uint32_t producer_slot;
+  /* Interned in the graph (ccg__shape_intern): values of one shape share
+   * one copy, which is never written; a shape that changes is interned
+   * anew. A whole ccg_shape, as ccg_value_shape hands it out. */
+  const ccg_shape *shape;
   ccg_tensor *data;       /* initializers */
   ccg_tensor **rank_data; /* per-rank data (rankdata.c); NULL entries and
                              ranks past n_rank_data use `data` */
-  uint32_t n_rank_data;
-  int n_known; /* -1 = contents unknown */
   ccg_dim *known;
-  int n_placements; /* 0 = none */
-  ccg_placement placements[CCG_MAX_MESH_AXES];
+  ccg_placement *placements; /* n_placements, in the arena; NULL = none */
+  ccg_dtype dtype;
+  ccg_value_kind kind;
+  ccg_node_id producer;
+  uint32_t producer_slot;
+  uint32_t n_rank_data;
+  int n_known;                  /* -1 = contents unknown */
+  int n_placements;             /* 0 = none */
   uint32_t first_use, last_use; /* into ccg_graph.uses; CCG_NONE = none */
   uint32_t n_uses;
   bool is_output; /* a graph output */
@@ -42,16 +48,16 @@ typedef struct ccg__use {
 } ccg__use;
 
 typedef struct ccg__node {
-  ccg_op op;
   const char *name;
   ccg_value_id *inputs;
-  uint32_t n_inputs;
   ccg_value_id *outputs;
-  uint32_t n_outputs;
   ccg_attr *attrs;
-  uint32_t n_attrs;
   ccg_tag *tag;           /* NULL = none */
   struct ccg__meta *meta; /* key/value strings, in the order first set */
+  ccg_op op;
+  uint32_t n_inputs;
+  uint32_t n_outputs;
+  uint32_t n_attrs;
 } ccg__node;
 
 typedef struct ccg__meta {
@@ -88,6 +94,10 @@ struct ccg_graph {
   ccg_strmap value_names;
   ccg_strmap node_names;
   ccg_strmap symbols; /* interned symbol strings */
+  /* interned shapes (ccg__shape_intern): open addressing, a power of two
+   * slots, NULL = empty */
+  const ccg_shape **shapes;
+  size_t n_shapes, cap_shapes;
 
   char *scope; /* "/a/b" or ""; the graph's allocator, scope_cap bytes */
   size_t scope_len, scope_cap;
@@ -131,6 +141,10 @@ const char *ccg__intern_fresh(ccg_graph *g, const char *s);
 bool ccg__dim_is_fresh(const ccg_graph *g, ccg_dim d);
 /* Copies a shape into the graph, interning its symbols (canonicalized). */
 ccg_status ccg__shape_import(ccg_graph *g, const ccg_shape *in, ccg_shape *out);
+/* The graph's one copy of shape s, whose symbols must be interned in g
+ * already (ccg__shape_import's output): equal shapes, one pointer, valid as
+ * long as g. Dims past s->rank are not read. NULL on OOM (not recorded). */
+const ccg_shape *ccg__shape_intern(ccg_graph *g, const ccg_shape *s);
 
 /* graph.c: records an out-of-memory error while doing `what`; OOM. */
 ccg_status ccg__graph_oom(ccg_graph *g, const char *what);
@@ -152,7 +166,7 @@ void ccg__table_free(ccg_graph *g, void *items, size_t cap, bool bulk,
 ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                               size_t uses);
 /* Appends a value (name arena-owned and already checked; hash its
- * ccg__strhash) to the graph. */
+ * ccg__strhash; shape interned by ccg__shape_intern) to the graph. */
 ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
                            ccg_dtype dt, const ccg_shape *shape,
                            ccg_value_kind kind, ccg_value_id *out);

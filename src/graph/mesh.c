@@ -209,6 +209,14 @@ ccg_status ccg_value_set_placements(ccg_graph *g, ccg_value_id v,
   ccg_placement norm[CCG_MAX_MESH_AXES];
   CCG_CHECK(ccg__check_placements(g, v, p, n, norm));
   ccg__value *x = &g->values[v];
+  /* out of line: most values have none, and a value record is read by
+   * every pass */
+  if (x->n_placements < n) {
+    ccg_placement *p2 = ccg__arena_alloc(&g->arena, (size_t)n * sizeof *p2, 8);
+    if (!p2)
+      return ccg__graph_oom(g, "setting placements");
+    x->placements = p2;
+  }
   memcpy(x->placements, norm, (size_t)n * sizeof *norm);
   x->n_placements = n;
   return CCG_STATUS_OK;
@@ -237,12 +245,12 @@ ccg_status ccg__check_placements(ccg_graph *g, ccg_value_id v,
       norm[i].reduce = CCG_REDUCE_SUM;
       break;
     case CCG_PLACEMENT_SHARD: {
-      int d = p[i].dim < 0 ? p[i].dim + x->shape.rank : p[i].dim;
-      if (d < 0 || d >= x->shape.rank)
+      int d = p[i].dim < 0 ? p[i].dim + x->shape->rank : p[i].dim;
+      if (d < 0 || d >= x->shape->rank)
         return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                           "value '%s': Shard(%d) on mesh axis '%s' is outside "
                           "its rank %d",
-                          x->name, p[i].dim, g->mesh.names[i], x->shape.rank);
+                          x->name, p[i].dim, g->mesh.names[i], x->shape->rank);
       norm[i].dim = d;
       norm[i].reduce = CCG_REDUCE_SUM;
       break;
@@ -269,6 +277,7 @@ int ccg_value_placements(const ccg_graph *g, ccg_value_id v, ccg_placement *p) {
   if (!ccg__value_ok(g, v))
     return 0;
   const ccg__value *x = &g->values[v];
-  memcpy(p, x->placements, (size_t)x->n_placements * sizeof *p);
+  if (x->n_placements)
+    memcpy(p, x->placements, (size_t)x->n_placements * sizeof *p);
   return x->n_placements;
 }

@@ -7,24 +7,34 @@
 
 #include "graph/internal.h"
 
+/* Outputs name_ahead names before the node's arity is checked: more than
+ * any op has but the variadic ones. */
+#define NAME_AHEAD_MAX 64
+
 /* ---- nodes -------------------------------------------------------------- */
 
-/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. *hash:
- * its ccg__strhash. */
-static const char *make_node_name(ccg_graph *g, ccg_op op, uint32_t *hash) {
-  /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
+/* "<scope>/<Op>_<k>", in the scratch arena; *hash: its ccg__strhash. */
+static const char *node_name_at(ccg_graph *g, ccg_op op, size_t k,
+                                uint32_t *hash) {
+  /* the scope, if any, and "/<Op>" joined by hand */
   char base[64];
   size_t n = strlen(ccg_op_name(op));
   base[0] = '/';
   memcpy(base + 1, ccg_op_name(op), n + 1);
   const char *a = *g->scope ? g->scope : "";
   const char *b = *g->scope ? base : base + 1;
-  for (size_t k = g->n_nodes;; k++) {
-    char *name = ccg__arena_name(&g->scratch, a, b, k);
-    if (!name)
-      return NULL;
+  char *name = ccg__arena_name(&g->scratch, a, b, k);
+  if (name)
     *hash = ccg__strhash(name);
-    if (!ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
+  return name;
+}
+
+/* node_name_at with the first free k from `from` on. */
+static const char *make_node_name(ccg_graph *g, ccg_op op, size_t from,
+                                  uint32_t *hash) {
+  for (size_t k = from;; k++) {
+    const char *name = node_name_at(g, op, k, hash);
+    if (!name || !ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
       return name;
   }
 }
@@ -72,13 +82,45 @@ static ccg_status check_node_args(ccg_graph *g, const ccg__op_info *info,
   return ccg__check_attrs(g, op, nm, attrs, n_attrs);
 }
 
-/* ccg__shape_import of an output shape whose symbols are all symbols of
- * the node's inputs (the common case: a shape rule passes dims through),
- * which are interned already: no symbol needs a lookup. */
-static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
-                                   ccg_shape *s) {
+/* Node nm's arguments checked and its shape rule run, into *ix. */
+static ccg_status run_rule(ccg_graph *g, const ccg__op_info *info, ccg_op op,
+                           const char *nm, const ccg_value_id *in, size_t n_in,
+                           const ccg_attr *attrs, size_t n_attrs, size_t n_out,
+                           ccg__infer *ix) {
+  *ix = (ccg__infer){g,       op,    nm,   in,   n_in, attrs,
+                     n_attrs, n_out, NULL, NULL, NULL, NULL};
+  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
+  return ccg__run_infer(ix);
+}
+
+/* Whether output shape s (a shape rule's, not imported) is the interned
+ * shape t: numbers equal, symbols the same pointers. */
+static bool same_as_interned(const ccg_shape *s, const ccg_shape *t) {
+  if (s->rank != t->rank)
+    return false;
+  for (int d = 0; d < s->rank; d++) {
+    ccg_dim x = s->dims[d], y = t->dims[d];
+    if (x.size != y.size || (x.size < 0 && x.sym != y.sym))
+      return false;
+  }
+  return true;
+}
+
+/* Output shape s made the graph's: an input's interned shape when it is
+ * the same (most outputs: elementwise ops), else imported in place (*same
+ * NULL), for ccg__shape_intern once every output is checked. An output
+ * with only symbols of the inputs needs no lookup in the symbol table. */
+static ccg_status out_shape(ccg_graph *g, const ccg__infer *ix, ccg_shape *s,
+                            const ccg_shape **same) {
+  *same = NULL;
   if (s->rank < 0 || s->rank > CCG_MAX_RANK)
-    return ccg__shape_import(g, s, s);
+    return ccg__shape_import(g, s, s); /* the error */
+  for (size_t i = 0; i < ix->n_in; i++)
+    if (ix->in[i] != CCG_NONE &&
+        same_as_interned(s, g->values[ix->in[i]].shape)) {
+      *same = g->values[ix->in[i]].shape;
+      return CCG_STATUS_OK;
+    }
   ccg_shape t;
   memset(&t, 0, sizeof t);
   t.rank = s->rank;
@@ -92,7 +134,7 @@ static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
     for (size_t i = 0; i < ix->n_in && !found; i++) {
       if (ix->in[i] == CCG_NONE)
         continue;
-      const ccg_shape *in = &g->values[ix->in[i]].shape;
+      const ccg_shape *in = g->values[ix->in[i]].shape;
       for (int k = 0; k < in->rank && !found; k++)
         found = x.size == CCG_DIM_SYMBOLIC && in->dims[k].sym == x.sym && x.sym;
     }
@@ -104,25 +146,69 @@ static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
   return CCG_STATUS_OK;
 }
 
-/* Output names (given or generated) and their hashes, checked for
- * uniqueness, and output shapes interned; everything in the scratch arena. */
-static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
-                               const char *const *out_names,
-                               const char ***onames, uint32_t **ohash) {
-  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
-  size_t m = ix->n_out ? ix->n_out : 1;
-  const char **names = ccg__arena_calloc(&g->scratch, m, sizeof *names);
-  uint32_t *hash = ccg__arena_calloc(&g->scratch, m, sizeof *hash);
-  if (!names || !hash)
-    return ccg__graph_oom(g, "naming outputs");
-  for (size_t i = 0; i < ix->n_out; i++) {
+/* Output names (given or generated) and their hashes, made ahead of the
+ * checks for node `node` (name_ahead), and the interned output shapes; the
+ * lists in the scratch arena. */
+typedef struct named_outputs {
+  const char *node; /* NULL: the names are not made yet */
+  const char **names;
+  uint32_t *hash;
+  const ccg_shape **shapes;
+} named_outputs;
+
+/* Names the outputs of node nm and starts loading their slots in the
+ * value-name index: in a large graph the lookups of a new node's names
+ * miss the cache, and this way those misses overlap each other and the
+ * shape rule instead of coming one after another. Only prepares: the
+ * checks come in name_outputs, and o->node stays NULL where this cannot
+ * name them (n_out not checked yet and large, OOM). */
+static void name_ahead(ccg_graph *g, const char *nm,
+                       const char *const *out_names, size_t n_out,
+                       named_outputs *o) {
+  memset(o, 0, sizeof *o);
+  if (n_out > NAME_AHEAD_MAX)
+    return;
+  size_t m = n_out ? n_out : 1;
+  o->names = ccg__arena_calloc(&g->scratch, m, sizeof *o->names);
+  o->hash = ccg__arena_calloc(&g->scratch, m, sizeof *o->hash);
+  o->shapes = ccg__arena_calloc(&g->scratch, m, sizeof *o->shapes);
+  if (!o->names || !o->hash || !o->shapes)
+    return;
+  for (size_t i = 0; i < n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
-    names[i] =
+    o->names[i] =
         want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
-    if (!names[i])
+    if (!o->names[i])
+      return;
+    o->hash[i] = ccg__strhash(o->names[i]);
+    ccg__strmap_prefetch(&g->value_names, o->hash[i]);
+  }
+  o->node = nm;
+}
+
+static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
+                               const char *const *out_names, named_outputs *o) {
+  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
+  if (o->node != nm) {
+    size_t m = ix->n_out ? ix->n_out : 1;
+    o->names = ccg__arena_calloc(&g->scratch, m, sizeof *o->names);
+    o->hash = ccg__arena_calloc(&g->scratch, m, sizeof *o->hash);
+    o->shapes = ccg__arena_calloc(&g->scratch, m, sizeof *o->shapes);
+    if (!o->names || !o->hash || !o->shapes)
       return ccg__graph_oom(g, "naming outputs");
-    hash[i] = ccg__strhash(names[i]);
-    if (ccg__strmap_get_h(&g->value_names, names[i], hash[i], NULL))
+    for (size_t i = 0; i < ix->n_out; i++) {
+      const char *want = out_names ? out_names[i] : NULL;
+      o->names[i] =
+          want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
+      if (!o->names[i])
+        return ccg__graph_oom(g, "naming outputs");
+      o->hash[i] = ccg__strhash(o->names[i]);
+    }
+  }
+  const char **names = o->names;
+  const ccg_shape **shapes = o->shapes;
+  for (size_t i = 0; i < ix->n_out; i++) {
+    if (ccg__strmap_get_h(&g->value_names, names[i], o->hash[i], NULL))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "node '%s' (%s): output %zu '%s': a value of that name "
                         "already exists (values are assigned once)",
@@ -133,12 +219,14 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
                           "node '%s' (%s): outputs %zu and %zu are both named "
                           "'%s'",
                           nm, opn, j, i, names[i]);
-    if (import_out_shape(g, ix, &ix->out_shape[i]) != CCG_STATUS_OK)
+    if (out_shape(g, ix, &ix->out_shape[i], &shapes[i]) != CCG_STATUS_OK)
       return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
                                i);
   }
-  *onames = names;
-  *ohash = hash;
+  /* last: a refused node leaves no shape behind */
+  for (size_t i = 0; i < ix->n_out; i++)
+    if (!shapes[i] && !(shapes[i] = ccg__shape_intern(g, &ix->out_shape[i])))
+      return ccg__graph_oom(g, "interning a shape");
   return CCG_STATUS_OK;
 }
 
@@ -149,6 +237,7 @@ typedef struct node_copy {
   uint32_t name_hash;
   const char **onames;
   const uint32_t *ohash;
+  const ccg_shape *const *oshapes;
   ccg_attr *attrs;
   ccg_value_id *in, *out;
   ccg_dim **known;
@@ -158,9 +247,13 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
                             const char *const *onames, node_copy *c) {
   size_t m = ix->n_out ? ix->n_out : 1;
   ccg_status st = CCG_STATUS_OK;
-  c->attrs = ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st, ix->node_name);
+  /* most nodes have no attributes: for them no zeroed record, only a
+   * pointer that is not NULL (readers pass it on with a count of 0) */
+  c->attrs = ix->n_attrs ? ccg__copy_attrs(g, ix->attrs, ix->n_attrs, &st,
+                                           ix->node_name)
+                         : ccg__arena_alloc(&g->arena, 0, 8);
   if (!c->attrs)
-    return st;
+    return ix->n_attrs ? st : ccg__graph_oom(g, "adding a node");
   /* The lists in one block and the names in another: a node's few small
    * allocations were a good part of adding it. */
   size_t lists = 2 * m * sizeof(void *) + (m + ix->n_in) * sizeof *c->in;
@@ -262,7 +355,7 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
   for (size_t i = 0; i < ix->n_out; i++) {
     ccg_value_id vid;
     (void)ccg__push_value(g, c->onames[i], c->ohash[i], ix->out_dtype[i],
-                          &ix->out_shape[i], CCG_VALUE_NODE_OUTPUT, &vid);
+                          c->oshapes[i], CCG_VALUE_NODE_OUTPUT, &vid);
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
@@ -303,25 +396,42 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
   ccg__arena_reset(&g->scratch);
   if (name && !*name)
     name = NULL;
-  uint32_t name_hash = name ? ccg__strhash(name) : 0;
-  if (name && ccg__strmap_get_h(&g->node_names, name, name_hash, NULL))
-    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
-                      "node '%s' (%s): a node of that name already exists",
-                      name, info->name);
-  const char *nm = name ? name : make_node_name(g, op, &name_hash);
+  /* The node's name (a generated one: the first choice, almost always
+   * free) and its outputs' names are hashed and their index slots loaded
+   * before any is looked up (see name_ahead). */
+  uint32_t name_hash = 0;
+  const char *nm = name ? name : node_name_at(g, op, g->n_nodes, &name_hash);
   if (!nm)
     return ccg__graph_oom(g, "naming a node");
-  CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
-  ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
-                   n_attrs, n_out, NULL, NULL, NULL, NULL};
-  CCG_CHECK(ccg__run_infer(&ix));
-  const char **onames = NULL;
-  uint32_t *ohash = NULL;
-  CCG_CHECK(name_outputs(g, &ix, out_names, &onames, &ohash));
+  if (name)
+    name_hash = ccg__strhash(name);
+  ccg__strmap_prefetch(&g->node_names, name_hash);
+  named_outputs o;
+  name_ahead(g, nm, out_names, n_out, &o);
+  /* The name is looked up after the shape rule has run, which hides the
+   * cache miss behind the rule; where a generated name is taken (rare),
+   * the rule runs again under the next free one, as it may make symbols
+   * from the name. A given name that is taken is the error, whatever the
+   * rule said. */
+  ccg__infer ix;
+  ccg_status st =
+      run_rule(g, info, op, nm, in, n_in, attrs, n_attrs, n_out, &ix);
+  if (ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL)) {
+    if (name)
+      return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                        "node '%s' (%s): a node of that name already exists",
+                        name, info->name);
+    if (!(nm = make_node_name(g, op, g->n_nodes + 1, &name_hash)))
+      return ccg__graph_oom(g, "naming a node");
+    st = run_rule(g, info, op, nm, in, n_in, attrs, n_attrs, n_out, &ix);
+  }
+  CCG_CHECK(st);
+  CCG_CHECK(name_outputs(g, &ix, out_names, &o));
   node_copy c = {0};
   c.name_hash = name_hash;
-  c.ohash = ohash;
-  CCG_CHECK(copy_node(g, &ix, onames, &c));
+  c.ohash = o.hash;
+  c.oshapes = o.shapes;
+  CCG_CHECK(copy_node(g, &ix, o.names, &c));
   ccg_node_id nid = commit_node(g, &ix, &c);
   if (out_node)
     *out_node = nid;

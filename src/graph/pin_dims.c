@@ -32,7 +32,7 @@ static bool input_uses(const ccg_graph *g, const char *name) {
   const int64_t one = 1;
   const ccg__dim_binds b = {&name, &one, 1};
   for (size_t i = 0; i < g->n_inputs; i++) {
-    const ccg_shape *s = &g->values[g->inputs[i]].shape;
+    const ccg_shape *s = g->values[g->inputs[i]].shape;
     for (int k = 0; k < s->rank; k++) {
       char buf[PIN_TEXT];
       int64_t num;
@@ -60,7 +60,7 @@ static void input_symbols(const ccg_graph *g, char *buf, size_t size) {
   size_t used = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < g->n_inputs; i++) {
-    const ccg_shape *s = &g->values[g->inputs[i]].shape;
+    const ccg_shape *s = g->values[g->inputs[i]].shape;
     for (int k = 0; k < s->rank; k++) {
       const char *sym = s->dims[k].sym;
       if (!ccg_dim_is_sym(s->dims[k]) || listed(buf, sym))
@@ -118,7 +118,7 @@ typedef struct pin_inputs {
 static ccg_status pinned_shape(ccg_graph *g, const ccg__dim_binds *b,
                                ccg_value_id v, ccg_shape *out,
                                char (*syms)[PIN_TEXT]) {
-  const ccg_shape *s = &g->values[v].shape;
+  const ccg_shape *s = g->values[v].shape;
   *out = *s;
   for (int k = 0; k < s->rank; k++) {
     int64_t num;

@@ -61,12 +61,18 @@ static ccg_status set_dim(ccg_graph *dst, ccg_value_id id,
   ccg__value *v = &dst->values[id];
   if (o->dim < 0)
     return CCG_STATUS_OK;
-  if (o->dim >= v->shape.rank || !ccg_dim_is_sym(v->shape.dims[o->dim]) ||
+  if (o->dim >= v->shape->rank || !ccg_dim_is_sym(v->shape->dims[o->dim]) ||
       o->size < 0)
     return ccg__error(&dst->ctx, CCG_STATUS_INTERNAL,
                       "value '%s' dim %d is not a symbol to set to %lld",
                       v->name, o->dim, (long long)o->size);
-  v->shape.dims[o->dim] = ccg_dim_num(o->size);
+  /* the interned shape may be other values' too: a new one */
+  ccg_shape s = *v->shape;
+  s.dims[o->dim] = ccg_dim_num(o->size);
+  const ccg_shape *is = ccg__shape_intern(dst, &s);
+  if (!is)
+    return ccg__error(&dst->ctx, CCG_STATUS_OOM, "out of memory");
+  v->shape = is;
   return CCG_STATUS_OK;
 }
 
@@ -92,7 +98,7 @@ static ccg_status copy_leaf(copier *c, ccg_value_id v) {
     dst->values[id].n_rank_data = s->n_rank_data;
   } else {
     const ccg__spec_value *o = override_of(c->sv, c->n_sv, v);
-    const ccg_shape *shape = o && o->shape ? o->shape : &s->shape;
+    const ccg_shape *shape = o && o->shape ? o->shape : s->shape;
     CCG_CHECK(ccg_graph_add_input(dst, s->name, s->dtype, shape, &id));
     if (o) {
       CCG_CHECK(set_known(dst, id, o));

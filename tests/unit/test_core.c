@@ -230,6 +230,23 @@ static void test_bulk(void **state) {
   assert_int_equal(p[0], 0); /* fresh pages are zero */
   memset(p, 7, n);
   assert_int_equal(p[n - 1], 7);
+  /* growing keeps the contents, and the new part is fresh */
+  size_t m = ((size_t)7 << 20) + 5;
+  unsigned char *q = ccg__bulk_grow(p, n, m);
+  assert_non_null(q);
+  assert_int_equal((uintptr_t)q % ((size_t)2 << 20), 0);
+  assert_int_equal(q[0], 7);
+  assert_int_equal(q[n - 1], 7);
+  assert_int_equal(q[n], 0);
+  assert_int_equal(q[m - 1], 0);
+  memset(q + n, 9, m - n);
+  assert_int_equal(q[m - 1], 9);
+  assert_null(ccg__bulk_grow(q, m, n)); /* not a shrink */
+  assert_int_equal(q[m - 1], 9);
+  ccg__bulk_free(q, m);
+  p = ccg__bulk_grow(NULL, 0, n);
+  assert_non_null(p);
+  assert_int_equal(p[n - 1], 0);
   ccg__bulk_free(p, n);
   ccg__bulk_free(NULL, 0);
 }
@@ -258,7 +275,23 @@ static void test_strmap_reserve(void **state) {
   assert_int_equal(ccg__strmap_reserve(&m, SIZE_MAX), CCG_STATUS_OOM);
   assert_int_equal(m.cap, 16384);
   assert_int_equal(m.count, 5);
+  /* a large table is a huge-page block, zeroed, with the same keys */
+  assert_false(m.bulk);
+  assert_int_equal(ccg__strmap_reserve(&m, 200000), CCG_STATUS_OK);
+  assert_int_equal(m.cap, 524288);
+  assert_true(m.bulk);
+  for (uint32_t i = 0; i < 5; i++) {
+    uint32_t id = 99;
+    assert_true(ccg__strmap_get(&m, keys[i], &id));
+    assert_int_equal(id, i);
+  }
+  assert_false(ccg__strmap_get(&m, "ffffff", NULL));
+  assert_int_equal(ccg__strmap_put(&m, "ffffff", 5), CCG_STATUS_OK);
+  assert_true(ccg__strmap_remove(&m, "a"));
+  assert_false(ccg__strmap_get(&m, "a", NULL));
+  assert_int_equal(m.count, 5);
   ccg__strmap_free(&m);
+  assert_false(m.bulk);
 }
 
 static void test_strmap(void **state) {

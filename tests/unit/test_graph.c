@@ -324,10 +324,14 @@ static void test_validate_and_order(void **state) {
   assert_ok(g, ccg_graph_validate(g));
 
   /* A stored shape that disagrees with the op's rule is caught. */
-  g->values[c].shape.dims[0] = ccg_dim_num(5);
+  const ccg_shape *stored = g->values[c].shape;
+  ccg_shape wrong = *stored;
+  wrong.dims[0] = ccg_dim_num(5);
+  g->values[c].shape = ccg__shape_intern(g, &wrong);
+  assert_non_null(g->values[c].shape);
   assert_fails(g, CCG_STATUS_SHAPE, ccg_graph_validate(g), "node 'Add_2' (Add)",
                "f32[5]", "rule gives f32[4]");
-  g->values[c].shape.dims[0] = ccg_dim_num(4);
+  g->values[c].shape = stored;
   g->values[c].dtype = CCG_DTYPE_F16;
   assert_fails(g, CCG_STATUS_SHAPE, ccg_graph_validate(g), "f16[4]");
   g->values[c].dtype = CCG_DTYPE_F32;
@@ -707,6 +711,94 @@ static void test_large_tables(void **state) {
   assert_int_equal(c.live, 0);
 }
 
+/* Values of one shape share one interned copy, which stays where it is
+ * as the table grows; a shape set anew is interned, never written. */
+static void test_shapes_interned(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[batch,16]");
+  ccg_value_id y = ccg_test_input(g, "y", CCG_DTYPE_F16, "[batch, 16]");
+  ccg_value_id z = ccg_test_input(g, "z", CCG_DTYPE_F32, "[batch,8]");
+  const ccg_shape *sx = ccg_value_shape(g, x);
+  assert_ptr_equal(sx, ccg_value_shape(g, y));
+  assert_ptr_not_equal(sx, ccg_value_shape(g, z));
+  ccg_value_id h, r;
+  assert_ok(g, ccg_relu(g, x, &h));
+  assert_ptr_equal(ccg_value_shape(g, h), sx);
+  /* an output of its inputs' shape takes their copy */
+  assert_ok(g, ccg_add(g, z, z, &r));
+  assert_ptr_equal(ccg_value_shape(g, r), ccg_value_shape(g, z));
+  size_t before = g->n_shapes;
+  /* many distinct shapes: the index grows, the copies stay */
+  enum { K = 700 };
+  ccg_value_id v[K];
+  for (int i = 0; i < K; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "in%d", i);
+    ccg_shape s = CCG_SHAPE(i + 1, 3);
+    assert_ok(g, ccg_graph_add_input(g, name, CCG_DTYPE_F32, &s, &v[i]));
+  }
+  assert_int_equal(g->n_shapes, before + K);
+  assert_ptr_equal(ccg_value_shape(g, x), sx);
+  assert_int_equal(sx->rank, 2);
+  assert_string_equal(sx->dims[0].sym, "batch");
+  for (int i = 0; i < K; i++) {
+    const ccg_shape *s = ccg_value_shape(g, v[i]);
+    assert_int_equal(s->rank, 2);
+    assert_int_equal(s->dims[0].size, i + 1);
+    assert_int_equal(s->dims[1].size, 3);
+    /* dims past the rank are zero: callers copy the whole struct */
+    assert_int_equal(s->dims[2].size, 0);
+    assert_null(s->dims[2].sym);
+  }
+  ccg_shape again = CCG_SHAPE(5, 3);
+  assert_ptr_equal(ccg__shape_intern(g, &again), ccg_value_shape(g, v[4]));
+  assert_int_equal(g->n_shapes, before + K);
+  ccg_graph_free(g);
+}
+
+/* A generated node name that is taken goes to the next free one, and the
+ * shape rule, which makes symbols from the name, runs under that one. */
+static void test_generated_name_taken(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = "Relu";
+  d.name = "NonZero_1";
+  d.inputs = &x;
+  d.n_inputs = 1;
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  d.op = "NonZero";
+  d.name = NULL;
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  assert_string_equal(ccg_node_name(g, n), "NonZero_2");
+  ccg_value_id out = ccg_node_output(g, n, 0);
+  assert_string_equal(ccg_value_name(g, out), "NonZero_2_output_0");
+  const ccg_shape *s = ccg_value_shape(g, out);
+  assert_int_equal(s->rank, 2);
+  assert_true(ccg_dim_is_sym(s->dims[1]));
+  assert_non_null(strstr(s->dims[1].sym, "NonZero_2"));
+  /* an error names the name the node would have had */
+  ccg_value_id y;
+  assert_ok(g, ccg_relu(g, x, &y)); /* node 2, "Relu_2" */
+  d.op = "Relu";
+  d.name = "Add_4"; /* node 3: the first choice for node 4's Add */
+  assert_ok(g, ccg_graph_add_node(g, &d, &n));
+  d.op = "Add"; /* with one input: refused */
+  d.name = NULL;
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "node 'Add_5' (Add): 1 inputs given");
+  /* a given name that is taken is the error, even with other faults */
+  d.name = "Add_4";
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
+               "node 'Add_4' (Add): a node of that name already exists");
+  assert_int_equal(ccg_graph_num_nodes(g), 4);
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
 /* A little of everything, stopping at the first failure. */
 static ccg_status build_some(ccg_graph *g) {
   ccg_shape s = {2, {ccg_dim_sym("batch"), ccg_dim_num(16)}};
@@ -815,6 +907,8 @@ int main(void) {
       cmocka_unit_test(test_compact),
       cmocka_unit_test(test_lifetime_and_oom),
       cmocka_unit_test(test_large_tables),
+      cmocka_unit_test(test_shapes_interned),
+      cmocka_unit_test(test_generated_name_taken),
       cmocka_unit_test(test_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
