@@ -244,34 +244,44 @@ static void mark_useful(bw *b, const ccg_value_id *seeds, size_t n) {
   }
 }
 
+/* requires[] holds only float values (match_wrt and mark_requires test
+ * the dtype), so no value record is read here. */
 static bool needed(const bw *b, ccg_value_id v) {
-  return v != CCG_NONE && v < b->nv && b->requires[v] && b->useful[v] &&
-         is_float(b, v);
+  return v != CCG_NONE && v < b->nv && b->requires[v] && b->useful[v];
 }
 
 /* ---- gradients ----------------------------------------------------------- */
 
+/* Adds grad to v's accumulated gradient. by: the unit whose rule gave it,
+ * named in the error (NULL: the output gradients given). */
 static ccg_status accumulate(bw *b, ccg_value_id v, ccg_value_id grad,
-                             const char *from) {
+                             const unit *by) {
   ccg_graph *g = b->g;
-  ccg_shape want = *ccg_value_shape(g, v);
-  if (ccg_value_dtype(g, grad) != ccg_value_dtype(g, v) ||
-      !ccg_shape_equal(ccg_value_shape(g, grad), &want)) {
-    char a[128], c[128];
-    ccg_shape_format(&want, a, sizeof a);
-    ccg_shape_format(ccg_value_shape(g, grad), c, sizeof c);
-    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
-                      "backward: %s gave '%s' a gradient of %s %s; the value "
-                      "is %s %s",
-                      from, ccg_value_name(g, v),
-                      ccg_dtype_name(ccg_value_dtype(g, grad)), c,
-                      ccg_dtype_name(ccg_value_dtype(g, v)), a);
+  const ccg_shape *want = ccg_value_shape(g, v);
+  if (ccg_value_dtype(g, grad) == ccg_value_dtype(g, v) &&
+      ccg_shape_equal(ccg_value_shape(g, grad), want)) {
+    if (b->acc[v] == CCG_NONE) {
+      b->acc[v] = grad;
+      return CCG_STATUS_OK;
+    }
+    return ccg_add(g, b->acc[v], grad, &b->acc[v]);
   }
-  if (b->acc[v] == CCG_NONE) {
-    b->acc[v] = grad;
-    return CCG_STATUS_OK;
-  }
-  return ccg_add(g, b->acc[v], grad, &b->acc[v]);
+  /* the rule's name only now: formatting it for every unit was a good
+   * part of the pass */
+  char a[128], c[128], from[256] = "output_grads";
+  if (by)
+    snprintf(from, sizeof from, "%s of node '%s'",
+             by->instance ? by->tag->mapping
+                          : ccg_op_name(ccg_node_op(g, by->node)),
+             ccg_node_name(g, by->node));
+  ccg_shape_format(want, a, sizeof a);
+  ccg_shape_format(ccg_value_shape(g, grad), c, sizeof c);
+  return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                    "backward: %s gave '%s' a gradient of %s %s; the value "
+                    "is %s %s",
+                    from, ccg_value_name(g, v),
+                    ccg_dtype_name(ccg_value_dtype(g, grad)), c,
+                    ccg_dtype_name(ccg_value_dtype(g, v)), a);
 }
 
 static ccg_status run_op_rule(bw *b, const unit *u, const ccg_value_id *gout,
@@ -327,14 +337,9 @@ static ccg_status diff_unit(bw *b, const unit *u) {
   if (run)
     st = u->instance ? run_mapping_rule(b, u, gout, gin)
                      : run_op_rule(b, u, gout, gin, need);
-  char from[256];
-  snprintf(from, sizeof from, "%s of node '%s'",
-           u->instance ? u->tag->mapping
-                       : ccg_op_name(ccg_node_op(b->g, u->node)),
-           ccg_node_name(b->g, u->node));
   for (size_t i = 0; run && st == CCG_STATUS_OK && i < u->n_in; i++)
     if (need[i] && gin[i] != CCG_NONE)
-      st = accumulate(b, u->in[i], gin[i], from);
+      st = accumulate(b, u->in[i], gin[i], u);
   free(need), free(gin), free(gout);
   return st;
 }
@@ -378,7 +383,7 @@ static ccg_status seed(bw *b, ccg_value_id *seeds, size_t *n) {
       ccg_shape s = *ccg_value_shape(g, v);
       CCG_CHECK(ccg_graph_add_input(g, name, ccg_value_dtype(g, v), &s, &d));
     }
-    CCG_CHECK(accumulate(b, v, d, "output_grads"));
+    CCG_CHECK(accumulate(b, v, d, NULL));
     seeds[(*n)++] = v;
   }
   return CCG_STATUS_OK;
@@ -390,21 +395,20 @@ static ccg_status name_grads(bw *b) {
   for (ccg_value_id v = 0; v < b->nv; v++) {
     if (!b->wrt[v])
       continue;
-    ccg_value_id d = b->acc[v], out;
+    ccg_value_id d = b->acc[v];
+    ccg_node_id id;
     if (d == CCG_NONE)
       CCG_CHECK(ccg__grad_zeros_like(g, v, &d));
     char name[512];
     snprintf(name, sizeof name, "grad/%s", ccg_value_name(g, v));
     const char *names[1] = {name};
     ccg_node_desc nd = CCG_NODE_DESC_INIT;
-    nd.op = "Identity";
     nd.inputs = &d;
     nd.n_inputs = 1;
     nd.output_names = names;
-    CCG_CHECK(ccg_graph_add_node(g, &nd, NULL));
-    CCG_CHECK(ccg_graph_find_value(g, name, &out));
+    CCG_CHECK(ccg__graph_add_node_op(g, CCG_OP_IDENTITY, &nd, &id));
     if (b->o->add_outputs)
-      CCG_CHECK(ccg_graph_add_output(g, out));
+      CCG_CHECK(ccg_graph_add_output(g, ccg_node_output(g, id, 0)));
   }
   return CCG_STATUS_OK;
 }
@@ -478,10 +482,15 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
           NULL};
   ccg__mark mark = ccg__mark_get(g);
   /* A backward adds about twice the forward's nodes, values and uses: its
-   * tables are grown there at once rather than copied at each doubling on
-   * the way (a hint: growth goes on past it, and without the memory the
-   * pass still runs) */
-  if (ccg__graph_reserve(g, 2 * b.nn, 2 * b.nv, 2 * g->n_uses) != CCG_STATUS_OK)
+   * tables and name indexes are grown there at once rather than copied (an
+   * index rehashed into new memory) at each doubling on the way (a hint:
+   * growth goes on past it, and without the memory the pass still runs) */
+  if (ccg__graph_reserve(g, 2 * b.nn, 2 * b.nv, 2 * g->n_uses) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->node_names, g->node_names.count + 2 * b.nn) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->value_names, g->value_names.count + 2 * b.nv) !=
+          CCG_STATUS_OK)
     ccg_clear_error(g);
   ccg_status st = ccg_graph_push_scope(g, "grad");
   if (st == CCG_STATUS_OK) {
