@@ -9,9 +9,11 @@
 
 /* ---- nodes -------------------------------------------------------------- */
 
-/* "<scope>/<Op>_<k>" with the first free k; in the scratch arena. *hash:
- * its ccg__strhash. */
-static const char *make_node_name(ccg_graph *g, ccg_op op, uint32_t *hash) {
+/* "<scope>/<Op>_<k>" with the first free k from `from` on; in the scratch
+ * arena. *hash: its ccg__strhash. probe false: k = from, not looked up
+ * (add_node looks it up after the shape rule). */
+static const char *make_node_name(ccg_graph *g, ccg_op op, size_t from,
+                                  bool probe, uint32_t *hash) {
   /* "<scope>/<Op>_<k>": the scope, if any, and "/<Op>" joined by hand. */
   char base[64];
   size_t n = strlen(ccg_op_name(op));
@@ -19,14 +21,22 @@ static const char *make_node_name(ccg_graph *g, ccg_op op, uint32_t *hash) {
   memcpy(base + 1, ccg_op_name(op), n + 1);
   const char *a = *g->scope ? g->scope : "";
   const char *b = *g->scope ? base : base + 1;
-  for (size_t k = g->n_nodes;; k++) {
+  for (size_t k = from;; k++) {
     char *name = ccg__arena_name(&g->scratch, a, b, k);
     if (!name)
       return NULL;
     *hash = ccg__strhash(name);
-    if (!ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
+    if (!probe || !ccg__strmap_get_h(&g->node_names, name, *hash, NULL))
       return name;
   }
+}
+
+/* Brings the name index slot a probe for hash h starts at into the cache:
+ * the probe comes after the shape rule, which hides the miss a large
+ * graph's index costs. */
+static void prefetch_slot(const ccg_strmap *m, uint32_t h) {
+  if (m->cap)
+    __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
 }
 
 /* Arity, inputs and attributes of a node about to be added. */
@@ -104,24 +114,35 @@ static ccg_status import_out_shape(ccg_graph *g, const ccg__infer *ix,
   return CCG_STATUS_OK;
 }
 
-/* Output names (given or generated) and their hashes, checked for
- * uniqueness, and output shapes interned; everything in the scratch arena. */
-static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
-                               const char *const *out_names,
-                               const char ***onames, uint32_t **ohash) {
-  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
-  size_t m = ix->n_out ? ix->n_out : 1;
+/* Output names (given or generated from node name nm) and their hashes,
+ * in the scratch arena, their index slots prefetched. */
+static ccg_status make_output_names(ccg_graph *g, const char *nm, size_t n_out,
+                                    const char *const *out_names,
+                                    const char ***onames, uint32_t **ohash) {
+  size_t m = n_out ? n_out : 1;
   const char **names = ccg__arena_calloc(&g->scratch, m, sizeof *names);
   uint32_t *hash = ccg__arena_calloc(&g->scratch, m, sizeof *hash);
   if (!names || !hash)
     return ccg__graph_oom(g, "naming outputs");
-  for (size_t i = 0; i < ix->n_out; i++) {
+  for (size_t i = 0; i < n_out; i++) {
     const char *want = out_names ? out_names[i] : NULL;
     names[i] =
         want && *want ? want : ccg__arena_name(&g->scratch, nm, "_output", i);
     if (!names[i])
       return ccg__graph_oom(g, "naming outputs");
     hash[i] = ccg__strhash(names[i]);
+    prefetch_slot(&g->value_names, hash[i]);
+  }
+  *onames = names;
+  *ohash = hash;
+  return CCG_STATUS_OK;
+}
+
+/* The output names checked for uniqueness, and output shapes interned. */
+static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
+                               const char *const *names, const uint32_t *hash) {
+  const char *opn = ccg_op_name(ix->op), *nm = ix->node_name;
+  for (size_t i = 0; i < ix->n_out; i++) {
     if (ccg__strmap_get_h(&g->value_names, names[i], hash[i], NULL))
       return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                         "node '%s' (%s): output %zu '%s': a value of that name "
@@ -137,8 +158,6 @@ static ccg_status name_outputs(ccg_graph *g, ccg__infer *ix,
       return ccg__error_prefix(&g->ctx, "node '%s' (%s): output %zu", nm, opn,
                                i);
   }
-  *onames = names;
-  *ohash = hash;
   return CCG_STATUS_OK;
 }
 
@@ -308,16 +327,28 @@ static ccg_status add_node(ccg_graph *g, ccg_op op, const char *name,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s' (%s): a node of that name already exists",
                       name, info->name);
-  const char *nm = name ? name : make_node_name(g, op, &name_hash);
+  /* A generated name and the output names are hashed and their index
+   * slots fetched before the shape rule, and looked up after it. */
+  const char *nm =
+      name ? name : make_node_name(g, op, g->n_nodes, false, &name_hash);
   if (!nm)
     return ccg__graph_oom(g, "naming a node");
+  if (!name)
+    prefetch_slot(&g->node_names, name_hash);
   CCG_CHECK(check_node_args(g, info, op, nm, in, n_in, attrs, n_attrs, n_out));
+  const char **onames = NULL;
+  uint32_t *ohash = NULL;
+  CCG_CHECK(make_output_names(g, nm, n_out, out_names, &onames, &ohash));
   ccg__infer ix = {g,       op,    nm,   in,   n_in, attrs,
                    n_attrs, n_out, NULL, NULL, NULL, NULL};
   CCG_CHECK(ccg__run_infer(&ix));
-  const char **onames = NULL;
-  uint32_t *ohash = NULL;
-  CCG_CHECK(name_outputs(g, &ix, out_names, &onames, &ohash));
+  if (!name && ccg__strmap_get_h(&g->node_names, nm, name_hash, NULL)) {
+    ix.node_name = nm = make_node_name(g, op, g->n_nodes + 1, true, &name_hash);
+    if (!nm)
+      return ccg__graph_oom(g, "naming a node");
+    CCG_CHECK(make_output_names(g, nm, n_out, out_names, &onames, &ohash));
+  }
+  CCG_CHECK(name_outputs(g, &ix, onames, ohash));
   node_copy c = {0};
   c.name_hash = name_hash;
   c.ohash = ohash;
