@@ -489,11 +489,12 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
           .nv = ccg_graph_num_values(g),
           .nn = ccg_graph_num_nodes(g)};
   ccg__mark mark = ccg__mark_get(g);
-  /* A backward adds two to two and a half times the forward's values and
-   * uses, and up to 2.4 times its nodes (a GPT, sharded or not): its tables
-   * and name indexes are grown there at once rather than copied (an index
-   * rehashed) into new memory at each doubling on the way. A hint: growth
-   * goes on past it, and without the memory the pass still runs. */
+  /* A backward adds about twice the forward's values, 2.2 times its uses
+   * and up to 2.4 times its nodes (a GPT, sharded or not): its tables and
+   * name indexes are grown there at once (with room to spare) rather than
+   * copied (an index rehashed) into new memory at each doubling on the way.
+   * A hint: growth goes on past it, and without the memory the pass still
+   * runs. */
   size_t more_nodes = 3 * b.nn, more_values = b.nv * 5 / 2;
   if (ccg__graph_reserve(g, more_nodes, more_values, g->n_uses * 5 / 2) !=
           CCG_STATUS_OK ||
