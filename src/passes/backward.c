@@ -20,7 +20,8 @@ typedef struct unit {
   ccg_node_id node; /* the first node */
   bool instance;
   const ccg_tag *tag;
-  ccg_value_id *in, *out;
+  /* a node's own lists (borrowed), an instance's in memory it owns */
+  const ccg_value_id *in, *out;
   size_t n_in, n_out;
   bool has_send, has_recv;
 } unit;
@@ -30,6 +31,7 @@ typedef struct bw {
   const ccg_backward_options *o;
   size_t nv, nn, nu;
   uint32_t *unit_of; /* per node */
+  uint32_t *made_by; /* per value: its producer's unit, UINT32_MAX: none */
   unit *units;
   size_t *order; /* units, topological */
   bool *requires, *useful, *wrt;
@@ -46,33 +48,28 @@ static bool is_float(const bw *b, ccg_value_id v) {
 
 /* ---- units -------------------------------------------------------------- */
 
-static ccg_status node_unit(bw *b, unit *u, ccg_node_id n) {
-  ccg_graph *g = b->g;
-  u->n_in = ccg_node_num_inputs(g, n);
-  u->n_out = ccg_node_num_outputs(g, n);
-  u->in = calloc(u->n_in + 1, sizeof *u->in);
-  u->out = calloc(u->n_out + 1, sizeof *u->out);
-  if (!u->in || !u->out)
-    return oom(b);
-  for (size_t i = 0; i < u->n_in; i++)
-    u->in[i] = ccg_node_input(g, n, i);
-  for (size_t i = 0; i < u->n_out; i++)
-    u->out[i] = ccg_node_output(g, n, i);
-  return CCG_STATUS_OK;
+static void node_unit(bw *b, unit *u, ccg_node_id n) {
+  const ccg__node *x = &b->g->nodes[n];
+  u->in = x->inputs;
+  u->n_in = x->n_inputs;
+  u->out = x->outputs;
+  u->n_out = x->n_outputs;
 }
 
 /* The unit's forward nodes are nodes[0..n) (graph order); ni and no are
  * their inputs and outputs together, room enough. */
 static ccg_status instance_unit(bw *b, unit *u, const ccg_node_id *nodes,
                                 size_t n, size_t ni, size_t no) {
-  u->in = calloc(ni + 1, sizeof *u->in);
-  u->out = calloc(no + 1, sizeof *u->out);
-  if (!u->in || !u->out)
+  ccg_value_id *in = calloc(ni + 1, sizeof *in);
+  ccg_value_id *out = calloc(no + 1, sizeof *out);
+  u->in = in;
+  u->out = out;
+  if (!in || !out)
     return oom(b);
   u->n_in = ni;
   u->n_out = no;
-  return ccg__mapping_instance_io_of(b->g, u->tag->instance, nodes, n, u->in,
-                                     &u->n_in, u->out, &u->n_out);
+  return ccg__mapping_instance_io_of(b->g, u->tag->instance, nodes, n, in,
+                                     &u->n_in, out, &u->n_out);
 }
 
 /* Mapping instance -> its unit (+1; 0 = empty slot), open addressing. */
@@ -90,6 +87,7 @@ static inst_slot *inst_find(inst_slot *t, size_t cap, uint32_t instance) {
 static ccg_status make_units(bw *b) {
   ccg_graph *g = b->g;
   b->unit_of = calloc(b->nn + 1, sizeof *b->unit_of);
+  b->made_by = malloc((b->nv + 1) * sizeof *b->made_by);
   b->units = calloc(b->nn + 1, sizeof *b->units);
   /* the unit of each mapping instance (+1; 0 = none yet), and the inputs
    * and outputs each unit's nodes have together */
@@ -99,10 +97,11 @@ static ccg_status make_units(bw *b) {
   inst_slot *of_inst = calloc(cap, sizeof *of_inst);
   size_t *room = calloc(3 * (b->nn + 1), sizeof *room);
   ccg_node_id *nodes = calloc(b->nn + 1, sizeof *nodes);
-  if (!b->unit_of || !b->units || !of_inst || !room || !nodes) {
+  if (!b->unit_of || !b->made_by || !b->units || !of_inst || !room || !nodes) {
     free(of_inst), free(room), free(nodes);
     return oom(b);
   }
+  memset(b->made_by, 0xff, (b->nv + 1) * sizeof *b->made_by);
   for (size_t n = 0; n < b->nn; n++) {
     const ccg_tag *t = ccg_node_tag(g, (ccg_node_id)n);
     bool inst = t && !t->backward;
@@ -117,8 +116,14 @@ static ccg_status make_units(bw *b) {
       b->nu++;
     }
     b->unit_of[n] = (uint32_t)u;
+    size_t n_out = ccg_node_num_outputs(g, (ccg_node_id)n);
+    for (size_t i = 0; i < n_out; i++) {
+      ccg_value_id v = ccg_node_output(g, (ccg_node_id)n, i);
+      if (v < b->nv)
+        b->made_by[v] = (uint32_t)u;
+    }
     room[3 * u] += ccg_node_num_inputs(g, (ccg_node_id)n);
-    room[3 * u + 1] += ccg_node_num_outputs(g, (ccg_node_id)n);
+    room[3 * u + 1] += n_out;
     room[3 * u + 2]++;
     ccg_op op = ccg_node_op(g, (ccg_node_id)n);
     b->units[u].has_send |= op == CCG_OP_SEND;
@@ -138,19 +143,23 @@ static ccg_status make_units(bw *b) {
   for (size_t u = 0, start = 0; u < b->nu && st == CCG_STATUS_OK; u++) {
     unit *x = &b->units[u];
     size_t end = room[3 * u + 2];
-    st = x->instance ? instance_unit(b, x, nodes + start, end - start,
-                                     room[3 * u], room[3 * u + 1])
-                     : node_unit(b, x, x->node);
+    if (x->instance)
+      st = instance_unit(b, x, nodes + start, end - start, room[3 * u],
+                         room[3 * u + 1]);
+    else
+      node_unit(b, x, x->node);
     start = end;
   }
   free(of_inst), free(room), free(nodes);
   return st;
 }
 
-/* The unit producing v, or -1 for inputs and initializers. */
+/* The unit producing v, or -1 for inputs and initializers. From made_by,
+ * not the value records: they are read in no order, and at 384 layers
+ * their table is past the caches. */
 static long producer_unit(const bw *b, ccg_value_id v) {
-  ccg_node_id p = v == CCG_NONE ? CCG_NONE : ccg_value_producer(b->g, v);
-  return p == CCG_NONE || p >= b->nn ? -1 : (long)b->unit_of[p];
+  uint32_t u = v < b->nv ? b->made_by[v] : UINT32_MAX;
+  return u == UINT32_MAX ? -1 : (long)u;
 }
 
 /* Units in an order where every unit follows the producers of its inputs;
@@ -244,34 +253,44 @@ static void mark_useful(bw *b, const ccg_value_id *seeds, size_t n) {
   }
 }
 
+/* requires[] holds only float values (match_wrt and mark_requires test
+ * the dtype), so no value record is read here. */
 static bool needed(const bw *b, ccg_value_id v) {
-  return v != CCG_NONE && v < b->nv && b->requires[v] && b->useful[v] &&
-         is_float(b, v);
+  return v != CCG_NONE && v < b->nv && b->requires[v] && b->useful[v];
 }
 
 /* ---- gradients ----------------------------------------------------------- */
 
+/* Adds grad to v's accumulated gradient. by: the unit whose rule gave it,
+ * named in the error (NULL: the output gradients given). */
 static ccg_status accumulate(bw *b, ccg_value_id v, ccg_value_id grad,
-                             const char *from) {
+                             const unit *by) {
   ccg_graph *g = b->g;
-  ccg_shape want = *ccg_value_shape(g, v);
-  if (ccg_value_dtype(g, grad) != ccg_value_dtype(g, v) ||
-      !ccg_shape_equal(ccg_value_shape(g, grad), &want)) {
-    char a[128], c[128];
-    ccg_shape_format(&want, a, sizeof a);
-    ccg_shape_format(ccg_value_shape(g, grad), c, sizeof c);
-    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
-                      "backward: %s gave '%s' a gradient of %s %s; the value "
-                      "is %s %s",
-                      from, ccg_value_name(g, v),
-                      ccg_dtype_name(ccg_value_dtype(g, grad)), c,
-                      ccg_dtype_name(ccg_value_dtype(g, v)), a);
+  const ccg_shape *want = ccg_value_shape(g, v);
+  if (ccg_value_dtype(g, grad) == ccg_value_dtype(g, v) &&
+      ccg_shape_equal(ccg_value_shape(g, grad), want)) {
+    if (b->acc[v] == CCG_NONE) {
+      b->acc[v] = grad;
+      return CCG_STATUS_OK;
+    }
+    return ccg_add(g, b->acc[v], grad, &b->acc[v]);
   }
-  if (b->acc[v] == CCG_NONE) {
-    b->acc[v] = grad;
-    return CCG_STATUS_OK;
-  }
-  return ccg_add(g, b->acc[v], grad, &b->acc[v]);
+  /* the rule's name only now: formatting it for every unit was a good
+   * part of the pass */
+  char a[128], c[128], from[256] = "output_grads";
+  if (by)
+    snprintf(from, sizeof from, "%s of node '%s'",
+             by->instance ? by->tag->mapping
+                          : ccg_op_name(ccg_node_op(g, by->node)),
+             ccg_node_name(g, by->node));
+  ccg_shape_format(want, a, sizeof a);
+  ccg_shape_format(ccg_value_shape(g, grad), c, sizeof c);
+  return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                    "backward: %s gave '%s' a gradient of %s %s; the value "
+                    "is %s %s",
+                    from, ccg_value_name(g, v),
+                    ccg_dtype_name(ccg_value_dtype(g, grad)), c,
+                    ccg_dtype_name(ccg_value_dtype(g, v)), a);
 }
 
 static ccg_status run_op_rule(bw *b, const unit *u, const ccg_value_id *gout,
@@ -302,11 +321,17 @@ static ccg_status run_mapping_rule(bw *b, const unit *u,
   return ccg_mapping_apply_backward(b->g, u->tag->mapping, &a, gin);
 }
 
+/* Lists of up to this many inputs or outputs are on the stack. */
+#define SMALL_UNIT 16
+
 static ccg_status diff_unit(bw *b, const unit *u) {
   bool any_in = false, any_out = false;
-  bool *need = calloc(u->n_in + 1, sizeof *need);
-  ccg_value_id *gin = calloc(u->n_in + 1, sizeof *gin);
-  ccg_value_id *gout = calloc(u->n_out + 1, sizeof *gout);
+  bool need_s[SMALL_UNIT];
+  ccg_value_id gin_s[SMALL_UNIT], gout_s[SMALL_UNIT];
+  bool big = u->n_in > SMALL_UNIT || u->n_out > SMALL_UNIT;
+  bool *need = big ? calloc(u->n_in + 1, sizeof *need) : need_s;
+  ccg_value_id *gin = big ? calloc(u->n_in + 1, sizeof *gin) : gin_s;
+  ccg_value_id *gout = big ? calloc(u->n_out + 1, sizeof *gout) : gout_s;
   if (!need || !gin || !gout) {
     free(need), free(gin), free(gout);
     return oom(b);
@@ -327,15 +352,11 @@ static ccg_status diff_unit(bw *b, const unit *u) {
   if (run)
     st = u->instance ? run_mapping_rule(b, u, gout, gin)
                      : run_op_rule(b, u, gout, gin, need);
-  char from[256];
-  snprintf(from, sizeof from, "%s of node '%s'",
-           u->instance ? u->tag->mapping
-                       : ccg_op_name(ccg_node_op(b->g, u->node)),
-           ccg_node_name(b->g, u->node));
   for (size_t i = 0; run && st == CCG_STATUS_OK && i < u->n_in; i++)
     if (need[i] && gin[i] != CCG_NONE)
-      st = accumulate(b, u->in[i], gin[i], from);
-  free(need), free(gin), free(gout);
+      st = accumulate(b, u->in[i], gin[i], u);
+  if (big)
+    free(need), free(gin), free(gout);
   return st;
 }
 
@@ -378,7 +399,7 @@ static ccg_status seed(bw *b, ccg_value_id *seeds, size_t *n) {
       ccg_shape s = *ccg_value_shape(g, v);
       CCG_CHECK(ccg_graph_add_input(g, name, ccg_value_dtype(g, v), &s, &d));
     }
-    CCG_CHECK(accumulate(b, v, d, "output_grads"));
+    CCG_CHECK(accumulate(b, v, d, NULL));
     seeds[(*n)++] = v;
   }
   return CCG_STATUS_OK;
@@ -390,21 +411,20 @@ static ccg_status name_grads(bw *b) {
   for (ccg_value_id v = 0; v < b->nv; v++) {
     if (!b->wrt[v])
       continue;
-    ccg_value_id d = b->acc[v], out;
+    ccg_value_id d = b->acc[v];
+    ccg_node_id id;
     if (d == CCG_NONE)
       CCG_CHECK(ccg__grad_zeros_like(g, v, &d));
     char name[512];
     snprintf(name, sizeof name, "grad/%s", ccg_value_name(g, v));
     const char *names[1] = {name};
     ccg_node_desc nd = CCG_NODE_DESC_INIT;
-    nd.op = "Identity";
     nd.inputs = &d;
     nd.n_inputs = 1;
     nd.output_names = names;
-    CCG_CHECK(ccg_graph_add_node(g, &nd, NULL));
-    CCG_CHECK(ccg_graph_find_value(g, name, &out));
+    CCG_CHECK(ccg__graph_add_node_op(g, CCG_OP_IDENTITY, &nd, &id));
     if (b->o->add_outputs)
-      CCG_CHECK(ccg_graph_add_output(g, out));
+      CCG_CHECK(ccg_graph_add_output(g, ccg_node_output(g, id, 0)));
   }
   return CCG_STATUS_OK;
 }
@@ -464,24 +484,24 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
   if ((o->n_outputs && !o->outputs) || (o->n_wrt && !o->wrt))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "backward: outputs or wrt is NULL with a count");
-  bw b = {g,
-          o,
-          ccg_graph_num_values(g),
-          ccg_graph_num_nodes(g),
-          0,
-          NULL,
-          NULL,
-          NULL,
-          NULL,
-          NULL,
-          NULL,
-          NULL};
+  bw b = {.g = g,
+          .o = o,
+          .nv = ccg_graph_num_values(g),
+          .nn = ccg_graph_num_nodes(g)};
   ccg__mark mark = ccg__mark_get(g);
-  /* A backward adds about twice the forward's nodes, values and uses: its
-   * tables are grown there at once rather than copied at each doubling on
-   * the way (a hint: growth goes on past it, and without the memory the
-   * pass still runs) */
-  if (ccg__graph_reserve(g, 2 * b.nn, 2 * b.nv, 2 * g->n_uses) != CCG_STATUS_OK)
+  /* A backward adds about twice the forward's values, 2.2 times its uses
+   * and up to 2.4 times its nodes (a GPT, sharded or not): its tables and
+   * name indexes are grown there at once (with room to spare) rather than
+   * copied (an index rehashed) into new memory at each doubling on the way.
+   * A hint: growth goes on past it, and without the memory the pass still
+   * runs. */
+  size_t more_nodes = 3 * b.nn, more_values = b.nv * 5 / 2;
+  if (ccg__graph_reserve(g, more_nodes, more_values, g->n_uses * 5 / 2) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->node_names, g->node_names.count + more_nodes) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->value_names,
+                          g->value_names.count + more_values) != CCG_STATUS_OK)
     ccg_clear_error(g);
   ccg_status st = ccg_graph_push_scope(g, "grad");
   if (st == CCG_STATUS_OK) {
@@ -493,10 +513,12 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
   if (st != CCG_STATUS_OK)
     ccg__rollback(g, &mark);
   for (size_t u = 0; u < b.nu; u++) {
-    free(b.units[u].in);
-    free(b.units[u].out);
+    if (b.units[u].instance) {
+      free((void *)b.units[u].in);
+      free((void *)b.units[u].out);
+    }
   }
-  free(b.units), free(b.unit_of), free(b.order);
+  free(b.units), free(b.unit_of), free(b.made_by), free(b.order);
   free(b.requires), free(b.useful), free(b.wrt), free(b.acc);
   return st;
 }
