@@ -1,4 +1,5 @@
 /* Whole-graph checks and the deterministic topological order. */
+#include <assert.h>
 #include <string.h>
 
 #include "graph/internal.h"
@@ -99,11 +100,10 @@ static void walk_edges(const ccg_graph *g, size_t *start, uint32_t *indeg,
 }
 
 /* Whether every node's inputs come from nodes added before it and no
- * node has a schedule slot. A node's inputs exist when it is added, so
- * this holds for every graph built through add_node; the order is then the
- * nodes' own (the heap below, taking the oldest ready node first, gives
- * exactly that). Slots (a pipeline stage's schedule) order by the heap. */
-static bool in_added_order(ccg_graph *g) {
+ * node has a schedule slot: the order is then the nodes' own (the heap
+ * below, taking the oldest ready node first, gives exactly that). Slots (a
+ * pipeline stage's schedule) order by the heap. */
+static bool scan_added_order(const ccg_graph *g) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     const ccg__node *x = &g->nodes[i];
     if (ccg_node_meta(g, (ccg_node_id)i, CCG_META_SLOT))
@@ -115,6 +115,22 @@ static bool in_added_order(ccg_graph *g) {
         return false;
     }
   }
+  return true;
+}
+
+/* scan_added_order without the scan where the graph knows the answer
+ * (order_unsure): a node's inputs exist when it is added, so only a slot
+ * makes the scan needed. Reading every node's inputs and their producers
+ * costs a cache miss or more per node on a large graph, for every caller
+ * (validate, lower, verify, the executor's schedule). */
+static bool in_added_order(ccg_graph *g) {
+  if (!g->order_unsure) {
+    assert(scan_added_order(g));
+    return true;
+  }
+  if (!scan_added_order(g))
+    return false;
+  g->order_unsure = false; /* the slotted nodes are gone */
   return true;
 }
 

@@ -85,6 +85,14 @@ struct ccg_graph {
   uint32_t max_instance;
   bool max_instance_stale;
 
+  /* ccg_graph_topo_order must look at the nodes (check.c): a node has a
+   * schedule slot (CCG_META_SLOT), or inputs were rewired by hand. Else the
+   * node order is topological, as add_node keeps it (a node's inputs exist
+   * before it). Code that rewires g->nodes[].inputs itself sets this, or
+   * puts the nodes in a topological order again (ccg__graph_reorder) before
+   * anything orders them. */
+  bool order_unsure;
+
   ccg_strmap value_names;
   ccg_strmap node_names;
   ccg_strmap symbols; /* interned symbol strings */
