@@ -24,20 +24,54 @@ static bool mesh_equal(const ccg_mesh *a, const ccg_mesh *b) {
   return true;
 }
 
-static void eval_shape(const ccg__program *p, int rank, const ccg_shape *s,
-                       ccg__vshape *out) {
-  const ccg__dim_binds b = {p->opts->dim_names, p->opts->dim_values,
-                            p->opts->dim_names ? p->opts->n_dims : 0};
+/* What loading one rank's calls keeps: the dims it evaluated, by symbol (a
+ * graph interns each symbol's text once, and on one rank a symbol always
+ * evaluates alike: a large graph has few symbols but many shapes), and its
+ * group on each set of mesh axes. */
+#define DIM_MEMO 64
+typedef struct rank_load {
+  ccg__program *p;
+  int rank;
+  ccg__dim_binds binds;
+  const char *sym[DIM_MEMO];
+  ccg__vdim dim[DIM_MEMO];
+  int64_t *group[1u << CCG_MAX_MESH_AXES];
+} rank_load;
+
+static ccg_status eval_dim(rank_load *l, ccg_dim d, ccg__vdim *out) {
+  if (!ccg_dim_is_sym(d)) {
+    out->n = d.size;
+    out->s = "";
+    return CCG_STATUS_OK;
+  }
+  size_t h = ((uintptr_t)d.sym >> 3) % DIM_MEMO;
+  if (l->sym[h] == d.sym) {
+    *out = l->dim[h];
+    return CCG_STATUS_OK;
+  }
+  char buf[CCG__VSYM_MAX];
+  ccg__vdim v = {0, ""};
+  if (!ccg__dim_at_rank(l->p->mesh, l->rank, &l->binds, d, &v.n, buf,
+                        sizeof buf)) {
+    v.n = -1;
+    if (!(v.s = ccg__arena_strdup(&l->p->arena, buf)))
+      return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  }
+  l->sym[h] = d.sym;
+  l->dim[h] = v;
+  *out = v;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status eval_shape(rank_load *l, const ccg_shape *s,
+                             ccg__vshape *out) {
   memset(out, 0, sizeof *out);
   if (!s)
-    return;
+    return CCG_STATUS_OK;
   out->rank = s->rank;
-  for (int d = 0; d < s->rank; d++) {
-    ccg__vdim *v = &out->d[d];
-    if (!ccg__dim_at_rank(p->mesh, rank, &b, s->dims[d], &v->n, v->s,
-                          sizeof v->s))
-      v->n = -1;
-  }
+  for (int d = 0; d < s->rank; d++)
+    CCG_CHECK(eval_dim(l, s->dims[d], &out->d[d]));
+  return CCG_STATUS_OK;
 }
 
 const char *ccg__vshape_str(const ccg__vshape *s, char *buf, size_t size) {
@@ -235,9 +269,24 @@ static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
   }
 }
 
-/* Fills e for node n of g on `rank`; *skip when it does not communicate. */
-static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
-                             int rank, ccg__cev *e, bool *skip) {
+/* The global ranks of l's group on the mesh axes `key`, in group order:
+ * made once per rank and key, shared by the calls. */
+static int64_t *group_of(rank_load *l, unsigned key, int64_t size) {
+  if (!l->group[key]) {
+    l->group[key] =
+        ccg__arena_calloc(&l->p->arena, (size_t)size, sizeof(int64_t));
+    if (l->group[key])
+      ccg_mesh_group_ranks(l->p->mesh, l->rank, key, l->group[key]);
+  }
+  return l->group[key];
+}
+
+/* Fills e for node n of g on l's rank; *skip when it does not
+ * communicate. */
+static ccg_status make_event(rank_load *l, ccg_graph *g, ccg_node_id n,
+                             ccg__cev *e, bool *skip) {
+  ccg__program *p = l->p;
+  int rank = l->rank;
   ccg_op op = ccg_node_op(g, n);
   *skip = true;
   if (!ccg_op_is_collective(op) || op == CCG_OP_SHARD_SLICE)
@@ -257,19 +306,17 @@ static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
   *skip = false;
   e->gsize = (int)W;
   e->gidx = (int)ccg_mesh_rank_in_group(p->mesh, rank, e->key);
-  e->group = ccg__arena_calloc(&p->arena, (size_t)W, sizeof(int64_t));
-  if (!e->group)
+  if (!(e->group = group_of(l, e->key, W)))
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  ccg_mesh_group_ranks(p->mesh, rank, e->key, e->group);
   ccg_value_id in =
       ccg_node_num_inputs(g, n) ? ccg_node_input(g, n, 0) : CCG_NONE;
   ccg_value_id out =
       ccg_node_num_outputs(g, n) ? ccg_node_output(g, n, 0) : CCG_NONE;
   e->dtype = in != CCG_NONE ? ccg_value_dtype(g, in) : ccg_value_dtype(g, out);
-  if (in != CCG_NONE)
-    eval_shape(p, rank, ccg_value_shape(g, in), &e->in);
-  if (out != CCG_NONE)
-    eval_shape(p, rank, ccg_value_shape(g, out), &e->out);
+  CCG_CHECK(
+      eval_shape(l, in != CCG_NONE ? ccg_value_shape(g, in) : NULL, &e->in));
+  CCG_CHECK(
+      eval_shape(l, out != CCG_NONE ? ccg_value_shape(g, out) : NULL, &e->out));
   return read_params(g, n, rank, e);
 }
 
@@ -308,6 +355,13 @@ static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
 static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
                             size_t n_calls) {
   ccg_graph *g = p->graph_of[r];
+  rank_load l = {p,
+                 r,
+                 {p->opts->dim_names, p->opts->dim_values,
+                  p->opts->dim_names ? p->opts->n_dims : 0},
+                 {NULL},
+                 {{0, NULL}},
+                 {NULL}};
   size_t cnt = 0;
   int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
   p->ev[r] =
@@ -317,7 +371,7 @@ static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
   for (size_t i = 0; i < n_calls; i++) {
     bool skip;
     ccg__cev *e = &p->ev[r][cnt];
-    CCG_CHECK(make_event(p, g, calls[i], r, e, &skip));
+    CCG_CHECK(make_event(&l, g, calls[i], e, &skip));
     if (skip)
       continue;
     if (!ccg__is_p2p(e->op))
