@@ -123,7 +123,7 @@ static bool scan_added_order(const ccg_graph *g) {
  * makes the scan needed. Reading every node's inputs and their producers
  * costs a cache miss or more per node on a large graph, for every caller
  * (validate, lower, verify, the executor's schedule). */
-static bool in_added_order(ccg_graph *g) {
+bool ccg__graph_in_added_order(ccg_graph *g) {
   if (!g->order_unsure) {
     assert(scan_added_order(g));
     return true;
@@ -138,7 +138,7 @@ ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   size_t n = g->n_nodes;
   if (n == 0)
     return CCG_STATUS_OK;
-  if (in_added_order(g)) {
+  if (ccg__graph_in_added_order(g)) {
     for (size_t i = 0; i < n; i++)
       order[i] = (ccg_node_id)i;
     return CCG_STATUS_OK;

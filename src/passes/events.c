@@ -384,32 +384,53 @@ static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
 
 /* The nodes of g that may communicate (make_event decides per rank), in the
  * executor's order, into *calls (n of them): one walk over the graph for
- * all the ranks that run it. */
+ * all the ranks that run it, in the nodes' own order when that is the
+ * executor's (no order array to fill and read back). */
 static ccg_status graph_calls(ccg__program *p, ccg_graph *g, size_t gi,
                               ccg_node_id **calls, size_t *n) {
-  size_t nn = ccg_graph_num_nodes(g), k = 0;
-  ccg_node_id *order = malloc((nn ? nn : 1) * sizeof *order);
-  if (!order)
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  if (ccg_graph_topo_order(g, order) != CCG_STATUS_OK) {
-    free(order);
-    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s", gi,
-                      ccg_graph_name(g), ccg_last_error(g));
+  size_t nn = ccg_graph_num_nodes(g), k = 0, cap = 0;
+  ccg_node_id *order = NULL, *found = NULL;
+  ccg_status st = CCG_STATUS_OK;
+  if (!ccg__graph_in_added_order(g)) {
+    if (!(order = malloc((nn ? nn : 1) * sizeof *order)))
+      return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    if (ccg_graph_topo_order(g, order) != CCG_STATUS_OK) {
+      free(order);
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s",
+                        gi, ccg_graph_name(g), ccg_last_error(g));
+    }
   }
-  for (size_t i = 0; i < nn; i++)
-    k += ccg_op_is_collective(ccg_node_op(g, order[i]));
+  bool coll[CCG_OP_COUNT];
+  for (int op = 0; op < CCG_OP_COUNT; op++)
+    coll[op] = ccg_op_is_collective((ccg_op)op);
+  for (size_t i = 0; i < nn; i++) {
+    ccg_node_id id = order ? order[i] : (ccg_node_id)i;
+    ccg_op op = ccg_node_op(g, id);
+    if ((unsigned)op >= CCG_OP_COUNT || !coll[op])
+      continue;
+    if (k == cap) {
+      cap = cap ? 2 * cap : 64;
+      ccg_node_id *grown = realloc(found, cap * sizeof *grown);
+      if (!grown) {
+        st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+        goto out;
+      }
+      found = grown;
+    }
+    found[k++] = id;
+  }
   *calls = ccg__arena_calloc(&p->arena, k ? k : 1, sizeof **calls);
   if (!*calls) {
-    free(order);
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    goto out;
   }
-  k = 0;
-  for (size_t i = 0; i < nn; i++)
-    if (ccg_op_is_collective(ccg_node_op(g, order[i])))
-      (*calls)[k++] = order[i];
+  if (k)
+    memcpy(*calls, found, k * sizeof *found);
   *n = k;
+out:
+  free(found);
   free(order);
-  return CCG_STATUS_OK;
+  return st;
 }
 
 void ccg__program_release(ccg__program *p) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "graph/internal.h"
 #include "passes/op_kinds.h"
 #include "ccgraph/verify.h"
 
@@ -234,6 +235,12 @@ ccg_status ccg_verify_placements(ccg_graph *g, ccg_verify_report *report) {
   if (!c.mesh)
     return CCG_STATUS_OK;
   size_t nn = ccg_graph_num_nodes(g);
+  if (ccg__graph_in_added_order(g)) { /* no order array to fill */
+    ccg_status st = CCG_STATUS_OK;
+    for (size_t i = 0; i < nn && st == CCG_STATUS_OK; i++)
+      st = check_node(&c, (ccg_node_id)i);
+    return st;
+  }
   ccg_node_id *order = calloc(nn + 1, sizeof *order);
   if (!order)
     return ccg__error(NULL, CCG_STATUS_OOM, "out of memory");
