@@ -36,6 +36,7 @@ typedef struct rank_load {
   const char *sym[DIM_MEMO];
   ccg__vdim dim[DIM_MEMO];
   int64_t *group[1u << CCG_MAX_MESH_AXES];
+  int64_t keypos[1u << CCG_MAX_MESH_AXES]; /* calls so far per group */
 } rank_load;
 
 static ccg_status eval_dim(rank_load *l, ccg_dim d, ccg__vdim *out) {
@@ -350,35 +351,70 @@ static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
   return CCG_STATUS_OK;
 }
 
-/* Rank r's calls: make_event for each of `calls`, the graph's collectives
- * in the executor's order. */
-static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
-                            size_t n_calls) {
-  ccg_graph *g = p->graph_of[r];
-  rank_load l = {p,
-                 r,
-                 {p->opts->dim_names, p->opts->dim_values,
-                  p->opts->dim_names ? p->opts->n_dims : 0},
-                 {NULL},
-                 {{0, NULL}},
-                 {NULL}};
-  size_t cnt = 0;
-  int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
-  p->ev[r] =
-      ccg__arena_calloc(&p->arena, n_calls ? n_calls : 1, sizeof(ccg__cev));
-  if (!p->ev[r])
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  for (size_t i = 0; i < n_calls; i++) {
-    bool skip;
-    ccg__cev *e = &p->ev[r][cnt];
-    CCG_CHECK(make_event(&l, g, calls[i], e, &skip));
-    if (skip)
-      continue;
-    if (!ccg__is_p2p(e->op))
-      e->pos = keypos[e->key]++;
-    cnt++;
+/* Every rank's calls: make_event for each of `calls[gi]`, its graph's
+ * collectives in the executor's order. The ranks that run one graph are
+ * loaded together, node by node: a node's attributes and shapes are read
+ * once for all of them, not again for each rank after the others' nodes
+ * evicted them. A failure is the one the ranks in turn would give: the
+ * first of the lowest rank that has one. */
+static ccg_status load_ranks(ccg__program *p, ccg_graph *const *graphs,
+                             size_t n, ccg_node_id *const *calls,
+                             const size_t *n_calls) {
+  int W = p->world, bad = W;
+  rank_load *l = calloc((size_t)W, sizeof *l);
+  int *ranks = calloc((size_t)W, sizeof *ranks);
+  ccg_ctx err = {0};
+  if (!l || !ranks) {
+    bad = -1;
+    ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   }
-  p->n_ev[r] = cnt;
+  for (size_t gi = 0; gi < n && bad > 0; gi++) {
+    ccg_graph *g = graphs[gi];
+    size_t same = 0, nc = n_calls[gi];
+    while (same < gi && graphs[same] != g)
+      same++;
+    if (same < gi) /* loaded with graph `same` */
+      continue;
+    int nr = 0;
+    for (int r = 0; r < bad; r++) {
+      if (p->graph_of[r] != g)
+        continue;
+      ranks[nr++] = r;
+      l[r].p = p;
+      l[r].rank = r;
+      l[r].binds = (ccg__dim_binds){p->opts->dim_names, p->opts->dim_values,
+                                    p->opts->dim_names ? p->opts->n_dims : 0};
+      p->ev[r] = ccg__arena_calloc(&p->arena, nc ? nc : 1, sizeof(ccg__cev));
+      if (!p->ev[r]) {
+        bad = -1;
+        ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+        break;
+      }
+    }
+    for (size_t i = 0; i < nc && bad > 0; i++) {
+      for (int k = 0; k < nr && ranks[k] < bad; k++) {
+        int r = ranks[k];
+        bool skip;
+        ccg__cev *e = &p->ev[r][p->n_ev[r]];
+        if (make_event(&l[r], g, calls[gi][i], e, &skip) != CCG_STATUS_OK) {
+          bad = r; /* the ranks after it in ranks[] are higher */
+          ccg__error_copy(&err, NULL);
+          break;
+        }
+        if (skip)
+          continue;
+        if (!ccg__is_p2p(e->op))
+          e->pos = l[r].keypos[e->key]++;
+        p->n_ev[r]++;
+      }
+    }
+  }
+  free(l);
+  free(ranks);
+  if (bad < 0)
+    return CCG_STATUS_OOM;
+  if (bad < W) /* a higher rank's failure may have come after it */
+    return ccg__error_copy(NULL, &err);
   return CCG_STATUS_OK;
 }
 
@@ -489,12 +525,8 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
     }
     st = graph_calls(p, graphs[i], i, &calls[i], &n_calls[i]);
   }
-  for (int r = 0; r < p->world && st == CCG_STATUS_OK; r++) {
-    size_t gi = 0;
-    while (gi < n && graphs[gi] != p->graph_of[r])
-      gi++;
-    st = load_rank(p, r, calls[gi], n_calls[gi]);
-  }
+  if (st == CCG_STATUS_OK)
+    st = load_ranks(p, graphs, n, calls, n_calls);
   if (st != CCG_STATUS_OK)
     ccg__program_release(p);
   return st;

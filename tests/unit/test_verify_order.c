@@ -1,7 +1,8 @@
 /* The verify pass on what its fast paths skip: nodes whose schedule slots
  * (CCG_META_SLOT) put the collectives in another order than the nodes', and
  * programs with more symbols than the per-rank memo of evaluated dims
- * holds, some of them rank-dependent ("tp{3,5}"). */
+ * holds, some of them rank-dependent ("tp{3,5}"); the failure reported
+ * when the ranks sharing a graph are loaded together. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,10 +99,40 @@ static void test_many_symbols(void **state) {
   ccg_graph_free(r[1]);
 }
 
+/* The ranks of one graph are loaded together, node by node; a failure is
+ * still the one the ranks in turn give: the first of the lowest rank. */
+static void test_load_failure_order(void **state) {
+  (void)state;
+  /* node 0 fails on rank 1 (its own index), node 1 on rank 0 */
+  ccg_graph *g = ccg_test_graph("pp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_node_id s1, s0;
+  assert_ok(g, ccg_send_peer(g, x, "pp", 1, 3, &s1));
+  assert_ok(g, ccg_send_peer(g, x, "pp", 0, 4, &s0));
+  char want[256];
+  snprintf(want, sizeof want, "node '%s' (Send) on rank 0: peer 0",
+           ccg_node_name(g, s0));
+  assert_fails(NULL, CCG_STATUS_INVALID_ARG,
+               ccg_verify_program(&g, 1, NULL, NULL), want);
+  ccg_graph_free(g);
+  /* only rank 1 fails */
+  g = ccg_test_graph("pp=2");
+  x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id y;
+  assert_ok(g, ccg_all_reduce(g, x, "pp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_send_peer(g, y, "pp", 1, 3, &s1));
+  snprintf(want, sizeof want, "node '%s' (Send) on rank 1: peer 1",
+           ccg_node_name(g, s1));
+  assert_fails(NULL, CCG_STATUS_INVALID_ARG,
+               ccg_verify_program(&g, 1, NULL, NULL), want);
+  ccg_graph_free(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slots_order_the_calls),
       cmocka_unit_test(test_many_symbols),
+      cmocka_unit_test(test_load_failure_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
