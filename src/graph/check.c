@@ -119,19 +119,18 @@ static bool scan_added_order(const ccg_graph *g) {
 }
 
 /* scan_added_order without the scan where the graph knows the answer
- * (order_unsure): a node's inputs exist when it is added, so only a slot
- * makes the scan needed. Reading every node's inputs and their producers
- * costs a cache miss or more per node on a large graph, for every caller
- * (validate, lower, verify, the executor's schedule). */
-bool ccg__graph_in_added_order(ccg_graph *g) {
+ * (order_unsure): a node's inputs exist when it is added, so only a slot or
+ * a hand rewiring makes the scan needed. Reading every node's inputs and
+ * their producers costs a cache miss or more per node on a large graph,
+ * for every caller (validate, lower, verify, the executor's schedule). The
+ * flag is not cleared here: ordering a graph only reads it, so threads may
+ * order one graph at once. */
+bool ccg__graph_in_added_order(const ccg_graph *g) {
   if (!g->order_unsure) {
     assert(scan_added_order(g));
     return true;
   }
-  if (!scan_added_order(g))
-    return false;
-  g->order_unsure = false; /* the slotted nodes are gone */
-  return true;
+  return scan_added_order(g);
 }
 
 ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {

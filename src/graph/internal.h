@@ -468,7 +468,7 @@ ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
 ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key);
 /* check.c: true when ccg_graph_topo_order gives the nodes' own order (0, 1,
  * 2, ...), so that a pass walking in that order need not ask for it. */
-bool ccg__graph_in_added_order(ccg_graph *g);
+bool ccg__graph_in_added_order(const ccg_graph *g);
 
 /* Appends node n's use of v (input `slot`) to the end of v's use list;
  * room in g->uses is reserved by the caller. */
