@@ -1,4 +1,5 @@
 /* Whole-graph checks and the deterministic topological order. */
+#include <assert.h>
 #include <string.h>
 
 #include "graph/internal.h"
@@ -99,11 +100,10 @@ static void walk_edges(const ccg_graph *g, size_t *start, uint32_t *indeg,
 }
 
 /* Whether every node's inputs come from nodes added before it and no
- * node has a schedule slot. A node's inputs exist when it is added, so
- * this holds for every graph built through add_node; the order is then the
- * nodes' own (the heap below, taking the oldest ready node first, gives
- * exactly that). Slots (a pipeline stage's schedule) order by the heap. */
-static bool in_added_order(ccg_graph *g) {
+ * node has a schedule slot: the order is then the nodes' own (the heap
+ * below, taking the oldest ready node first, gives exactly that). Slots (a
+ * pipeline stage's schedule) order by the heap. */
+static bool scan_added_order(const ccg_graph *g) {
   for (size_t i = 0; i < g->n_nodes; i++) {
     const ccg__node *x = &g->nodes[i];
     if (ccg_node_meta(g, (ccg_node_id)i, CCG_META_SLOT))
@@ -118,11 +118,26 @@ static bool in_added_order(ccg_graph *g) {
   return true;
 }
 
+/* scan_added_order without the scan where the graph knows the answer
+ * (order_unsure): a node's inputs exist when it is added, so only a slot or
+ * a hand rewiring makes the scan needed. Reading every node's inputs and
+ * their producers costs a cache miss or more per node on a large graph,
+ * for every caller (validate, lower, verify, the executor's schedule). The
+ * flag is not cleared here: ordering a graph only reads it, so threads may
+ * order one graph at once. */
+bool ccg__graph_in_added_order(const ccg_graph *g) {
+  if (!g->order_unsure) {
+    assert(scan_added_order(g));
+    return true;
+  }
+  return scan_added_order(g);
+}
+
 ccg_status ccg_graph_topo_order(ccg_graph *g, ccg_node_id *order) {
   size_t n = g->n_nodes;
   if (n == 0)
     return CCG_STATUS_OK;
-  if (in_added_order(g)) {
+  if (ccg__graph_in_added_order(g)) {
     for (size_t i = 0; i < n; i++)
       order[i] = (ccg_node_id)i;
     return CCG_STATUS_OK;

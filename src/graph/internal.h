@@ -91,6 +91,14 @@ struct ccg_graph {
   uint32_t max_instance;
   bool max_instance_stale;
 
+  /* ccg_graph_topo_order must look at the nodes (check.c): a node has a
+   * schedule slot (CCG_META_SLOT), or inputs were rewired by hand. Else the
+   * node order is topological, as add_node keeps it (a node's inputs exist
+   * before it). Code that rewires g->nodes[].inputs itself sets this, or
+   * puts the nodes in a topological order again (ccg__graph_reorder) before
+   * anything orders them. */
+  bool order_unsure;
+
   ccg_strmap value_names;
   ccg_strmap node_names;
   ccg_strmap symbols; /* interned symbol strings */
@@ -472,6 +480,9 @@ ccg_status ccg__const_i64(ccg_graph *g, const int64_t *v, size_t n,
  * appended nodes the key of where they belong (reorder.c). Node ids change;
  * values and names follow. An error (a cycle) leaves g unchanged. */
 ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key);
+/* check.c: true when ccg_graph_topo_order gives the nodes' own order (0, 1,
+ * 2, ...), so that a pass walking in that order need not ask for it. */
+bool ccg__graph_in_added_order(const ccg_graph *g);
 
 /* Appends node n's use of v (input `slot`) to the end of v's use list;
  * room in g->uses is reserved by the caller. */

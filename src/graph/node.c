@@ -635,6 +635,8 @@ ccg_status ccg_node_set_meta(ccg_graph *g, ccg_node_id n, const char *key,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "node '%s': metadata needs a key and a value",
                       g->nodes[n].name);
+  if (strcmp(key, CCG_META_SLOT) == 0)
+    g->order_unsure = true; /* see ccg_graph_topo_order */
   return meta_set(g, &g->nodes[n].meta, key, value);
 }
 

@@ -24,20 +24,55 @@ static bool mesh_equal(const ccg_mesh *a, const ccg_mesh *b) {
   return true;
 }
 
-static void eval_shape(const ccg__program *p, int rank, const ccg_shape *s,
-                       ccg__vshape *out) {
-  const ccg__dim_binds b = {p->opts->dim_names, p->opts->dim_values,
-                            p->opts->dim_names ? p->opts->n_dims : 0};
+/* What loading one rank's calls keeps: the dims it evaluated, by symbol (a
+ * graph interns each symbol's text once, and on one rank a symbol always
+ * evaluates alike: a large graph has few symbols but many shapes), and its
+ * group on each set of mesh axes. */
+#define DIM_MEMO 64
+typedef struct rank_load {
+  ccg__program *p;
+  int rank;
+  ccg__dim_binds binds;
+  const char *sym[DIM_MEMO];
+  ccg__vdim dim[DIM_MEMO];
+  int64_t *group[1u << CCG_MAX_MESH_AXES];
+  int64_t keypos[1u << CCG_MAX_MESH_AXES]; /* calls so far per group */
+} rank_load;
+
+static ccg_status eval_dim(rank_load *l, ccg_dim d, ccg__vdim *out) {
+  if (!ccg_dim_is_sym(d)) {
+    out->n = d.size;
+    out->s = "";
+    return CCG_STATUS_OK;
+  }
+  size_t h = ((uintptr_t)d.sym >> 3) % DIM_MEMO;
+  if (l->sym[h] == d.sym) {
+    *out = l->dim[h];
+    return CCG_STATUS_OK;
+  }
+  char buf[CCG__VSYM_MAX];
+  ccg__vdim v = {0, ""};
+  if (!ccg__dim_at_rank(l->p->mesh, l->rank, &l->binds, d, &v.n, buf,
+                        sizeof buf)) {
+    v.n = -1;
+    if (!(v.s = ccg__arena_strdup(&l->p->arena, buf)))
+      return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  }
+  l->sym[h] = d.sym;
+  l->dim[h] = v;
+  *out = v;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status eval_shape(rank_load *l, const ccg_shape *s,
+                             ccg__vshape *out) {
   memset(out, 0, sizeof *out);
   if (!s)
-    return;
+    return CCG_STATUS_OK;
   out->rank = s->rank;
-  for (int d = 0; d < s->rank; d++) {
-    ccg__vdim *v = &out->d[d];
-    if (!ccg__dim_at_rank(p->mesh, rank, &b, s->dims[d], &v->n, v->s,
-                          sizeof v->s))
-      v->n = -1;
-  }
+  for (int d = 0; d < s->rank; d++)
+    CCG_CHECK(eval_dim(l, s->dims[d], &out->d[d]));
+  return CCG_STATUS_OK;
 }
 
 const char *ccg__vshape_str(const ccg__vshape *s, char *buf, size_t size) {
@@ -235,9 +270,24 @@ static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
   }
 }
 
-/* Fills e for node n of g on `rank`; *skip when it does not communicate. */
-static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
-                             int rank, ccg__cev *e, bool *skip) {
+/* The global ranks of l's group on the mesh axes `key`, in group order:
+ * made once per rank and key, shared by the calls. */
+static int64_t *group_of(rank_load *l, unsigned key, int64_t size) {
+  if (!l->group[key]) {
+    l->group[key] =
+        ccg__arena_calloc(&l->p->arena, (size_t)size, sizeof(int64_t));
+    if (l->group[key])
+      ccg_mesh_group_ranks(l->p->mesh, l->rank, key, l->group[key]);
+  }
+  return l->group[key];
+}
+
+/* Fills e for node n of g on l's rank; *skip when it does not
+ * communicate. */
+static ccg_status make_event(rank_load *l, ccg_graph *g, ccg_node_id n,
+                             ccg__cev *e, bool *skip) {
+  ccg__program *p = l->p;
+  int rank = l->rank;
   ccg_op op = ccg_node_op(g, n);
   *skip = true;
   if (!ccg_op_is_collective(op) || op == CCG_OP_SHARD_SLICE)
@@ -257,19 +307,17 @@ static ccg_status make_event(ccg__program *p, ccg_graph *g, ccg_node_id n,
   *skip = false;
   e->gsize = (int)W;
   e->gidx = (int)ccg_mesh_rank_in_group(p->mesh, rank, e->key);
-  e->group = ccg__arena_calloc(&p->arena, (size_t)W, sizeof(int64_t));
-  if (!e->group)
+  if (!(e->group = group_of(l, e->key, W)))
     return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  ccg_mesh_group_ranks(p->mesh, rank, e->key, e->group);
   ccg_value_id in =
       ccg_node_num_inputs(g, n) ? ccg_node_input(g, n, 0) : CCG_NONE;
   ccg_value_id out =
       ccg_node_num_outputs(g, n) ? ccg_node_output(g, n, 0) : CCG_NONE;
   e->dtype = in != CCG_NONE ? ccg_value_dtype(g, in) : ccg_value_dtype(g, out);
-  if (in != CCG_NONE)
-    eval_shape(p, rank, ccg_value_shape(g, in), &e->in);
-  if (out != CCG_NONE)
-    eval_shape(p, rank, ccg_value_shape(g, out), &e->out);
+  CCG_CHECK(
+      eval_shape(l, in != CCG_NONE ? ccg_value_shape(g, in) : NULL, &e->in));
+  CCG_CHECK(
+      eval_shape(l, out != CCG_NONE ? ccg_value_shape(g, out) : NULL, &e->out));
   return read_params(g, n, rank, e);
 }
 
@@ -303,59 +351,122 @@ static ccg_status pick_graphs(ccg__program *p, ccg_graph *const *graphs,
   return CCG_STATUS_OK;
 }
 
-/* Rank r's calls: make_event for each of `calls`, the graph's collectives
- * in the executor's order. */
-static ccg_status load_rank(ccg__program *p, int r, const ccg_node_id *calls,
-                            size_t n_calls) {
-  ccg_graph *g = p->graph_of[r];
-  size_t cnt = 0;
-  int64_t keypos[1u << CCG_MAX_MESH_AXES] = {0};
-  p->ev[r] =
-      ccg__arena_calloc(&p->arena, n_calls ? n_calls : 1, sizeof(ccg__cev));
-  if (!p->ev[r])
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  for (size_t i = 0; i < n_calls; i++) {
-    bool skip;
-    ccg__cev *e = &p->ev[r][cnt];
-    CCG_CHECK(make_event(p, g, calls[i], r, e, &skip));
-    if (skip)
-      continue;
-    if (!ccg__is_p2p(e->op))
-      e->pos = keypos[e->key]++;
-    cnt++;
+/* Every rank's calls: make_event for each of `calls[gi]`, its graph's
+ * collectives in the executor's order. The ranks that run one graph are
+ * loaded together, node by node: a node's attributes and shapes are read
+ * once for all of them, not again for each rank after the others' nodes
+ * evicted them. A failure is the one the ranks in turn would give: the
+ * first of the lowest rank that has one. */
+static ccg_status load_ranks(ccg__program *p, ccg_graph *const *graphs,
+                             size_t n, ccg_node_id *const *calls,
+                             const size_t *n_calls) {
+  int W = p->world, bad = W;
+  rank_load *l = calloc((size_t)W, sizeof *l);
+  int *ranks = calloc((size_t)W, sizeof *ranks);
+  ccg_ctx err = {0};
+  if (!l || !ranks) {
+    bad = -1;
+    ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
   }
-  p->n_ev[r] = cnt;
+  for (size_t gi = 0; gi < n && bad > 0; gi++) {
+    ccg_graph *g = graphs[gi];
+    size_t same = 0, nc = n_calls[gi];
+    while (same < gi && graphs[same] != g)
+      same++;
+    if (same < gi) /* loaded with graph `same` */
+      continue;
+    int nr = 0;
+    for (int r = 0; r < bad; r++) {
+      if (p->graph_of[r] != g)
+        continue;
+      ranks[nr++] = r;
+      l[r].p = p;
+      l[r].rank = r;
+      l[r].binds = (ccg__dim_binds){p->opts->dim_names, p->opts->dim_values,
+                                    p->opts->dim_names ? p->opts->n_dims : 0};
+      p->ev[r] = ccg__arena_calloc(&p->arena, nc ? nc : 1, sizeof(ccg__cev));
+      if (!p->ev[r]) {
+        bad = -1;
+        ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+        break;
+      }
+    }
+    for (size_t i = 0; i < nc && bad > 0; i++) {
+      for (int k = 0; k < nr && ranks[k] < bad; k++) {
+        int r = ranks[k];
+        bool skip;
+        ccg__cev *e = &p->ev[r][p->n_ev[r]];
+        if (make_event(&l[r], g, calls[gi][i], e, &skip) != CCG_STATUS_OK) {
+          bad = r; /* the ranks after it in ranks[] are higher */
+          ccg__error_copy(&err, NULL);
+          break;
+        }
+        if (skip)
+          continue;
+        if (!ccg__is_p2p(e->op))
+          e->pos = l[r].keypos[e->key]++;
+        p->n_ev[r]++;
+      }
+    }
+  }
+  free(l);
+  free(ranks);
+  if (bad < 0)
+    return CCG_STATUS_OOM;
+  if (bad < W) /* a higher rank's failure may have come after it */
+    return ccg__error_copy(NULL, &err);
   return CCG_STATUS_OK;
 }
 
 /* The nodes of g that may communicate (make_event decides per rank), in the
  * executor's order, into *calls (n of them): one walk over the graph for
- * all the ranks that run it. */
+ * all the ranks that run it, in the nodes' own order when that is the
+ * executor's (no order array to fill and read back). */
 static ccg_status graph_calls(ccg__program *p, ccg_graph *g, size_t gi,
                               ccg_node_id **calls, size_t *n) {
-  size_t nn = ccg_graph_num_nodes(g), k = 0;
-  ccg_node_id *order = malloc((nn ? nn : 1) * sizeof *order);
-  if (!order)
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
-  if (ccg_graph_topo_order(g, order) != CCG_STATUS_OK) {
-    free(order);
-    return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s", gi,
-                      ccg_graph_name(g), ccg_last_error(g));
+  size_t nn = ccg_graph_num_nodes(g), k = 0, cap = 0;
+  ccg_node_id *order = NULL, *found = NULL;
+  ccg_status st = CCG_STATUS_OK;
+  if (!ccg__graph_in_added_order(g)) {
+    if (!(order = malloc((nn ? nn : 1) * sizeof *order)))
+      return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    if (ccg_graph_topo_order(g, order) != CCG_STATUS_OK) {
+      free(order);
+      return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "graph %zu ('%s'): %s",
+                        gi, ccg_graph_name(g), ccg_last_error(g));
+    }
   }
-  for (size_t i = 0; i < nn; i++)
-    k += ccg_op_is_collective(ccg_node_op(g, order[i]));
+  bool coll[CCG_OP_COUNT];
+  for (int op = 0; op < CCG_OP_COUNT; op++)
+    coll[op] = ccg_op_is_collective((ccg_op)op);
+  for (size_t i = 0; i < nn; i++) {
+    ccg_node_id id = order ? order[i] : (ccg_node_id)i;
+    ccg_op op = ccg_node_op(g, id);
+    if ((unsigned)op >= CCG_OP_COUNT || !coll[op])
+      continue;
+    if (k == cap) {
+      cap = cap ? 2 * cap : 64;
+      ccg_node_id *grown = realloc(found, cap * sizeof *grown);
+      if (!grown) {
+        st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+        goto out;
+      }
+      found = grown;
+    }
+    found[k++] = id;
+  }
   *calls = ccg__arena_calloc(&p->arena, k ? k : 1, sizeof **calls);
   if (!*calls) {
-    free(order);
-    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    st = ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+    goto out;
   }
-  k = 0;
-  for (size_t i = 0; i < nn; i++)
-    if (ccg_op_is_collective(ccg_node_op(g, order[i])))
-      (*calls)[k++] = order[i];
+  if (k)
+    memcpy(*calls, found, k * sizeof *found);
   *n = k;
+out:
+  free(found);
   free(order);
-  return CCG_STATUS_OK;
+  return st;
 }
 
 void ccg__program_release(ccg__program *p) {
@@ -414,12 +525,8 @@ ccg_status ccg__program_load(ccg__program *p, ccg_graph *const *graphs,
     }
     st = graph_calls(p, graphs[i], i, &calls[i], &n_calls[i]);
   }
-  for (int r = 0; r < p->world && st == CCG_STATUS_OK; r++) {
-    size_t gi = 0;
-    while (gi < n && graphs[gi] != p->graph_of[r])
-      gi++;
-    st = load_rank(p, r, calls[gi], n_calls[gi]);
-  }
+  if (st == CCG_STATUS_OK)
+    st = load_ranks(p, graphs, n, calls, n_calls);
   if (st != CCG_STATUS_OK)
     ccg__program_release(p);
   return st;

@@ -9,10 +9,13 @@
 
 #define CCG__VSYM_MAX 48
 
-/* A dim on one rank: a number (n >= 0) or the text of what stays symbolic. */
+/* A dim on one rank: a number (n >= 0) or the text of what stays symbolic
+ * (at most CCG__VSYM_MAX - 1 characters; "" for a number). The text lives
+ * in the program's arena: a dim is 16 bytes, so a large program's calls
+ * stay small. */
 typedef struct ccg__vdim {
   int64_t n;
-  char s[CCG__VSYM_MAX];
+  const char *s;
 } ccg__vdim;
 
 typedef struct ccg__vshape {

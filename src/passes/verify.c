@@ -174,6 +174,10 @@ static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
   int skip = -1;
   if (a->op == CCG_OP_ALL_GATHER || a->op == CCG_OP_ALL_TO_ALL)
     skip = a->axis; /* each rank's own share along it */
+  /* equal shapes have equal counts: the count's text (formatted) is made
+   * only when they differ */
+  if (ccg__vshape_equal(va, vb, skip))
+    return 0;
   char ca[CCG__VSYM_MAX * 4], cb[CCG__VSYM_MAX * 4];
   int64_t na, nb;
   bool numa = ccg__vshape_numel(va, skip, &na, ca, sizeof ca);
