@@ -67,6 +67,22 @@ typedef struct ccg__onnx_ext {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out);
+/* GraphProto's repeated fields that a build may hand out one by one. */
+enum { CCG__ONNX_GRAPH_NODE = 1, CCG__ONNX_GRAPH_VALUE_INFO = 13 };
+/* Receives GraphProto.node (a NodeProto) or .value_info (a ValueInfoProto)
+ * elements in model order; msg is valid only during the call. */
+typedef ccg_status (*ccg__onnx_emit)(void *ctx, uint32_t field,
+                                     const ProtobufCMessage *msg);
+/* ccg__onnx_build_model, but each node and value info is built in scratch
+ * memory, handed to fn and forgotten: the model comes back without them.
+ * A large model is then packed while each element is in the cache, and no
+ * memory the size of the whole tree is touched. fn's errors are returned
+ * as they are. */
+ccg_status ccg__onnx_build_model_emit(ccg_graph *g,
+                                      const ccg_onnx_export_options *o,
+                                      int64_t rank, ccg_arena *a,
+                                      ccg__onnx_ext *ext, ccg__onnx_emit fn,
+                                      void *fn_ctx, Onnx__ModelProto **out);
 /* The TensorProtos of g's initializers (graph order) with rank's data
  * (-1 = common data), allocated in `a`, into out[0..num_initializers); ext
  * NULL keeps them inline. The first entries of a built model's
@@ -107,9 +123,13 @@ Onnx__FunctionProto *ccg__onnx_gelu_function(ccg_arena *a, bool tanh_form,
 /* ONNX's multi-device annotations (annot.c): from IR 11 (opset 23) on and
  * with a mesh, the mesh as ModelProto.configuration and each node's placed
  * inputs and outputs (Shard/Replicate, not Partial) as sharding specs.
- * m->graph->node[n] must be node n of g. Errors on g. */
-ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
-                               Onnx__ModelProto *m);
+ * ccg__onnx_annot_config sets m->configuration and *config to its name in
+ * `a`, or leaves *config NULL when the model gets no annotations; then
+ * ccg__onnx_annot_node annotates np, node n of g, in `a`. Errors on g. */
+ccg_status ccg__onnx_annot_config(ccg_graph *g, int64_t opset, ccg_arena *a,
+                                  Onnx__ModelProto *m, const char **config);
+ccg_status ccg__onnx_annot_node(ccg_graph *g, ccg_arena *a, const char *config,
+                                ccg_node_id n, Onnx__NodeProto *np);
 
 /* ---- metadata (meta.c) -------------------------------------------------- */
 

@@ -146,14 +146,45 @@ static ccg_status pack_field(ccg__onnx_shared *sh, part_sink *s,
   return CCG_STATUS_OK;
 }
 
+/* One element of repeated message field `id`, as the field's tag, length
+ * and message, at the end of the part. */
+static ccg_status pack_elem(ccg__onnx_shared *sh, part_sink *s, uint32_t id,
+                            const ProtobufCMessage *msg) {
+  uint8_t head[16];
+  size_t n = protobuf_c_message_get_packed_size(msg);
+  size_t h = len_head(id, n, head);
+  uint8_t *p = part_room(s, h + n);
+  if (!p)
+    return oom(sh->g);
+  memcpy(p, head, h);
+  if (protobuf_c_message_pack(msg, p + h) != n)
+    return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
+                      "graph '%s': a packed field %u is not %zu bytes",
+                      ccg_graph_name(sh->g), id, n);
+  return CCG_STATUS_OK;
+}
+
+/* The elements of the graph's nodes and value infos, packed while the build
+ * hands them out, each just after it was built: in the cache, and in
+ * scratch memory used again for the next. */
+typedef struct streamed {
+  ccg__onnx_shared *sh;
+  part_sink nodes, infos;
+} streamed;
+
+static ccg_status stream_elem(void *ctx, uint32_t field,
+                              const ProtobufCMessage *msg) {
+  streamed *st = ctx;
+  return pack_elem(st->sh,
+                   field == CCG__ONNX_GRAPH_NODE ? &st->nodes : &st->infos,
+                   field, msg);
+}
+
 /* Packs fields lo..hi of msg as protobuf_c_message_pack would, in field
- * order. The elements of a repeated message field (nodes, value infos) are
- * each sized just before they are packed, while they are in the cache:
- * packing the whole part at once needs its size first, a pass over every
- * node that for a model larger than the cache reads each from memory
- * twice. */
+ * order; field `spliced` (0: none) is the packed elements in `elems`. */
 static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
-                            uint32_t lo, uint32_t hi, int part) {
+                            uint32_t lo, uint32_t hi, int part,
+                            uint32_t spliced, const part_sink *elems) {
   const ProtobufCMessageDescriptor *d = msg->descriptor;
   const uint8_t *base = (const uint8_t *)msg;
   part_sink s = {&sh->a, NULL, NULL, 0};
@@ -161,6 +192,19 @@ static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
     const ProtobufCFieldDescriptor *f = &d->fields[i];
     if (f->id < lo || f->id > hi)
       continue;
+    if (f->id == spliced) {
+      /* the elements' segments become the part's: the part grows on in
+       * their last one */
+      if (!elems->head)
+        continue;
+      if (s.tail)
+        s.tail->next = elems->head;
+      else
+        s.head = elems->head;
+      s.tail = elems->tail;
+      s.len += elems->len;
+      continue;
+    }
     if (f->label != PROTOBUF_C_LABEL_REPEATED ||
         f->type != PROTOBUF_C_TYPE_MESSAGE) {
       CCG_CHECK(pack_field(sh, &s, msg, f->id));
@@ -169,19 +213,8 @@ static ccg_status pack_part(ccg__onnx_shared *sh, const ProtobufCMessage *msg,
     size_t count = *(const size_t *)(base + f->quantifier_offset);
     ProtobufCMessage *const *items =
         *(ProtobufCMessage *const *const *)(base + f->offset);
-    for (size_t k = 0; k < count; k++) {
-      uint8_t head[16];
-      size_t n = protobuf_c_message_get_packed_size(items[k]);
-      size_t h = len_head(f->id, n, head);
-      uint8_t *p = part_room(&s, h + n);
-      if (!p)
-        return oom(sh->g);
-      memcpy(p, head, h);
-      if (protobuf_c_message_pack(items[k], p + h) != n)
-        return ccg__error(&sh->g->ctx, CCG_STATUS_INTERNAL,
-                          "graph '%s': a packed field %u is not %zu bytes",
-                          ccg_graph_name(sh->g), f->id, n);
-    }
+    for (size_t k = 0; k < count; k++)
+      CCG_CHECK(pack_elem(sh, &s, f->id, items[k]));
   }
   sh->part[part] = s.head;
   sh->part_len[part] = s.len;
@@ -208,7 +241,9 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   ccg__arena_init(&sh->a, &g->alloc, 0);
   ccg__arena_init(&sh->rank_arena, &g->alloc, 0);
   sh->n_graph_init = ccg_graph_num_initializers(g);
-  ccg_status st = ccg__onnx_build_model(g, &sh->o, first, &sh->a, ext, &sh->m);
+  streamed el = {sh, {&sh->a, NULL, NULL, 0}, {&sh->a, NULL, NULL, 0}};
+  ccg_status st = ccg__onnx_build_model_emit(g, &sh->o, first, &sh->a, ext,
+                                             stream_elem, &el, &sh->m);
   if (st == CCG_STATUS_OK &&
       (sh->m->base.n_unknown_fields || sh->m->graph->base.n_unknown_fields)) {
     /* protobuf-c writes unknown fields last: they would not be where the
@@ -221,13 +256,16 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   const ProtobufCMessage *mm = st == CCG_STATUS_OK ? &sh->m->base : NULL;
   const ProtobufCMessage *gm = st == CCG_STATUS_OK ? &sh->m->graph->base : NULL;
   if (st == CCG_STATUS_OK)
-    st = pack_part(sh, mm, 1, MODEL_GRAPH_FIELD - 1, P_MODEL_PRE);
+    st = pack_part(sh, mm, 1, MODEL_GRAPH_FIELD - 1, P_MODEL_PRE, 0, NULL);
   if (st == CCG_STATUS_OK)
-    st = pack_part(sh, gm, 1, GRAPH_INIT_FIELD - 1, P_GRAPH_PRE);
+    st = pack_part(sh, gm, 1, GRAPH_INIT_FIELD - 1, P_GRAPH_PRE,
+                   CCG__ONNX_GRAPH_NODE, &el.nodes);
   if (st == CCG_STATUS_OK)
-    st = pack_part(sh, gm, GRAPH_INIT_FIELD + 1, LAST_FIELD, P_GRAPH_POST);
+    st = pack_part(sh, gm, GRAPH_INIT_FIELD + 1, LAST_FIELD, P_GRAPH_POST,
+                   CCG__ONNX_GRAPH_VALUE_INFO, &el.infos);
   if (st == CCG_STATUS_OK)
-    st = pack_part(sh, mm, MODEL_GRAPH_FIELD + 1, LAST_FIELD, P_MODEL_POST);
+    st = pack_part(sh, mm, MODEL_GRAPH_FIELD + 1, LAST_FIELD, P_MODEL_POST, 0,
+                   NULL);
   if (st == CCG_STATUS_OK)
     keep_fields(gm, GRAPH_INIT_FIELD, GRAPH_INIT_FIELD, &sh->init_only.base);
   if (st != CCG_STATUS_OK) {
