@@ -552,20 +552,20 @@ static ccg_status graph_proto(ex *e, Onnx__ModelProto *m) {
                                         gp->initializer));
   gp->n_initializer = ccg_graph_num_initializers(g);
   CCG_CHECK(ccg__onnx_annot_config(g, e->o->opset, e->a, m, &e->config));
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++) {
+    ccg_value_id v = ccg_graph_output(g, i);
+    CCG_CHECK(value_info(e, e->a, v, &gp->output[i]));
+    is_out[v] = true;
+  }
+  gp->n_output = ccg_graph_num_outputs(g);
+  /* value_info: every node output that is not a graph output, made in the
+   * node's turn (while its outputs are in the cache) */
   for (ccg_node_id n = 0; n < nn; n++) {
     Onnx__NodeProto *np = NULL;
     CCG_CHECK(node_proto(e, n, &np));
     if (e->config)
       CCG_CHECK(ccg__onnx_annot_node(g, e->tmp, e->config, n, np));
     CCG_CHECK(emit(e, CCG__ONNX_GRAPH_NODE, &np->base));
-  }
-  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
-    CCG_CHECK(value_info(e, e->a, ccg_graph_output(g, i), &gp->output[i]));
-  gp->n_output = ccg_graph_num_outputs(g);
-  /* value_info: every node output that is not a graph output. */
-  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
-    is_out[ccg_graph_output(g, i)] = true;
-  for (ccg_node_id n = 0; n < nn; n++)
     for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
       ccg_value_id v = ccg_node_output(g, n, i);
       Onnx__ValueInfoProto *vi = NULL;
@@ -574,6 +574,7 @@ static ccg_status graph_proto(ex *e, Onnx__ModelProto *m) {
       CCG_CHECK(value_info(e, e->tmp, v, &vi));
       CCG_CHECK(emit(e, CCG__ONNX_GRAPH_VALUE_INFO, &vi->base));
     }
+  }
   return CCG_STATUS_OK;
 }
 

@@ -19,7 +19,7 @@
 #define CCG__ONNX_MIN_OPSET 1
 #define CCG__ONNX_MAX_OPSET 24
 #define CCG__ONNX_MIN_EXPORT_OPSET 17
-/* stdio buffer of a model file being written */
+/* bytes of a model file gathered for one write(2) */
 #define CCG__ONNX_WRITE_BUF ((size_t)1 << 20)
 #define CCG__ONNX_DOMAIN_MS "com.microsoft"
 
