@@ -130,7 +130,8 @@ ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
                                        Onnx__TensorProto **out) {
   for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
     ccg_value_id v = ccg_graph_initializer(g, i);
-    Onnx__TensorProto *tp = ccg__arena_alloc(a, sizeof *tp, 8);
+    Onnx__TensorProto *tp =
+        out[i] ? out[i] : ccg__arena_alloc(a, sizeof *tp, 8);
     if (!tp)
       return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                         ccg_graph_name(g));

@@ -84,9 +84,10 @@ ccg_status ccg__onnx_build_model_emit(ccg_graph *g,
                                       ccg__onnx_ext *ext, ccg__onnx_emit fn,
                                       void *fn_ctx, Onnx__ModelProto **out);
 /* The TensorProtos of g's initializers (graph order) with rank's data
- * (-1 = common data), allocated in `a`, into out[0..num_initializers); ext
- * NULL keeps them inline. The first entries of a built model's
- * GraphProto.initializer are these. Errors go to g. */
+ * (-1 = common data) into out[0..num_initializers): made again in place
+ * where out[i] is one already, else allocated in `a` (which also holds
+ * external data entries); ext NULL keeps them inline. The first entries of
+ * a built model's GraphProto.initializer are these. Errors go to g. */
 ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
                                        const ccg_onnx_export_options *o,
                                        int64_t rank, ccg_arena *a,

@@ -30,10 +30,11 @@ struct ccg__onnx_shared {
   ccg_arena a;          /* the model */
   ccg_arena rank_arena; /* one rank's initializers, reset per rank */
   Onnx__ModelProto *m;
-  size_t n_graph_init; /* the graph's own; const inputs follow */
-  /* the rank being packed: its initializers and their packed sizes */
-  Onnx__TensorProto **init;
-  size_t *init_size;
+  /* the rank whose data the model's initializers hold; they are made again
+   * in place for another (stale: for none, after a failure) */
+  int64_t built;
+  bool stale;
+  size_t *init_size; /* their packed sizes */
   /* packed parts: model before the graph field, graph before and after
    * its initializers, model after the graph field */
   struct seg *part[4];
@@ -245,7 +246,7 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   sh->first = first;
   ccg__arena_init(&sh->a, &g->alloc, 0);
   ccg__arena_init(&sh->rank_arena, &g->alloc, 0);
-  sh->n_graph_init = ccg_graph_num_initializers(g);
+  sh->built = first;
   streamed el = {sh, {&sh->a, NULL, NULL, 0}, {&sh->a, NULL, NULL, 0}};
   ccg_status st = ccg__onnx_build_model_emit(g, &sh->o, first, &sh->a, ext,
                                              stream_elem, &el, &sh->m);
@@ -283,31 +284,28 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   return CCG_STATUS_OK;
 }
 
-/* Points sh->init at rank's initializers (the first rank's are the model's
- * own), sizes each once, and returns the whole model's size. */
+/* Puts rank's data into the model's initializers, sizes each once, and
+ * returns the whole model's size. */
 static ccg_status rank_parts(ccg__onnx_shared *sh, int64_t rank,
                              ccg__onnx_ext *ext, size_t *graph_len,
                              size_t *total) {
   Onnx__GraphProto *gp = sh->m->graph;
   size_t n = gp->n_initializer;
-  sh->init = gp->initializer;
-  if (rank != sh->first) {
+  if (rank != sh->built || sh->stale) {
+    /* the constant inputs made from attributes after the graph's own hold
+     * no rank data */
     ccg__arena_reset(&sh->rank_arena);
-    Onnx__TensorProto **inits =
-        ccg__arena_calloc(&sh->rank_arena, n + 1, sizeof *inits);
-    if (!inits)
-      return oom(sh->g);
+    sh->stale = true;
     CCG_CHECK(ccg__onnx_rank_initializers(sh->g, &sh->o, rank, &sh->rank_arena,
-                                          ext, inits));
-    /* the constant inputs made from attributes hold no rank data */
-    memcpy(inits + sh->n_graph_init, gp->initializer + sh->n_graph_init,
-           (n - sh->n_graph_init) * sizeof *inits);
-    sh->init = inits;
+                                          ext, gp->initializer));
+    sh->built = rank;
+    sh->stale = false;
   }
   size_t init_len = 0;
   uint8_t tag[16];
   for (size_t k = 0; k < n; k++) {
-    sh->init_size[k] = protobuf_c_message_get_packed_size(&sh->init[k]->base);
+    sh->init_size[k] =
+        protobuf_c_message_get_packed_size(&gp->initializer[k]->base);
     init_len +=
         len_head(GRAPH_INIT_FIELD, sh->init_size[k], tag) + sh->init_size[k];
   }
@@ -352,7 +350,7 @@ ccg_status ccg__onnx_shared_pack(ccg__onnx_shared *sh, int64_t rank,
   bool bad = false;
   for (size_t k = 0; k < sh->m->graph->n_initializer; k++) {
     p = put(p, head, len_head(GRAPH_INIT_FIELD, sh->init_size[k], head));
-    size_t w = protobuf_c_message_pack(&sh->init[k]->base, p);
+    size_t w = protobuf_c_message_pack(&sh->m->graph->initializer[k]->base, p);
     bad |= w != sh->init_size[k];
     p += w;
   }
@@ -480,7 +478,7 @@ ccg_status ccg__onnx_shared_pack_file(ccg__onnx_shared *sh, int64_t rank,
   out_put(o, head, len_head(MODEL_GRAPH_FIELD, graph_len, head), false);
   out_part(o, sh->part[P_GRAPH_PRE]);
   for (size_t k = 0; k < sh->m->graph->n_initializer; k++) {
-    const Onnx__TensorProto *tp = sh->init[k];
+    const Onnx__TensorProto *tp = sh->m->graph->initializer[k];
     out_put(o, head, len_head(GRAPH_INIT_FIELD, sh->init_size[k], head), false);
     o->keep_lo = tp->has_raw_data ? tp->raw_data.data : NULL;
     o->keep_hi = o->keep_lo ? o->keep_lo + tp->raw_data.len : NULL;
