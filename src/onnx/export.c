@@ -579,7 +579,7 @@ static ccg_status graph_proto(ex *e, Onnx__ModelProto *m) {
   return CCG_STATUS_OK;
 }
 
-static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
+static ccg_status opsets(ex *e, Onnx__ModelProto *m) {
   static const char *const domains[] = {"", CCG_DOMAIN_CCGRAPH,
                                         CCG__ONNX_DOMAIN_MS};
   size_t nd = e->o->dialect == CCG_ONNX_DIALECT_ORT ? 3 : 2;
@@ -596,7 +596,13 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
     m->opset_import[i] = os;
   }
   m->n_opset_import = nd;
+  return CCG_STATUS_OK;
+}
 
+/* ModelProto.metadata_props; with e->emit each entry is handed out as it
+ * is made, and the JSON texts are not copied into the model. */
+static ccg_status meta_entries(ex *e, Onnx__ModelProto *m,
+                               const ccg__jtext *json) {
   size_t ngm = 0;
   while (ccg_graph_meta_at(e->g, ngm, NULL))
     ngm++;
@@ -615,27 +621,28 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   keys[nm] = CCG__META_BACKWARD;
   vals[nm++] = CCG__BACKWARD_CONVENTION;
-  const char *pl = NULL, *tags = NULL, *slots = NULL;
-  CCG_CHECK(ccg__onnx_meta_placements(e->g, e->a, &pl));
-  CCG_CHECK(ccg__onnx_meta_tags(e->g, e->a, &tags));
-  CCG_CHECK(ccg__onnx_meta_slots(e->g, e->a, &slots));
-  if (pl) {
-    keys[nm] = CCG__META_PLACEMENTS;
-    vals[nm++] = pl;
-  }
-  if (tags) {
-    keys[nm] = CCG__META_TAGS;
-    vals[nm++] = tags;
-  }
-  if (slots) {
-    keys[nm] = CCG__META_SLOTS;
-    vals[nm++] = slots;
-  }
+  static const char *const json_keys[3] = {CCG__META_PLACEMENTS, CCG__META_TAGS,
+                                           CCG__META_SLOTS};
+  for (int i = 0; i < 3; i++)
+    if (json[i].n) {
+      keys[nm] = json_keys[i];
+      vals[nm++] = json[i].p;
+    }
   for (size_t i = 0; i < ngm; i++) {
     keys[nm] = ccg_graph_meta_at(e->g, i, &vals[nm]);
     if (strncmp(keys[nm], CCG__META_GRAPH_PREFIX,
                 strlen(CCG__META_GRAPH_PREFIX)) == 0)
       nm++;
+  }
+  if (e->emit) {
+    for (size_t i = 0; i < nm; i++) {
+      Onnx__StringStringEntryProto kv;
+      onnx__string_string_entry_proto__init(&kv);
+      kv.key = (char *)keys[i];
+      kv.value = (char *)vals[i];
+      CCG_CHECK(e->emit(e->emit_ctx, CCG__ONNX_MODEL_METADATA, &kv.base));
+    }
+    return CCG_STATUS_OK;
   }
   m->metadata_props = ccg__arena_calloc(e->a, nm, sizeof *m->metadata_props);
   if (!m->metadata_props)
@@ -645,16 +652,31 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
     NEW_IN(e->a, kv, Onnx__StringStringEntryProto,
            onnx__string_string_entry_proto__init);
     kv->key = (char *)keys[i];
-    /* the mesh's text is on the stack; the rest is in the arena or the
-     * graph already */
-    kv->value =
-        vals[i] == mesh ? ccg__arena_strdup(e->a, mesh) : (char *)vals[i];
+    /* the mesh's text is on the stack, the JSON texts are freed after the
+     * build; the rest is the graph's */
+    bool own = vals[i] == mesh || vals[i] == json[0].p ||
+               vals[i] == json[1].p || vals[i] == json[2].p;
+    kv->value = own ? ccg__arena_strdup(e->a, vals[i]) : (char *)vals[i];
     if (!kv->value)
       return oom(e);
     m->metadata_props[i] = kv;
   }
   m->n_metadata_props = nm;
   return CCG_STATUS_OK;
+}
+
+static ccg_status meta_props(ex *e, Onnx__ModelProto *m) {
+  ccg__jtext json[3] = {{NULL, 0, 0, false}};
+  ccg_status st = ccg__onnx_meta_placements(e->g, &json[0]);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_meta_tags(e->g, &json[1]);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_meta_slots(e->g, &json[2]);
+  if (st == CCG_STATUS_OK)
+    st = meta_entries(e, m, json);
+  for (int i = 0; i < 3; i++)
+    free(json[i].p);
+  return st;
 }
 
 static ccg_status functions(ex *e, Onnx__ModelProto *m) {
@@ -699,7 +721,9 @@ ccg_status ccg__onnx_build_model_emit(ccg_graph *g,
     st = graph_proto(e, m);
   }
   if (st == CCG_STATUS_OK)
-    st = opsets_and_meta(e, m);
+    st = opsets(e, m);
+  if (st == CCG_STATUS_OK)
+    st = meta_props(e, m);
   if (st == CCG_STATUS_OK)
     st = functions(e, m);
   ccg__arena_free(&tmp);

@@ -7,6 +7,7 @@
 
 #include "ccgraph/onnx.h"
 #include "core/arena.h"
+#include "core/jtext.h"
 #include "core/error.h"
 #include "core/strmap.h"
 #include "graph/internal.h"
@@ -67,14 +68,21 @@ typedef struct ccg__onnx_ext {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out);
-/* GraphProto's repeated fields that a build may hand out one by one. */
-enum { CCG__ONNX_GRAPH_NODE = 1, CCG__ONNX_GRAPH_VALUE_INFO = 13 };
-/* Receives GraphProto.node (a NodeProto) or .value_info (a ValueInfoProto)
- * elements in model order; msg is valid only during the call. */
+/* The repeated fields that a build may hand out one by one: GraphProto's
+ * node and value_info, ModelProto's metadata_props. */
+enum {
+  CCG__ONNX_GRAPH_NODE = 1,
+  CCG__ONNX_GRAPH_VALUE_INFO = 13,
+  CCG__ONNX_MODEL_METADATA = 14
+};
+/* Receives a GraphProto.node (a NodeProto), .value_info (a ValueInfoProto)
+ * or ModelProto.metadata_props (a StringStringEntryProto) element, in
+ * model order; msg is valid only during the call. */
 typedef ccg_status (*ccg__onnx_emit)(void *ctx, uint32_t field,
                                      const ProtobufCMessage *msg);
 /* ccg__onnx_build_model, but each node and value info is built in scratch
- * memory, handed to fn and forgotten: the model comes back without them.
+ * memory, handed to fn and forgotten, and so is each metadata entry: the
+ * model comes back without them.
  * A large model is then packed while each element is in the cache, and no
  * memory the size of the whole tree is touched. fn's errors are returned
  * as they are. */
@@ -134,11 +142,11 @@ ccg_status ccg__onnx_annot_node(ccg_graph *g, ccg_arena *a, const char *config,
 
 /* ---- metadata (meta.c) -------------------------------------------------- */
 
-/* JSON texts of the placements and mapping tags of g (NULL when there are
- * none), in the arena. Errors on g. */
-ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
-                                     const char **out);
-ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out);
+/* JSON texts of the placements and mapping tags of g appended to *out
+ * (nothing when there are none: out->n stays 0). Errors (OOM) on g; the
+ * caller frees out->p either way. */
+ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg__jtext *out);
+ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg__jtext *out);
 /* Restores them on an imported graph; errors on the thread, naming `what`
  * (the file). */
 ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
@@ -147,7 +155,7 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
                                   const char *what);
 /* The same for node metadata of ccgraph's own ("ccgraph.*" keys: schedule
  * slots, pipeline stages), which IR 8 models cannot carry per node. */
-ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out);
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg__jtext *out);
 ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
                                    const char *what);
 

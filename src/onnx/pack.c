@@ -175,15 +175,16 @@ static ccg_status pack_elem(ccg__onnx_shared *sh, part_sink *s, uint32_t id,
  * scratch memory used again for the next. */
 typedef struct streamed {
   ccg__onnx_shared *sh;
-  part_sink nodes, infos;
+  part_sink nodes, infos, meta;
 } streamed;
 
 static ccg_status stream_elem(void *ctx, uint32_t field,
                               const ProtobufCMessage *msg) {
   streamed *st = ctx;
-  return pack_elem(st->sh,
-                   field == CCG__ONNX_GRAPH_NODE ? &st->nodes : &st->infos,
-                   field, msg);
+  part_sink *s = field == CCG__ONNX_GRAPH_NODE         ? &st->nodes
+                 : field == CCG__ONNX_GRAPH_VALUE_INFO ? &st->infos
+                                                       : &st->meta;
+  return pack_elem(st->sh, s, field, msg);
 }
 
 /* Packs fields lo..hi of msg as protobuf_c_message_pack would, in field
@@ -247,7 +248,10 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
   ccg__arena_init(&sh->a, &g->alloc, 0);
   ccg__arena_init(&sh->rank_arena, &g->alloc, 0);
   sh->built = first;
-  streamed el = {sh, {&sh->a, NULL, NULL, 0}, {&sh->a, NULL, NULL, 0}};
+  streamed el = {sh,
+                 {&sh->a, NULL, NULL, 0},
+                 {&sh->a, NULL, NULL, 0},
+                 {&sh->a, NULL, NULL, 0}};
   ccg_status st = ccg__onnx_build_model_emit(g, &sh->o, first, &sh->a, ext,
                                              stream_elem, &el, &sh->m);
   if (st == CCG_STATUS_OK &&
@@ -270,8 +274,8 @@ ccg_status ccg__onnx_shared_new(ccg_graph *g, const ccg_onnx_export_options *o,
     st = pack_part(sh, gm, GRAPH_INIT_FIELD + 1, LAST_FIELD, P_GRAPH_POST,
                    CCG__ONNX_GRAPH_VALUE_INFO, &el.infos);
   if (st == CCG_STATUS_OK)
-    st = pack_part(sh, mm, MODEL_GRAPH_FIELD + 1, LAST_FIELD, P_MODEL_POST, 0,
-                   NULL);
+    st = pack_part(sh, mm, MODEL_GRAPH_FIELD + 1, LAST_FIELD, P_MODEL_POST,
+                   CCG__ONNX_MODEL_METADATA, &el.meta);
   if (st == CCG_STATUS_OK &&
       !(sh->init_size = ccg__arena_calloc(
             &sh->a, sh->m->graph->n_initializer + 1, sizeof *sh->init_size)))
