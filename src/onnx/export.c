@@ -130,15 +130,21 @@ ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
                                        Onnx__TensorProto **out) {
   for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
     ccg_value_id v = ccg_graph_initializer(g, i);
-    Onnx__TensorProto *tp =
-        out[i] ? out[i] : ccg__arena_alloc(a, sizeof *tp, 8);
-    if (!tp)
+    Onnx__TensorProto *tp = out[i];
+    /* The names are copied side by side once and kept when the tensor is
+     * made again for another rank: protobuf-c reads each twice per rank,
+     * and where the graph keeps them they lie scattered over its arena. */
+    char *name = tp ? tp->name : NULL;
+    if (!tp) {
+      tp = ccg__arena_alloc(a, sizeof *tp, 8);
+      name = ccg__arena_strdup(a, ccg_value_name(g, v));
+    }
+    if (!tp || !name)
       return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                         ccg_graph_name(g));
     onnx__tensor_proto__init(tp);
     CCG_CHECK(ccg__onnx_tensor_out(&g->ctx, a, ccg_value_rank_data(g, v, rank),
-                                   ccg_value_name(g, v), ext,
-                                   o->external_threshold, tp));
+                                   name, ext, o->external_threshold, tp));
     out[i] = tp;
   }
   return CCG_STATUS_OK;
