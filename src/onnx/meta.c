@@ -62,13 +62,66 @@ static void placement_text(jbuf *b, const ccg_placement *p) {
   }
 }
 
+/* The length of s when ccg__jtext_str writes it unchanged (printable
+ * ASCII without '"' or '\\'), else SIZE_MAX. */
+static size_t plain_len(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  for (; *p; p++)
+    if (*p < 0x20 || *p == '"' || *p == '\\' || *p >= 0x80)
+      return SIZE_MAX;
+  return (size_t)(p - (const unsigned char *)s);
+}
+
+enum { PLAIN_NAME_MAX = 160 };
+
+/* Value v's object as jb_open and placement_text write it, made on the
+ * stack and appended at once; false (nothing written) for a name that
+ * needs escaping or is long, or a Partial placement. A sharded graph has
+ * an object per value: this is most of the text. */
+static bool placement_line(jbuf *b, const char *name, const ccg_placement *p,
+                           int n) {
+  char line[11 + PLAIN_NAME_MAX + 16 + 8 * CCG_MAX_MESH_AXES + 2];
+  size_t k = plain_len(name);
+  if (k > PLAIN_NAME_MAX)
+    return false;
+  char *q = line;
+  memcpy(q, b->n ? ",{\"value\":\"" : "[{\"value\":\"", 11);
+  q += 11;
+  memcpy(q, name, k);
+  q += k;
+  memcpy(q, "\",\"placements\":[", 16);
+  q += 16;
+  for (int i = 0; i < n; i++) {
+    if (i)
+      *q++ = ',';
+    if (p[i].kind == CCG_PLACEMENT_SHARD && p[i].dim >= 0 && p[i].dim < 100) {
+      memcpy(q, "\"S(", 3);
+      q += 3;
+      if (p[i].dim >= 10)
+        *q++ = (char)('0' + p[i].dim / 10);
+      *q++ = (char)('0' + p[i].dim % 10);
+      memcpy(q, ")\"", 2);
+      q += 2;
+    } else if (p[i].kind == CCG_PLACEMENT_REPLICATE) {
+      memcpy(q, "\"R\"", 3);
+      q += 3;
+    } else {
+      return false;
+    }
+  }
+  memcpy(q, "]}", 2);
+  q += 2;
+  ccg__jtext_put(b, line, (size_t)(q - line));
+  return true;
+}
+
 /* [{"value":NAME,"placements":["S(0)","R"]},...] */
 ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg__jtext *out) {
   jbuf *b = out;
   for (ccg_value_id v = 0; v < ccg_graph_num_values(g); v++) {
     ccg_placement p[CCG_MAX_MESH_AXES];
     int n = ccg_value_placements(g, v, p);
-    if (n == 0)
+    if (n == 0 || placement_line(b, ccg_value_name(g, v), p, n))
       continue;
     jb_open(b, "value", ccg_value_name(g, v));
     ccg__jtext_lit(b, ",\"placements\":[");
