@@ -118,7 +118,12 @@ static bool placement_line(jbuf *b, const char *name, const ccg_placement *p,
 /* [{"value":NAME,"placements":["S(0)","R"]},...] */
 ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg__jtext *out) {
   jbuf *b = out;
-  for (ccg_value_id v = 0; v < ccg_graph_num_values(g); v++) {
+  size_t nv = ccg_graph_num_values(g);
+  for (ccg_value_id v = 0; v < nv; v++) {
+    /* the names of a large graph are not in the cache: each is asked for
+     * a few values ahead, while the values before it are written */
+    if (v + 8 < nv)
+      __builtin_prefetch(g->values[v + 8].name);
     ccg_placement p[CCG_MAX_MESH_AXES];
     int n = ccg_value_placements(g, v, p);
     if (n == 0 || placement_line(b, ccg_value_name(g, v), p, n))
