@@ -235,9 +235,10 @@ static ccg_status node_out(ax_ctx *x, ccg_node_id n, Onnx__NodeProto *np) {
   return CCG_STATUS_OK;
 }
 
-ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
-                               Onnx__ModelProto *m) {
+ccg_status ccg__onnx_annot_config(ccg_graph *g, int64_t opset, ccg_arena *a,
+                                  Onnx__ModelProto *m, const char **config) {
   const ccg_mesh *mesh = ccg_graph_mesh(g);
+  *config = NULL;
   /* Past MAX_DEVICES import would refuse them: none are written. */
   if (!mesh || ccg__onnx_ir_version(opset) < 11 ||
       ccg_mesh_world_size(mesh) > MAX_DEVICES)
@@ -263,9 +264,15 @@ ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
   c->n_device = (size_t)x->world;
   m->configuration[0] = c;
   m->n_configuration = 1;
-  for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++)
-    CCG_CHECK(node_out(x, n, m->graph->node[n]));
+  *config = x->config;
   return CCG_STATUS_OK;
+}
+
+ccg_status ccg__onnx_annot_node(ccg_graph *g, ccg_arena *a, const char *config,
+                                ccg_node_id n, Onnx__NodeProto *np) {
+  const ccg_mesh *mesh = ccg_graph_mesh(g);
+  ax_ctx ctx = {g, a, mesh, ccg_mesh_world_size(mesh), (char *)config};
+  return node_out(&ctx, n, np);
 }
 
 /* ---- import ------------------------------------------------------------- */

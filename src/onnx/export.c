@@ -13,36 +13,36 @@ typedef struct ex {
   ccg_graph *g;
   const ccg_onnx_export_options *o;
   int64_t rank;
-  ccg_arena *a;
+  ccg_arena *a;   /* what the model keeps */
+  ccg_arena *tmp; /* a node or value info being built: `a`, or reset after
+                     each when they are emitted */
   ccg__onnx_ext *ext;
   Onnx__GraphProto *gp;
   size_t cap_init;
-  char **vname;      /* per value: its name copied into the arena, or NULL */
-  bool gelu_used[2]; /* [erf form, tanh form] */
+  ccg__onnx_emit emit; /* NULL: nodes and value infos stay in gp */
+  void *emit_ctx;
+  const char *config; /* the sharding annotations' configuration, or NULL */
+  bool gelu_used[2];  /* [erf form, tanh form] */
 } ex;
 
-#define NEW(x, T, init)                                                        \
+#define NEW_IN(arena, x, T, init)                                              \
   do {                                                                         \
-    (x) = ccg__arena_alloc(e->a, sizeof(T), 8);                                \
+    (x) = ccg__arena_alloc(arena, sizeof(T), 8);                               \
     if (!(x))                                                                  \
       return oom(e);                                                           \
     init(x);                                                                   \
   } while (0)
+/* parts of the node or value info being built */
+#define NEW(x, T, init) NEW_IN(e->tmp, x, T, init)
 
 static ccg_status oom(ex *e) {
   return ccg__error(&e->g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                     ccg_graph_name(e->g));
 }
 
-/* Value v's name, copied into the arena at its first use. protobuf-c reads
- * every string twice (size, then bytes) and the node loop reads each name
- * once more: read in place, the names of a large graph are scattered over
- * its arena and each read misses the cache, while the copies lie in the
- * order they are packed. NULL on OOM. */
+/* Value v's name: read in place, where the graph keeps it. */
 static char *vname(ex *e, ccg_value_id v) {
-  if (!e->vname[v])
-    e->vname[v] = ccg__arena_strdup(e->a, ccg_value_name(e->g, v));
-  return e->vname[v];
+  return (char *)ccg_value_name(e->g, v);
 }
 
 ccg_status ccg__onnx_export_opts(ccg_graph *g,
@@ -70,25 +70,25 @@ ccg_status ccg__onnx_export_opts(ccg_graph *g,
 
 /* ---- values ------------------------------------------------------------- */
 
-static ccg_status value_info(ex *e, ccg_value_id v,
+static ccg_status value_info(ex *e, ccg_arena *a, ccg_value_id v,
                              Onnx__ValueInfoProto **out) {
   Onnx__ValueInfoProto *vi;
   Onnx__TypeProto *tp;
   Onnx__TypeProto__Tensor *tt;
   Onnx__TensorShapeProto *sp;
-  NEW(vi, Onnx__ValueInfoProto, onnx__value_info_proto__init);
-  NEW(tp, Onnx__TypeProto, onnx__type_proto__init);
-  NEW(tt, Onnx__TypeProto__Tensor, onnx__type_proto__tensor__init);
-  NEW(sp, Onnx__TensorShapeProto, onnx__tensor_shape_proto__init);
+  NEW_IN(a, vi, Onnx__ValueInfoProto, onnx__value_info_proto__init);
+  NEW_IN(a, tp, Onnx__TypeProto, onnx__type_proto__init);
+  NEW_IN(a, tt, Onnx__TypeProto__Tensor, onnx__type_proto__tensor__init);
+  NEW_IN(a, sp, Onnx__TensorShapeProto, onnx__tensor_shape_proto__init);
   const ccg_shape *s = ccg_value_shape(e->g, v);
   sp->n_dim = (size_t)s->rank;
-  sp->dim = ccg__arena_calloc(e->a, sp->n_dim ? sp->n_dim : 1, sizeof *sp->dim);
+  sp->dim = ccg__arena_calloc(a, sp->n_dim ? sp->n_dim : 1, sizeof *sp->dim);
   if (!sp->dim)
     return oom(e);
   for (int i = 0; i < s->rank; i++) {
     Onnx__TensorShapeProto__Dimension *d;
-    NEW(d, Onnx__TensorShapeProto__Dimension,
-        onnx__tensor_shape_proto__dimension__init);
+    NEW_IN(a, d, Onnx__TensorShapeProto__Dimension,
+           onnx__tensor_shape_proto__dimension__init);
     if (ccg_dim_is_sym(s->dims[i])) {
       d->value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM;
       d->dim_param = (char *)s->dims[i].sym;
@@ -103,8 +103,7 @@ static ccg_status value_info(ex *e, ccg_value_id v,
   tt->shape = sp;
   tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
   tp->tensor_type = tt;
-  if (!(vi->name = vname(e, v)))
-    return oom(e);
+  vi->name = vname(e, v);
   vi->type = tp;
   *out = vi;
   return CCG_STATUS_OK;
@@ -113,7 +112,7 @@ static ccg_status value_info(ex *e, ccg_value_id v,
 static ccg_status add_initializer(ex *e, const ccg_tensor *t, const char *name,
                                   bool may_be_external) {
   Onnx__TensorProto *tp;
-  NEW(tp, Onnx__TensorProto, onnx__tensor_proto__init);
+  NEW_IN(e->a, tp, Onnx__TensorProto, onnx__tensor_proto__init);
   CCG_CHECK(ccg__onnx_tensor_out(&e->g->ctx, e->a, t, name,
                                  may_be_external ? e->ext : NULL,
                                  e->o->external_threshold, tp));
@@ -131,14 +130,21 @@ ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
                                        Onnx__TensorProto **out) {
   for (size_t i = 0; i < ccg_graph_num_initializers(g); i++) {
     ccg_value_id v = ccg_graph_initializer(g, i);
-    Onnx__TensorProto *tp = ccg__arena_alloc(a, sizeof *tp, 8);
-    if (!tp)
+    Onnx__TensorProto *tp = out[i];
+    /* The names are copied side by side once and kept when the tensor is
+     * made again for another rank: protobuf-c reads each twice per rank,
+     * and where the graph keeps them they lie scattered over its arena. */
+    char *name = tp ? tp->name : NULL;
+    if (!tp) {
+      tp = ccg__arena_alloc(a, sizeof *tp, 8);
+      name = ccg__arena_strdup(a, ccg_value_name(g, v));
+    }
+    if (!tp || !name)
       return ccg__error(&g->ctx, CCG_STATUS_OOM, "exporting graph '%s' to ONNX",
                         ccg_graph_name(g));
     onnx__tensor_proto__init(tp);
     CCG_CHECK(ccg__onnx_tensor_out(&g->ctx, a, ccg_value_rank_data(g, v, rank),
-                                   ccg_value_name(g, v), ext,
-                                   o->external_threshold, tp));
+                                   name, ext, o->external_threshold, tp));
     out[i] = tp;
   }
   return CCG_STATUS_OK;
@@ -212,7 +218,8 @@ static ccg_status attr_out(ex *e, const ccg_attr *at,
   case CCG_ATTR_STRINGS:
     p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS;
     p->n_strings = at->n;
-    p->strings = ccg__arena_calloc(e->a, at->n ? at->n : 1, sizeof *p->strings);
+    p->strings =
+        ccg__arena_calloc(e->tmp, at->n ? at->n : 1, sizeof *p->strings);
     if (!p->strings)
       return oom(e);
     for (size_t i = 0; i < at->n; i++) {
@@ -224,7 +231,7 @@ static ccg_status attr_out(ex *e, const ccg_attr *at,
     p->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR;
     NEW(p->t, Onnx__TensorProto, onnx__tensor_proto__init);
     CCG_CHECK(
-        ccg__onnx_tensor_out(&e->g->ctx, e->a, at->t, NULL, NULL, 0, p->t));
+        ccg__onnx_tensor_out(&e->g->ctx, e->tmp, at->t, NULL, NULL, 0, p->t));
     break;
   default:
     return ccg__error(&e->g->ctx, CCG_STATUS_INTERNAL,
@@ -434,7 +441,7 @@ static ccg_status node_meta(ex *e, ccg_node_id n, Onnx__NodeProto *np) {
   if (!count || ccg__onnx_ir_version(e->o->opset) < 10)
     return CCG_STATUS_OK;
   np->metadata_props =
-      ccg__arena_calloc(e->a, count, sizeof *np->metadata_props);
+      ccg__arena_calloc(e->tmp, count, sizeof *np->metadata_props);
   if (!np->metadata_props)
     return oom(e);
   for (size_t i = 0; i < count; i++) {
@@ -471,24 +478,22 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
 
   size_t n_in = ccg_node_num_inputs(g, n);
   size_t total_in = no.extra_input ? (n_in > 1 ? n_in : 2) : n_in;
-  np->input = ccg__arena_calloc(e->a, total_in + 1, sizeof *np->input);
-  np->output = ccg__arena_calloc(e->a, ccg_node_num_outputs(g, n) + 1,
+  np->input = ccg__arena_calloc(e->tmp, total_in + 1, sizeof *np->input);
+  np->output = ccg__arena_calloc(e->tmp, ccg_node_num_outputs(g, n) + 1,
                                  sizeof *np->output);
-  np->attribute =
-      ccg__arena_calloc(e->a, n_attrs + no.n_added + 1, sizeof *np->attribute);
+  np->attribute = ccg__arena_calloc(e->tmp, n_attrs + no.n_added + 1,
+                                    sizeof *np->attribute);
   if (!np->input || !np->output || !np->attribute)
     return oom(e);
   for (size_t i = 0; i < n_in; i++) {
     ccg_value_id v = ccg_node_input(g, n, i);
-    if (!(np->input[i] = v == CCG_NONE ? "" : vname(e, v)))
-      return oom(e);
+    np->input[i] = v == CCG_NONE ? "" : vname(e, v);
   }
   if (no.extra_input)
     np->input[1] = (char *)no.extra_input;
   np->n_input = total_in;
   for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++)
-    if (!(np->output[i] = vname(e, ccg_node_output(g, n, i))))
-      return oom(e);
+    np->output[i] = vname(e, ccg_node_output(g, n, i));
   np->n_output = ccg_node_num_outputs(g, n);
 
   size_t k = 0;
@@ -501,8 +506,7 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
   for (size_t i = 0; i < no.n_added; i++)
     np->attribute[k++] = no.added[i];
   np->n_attribute = k;
-  if (!(np->name = ccg__arena_strdup(e->a, ccg_node_name(g, n))))
-    return oom(e);
+  np->name = (char *)ccg_node_name(g, n);
   np->op_type = (char *)no.op_type;
   if (no.domain && *no.domain)
     np->domain = (char *)no.domain;
@@ -513,7 +517,22 @@ static ccg_status node_proto(ex *e, ccg_node_id n, Onnx__NodeProto **out) {
 
 /* ---- the model ---------------------------------------------------------- */
 
-static ccg_status graph_proto(ex *e) {
+/* Hands a built node or value info to e->emit, or keeps it in the graph. */
+static ccg_status emit(ex *e, uint32_t field, ProtobufCMessage *msg) {
+  if (e->emit) {
+    ccg_status st = e->emit(e->emit_ctx, field, msg);
+    ccg__arena_reset(e->tmp);
+    return st;
+  }
+  Onnx__GraphProto *gp = e->gp;
+  if (field == CCG__ONNX_GRAPH_NODE)
+    gp->node[gp->n_node++] = (Onnx__NodeProto *)msg;
+  else
+    gp->value_info[gp->n_value_info++] = (Onnx__ValueInfoProto *)msg;
+  return CCG_STATUS_OK;
+}
+
+static ccg_status graph_proto(ex *e, Onnx__ModelProto *m) {
   ccg_graph *g = e->g;
   Onnx__GraphProto *gp = e->gp;
   size_t nn = ccg_graph_num_nodes(g), nv = ccg_graph_num_values(g);
@@ -522,43 +541,51 @@ static ccg_status graph_proto(ex *e) {
       ccg__arena_calloc(e->a, ccg_graph_num_inputs(g) + 1, sizeof *gp->input);
   gp->output =
       ccg__arena_calloc(e->a, ccg_graph_num_outputs(g) + 1, sizeof *gp->output);
-  gp->value_info = ccg__arena_calloc(e->a, nv + 1, sizeof *gp->value_info);
-  gp->node = ccg__arena_calloc(e->a, nn + 1, sizeof *gp->node);
-  e->vname = ccg__arena_calloc(e->a, nv + 1, sizeof *e->vname);
+  if (!e->emit) {
+    gp->value_info = ccg__arena_calloc(e->a, nv + 1, sizeof *gp->value_info);
+    gp->node = ccg__arena_calloc(e->a, nn + 1, sizeof *gp->node);
+  }
   e->cap_init = ccg_graph_num_initializers(g) + nn;
   gp->initializer =
       ccg__arena_calloc(e->a, e->cap_init + 1, sizeof *gp->initializer);
-  if (!gp->input || !gp->output || !gp->value_info || !gp->node ||
-      !gp->initializer || !e->vname)
+  bool *is_out = ccg__arena_calloc(e->a, nv + 1, sizeof *is_out);
+  if (!gp->input || !gp->output || !gp->initializer || !is_out ||
+      (!e->emit && (!gp->value_info || !gp->node)))
     return oom(e);
   for (size_t i = 0; i < ccg_graph_num_inputs(g); i++)
-    CCG_CHECK(value_info(e, ccg_graph_input(g, i), &gp->input[i]));
+    CCG_CHECK(value_info(e, e->a, ccg_graph_input(g, i), &gp->input[i]));
   gp->n_input = ccg_graph_num_inputs(g);
   CCG_CHECK(ccg__onnx_rank_initializers(g, e->o, e->rank, e->a, e->ext,
                                         gp->initializer));
   gp->n_initializer = ccg_graph_num_initializers(g);
-  for (ccg_node_id n = 0; n < nn; n++)
-    CCG_CHECK(node_proto(e, n, &gp->node[n]));
-  gp->n_node = nn;
-  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
-    CCG_CHECK(value_info(e, ccg_graph_output(g, i), &gp->output[i]));
+  CCG_CHECK(ccg__onnx_annot_config(g, e->o->opset, e->a, m, &e->config));
+  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++) {
+    ccg_value_id v = ccg_graph_output(g, i);
+    CCG_CHECK(value_info(e, e->a, v, &gp->output[i]));
+    is_out[v] = true;
+  }
   gp->n_output = ccg_graph_num_outputs(g);
-  /* value_info: every node output that is not a graph output. */
-  bool *is_out = ccg__arena_calloc(e->a, nv + 1, sizeof *is_out);
-  if (!is_out)
-    return oom(e);
-  for (size_t i = 0; i < ccg_graph_num_outputs(g); i++)
-    is_out[ccg_graph_output(g, i)] = true;
-  for (ccg_node_id n = 0; n < nn; n++)
+  /* value_info: every node output that is not a graph output, made in the
+   * node's turn (while its outputs are in the cache) */
+  for (ccg_node_id n = 0; n < nn; n++) {
+    Onnx__NodeProto *np = NULL;
+    CCG_CHECK(node_proto(e, n, &np));
+    if (e->config)
+      CCG_CHECK(ccg__onnx_annot_node(g, e->tmp, e->config, n, np));
+    CCG_CHECK(emit(e, CCG__ONNX_GRAPH_NODE, &np->base));
     for (size_t i = 0; i < ccg_node_num_outputs(g, n); i++) {
       ccg_value_id v = ccg_node_output(g, n, i);
-      if (!is_out[v])
-        CCG_CHECK(value_info(e, v, &gp->value_info[gp->n_value_info++]));
+      Onnx__ValueInfoProto *vi = NULL;
+      if (is_out[v])
+        continue;
+      CCG_CHECK(value_info(e, e->tmp, v, &vi));
+      CCG_CHECK(emit(e, CCG__ONNX_GRAPH_VALUE_INFO, &vi->base));
     }
+  }
   return CCG_STATUS_OK;
 }
 
-static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
+static ccg_status opsets(ex *e, Onnx__ModelProto *m) {
   static const char *const domains[] = {"", CCG_DOMAIN_CCGRAPH,
                                         CCG__ONNX_DOMAIN_MS};
   size_t nd = e->o->dialect == CCG_ONNX_DIALECT_ORT ? 3 : 2;
@@ -567,14 +594,21 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
     return oom(e);
   for (size_t i = 0; i < nd; i++) {
     Onnx__OperatorSetIdProto *os;
-    NEW(os, Onnx__OperatorSetIdProto, onnx__operator_set_id_proto__init);
+    NEW_IN(e->a, os, Onnx__OperatorSetIdProto,
+           onnx__operator_set_id_proto__init);
     os->domain = (char *)domains[i];
     os->has_version = 1;
     os->version = i == 0 ? e->o->opset : 1;
     m->opset_import[i] = os;
   }
   m->n_opset_import = nd;
+  return CCG_STATUS_OK;
+}
 
+/* ModelProto.metadata_props; with e->emit each entry is handed out as it
+ * is made, and the JSON texts are not copied into the model. */
+static ccg_status meta_entries(ex *e, Onnx__ModelProto *m,
+                               const ccg__jtext *json) {
   size_t ngm = 0;
   while (ccg_graph_meta_at(e->g, ngm, NULL))
     ngm++;
@@ -593,43 +627,62 @@ static ccg_status opsets_and_meta(ex *e, Onnx__ModelProto *m) {
   }
   keys[nm] = CCG__META_BACKWARD;
   vals[nm++] = CCG__BACKWARD_CONVENTION;
-  const char *pl = NULL, *tags = NULL, *slots = NULL;
-  CCG_CHECK(ccg__onnx_meta_placements(e->g, e->a, &pl));
-  CCG_CHECK(ccg__onnx_meta_tags(e->g, e->a, &tags));
-  CCG_CHECK(ccg__onnx_meta_slots(e->g, e->a, &slots));
-  if (pl) {
-    keys[nm] = CCG__META_PLACEMENTS;
-    vals[nm++] = pl;
-  }
-  if (tags) {
-    keys[nm] = CCG__META_TAGS;
-    vals[nm++] = tags;
-  }
-  if (slots) {
-    keys[nm] = CCG__META_SLOTS;
-    vals[nm++] = slots;
-  }
+  static const char *const json_keys[3] = {CCG__META_PLACEMENTS, CCG__META_TAGS,
+                                           CCG__META_SLOTS};
+  for (int i = 0; i < 3; i++)
+    if (json[i].n) {
+      keys[nm] = json_keys[i];
+      vals[nm++] = json[i].p;
+    }
   for (size_t i = 0; i < ngm; i++) {
     keys[nm] = ccg_graph_meta_at(e->g, i, &vals[nm]);
     if (strncmp(keys[nm], CCG__META_GRAPH_PREFIX,
                 strlen(CCG__META_GRAPH_PREFIX)) == 0)
       nm++;
   }
+  if (e->emit) {
+    for (size_t i = 0; i < nm; i++) {
+      Onnx__StringStringEntryProto kv;
+      onnx__string_string_entry_proto__init(&kv);
+      kv.key = (char *)keys[i];
+      kv.value = (char *)vals[i];
+      CCG_CHECK(e->emit(e->emit_ctx, CCG__ONNX_MODEL_METADATA, &kv.base));
+    }
+    return CCG_STATUS_OK;
+  }
   m->metadata_props = ccg__arena_calloc(e->a, nm, sizeof *m->metadata_props);
   if (!m->metadata_props)
     return oom(e);
   for (size_t i = 0; i < nm; i++) {
     Onnx__StringStringEntryProto *kv;
-    NEW(kv, Onnx__StringStringEntryProto,
-        onnx__string_string_entry_proto__init);
+    NEW_IN(e->a, kv, Onnx__StringStringEntryProto,
+           onnx__string_string_entry_proto__init);
     kv->key = (char *)keys[i];
-    kv->value = ccg__arena_strdup(e->a, vals[i]);
+    /* the mesh's text is on the stack, the JSON texts are freed after the
+     * build; the rest is the graph's */
+    bool own = vals[i] == mesh || vals[i] == json[0].p ||
+               vals[i] == json[1].p || vals[i] == json[2].p;
+    kv->value = own ? ccg__arena_strdup(e->a, vals[i]) : (char *)vals[i];
     if (!kv->value)
       return oom(e);
     m->metadata_props[i] = kv;
   }
   m->n_metadata_props = nm;
   return CCG_STATUS_OK;
+}
+
+static ccg_status meta_props(ex *e, Onnx__ModelProto *m) {
+  ccg__jtext json[3] = {{NULL, 0, 0, false}};
+  ccg_status st = ccg__onnx_meta_placements(e->g, &json[0]);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_meta_tags(e->g, &json[1]);
+  if (st == CCG_STATUS_OK)
+    st = ccg__onnx_meta_slots(e->g, &json[2]);
+  if (st == CCG_STATUS_OK)
+    st = meta_entries(e, m, json);
+  for (int i = 0; i < 3; i++)
+    free(json[i].p);
+  return st;
 }
 
 static ccg_status functions(ex *e, Onnx__ModelProto *m) {
@@ -650,23 +703,43 @@ static ccg_status functions(ex *e, Onnx__ModelProto *m) {
   return CCG_STATUS_OK;
 }
 
+ccg_status ccg__onnx_build_model_emit(ccg_graph *g,
+                                      const ccg_onnx_export_options *o,
+                                      int64_t rank, ccg_arena *a,
+                                      ccg__onnx_ext *ext, ccg__onnx_emit fn,
+                                      void *fn_ctx, Onnx__ModelProto **out) {
+  ccg_arena tmp;
+  ccg__arena_init(&tmp, &g->alloc, 0);
+  ex ctx = {g,    o, rank, a,      fn ? &tmp : a, ext,
+            NULL, 0, fn,   fn_ctx, NULL,          {false, false}};
+  ex *e = &ctx;
+  Onnx__ModelProto *m = ccg__arena_alloc(a, sizeof *m, 8);
+  e->gp = ccg__arena_alloc(a, sizeof *e->gp, 8);
+  ccg_status st = m && e->gp ? CCG_STATUS_OK : oom(e);
+  if (st == CCG_STATUS_OK) {
+    onnx__model_proto__init(m);
+    onnx__graph_proto__init(e->gp);
+    m->has_ir_version = 1;
+    m->ir_version = ccg__onnx_ir_version(o->opset);
+    m->producer_name = "ccgraph";
+    m->producer_version = CCG_VERSION_STRING;
+    m->graph = e->gp;
+    st = graph_proto(e, m);
+  }
+  if (st == CCG_STATUS_OK)
+    st = opsets(e, m);
+  if (st == CCG_STATUS_OK)
+    st = meta_props(e, m);
+  if (st == CCG_STATUS_OK)
+    st = functions(e, m);
+  ccg__arena_free(&tmp);
+  if (st == CCG_STATUS_OK)
+    *out = m;
+  return st;
+}
+
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out) {
-  ex ctx = {g, o, rank, a, ext, NULL, 0, NULL, {false, false}};
-  ex *e = &ctx;
-  Onnx__ModelProto *m;
-  NEW(m, Onnx__ModelProto, onnx__model_proto__init);
-  NEW(e->gp, Onnx__GraphProto, onnx__graph_proto__init);
-  m->has_ir_version = 1;
-  m->ir_version = ccg__onnx_ir_version(o->opset);
-  m->producer_name = "ccgraph";
-  m->producer_version = CCG_VERSION_STRING;
-  m->graph = e->gp;
-  CCG_CHECK(graph_proto(e));
-  CCG_CHECK(ccg__onnx_annot_out(g, o->opset, a, m));
-  CCG_CHECK(opsets_and_meta(e, m));
-  CCG_CHECK(functions(e, m));
-  *out = m;
-  return CCG_STATUS_OK;
+  return ccg__onnx_build_model_emit(g, o, rank, a, ext, NULL, NULL, out);
 }

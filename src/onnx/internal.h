@@ -7,6 +7,7 @@
 
 #include "ccgraph/onnx.h"
 #include "core/arena.h"
+#include "core/jtext.h"
 #include "core/error.h"
 #include "core/strmap.h"
 #include "graph/internal.h"
@@ -19,7 +20,7 @@
 #define CCG__ONNX_MIN_OPSET 1
 #define CCG__ONNX_MAX_OPSET 24
 #define CCG__ONNX_MIN_EXPORT_OPSET 17
-/* stdio buffer of a model file being written */
+/* bytes of a model file gathered for one write(2) */
 #define CCG__ONNX_WRITE_BUF ((size_t)1 << 20)
 #define CCG__ONNX_DOMAIN_MS "com.microsoft"
 
@@ -67,10 +68,34 @@ typedef struct ccg__onnx_ext {
 ccg_status ccg__onnx_build_model(ccg_graph *g, const ccg_onnx_export_options *o,
                                  int64_t rank, ccg_arena *a, ccg__onnx_ext *ext,
                                  Onnx__ModelProto **out);
+/* The repeated fields that a build may hand out one by one: GraphProto's
+ * node and value_info, ModelProto's metadata_props. */
+enum {
+  CCG__ONNX_GRAPH_NODE = 1,
+  CCG__ONNX_GRAPH_VALUE_INFO = 13,
+  CCG__ONNX_MODEL_METADATA = 14
+};
+/* Receives a GraphProto.node (a NodeProto), .value_info (a ValueInfoProto)
+ * or ModelProto.metadata_props (a StringStringEntryProto) element, in
+ * model order; msg is valid only during the call. */
+typedef ccg_status (*ccg__onnx_emit)(void *ctx, uint32_t field,
+                                     const ProtobufCMessage *msg);
+/* ccg__onnx_build_model, but each node and value info is built in scratch
+ * memory, handed to fn and forgotten, and so is each metadata entry: the
+ * model comes back without them.
+ * A large model is then packed while each element is in the cache, and no
+ * memory the size of the whole tree is touched. fn's errors are returned
+ * as they are. */
+ccg_status ccg__onnx_build_model_emit(ccg_graph *g,
+                                      const ccg_onnx_export_options *o,
+                                      int64_t rank, ccg_arena *a,
+                                      ccg__onnx_ext *ext, ccg__onnx_emit fn,
+                                      void *fn_ctx, Onnx__ModelProto **out);
 /* The TensorProtos of g's initializers (graph order) with rank's data
- * (-1 = common data), allocated in `a`, into out[0..num_initializers); ext
- * NULL keeps them inline. The first entries of a built model's
- * GraphProto.initializer are these. Errors go to g. */
+ * (-1 = common data) into out[0..num_initializers): made again in place
+ * where out[i] is one already, else allocated in `a` (which also holds
+ * external data entries); ext NULL keeps them inline. The first entries of
+ * a built model's GraphProto.initializer are these. Errors go to g. */
 ccg_status ccg__onnx_rank_initializers(ccg_graph *g,
                                        const ccg_onnx_export_options *o,
                                        int64_t rank, ccg_arena *a,
@@ -107,17 +132,21 @@ Onnx__FunctionProto *ccg__onnx_gelu_function(ccg_arena *a, bool tanh_form,
 /* ONNX's multi-device annotations (annot.c): from IR 11 (opset 23) on and
  * with a mesh, the mesh as ModelProto.configuration and each node's placed
  * inputs and outputs (Shard/Replicate, not Partial) as sharding specs.
- * m->graph->node[n] must be node n of g. Errors on g. */
-ccg_status ccg__onnx_annot_out(ccg_graph *g, int64_t opset, ccg_arena *a,
-                               Onnx__ModelProto *m);
+ * ccg__onnx_annot_config sets m->configuration and *config to its name in
+ * `a`, or leaves *config NULL when the model gets no annotations; then
+ * ccg__onnx_annot_node annotates np, node n of g, in `a`. Errors on g. */
+ccg_status ccg__onnx_annot_config(ccg_graph *g, int64_t opset, ccg_arena *a,
+                                  Onnx__ModelProto *m, const char **config);
+ccg_status ccg__onnx_annot_node(ccg_graph *g, ccg_arena *a, const char *config,
+                                ccg_node_id n, Onnx__NodeProto *np);
 
 /* ---- metadata (meta.c) -------------------------------------------------- */
 
-/* JSON texts of the placements and mapping tags of g (NULL when there are
- * none), in the arena. Errors on g. */
-ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
-                                     const char **out);
-ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out);
+/* JSON texts of the placements and mapping tags of g appended to *out
+ * (nothing when there are none: out->n stays 0). Errors (OOM) on g; the
+ * caller frees out->p either way. */
+ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg__jtext *out);
+ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg__jtext *out);
 /* Restores them on an imported graph; errors on the thread, naming `what`
  * (the file). */
 ccg_status ccg__onnx_restore_placements(ccg_graph *g, const char *json,
@@ -126,7 +155,7 @@ ccg_status ccg__onnx_restore_tags(ccg_graph *g, const char *json,
                                   const char *what);
 /* The same for node metadata of ccgraph's own ("ccgraph.*" keys: schedule
  * slots, pipeline stages), which IR 8 models cannot carry per node. */
-ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out);
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg__jtext *out);
 ccg_status ccg__onnx_restore_slots(ccg_graph *g, const char *json,
                                    const char *what);
 

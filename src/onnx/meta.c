@@ -32,85 +32,138 @@ static void jb_open(jbuf *b, const char *key, const char *name) {
   ccg__jtext_str(b, name);
 }
 
-/* Closes the array and puts its text into the arena; no object opened
- * leaves *out NULL (the graph has none of this metadata). The buffer is
- * released either way. */
-static ccg_status jb_done(ccg_graph *g, ccg_arena *a, jbuf *b, const char *what,
-                          const char **out) {
-  if (!b->n && !b->bad)
-    return CCG_STATUS_OK;
-  ccg__jtext_put(b, "]", 1);
-  *out = b->bad ? NULL : ccg__arena_strdup(a, b->p);
-  free(b->p);
-  return *out
-             ? CCG_STATUS_OK
-             : ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what);
+/* Closes the array, if any object was opened (none: the graph has none of
+ * this metadata, b->n stays 0). */
+static ccg_status jb_done(ccg_graph *g, jbuf *b, const char *what) {
+  if (b->n)
+    ccg__jtext_put(b, "]", 1);
+  return b->bad
+             ? ccg__error(&g->ctx, CCG_STATUS_OOM, "writing %s metadata", what)
+             : CCG_STATUS_OK;
 }
 
-static void placement_text(const ccg_placement *p, char *buf, size_t size) {
+/* "S(0)", "P(sum)" or "R", as a JSON string. */
+static void placement_text(jbuf *b, const ccg_placement *p) {
   switch (p->kind) {
   case CCG_PLACEMENT_SHARD:
-    snprintf(buf, size, "S(%d)", p->dim);
+    ccg__jtext_put(b, "\"S(", 3);
+    ccg__jtext_int(b, p->dim);
+    ccg__jtext_put(b, ")\"", 2);
     break;
-  case CCG_PLACEMENT_PARTIAL:
-    snprintf(buf, size, "P(%s)", ccg_reduce_op_name(p->reduce));
-    break;
-  default:
-    snprintf(buf, size, "R");
+  case CCG_PLACEMENT_PARTIAL: {
+    char buf[32];
+    snprintf(buf, sizeof buf, "P(%s)", ccg_reduce_op_name(p->reduce));
+    ccg__jtext_str(b, buf);
     break;
   }
+  default:
+    ccg__jtext_put(b, "\"R\"", 3);
+    break;
+  }
+}
+
+/* The length of s when ccg__jtext_str writes it unchanged (printable
+ * ASCII without '"' or '\\'), else SIZE_MAX. */
+static size_t plain_len(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  for (; *p; p++)
+    if (*p < 0x20 || *p == '"' || *p == '\\' || *p >= 0x80)
+      return SIZE_MAX;
+  return (size_t)(p - (const unsigned char *)s);
+}
+
+enum { PLAIN_NAME_MAX = 160 };
+
+/* Value v's object as jb_open and placement_text write it, made on the
+ * stack and appended at once; false (nothing written) for a name that
+ * needs escaping or is long, or a Partial placement. A sharded graph has
+ * an object per value: this is most of the text. */
+static bool placement_line(jbuf *b, const char *name, const ccg_placement *p,
+                           int n) {
+  char line[11 + PLAIN_NAME_MAX + 16 + 8 * CCG_MAX_MESH_AXES + 2];
+  size_t k = plain_len(name);
+  if (k > PLAIN_NAME_MAX)
+    return false;
+  char *q = line;
+  memcpy(q, b->n ? ",{\"value\":\"" : "[{\"value\":\"", 11);
+  q += 11;
+  memcpy(q, name, k);
+  q += k;
+  memcpy(q, "\",\"placements\":[", 16);
+  q += 16;
+  for (int i = 0; i < n; i++) {
+    if (i)
+      *q++ = ',';
+    if (p[i].kind == CCG_PLACEMENT_SHARD && p[i].dim >= 0 && p[i].dim < 100) {
+      memcpy(q, "\"S(", 3);
+      q += 3;
+      if (p[i].dim >= 10)
+        *q++ = (char)('0' + p[i].dim / 10);
+      *q++ = (char)('0' + p[i].dim % 10);
+      memcpy(q, ")\"", 2);
+      q += 2;
+    } else if (p[i].kind == CCG_PLACEMENT_REPLICATE) {
+      memcpy(q, "\"R\"", 3);
+      q += 3;
+    } else {
+      return false;
+    }
+  }
+  memcpy(q, "]}", 2);
+  q += 2;
+  ccg__jtext_put(b, line, (size_t)(q - line));
+  return true;
 }
 
 /* [{"value":NAME,"placements":["S(0)","R"]},...] */
-ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg_arena *a,
-                                     const char **out) {
-  *out = NULL;
-  jbuf b = {NULL, 0, 0, false};
-  for (ccg_value_id v = 0; v < ccg_graph_num_values(g); v++) {
+ccg_status ccg__onnx_meta_placements(ccg_graph *g, ccg__jtext *out) {
+  jbuf *b = out;
+  size_t nv = ccg_graph_num_values(g);
+  for (ccg_value_id v = 0; v < nv; v++) {
+    /* the names of a large graph are not in the cache: each is asked for
+     * a few values ahead, while the values before it are written */
+    if (v + 8 < nv)
+      __builtin_prefetch(g->values[v + 8].name);
     ccg_placement p[CCG_MAX_MESH_AXES];
     int n = ccg_value_placements(g, v, p);
-    if (n == 0)
+    if (n == 0 || placement_line(b, ccg_value_name(g, v), p, n))
       continue;
-    jb_open(&b, "value", ccg_value_name(g, v));
-    ccg__jtext_lit(&b, ",\"placements\":[");
+    jb_open(b, "value", ccg_value_name(g, v));
+    ccg__jtext_lit(b, ",\"placements\":[");
     for (int i = 0; i < n; i++) {
-      char buf[32];
-      placement_text(&p[i], buf, sizeof buf);
       if (i)
-        ccg__jtext_put(&b, ",", 1);
-      ccg__jtext_str(&b, buf);
+        ccg__jtext_put(b, ",", 1);
+      placement_text(b, &p[i]);
     }
-    ccg__jtext_lit(&b, "]}");
+    ccg__jtext_lit(b, "]}");
   }
-  return jb_done(g, a, &b, "placement", out);
+  return jb_done(g, b, "placement");
 }
 
 /* [{"node":NAME,"mapping":M,"instance":K,"backward":B[,"params":P]},...] */
-ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg_arena *a, const char **out) {
-  *out = NULL;
-  jbuf b = {NULL, 0, 0, false};
+ccg_status ccg__onnx_meta_tags(ccg_graph *g, ccg__jtext *out) {
+  jbuf *b = out;
   for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
     const ccg_tag *t = ccg_node_tag(g, n);
     if (!t)
       continue;
-    char num[64];
-    jb_open(&b, "node", ccg_node_name(g, n));
-    jb_member(&b, "mapping", t->mapping ? t->mapping : "");
-    snprintf(num, sizeof num, ",\"instance\":%u,\"backward\":%s", t->instance,
-             t->backward ? "true" : "false");
-    ccg__jtext_lit(&b, num);
+    jb_open(b, "node", ccg_node_name(g, n));
+    jb_member(b, "mapping", t->mapping ? t->mapping : "");
+    ccg__jtext_lit(b, ",\"instance\":");
+    ccg__jtext_int(b, t->instance);
+    ccg__jtext_lit(b,
+                   t->backward ? ",\"backward\":true" : ",\"backward\":false");
     if (t->params)
-      jb_member(&b, "params", t->params);
-    ccg__jtext_put(&b, "}", 1);
+      jb_member(b, "params", t->params);
+    ccg__jtext_put(b, "}", 1);
   }
-  return jb_done(g, a, &b, "mapping tag", out);
+  return jb_done(g, b, "mapping tag");
 }
 
 /* Node metadata of ccgraph's own ("ccgraph." keys: schedule slots, the
  * pipeline stage) as {"node": name, key: value, ...}. */
-ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
-  *out = NULL;
-  jbuf b = {NULL, 0, 0, false};
+ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg__jtext *out) {
+  jbuf *b = out;
   for (ccg_node_id n = 0; n < ccg_graph_num_nodes(g); n++) {
     const char *key, *val;
     bool open = false;
@@ -118,15 +171,15 @@ ccg_status ccg__onnx_meta_slots(ccg_graph *g, ccg_arena *a, const char **out) {
       if (strncmp(key, "ccgraph.", 8) != 0)
         continue;
       if (!open) {
-        jb_open(&b, "node", ccg_node_name(g, n));
+        jb_open(b, "node", ccg_node_name(g, n));
         open = true;
       }
-      jb_member(&b, key, val);
+      jb_member(b, key, val);
     }
     if (open)
-      ccg__jtext_put(&b, "}", 1);
+      ccg__jtext_put(b, "}", 1);
   }
-  return jb_done(g, a, &b, "node", out);
+  return jb_done(g, b, "node");
 }
 
 /* ---- import ------------------------------------------------------------- */

@@ -629,15 +629,17 @@ static void test_export_ranks(void **state) {
   ccg_graph_free(g);
 }
 
-/* The model built once and packed in parts for every rank gives the bytes
- * of each rank's model built and packed whole by protobuf-c. */
+/* The model built once and packed in parts for every rank (its nodes,
+ * value infos and metadata packed as they are made) gives the bytes of
+ * each rank's model built and packed whole by protobuf-c, at opsets 17, 21
+ * and 23 (sharding annotations on the nodes). */
 static void test_export_rank_buffers(void **state) {
   (void)state;
   ccg_graph *g = onnx_test_megatron_mlp(4, 16);
   set_rank_shards(g, 4);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 3; k++) {
     ccg_onnx_export_options o = CCG_ONNX_EXPORT_OPTIONS_INIT;
-    o.opset = k ? 21 : 17;
+    o.opset = k == 2 ? 23 : k ? 21 : 17;
     o.dialect = k ? CCG_ONNX_DIALECT_CCGRAPH : CCG_ONNX_DIALECT_ORT;
     void *data[4];
     size_t sizes[4];
@@ -647,6 +649,12 @@ static void test_export_rank_buffers(void **state) {
       ccg__arena_init(&a, NULL, 0);
       Onnx__ModelProto *m = NULL;
       assert_ok(g, ccg__onnx_build_model(g, &o, r, &a, NULL, &m));
+      /* annotations at opset 23: some node carries a sharding spec */
+      size_t annotated = 0;
+      for (size_t i = 0; i < m->graph->n_node; i++)
+        annotated += m->graph->node[i]->n_device_configurations;
+      assert_int_equal(m->n_configuration, k == 2);
+      assert_true(k == 2 ? annotated > 0 : annotated == 0);
       size_t n = onnx__model_proto__get_packed_size(m);
       uint8_t *whole = malloc(n);
       assert_int_equal(onnx__model_proto__pack(m, whole), n);
