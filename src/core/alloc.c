@@ -1,6 +1,7 @@
 /* MADV_HUGEPAGE and MAP_ANONYMOUS are outside POSIX (glibc:
  * _DEFAULT_SOURCE), mremap is Linux's (_GNU_SOURCE). */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,10 +82,40 @@ static size_t bulk_bytes(size_t size) {
   return (size + page - 1) / page * page;
 }
 
-void *ccg__bulk_alloc(size_t size) {
-  size_t n = bulk_bytes(size);
-  if (!size || n < size || n > SIZE_MAX - BULK_ALIGN)
-    return NULL;
+/* Blocks kept for reuse (alloc.h), oldest first. */
+#define KEEP_SLOTS 32
+static struct {
+  uint8_t *p;
+  size_t n;
+} kept[KEEP_SLOTS];
+static size_t n_kept, kept_bytes;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The smallest kept block of at least n bytes, its tail past n unmapped;
+ * NULL if none. Blocks more than twice n stay for a larger request. */
+static uint8_t *take_kept(size_t n) {
+  uint8_t *p = NULL;
+  size_t have = 0;
+  pthread_mutex_lock(&kept_lock);
+  size_t best = n_kept;
+  for (size_t i = 0; i < n_kept; i++)
+    if (kept[i].n >= n && kept[i].n / 2 <= n &&
+        (best == n_kept || kept[i].n < kept[best].n))
+      best = i;
+  if (best < n_kept) {
+    p = kept[best].p;
+    have = kept[best].n;
+    kept_bytes -= have;
+    memmove(&kept[best], &kept[best + 1], (n_kept - best - 1) * sizeof kept[0]);
+    n_kept--;
+  }
+  pthread_mutex_unlock(&kept_lock);
+  if (p && have > n)
+    munmap(p + n, have - n);
+  return p;
+}
+
+static uint8_t *map_new(size_t n) {
   /* Map 2 MiB more and keep the aligned part: the kernel backs an aligned
    * 2 MiB range with one huge page only when the whole range is mapped. */
   uint8_t *raw = mmap(NULL, n + BULK_ALIGN, PROT_READ | PROT_WRITE,
@@ -102,6 +133,29 @@ void *ccg__bulk_alloc(size_t size) {
   (void)madvise(p, n, MADV_HUGEPAGE); /* a hint: ignored where unsupported */
 #endif
   return p;
+}
+
+static bool bulk_size(size_t size, size_t *n) {
+  *n = bulk_bytes(size);
+  return size && *n >= size && *n <= SIZE_MAX - BULK_ALIGN;
+}
+
+void *ccg__bulk_alloc(size_t size) {
+  size_t n;
+  if (!bulk_size(size, &n))
+    return NULL;
+  uint8_t *p = take_kept(n);
+  return p ? p : map_new(n);
+}
+
+void *ccg__bulk_zalloc(size_t size) {
+  size_t n;
+  if (!bulk_size(size, &n))
+    return NULL;
+  uint8_t *p = take_kept(n);
+  if (p)
+    memset(p, 0, n);
+  return p ? p : map_new(n); /* new pages are zero */
 }
 
 void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size) {
@@ -124,6 +178,47 @@ void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size) {
 }
 
 void ccg__bulk_free(void *p, size_t size) {
-  if (p)
-    munmap(p, bulk_bytes(size));
+  if (!p)
+    return;
+  size_t n = bulk_bytes(size);
+  uint8_t *drop[KEEP_SLOTS + 1];
+  size_t drop_n[KEEP_SLOTS + 1], n_drop = 0;
+  if (n > CCG__BULK_KEEP) {
+    drop[n_drop] = p, drop_n[n_drop++] = n;
+  } else {
+    pthread_mutex_lock(&kept_lock);
+    while (n_kept &&
+           (n_kept == KEEP_SLOTS || kept_bytes + n > CCG__BULK_KEEP)) {
+      drop[n_drop] = kept[0].p, drop_n[n_drop++] = kept[0].n;
+      kept_bytes -= kept[0].n;
+      memmove(&kept[0], &kept[1], (n_kept - 1) * sizeof kept[0]);
+      n_kept--;
+    }
+    kept[n_kept].p = p;
+    kept[n_kept++].n = n;
+    kept_bytes += n;
+    pthread_mutex_unlock(&kept_lock);
+  }
+  for (size_t i = 0; i < n_drop; i++)
+    munmap(drop[i], drop_n[i]);
+}
+
+void ccg__bulk_trim(void) {
+  pthread_mutex_lock(&kept_lock);
+  size_t n = n_kept;
+  uint8_t *drop[KEEP_SLOTS];
+  size_t drop_n[KEEP_SLOTS];
+  for (size_t i = 0; i < n; i++)
+    drop[i] = kept[i].p, drop_n[i] = kept[i].n;
+  n_kept = kept_bytes = 0;
+  pthread_mutex_unlock(&kept_lock);
+  for (size_t i = 0; i < n; i++)
+    munmap(drop[i], drop_n[i]);
+}
+
+size_t ccg__bulk_kept(void) {
+  pthread_mutex_lock(&kept_lock);
+  size_t n = kept_bytes;
+  pthread_mutex_unlock(&kept_lock);
+  return n;
 }

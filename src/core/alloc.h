@@ -12,17 +12,33 @@ void *ccg__realloc(const ccg_allocator *a, void *p, size_t old_size,
                    size_t new_size);
 void ccg__free(const ccg_allocator *a, void *p, size_t size);
 
-/* Large blocks of fresh memory that are filled once (the large chunks of an
- * arena, the ONNX decoder's chunks): mapped from the kernel, 2 MiB aligned
- * and advised for huge pages, so that filling one costs a page fault per
- * 2 MiB rather than per 4 KiB. NULL on failure (the caller then uses its
- * allocator). Freed with ccg__bulk_free(p, size), size as allocated. */
+/* Large blocks that are filled once (the large chunks of an arena, the
+ * ONNX decoder's chunks, big graph tables): mapped from the kernel, 2 MiB
+ * aligned and advised for huge pages, so that filling one costs a page
+ * fault per 2 MiB rather than per 4 KiB. NULL on failure (the caller then
+ * uses its allocator). Freed with ccg__bulk_free(p, size), size as
+ * allocated.
+ *
+ * Freed blocks are kept for reuse, up to CCG__BULK_KEEP bytes in all: a
+ * pass builds a graph as large as the one the pass before freed, and new
+ * pages cost the kernel's zeroing (a write of every byte, from memory, once
+ * the graphs outgrow the cache) before the pass writes them again. So the
+ * contents of a block from ccg__bulk_alloc are undefined;
+ * ccg__bulk_zalloc's are zero. */
+#define CCG__BULK_KEEP ((size_t)128 << 20)
 void *ccg__bulk_alloc(size_t size);
+void *ccg__bulk_zalloc(size_t size);
 void ccg__bulk_free(void *p, size_t size);
 /* A bulk block of new_size bytes holding the old_size bytes of block p
  * (NULL: none), which is gone; NULL (p untouched) on failure. Where the
  * system can, p's pages move into it rather than being copied. */
 void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size);
+/* Gives the kept blocks back to the kernel: before a long phase that
+ * allocates no bulk blocks (an executor's runs), so that they do not stay
+ * resident. */
+void ccg__bulk_trim(void);
+/* The bytes kept for reuse now (tests). */
+size_t ccg__bulk_kept(void);
 
 /* a * b into *out; false on overflow of size_t. */
 static inline bool ccg__mul_size(size_t a, size_t b, size_t *out) {

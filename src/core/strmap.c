@@ -95,7 +95,7 @@ static ccg_status grow(ccg_strmap *m, size_t ncap) {
   if (!ccg__mul_size(ncap, sizeof(ccg__strmap_slot), &bytes))
     return CCG_STATUS_OOM;
   bool bulk = bytes >= SLOTS_BULK_MIN && libc_alloc(&m->alloc);
-  ccg__strmap_slot *ns = bulk ? ccg__bulk_alloc(bytes) : NULL;
+  ccg__strmap_slot *ns = bulk ? ccg__bulk_zalloc(bytes) : NULL;
   if (!ns) {
     bulk = false;
     ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "exec/comm/comm.h"
 #include "exec/cpu/vecmath.h"
 #include "exec/cpu/cpu.h"
@@ -300,6 +301,10 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
   CCG_CHECK_GOTO(ccg__debug_init(x, &o), st, fail);
   CCG_CHECK_GOTO(backend->create(x), st, fail);
   x->compiled = true;
+  /* The runs allocate no bulk blocks: those the graph passes freed and
+   * keep for reuse (core/alloc.h) go back to the kernel rather than stay
+   * resident beside the program's memory. */
+  ccg__bulk_trim();
   *out = x;
   return CCG_STATUS_OK;
 fail:

@@ -223,6 +223,7 @@ static void test_bulk(void **state) {
   (void)state;
   assert_null(ccg__bulk_alloc(0));
   assert_null(ccg__bulk_alloc(SIZE_MAX - 4096));
+  ccg__bulk_trim(); /* nothing kept: what follows gets new pages */
   size_t n = ((size_t)3 << 20) + 123;
   unsigned char *p = ccg__bulk_alloc(n);
   assert_non_null(p);
@@ -249,6 +250,56 @@ static void test_bulk(void **state) {
   assert_int_equal(p[n - 1], 0);
   ccg__bulk_free(p, n);
   ccg__bulk_free(NULL, 0);
+  ccg__bulk_trim();
+}
+
+/* Freed blocks are kept and handed out again (contents undefined, zeroed
+ * by ccg__bulk_zalloc), the smallest that fits first, never more than
+ * CCG__BULK_KEEP bytes in all; trimming gives them back. */
+static void test_bulk_kept(void **state) {
+  (void)state;
+  ccg__bulk_trim();
+  assert_int_equal(ccg__bulk_kept(), 0);
+  size_t mib = (size_t)1 << 20, n = 4 * mib;
+  unsigned char *a = ccg__bulk_alloc(n), *b = ccg__bulk_alloc(3 * n);
+  assert_non_null(a);
+  assert_non_null(b);
+  memset(a, 5, n);
+  ccg__bulk_free(b, 3 * n);
+  ccg__bulk_free(a, n);
+  assert_int_equal(ccg__bulk_kept(), 4 * n);
+  unsigned char *c = ccg__bulk_alloc(n - 100); /* the 4 MiB block, as it was */
+  assert_ptr_equal(c, a);
+  assert_int_equal(c[n - 1], 5);
+  assert_int_equal(ccg__bulk_kept(), 3 * n);
+  ccg__bulk_free(c, n - 100);
+  unsigned char *z = ccg__bulk_zalloc(n);
+  assert_ptr_equal(z, a);
+  for (size_t i = 0; i < n; i += 4096)
+    assert_int_equal(z[i], 0);
+  assert_int_equal(z[n - 1], 0);
+  /* a request under half of every kept block gets new pages */
+  unsigned char *small = ccg__bulk_alloc(mib);
+  assert_non_null(small);
+  assert_true(small != b);
+  ccg__bulk_free(small, mib);
+  ccg__bulk_free(z, n);
+  /* the bound: the oldest blocks go first */
+  size_t big = CCG__BULK_KEEP / 4;
+  unsigned char *d[5];
+  for (int i = 0; i < 5; i++)
+    assert_non_null(d[i] = ccg__bulk_alloc(big));
+  for (int i = 0; i < 5; i++)
+    ccg__bulk_free(d[i], big);
+  assert_true(ccg__bulk_kept() <= CCG__BULK_KEEP);
+  assert_int_equal(ccg__bulk_kept(), 4 * big);
+  /* larger than the bound: never kept */
+  unsigned char *e = ccg__bulk_alloc(CCG__BULK_KEEP + mib);
+  assert_non_null(e);
+  ccg__bulk_free(e, CCG__BULK_KEEP + mib);
+  assert_int_equal(ccg__bulk_kept(), 4 * big);
+  ccg__bulk_trim();
+  assert_int_equal(ccg__bulk_kept(), 0);
 }
 
 /* A reservation goes to its final size in one step and keeps what the map
@@ -446,6 +497,7 @@ int main(void) {
       cmocka_unit_test(test_arena),
       cmocka_unit_test(test_arena_growth),
       cmocka_unit_test(test_bulk),
+      cmocka_unit_test(test_bulk_kept),
       cmocka_unit_test(test_strmap),
       cmocka_unit_test(test_strmap_reserve),
       cmocka_unit_test(test_jtext),
