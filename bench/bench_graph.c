@@ -15,8 +15,11 @@
  * of each, each after an unmeasured run of the same size; each figure is
  * the best of those runs, with the median and the minor page faults of each
  * pass (median) beside it, in process CPU time (--clock wall: wall time).
+ * Two tables: the passes in sequence, and the passes from cold caches (see
+ * bench_passes).
  * usage: bench_graph [--nodes N] [--layers A,B] [--repeat R]
  *                    [--clock cpu|wall] [--dir DIR] */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +101,8 @@ typedef struct pass_run {
   void *onnx;          /* the model, exported once */
   size_t export_bytes; /* of the 4 rank models */
   int n;               /* samples taken */
-  pass_sample *s;
+  pass_sample *s;      /* in sequence */
+  pass_sample *c;      /* each pass from cold caches */
 } pass_run;
 
 #define TP 4
@@ -181,27 +185,55 @@ static void prepare(pass_run *r, int layers, int repeat) {
   CHECK(m, ccg_onnx_export_buffer(m, NULL, &r->onnx, &r->onnx_bytes));
   ccg_graph_free(m);
   r->s = calloc((size_t)repeat, sizeof *r->s);
-  if (!r->s)
+  r->c = calloc((size_t)repeat, sizeof *r->c);
+  if (!r->s || !r->c)
     exit(3);
+}
+
+/* Writes a buffer of four times the last-level cache (64 to 256 MiB),
+ * so that the pass that follows finds none of its data in the caches, as
+ * in a new process: the time of a pass otherwise depends on how much of
+ * its graph the pass before left in the cache, all of it for a small
+ * graph, little for a large one. */
+static size_t evict_bytes(void) {
+  /* (some virtual machines report the host's caches: at most 256 MiB) */
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  size_t size = l3 > 0 ? 4 * (size_t)l3 : 0, lo = (size_t)64 << 20;
+  return size < lo ? lo : size > 4 * lo ? 4 * lo : size;
+}
+
+static void evict_caches(void) {
+  static unsigned char *buf;
+  static size_t size;
+  if (!buf) {
+    size = evict_bytes();
+    if (!(buf = malloc(size)))
+      exit(3);
+    memset(buf, 0, size);
+  }
+  for (size_t i = 0; i < size; i += 64)
+    buf[i]++;
 }
 
 /* Every pass once, in the order `ccgraph` runs them; x NULL: a warm-up
  * run, not recorded. */
-static void run_passes(pass_run *r, const ccg_plan *plan, pass_sample *x) {
+static void run_passes(pass_run *r, const ccg_plan *plan, pass_sample *x,
+                       bool cold) {
   pass_sample scratch;
   if (!x)
     x = &scratch;
-  pass_clock c = pass_begin();
+#define BEGIN() (cold ? evict_caches() : (void)0, pass_begin())
+  pass_clock c = BEGIN();
   ccg_graph *g = import_bytes(r->onnx, r->onnx_bytes);
   double ise = pass_end(c, x, P_IMPORT);
   r->nodes = ccg_graph_num_nodes(g);
 
-  c = pass_begin();
+  c = BEGIN();
   ccg_graph *s = shard(g, plan);
   ise += pass_end(c, x, P_SHARD);
   r->sharded_nodes = ccg_graph_num_nodes(s);
 
-  c = pass_begin();
+  c = BEGIN();
   CHECK(s, ccg_onnx_export_ranks(s, out_dir, "gpt", NULL));
   x->ise = ise + pass_end(c, x, P_EXPORT);
   size_t size[TP];
@@ -220,7 +252,7 @@ static void run_passes(pass_run *r, const ccg_plan *plan, pass_sample *x) {
   x->copy = now() - t0;
 
   ccg_graph *low[TP];
-  c = pass_begin();
+  c = BEGIN();
   for (int rank = 0; rank < TP; rank++)
     CHECK(s, ccg_lower(s, rank, CCG_LOWER_ORT, &low[rank]));
   pass_end(c, x, P_LOWER);
@@ -229,20 +261,21 @@ static void run_passes(pass_run *r, const ccg_plan *plan, pass_sample *x) {
 
   ccg_graph *ranks[TP] = {s, s, s, s};
   ccg_verify_report rep;
-  c = pass_begin();
+  c = BEGIN();
   CHECK(NULL, ccg_verify_program(ranks, TP, NULL, &rep));
   CHECK(NULL, ccg_verify_placements(s, &rep));
   pass_end(c, x, P_VERIFY);
 
-  c = pass_begin();
+  c = BEGIN();
   grad(g);
   pass_end(c, x, P_GRAD);
 
-  c = pass_begin();
+  c = BEGIN();
   grad(s);
   pass_end(c, x, P_GRAD_SHARDED);
   ccg_graph_free(s);
   ccg_graph_free(g);
+#undef BEGIN
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -250,22 +283,28 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* r's samples in sequence, or from cold caches. */
+static const pass_sample *samples(const pass_run *r, bool cold) {
+  return cold ? r->c : r->s;
+}
+
 /* The best (smallest) and the median of field `off` over r's samples. */
-static void stats(const pass_run *r, size_t off, double *best, double *med) {
+static void stats(const pass_run *r, bool cold, size_t off, double *best,
+                  double *med) {
   double v[256];
   int n = r->n < 256 ? r->n : 256;
   for (int k = 0; k < n; k++)
-    v[k] = *(const double *)((const char *)&r->s[k] + off);
+    v[k] = *(const double *)((const char *)&samples(r, cold)[k] + off);
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   *best = v[0];
   *med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static long median_faults(const pass_run *r, int p) {
+static long median_faults(const pass_run *r, bool cold, int p) {
   long v[256];
   int n = r->n < 256 ? r->n : 256;
   for (int k = 0; k < n; k++) {
-    long f = r->s[k].faults[p];
+    long f = samples(r, cold)[k].faults[p];
     int j = k;
     for (; j > 0 && v[j - 1] > f; j--)
       v[j] = v[j - 1];
@@ -293,11 +332,41 @@ static void print_cpu(void) {
          bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
 }
 
+/* One table: per pass the best and median time at each size, their
+ * ratios and the median page faults; best[i][p], med[i][p] for the JSON
+ * line. Returns the worst ratio of the best times. */
+static double print_table(const pass_run r[2], bool cold,
+                          double best[2][P_COUNT], double med[2][P_COUNT]) {
+  printf("%-24s %9s %9s %7s %9s %9s %7s %8s %8s\n", "pass", "best small",
+         "best big", "ratio", "med small", "med big", "ratio", "faults",
+         "faults");
+  double worst = 0;
+  for (int p = 0; p < P_COUNT; p++) {
+    for (int i = 0; i < 2; i++)
+      stats(&r[i], cold, offsetof(pass_sample, t) + (size_t)p * sizeof(double),
+            &best[i][p], &med[i][p]);
+    double ratio = best[1][p] / best[0][p];
+    if (ratio > worst)
+      worst = ratio;
+    printf("%-24s %9.5f %9.5f %6.2fx %9.5f %9.5f %6.2fx %8ld %8ld\n",
+           pass_what[p], best[0][p], best[1][p], ratio, med[0][p], med[1][p],
+           med[1][p] / med[0][p], median_faults(&r[0], cold, p),
+           median_faults(&r[1], cold, p));
+  }
+  return worst;
+}
+
 /* The sizes take turns (small, big, small, ...), so that the machine's
  * load falls on both alike, and each measured run follows an unmeasured
  * run of its own size: it starts from the allocator state its size leaves
- * (memory freed by the run before it, which glibc keeps for reuse up to a
- * limit), not the state the other size left. */
+ * (memory freed by the run before it, which is kept for reuse up to a
+ * limit), not the state the other size left. Each turn measures the
+ * passes twice: in sequence, each pass finding in the caches what the one
+ * before left there, as in one process running them all; and from cold
+ * caches (evict_caches before each pass), as `ccgraph` runs one command
+ * per process. A small graph fits in the last-level cache and a large one
+ * does not, so the passes' growth in sequence includes the cache's size;
+ * from cold caches it is the passes' own. */
 static int bench_passes(int small, int big, int repeat) {
   ccg_plan *plan = NULL;
   CHECK(NULL, ccg_plan_parse(gpt_plan_json, &plan));
@@ -306,8 +375,9 @@ static int bench_passes(int small, int big, int repeat) {
   prepare(&r[1], big, repeat);
   for (int k = 0; k < repeat; k++)
     for (int i = 0; i < 2; i++) {
-      run_passes(&r[i], plan, NULL);
-      run_passes(&r[i], plan, &r[i].s[r[i].n++]);
+      run_passes(&r[i], plan, NULL, false);
+      run_passes(&r[i], plan, &r[i].s[r[i].n], false);
+      run_passes(&r[i], plan, &r[i].c[r[i].n++], true);
     }
   ccg_plan_free(plan);
   print_cpu();
@@ -316,33 +386,24 @@ static int bench_passes(int small, int big, int repeat) {
          "each, the sizes in turns, each run after one of its size\n",
          GPT_H, small, r[0].nodes, r[0].sharded_nodes, big, r[1].nodes,
          r[1].sharded_nodes, repeat);
-  printf("%-24s %9s %9s %7s %9s %9s %7s %8s %8s\n", "pass", "best small",
-         "best big", "ratio", "med small", "med big", "ratio", "faults",
-         "faults");
-  double best[2][P_COUNT], med[2][P_COUNT], worst = 0;
-  for (int p = 0; p < P_COUNT; p++) {
-    for (int i = 0; i < 2; i++)
-      stats(&r[i], offsetof(pass_sample, t) + (size_t)p * sizeof(double),
-            &best[i][p], &med[i][p]);
-    double ratio = best[1][p] / best[0][p];
-    if (ratio > worst)
-      worst = ratio;
-    printf("%-24s %9.5f %9.5f %6.2fx %9.5f %9.5f %6.2fx %8ld %8ld\n",
-           pass_what[p], best[0][p], best[1][p], ratio, med[0][p], med[1][p],
-           med[1][p] / med[0][p], median_faults(&r[0], p),
-           median_faults(&r[1], p));
-  }
+  double best[2][P_COUNT], med[2][P_COUNT], cbest[2][P_COUNT], cmed[2][P_COUNT];
+  printf("in sequence (each pass after the one before, in one process):\n");
+  double worst = print_table(r, false, best, med);
+  printf("from cold caches (%.0f MiB written before each pass):\n",
+         (double)evict_bytes() / (1 << 20));
+  double cworst = print_table(r, true, cbest, cmed);
   double ise[2], ise_med[2], copy[2], copy_med[2];
   for (int i = 0; i < 2; i++) {
-    stats(&r[i], offsetof(pass_sample, ise), &ise[i], &ise_med[i]);
-    stats(&r[i], offsetof(pass_sample, copy), &copy[i], &copy_med[i]);
+    stats(&r[i], false, offsetof(pass_sample, ise), &ise[i], &ise_med[i]);
+    stats(&r[i], false, offsetof(pass_sample, copy), &copy[i], &copy_med[i]);
   }
   double rate = (double)r[0].nodes / best[0][P_IMPORT];
   double rate_big = (double)r[1].nodes / best[1][P_IMPORT];
-  printf("layers ratio %.2fx, nodes ratio %.2fx, worst pass ratio %.2fx "
-         "(best of %d; faults: minor page faults, median)\n",
+  printf("layers ratio %.2fx, nodes ratio %.2fx, worst pass ratio %.2fx in "
+         "sequence, %.2fx from cold caches (best of %d; faults: minor page "
+         "faults, median)\n",
          (double)big / small, (double)r[1].nodes / (double)r[0].nodes, worst,
-         repeat);
+         cworst, repeat);
   printf("import + shard + export, %d layers, tp=4: %.1f ms (median %.1f "
          "ms)\n",
          small, 1e3 * ise[0], 1e3 * ise_med[0]);
@@ -355,14 +416,18 @@ static int bench_passes(int small, int big, int repeat) {
   printf("{\"bench\":\"passes\",\"layers\":[%d,%d],\"nodes\":[%zu,%zu]", small,
          big, r[0].nodes, r[1].nodes);
   for (int p = 0; p < P_COUNT; p++)
-    printf(",\"%s_s\":[%.6f,%.6f],\"%s_ratio\":%.3f,\"%s_median_ratio\":%.3f",
+    printf(",\"%s_s\":[%.6f,%.6f],\"%s_ratio\":%.3f,\"%s_median_ratio\":%.3f"
+           ",\"%s_cold_ratio\":%.3f,\"%s_cold_median_ratio\":%.3f",
            pass_names[p], best[0][p], best[1][p], pass_names[p],
-           best[1][p] / best[0][p], pass_names[p], med[1][p] / med[0][p]);
+           best[1][p] / best[0][p], pass_names[p], med[1][p] / med[0][p],
+           pass_names[p], cbest[1][p] / cbest[0][p], pass_names[p],
+           cmed[1][p] / cmed[0][p]);
   printf(",\"import_shard_export_ms\":%.2f,\"import_nodes_per_s\":%.0f}\n",
          1e3 * ise[0], rate > rate_big ? rate_big : rate);
   for (int i = 0; i < 2; i++) {
     free(r[i].onnx);
     free(r[i].s);
+    free(r[i].c);
   }
   return 0;
 }
