@@ -254,6 +254,10 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
                        const uint8_t *p, const uint8_t *end, int depth,
                        ProtobufCMessage **out);
 
+static bool decode_sub(dec *d, const ProtobufCMessageDescriptor *md,
+                       const uint8_t *p, const uint8_t *end, int depth,
+                       ProtobufCMessage **out);
+
 /* One element of a length-delimited field (string, bytes or sub-message)
  * at dst. */
 static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
@@ -275,7 +279,7 @@ static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
   }
   default: {
     ProtobufCMessage *sub;
-    if (!decode_msg(d, w->f->descriptor, w->body, w->body + w->len, depth + 1,
+    if (!decode_sub(d, w->f->descriptor, w->body, w->body + w->len, depth + 1,
                     &sub))
       return false;
     memcpy(dst, &sub, sizeof sub);
@@ -485,6 +489,262 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
   }
   *out = (ProtobufCMessage *)(void *)m;
   return true;
+}
+
+/* ---- nodes and attributes ---------------------------------------------- */
+
+/* A model is mostly nodes and their attributes. The descriptor-driven path
+ * reads each of them twice (counting, then filling) and looks every field
+ * up; these read the fields they expect by number in one pass, into lists
+ * gathered on the stack, and hand the message to decode_msg for anything
+ * else (another field, another wire type, long lists), which decides as
+ * before. The field numbers are onnx.proto's; test_onnx_decode compares
+ * the result with protobuf-c's. */
+
+/* Longest input, output or attribute list read in one pass. */
+#define FAST_LIST 32
+
+/* A length-delimited field's payload after its tag, or false. */
+static inline bool payload(const uint8_t **p, const uint8_t *end,
+                           const uint8_t **body, size_t *len) {
+  uint64_t n;
+  if (!varint(p, end, 5, &n) || n > INT_MAX || n > (uint64_t)(end - *p))
+    return false;
+  *body = *p;
+  *len = (size_t)n;
+  *p += n;
+  return true;
+}
+
+static char *dstr(dec *d, const uint8_t *body, size_t len) {
+  char *s = dalloc(d, len + 1, 1);
+  if (s) {
+    memcpy(s, body, len);
+    s[len] = '\0';
+  }
+  return s;
+}
+
+/* A run of ints or floats (one element or a packed run) into v[*n..];
+ * false when it does not fit or is malformed. */
+static bool fast_scalars(unsigned wt, bool is_float, const uint8_t **p,
+                         const uint8_t *end, void *v, size_t *n) {
+  if (wt == (is_float ? WT_I32 : WT_VARINT)) {
+    if (*n >= FAST_LIST)
+      return false;
+    if (is_float) {
+      if (end - *p < 4)
+        return false;
+      memcpy((float *)v + (*n)++, *p, 4);
+      *p += 4;
+      return true;
+    }
+    uint64_t x;
+    if (!varint(p, end, 10, &x))
+      return false;
+    memcpy((int64_t *)v + (*n)++, &x, 8);
+    return true;
+  }
+  const uint8_t *body;
+  size_t len, k;
+  if (wt != WT_LEN || !payload(p, end, &body, &len) ||
+      !packed_count(is_float ? PROTOBUF_C_TYPE_FLOAT : PROTOBUF_C_TYPE_INT64,
+                    body, len, &k) ||
+      k > FAST_LIST - *n)
+    return false;
+  for (const uint8_t *q = body, *e = body + len; q < e; ++*n) {
+    if (is_float) {
+      memcpy((float *)v + *n, q, 4);
+      q += 4;
+    } else {
+      uint64_t x = 0;
+      (void)varint(&q, e, 10, &x); /* checked by packed_count */
+      memcpy((int64_t *)v + *n, &x, 8);
+    }
+  }
+  return true;
+}
+
+/* A copy of the first n elements of v in the model's blocks (NULL for
+ * none, as protobuf-c leaves an empty list). */
+static bool dlist(dec *d, const void *v, size_t n, size_t el, void **out) {
+  *out = NULL;
+  if (!n)
+    return true;
+  *out = dalloc(d, n * el, 8);
+  if (!*out)
+    return false;
+  memcpy(*out, v, n * el);
+  return true;
+}
+
+/* AttributeProto: name, type, f, i, s, floats, ints, strings,
+ * ref_attr_name, doc_string (left out); else decode_msg. */
+static bool attr_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
+                      ProtobufCMessage **out) {
+  const ProtobufCMessageDescriptor *md = &onnx__attribute_proto__descriptor;
+  if (depth > d->max_depth)
+    return false;
+  Onnx__AttributeProto a = ONNX__ATTRIBUTE_PROTO__INIT;
+  int64_t ints[FAST_LIST];
+  float floats[FAST_LIST];
+  ProtobufCBinaryData strings[FAST_LIST];
+  size_t n_ints = 0, n_floats = 0, n_strings = 0;
+  for (const uint8_t *q = p; q < end;) {
+    uint64_t tag, v;
+    const uint8_t *body;
+    size_t len;
+    if (!varint(&q, end, 5, &tag) || tag >> 32)
+      return false;
+    unsigned wt = (unsigned)(tag & 7);
+    switch (tag >> 3) {
+    case 1:  /* name */
+    case 21: /* ref_attr_name */
+    case 13: /* doc_string, left out */
+      if (wt != WT_LEN || !payload(&q, end, &body, &len))
+        return decode_msg(d, md, p, end, depth, out);
+      if (tag >> 3 != 13 &&
+          !(*(tag >> 3 == 1 ? &a.name : &a.ref_attr_name) = dstr(d, body, len)))
+        return false;
+      break;
+    case 20: /* type */
+    case 3:  /* i */
+      if (wt != WT_VARINT || !varint(&q, end, 10, &v))
+        return decode_msg(d, md, p, end, depth, out);
+      if (tag >> 3 == 3) {
+        a.has_i = 1;
+        memcpy(&a.i, &v, 8);
+      } else {
+        a.has_type = 1;
+        a.type = (Onnx__AttributeProto__AttributeType)(int32_t)(uint32_t)v;
+      }
+      break;
+    case 2: /* f */
+      if (wt != WT_I32 || end - q < 4)
+        return decode_msg(d, md, p, end, depth, out);
+      a.has_f = 1;
+      memcpy(&a.f, q, 4);
+      q += 4;
+      break;
+    case 4: /* s */
+    case 9: /* strings */
+      if (wt != WT_LEN || !payload(&q, end, &body, &len) ||
+          (tag >> 3 == 9 && n_strings == FAST_LIST))
+        return decode_msg(d, md, p, end, depth, out);
+      if (tag >> 3 == 4) {
+        a.has_s = 1;
+        a.s = (ProtobufCBinaryData){len, len ? (uint8_t *)body : NULL};
+      } else {
+        strings[n_strings++] =
+            (ProtobufCBinaryData){len, len ? (uint8_t *)body : NULL};
+      }
+      break;
+    case 7: /* floats */
+    case 8: /* ints */
+      if (!fast_scalars(wt, tag >> 3 == 7, &q, end,
+                        tag >> 3 == 7 ? (void *)floats : (void *)ints,
+                        tag >> 3 == 7 ? &n_floats : &n_ints))
+        return decode_msg(d, md, p, end, depth, out);
+      break;
+    default:
+      return decode_msg(d, md, p, end, depth, out);
+    }
+  }
+  Onnx__AttributeProto *m = dalloc(d, sizeof *m, 8);
+  if (!m)
+    return false;
+  *m = a;
+  if (!dlist(d, ints, n_ints, sizeof *ints, (void **)&m->ints) ||
+      !dlist(d, floats, n_floats, sizeof *floats, (void **)&m->floats) ||
+      !dlist(d, strings, n_strings, sizeof *strings, (void **)&m->strings))
+    return false;
+  m->n_ints = n_ints;
+  m->n_floats = n_floats;
+  m->n_strings = n_strings;
+  *out = &m->base;
+  return true;
+}
+
+/* NodeProto: input, output, name, op_type, domain, attribute, doc_string
+ * (left out); else decode_msg. */
+static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
+                      ProtobufCMessage **out) {
+  const ProtobufCMessageDescriptor *md = &onnx__node_proto__descriptor;
+  if (depth > d->max_depth)
+    return false;
+  Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
+  char *in[FAST_LIST], *outs[FAST_LIST];
+  Onnx__AttributeProto *attrs[FAST_LIST];
+  size_t n_in = 0, n_out = 0, n_attr = 0;
+  for (const uint8_t *q = p; q < end;) {
+    uint64_t tag;
+    const uint8_t *body;
+    size_t len;
+    if (!varint(&q, end, 5, &tag) || tag >> 32)
+      return false;
+    uint64_t num = tag >> 3;
+    if ((tag & 7) != WT_LEN || num < 1 || num > 7 ||
+        !payload(&q, end, &body, &len))
+      return decode_msg(d, md, p, end, depth, out);
+    char *s = NULL;
+    if (num != 5 && num != 6 && !(s = dstr(d, body, len)))
+      return false;
+    switch (num) {
+    case 1:
+      if (n_in == FAST_LIST)
+        return decode_msg(d, md, p, end, depth, out);
+      in[n_in++] = s;
+      break;
+    case 2:
+      if (n_out == FAST_LIST)
+        return decode_msg(d, md, p, end, depth, out);
+      outs[n_out++] = s;
+      break;
+    case 3:
+      n.name = s;
+      break;
+    case 4:
+      n.op_type = s;
+      break;
+    case 7:
+      n.domain = s;
+      break;
+    case 5: {
+      ProtobufCMessage *a;
+      if (n_attr == FAST_LIST)
+        return decode_msg(d, md, p, end, depth, out);
+      if (!attr_fast(d, body, body + len, depth + 1, &a))
+        return false;
+      attrs[n_attr++] = (Onnx__AttributeProto *)(void *)a;
+      break;
+    }
+    default: /* 6: doc_string, left out */
+      break;
+    }
+  }
+  Onnx__NodeProto *m = dalloc(d, sizeof *m, 8);
+  if (!m)
+    return false;
+  *m = n;
+  if (!dlist(d, in, n_in, sizeof *in, (void **)&m->input) ||
+      !dlist(d, outs, n_out, sizeof *outs, (void **)&m->output) ||
+      !dlist(d, attrs, n_attr, sizeof *attrs, (void **)&m->attribute))
+    return false;
+  m->n_input = n_in;
+  m->n_output = n_out;
+  m->n_attribute = n_attr;
+  *out = &m->base;
+  return true;
+}
+
+static bool decode_sub(dec *d, const ProtobufCMessageDescriptor *md,
+                       const uint8_t *p, const uint8_t *end, int depth,
+                       ProtobufCMessage **out) {
+  if (md == &onnx__node_proto__descriptor)
+    return node_fast(d, p, end, depth, out);
+  if (md == &onnx__attribute_proto__descriptor)
+    return attr_fast(d, p, end, depth, out);
+  return decode_msg(d, md, p, end, depth, out);
 }
 
 Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,

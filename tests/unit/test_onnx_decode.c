@@ -142,6 +142,41 @@ static buf rich_model(void) {
   put_str(&attr, 2, "node meta");
   wrap(&node, 9, &attr);
   wrap(&graph, 1, &node);
+  /* a node with only the fields the one-pass reader takes (decode_in.c) */
+  put_str(&node, 1, "y");
+  put_str(&node, 1, "");
+  put_str(&node, 2, "z");
+  put_str(&node, 4, "Foo");
+  put_str(&node, 7, "custom");
+  put_str(&node, 3, "fast");
+  put_str(&node, 6, "node doc");
+  put_str(&attr, 1, "mixed");
+  put_int(&attr, 8, 7);
+  put_varint(&packed, 1);
+  put_varint(&packed, (uint64_t)-2);
+  put_len(&attr, 8, packed.p, packed.n);
+  free(packed.p);
+  packed = (buf){0};
+  put_float(&attr, 7, 2.0f);
+  put_len(&attr, 7, fl, sizeof fl);
+  put_str(&attr, 9, "b");
+  put_str(&attr, 4, "");
+  put_str(&attr, 13, "attr doc");
+  put_int(&attr, 20, 7);
+  put_int(&attr, 3, 9);
+  put_float(&attr, 2, -0.5f);
+  wrap(&node, 5, &attr);
+  put_str(&attr, 1, "ref");
+  put_str(&attr, 21, "outer");
+  put_int(&attr, 20, 2);
+  wrap(&node, 5, &attr);
+  wrap(&graph, 1, &node);
+  /* more inputs than it gathers on the stack: read field by field */
+  for (int i = 0; i < 40; i++)
+    put_str(&node, 1, i % 2 ? "x" : "w");
+  put_str(&node, 2, "sum");
+  put_str(&node, 4, "Sum");
+  wrap(&graph, 1, &node);
 
   buf sp = {0};
   put_int(&t, 2, 1);
