@@ -33,6 +33,9 @@ typedef struct dec {
   int max_depth;
   uint8_t *cur, *end; /* free space in the newest block */
   size_t block;       /* size of the next block */
+  /* the same for the nodes' records (node_fast), kept apart */
+  uint8_t *node_cur, *node_end;
+  size_t node_block;
 } dec;
 
 /* Blocks double up to twice the size from which the cap backs them with
@@ -665,6 +668,40 @@ static bool attr_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
   return true;
 }
 
+/* A node's record: its NodeProto, lists and strings in one block of their
+ * own region. An import walks the nodes several times before it reads
+ * their attributes; with the attributes between them, each walk missed
+ * the cache on every node. */
+static void *node_alloc(dec *d, size_t size) {
+  uint8_t *cur = d->cur, *end = d->end;
+  size_t block = d->block;
+  d->cur = d->node_cur;
+  d->end = d->node_end;
+  d->block = d->node_block;
+  void *p = dalloc(d, size, 8);
+  d->node_cur = d->cur;
+  d->node_end = d->end;
+  d->node_block = d->block;
+  d->cur = cur;
+  d->end = end;
+  d->block = block;
+  return p;
+}
+
+/* A string field's payload, copied later. */
+typedef struct view {
+  const uint8_t *p;
+  size_t n;
+} view;
+
+static char *put_view(char **at, view v) {
+  char *s = *at;
+  memcpy(s, v.p, v.n);
+  s[v.n] = '\0';
+  *at += v.n + 1;
+  return s;
+}
+
 /* NodeProto: input, output, name, op_type, domain, attribute, doc_string
  * (left out); else decode_msg. */
 static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
@@ -672,48 +709,46 @@ static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
   const ProtobufCMessageDescriptor *md = &onnx__node_proto__descriptor;
   if (depth > d->max_depth)
     return false;
-  Onnx__NodeProto n = ONNX__NODE_PROTO__INIT;
-  char *in[FAST_LIST], *outs[FAST_LIST];
+  view in[FAST_LIST], outs[FAST_LIST], one[3] = {{NULL, 0}}; /* name, ... */
+  bool has[3] = {false};
   Onnx__AttributeProto *attrs[FAST_LIST];
-  size_t n_in = 0, n_out = 0, n_attr = 0;
+  size_t n_in = 0, n_out = 0, n_attr = 0, chars = 0;
   for (const uint8_t *q = p; q < end;) {
     uint64_t tag;
-    const uint8_t *body;
-    size_t len;
+    view v;
     if (!varint(&q, end, 5, &tag) || tag >> 32)
       return false;
     uint64_t num = tag >> 3;
     if ((tag & 7) != WT_LEN || num < 1 || num > 7 ||
-        !payload(&q, end, &body, &len))
+        !payload(&q, end, &v.p, &v.n))
       return decode_msg(d, md, p, end, depth, out);
-    char *s = NULL;
-    if (num != 5 && num != 6 && !(s = dstr(d, body, len)))
-      return false;
     switch (num) {
     case 1:
-      if (n_in == FAST_LIST)
-        return decode_msg(d, md, p, end, depth, out);
-      in[n_in++] = s;
-      break;
     case 2:
-      if (n_out == FAST_LIST)
+      if ((num == 1 ? n_in : n_out) == FAST_LIST)
         return decode_msg(d, md, p, end, depth, out);
-      outs[n_out++] = s;
+      if (num == 1)
+        in[n_in++] = v;
+      else
+        outs[n_out++] = v;
+      chars += v.n + 1;
       break;
-    case 3:
-      n.name = s;
-      break;
+    case 3: /* name, op_type, domain: the last one counts */
     case 4:
-      n.op_type = s;
+    case 7: {
+      size_t k = num == 3 ? 0 : num == 4 ? 1 : 2;
+      if (has[k])
+        chars -= one[k].n + 1;
+      has[k] = true;
+      one[k] = v;
+      chars += v.n + 1;
       break;
-    case 7:
-      n.domain = s;
-      break;
+    }
     case 5: {
       ProtobufCMessage *a;
       if (n_attr == FAST_LIST)
         return decode_msg(d, md, p, end, depth, out);
-      if (!attr_fast(d, body, body + len, depth + 1, &a))
+      if (!attr_fast(d, v.p, v.p + v.n, depth + 1, &a))
         return false;
       attrs[n_attr++] = (Onnx__AttributeProto *)(void *)a;
       break;
@@ -722,17 +757,32 @@ static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
       break;
     }
   }
-  Onnx__NodeProto *m = dalloc(d, sizeof *m, 8);
+  size_t lists = (n_in + n_out + n_attr) * sizeof(void *);
+  Onnx__NodeProto *m = node_alloc(d, sizeof *m + lists + chars);
   if (!m)
     return false;
-  *m = n;
-  if (!dlist(d, in, n_in, sizeof *in, (void **)&m->input) ||
-      !dlist(d, outs, n_out, sizeof *outs, (void **)&m->output) ||
-      !dlist(d, attrs, n_attr, sizeof *attrs, (void **)&m->attribute))
-    return false;
+  *m = (Onnx__NodeProto)ONNX__NODE_PROTO__INIT;
+  void **list = (void **)(m + 1);
+  char *at = (char *)(list + n_in + n_out + n_attr);
+  /* protobuf-c leaves an empty list NULL */
+  m->input = n_in ? (char **)list : NULL;
+  m->output = n_out ? (char **)list + n_in : NULL;
+  m->attribute = n_attr ? (Onnx__AttributeProto **)list + n_in + n_out : NULL;
+  for (size_t i = 0; i < n_in; i++)
+    m->input[i] = put_view(&at, in[i]);
+  for (size_t i = 0; i < n_out; i++)
+    m->output[i] = put_view(&at, outs[i]);
+  if (n_attr)
+    memcpy(m->attribute, attrs, n_attr * sizeof *attrs);
   m->n_input = n_in;
   m->n_output = n_out;
   m->n_attribute = n_attr;
+  if (has[0])
+    m->name = put_view(&at, one[0]);
+  if (has[1])
+    m->op_type = put_view(&at, one[1]);
+  if (has[2])
+    m->domain = put_view(&at, one[2]);
   *out = &m->base;
   return true;
 }
@@ -754,8 +804,11 @@ Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
   (void)data, (void)size, (void)max_depth, (void)cap;
   return NULL;
 #else
-  dec d = {cap, max_depth > 0 ? max_depth : CCG__ONNX_DEFAULT_MAX_DEPTH, NULL,
-           NULL, size >= 2 * BLOCK_MAX ? BLOCK_MAX / 2 : BLOCK_MIN};
+  size_t block = size >= 2 * BLOCK_MAX ? BLOCK_MAX / 2 : BLOCK_MIN;
+  dec d = {cap,   max_depth > 0 ? max_depth : CCG__ONNX_DEFAULT_MAX_DEPTH,
+           NULL,  NULL,
+           block, NULL,
+           NULL,  block};
   ProtobufCMessage *m = NULL;
   if (!size ||
       !decode_msg(&d, &onnx__model_proto__descriptor, data, data + size, 1,
