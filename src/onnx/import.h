@@ -27,6 +27,9 @@ typedef struct im {
    * the first of the node being read */
   uint32_t *in_hash;
   const uint32_t *node_hash;
+  /* the nodes' outputs and inputs, each node's counted up to 16 (the
+   * graph's tables are reserved for them) */
+  size_t n_values, n_uses;
   /* initializers whose raw_data is read from the source, not from the
    * decoded model (strip.c): copied, never lent; with drop_pages the source
    * is a mapped file whose pages are let go once copied */

@@ -399,16 +399,32 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
   return CCG_STATUS_OK;
 }
 
+/* Lists up to this long are kept on the stack while a node is read. */
+#define SMALL_LIST 16
+
 static ccg_status node_in(im *m, const Onnx__NodeProto *np) {
   ccg_op op;
   kind k;
   bool tanh_form = false;
   CCG_CHECK(resolve(m, np, &op, &k, &tanh_form));
   int slot = k == K_PLAIN ? ccg__onnx_attr_slot(m, np) : -1;
-  ccg_value_id *in = ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
-  nodebuf nb = {ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
-                0};
-  const char **outs = ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
+  /* most nodes' lists fit on the stack */
+  ccg_value_id in_buf[SMALL_LIST];
+  ccg_attr attr_buf[SMALL_LIST + 8];
+  const char *out_buf[SMALL_LIST];
+  ccg_value_id *in =
+      np->n_input < SMALL_LIST
+          ? in_buf
+          : ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
+  nodebuf nb = {
+      np->n_attribute < SMALL_LIST
+          ? attr_buf
+          : ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
+      0};
+  const char **outs =
+      np->n_output < SMALL_LIST
+          ? out_buf
+          : ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
   if (!in || !nb.attrs || !outs)
     return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "reading the node");
   size_t n_in = 0;
