@@ -3,8 +3,8 @@
  * field up by a search over ranges, copies every bytes field (the weights)
  * and calls the allocator once per message, string and list. This one
  * fills the same structs from the same descriptors, carves everything from
- * blocks of the capped allocator, and leaves bytes fields pointing into the
- * source.
+ * blocks of the capped allocator, and leaves bytes fields (but attributes'
+ * strings) pointing into the source.
  *
  * It only takes the input that it decodes exactly as protobuf-c would and
  * that ccg__onnx_wire_check passes: every field known to the descriptors
@@ -261,6 +261,21 @@ static bool decode_sub(dec *d, const ProtobufCMessageDescriptor *md,
                        const uint8_t *p, const uint8_t *end, int depth,
                        ProtobufCMessage **out);
 
+/* An attribute's string (s, strings) as *b: copied, unlike the other bytes
+ * fields. The import reads it with its attribute, long after the source
+ * has left the cache. */
+static bool attr_bytes(dec *d, const uint8_t *body, size_t len,
+                       ProtobufCBinaryData *b) {
+  *b = (ProtobufCBinaryData){len, NULL};
+  if (!len)
+    return true;
+  b->data = dalloc(d, len, 1);
+  if (!b->data)
+    return false;
+  memcpy(b->data, body, len);
+  return true;
+}
+
 /* One element of a length-delimited field (string, bytes or sub-message)
  * at dst. */
 static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
@@ -277,6 +292,10 @@ static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
   case PROTOBUF_C_TYPE_BYTES: {
     /* protobuf-c leaves data NULL when the field is empty */
     ProtobufCBinaryData b = {w->len, w->len ? (uint8_t *)w->body : NULL};
+    const ProtobufCMessageDescriptor *a = &onnx__attribute_proto__descriptor;
+    if (w->f >= a->fields && w->f < a->fields + a->n_fields &&
+        !attr_bytes(d, w->body, w->len, &b))
+      return false;
     memcpy(dst, &b, sizeof b);
     return true;
   }
@@ -634,12 +653,14 @@ static bool attr_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
       if (wt != WT_LEN || !payload(&q, end, &body, &len) ||
           (tag >> 3 == 9 && n_strings == FAST_LIST))
         return decode_msg(d, md, p, end, depth, out);
+      ProtobufCBinaryData b;
+      if (!attr_bytes(d, body, len, &b))
+        return false;
       if (tag >> 3 == 4) {
         a.has_s = 1;
-        a.s = (ProtobufCBinaryData){len, len ? (uint8_t *)body : NULL};
+        a.s = b;
       } else {
-        strings[n_strings++] =
-            (ProtobufCBinaryData){len, len ? (uint8_t *)body : NULL};
+        strings[n_strings++] = b;
       }
       break;
     case 7: /* floats */
