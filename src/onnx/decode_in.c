@@ -446,8 +446,61 @@ static bool check_msg(const dec *d, const ProtobufCMessageDescriptor *md,
   return true;
 }
 
+/* The graph's value_info, one per value of an exported model, is most of
+ * what check_msg checks: its usual fields are checked here by number, and
+ * anything else (or a model nested too deep for all five levels) goes to
+ * check_msg, which decides. Levels: ValueInfoProto, TypeProto,
+ * TypeProto.Tensor, TensorShapeProto, TensorShapeProto.Dimension. */
+typedef struct vi_field {
+  uint8_t num, wt;
+  int8_t sub; /* level of the sub-message, -1 for none */
+  bool once;  /* a singular sub-message outside a oneof: protobuf-c would
+                 merge a second one */
+} vi_field;
+
+#define VI_LEVELS 5
+static const vi_field vi_fields[VI_LEVELS][3] = {
+    {{1, WT_LEN, -1, false}, {2, WT_LEN, 1, true}, {3, WT_LEN, -1, false}},
+    {{1, WT_LEN, 2, false}, {6, WT_LEN, -1, false}, {0, 0, 0, false}},
+    {{1, WT_VARINT, -1, false}, {2, WT_LEN, 3, true}, {0, 0, 0, false}},
+    {{1, WT_LEN, 4, false}, {0, 0, 0, false}, {0, 0, 0, false}},
+    {{1, WT_VARINT, -1, false},
+     {2, WT_LEN, -1, false},
+     {3, WT_LEN, -1, false}}};
+
+static bool vi_fast(const uint8_t *p, const uint8_t *end, int level) {
+  bool seen[3] = {false};
+  while (p < end) {
+    uint64_t tag, v;
+    if (!varint(&p, end, 5, &tag) || tag >> 32)
+      return false;
+    const vi_field *f = NULL;
+    for (int i = 0; i < 3 && !f; i++)
+      if (vi_fields[level][i].num && vi_fields[level][i].num == tag >> 3 &&
+          vi_fields[level][i].wt == (tag & 7))
+        f = &vi_fields[level][i];
+    if (!f || !varint(&p, end, f->wt == WT_VARINT ? 10 : 5, &v))
+      return false;
+    if (f->wt == WT_VARINT)
+      continue;
+    if (v > INT_MAX || v > (uint64_t)(end - p))
+      return false;
+    if (f->once && seen[f - vi_fields[level]])
+      return false;
+    seen[f - vi_fields[level]] = true;
+    if (f->sub >= 0 && !vi_fast(p, p + v, f->sub))
+      return false;
+    p += v;
+  }
+  return true;
+}
+
 static bool check_unread(const dec *d, const wfield *w, int depth) {
   if (w->f->type != PROTOBUF_C_TYPE_MESSAGE)
+    return true;
+  if (w->f->descriptor == &onnx__value_info_proto__descriptor &&
+      depth + VI_LEVELS <= d->max_depth &&
+      vi_fast(w->body, w->body + w->len, 0))
     return true;
   return check_msg(d, w->f->descriptor, w->body, w->body + w->len, depth + 1);
 }
