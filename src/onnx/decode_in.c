@@ -861,9 +861,87 @@ static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
   return true;
 }
 
+/* TensorProto: dims, data_type, name, raw_data (left in the source),
+ * short int64_data and float_data, doc_string (left out); else
+ * decode_msg. A model's many small constants (shapes, axes) are these. */
+static bool tensor_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
+                        ProtobufCMessage **out) {
+  const ProtobufCMessageDescriptor *md = &onnx__tensor_proto__descriptor;
+  if (depth > d->max_depth)
+    return false;
+  Onnx__TensorProto t = ONNX__TENSOR_PROTO__INIT;
+  int64_t dims[FAST_LIST], i64[FAST_LIST];
+  float f32[FAST_LIST];
+  size_t n_dims = 0, n_i64 = 0, n_f32 = 0;
+  view name = {NULL, 0};
+  for (const uint8_t *q = p; q < end;) {
+    uint64_t tag, v;
+    view b;
+    if (!varint(&q, end, 5, &tag) || tag >> 32)
+      return false;
+    unsigned wt = (unsigned)(tag & 7);
+    switch (tag >> 3) {
+    case 1: /* dims */
+    case 7: /* int64_data */
+      if (!fast_scalars(wt, false, &q, end, tag >> 3 == 1 ? dims : i64,
+                        tag >> 3 == 1 ? &n_dims : &n_i64))
+        return decode_msg(d, md, p, end, depth, out);
+      break;
+    case 4: /* float_data */
+      if (!fast_scalars(wt, true, &q, end, f32, &n_f32))
+        return decode_msg(d, md, p, end, depth, out);
+      break;
+    case 2: /* data_type */
+      if (wt != WT_VARINT || !varint(&q, end, 10, &v))
+        return decode_msg(d, md, p, end, depth, out);
+      t.has_data_type = 1;
+      t.data_type = (int32_t)(uint32_t)v;
+      break;
+    case 8:  /* name */
+    case 9:  /* raw_data */
+    case 12: /* doc_string, left out */
+      if (wt != WT_LEN || !payload(&q, end, &b.p, &b.n))
+        return decode_msg(d, md, p, end, depth, out);
+      if (tag >> 3 == 8) {
+        name = b;
+      } else if (tag >> 3 == 9) {
+        t.has_raw_data = 1;
+        t.raw_data = (ProtobufCBinaryData){b.n, b.n ? (uint8_t *)b.p : NULL};
+      }
+      break;
+    default:
+      return decode_msg(d, md, p, end, depth, out);
+    }
+  }
+  size_t fl = (n_f32 * sizeof *f32 + 7) & ~(size_t)7;
+  Onnx__TensorProto *m =
+      dalloc(d, sizeof t + (n_dims + n_i64) * 8 + fl + name.n + 1, 8);
+  if (!m)
+    return false;
+  *m = t;
+  uint8_t *at = (uint8_t *)(m + 1);
+  /* protobuf-c leaves an empty list NULL */
+  m->dims = n_dims ? memcpy(at, dims, n_dims * 8) : NULL;
+  at += n_dims * 8;
+  m->int64_data = n_i64 ? memcpy(at, i64, n_i64 * 8) : NULL;
+  at += n_i64 * 8;
+  m->float_data = n_f32 ? memcpy(at, f32, n_f32 * sizeof *f32) : NULL;
+  at += fl;
+  m->n_dims = n_dims;
+  m->n_int64_data = n_i64;
+  m->n_float_data = n_f32;
+  char *str = (char *)at;
+  if (name.p)
+    m->name = put_view(&str, name);
+  *out = &m->base;
+  return true;
+}
+
 static bool decode_sub(dec *d, const ProtobufCMessageDescriptor *md,
                        const uint8_t *p, const uint8_t *end, int depth,
                        ProtobufCMessage **out) {
+  if (md == &onnx__tensor_proto__descriptor)
+    return tensor_fast(d, p, end, depth, out);
   if (md == &onnx__node_proto__descriptor)
     return node_fast(d, p, end, depth, out);
   if (md == &onnx__attribute_proto__descriptor)

@@ -89,6 +89,16 @@ static buf rich_model(void) {
   put_str(&t, 8, "scalar");
   put_len(&t, 9, NULL, 0); /* empty raw_data: data stays NULL */
   wrap(&graph, 5, &t);
+  /* more elements than the one-pass reader gathers: read field by field */
+  put_int(&t, 1, 40);
+  put_int(&t, 2, 7);
+  for (int i = 0; i < 40; i++)
+    put_varint(&packed, (uint64_t)i);
+  put_len(&t, 7, packed.p, packed.n);
+  free(packed.p);
+  packed = (buf){0};
+  put_str(&t, 8, "long");
+  wrap(&graph, 5, &t);
 
   buf node = {0}, attr = {0};
   put_str(&node, 1, "x");
