@@ -566,15 +566,15 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
   return true;
 }
 
-/* ---- nodes and attributes ---------------------------------------------- */
+/* ---- nodes, attributes, tensors ----------------------------------------- */
 
-/* A model is mostly nodes and their attributes. The descriptor-driven path
- * reads each of them twice (counting, then filling) and looks every field
- * up; these read the fields they expect by number in one pass, into lists
- * gathered on the stack, and hand the message to decode_msg for anything
- * else (another field, another wire type, long lists), which decides as
- * before. The field numbers are onnx.proto's; test_onnx_decode compares
- * the result with protobuf-c's. */
+/* A model is mostly nodes, their attributes and small constants. The
+ * descriptor-driven path reads each of them twice (counting, then
+ * filling) and looks every field up; these read the fields they expect by
+ * number in one pass, into lists gathered on the stack, and hand the
+ * message to decode_msg for anything else (another field, another wire
+ * type, long lists), which decides as before. The field numbers are
+ * onnx.proto's; test_onnx_decode compares the result with protobuf-c's. */
 
 /* Longest input, output or attribute list read in one pass. */
 #define FAST_LIST 32
@@ -701,12 +701,12 @@ static bool attr_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
       memcpy(&a.f, q, 4);
       q += 4;
       break;
-    case 4: /* s */
-    case 9: /* strings */
+    case 4:   /* s */
+    case 9: { /* strings */
+      ProtobufCBinaryData b;
       if (wt != WT_LEN || !payload(&q, end, &body, &len) ||
           (tag >> 3 == 9 && n_strings == FAST_LIST))
         return decode_msg(d, md, p, end, depth, out);
-      ProtobufCBinaryData b;
       if (!attr_bytes(d, body, len, &b))
         return false;
       if (tag >> 3 == 4) {
@@ -716,6 +716,7 @@ static bool attr_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
         strings[n_strings++] = b;
       }
       break;
+    }
     case 7: /* floats */
     case 8: /* ints */
       if (!fast_scalars(wt, tag >> 3 == 7, &q, end,
@@ -783,7 +784,8 @@ static bool node_fast(dec *d, const uint8_t *p, const uint8_t *end, int depth,
   const ProtobufCMessageDescriptor *md = &onnx__node_proto__descriptor;
   if (depth > d->max_depth)
     return false;
-  view in[FAST_LIST], outs[FAST_LIST], one[3] = {{NULL, 0}}; /* name, ... */
+  /* one: name, op_type, domain */
+  view in[FAST_LIST], outs[FAST_LIST], one[3] = {{NULL, 0}};
   bool has[3] = {false};
   Onnx__AttributeProto *attrs[FAST_LIST];
   size_t n_in = 0, n_out = 0, n_attr = 0, chars = 0;
