@@ -245,6 +245,12 @@ static ccg_status find_dropped(im *m) {
     if (is_constant_node(np) && np->output[0] && *np->output[0])
       cnodes[n_cnodes++] = (uint32_t)i;
     h += np->n_input;
+    /* for reserve: counts up to what real ops have (a hint, not a limit:
+     * the tables still grow past it), so that a model listing millions of
+     * names on one node is refused by the graph before its tables are
+     * sized for it */
+    m->n_values += np->n_output < 16 ? np->n_output : 16;
+    m->n_uses += np->n_input < 16 ? np->n_input : 16;
   }
   ccg_status st = index_consts(m, si, n_si, cnodes, n_cnodes);
   /* the candidates: constants in an axes/split input */
@@ -523,19 +529,13 @@ static ccg_status read_graph_meta(im *m) {
   return CCG_STATUS_OK;
 }
 
-/* The graph's tables at the size the model gives, grown once. A node's
- * counts are taken up to what real ops have (a hint, not a limit: the
- * tables still grow past it), so that a model listing millions of names on
- * one node is refused by the graph before its tables are sized for it. */
+/* The graph's tables at the size the model gives (find_dropped counts the
+ * nodes' values and uses), grown once. */
 static ccg_status reserve(im *m) {
   const Onnx__GraphProto *gp = m->gp;
-  size_t values = gp->n_input + gp->n_initializer, uses = 0;
-  for (size_t i = 0; i < gp->n_node; i++) {
-    size_t no = gp->node[i]->n_output, ni = gp->node[i]->n_input;
-    values += no < 16 ? no : 16;
-    uses += ni < 16 ? ni : 16;
-  }
-  if (ccg__graph_reserve(m->g, gp->n_node, values, uses) != CCG_STATUS_OK)
+  if (ccg__graph_reserve(m->g, gp->n_node,
+                         gp->n_input + gp->n_initializer + m->n_values,
+                         m->n_uses) != CCG_STATUS_OK)
     return from_graph(m);
   return CCG_STATUS_OK;
 }

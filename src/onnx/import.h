@@ -27,6 +27,18 @@ typedef struct im {
    * the first of the node being read */
   uint32_t *in_hash;
   const uint32_t *node_hash;
+  /* the nodes' outputs and inputs, each node's counted up to 16 (the
+   * graph's tables are reserved for them) */
+  size_t n_values, n_uses;
+  /* The last ops resolved (names in the decoded model): a model has few
+   * distinct ops, and comparing names is cheaper than the registry's
+   * lookup (nodes_in.c). */
+  struct {
+    const char *op_type, *domain;
+    int op, kind;
+    bool tanh_form;
+  } ops[8];
+  unsigned n_ops;
   /* initializers whose raw_data is read from the source, not from the
    * decoded model (strip.c): copied, never lent; with drop_pages the source
    * is a mapped file whose pages are let go once copied */

@@ -99,6 +99,32 @@ static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
   return CCG_STATUS_OK;
 }
 
+#define N_OPS (sizeof((im *)0)->ops / sizeof((im *)0)->ops[0])
+
+/* resolve, through the ops resolved before (only successes are kept). */
+static ccg_status resolve_memo(im *m, const Onnx__NodeProto *np, ccg_op *op,
+                               kind *k, bool *tanh_form) {
+  const char *t = np->op_type ? np->op_type : "";
+  const char *d = np->domain ? np->domain : "";
+  size_t n = m->n_ops < N_OPS ? m->n_ops : N_OPS;
+  for (size_t i = 0; i < n; i++)
+    if (m->ops[i].op_type[0] == t[0] && strcmp(m->ops[i].op_type, t) == 0 &&
+        strcmp(m->ops[i].domain, d) == 0) {
+      *op = (ccg_op)m->ops[i].op;
+      *k = (kind)m->ops[i].kind;
+      *tanh_form = m->ops[i].tanh_form;
+      return CCG_STATUS_OK;
+    }
+  CCG_CHECK(resolve(m, np, op, k, tanh_form));
+  size_t at = m->n_ops++ % N_OPS;
+  m->ops[at].op_type = t;
+  m->ops[at].domain = d;
+  m->ops[at].op = (int)*op;
+  m->ops[at].kind = (int)*k;
+  m->ops[at].tanh_form = *tanh_form;
+  return CCG_STATUS_OK;
+}
+
 /* ---- attributes --------------------------------------------------------- */
 
 static ccg_status copy_string(im *m, const Onnx__NodeProto *np,
@@ -399,16 +425,32 @@ static ccg_status inputs(im *m, const Onnx__NodeProto *np, int slot,
   return CCG_STATUS_OK;
 }
 
+/* Lists up to this long are kept on the stack while a node is read. */
+#define SMALL_LIST 16
+
 static ccg_status node_in(im *m, const Onnx__NodeProto *np) {
   ccg_op op;
   kind k;
   bool tanh_form = false;
-  CCG_CHECK(resolve(m, np, &op, &k, &tanh_form));
+  CCG_CHECK(resolve_memo(m, np, &op, &k, &tanh_form));
   int slot = k == K_PLAIN ? ccg__onnx_attr_slot(m, np) : -1;
-  ccg_value_id *in = ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
-  nodebuf nb = {ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
-                0};
-  const char **outs = ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
+  /* most nodes' lists fit on the stack */
+  ccg_value_id in_buf[SMALL_LIST];
+  ccg_attr attr_buf[SMALL_LIST + 8];
+  const char *out_buf[SMALL_LIST];
+  ccg_value_id *in =
+      np->n_input < SMALL_LIST
+          ? in_buf
+          : ccg__arena_calloc(&m->a, np->n_input + 1, sizeof *in);
+  nodebuf nb = {
+      np->n_attribute < SMALL_LIST
+          ? attr_buf
+          : ccg__arena_calloc(&m->a, np->n_attribute + 8, sizeof *nb.attrs),
+      0};
+  const char **outs =
+      np->n_output < SMALL_LIST
+          ? out_buf
+          : ccg__arena_calloc(&m->a, np->n_output + 1, sizeof *outs);
   if (!in || !nb.attrs || !outs)
     return ccg__onnx_node_fail(m, np, CCG_STATUS_OOM, "reading the node");
   size_t n_in = 0;

@@ -79,12 +79,12 @@ bool ccg__onnx_cap_exceeded(const ccg__onnx_cap *cap);
 void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size);
 /* Decodes data[0..size) into the ModelProto that protobuf-c's unpack
  * would give, allocated from `cap` (set up by the caller), without copying
- * bytes fields: their data points into `data`, which must outlive the
- * model. The graph's value_info and doc strings are checked but left out
- * (no reader of an import looks at them). A model it returns passes
- * ccg__onnx_wire_check(data, size, max_depth). Returns NULL, with cap
- * released, for anything else and anything it does not decode exactly as
- * protobuf-c would (a field the descriptors lack, a repeated singular
+ * bytes fields other than attributes' strings: their data points into
+ * `data`, which must outlive the model. The graph's value_info and doc strings
+ * are checked but left out (no reader of an import looks at them). A model it
+ * returns passes ccg__onnx_wire_check(data, size, max_depth). Returns NULL,
+ * with cap released, for anything else and anything it does not decode exactly
+ * as protobuf-c would (a field the descriptors lack, a repeated singular
  * sub-message, the cap reached): the caller then runs the pre-scan and
  * protobuf-c. Thread-safe. */
 struct Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
