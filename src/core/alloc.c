@@ -91,8 +91,9 @@ static struct {
 static size_t n_kept, kept_bytes;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The smallest kept block of at least n bytes, its tail past n unmapped;
- * NULL if none. Blocks more than twice n stay for a larger request. */
+/* The smallest kept block of at least n bytes (of equal ones the newest,
+ * likelier still in the cache), its tail past n unmapped; NULL if none.
+ * Blocks more than twice n stay for a larger request. */
 static uint8_t *take_kept(size_t n) {
   uint8_t *p = NULL;
   size_t have = 0;
@@ -100,7 +101,7 @@ static uint8_t *take_kept(size_t n) {
   size_t best = n_kept;
   for (size_t i = 0; i < n_kept; i++)
     if (kept[i].n >= n && kept[i].n / 2 <= n &&
-        (best == n_kept || kept[i].n < kept[best].n))
+        (best == n_kept || kept[i].n <= kept[best].n))
       best = i;
   if (best < n_kept) {
     p = kept[best].p;
@@ -135,6 +136,48 @@ static uint8_t *map_new(size_t n) {
   return p;
 }
 
+/* Moves kept blocks whose size is a whole number of 2 MiB into
+ * [q + from, q + n) of a new mapping q, from `from` (2 MiB aligned) on, the
+ * largest first, where they fit: their pages, already made, replace new
+ * ones the kernel would zero on first touch (of equal sizes the newest
+ * first). What stays uncovered is new
+ * pages. A block that cannot be moved is given back. Returns the end of
+ * what kept blocks cover ([from, end)), `from` where none. */
+static size_t fill_from_kept(uint8_t *q, size_t from, size_t n) {
+#ifdef MREMAP_FIXED
+  uint8_t *take[KEEP_SLOTS];
+  size_t take_n[KEEP_SLOTS], n_take = 0, off = from;
+  pthread_mutex_lock(&kept_lock);
+  for (;;) {
+    size_t best = n_kept;
+    for (size_t i = 0; i < n_kept; i++)
+      if (kept[i].n % BULK_ALIGN == 0 && kept[i].n <= n - off &&
+          (best == n_kept || kept[i].n >= kept[best].n))
+        best = i;
+    if (best == n_kept)
+      break;
+    take[n_take] = kept[best].p;
+    take_n[n_take++] = kept[best].n;
+    off += kept[best].n;
+    kept_bytes -= kept[best].n;
+    memmove(&kept[best], &kept[best + 1], (n_kept - best - 1) * sizeof kept[0]);
+    n_kept--;
+  }
+  pthread_mutex_unlock(&kept_lock);
+  off = from;
+  for (size_t i = 0; i < n_take; i++) {
+    if (mremap(take[i], take_n[i], take_n[i], MREMAP_MAYMOVE | MREMAP_FIXED,
+               q + off) == MAP_FAILED)
+      munmap(take[i], take_n[i]);
+    off += take_n[i];
+  }
+  return off;
+#else
+  (void)q, (void)n;
+  return from;
+#endif
+}
+
 static bool bulk_size(size_t size, size_t *n) {
   *n = bulk_bytes(size);
   return size && *n >= size && *n <= SIZE_MAX - BULK_ALIGN;
@@ -145,7 +188,9 @@ void *ccg__bulk_alloc(size_t size) {
   if (!bulk_size(size, &n))
     return NULL;
   uint8_t *p = take_kept(n);
-  return p ? p : map_new(n);
+  if (!p && (p = map_new(n)))
+    fill_from_kept(p, 0, n);
+  return p;
 }
 
 void *ccg__bulk_zalloc(size_t size) {
@@ -153,24 +198,39 @@ void *ccg__bulk_zalloc(size_t size) {
   if (!bulk_size(size, &n))
     return NULL;
   uint8_t *p = take_kept(n);
-  if (p)
+  if (p) {
     memset(p, 0, n);
-  return p ? p : map_new(n); /* new pages are zero */
+  } else if ((p = map_new(n))) {
+    /* new pages are zero: only the moved ones are cleared */
+    memset(p, 0, fill_from_kept(p, 0, n));
+  }
+  return p;
 }
 
 void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size) {
-  if (new_size < old_size)
+  size_t n;
+  if (new_size < old_size || !bulk_size(new_size, &n))
     return NULL;
-  uint8_t *q = ccg__bulk_alloc(new_size);
-  if (!q || !p)
-    return q;
+  if (!p)
+    return ccg__bulk_alloc(new_size);
 #ifdef MREMAP_FIXED
-  /* The old pages move over the start of the new block (both 2 MiB
-   * aligned: huge pages move whole), instead of being copied into fresh
-   * pages the kernel zeroes first. */
-  if (mremap(p, bulk_bytes(old_size), bulk_bytes(old_size),
-             MREMAP_MAYMOVE | MREMAP_FIXED, q) != MAP_FAILED)
+  /* The old pages move over the start of a new mapping (both 2 MiB
+   * aligned: huge pages move whole), and kept blocks fill the rest where
+   * they fit, instead of fresh pages the kernel zeroes first. */
+  uint8_t *q = map_new(n);
+  if (!q)
+    return NULL;
+  size_t old_n = bulk_bytes(old_size);
+  if (mremap(p, old_n, old_n, MREMAP_MAYMOVE | MREMAP_FIXED, q) != MAP_FAILED) {
+    size_t from = (old_n + BULK_ALIGN - 1) / BULK_ALIGN * BULK_ALIGN;
+    if (from < n)
+      fill_from_kept(q, from, n);
     return q;
+  }
+#else
+  uint8_t *q = ccg__bulk_alloc(new_size);
+  if (!q)
+    return NULL;
 #endif
   memcpy(q, p, old_size);
   ccg__bulk_free(p, old_size);

@@ -254,8 +254,9 @@ static void test_bulk(void **state) {
 }
 
 /* Freed blocks are kept and handed out again (contents undefined, zeroed
- * by ccg__bulk_zalloc), the smallest that fits first, never more than
- * CCG__BULK_KEEP bytes in all; trimming gives them back. */
+ * by ccg__bulk_zalloc), the smallest that fits first, or moved together
+ * into a larger block, never more than CCG__BULK_KEEP bytes in all;
+ * trimming gives them back. */
 static void test_bulk_kept(void **state) {
   (void)state;
   ccg__bulk_trim();
@@ -293,11 +294,45 @@ static void test_bulk_kept(void **state) {
     ccg__bulk_free(d[i], big);
   assert_true(ccg__bulk_kept() <= CCG__BULK_KEEP);
   assert_int_equal(ccg__bulk_kept(), 4 * big);
-  /* larger than the bound: never kept */
+  /* larger than every kept block: made of them (moved, not copied), the
+   * rest new pages; and larger than the bound: never kept */
+  d[0] = ccg__bulk_alloc(big);
+  memset(d[0], 3, big);
+  ccg__bulk_free(d[0], big);
   unsigned char *e = ccg__bulk_alloc(CCG__BULK_KEEP + mib);
   assert_non_null(e);
+  assert_int_equal(ccg__bulk_kept(), 0);
+  assert_int_equal(e[0], 3); /* the largest kept block comes first */
+  assert_int_equal(e[big - 1], 3);
+  assert_int_equal(e[CCG__BULK_KEEP + mib - 1], 0); /* a new page */
   ccg__bulk_free(e, CCG__BULK_KEEP + mib);
-  assert_int_equal(ccg__bulk_kept(), 4 * big);
+  assert_int_equal(ccg__bulk_kept(), 0);
+  /* zeroed where it was made of kept blocks */
+  for (int i = 0; i < 2; i++) {
+    d[i] = ccg__bulk_alloc(n);
+    memset(d[i], 1 + i, n);
+  }
+  ccg__bulk_free(d[0], n);
+  ccg__bulk_free(d[1], n);
+  z = ccg__bulk_zalloc(3 * n);
+  assert_non_null(z);
+  assert_int_equal(ccg__bulk_kept(), 0);
+  for (size_t i = 0; i < 3 * n; i += 4096)
+    assert_int_equal(z[i], 0);
+  /* growing: the old pages move, kept blocks fill what they can */
+  memset(z, 7, 3 * n);
+  d[0] = ccg__bulk_alloc(2 * n);
+  memset(d[0], 8, 2 * n);
+  ccg__bulk_free(d[0], 2 * n);
+  unsigned char *g = ccg__bulk_grow(z, 3 * n, 6 * n);
+  assert_non_null(g);
+  assert_int_equal(g[0], 7);
+  assert_int_equal(g[3 * n - 1], 7);
+  assert_int_equal(g[3 * n], 8);
+  assert_int_equal(g[5 * n - 1], 8);
+  assert_int_equal(g[6 * n - 1], 0);
+  assert_int_equal(ccg__bulk_kept(), 0);
+  ccg__bulk_free(g, 6 * n);
   ccg__bulk_trim();
   assert_int_equal(ccg__bulk_kept(), 0);
 }
