@@ -134,7 +134,7 @@ static int elem_wire(ProtobufCType t) {
   }
 }
 
-static size_t elem_size(ProtobufCType t) {
+size_t ccg__onnx_pb_elem_size(ProtobufCType t) {
   switch (t) {
   case PROTOBUF_C_TYPE_INT32:
   case PROTOBUF_C_TYPE_ENUM:
@@ -313,7 +313,7 @@ static bool put_len(dec *d, const wfield *w, int depth, void *dst) {
 /* Appends a packed run to the repeated field at base (n elements so far). */
 static void put_packed(const wfield *w, uint8_t *base, size_t *n) {
   ProtobufCType t = w->f->type;
-  size_t el = elem_size(t);
+  size_t el = ccg__onnx_pb_elem_size(t);
   const uint8_t *p = w->body, *end = w->body + w->len;
   int ew = elem_wire(t);
   while (p < end) {
@@ -339,7 +339,7 @@ static bool grow(dec *d, const ProtobufCFieldDescriptor *f, uint8_t *m,
     want = 16;
   if (want > UINT32_MAX)
     return false;
-  size_t el = elem_size(f->type);
+  size_t el = ccg__onnx_pb_elem_size(f->type);
   void *list = dalloc(d, want * el, 8), *old;
   if (!list)
     return false;
@@ -372,7 +372,7 @@ static bool put(dec *d, const ProtobufCMessageDescriptor *md, const wfield *w,
       put_packed(w, base, n);
       return true;
     }
-    void *dst = base + *n * elem_size(f->type);
+    void *dst = base + *n * ccg__onnx_pb_elem_size(f->type);
     ++*n;
     if (w->wt != WT_LEN) {
       put_scalar(f->type, w->v, w->body, dst);
@@ -543,7 +543,8 @@ static bool decode_msg(dec *d, const ProtobufCMessageDescriptor *md,
     if (!count[i])
       continue;
     const ProtobufCFieldDescriptor *f = &md->fields[i];
-    void *list = dalloc(d, (size_t)count[i] * elem_size(f->type), 8);
+    void *list =
+        dalloc(d, (size_t)count[i] * ccg__onnx_pb_elem_size(f->type), 8);
     if (!list)
       return false;
     memcpy(m + f->offset, &list, sizeof list);

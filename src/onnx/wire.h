@@ -89,6 +89,9 @@ void *ccg__onnx_cap_block(ccg__onnx_cap *cap, size_t size);
  * protobuf-c. Thread-safe. */
 struct Onnx__ModelProto *ccg__onnx_decode(const uint8_t *data, size_t size,
                                           int max_depth, ccg__onnx_cap *cap);
+/* The bytes one element of a repeated field of type t takes in a
+ * protobuf-c message (protobuf-c keeps its own table private). */
+size_t ccg__onnx_pb_elem_size(ProtobufCType t);
 /* Frees every block the allocator handed out (whatever was unpacked through
  * it is gone) and leaves `cap` empty with the same limit. */
 void ccg__onnx_cap_release(ccg__onnx_cap *cap);

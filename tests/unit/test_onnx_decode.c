@@ -225,23 +225,6 @@ static bool unread(const ProtobufCMessageDescriptor *md,
   return strcmp(f->name, "doc_string") == 0;
 }
 
-static size_t elem_size(ProtobufCType t) {
-  switch (t) {
-  case PROTOBUF_C_TYPE_INT32:
-  case PROTOBUF_C_TYPE_ENUM:
-  case PROTOBUF_C_TYPE_FLOAT:
-    return 4;
-  case PROTOBUF_C_TYPE_INT64:
-  case PROTOBUF_C_TYPE_UINT64:
-  case PROTOBUF_C_TYPE_DOUBLE:
-    return 8;
-  case PROTOBUF_C_TYPE_BYTES:
-    return sizeof(ProtobufCBinaryData);
-  default:
-    return sizeof(void *);
-  }
-}
-
 typedef struct src {
   const uint8_t *p;
   size_t n;
@@ -289,7 +272,7 @@ static void compare_elem(const ProtobufCMessageDescriptor *md,
     break;
   }
   default:
-    if (memcmp(a, b, elem_size(f->type)) != 0)
+    if (memcmp(a, b, ccg__onnx_pb_elem_size(f->type)) != 0)
       fail_msg("%s.%s: values differ", path, f->name);
   }
 }
@@ -308,7 +291,7 @@ static void compare_msg(const ProtobufCMessageDescriptor *md, const void *a,
         fail_msg("%s.%s: %zu elements against %zu", path, f->name, na, nb);
       const uint8_t *ea = *(uint8_t *const *)(const void *)(x + f->offset);
       const uint8_t *eb = *(uint8_t *const *)(const void *)(y + f->offset);
-      size_t el = elem_size(f->type);
+      size_t el = ccg__onnx_pb_elem_size(f->type);
       for (size_t k = 0; k < na; k++)
         compare_elem(md, f, ea + k * el, eb + k * el, s, path);
       continue;
@@ -573,10 +556,11 @@ static const char *short_name(const ProtobufCMessageDescriptor *md) {
  * same message inside. Walks every message a ModelProto reaches. */
 static void test_schema_matches_descriptors(void **state) {
   (void)state;
-  const ProtobufCMessageDescriptor *todo[64] = {&onnx__model_proto__descriptor};
+  const ProtobufCMessageDescriptor *queue[64] = {
+      &onnx__model_proto__descriptor};
   size_t n = 1, fields = 0;
   for (size_t i = 0; i < n; i++) {
-    const ProtobufCMessageDescriptor *md = todo[i];
+    const ProtobufCMessageDescriptor *md = queue[i];
     for (unsigned k = 0; k < md->n_fields; k++) {
       const ProtobufCFieldDescriptor *f = &md->fields[k];
       const ProtobufCMessageDescriptor *sub =
@@ -596,10 +580,10 @@ static void test_schema_matches_descriptors(void **state) {
       }
       bool seen = !sub;
       for (size_t j = 0; j < n && !seen; j++)
-        seen = todo[j] == sub;
+        seen = queue[j] == sub;
       if (!seen) {
-        assert_true(n < sizeof todo / sizeof todo[0]);
-        todo[n++] = sub;
+        assert_true(n < sizeof queue / sizeof queue[0]);
+        queue[n++] = sub;
       }
     }
   }
