@@ -167,6 +167,20 @@ static void mk_meta(mk *k, const char *key, const char *value) {
   k->kvp[i] = &k->kv[i];
 }
 
+/* The ReduceMean "mean" got its axes constant as the attribute axes = [1],
+ * and the value `out` has the shape `shape`. */
+static void expect_axes_1(ccg_graph *g, const char *out, const char *shape) {
+  ccg_node_id n;
+  assert_ok(g, ccg_graph_find_node(g, "mean", &n));
+  const ccg_attr *ax = ccg_node_attr(g, n, "axes");
+  assert_non_null(ax);
+  assert_int_equal(ax->n, 1);
+  assert_int_equal(ax->ints[0], 1);
+  ccg_value_id v;
+  assert_ok(g, ccg_graph_find_value(g, out, &v));
+  assert_string_equal(ccg_test_shape(g, v), shape);
+}
+
 /* Packs, frees the builder and imports (base_dir for external data). */
 static ccg_status mk_import(mk *k, const char *base_dir, ccg_graph **g) {
   size_t n = onnx__model_proto__get_packed_size(&k->m);
@@ -202,15 +216,7 @@ static void test_axes_inputs_become_attributes(void **state) {
   assert_ok(NULL, mk_import(k, NULL, &g));
   assert_int_equal(ccg_graph_num_initializers(g), 0);
   assert_int_equal(ccg_graph_num_nodes(g), 2);
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_find_node(g, "mean", &n));
-  const ccg_attr *ax = ccg_node_attr(g, n, "axes");
-  assert_non_null(ax);
-  assert_int_equal(ax->n, 1);
-  assert_int_equal(ax->ints[0], 1);
-  ccg_value_id y;
-  assert_ok(g, ccg_graph_find_value(g, "y", &y));
-  assert_string_equal(ccg_test_shape(g, y), "[1,2,1]");
+  expect_axes_1(g, "y", "[1,2,1]");
   ccg_graph_free(g);
 }
 
@@ -239,15 +245,7 @@ static void test_axes_constant_kept(void **state) {
   assert_int_equal(ccg_graph_num_inputs(g), 1);
   assert_int_equal(ccg_graph_num_initializers(g), 2);
   assert_int_equal(ccg_graph_num_nodes(g), 3);
-  ccg_node_id n;
-  assert_ok(g, ccg_graph_find_node(g, "mean", &n));
-  const ccg_attr *ax = ccg_node_attr(g, n, "axes");
-  assert_non_null(ax);
-  assert_int_equal(ax->n, 1);
-  assert_int_equal(ax->ints[0], 1);
-  ccg_value_id m;
-  assert_ok(g, ccg_graph_find_value(g, "m", &m));
-  assert_string_equal(ccg_test_shape(g, m), "[2,1]");
+  expect_axes_1(g, "m", "[2,1]");
   ccg_graph_free(g);
 }
 
