@@ -35,3 +35,17 @@ zoo_plan() {
   fi
   echo "$plan"
 }
+
+# For every training variant of the zoo (TorchScript and dynamo exports):
+# its reference gradients (unsharded, full batch), inputs and plan, then
+# `"$@" TAG MODEL GRAD_REF INPUTS PLAN`.
+each_zoo_variant() {
+  local z v arch tag in plan
+  for z in "$src"/tests/data/zoo/*/*_train; do
+    v=${z#"$src"/tests/data/zoo/} arch=${v%%/*} tag=${v/\//_}
+    "$tool" grad "$z/model.onnx" --loss loss -o "$work/${tag}_ref.onnx" >/dev/null || exit 1
+    in=$(zoo_inputs "$z")
+    plan=$(zoo_plan "$z" "$arch" "$tag") || exit 1
+    "$@" "$tag" "$z/model.onnx" "$work/${tag}_ref.onnx" "$in" "$plan"
+  done
+}

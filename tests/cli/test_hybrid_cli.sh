@@ -28,16 +28,15 @@ run=("$tool")
 # proposal where a dynamo export's module paths differ from it. Mixtral's
 # routing (NonZero over each dp rank's flattened tokens) is chunk-local
 # under dp, and on pp its expert sizes are found from received data ----
-for z in "$src"/tests/data/zoo/*/*_train; do
-  v=${z#"$src"/tests/data/zoo/} arch=${v%%/*} tag=${v/\//_}
-  "$tool" grad "$z/model.onnx" --loss loss -o "$work/${tag}_ref.onnx" >/dev/null || exit 1
-  in=$(zoo_inputs "$z")
-  plan=$(zoo_plan "$z" "$arch" "$tag") || exit 1
+# args: TAG MODEL GRAD_REF INPUTS PLAN (each_zoo_variant)
+three_meshes() {
+  local mesh
   for mesh in dp=2,tp=2 pp=2,tp=2 dp=2,pp=2,tp=2; do
-    hybrid "${tag}_${mesh//[=,]/_}" "$z/model.onnx" "$work/${tag}_ref.onnx" loss "$in" \
-      --plan "$plan" --mesh "$mesh"
+    hybrid "${1}_${mesh//[=,]/_}" "$2" "$3" loss "$4" --plan "$5" --mesh "$mesh"
   done
-done
+}
+each_zoo_variant three_meshes
+
 # mixtral's experts as ZeRO 3 shards, gathered again for the backward of
 # each rank's routed rows
 z=$src/tests/data/zoo/mixtral/ts_train

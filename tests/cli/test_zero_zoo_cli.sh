@@ -15,14 +15,12 @@ run=("$tool")
 . "$(dirname "$0")/expect.sh"
 . "$(dirname "$0")/hybrid_lib.sh"
 
-for z in "$src"/tests/data/zoo/*/*_train; do
-  v=${z#"$src"/tests/data/zoo/} arch=${v%%/*} tag=${v/\//_}
-  "$tool" grad "$z/model.onnx" --loss loss -o "$work/${tag}_ref.onnx" >/dev/null || exit 1
-  in=$(zoo_inputs "$z")
-  plan=$(zoo_plan "$z" "$arch" "$tag") || exit 1
+# args: TAG MODEL GRAD_REF INPUTS PLAN (each_zoo_variant)
+zero_1_and_3() {
+  local zero
   for zero in 1 3; do
-    hybrid "${tag}_z$zero" "$z/model.onnx" "$work/${tag}_ref.onnx" loss "$in" \
-      --plan "$plan" --mesh dp=2,tp=2 --zero $zero
+    hybrid "${1}_z$zero" "$2" "$3" loss "$4" --plan "$5" --mesh dp=2,tp=2 --zero $zero
   done
-done
+}
+each_zoo_variant zero_1_and_3
 expect_summary "cli zero zoo"
