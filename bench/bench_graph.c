@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_NAME "bench_graph"
+#include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 #include "gpt_model.h"
 #include "graph/internal.h"
@@ -38,19 +40,7 @@
  * (--clock wall for wall time). */
 static clockid_t bench_clock = CLOCK_PROCESS_CPUTIME_ID;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(bench_clock, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-#define CHECK(g, call)                                                         \
-  do {                                                                         \
-    if ((call) != CCG_STATUS_OK) {                                             \
-      fprintf(stderr, "bench_graph: %s\n", ccg_last_error(g));                 \
-      exit(3);                                                                 \
-    }                                                                          \
-  } while (0)
+static double now(void) { return bench_clock_s(bench_clock); }
 
 /* One block: 8 nodes plus 1 initializer. */
 static ccg_value_id block(ccg_graph *g, ccg_value_id x, ccg_value_id w,

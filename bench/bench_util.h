@@ -1,4 +1,4 @@
-/* What the bench programs share: the wall clock they time with, and the
+/* What the bench programs share: the clocks they time with, and the
  * check that stops a bench whose setup failed (exit 3, naming the program
  * and the library's error) so that a broken run never prints a ratio.
  * A program defines BENCH_NAME before including this. */
@@ -11,11 +11,14 @@
 
 #include "ccgraph/ccgraph.h"
 
-static inline double bench_now(void) {
+/* Seconds on clock c (CLOCK_MONOTONIC, CLOCK_PROCESS_CPUTIME_ID, ...). */
+static inline double bench_clock_s(clockid_t c) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(c, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+static inline double bench_now(void) { return bench_clock_s(CLOCK_MONOTONIC); }
 
 #define CHECK(h, call)                                                         \
   do {                                                                         \
