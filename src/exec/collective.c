@@ -21,12 +21,10 @@ static void make_coll(ccg_exec *x, const ccg__xnode *n, ccg_dtype dt,
 /* outer (dims before axis) and inner (elements after it). */
 static void split_dims(const ccg__xval *v, int axis, size_t *outer,
                        size_t *inner) {
-  *outer = 1;
-  *inner = 1;
-  for (int d = 0; d < axis; d++)
-    *outer *= (size_t)v->dims[d];
-  for (int d = axis + 1; d < v->rank; d++)
-    *inner *= (size_t)v->dims[d];
+  int64_t o, i;
+  ccg__xval_around(v, axis, &o, NULL, &i);
+  *outer = (size_t)o;
+  *inner = (size_t)i;
 }
 
 void ccg__chunk_copy(void *packed, void *full, size_t es, size_t outer,

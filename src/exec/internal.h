@@ -32,6 +32,22 @@ typedef struct ccg__xval {
   bool is_output;
 } ccg__xval;
 
+/* v viewed as [outer, len, inner] around axis ax: the product of the dims
+ * before it, its own (1 for a scalar), and the product of those after it.
+ * len may be NULL. */
+static inline void ccg__xval_around(const ccg__xval *v, int ax, int64_t *outer,
+                                    int64_t *len, int64_t *inner) {
+  int64_t o = 1, i = 1;
+  for (int d = 0; d < ax; d++)
+    o *= v->dims[d];
+  for (int d = ax + 1; d < v->rank; d++)
+    i *= v->dims[d];
+  *outer = o;
+  *inner = i;
+  if (len)
+    *len = v->rank ? v->dims[ax] : 1;
+}
+
 typedef struct ccg__xnode ccg__xnode;
 typedef ccg_status (*ccg__kernel_fn)(ccg_exec *x, const ccg__xnode *n);
 

@@ -208,11 +208,8 @@ ccg_status ccg__prep_index(ccg_exec *x, ccg__xnode *n) {
   int ax;
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &ax));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; d++)
-    outer *= a->dims[d];
-  for (int d = ax + 1; d < a->rank; d++)
-    inner *= a->dims[d];
+  int64_t outer, inner;
+  ccg__xval_around(a, ax, &outer, NULL, &inner);
   n->p.axis = ax;
   n->p.i0 = outer;
   n->p.i1 = inner;

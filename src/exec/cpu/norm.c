@@ -76,14 +76,7 @@ static ccg_status prep_softmax(ccg_exec *x, ccg__xnode *n) {
   int ax;
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &ax));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; d++)
-    outer *= a->dims[d];
-  for (int d = ax + 1; d < a->rank; d++)
-    inner *= a->dims[d];
-  n->p.i0 = outer;
-  n->p.i1 = a->rank ? a->dims[ax] : 1;
-  n->p.i2 = inner;
+  ccg__xval_around(a, ax, &n->p.i0, &n->p.i1, &n->p.i2);
   n->run = run_softmax;
   return CCG_STATUS_OK;
 }
@@ -178,11 +171,9 @@ static ccg_status prep_layer_norm(ccg_exec *x, ccg__xnode *n) {
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
   CCG_CHECK(ccg__xattr_f(x, n, "epsilon", &n->p.f0));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &ax));
-  int64_t outer = 1, len = 1;
-  for (int d = 0; d < ax; d++)
-    outer *= a->dims[d];
-  for (int d = ax; d < a->rank; d++)
-    len *= a->dims[d];
+  int64_t outer, len, inner;
+  ccg__xval_around(a, ax, &outer, &len, &inner);
+  len *= inner;
   n->p.axis = ax;
   n->p.i0 = outer;
   n->p.i1 = len;

@@ -7,17 +7,6 @@
 #include "exec/cpu/select.h"
 #include "exec/select_math.h"
 
-/* x viewed as [outer, len, inner] around axis ax. */
-static void around(const ccg__xval *a, int ax, int64_t *outer, int64_t *len,
-                   int64_t *inner) {
-  *outer = *inner = 1;
-  *len = a->rank ? a->dims[ax] : 1;
-  for (int d = 0; d < ax; d++)
-    *outer *= a->dims[d];
-  for (int d = ax + 1; d < a->rank; d++)
-    *inner *= a->dims[d];
-}
-
 /* ---- ArgMax, ArgMin ----------------------------------------------------- */
 
 /* p: axis; i0 = ArgMin; i1 = len; i2 = inner; i3 = select_last_index. */
@@ -35,7 +24,7 @@ static ccg_status prep_arg(ccg_exec *x, ccg__xnode *n) {
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
   CCG_CHECK(ccg__xattr_i(x, n, "select_last_index", &last));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &n->p.axis));
-  around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
+  ccg__xval_around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
   if (n->p.i1 < 1 && ccg__out(x, n, 0)->numel)
     return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                       "axis %d has size 0: no element to select", n->p.axis);
@@ -253,7 +242,7 @@ static ccg_status prep_top_k(ccg_exec *x, ccg__xnode *n) {
     return ccg__xfail(x, n, CCG_STATUS_SHAPE,
                       "K ('%s') has %zu elements; it holds one",
                       ccg_value_name(x->g, n->in[1]), kv->numel);
-  around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
+  ccg__xval_around(a, n->p.axis, &outer, &n->p.i1, &n->p.i2);
   n->p.i0 = largest != 0;
   if (ccg__out(x, n, 0)->dims[n->p.axis] > TOP_K_SORT_FROM)
     n->scratch = 2 * (size_t)n->p.i1 * sizeof(int64_t);
@@ -281,7 +270,7 @@ ccg_status ccg__select_run_sized(ccg_exec *x, const ccg__xnode *n,
     const ccg__xval *c = ccg__in(x, n, 1);
     int64_t outer = 1, len = (int64_t)a->numel, inner = 1;
     if (n->p.axis >= 0)
-      around(a, n->p.axis, &outer, &len, &inner);
+      ccg__xval_around(a, n->p.axis, &outer, &len, &inner);
     size_t es = ccg_dtype_size(a->dtype);
     got = ccg__compress_run(es, a->ptr, c->ptr, c->numel, (size_t)outer,
                             (size_t)len, (size_t)inner, o->ptr, cap);

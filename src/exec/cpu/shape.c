@@ -210,11 +210,8 @@ static ccg_status prep_concat_split(ccg_exec *x, ccg__xnode *n) {
   int ax;
   CCG_CHECK(ccg__xattr_i(x, n, "axis", &axis));
   CCG_CHECK(ccg__xaxis(x, n, axis, ref->rank, &ax));
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < ax; d++)
-    outer *= ref->dims[d];
-  for (int d = ax + 1; d < ref->rank; d++)
-    inner *= ref->dims[d];
+  int64_t outer, inner;
+  ccg__xval_around(ref, ax, &outer, NULL, &inner);
   n->p.axis = ax;
   n->p.i0 = outer;
   n->p.i1 = inner;
