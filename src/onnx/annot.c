@@ -302,7 +302,7 @@ static ccg_status bad(const at *w, ccg_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  const char *name = w->np->name && *w->np->name ? w->np->name : "(unnamed)";
+  const char *name = ccg__onnx_node_label(w->np);
   if (w->s == SIZE_MAX)
     return ccg__error(
         NULL, st, "%s: node '%s' (%s): device_configurations[%zu]%s",

@@ -36,11 +36,11 @@ static ccg_status from_graph(im *m) {
   return ccg__error_prefix(NULL, "%s", m->src.what);
 }
 
-static const char *node_label(const Onnx__NodeProto *np) {
+const char *ccg__onnx_node_label(const Onnx__NodeProto *np) {
   return np->name && *np->name ? np->name : "(unnamed)";
 }
 
-static const char *node_domain(const Onnx__NodeProto *np) {
+const char *ccg__onnx_node_domain(const Onnx__NodeProto *np) {
   const char *d = np->domain ? np->domain : "";
   return strcmp(d, "ai.onnx") == 0 ? "" : d;
 }
@@ -78,8 +78,8 @@ static const char *meta(const im *m, const char *key) {
   return NULL;
 }
 
-static int64_t attr_int(const Onnx__NodeProto *np, const char *name,
-                        int64_t dflt) {
+int64_t ccg__onnx_attr_int(const Onnx__NodeProto *np, const char *name,
+                           int64_t dflt) {
   for (size_t i = 0; i < np->n_attribute; i++) {
     const Onnx__AttributeProto *a = np->attribute[i];
     if (a->name && strcmp(a->name, name) == 0 && a->has_i)
@@ -105,9 +105,9 @@ static ccg_status read_mesh(im *m) {
   const Onnx__NodeProto *first = NULL;
   for (size_t i = 0; i < m->gp->n_node; i++) {
     const Onnx__NodeProto *np = m->gp->node[i];
-    if (strcmp(node_domain(np), CCG__ONNX_DOMAIN_MS) != 0)
+    if (strcmp(ccg__onnx_node_domain(np), CCG__ONNX_DOMAIN_MS) != 0)
       continue;
-    int64_t gs = attr_int(np, "group_size", 0);
+    int64_t gs = ccg__onnx_attr_int(np, "group_size", 0);
     if (!first)
       first = np;
     if (gs <= 0)
@@ -116,8 +116,8 @@ static ccg_status read_mesh(im *m) {
       return fail(m, CCG_STATUS_PARSE,
                   "node '%s' (com.microsoft %s): group_size %lld differs from "
                   "%lld of the other collectives",
-                  node_label(np), np->op_type ? np->op_type : "", (long long)gs,
-                  (long long)world);
+                  ccg__onnx_node_label(np), np->op_type ? np->op_type : "",
+                  (long long)gs, (long long)world);
     world = gs;
   }
   if (!first)
@@ -126,8 +126,8 @@ static ccg_status read_mesh(im *m) {
     return fail(m, CCG_STATUS_PARSE,
                 "node '%s' (com.microsoft %s): the number of ranks is "
                 "unknown (no '%s' metadata and no group_size attribute)",
-                node_label(first), first->op_type ? first->op_type : "",
-                CCG__META_MESH);
+                ccg__onnx_node_label(first),
+                first->op_type ? first->op_type : "", CCG__META_MESH);
   ccg_mesh mesh;
   memset(&mesh, 0, sizeof mesh);
   mesh.ndims = 1;
@@ -141,7 +141,7 @@ static ccg_status read_mesh(im *m) {
 /* ---- constants feeding axes/split -------------------------------------- */
 
 int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
-  if (*node_domain(np) || !np->op_type || np->n_input < 2)
+  if (*ccg__onnx_node_domain(np) || !np->op_type || np->n_input < 2)
     return -1;
   const char *op = np->op_type;
   /* every op below starts with one of these: most nodes stop here */
@@ -166,7 +166,7 @@ int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np) {
 
 static bool is_constant_node(const Onnx__NodeProto *np) {
   return np->n_output == 1 && np->op_type && np->op_type[0] == 'C' &&
-         strcmp(np->op_type, "Constant") == 0 && !*node_domain(np);
+         strcmp(np->op_type, "Constant") == 0 && !*ccg__onnx_node_domain(np);
 }
 
 /* An axes/split input of one node, for find_dropped. */
@@ -341,8 +341,8 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
   uint32_t c;
   char role[256];
   if (!ccg__strmap_get(&m->consts, input, &c)) {
-    snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
-             np->op_type, input);
+    snprintf(role, sizeof role, "node '%s' (%s) input '%s'",
+             ccg__onnx_node_label(np), np->op_type, input);
     return known_ints(m, input, role, vals, n);
   }
   const Onnx__TensorProto *tp = NULL;
@@ -362,8 +362,8 @@ ccg_status ccg__onnx_const_ints(im *m, const Onnx__NodeProto *np,
     }
   }
   /* the role names the input in messages; value_ints above needs none */
-  snprintf(role, sizeof role, "node '%s' (%s) input '%s'", node_label(np),
-           np->op_type, input);
+  snprintf(role, sizeof role, "node '%s' (%s) input '%s'",
+           ccg__onnx_node_label(np), np->op_type, input);
   ccg_tensor t;
   if (!tp)
     return fail(m, CCG_STATUS_UNSUPPORTED, "%s is not an integer tensor", role);
@@ -565,7 +565,7 @@ static ccg_status build(im *m) {
       continue;
     if (ccg__onnx_seq_at_of_split(m, np))
       continue; /* read with its SplitToSequence */
-    if (!*node_domain(np) && np->op_type &&
+    if (!*ccg__onnx_node_domain(np) && np->op_type &&
         strcmp(np->op_type, "SplitToSequence") == 0)
       CCG_CHECK(ccg__onnx_split_seq_in(m, np));
     else

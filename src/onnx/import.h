@@ -47,6 +47,14 @@ typedef struct im {
   bool drop_pages;
 } im;
 
+/* The node's name, or "(unnamed)" for messages. */
+const char *ccg__onnx_node_label(const Onnx__NodeProto *np);
+/* The node's domain, "" for the default one (also spelled "ai.onnx"). */
+const char *ccg__onnx_node_domain(const Onnx__NodeProto *np);
+/* The node's integer attribute `name`, or dflt where it has none. */
+int64_t ccg__onnx_attr_int(const Onnx__NodeProto *np, const char *name,
+                           int64_t dflt);
+
 /* Index of the input that holds a normalized attribute (axes, split) at the
  * model's opset, or -1. */
 int ccg__onnx_attr_slot(const im *m, const Onnx__NodeProto *np);

@@ -12,11 +12,6 @@ typedef struct nodebuf {
   size_t n_attrs;
 } nodebuf;
 
-static const char *domain_of(const Onnx__NodeProto *np) {
-  const char *d = np->domain ? np->domain : "";
-  return strcmp(d, "ai.onnx") == 0 ? "" : d;
-}
-
 /* The version the model imports of a domain (-1 if none). */
 static long long domain_version(const im *m, const char *d) {
   if (!*d)
@@ -36,12 +31,11 @@ ccg_status ccg__onnx_node_fail(im *m, const Onnx__NodeProto *np, ccg_status st,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  const char *d = domain_of(np);
-  return ccg__error(NULL, st,
-                    "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
-                    m->src.what, np->name && *np->name ? np->name : "(unnamed)",
-                    np->op_type ? np->op_type : "", *d ? d : "ai.onnx",
-                    domain_version(m, d), msg);
+  const char *d = ccg__onnx_node_domain(np);
+  return ccg__error(
+      NULL, st, "%s: node '%s' (op '%s', domain '%s', opset %lld): %s",
+      m->src.what, ccg__onnx_node_label(np), np->op_type ? np->op_type : "",
+      *d ? d : "ai.onnx", domain_version(m, d), msg);
 }
 
 /* What an ONNX (domain, op_type) is in the IR. */
@@ -49,7 +43,8 @@ typedef enum kind { K_PLAIN, K_GELU_FN, K_MS } kind;
 
 static ccg_status resolve(im *m, const Onnx__NodeProto *np, ccg_op *op, kind *k,
                           bool *tanh_form) {
-  const char *d = domain_of(np), *t = np->op_type ? np->op_type : "";
+  const char *d = ccg__onnx_node_domain(np),
+             *t = np->op_type ? np->op_type : "";
   *k = K_PLAIN;
   if (!*d) {
     if (m->opset < 0)

@@ -14,20 +14,6 @@ static bool is_op(const Onnx__NodeProto *np, const char *op) {
          strcmp(np->op_type, op) == 0;
 }
 
-static const char *label(const Onnx__NodeProto *np) {
-  return np->name && *np->name ? np->name : "(unnamed)";
-}
-
-static int64_t attr_int(const Onnx__NodeProto *np, const char *name,
-                        int64_t dflt) {
-  for (size_t i = 0; i < np->n_attribute; i++) {
-    const Onnx__AttributeProto *a = np->attribute[i];
-    if (a->name && strcmp(a->name, name) == 0 && a->has_i)
-      return a->i;
-  }
-  return dflt;
-}
-
 bool ccg__onnx_seq_at_of_split(const im *m, const Onnx__NodeProto *np) {
   if (!is_op(np, "SequenceAt") || np->n_input < 1 || !np->input[0])
     return false;
@@ -65,7 +51,7 @@ static ccg_status readers(im *m, const Onnx__NodeProto *np, const char *seq,
             m, np, CCG_STATUS_UNSUPPORTED,
             "its sequence is used by '%s' (%s), which ccgraph cannot read "
             "as a tensor (only SequenceAt at constant positions is read)",
-            label(u), u->op_type ? u->op_type : "");
+            ccg__onnx_node_label(u), u->op_type ? u->op_type : "");
       r[n++] = u;
     }
   }
@@ -132,18 +118,20 @@ static ccg_status positions(im *m, const Onnx__NodeProto *np,
       return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
                                  "SequenceAt '%s' reads %zu positions (one "
                                  "scalar expected)",
-                                 label(r[i]), nv);
+                                 ccg__onnx_node_label(r[i]), nv);
     int64_t p = v[0] < 0 ? v[0] + (int64_t)count : v[0];
     if (p < 0 || p >= (int64_t)count)
       return ccg__onnx_node_fail(m, np, CCG_STATUS_PARSE,
                                  "SequenceAt '%s' reads position %lld of a "
                                  "sequence of %zu",
-                                 label(r[i]), (long long)v[0], count);
+                                 ccg__onnx_node_label(r[i]), (long long)v[0],
+                                 count);
     if (by_part[p])
       return ccg__onnx_node_fail(m, np, CCG_STATUS_UNSUPPORTED,
                                  "SequenceAt '%s' and '%s' both read position "
                                  "%lld",
-                                 label(by_part[p]), label(r[i]), (long long)p);
+                                 ccg__onnx_node_label(by_part[p]),
+                                 ccg__onnx_node_label(r[i]), (long long)p);
     by_part[p] = r[i];
   }
   return CCG_STATUS_OK;
@@ -200,7 +188,7 @@ ccg_status ccg__onnx_split_seq_in(im *m, const Onnx__NodeProto *np) {
                                "input '%s' is not defined before the node",
                                np->input[0] ? np->input[0] : "");
   const ccg_shape *s = ccg_value_shape(m->g, x);
-  int64_t axis = attr_int(np, "axis", 0);
+  int64_t axis = ccg__onnx_attr_int(np, "axis", 0);
   if (axis < -s->rank || axis >= s->rank)
     return ccg__onnx_node_fail(m, np, CCG_STATUS_SHAPE,
                                "axis %lld is out of range for rank %d",
@@ -218,7 +206,7 @@ ccg_status ccg__onnx_split_seq_in(im *m, const Onnx__NodeProto *np) {
   CCG_CHECK(positions(m, np, r, n_r, count, by_part));
   /* ONNX ignores keepdims when a split input is given. */
   bool has_split = np->n_input > 1 && np->input[1] && *np->input[1];
-  bool squeeze = !has_split && attr_int(np, "keepdims", 1) == 0;
+  bool squeeze = !has_split && ccg__onnx_attr_int(np, "keepdims", 1) == 0;
   for (size_t i = 0; i < count; i++)
     outs[i] = by_part[i] && !squeeze && by_part[i]->output[0] &&
                       *by_part[i]->output[0]
