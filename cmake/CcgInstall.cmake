@@ -8,6 +8,11 @@ install(TARGETS ccgraph EXPORT ccgraphTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ccgraph_tool RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA kernels' module, loaded from the library's own directory when a
+# GPU is first asked for (src/exec/cuda/module.h).
+if(TARGET ccgraph_cuda)
+  install(TARGETS ccgraph_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 install(DIRECTORY include/ccgraph DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
 set(CCG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ccgraph)

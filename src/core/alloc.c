@@ -237,6 +237,12 @@ void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size) {
   return q;
 }
 
+void ccg__bulk_shrink(void *p, size_t old_size, size_t new_size) {
+  size_t o = bulk_bytes(old_size), n = bulk_bytes(new_size);
+  if (p && new_size && n < o)
+    munmap((uint8_t *)p + n, o - n);
+}
+
 void ccg__bulk_free(void *p, size_t size) {
   if (!p)
     return;

@@ -33,6 +33,11 @@ void ccg__bulk_free(void *p, size_t size);
  * (NULL: none), which is gone; NULL (p untouched) on failure. Where the
  * system can, p's pages move into it rather than being copied. */
 void *ccg__bulk_grow(void *p, size_t old_size, size_t new_size);
+/* Gives the pages of block p (allocated with old_size bytes) past its
+ * first new_size bytes (> 0) back to the kernel, the huge page that holds
+ * byte new_size split: for a block whose end is known to stay unused. p
+ * is then freed with ccg__bulk_free(p, new_size). */
+void ccg__bulk_shrink(void *p, size_t old_size, size_t new_size);
 /* Gives the kept blocks back to the kernel: before a long phase that
  * allocates no bulk blocks (an executor's runs), so that they do not stay
  * resident. */

@@ -1,5 +1,6 @@
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/alloc.h"
 #include "core/arena.h"
@@ -88,6 +89,22 @@ void ccg__arena_reset(ccg_arena *arena) {
   keep->next = NULL;
   keep->used = 0;
   arena->used = 0;
+}
+
+void ccg__arena_trim(ccg_arena *arena) {
+  ccg__arena_chunk *c = arena->head;
+  if (!c || !c->bulk)
+    return; /* the allocator's: pages never touched are not resident */
+  /* chunk_bytes(size) is then exactly the pages kept, as ccg__bulk_free
+   * takes it */
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t keep = (chunk_bytes(c->used) + page - 1) / page * page;
+  if (keep >= chunk_bytes(c->size))
+    return;
+  ccg__bulk_shrink(c, chunk_bytes(c->size), keep);
+  size_t size = keep - chunk_bytes(0);
+  arena->reserved -= c->size - size;
+  c->size = size;
 }
 
 void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align) {

@@ -24,6 +24,12 @@ void ccg__arena_free(ccg_arena *arena);
 /* Forgets every allocation but keeps the first chunk for reuse. */
 void ccg__arena_reset(ccg_arena *arena);
 
+/* The arena holds all it will for a while (a graph just imported): the
+ * pages of its newest huge-page chunk past what it holds go back to the
+ * kernel. That chunk's last huge page was resident whole for what may be a
+ * few KiB of it (up to 2 MiB an arena). Later allocations still work. */
+void ccg__arena_trim(ccg_arena *arena);
+
 /* `size` bytes aligned to `align` (a power of two, at most 64); NULL on OOM
  * or overflow. Zero-size requests return a valid unique pointer. */
 void *ccg__arena_alloc(ccg_arena *arena, size_t size, size_t align);

@@ -11,7 +11,7 @@
 typedef struct ccg__dynlib {
   pthread_once_t once;
   ccg_status st; /* CCG_STATUS_BACKEND where it could not be loaded */
-  char why[512];
+  char why[1024];
 } ccg__dynlib;
 
 #define CCG__DYNLIB_INIT                                                       \

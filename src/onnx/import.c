@@ -771,10 +771,14 @@ static ccg_status import_model(const char *what, const void *data, size_t size,
   ccg__strmap_free(&m.consts);
   ccg__arena_free(&m.a);
   ccg__arena_free(&m.node_a);
-  if (st == CCG_STATUS_OK)
+  if (st == CCG_STATUS_OK) {
+    /* the graph's weights are in: the unused end of its last huge-page
+     * chunk need not stay resident while the graph lives */
+    ccg__arena_trim(&m.g->arena);
     *out = m.g;
-  else
+  } else {
     ccg_graph_free(m.g);
+  }
 out:
   free(outside);
   ccg__onnx_stripped_free(&stripped);

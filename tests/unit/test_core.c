@@ -1,5 +1,6 @@
 /* src/core: status strings, error contexts, arena, hash map, logging,
  * allocator hook. */
+#define _DEFAULT_SOURCE /* mincore */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ccgraph/core.h"
 #include "core/alloc.h"
@@ -251,6 +253,58 @@ static void test_bulk(void **state) {
   ccg__bulk_free(p, n);
   ccg__bulk_free(NULL, 0);
   ccg__bulk_trim();
+}
+
+/* Whether the page at p is mapped (mincore fails with ENOMEM where not). */
+static bool page_mapped(const void *p) {
+  unsigned char v;
+  uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+  return mincore((void *)page, 4096, &v) == 0;
+}
+
+/* Trimming an arena gives back the pages of its newest huge-page chunk past
+ * what it holds (whether they were touched or not), keeps what it holds,
+ * and later allocations still work; a chunk of the caller's allocator is
+ * left alone. */
+static void test_arena_trim(void **state) {
+  (void)state;
+  size_t mib = (size_t)1 << 20;
+  ccg__bulk_trim();
+  ccg_arena ar;
+  ccg__arena_init(&ar, NULL, 0);
+  /* a 4 MiB bulk chunk at the head, every page of it touched */
+  unsigned char *p = ccg__arena_alloc(&ar, 4 * mib - 4096, 64);
+  assert_non_null(p);
+  memset(p, 1, 4 * mib - 4096);
+  ccg__arena_reset(&ar);
+  unsigned char *q = ccg__arena_alloc(&ar, 2 * mib + 5000, 64);
+  assert_ptr_equal(q, p);
+  memset(q, 2, 2 * mib + 5000);
+  size_t reserved = ar.reserved;
+  assert_true(page_mapped(q + 3 * mib));
+  ccg__arena_trim(&ar);
+  assert_false(page_mapped(q + 3 * mib));
+  assert_true(page_mapped(q + 2 * mib + 4999));
+  assert_int_equal(q[2 * mib + 4999], 2);
+  assert_true(ar.reserved < reserved - mib);
+  assert_true(ar.reserved >= ar.used);
+  ccg__arena_trim(&ar); /* nothing more to give */
+  unsigned char *r = ccg__arena_alloc(&ar, mib, 64);
+  assert_non_null(r);
+  memset(r, 3, mib);
+  assert_int_equal(q[0], 2);
+  ccg__arena_free(&ar);
+  ccg__bulk_trim();
+
+  counting cnt = {0};
+  ccg_allocator a = {count_alloc, NULL, count_free, &cnt};
+  ccg__arena_init(&ar, &a, 0);
+  assert_non_null(ccg__arena_alloc(&ar, 3 * mib, 64));
+  reserved = ar.reserved;
+  ccg__arena_trim(&ar);
+  assert_int_equal(ar.reserved, reserved);
+  ccg__arena_free(&ar);
+  assert_int_equal(cnt.live_bytes, 0);
 }
 
 /* Freed blocks are kept and handed out again (contents undefined, zeroed
@@ -532,6 +586,7 @@ int main(void) {
       cmocka_unit_test(test_arena),
       cmocka_unit_test(test_arena_growth),
       cmocka_unit_test(test_bulk),
+      cmocka_unit_test(test_arena_trim),
       cmocka_unit_test(test_bulk_kept),
       cmocka_unit_test(test_strmap),
       cmocka_unit_test(test_strmap_reserve),

@@ -1,10 +1,10 @@
 /* The nccl communicator's calls, in the order it makes them, without a
  * GPU: NCCL's functions are replaced in the table they are called through
- * (dynlib.h) by stubs that log each call, and cudaSetDevice by one that
- * succeeds. A held send goes to NCCL inside the group of the next recv (a
- * send on its own blocks its stream until the peer receives), and before
- * any other call, in a group of its own. A build without CUDA has no such
- * communicator: the test is skipped. */
+ * (dynlib.h) by stubs that log each call, and the CUDA runtime's
+ * cudaSetDevice, in its own table, by one that succeeds. A held send goes to
+ * NCCL inside the group of the next recv (a send on its own blocks its stream
+ * until the peer receives), and before any other call, in a group of its own. A
+ * build without CUDA has no such communicator: the test is skipped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,7 +32,7 @@ static void logged(char c) {
   }
 }
 
-cudaError_t cudaSetDevice(int device) {
+static cudaError_t set_device(int device) {
   (void)device;
   return cudaSuccess;
 }
@@ -87,6 +87,7 @@ static const char *last_error(ncclComm_t comm) {
 
 /* Rank 0 of a world of two whose NCCL is the stubs above. */
 static ccg__nccl *stub_comm(void) {
+  ccg__cudart_fn.p_cudaSetDevice = set_device;
   ccg__nccl_fn.ncclGroupStart = group_start;
   ccg__nccl_fn.ncclGroupEnd = group_end;
   ccg__nccl_fn.ncclSend = send;

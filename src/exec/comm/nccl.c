@@ -43,8 +43,11 @@ void ccg__nccl_set_stream(ccg_comm *c, cudaStream_t s) {
 
 /* ---- bootstrap ----------------------------------------------------------- */
 
-/* This rank's GPU, made current. BACKEND with the CUDA error text. */
+/* This rank's GPU, made current (the CUDA runtime loaded first, on the
+ * first use). BACKEND with the CUDA error text. */
 static ccg_status use_gpu(const ccg__launch *l) {
+  if (ccg__cudart_load(NULL) != CCG_STATUS_OK)
+    return ccg__error_prefix(NULL, "nccl communicator, rank %d", l->rank);
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess)

@@ -87,7 +87,11 @@ static int pick_device(int index) {
   return end && *end ? 0 : (int)(v < 0 ? 0 : v);
 }
 
+/* The CUDA runtime and the kernels are loaded here, when the device is
+ * first asked for (module.h). */
 static ccg_status cuda_probe(ccg_ctx *err, int device_index) {
+  if (ccg__cuda_module_load(err) != CCG_STATUS_OK)
+    return ccg__error_prefix(err, "device cuda (index %d)", device_index);
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess)

@@ -1,6 +1,7 @@
 /* Private: the CUDA executor's state (gpu.c: lifecycle, runs, streams, CUDA
  * Graphs; gpu_ops.c: one launch per compute node; gpu_coll.c: collectives
- * on device memory). Host C: kernels are reached through kernels.h. */
+ * on device memory). Host C: the CUDA runtime is reached through dynlib.h's
+ * table, the kernels through module.h's. */
 #ifndef CCG_EXEC_CUDA_GPU_H
 #define CCG_EXEC_CUDA_GPU_H
 
@@ -8,7 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "exec/cuda/dynlib.h"
-#include "exec/cuda/kernels.h"
+#include "exec/cuda/module.h"
 #include "exec/internal.h"
 
 #define CCG__GPU_BLAS_WORKSPACE ((size_t)32 << 20)

@@ -519,11 +519,12 @@ static ccg_status run_index(ccg_exec *x, const ccg__xnode *n, size_t s) {
   if (!rows || !slice)
     return CCG_STATUS_OK;
   const ccg__xval *u = ccg__in(x, n, 2);
-  return launched(x, n,
-                  ccg__cu_scatter_nd(
-                      cs, (int)n->p.i0, o->dtype, ccg__dout(x, n, 0), u->dtype,
-                      ccg__din(x, n, 2), iv->dtype, ccg__din(x, n, 1), rows, k,
-                      a->dims, slice, kerr_of(x, s)));
+  return launched(
+      x, n,
+      ccg__cu_scatter_nd(cs, (int)n->p.i0, o->dtype, ccg_dtype_size(o->dtype),
+                         ccg__dout(x, n, 0), u->dtype, ccg__din(x, n, 2),
+                         iv->dtype, ccg__din(x, n, 1), rows, k, a->dims, slice,
+                         kerr_of(x, s)));
 }
 
 ccg_status ccg__gpu_launch(ccg_exec *x, const ccg__xnode *n, size_t s) {

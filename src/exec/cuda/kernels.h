@@ -66,9 +66,10 @@ int ccg__cu_pack(cudaStream_t s, size_t es, void *packed, void *full,
                  size_t total_elems, bool unpack);
 /* ScatterND over out (already a copy of data): red 0 replaces, 1..4 add,
  * mul, max, min; k = the index length, dims = data's first k dims, slice =
- * elements per index row. An out-of-range row records its number. */
-int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt, void *o,
-                       ccg_dtype du, const void *u, ccg_dtype di,
+ * elements per index row, es = dt's size (the module holds no dtype
+ * table). An out-of-range row records its number. */
+int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt, size_t es,
+                       void *o, ccg_dtype du, const void *u, ccg_dtype di,
                        const void *idx, size_t rows, int k, const int64_t *dims,
                        size_t slice, ccg__kerr err);
 /* GatherND: n = rows * slice output elements; an out-of-range row records

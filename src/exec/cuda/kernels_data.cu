@@ -164,16 +164,16 @@ __global__ static void k_scatter_nd(int red, ccg_dtype dt, size_t es, char *o,
 }
 
 extern "C" int ccg__cu_scatter_nd(cudaStream_t s, int red, ccg_dtype dt,
-                                  void *o, ccg_dtype du, const void *u,
-                                  ccg_dtype di, const void *idx, size_t rows,
-                                  int k, const int64_t *dims, size_t slice,
-                                  ccg__kerr err) {
+                                  size_t es, void *o, ccg_dtype du,
+                                  const void *u, ccg_dtype di, const void *idx,
+                                  size_t rows, int k, const int64_t *dims,
+                                  size_t slice, ccg__kerr err) {
   dims8 dd;
   for (int d = 0; d < CCG_MAX_RANK; d++)
     dd.d[d] = d < k ? dims[d] : 1;
   k_scatter_nd<<<ccg__blocks(slice), CCG__THREADS, 0, s>>>(
-      red, dt, ccg_dtype_size(dt), (char *)o, du, (const char *)u, di, idx,
-      rows, k, dd, slice, err);
+      red, dt, es, (char *)o, du, (const char *)u, di, idx, rows, k, dd, slice,
+      err);
   return ccg__launched();
 }
 
