@@ -68,20 +68,15 @@ static ccg_status run_sized(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                     (size_t)o->dims[1], kerr_of(x, s)));
   const ccg__xval *c = ccg__in(x, n, 1);
   int ax = n->p.axis;
-  size_t outer = 1, len = a->numel, inner = 1;
-  if (ax >= 0) {
-    len = (size_t)a->dims[ax];
-    for (int d = 0; d < ax; d++)
-      outer *= (size_t)a->dims[d];
-    for (int d = ax + 1; d < a->rank; d++)
-      inner *= (size_t)a->dims[d];
-  }
+  int64_t outer = 1, len = (int64_t)a->numel, inner = 1;
+  if (ax >= 0)
+    ccg__xval_around(a, ax, &outer, &len, &inner);
   return launched(
       x, n,
       ccg__cu_compress(cs, ccg_dtype_size(a->dtype), ccg__din(x, n, 0),
-                       ccg__din(x, n, 1), c->numel, outer, len, inner,
-                       ccg__dout(x, n, 0), (size_t)o->dims[ax < 0 ? 0 : ax],
-                       kerr_of(x, s)));
+                       ccg__din(x, n, 1), c->numel, (size_t)outer, (size_t)len,
+                       (size_t)inner, ccg__dout(x, n, 0),
+                       (size_t)o->dims[ax < 0 ? 0 : ax], kerr_of(x, s)));
 }
 
 ccg_status ccg__gpu_launch_select(ccg_exec *x, const ccg__xnode *n, size_t s) {
