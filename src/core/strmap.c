@@ -27,10 +27,23 @@ uint32_t ccg__strhash(const char *s) {
   return (uint32_t)h;
 }
 
+_Static_assert(sizeof(ccg__strmap_slot) == 16 &&
+                   sizeof(ccg__strmap_id_slot) == 8,
+               "slot_shift is the log2 of the slot size");
+
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a) {
   memset(m, 0, sizeof *m);
   if (a)
     m->alloc = *a;
+  m->slot_shift = 4;
+}
+
+void ccg__strmap_init_ids(ccg_strmap *m, const ccg_allocator *a,
+                          ccg__strmap_key_fn key_of, const void *ctx) {
+  ccg__strmap_init(m, a);
+  m->key_of = key_of;
+  m->ctx = ctx;
+  m->slot_shift = 3;
 }
 
 /* From this size on, slots are mapped as huge pages when the map uses
@@ -42,11 +55,15 @@ static bool libc_alloc(const ccg_allocator *a) {
   return !a->alloc && !a->realloc && !a->free;
 }
 
+static size_t slot_size(const ccg_strmap *m) {
+  return (size_t)1 << m->slot_shift;
+}
+
 static void slots_free(ccg_strmap *m) {
   if (m->bulk)
-    ccg__bulk_free(m->slots, m->cap * sizeof *m->slots);
+    ccg__bulk_free(m->slots, m->cap * slot_size(m));
   else
-    ccg__free(&m->alloc, m->slots, m->cap * sizeof *m->slots);
+    ccg__free(&m->alloc, m->slots, m->cap * slot_size(m));
 }
 
 void ccg__strmap_free(ccg_strmap *m) {
@@ -56,13 +73,60 @@ void ccg__strmap_free(ccg_strmap *m) {
   m->bulk = false;
 }
 
-static ccg__strmap_slot *find(ccg__strmap_slot *slots, size_t cap,
-                              const char *key, uint32_t h) {
-  size_t mask = cap - 1;
+/* ---- the two slot layouts ------------------------------------------------
+ * Lookups probe each layout in a loop of its own (they are the hot path);
+ * the rest goes through these accessors. */
+
+static bool slot_used(const ccg_strmap *m, size_t i) {
+  return m->key_of ? m->id_slots[i].id1 != 0 : m->slots[i].key != NULL;
+}
+
+static uint32_t slot_hash(const ccg_strmap *m, size_t i) {
+  return m->key_of ? m->id_slots[i].hash : m->slots[i].hash;
+}
+
+static uint32_t slot_id(const ccg_strmap *m, size_t i) {
+  return m->key_of ? m->id_slots[i].id1 - 1 : m->slots[i].id;
+}
+
+static const char *slot_key(const ccg_strmap *m, size_t i) {
+  return m->key_of ? m->key_of(m->ctx, slot_id(m, i)) : m->slots[i].key;
+}
+
+static void slot_set(ccg_strmap *m, size_t i, const char *key, uint32_t h,
+                     uint32_t id) {
+  if (m->key_of)
+    m->id_slots[i] = (ccg__strmap_id_slot){h, id + 1};
+  else
+    m->slots[i] = (ccg__strmap_slot){key, h, id};
+}
+
+static void slot_move(ccg_strmap *m, size_t to, size_t from) {
+  size_t z = slot_size(m);
+  memcpy((char *)m->slots + to * z, (const char *)m->slots + from * z, z);
+}
+
+static void slot_clear(ccg_strmap *m, size_t i) {
+  memset((char *)m->slots + i * slot_size(m), 0, slot_size(m));
+}
+
+/* The slot of key (hash h), or the empty slot where its probe ends. */
+static size_t find(const ccg_strmap *m, const char *key, uint32_t h) {
+  size_t mask = m->cap - 1;
+  if (m->key_of) {
+    const ccg__strmap_id_slot *slots = m->id_slots;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const ccg__strmap_id_slot *s = &slots[i];
+      if (!s->id1 ||
+          (s->hash == h && strcmp(m->key_of(m->ctx, s->id1 - 1), key) == 0))
+        return i;
+    }
+  }
+  const ccg__strmap_slot *slots = m->slots;
   for (size_t i = h & mask;; i = (i + 1) & mask) {
-    ccg__strmap_slot *s = &slots[i];
+    const ccg__strmap_slot *s = &slots[i];
     if (!s->key || (s->hash == h && strcmp(s->key, key) == 0))
-      return s;
+      return i;
   }
 }
 
@@ -74,48 +138,50 @@ bool ccg__strmap_get_h(const ccg_strmap *m, const char *key, uint32_t h,
                        uint32_t *id) {
   if (m->cap == 0)
     return false;
-  ccg__strmap_slot *s = find(m->slots, m->cap, key, h);
-  if (!s->key)
+  size_t i = find(m, key, h);
+  if (!slot_used(m, i))
     return false;
   if (id)
-    *id = s->id;
+    *id = slot_id(m, i);
   return true;
 }
 
 const char *ccg__strmap_key(const ccg_strmap *m, const char *key) {
   if (m->cap == 0)
     return NULL;
-  return find(m->slots, m->cap, key, ccg__strhash(key))->key;
+  size_t i = find(m, key, ccg__strhash(key));
+  return slot_used(m, i) ? slot_key(m, i) : NULL;
 }
 
 /* Rehashes into a table of ncap slots. The keys are distinct, so each goes
  * to the first empty slot of its probe without comparing strings. */
 static ccg_status grow(ccg_strmap *m, size_t ncap) {
   size_t bytes;
-  if (!ccg__mul_size(ncap, sizeof(ccg__strmap_slot), &bytes))
+  if (!ccg__mul_size(ncap, slot_size(m), &bytes))
     return CCG_STATUS_OOM;
   bool bulk = bytes >= SLOTS_BULK_MIN && libc_alloc(&m->alloc);
-  ccg__strmap_slot *ns = bulk ? ccg__bulk_zalloc(bytes) : NULL;
+  void *ns = bulk ? ccg__bulk_zalloc(bytes) : NULL;
   if (!ns) {
     bulk = false;
-    ns = ccg__calloc(&m->alloc, ncap, sizeof *ns);
+    ns = ccg__calloc(&m->alloc, ncap, slot_size(m));
   }
   if (!ns)
     return CCG_STATUS_OOM;
-  size_t mask = ncap - 1;
-  for (size_t i = 0; i < m->cap; i++) {
-    const ccg__strmap_slot *s = &m->slots[i];
-    if (!s->key)
-      continue;
-    size_t j = s->hash & mask;
-    while (ns[j].key)
-      j = (j + 1) & mask;
-    ns[j] = *s;
-  }
-  slots_free(m);
+  ccg_strmap old = *m;
   m->slots = ns;
   m->cap = ncap;
   m->bulk = bulk;
+  size_t mask = ncap - 1;
+  for (size_t i = 0; i < old.cap; i++) {
+    if (!slot_used(&old, i))
+      continue;
+    size_t j = slot_hash(&old, i) & mask;
+    while (slot_used(m, j))
+      j = (j + 1) & mask;
+    memcpy((char *)ns + j * slot_size(m),
+           (const char *)old.slots + i * slot_size(m), slot_size(m));
+  }
+  slots_free(&old);
   return CCG_STATUS_OK;
 }
 
@@ -142,12 +208,10 @@ ccg_status ccg__strmap_put_h(ccg_strmap *m, const char *key, uint32_t h,
   ccg_status st = ccg__strmap_reserve(m, m->count + 1);
   if (st != CCG_STATUS_OK)
     return st;
-  ccg__strmap_slot *s = find(m->slots, m->cap, key, h);
-  if (s->key)
+  size_t i = find(m, key, h);
+  if (slot_used(m, i))
     return CCG_STATUS_INVALID_ARG;
-  s->key = key;
-  s->hash = h;
-  s->id = id;
+  slot_set(m, i, key, h, id);
   m->count++;
   return CCG_STATUS_OK;
 }
@@ -156,27 +220,32 @@ bool ccg__strmap_remove(ccg_strmap *m, const char *key) {
   if (m->cap == 0)
     return false;
   size_t mask = m->cap - 1;
-  ccg__strmap_slot *s = find(m->slots, m->cap, key, ccg__strhash(key));
-  if (!s->key)
+  size_t i = find(m, key, ccg__strhash(key));
+  if (!slot_used(m, i))
     return false;
   /* Backward-shift deletion keeps every probe chain unbroken. */
-  size_t i = (size_t)(s - m->slots);
-  for (size_t j = (i + 1) & mask; m->slots[j].key; j = (j + 1) & mask) {
-    size_t home = m->slots[j].hash & mask;
+  for (size_t j = (i + 1) & mask; slot_used(m, j); j = (j + 1) & mask) {
+    size_t home = slot_hash(m, j) & mask;
     /* Move j into the hole at i if its home is not in (i, j]. */
     bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
     if (!in_range) {
-      m->slots[i] = m->slots[j];
+      slot_move(m, i, j);
       i = j;
     }
   }
-  m->slots[i].key = NULL;
+  slot_clear(m, i);
   m->count--;
   return true;
 }
 
 void ccg__strmap_remap(ccg_strmap *m, const uint32_t *to) {
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->slots[i].key)
-      m->slots[i].id = to[m->slots[i].id];
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!slot_used(m, i))
+      continue;
+    uint32_t id = to[slot_id(m, i)];
+    if (m->key_of)
+      m->id_slots[i].id1 = id + 1;
+    else
+      m->slots[i].id = id;
+  }
 }
