@@ -27,15 +27,14 @@ uint32_t ccg__strhash(const char *s) {
   return (uint32_t)h;
 }
 
-_Static_assert(sizeof(ccg__strmap_slot) == 16 &&
-                   sizeof(ccg__strmap_id_slot) == 8,
-               "slot_shift is the log2 of the slot size");
+_Static_assert(sizeof(ccg__strmap_slot) == 16,
+               "probe_shift is the log2 of the slot size");
 
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a) {
   memset(m, 0, sizeof *m);
   if (a)
     m->alloc = *a;
-  m->slot_shift = 4;
+  m->probe_shift = 4;
 }
 
 void ccg__strmap_init_ids(ccg_strmap *m, const ccg_allocator *a,
@@ -43,7 +42,7 @@ void ccg__strmap_init_ids(ccg_strmap *m, const ccg_allocator *a,
   ccg__strmap_init(m, a);
   m->key_of = key_of;
   m->ctx = ctx;
-  m->slot_shift = 3;
+  m->probe_shift = 0; /* the tag bytes */
 }
 
 /* From this size on, slots are mapped as huge pages when the map uses
@@ -55,30 +54,57 @@ static bool libc_alloc(const ccg_allocator *a) {
   return !a->alloc && !a->realloc && !a->free;
 }
 
-static size_t slot_size(const ccg_strmap *m) {
-  return (size_t)1 << m->slot_shift;
+/* A table of n elements of `size` bytes, a huge-page block from
+ * `SLOTS_BULK_MIN` bytes on (*bulk), zeroed if `zero`. */
+static void *table_alloc(ccg_strmap *m, size_t n, size_t size, bool zero,
+                         bool *bulk) {
+  size_t bytes;
+  if (!ccg__mul_size(n, size, &bytes))
+    return NULL;
+  *bulk = bytes >= SLOTS_BULK_MIN && libc_alloc(&m->alloc);
+  void *p = NULL;
+  if (*bulk)
+    p = zero ? ccg__bulk_zalloc(bytes) : ccg__bulk_alloc(bytes);
+  if (!p) {
+    *bulk = false;
+    p = zero ? ccg__calloc(&m->alloc, n, size) : ccg__alloc(&m->alloc, bytes);
+  }
+  return p;
+}
+
+static void table_free(ccg_strmap *m, void *p, size_t bytes, bool bulk) {
+  if (bulk)
+    ccg__bulk_free(p, bytes);
+  else
+    ccg__free(&m->alloc, p, bytes);
 }
 
 static void slots_free(ccg_strmap *m) {
-  if (m->bulk)
-    ccg__bulk_free(m->slots, m->cap * slot_size(m));
-  else
-    ccg__free(&m->alloc, m->slots, m->cap * slot_size(m));
+  if (!m->key_of) {
+    table_free(m, m->slots, m->cap * sizeof *m->slots, m->bulk);
+    return;
+  }
+  table_free(m, m->tags, m->cap, m->bulk);
+  table_free(m, m->id_slots, m->cap * sizeof *m->id_slots, m->ids_bulk);
 }
 
 void ccg__strmap_free(ccg_strmap *m) {
   slots_free(m);
   m->slots = NULL;
+  m->id_slots = NULL;
   m->cap = m->count = 0;
-  m->bulk = false;
+  m->bulk = m->ids_bulk = false;
 }
 
-/* ---- the two slot layouts ------------------------------------------------
+/* ---- the two layouts -----------------------------------------------------
  * Lookups probe each layout in a loop of its own (they are the hot path);
  * the rest goes through these accessors. */
 
+/* A used slot's tag: 7 high bits of the hash (the index takes low ones). */
+static uint8_t tag_of(uint32_t h) { return (uint8_t)(0x80 | h >> 25); }
+
 static bool slot_used(const ccg_strmap *m, size_t i) {
-  return m->key_of ? m->id_slots[i].id1 != 0 : m->slots[i].key != NULL;
+  return m->key_of ? m->tags[i] != 0 : m->slots[i].key != NULL;
 }
 
 static uint32_t slot_hash(const ccg_strmap *m, size_t i) {
@@ -86,39 +112,52 @@ static uint32_t slot_hash(const ccg_strmap *m, size_t i) {
 }
 
 static uint32_t slot_id(const ccg_strmap *m, size_t i) {
-  return m->key_of ? m->id_slots[i].id1 - 1 : m->slots[i].id;
+  return m->key_of ? m->id_slots[i].id : m->slots[i].id;
 }
 
 static const char *slot_key(const ccg_strmap *m, size_t i) {
-  return m->key_of ? m->key_of(m->ctx, slot_id(m, i)) : m->slots[i].key;
+  return m->key_of ? m->key_of(m->ctx, m->id_slots[i].id) : m->slots[i].key;
 }
 
 static void slot_set(ccg_strmap *m, size_t i, const char *key, uint32_t h,
                      uint32_t id) {
-  if (m->key_of)
-    m->id_slots[i] = (ccg__strmap_id_slot){h, id + 1};
-  else
+  if (m->key_of) {
+    m->tags[i] = tag_of(h);
+    m->id_slots[i] = (ccg__strmap_id_slot){h, id};
+  } else {
     m->slots[i] = (ccg__strmap_slot){key, h, id};
+  }
 }
 
-static void slot_move(ccg_strmap *m, size_t to, size_t from) {
-  size_t z = slot_size(m);
-  memcpy((char *)m->slots + to * z, (const char *)m->slots + from * z, z);
+/* Slot i of map `from` into slot j of m (the same layout). */
+static void slot_copy(ccg_strmap *m, size_t j, const ccg_strmap *from,
+                      size_t i) {
+  if (m->key_of) {
+    m->tags[j] = from->tags[i];
+    m->id_slots[j] = from->id_slots[i];
+  } else {
+    m->slots[j] = from->slots[i];
+  }
 }
 
 static void slot_clear(ccg_strmap *m, size_t i) {
-  memset((char *)m->slots + i * slot_size(m), 0, slot_size(m));
+  if (m->key_of)
+    m->tags[i] = 0;
+  else
+    m->slots[i].key = NULL;
 }
 
 /* The slot of key (hash h), or the empty slot where its probe ends. */
 static size_t find(const ccg_strmap *m, const char *key, uint32_t h) {
   size_t mask = m->cap - 1;
   if (m->key_of) {
-    const ccg__strmap_id_slot *slots = m->id_slots;
+    const uint8_t *tags = m->tags;
+    uint8_t t = tag_of(h);
     for (size_t i = h & mask;; i = (i + 1) & mask) {
-      const ccg__strmap_id_slot *s = &slots[i];
-      if (!s->id1 ||
-          (s->hash == h && strcmp(m->key_of(m->ctx, s->id1 - 1), key) == 0))
+      if (!tags[i])
+        return i;
+      if (tags[i] == t && m->id_slots[i].hash == h &&
+          strcmp(m->key_of(m->ctx, m->id_slots[i].id), key) == 0)
         return i;
     }
   }
@@ -154,23 +193,26 @@ const char *ccg__strmap_key(const ccg_strmap *m, const char *key) {
 }
 
 /* Rehashes into a table of ncap slots. The keys are distinct, so each goes
- * to the first empty slot of its probe without comparing strings. */
+ * to the first empty slot of its probe without comparing strings. Of a
+ * map with ids only the tags need zeroing: a slot is read where its tag
+ * is set. */
 static ccg_status grow(ccg_strmap *m, size_t ncap) {
-  size_t bytes;
-  if (!ccg__mul_size(ncap, slot_size(m), &bytes))
-    return CCG_STATUS_OOM;
-  bool bulk = bytes >= SLOTS_BULK_MIN && libc_alloc(&m->alloc);
-  void *ns = bulk ? ccg__bulk_zalloc(bytes) : NULL;
-  if (!ns) {
-    bulk = false;
-    ns = ccg__calloc(&m->alloc, ncap, slot_size(m));
-  }
-  if (!ns)
-    return CCG_STATUS_OOM;
   ccg_strmap old = *m;
-  m->slots = ns;
+  if (!m->key_of) {
+    m->slots = table_alloc(m, ncap, sizeof *m->slots, true, &m->bulk);
+  } else {
+    m->tags = table_alloc(m, ncap, 1, true, &m->bulk);
+    m->id_slots =
+        m->tags ? table_alloc(m, ncap, sizeof *m->id_slots, false, &m->ids_bulk)
+                : NULL;
+    if (m->tags && !m->id_slots)
+      table_free(m, m->tags, ncap, m->bulk);
+  }
+  if (!m->slots || (m->key_of && !m->id_slots)) {
+    *m = old;
+    return CCG_STATUS_OOM;
+  }
   m->cap = ncap;
-  m->bulk = bulk;
   size_t mask = ncap - 1;
   for (size_t i = 0; i < old.cap; i++) {
     if (!slot_used(&old, i))
@@ -178,8 +220,7 @@ static ccg_status grow(ccg_strmap *m, size_t ncap) {
     size_t j = slot_hash(&old, i) & mask;
     while (slot_used(m, j))
       j = (j + 1) & mask;
-    memcpy((char *)ns + j * slot_size(m),
-           (const char *)old.slots + i * slot_size(m), slot_size(m));
+    slot_copy(m, j, &old, i);
   }
   slots_free(&old);
   return CCG_STATUS_OK;
@@ -229,7 +270,7 @@ bool ccg__strmap_remove(ccg_strmap *m, const char *key) {
     /* Move j into the hole at i if its home is not in (i, j]. */
     bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
     if (!in_range) {
-      slot_move(m, i, j);
+      slot_copy(m, i, m, j);
       i = j;
     }
   }
@@ -244,7 +285,7 @@ void ccg__strmap_remap(ccg_strmap *m, const uint32_t *to) {
       continue;
     uint32_t id = to[slot_id(m, i)];
     if (m->key_of)
-      m->id_slots[i].id1 = id + 1;
+      m->id_slots[i].id = id;
     else
       m->slots[i].id = id;
   }

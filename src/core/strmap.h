@@ -4,9 +4,12 @@
  *
  * A map whose ids are distinct and name records that hold the keys (a
  * graph's value and node names) can leave the keys out of its slots
- * (ccg__strmap_init_ids): 8-byte slots of hash and id, half the memory a
- * lookup that misses the cache walks, and the key is read from its record
- * only when the hashes are equal. */
+ * (ccg__strmap_init_ids): a byte per slot, 7 bits of the hash, in a table
+ * of its own, and 8-byte slots of hash and id beside it. A lookup of a key
+ * that is not there (every new name of a node being added) reads the tag
+ * bytes only, an eighth of the memory of 8-byte slots: a table that
+ * stays in cache; the slot is read when the tag is equal, the key from
+ * its record when the hash is. */
 #ifndef CCG_CORE_STRMAP_H
 #define CCG_CORE_STRMAP_H
 
@@ -19,10 +22,11 @@ typedef struct ccg__strmap_slot {
   uint32_t id;
 } ccg__strmap_slot;
 
-/* A slot of a map keyed by its ids (ccg__strmap_init_ids). */
+/* A slot of a map keyed by its ids (ccg__strmap_init_ids); empty where its
+ * tag is 0. */
 typedef struct ccg__strmap_id_slot {
   uint32_t hash;
-  uint32_t id1; /* id + 1; 0 = empty */
+  uint32_t id;
 } ccg__strmap_id_slot;
 
 /* The key of entry `id` of a map keyed by its ids. */
@@ -30,19 +34,23 @@ typedef const char *(*ccg__strmap_key_fn)(const void *ctx, uint32_t id);
 
 typedef struct ccg_strmap {
   ccg_allocator alloc;
+  /* key_of NULL: slots; else tags (cap bytes, 0 = empty) and id_slots,
+   * two blocks (a table of a power of two bytes fits the huge pages and
+   * the blocks ccg__bulk_free keeps) */
   union {
-    ccg__strmap_slot *slots;       /* key_of NULL */
-    ccg__strmap_id_slot *id_slots; /* with key_of */
+    ccg__strmap_slot *slots;
+    uint8_t *tags;
   };
+  ccg__strmap_id_slot *id_slots;
   size_t cap; /* power of two or 0 */
   size_t count;
-  bool bulk;                 /* slots from ccg__bulk_alloc (see grow) */
+  bool bulk;                 /* slots or tags from ccg__bulk_alloc (see grow) */
+  bool ids_bulk;             /* id_slots from ccg__bulk_alloc */
   ccg__strmap_key_fn key_of; /* NULL: the keys are in the slots */
   const void *ctx;
-  /* log2 of the slot size, so that ccg__strmap_prefetch computes its
-   * address without a condition: GCC 12 dropped the prefetch where the
-   * slot size was chosen by one */
-  unsigned slot_shift;
+  /* log2 of the bytes a probe reads first per slot (the slot, or its
+   * tag): ccg__strmap_prefetch's address without a branch */
+  unsigned probe_shift;
 } ccg_strmap;
 
 void ccg__strmap_init(ccg_strmap *m, const ccg_allocator *a);
@@ -61,13 +69,20 @@ bool ccg__strmap_get(const ccg_strmap *m, const char *key, uint32_t *id);
  * once. */
 bool ccg__strmap_get_h(const ccg_strmap *m, const char *key, uint32_t h,
                        uint32_t *id);
-/* Starts loading the slot where a key of hash h is looked for first, so
- * that a caller who knows a name before it looks it up overlaps the cache
- * miss on a large map with other work. */
-static inline void ccg__strmap_prefetch(const ccg_strmap *m, uint32_t h) {
-  if (m->cap)
-    __builtin_prefetch((const char *)m->slots +
-                       ((size_t)(h & (m->cap - 1)) << m->slot_shift));
+/* Starts loading the slot where a key of hash h is looked for first (with
+ * ids: its tag, and its slot for the put that follows), so that a caller
+ * who knows a name before it looks it up overlaps the cache miss on a
+ * large map with other work. Always inlined: GCC took a call of it for one
+ * without effect (it only prefetches) and dropped it where it was not
+ * inlined early. */
+__attribute__((always_inline)) static inline void
+ccg__strmap_prefetch(const ccg_strmap *m, uint32_t h) {
+  if (m->cap) {
+    size_t i = h & (m->cap - 1);
+    __builtin_prefetch((const char *)m->slots + (i << m->probe_shift));
+    /* without ids a harmless address: a prefetch does not fault */
+    __builtin_prefetch(m->id_slots + i, 1);
+  }
 }
 /* The stored key equal to `key` (the map's own pointer), or NULL. */
 const char *ccg__strmap_key(const ccg_strmap *m, const char *key);

@@ -429,7 +429,7 @@ static void test_strmap_ids(void **state) {
   for (uint32_t i = 0; i < IDS_N; i++)
     assert_int_equal(ccg__strmap_put(&m, keys[i], i), CCG_STATUS_OK);
   assert_int_equal(ccg__strmap_reserve(&m, 300000), CCG_STATUS_OK);
-  assert_true(m.bulk);
+  assert_true(m.ids_bulk);
   for (uint32_t i = 0; i < IDS_N; i += 3)
     assert_true(ccg__strmap_remove(&m, keys[i]));
   assert_false(ccg__strmap_remove(&m, "n0"));
