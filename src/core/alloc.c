@@ -83,7 +83,7 @@ static size_t bulk_bytes(size_t size) {
 }
 
 /* Blocks kept for reuse (alloc.h), oldest first. */
-#define KEEP_SLOTS 32
+#define KEEP_SLOTS 64
 static struct {
   uint8_t *p;
   size_t n;
