@@ -83,13 +83,20 @@ static size_t bulk_bytes(size_t size) {
 }
 
 /* Blocks kept for reuse (alloc.h), oldest first. */
-#define KEEP_SLOTS 32
+#define KEEP_SLOTS 64
 static struct {
   uint8_t *p;
   size_t n;
 } kept[KEEP_SLOTS];
 static size_t n_kept, kept_bytes;
 static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Kept block i out of the list; under kept_lock. */
+static void kept_remove(size_t i) {
+  kept_bytes -= kept[i].n;
+  memmove(&kept[i], &kept[i + 1], (n_kept - i - 1) * sizeof kept[0]);
+  n_kept--;
+}
 
 /* The smallest kept block of at least n bytes (of equal ones the newest,
  * likelier still in the cache), its tail past n unmapped; NULL if none.
@@ -106,9 +113,7 @@ static uint8_t *take_kept(size_t n) {
   if (best < n_kept) {
     p = kept[best].p;
     have = kept[best].n;
-    kept_bytes -= have;
-    memmove(&kept[best], &kept[best + 1], (n_kept - best - 1) * sizeof kept[0]);
-    n_kept--;
+    kept_remove(best);
   }
   pthread_mutex_unlock(&kept_lock);
   if (p && have > n)
@@ -159,9 +164,7 @@ static size_t fill_from_kept(uint8_t *q, size_t from, size_t n) {
     take[n_take] = kept[best].p;
     take_n[n_take++] = kept[best].n;
     off += kept[best].n;
-    kept_bytes -= kept[best].n;
-    memmove(&kept[best], &kept[best + 1], (n_kept - best - 1) * sizeof kept[0]);
-    n_kept--;
+    kept_remove(best);
   }
   pthread_mutex_unlock(&kept_lock);
   off = from;
@@ -243,43 +246,56 @@ void ccg__bulk_shrink(void *p, size_t old_size, size_t new_size) {
     munmap((uint8_t *)p + n, o - n);
 }
 
+/* Blocks to unmap, gathered under kept_lock and given back after it is
+ * released (munmap can take long: no other thread waits on it). */
+typedef struct drop_list {
+  uint8_t *p[KEEP_SLOTS + 1];
+  size_t n[KEEP_SLOTS + 1];
+  size_t count;
+} drop_list;
+
+static void drop_add(drop_list *d, uint8_t *p, size_t n) {
+  d->p[d->count] = p;
+  d->n[d->count++] = n;
+}
+
+/* The oldest kept block into d; under kept_lock. */
+static void drop_oldest(drop_list *d) {
+  drop_add(d, kept[0].p, kept[0].n);
+  kept_remove(0);
+}
+
+static void drop_all(const drop_list *d) {
+  for (size_t i = 0; i < d->count; i++)
+    munmap(d->p[i], d->n[i]);
+}
+
 void ccg__bulk_free(void *p, size_t size) {
   if (!p)
     return;
   size_t n = bulk_bytes(size);
-  uint8_t *drop[KEEP_SLOTS + 1];
-  size_t drop_n[KEEP_SLOTS + 1], n_drop = 0;
+  drop_list d = {.count = 0};
   if (n > CCG__BULK_KEEP) {
-    drop[n_drop] = p, drop_n[n_drop++] = n;
+    drop_add(&d, p, n);
   } else {
     pthread_mutex_lock(&kept_lock);
-    while (n_kept &&
-           (n_kept == KEEP_SLOTS || kept_bytes + n > CCG__BULK_KEEP)) {
-      drop[n_drop] = kept[0].p, drop_n[n_drop++] = kept[0].n;
-      kept_bytes -= kept[0].n;
-      memmove(&kept[0], &kept[1], (n_kept - 1) * sizeof kept[0]);
-      n_kept--;
-    }
+    while (n_kept && (n_kept == KEEP_SLOTS || kept_bytes + n > CCG__BULK_KEEP))
+      drop_oldest(&d);
     kept[n_kept].p = p;
     kept[n_kept++].n = n;
     kept_bytes += n;
     pthread_mutex_unlock(&kept_lock);
   }
-  for (size_t i = 0; i < n_drop; i++)
-    munmap(drop[i], drop_n[i]);
+  drop_all(&d);
 }
 
 void ccg__bulk_trim(void) {
+  drop_list d = {.count = 0};
   pthread_mutex_lock(&kept_lock);
-  size_t n = n_kept;
-  uint8_t *drop[KEEP_SLOTS];
-  size_t drop_n[KEEP_SLOTS];
-  for (size_t i = 0; i < n; i++)
-    drop[i] = kept[i].p, drop_n[i] = kept[i].n;
-  n_kept = kept_bytes = 0;
+  while (n_kept)
+    drop_oldest(&d);
   pthread_mutex_unlock(&kept_lock);
-  for (size_t i = 0; i < n; i++)
-    munmap(drop[i], drop_n[i]);
+  drop_all(&d);
 }
 
 size_t ccg__bulk_kept(void) {

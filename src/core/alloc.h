@@ -25,7 +25,7 @@ void ccg__free(const ccg_allocator *a, void *p, size_t size);
  * the graphs outgrow the cache) before the pass writes them again. So the
  * contents of a block from ccg__bulk_alloc are undefined;
  * ccg__bulk_zalloc's are zero. */
-#define CCG__BULK_KEEP ((size_t)128 << 20)
+#define CCG__BULK_KEEP ((size_t)256 << 20)
 void *ccg__bulk_alloc(size_t size);
 void *ccg__bulk_zalloc(size_t size);
 void ccg__bulk_free(void *p, size_t size);

@@ -14,6 +14,17 @@ ccg_status ccg__graph_oom(ccg_graph *g, const char *what) {
   return ccg__error(&g->ctx, CCG_STATUS_OOM, "out of memory while %s", what);
 }
 
+/* The name indexes hold ids only; names are read from the records (a
+ * record takes its name after the put, so a lookup reads only records that
+ * are there). */
+static const char *value_key(const void *g, uint32_t id) {
+  return ((const ccg_graph *)g)->values[id].name;
+}
+
+static const char *node_key(const void *g, uint32_t id) {
+  return ((const ccg_graph *)g)->nodes[id].name;
+}
+
 ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   ccg_graph_options o = CCG_GRAPH_OPTIONS_INIT;
   if (!out)
@@ -38,8 +49,8 @@ ccg_status ccg_graph_new(const ccg_graph_options *opts, ccg_graph **out) {
   g->alloc = a;
   ccg__arena_init(&g->arena, &a, 0);
   ccg__arena_init(&g->scratch, &a, 16 * 1024);
-  ccg__strmap_init(&g->value_names, &a);
-  ccg__strmap_init(&g->node_names, &a);
+  ccg__strmap_init_ids(&g->value_names, &a, value_key, g);
+  ccg__strmap_init_ids(&g->node_names, &a, node_key, g);
   ccg__strmap_init(&g->symbols, &a);
   g->name = ccg__arena_strdup(&g->arena, o.name ? o.name : "graph");
   if (ccg__vec_reserve(&a, (void **)&g->scope, &g->scope_cap, 64, 1))
@@ -626,13 +637,15 @@ ccg_status ccg_value_set_name(ccg_graph *g, ccg_value_id v, const char *name) {
                                    "name already exists",
                                    g->values[v].name, name);
   const char *copy = ccg__arena_strdup(&g->arena, name);
-  if (!copy)
+  if (!copy || ccg__strmap_reserve(&g->value_names, g->value_names.count + 1) !=
+                   CCG_STATUS_OK)
     return ccg__graph_oom(g, "renaming a value");
-  ccg_status st = ccg__strmap_put(&g->value_names, copy, v);
-  if (st != CCG_STATUS_OK)
-    return ccg__graph_oom(g, "renaming a value");
+  /* the index reads a value's name from its record: the old entry goes
+   * while the record still has the old name, the new one comes after it
+   * has the new name (the put cannot fail: room was made) */
   ccg__strmap_remove(&g->value_names, g->values[v].name);
   g->values[v].name = copy;
+  (void)ccg__strmap_put(&g->value_names, copy, v);
   return CCG_STATUS_OK;
 }
 

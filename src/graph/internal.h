@@ -94,9 +94,8 @@ struct ccg_graph {
   /* ccg_graph_topo_order must look at the nodes (check.c): a node has a
    * schedule slot (CCG_META_SLOT), or inputs were rewired by hand. Else the
    * node order is topological, as add_node keeps it (a node's inputs exist
-   * before it). Code that rewires g->nodes[].inputs itself sets this, or
-   * puts the nodes in a topological order again (ccg__graph_reorder) before
-   * anything orders them. */
+   * before it). Inputs are rewired through ccg__node_set_input, which sets
+   * this. */
   bool order_unsure;
 
   ccg_strmap value_names;
@@ -487,6 +486,14 @@ bool ccg__graph_in_added_order(const ccg_graph *g);
 /* Appends node n's use of v (input `slot`) to the end of v's use list;
  * room in g->uses is reserved by the caller. */
 void ccg__link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n, uint32_t slot);
+/* Makes input `slot` of node n read v instead of the value it reads (a
+ * rewiring: a re-gather, a gradient bucket), which n may not read before
+ * v is made: the use moves from the old value's list to v's, and the
+ * order is marked unsure (order_unsure), so that ccg_graph_topo_order
+ * looks at the nodes. The input and v must be values (no use is added or
+ * dropped): INVALID_ARG otherwise, nothing changed. */
+ccg_status ccg__node_set_input(ccg_graph *g, ccg_node_id n, size_t slot,
+                               ccg_value_id v);
 
 /* Removes in place the nodes with keep_node[n] false (their outputs go with
  * them) and the initializers with keep_init[v] false (indexed by value id;

@@ -311,18 +311,68 @@ void ccg__link_use(ccg_graph *g, ccg_value_id v, ccg_node_id n, uint32_t slot) {
   x->n_uses++;
 }
 
+/* Use u out of its value x's list. */
+static void unlink_use(ccg_graph *g, ccg__value *x, uint32_t u) {
+  uint32_t prev = g->uses[u].prev, next = g->uses[u].next;
+  if (prev == CCG_NONE)
+    x->first_use = next;
+  else
+    g->uses[prev].next = next;
+  if (next == CCG_NONE)
+    x->last_use = prev;
+  else
+    g->uses[next].prev = prev;
+  x->n_uses--;
+}
+
+/* Use u into x's list where its place in the table puts it: a list in
+ * table order keeps the last use in the table its value's last, which
+ * ccg__rollback relies on. */
+static void link_use_at(ccg_graph *g, ccg__value *x, uint32_t u) {
+  uint32_t prev = x->last_use;
+  while (prev != CCG_NONE && prev > u)
+    prev = g->uses[prev].prev;
+  uint32_t next = prev == CCG_NONE ? x->first_use : g->uses[prev].next;
+  g->uses[u].prev = prev;
+  g->uses[u].next = next;
+  if (prev == CCG_NONE)
+    x->first_use = u;
+  else
+    g->uses[prev].next = u;
+  if (next == CCG_NONE)
+    x->last_use = u;
+  else
+    g->uses[next].prev = u;
+  x->n_uses++;
+}
+
+ccg_status ccg__node_set_input(ccg_graph *g, ccg_node_id n, size_t slot,
+                               ccg_value_id v) {
+  if (!ccg__node_ok(g, n) || slot >= g->nodes[n].n_inputs ||
+      g->nodes[n].inputs[slot] == CCG_NONE || !ccg__value_ok(g, v))
+    return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
+                      "rewiring input %zu of node %u to value %u: no such "
+                      "node, input or value",
+                      slot, n, v);
+  ccg__value *old = &g->values[g->nodes[n].inputs[slot]];
+  uint32_t u = old->first_use;
+  while (u != CCG_NONE && (g->uses[u].node != n || g->uses[u].slot != slot))
+    u = g->uses[u].next;
+  if (u == CCG_NONE)
+    return ccg__error(&g->ctx, CCG_STATUS_INTERNAL,
+                      "node '%s' input %zu: not in its value's use list",
+                      g->nodes[n].name, slot);
+  unlink_use(g, old, u);
+  link_use_at(g, &g->values[v], u);
+  g->nodes[n].inputs[slot] = v;
+  g->order_unsure = true;
+  return CCG_STATUS_OK;
+}
+
 /* Removes the last use in the table, which is its value's last use: uses
  * are unlinked in the reverse of the order they were linked. */
 static void unlink_last_use(ccg_graph *g, ccg_value_id v) {
-  uint32_t u = (uint32_t)--g->n_uses;
-  ccg__value *x = &g->values[v];
-  uint32_t prev = g->uses[u].prev;
-  if (prev == CCG_NONE)
-    x->first_use = CCG_NONE;
-  else
-    g->uses[prev].next = CCG_NONE;
-  x->last_use = prev;
-  x->n_uses--;
+  unlink_use(g, &g->values[v], (uint32_t)--g->n_uses);
 }
 
 size_t ccg_value_num_uses(const ccg_graph *g, ccg_value_id v) {

@@ -114,14 +114,9 @@ ccg_status ccg__graph_reorder(ccg_graph *g, const uint64_t *key) {
     nodes[k] = g->nodes[order[k]];
     newid[order[k]] = (ccg_node_id)k;
   }
-  for (size_t k = 0; k < n; k++) {
+  for (size_t k = 0; k < n; k++)
     g->nodes[k] = nodes[k];
-    if (order[k] != (ccg_node_id)k && nodes[k].name) {
-      ccg__strmap_remove(&g->node_names, nodes[k].name);
-      /* room is there: the entry was just removed */
-      (void)ccg__strmap_put(&g->node_names, nodes[k].name, (uint32_t)k);
-    }
-  }
+  ccg__strmap_remap(&g->node_names, newid);
   for (size_t v = 0; v < g->n_values; v++)
     if (g->values[v].producer != CCG_NONE)
       g->values[v].producer = newid[g->values[v].producer];

@@ -438,6 +438,36 @@ static ccg_status slot_grads(bw *b, const unit *u, size_t n0) {
   return CCG_STATUS_OK;
 }
 
+/* Units are differentiated in reverse order, and each reads its forward
+ * values' records (shape, dtype) and its nodes' lists, which at 384 layers
+ * the passes before have pushed out of the caches: the ones two units on
+ * have their lists loaded, the next one its value records, while this one
+ * runs. Always inlined: GCC drops a call of a function that only
+ * prefetches where it does not inline it early. */
+__attribute__((always_inline)) static inline void prefetch_lists(const bw *b,
+                                                                 size_t k) {
+  const unit *u = &b->units[b->order[k]];
+  __builtin_prefetch(u->in);
+  __builtin_prefetch(u->out);
+  __builtin_prefetch(&b->g->nodes[u->node]);
+}
+
+__attribute__((always_inline)) static inline void prefetch_values(const bw *b,
+                                                                  size_t k) {
+  const unit *u = &b->units[b->order[k]];
+  const ccg__value *vals = b->g->values;
+  for (size_t i = 0; i < u->n_in && i < SMALL_UNIT; i++)
+    if (u->in[i] < b->nv) {
+      __builtin_prefetch(&vals[u->in[i]].shape);
+      __builtin_prefetch(&vals[u->in[i]].dtype);
+    }
+  for (size_t i = 0; i < u->n_out && i < SMALL_UNIT; i++)
+    if (u->out[i] < b->nv) {
+      __builtin_prefetch(&vals[u->out[i]].shape);
+      __builtin_prefetch(&vals[u->out[i]].dtype);
+    }
+}
+
 static ccg_status run(bw *b) {
   ccg_graph *g = b->g;
   b->requires = calloc(b->nv + 1, sizeof *b->requires);
@@ -460,6 +490,10 @@ static ccg_status run(bw *b) {
   mark_requires(b);
   mark_useful(b, seeds, ns);
   for (size_t k = b->nu; k-- > 0;) {
+    if (k >= 2)
+      prefetch_lists(b, k - 2);
+    if (k >= 1)
+      prefetch_values(b, k - 1);
     size_t n0 = ccg_graph_num_nodes(g);
     CCG_CHECK_GOTO(diff_unit(b, &b->units[b->order[k]]), st, out);
     CCG_CHECK_GOTO(slot_grads(b, &b->units[b->order[k]], n0), st, out);

@@ -55,7 +55,7 @@ static ccg_status regather(ccg_graph *g, ccg_node_id n, size_t from) {
   for (size_t m = from; m < (size_t)r; m++)
     for (uint32_t i = 0; i < g->nodes[m].n_inputs; i++)
       if (g->nodes[m].inputs[i] == y)
-        g->nodes[m].inputs[i] = z;
+        CCG_CHECK(ccg__node_set_input(g, (ccg_node_id)m, i, z));
   return CCG_STATUS_OK;
 }
 

@@ -134,12 +134,12 @@ static ccg_status make_bucket(ccg_graph *g, cand *const *m, size_t k,
   }
   for (size_t n = first; n < g->n_nodes; n++)
     (*key)[n] = after;
-  for (size_t i = 0; i < k; i++) {
+  for (size_t i = 0; i < k && st == CCG_STATUS_OK; i++) {
     ccg__node *nd = &g->nodes[m[i]->node];
     nd->op = CCG_OP_IDENTITY;
-    nd->inputs[0] = out[i];
     nd->n_attrs = 0;
     (*key)[m[i]->node] = after;
+    st = ccg__node_set_input(g, m[i]->node, 0, out[i]);
   }
 done:
   free(in);
@@ -225,9 +225,11 @@ ccg_status ccg_ddp_bucket_gradients(ccg_graph *g, size_t bucket_bytes,
   if (st == CCG_STATUS_OK && made)
     st = ccg__graph_reorder(g, key);
   if (st != CCG_STATUS_OK) {
+    /* the uses go back to the inputs before the buckets' values go */
     for (size_t i = 0; i < n; i++) {
       g->nodes[c[i].node] = saved[i];
-      g->nodes[c[i].node].inputs[0] = saved_in[i];
+      if (g->nodes[c[i].node].inputs[0] != saved_in[i])
+        (void)ccg__node_set_input(g, c[i].node, 0, saved_in[i]);
     }
     ccg__rollback(g, &mark);
   } else if (n_buckets) {

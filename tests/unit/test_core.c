@@ -434,6 +434,77 @@ static void test_strmap_reserve(void **state) {
   assert_false(m.bulk);
 }
 
+/* Keys of test_strmap_ids' map, by id: its records. */
+enum { IDS_N = 3000 };
+static const char *ids_names[IDS_N];
+
+static const char *ids_key(const void *ctx, uint32_t id) {
+  assert_ptr_equal(ctx, ids_names);
+  return ids_names[id];
+}
+
+/* A map keyed by its ids reads keys from the records: a record may take
+ * its key after the put, equal hashes are told apart by the keys, and
+ * growth, removal and renumbering keep every entry. */
+static void test_strmap_ids(void **state) {
+  (void)state;
+  ccg_strmap m;
+  ccg__strmap_init_ids(&m, NULL, ids_key, ids_names);
+  static char keys[IDS_N][16];
+  uint32_t id = 0;
+  assert_false(ccg__strmap_get(&m, "n0", &id));
+  for (uint32_t i = 0; i < IDS_N; i++) {
+    snprintf(keys[i], sizeof keys[i], "n%u", i);
+    ids_names[i] = NULL;
+    assert_int_equal(ccg__strmap_put(&m, keys[i], i), CCG_STATUS_OK);
+    ids_names[i] = keys[i];
+  }
+  assert_int_equal(m.count, IDS_N);
+  for (uint32_t i = 0; i < IDS_N; i++) {
+    char probe[16];
+    snprintf(probe, sizeof probe, "n%u", i);
+    assert_true(ccg__strmap_get(&m, probe, &id));
+    assert_int_equal(id, i);
+    assert_ptr_equal(ccg__strmap_key(&m, probe), keys[i]);
+  }
+  assert_int_equal(ccg__strmap_put(&m, "n7", 7), CCG_STATUS_INVALID_ARG);
+  assert_false(ccg__strmap_get(&m, "n3000", NULL));
+  /* two keys given one hash: the second found by its key, after the first */
+  ccg__strmap_free(&m);
+  assert_int_equal(ccg__strmap_put_h(&m, keys[0], 5, 0), CCG_STATUS_OK);
+  assert_int_equal(ccg__strmap_put_h(&m, keys[1], 5, 1), CCG_STATUS_OK);
+  assert_true(ccg__strmap_get_h(&m, "n1", 5, &id));
+  assert_int_equal(id, 1);
+  assert_true(ccg__strmap_get_h(&m, "n0", 5, &id));
+  assert_int_equal(id, 0);
+  assert_false(ccg__strmap_get_h(&m, "n2", 5, NULL));
+  ccg__strmap_free(&m);
+  /* grown to a huge-page table, then every third removed */
+  for (uint32_t i = 0; i < IDS_N; i++)
+    assert_int_equal(ccg__strmap_put(&m, keys[i], i), CCG_STATUS_OK);
+  assert_int_equal(ccg__strmap_reserve(&m, 300000), CCG_STATUS_OK);
+  assert_true(m.ids_bulk);
+  for (uint32_t i = 0; i < IDS_N; i += 3)
+    assert_true(ccg__strmap_remove(&m, keys[i]));
+  assert_false(ccg__strmap_remove(&m, "n0"));
+  for (uint32_t i = 0; i < IDS_N; i++)
+    assert_int_equal(ccg__strmap_get(&m, keys[i], &id), i % 3 != 0);
+  /* renumbered in reverse, the records moved with them */
+  static uint32_t to[IDS_N];
+  for (uint32_t i = 0; i < IDS_N; i++) {
+    to[i] = IDS_N - 1 - i;
+    ids_names[to[i]] = keys[i];
+  }
+  ccg__strmap_remap(&m, to);
+  for (uint32_t i = 0; i < IDS_N; i++) {
+    bool present = ccg__strmap_get(&m, keys[i], &id);
+    assert_int_equal(present, i % 3 != 0);
+    if (present)
+      assert_int_equal(id, to[i]);
+  }
+  ccg__strmap_free(&m);
+}
+
 static void test_strmap(void **state) {
   (void)state;
   ccg_strmap m;
@@ -589,6 +660,7 @@ int main(void) {
       cmocka_unit_test(test_arena_trim),
       cmocka_unit_test(test_bulk_kept),
       cmocka_unit_test(test_strmap),
+      cmocka_unit_test(test_strmap_ids),
       cmocka_unit_test(test_strmap_reserve),
       cmocka_unit_test(test_jtext),
       cmocka_unit_test(test_vec_and_overflow),

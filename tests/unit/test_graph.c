@@ -319,6 +319,70 @@ static void test_placements(void **state) {
   ccg_graph_free(g);
 }
 
+/* The uses of value v, in list order: node and slot pairs into nodes and
+ * slots; their count. */
+static size_t uses_of(const ccg_graph *g, ccg_value_id v, ccg_node_id *nodes,
+                      size_t *slots) {
+  size_t k = 0, cursor = 0;
+  while (ccg_value_next_use(g, v, &cursor, &nodes[k], &slots[k]))
+    k++;
+  assert_int_equal(k, ccg_value_num_uses(g, v));
+  return k;
+}
+
+/* A node's input rewired to a value made after it: the node reads it, the
+ * use moves between the two values' lists (in the order the uses were
+ * made, so that a rollback after it unlinks the right ones), and the order
+ * is no longer taken on trust. */
+static void test_set_input(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
+  ccg_value_id y, w, z, u, q;
+  assert_ok(g, ccg_relu(g, x, &y));    /* node 0 */
+  assert_ok(g, ccg_tanh(g, y, &w));    /* node 1 */
+  assert_ok(g, ccg_sigmoid(g, x, &z)); /* node 2 */
+  ccg__mark mark = ccg__mark_get(g);
+  assert_ok(g, ccg_neg(g, z, &u)); /* node 3, reads z */
+  assert_false(g->order_unsure);
+  assert_ok(g, ccg__node_set_input(g, 1, 0, z));
+  assert_true(g->order_unsure);
+  assert_int_equal(ccg_node_input(g, 1, 0), z);
+  ccg_node_id nodes[4];
+  size_t slots[4];
+  assert_int_equal(uses_of(g, y, nodes, slots), 0);
+  assert_int_equal(uses_of(g, z, nodes, slots), 2);
+  assert_int_equal(nodes[0], 1); /* made before node 3's use */
+  assert_int_equal(nodes[1], 3);
+  ccg_node_id order[4];
+  assert_ok(g, ccg_graph_topo_order(g, order));
+  assert_int_equal(order[0], 0);
+  assert_int_equal(order[1], 2);
+  assert_int_equal(order[2], 1);
+  /* refused: no such slot, no such value, an input that is absent */
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg__node_set_input(g, 1, 1, x),
+               "input 1 of node 1");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg__node_set_input(g, 1, 0, 99),
+               "value 99");
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg__node_set_input(g, 9, 0, x),
+               "node 9");
+  assert_int_equal(ccg_node_input(g, 1, 0), z);
+  /* node 3 rolled back: its use was z's last, node 1's stays */
+  ccg__rollback(g, &mark);
+  assert_int_equal(uses_of(g, z, nodes, slots), 1);
+  assert_int_equal(nodes[0], 1);
+  assert_int_equal(slots[0], 0);
+  /* and back: y is read again, z by none */
+  assert_ok(g, ccg__node_set_input(g, 1, 0, y));
+  assert_int_equal(uses_of(g, z, nodes, slots), 0);
+  assert_int_equal(uses_of(g, y, nodes, slots), 1);
+  assert_int_equal(nodes[0], 1);
+  assert_ok(g, ccg_exp(g, y, &q));
+  assert_int_equal(uses_of(g, y, nodes, slots), 2);
+  assert_ok(g, ccg_graph_validate(g));
+  ccg_graph_free(g);
+}
+
 static void test_validate_and_order(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -344,15 +408,12 @@ static void test_validate_and_order(void **state) {
   assert_int_equal(order[2], 2);
 
   /* Rewire node 1 to read node 2's output: the order puts it after, and a
-   * loop through node 2 back to node 1 is a cycle. Code that rewires a
-   * node's inputs itself says so (order_unsure). */
-  ccg__node *n1 = &g->nodes[1];
-  n1->inputs[0] = c;
-  g->order_unsure = true;
+   * loop through node 2 back to node 1 is a cycle. */
+  assert_ok(g, ccg__node_set_input(g, 1, 0, c));
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_topo_order(g, order),
                "cycle", "'Tanh_1'");
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_validate(g), "cycle");
-  n1->inputs[0] = x;
+  assert_ok(g, ccg__node_set_input(g, 1, 0, x));
   assert_ok(g, ccg_graph_validate(g));
 
   /* A stored shape that disagrees with the op's rule is caught. */
@@ -367,7 +428,9 @@ static void test_validate_and_order(void **state) {
   g->values[c].dtype = CCG_DTYPE_F16;
   assert_fails(g, CCG_STATUS_SHAPE, ccg_graph_validate(g), "f16[4]");
   g->values[c].dtype = CCG_DTYPE_F32;
-  /* An input id that does not exist. */
+  /* An input id that does not exist (written in the record: the setter
+   * refuses it). */
+  ccg__node *n1 = &g->nodes[1];
   n1->inputs[0] = 4242;
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_validate(g), "4242",
                "not defined");
@@ -927,6 +990,7 @@ static void test_threads(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_values),
+      cmocka_unit_test(test_set_input),
       cmocka_unit_test(test_generic_nodes_and_attrs),
       cmocka_unit_test(test_generated_output_names_follow),
       cmocka_unit_test(test_scopes_and_tags),
