@@ -31,9 +31,9 @@ double ccg_cost_bus_factor(ccg_op op, int n) {
 
 /* S of one rank's call, as nccl-tests counts it. */
 static ccg_status call_bytes(const ccg__cev *e, double *out) {
-  const ccg__vshape *v = &e->in;
+  const ccg__vshape *v = e->in;
   if (e->op == CCG_OP_ALL_GATHER || e->op == CCG_OP_RECV)
-    v = &e->out;
+    v = e->out;
   int64_t n;
   char sym[CCG__VSYM_MAX * 4];
   if (!ccg__vshape_numel(v, -1, &n, sym, sizeof sym)) {

@@ -26,15 +26,20 @@ static bool mesh_equal(const ccg_mesh *a, const ccg_mesh *b) {
 
 /* What loading one rank's calls keeps: the dims it evaluated, by symbol (a
  * graph interns each symbol's text once, and on one rank a symbol always
- * evaluates alike: a large graph has few symbols but many shapes), and its
- * group on each set of mesh axes. */
+ * evaluates alike: a large graph has few symbols but many shapes), the
+ * shapes it evaluated, by the graph's interned shape (values of one shape
+ * share it: the calls of a rank point at one evaluated copy, so that a
+ * call record stays small), and its group on each set of mesh axes. */
 #define DIM_MEMO 64
+#define SHAPE_MEMO 64
 typedef struct rank_load {
   ccg__program *p;
   int rank;
   ccg__dim_binds binds;
   const char *sym[DIM_MEMO];
   ccg__vdim dim[DIM_MEMO];
+  const ccg_shape *shape[SHAPE_MEMO];
+  const ccg__vshape *vshape[SHAPE_MEMO];
   int64_t *group[1u << CCG_MAX_MESH_AXES];
   int64_t keypos[1u << CCG_MAX_MESH_AXES]; /* calls so far per group */
 } rank_load;
@@ -64,14 +69,30 @@ static ccg_status eval_dim(rank_load *l, ccg_dim d, ccg__vdim *out) {
   return CCG_STATUS_OK;
 }
 
+/* s on l's rank (NULL: no shape, rank 0), shared by the calls whose value
+ * has the same interned shape; a shape that lost its memo slot to another
+ * is evaluated again into a new copy. */
 static ccg_status eval_shape(rank_load *l, const ccg_shape *s,
-                             ccg__vshape *out) {
-  memset(out, 0, sizeof *out);
-  if (!s)
+                             const ccg__vshape **out) {
+  static const ccg__vshape none = {0};
+  if (!s) {
+    *out = &none;
     return CCG_STATUS_OK;
-  out->rank = s->rank;
+  }
+  size_t h = ((uintptr_t)s >> 4) % SHAPE_MEMO;
+  if (l->shape[h] == s) {
+    *out = l->vshape[h];
+    return CCG_STATUS_OK;
+  }
+  ccg__vshape *v = ccg__arena_calloc(&l->p->arena, 1, sizeof *v);
+  if (!v)
+    return ccg__error(NULL, CCG_STATUS_OOM, "verify: out of memory");
+  v->rank = s->rank;
   for (int d = 0; d < s->rank; d++)
-    CCG_CHECK(eval_dim(l, s->dims[d], &out->d[d]));
+    CCG_CHECK(eval_dim(l, s->dims[d], &v->d[d]));
+  l->shape[h] = s;
+  l->vshape[h] = v;
+  *out = v;
   return CCG_STATUS_OK;
 }
 
@@ -224,17 +245,17 @@ static ccg_status read_params(ccg_graph *g, ccg_node_id n, int rank,
     e->root = attr_i(g, n, "root", 0);
     return CCG_STATUS_OK;
   case CCG_OP_ALL_GATHER:
-    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->out.rank);
+    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->out->rank);
     e->split = attr_list(g, n, "split_sizes", W);
     return CCG_STATUS_OK;
   case CCG_OP_REDUCE_SCATTER:
     CCG_CHECK(read_rop(g, n, rank, &e->rop));
-    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->in.rank);
+    e->axis = norm_axis(attr_i(g, n, "axis", 0), e->in->rank);
     e->split = attr_list(g, n, "split_sizes", W);
     return CCG_STATUS_OK;
   case CCG_OP_ALL_TO_ALL:
-    e->axis = norm_axis(attr_i(g, n, "split_axis", 0), e->in.rank);
-    e->axis2 = norm_axis(attr_i(g, n, "concat_axis", 0), e->out.rank);
+    e->axis = norm_axis(attr_i(g, n, "split_axis", 0), e->in->rank);
+    e->axis2 = norm_axis(attr_i(g, n, "concat_axis", 0), e->out->rank);
     e->split = attr_list(g, n, "in_splits", W);
     e->split2 = attr_list(g, n, "out_splits", W);
     if (e->axis < 0 || e->axis2 < 0)

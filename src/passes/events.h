@@ -32,10 +32,12 @@ typedef struct ccg__cev {
   int gsize, gidx; /* group size and this rank's place in it */
   int64_t *group;  /* global ranks in group order */
   ccg_dtype dtype;
-  ccg__vshape in, out; /* input 0 (Send, ...) and output 0 (Recv, ...) */
-  int rop;             /* reduce op, -1 if none */
-  int64_t root;        /* -1 if none */
-  int axis, axis2;     /* normalized; -1 if none */
+  /* input 0 (Send, ...) and output 0 (Recv, ...), never NULL: one copy
+   * per rank and graph shape, shared by the rank's calls of that shape */
+  const ccg__vshape *in, *out;
+  int rop;         /* reduce op, -1 if none */
+  int64_t root;    /* -1 if none */
+  int axis, axis2; /* normalized; -1 if none */
   int64_t shift, rotate;
   const int64_t *split, *split2; /* per group rank sizes, NULL = even */
   int64_t peer, tag;             /* Send/Recv: global peer */

@@ -101,7 +101,7 @@ static int coll_header(const sim *s, const ccg__cev *a, char *buf,
 /* Elements rank a's event sends to group rank j of an AllToAll. */
 static int64_t a2a_chunk(const ccg__cev *e, bool send, int j, int64_t *dim,
                          bool *numeric) {
-  const ccg__vshape *v = send ? &e->in : &e->out;
+  const ccg__vshape *v = send ? e->in : e->out;
   int axis = send ? e->axis : e->axis2;
   const int64_t *list = send ? e->split : e->split2;
   char buf[CCG__VSYM_MAX * 4];
@@ -169,8 +169,8 @@ static int coll_compare(sim *s, const ccg__cev *a, const ccg__cev *b) {
                     " split dim %d differently",
                     H, WHO(a), WHO(b), a->axis);
   }
-  const ccg__vshape *va = a->op == CCG_OP_RECV ? &a->out : &a->in;
-  const ccg__vshape *vb = b->op == CCG_OP_RECV ? &b->out : &b->in;
+  const ccg__vshape *va = a->op == CCG_OP_RECV ? a->out : a->in;
+  const ccg__vshape *vb = b->op == CCG_OP_RECV ? b->out : b->in;
   int skip = -1;
   if (a->op == CCG_OP_ALL_GATHER || a->op == CCG_OP_ALL_TO_ALL)
     skip = a->axis; /* each rank's own share along it */
@@ -258,7 +258,7 @@ static int p2p_compare(sim *s, const ccg__cev *snd, const ccg__cev *rcv,
     k = CCG_VERIFY_TAG;
   else if (snd->dtype != rcv->dtype)
     k = CCG_VERIFY_DTYPE;
-  else if (!ccg__vshape_equal(&snd->in, &rcv->out, -1))
+  else if (!ccg__vshape_equal(snd->in, rcv->out, -1))
     k = CCG_VERIFY_SHAPE;
   if (k == CCG_VERIFY_OK)
     return 0;
@@ -268,8 +268,8 @@ static int p2p_compare(sim *s, const ccg__cev *snd, const ccg__cev *rcv,
       " sends tag %lld, %s %s but " WHO_FMT " receives tag %lld, %s %s",
       ccg_verify_kind_name(k), (long long)pos, snd->rank, rcv->rank, WHO(snd),
       (long long)snd->tag, ccg_dtype_name(snd->dtype),
-      ccg__vshape_str(&snd->in, sa, sizeof sa), WHO(rcv), (long long)rcv->tag,
-      ccg_dtype_name(rcv->dtype), ccg__vshape_str(&rcv->out, sb, sizeof sb));
+      ccg__vshape_str(snd->in, sa, sizeof sa), WHO(rcv), (long long)rcv->tag,
+      ccg_dtype_name(rcv->dtype), ccg__vshape_str(rcv->out, sb, sizeof sb));
 }
 
 static bool chan_push(chan *c, const ccg__cev *e) {

@@ -99,6 +99,36 @@ static void test_many_symbols(void **state) {
   ccg_graph_free(r[1]);
 }
 
+/* A call's shapes are evaluated once per rank and graph shape, and shared
+ * by the rank's calls of that shape: a shape met again after many others
+ * took its memo entry is evaluated anew, still per rank. */
+static void test_shared_shapes(void **state) {
+  (void)state;
+  enum { N = 150 };
+  ccg_verify_report rep;
+  /* the last call has call 3's shape, [d3,4], on both ranks */
+  ccg_graph *g = many_symbols(N, -1, "[d3,4]");
+  assert_ok(NULL, ccg_verify_program(&g, 1, NULL, &rep));
+  assert_int_equal(rep.n_calls, 2 * (N + 1));
+  ccg_graph_free(g);
+  /* rank 1's last call has call 4's shape instead */
+  ccg_graph *r[2] = {many_symbols(N, -1, "[d3,4]"),
+                     many_symbols(N, -1, "[d4,4]")};
+  assert_fails(NULL, CCG_STATUS_COMM, ccg_verify_program(r, 2, NULL, &rep),
+               "[d3,4]", "[d4,4]");
+  assert_int_equal(rep.kind, CCG_VERIFY_COUNT);
+  assert_int_equal(rep.position, N);
+  ccg_graph_free(r[0]);
+  ccg_graph_free(r[1]);
+  /* one shape, rank-dependent, after the memo was filled: 3 on rank 0 and
+   * 5 on rank 1 */
+  g = many_symbols(N, -1, "[tp{3,5},4]");
+  assert_fails(NULL, CCG_STATUS_COMM, ccg_verify_program(&g, 1, NULL, &rep),
+               "[3,4]", "[5,4]");
+  assert_int_equal(rep.position, N);
+  ccg_graph_free(g);
+}
+
 /* The ranks of one graph are loaded together, node by node; a failure is
  * still the one the ranks in turn give: the first of the lowest rank. */
 static void test_load_failure_order(void **state) {
@@ -132,6 +162,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_slots_order_the_calls),
       cmocka_unit_test(test_many_symbols),
+      cmocka_unit_test(test_shared_shapes),
       cmocka_unit_test(test_load_failure_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

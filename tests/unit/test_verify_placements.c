@@ -121,6 +121,42 @@ static void unlabelled_pass(void **state) {
   assert_int_equal(ccg_verify_placements(NULL, NULL), CCG_STATUS_INVALID_ARG);
 }
 
+/* The first wrong node in the executor's order is named: with schedule
+ * slots that put the second node first, it is the second. Ops that are
+ * not judged (MatMul) may take and give any placements. */
+static ccg_graph *two_wrong(bool swap) {
+  ccg_graph *g = ccg_test_graph("tp=2");
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4,4]");
+  ccg_value_id z = ccg_test_input(g, "z", CCG_DTYPE_F32, "[4,4]"), y, w, m;
+  assert_ok(g, ccg_all_reduce(g, x, "tp", CCG_REDUCE_SUM, &y));
+  assert_ok(g, ccg_relu(g, z, &w));
+  assert_ok(g, ccg_matmul(g, x, z, &m));
+  label(g, x, S(0));
+  label(g, y, R);
+  label(g, z, R);
+  label(g, w, S(0));
+  label(g, m, P);
+  if (swap) {
+    assert_ok(g, ccg_node_set_meta(g, 0, CCG_META_SLOT, "2"));
+    assert_ok(g, ccg_node_set_meta(g, 1, CCG_META_SLOT, "0"));
+    assert_ok(g, ccg_node_set_meta(g, 2, CCG_META_SLOT, "1"));
+  }
+  return g;
+}
+
+static void first_wrong_in_order(void **state) {
+  (void)state;
+  for (int swap = 0; swap < 2; swap++) {
+    ccg_graph *g = two_wrong(swap);
+    ccg_verify_report r;
+    assert_int_equal(ccg_verify_placements(g, &r), CCG_STATUS_INVALID_ARG);
+    assert_int_equal(r.kind, CCG_VERIFY_PLACEMENT);
+    assert_string_equal(r.node_a, ccg_node_name(g, swap ? 1 : 0));
+    assert_non_null(strstr(r.message, swap ? "(Relu)" : "(AllReduce)"));
+    ccg_graph_free(g);
+  }
+}
+
 /* Mapping-built forwards and their backwards, labelled by the mappings
  * (DTensor's colwise and rowwise pair with a Replicate input; the
  * sequence-parallel pair: an all-gather in, a reduce-scatter out) agree
@@ -168,6 +204,7 @@ int main(void) {
       cmocka_unit_test(wrong_moves_are_named),
       cmocka_unit_test(unlabelled_pass),
       cmocka_unit_test(mappings_agree),
+      cmocka_unit_test(first_wrong_in_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
