@@ -189,36 +189,6 @@ static void test_generic_nodes_and_attrs(void **state) {
   ccg_graph_free(g);
 }
 
-/* A generated name is looked up after the shape rule: one that is taken
- * moves on to the next free k, and the output names follow the node's. */
-static void test_generated_output_names_follow(void **state) {
-  (void)state;
-  ccg_graph *g = ccg_test_graph(NULL);
-  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[4]");
-  ccg_node_desc d = CCG_NODE_DESC_INIT;
-  d.op = "Relu";
-  d.name = "Relu_1"; /* the name the next Relu would be given */
-  d.inputs = &x;
-  d.n_inputs = 1;
-  assert_ok(g, ccg_graph_add_node(g, &d, NULL));
-  ccg_value_id y;
-  assert_ok(g, ccg_relu(g, x, &y));
-  assert_string_equal(ccg_node_name(g, ccg_value_producer(g, y)), "Relu_2");
-  assert_string_equal(ccg_value_name(g, y), "Relu_2_output_0");
-  /* a taken output name is still refused */
-  const char *out[1] = {"Relu_3_output_0"};
-  d.name = "a";
-  d.output_names = out;
-  d.n_outputs = 1;
-  assert_ok(g, ccg_graph_add_node(g, &d, NULL));
-  size_t n = ccg_graph_num_nodes(g);
-  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_relu(g, x, &y),
-               "'Relu_3_output_0'", "already exists");
-  assert_int_equal(ccg_graph_num_nodes(g), n);
-  assert_ok(g, ccg_graph_validate(g));
-  ccg_graph_free(g);
-}
-
 static void test_scopes_and_tags(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -852,8 +822,9 @@ static void test_shapes_interned(void **state) {
   ccg_graph_free(g);
 }
 
-/* A generated node name that is taken goes to the next free one, and the
- * shape rule, which makes symbols from the name, runs under that one. */
+/* A generated node name that is taken goes to the next free one; the shape
+ * rule, which makes symbols from the name, runs under that one, and the
+ * output names follow it. A taken output name is refused. */
 static void test_generated_name_taken(void **state) {
   (void)state;
   ccg_graph *g = ccg_test_graph(NULL);
@@ -890,6 +861,16 @@ static void test_generated_name_taken(void **state) {
   assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_graph_add_node(g, &d, &n),
                "node 'Add_4' (Add): a node of that name already exists");
   assert_int_equal(ccg_graph_num_nodes(g), 4);
+  /* a taken output name is refused, the node not added */
+  const char *outs[1] = {"Relu_5_output_0"};
+  d.op = "Relu";
+  d.name = "a";
+  d.output_names = outs;
+  d.n_outputs = 1;
+  assert_ok(g, ccg_graph_add_node(g, &d, NULL)); /* node 4 */
+  assert_fails(g, CCG_STATUS_INVALID_ARG, ccg_relu(g, x, &y),
+               "'Relu_5_output_0'", "already exists");
+  assert_int_equal(ccg_graph_num_nodes(g), 5);
   assert_ok(g, ccg_graph_validate(g));
   ccg_graph_free(g);
 }
@@ -992,7 +973,6 @@ int main(void) {
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_set_input),
       cmocka_unit_test(test_generic_nodes_and_attrs),
-      cmocka_unit_test(test_generated_output_names_follow),
       cmocka_unit_test(test_scopes_and_tags),
       cmocka_unit_test(test_placements),
       cmocka_unit_test(test_validate_and_order),
