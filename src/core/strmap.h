@@ -14,6 +14,7 @@
 #define CCG_CORE_STRMAP_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "ccgraph/core.h"
 
 typedef struct ccg__strmap_slot {
@@ -80,8 +81,10 @@ ccg__strmap_prefetch(const ccg_strmap *m, uint32_t h) {
   if (m->cap) {
     size_t i = h & (m->cap - 1);
     __builtin_prefetch((const char *)m->slots + (i << m->probe_shift));
-    /* without ids a harmless address: a prefetch does not fault */
-    __builtin_prefetch(m->id_slots + i, 1);
+    /* without ids a harmless address (a prefetch does not fault), made in
+     * integers: no arithmetic on a null pointer */
+    __builtin_prefetch(
+        (const void *)((uintptr_t)m->id_slots + i * sizeof *m->id_slots), 1);
   }
 }
 /* The stored key equal to `key` (the map's own pointer), or NULL. */
