@@ -6,8 +6,6 @@ set -u
 tool=$1
 shift
 run=("$@" "$tool")
-failures=0
-passes=0
 
 . "$(dirname "$0")/expect.sh"
 

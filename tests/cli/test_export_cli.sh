@@ -11,8 +11,6 @@ set -u
 tool=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 py=/usr/bin/python3
-failures=0
-passes=0
 plan=$src/samples/plan_gpt_block.json
 $py "$src/samples/make_gpt_block.py" "$work/gpt.onnx" >/dev/null || exit 1
 "$tool" shard "$work/gpt.onnx" --plan "$plan" --mesh tp=4 -o "$work/tp4" >/dev/null || exit 1
@@ -82,9 +80,7 @@ expect 0 '1 model written to .*/new1/a/gpt.onnx' -- export "$work/gpt.onnx" -o "
   { echo "FAIL: export -o into new folders wrote nothing"; failures=$((failures + 1)); }
 expect 2 "com.microsoft collectives span every rank" -- export "$work/dptp" -o "$work/no_deep/a/b" --dialect ort
 expect 2 "File name too long" -- export "$work/gpt.onnx" -o "$work/no_long/a/$(printf 'g%.0s' $(seq 300)).onnx"
-for d in no_ort no_9 no_x no_nope.onnx no_deep no_long; do
-  if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
-done
+expect_absent "$work"/{no_ort,no_9,no_x,no_nope.onnx,no_deep,no_long}
 expect 1 "--opset '25': give 17 to 24" -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/no_25" --opset 25
 expect 0 'wrote .*rank0.onnx' -- shard "$work/gpt.onnx" --plan "$plan" --mesh tp=2 -o "$work/o19" --opset 19
 if $py -c "import onnx, sys; m = onnx.load('$work/o19/gpt.rank0.onnx'); sys.exit(0 if [o.version for o in m.opset_import if o.domain == ''] == [19] else 1)"; then

@@ -7,8 +7,6 @@ set -u
 tool=$1 models=$2 checker=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0
-passes=0
 loss=/mlp/Add_5_output_0
 
 run=("$tool")

@@ -16,8 +16,6 @@ set -u
 tool=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 py=/usr/bin/python3
-failures=0
-passes=0
 run=("$tool")
 . "$(dirname "$0")/expect.sh"
 
@@ -226,9 +224,7 @@ expect 4 "per tensor [0-9.e+-]+: FAILED" -- run "$work/gpt_m2.grad" --input ids=
   --check "$work/gpt_ref.onnx" --rtol 1e-12 --tolerance 0
 expect 1 "--rtol 'x': give a number >= 0" -- run "$work/gpt_m2.grad" --input ids="$work/ids.npy" \
   --check "$work/gpt_ref.onnx" --rtol x
-for b in 1 3; do
-  [ -e "$work/bad$b" ] && { echo "FAIL: $work/bad$b left behind"; failures=$((failures + 1)); }
-done
+expect_absent "$work"/bad{1,3}
 
 # ---- onnx.checker on the combined programs (forward and backward) ----
 mkdir -p "$work/all"

@@ -16,8 +16,6 @@ rm -rf "$work" && mkdir -p "$work"
 py=/usr/bin/python3
 gen=$src/samples/make_gpt_block.py
 sample=$src/samples/plan_gpt_block.json
-failures=0
-passes=0
 run=("${plan_run[@]}")
 . "$(dirname "$0")/expect.sh"
 

@@ -9,11 +9,9 @@ rm -rf "$work" && mkdir -p "$work"
 py=/usr/bin/python3
 gen=$src/samples/make_gpt_block.py
 plan=$src/samples/plan_gpt_block.json
-failures=0
 $py "$gen" "$work/gpt.onnx" >/dev/null || exit 1
 $py "$gen" "$work/gpt_fused.onnx" --fused-qkv >/dev/null || exit 1
 
-passes=0
 run=("$tool")
 . "$(dirname "$0")/expect.sh"
 
@@ -204,7 +202,5 @@ long=$(printf 'g%.0s' $(seq 245))
 cp "$work/gpt.onnx" "$work/$long.onnx"
 expect 2 "File name too long" -- shard "$work/$long.onnx" --plan "$plan" --mesh tp=2 -o "$work/x6/a/b"
 rm -f "$work/$long.onnx"
-for d in x1 x2 x3 x4 x5 x6; do
-  if [ -e "$work/$d" ]; then echo "FAIL: $work/$d left behind"; failures=$((failures + 1)); fi
-done
+expect_absent "$work"/x{1..6}
 expect_summary shard

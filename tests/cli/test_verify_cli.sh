@@ -7,8 +7,6 @@ set -u
 tool=$1 fixtures=$2 work=$3
 shift 3
 run=("$@" "$tool")
-failures=0
-passes=0
 rm -rf "$work"
 "$fixtures" "$work" || { echo "FAIL: verify_fixtures"; exit 1; }
 cd "$work" || exit 1

@@ -9,8 +9,6 @@
 set -u
 tool=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-failures=0
-passes=0
 run=("$tool")
 . "$(dirname "$0")/expect.sh"
 . "$(dirname "$0")/hybrid_lib.sh"
