@@ -1,12 +1,12 @@
 /* oneDNN matmul primitives beside dnnl_sgemm on the transformer block's
  * products at 1 thread, as the executor cuts them (docs/performance.md,
- * "GEMM through oneDNN matmul primitives"): a primitive for the whole
- * product and for whole-row tiles of 256, 128 and 64 rows (the only
- * tiles oneDNN 2.6 serves with brgemm), against dnnl_sgemm on the whole
- * product and on 256-column panels (what the executor runs). Each primitive is made with one
- * OpenMP thread and a user scratchpad; its implementation and scratchpad
- * size are printed. GFLOP/s on the thread's CPU clock (which a shared
- * machine's other jobs do not advance), the best of R batches of K
+ * "GEMM through oneDNN matmul primitives: measured, not adopted"): a primitive
+ * for the whole product and for whole-row tiles of 256, 128 and 64 rows (the
+ * only tiles oneDNN 2.6 serves with brgemm), against dnnl_sgemm on the whole
+ * product and on 256-column panels (what the executor runs). Each primitive is
+ * made with one OpenMP thread and a user scratchpad; its implementation and
+ * scratchpad size are printed. GFLOP/s on the thread's CPU clock (which a
+ * shared machine's other jobs do not advance), the best of R batches of K
  * products; one JSON line at the end.
  * usage: bench_gemm_prims [--iters K] [--reps R] [--small] */
 #include <oneapi/dnnl/dnnl.h>
