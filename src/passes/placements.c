@@ -66,14 +66,9 @@ static ccg_status fail(pcheck *c, ccg_node_id n, int axis, ccg_value_id in,
   return ccg__error(NULL, CCG_STATUS_INVALID_ARG, "%s", r->message);
 }
 
-/* The value's placement on `axis`, if it declares one per mesh axis. */
-static bool placement_of(const pcheck *c, ccg_value_id v, int axis,
-                         ccg_placement *out) {
-  ccg_placement pl[CCG_MAX_MESH_AXES];
-  if (v == CCG_NONE || ccg_value_placements(c->g, v, pl) != c->mesh->ndims)
-    return false;
-  *out = pl[axis];
-  return true;
+/* The value's placements, if it declares one per mesh axis. */
+static bool placements_of(const pcheck *c, ccg_value_id v, ccg_placement *pl) {
+  return v != CCG_NONE && ccg_value_placements(c->g, v, pl) == c->mesh->ndims;
 }
 
 /* The mesh axes of a collective node (mesh_axes, or the single mesh_axis). */
@@ -200,25 +195,22 @@ static ccg_status check_node(pcheck *c, ccg_node_id n) {
   ccg_value_id in = ccg_node_input(g, n, 0), out = ccg_node_output(g, n, 0);
   if (in == CCG_NONE || out == CCG_NONE)
     return CCG_STATUS_OK;
+  /* read once for every axis; a value without them is not judged */
+  ccg_placement pi[CCG_MAX_MESH_AXES], po[CCG_MAX_MESH_AXES];
+  if (!placements_of(c, in, pi) || !placements_of(c, out, po))
+    return CCG_STATUS_OK;
   if (coll) {
     unsigned mask = axes_of(c, n);
-    for (int a = 0; a < c->mesh->ndims; a++) {
-      ccg_placement pi, po;
-      if (!(mask >> a & 1) || !placement_of(c, in, a, &pi) ||
-          !placement_of(c, out, a, &po))
-        continue;
-      CCG_CHECK(check_collective(c, n, a, in, pi, out, po));
-    }
+    for (int a = 0; a < c->mesh->ndims; a++)
+      if (mask >> a & 1)
+        CCG_CHECK(check_collective(c, n, a, in, pi[a], out, po[a]));
     return CCG_STATUS_OK;
   }
-  for (int a = 0; a < c->mesh->ndims; a++) {
-    ccg_placement pi, po;
-    if (placement_of(c, in, a, &pi) && placement_of(c, out, a, &po) &&
-        !same(pi, po))
-      return fail(c, n, a, in, pi, out, po,
+  for (int a = 0; a < c->mesh->ndims; a++)
+    if (!same(pi[a], po[a]))
+      return fail(c, n, a, in, pi[a], out, po[a],
                   "an elementwise op keeps its input's placement; changing "
                   "it takes a collective");
-  }
   return CCG_STATUS_OK;
 }
 
