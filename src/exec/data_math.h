@@ -32,6 +32,12 @@ typedef struct ccg__remap {
   int mode;                    /* Pad: ccg__pad_mode; D2S: 1 = CRD */
   int64_t k;                   /* Trilu: the diagonal; D2S/S2D: blocksize */
   bool upper;                  /* Trilu */
+  /* Trilu: k_dev says k is a value fed or computed at run time, which the
+   * kernel reads itself: one element of dtype kdt at kp (device memory,
+   * set by the launcher) */
+  bool k_dev;
+  int kdt;
+  const void *kp;
 } ccg__remap;
 
 /* Index i (any integer) of a padded dim of size n > 0, folded into [0, n)
@@ -69,7 +75,8 @@ CCG_HD static inline int64_t ccg__remap_src(const ccg__remap *m, size_t j) {
   int r = m->rank;
   if (m->kind == CCG__REMAP_TRILU) {
     int64_t diff = c[r - 1] - c[r - 2];
-    bool keep = m->upper ? diff >= m->k : diff <= m->k;
+    int64_t k = m->k_dev ? ccg__ld_i64((ccg_dtype)m->kdt, m->kp, 0) : m->k;
+    bool keep = m->upper ? diff >= k : diff <= k;
     if (!keep)
       return -1;
   } else if (m->kind == CCG__REMAP_TILE) {
@@ -159,6 +166,24 @@ CCG_HD static inline void ccg__range_elem(ccg_dtype dt, const void *start,
 }
 
 /* ---- CumSum -------------------------------------------------------------- */
+
+/* CumSum's view of a tensor of `rank` dims holding numel elements as
+ * [lines / inner, len, inner] lines along `axis` (negative from the end);
+ * false when the axis is out of range. */
+CCG_HD static inline bool ccg__cumsum_geom(const int64_t *dims, int rank,
+                                           size_t numel, int64_t axis,
+                                           size_t *lines, size_t *len,
+                                           size_t *inner) {
+  int64_t ax = axis < 0 ? axis + rank : axis;
+  if (ax < 0 || ax >= rank)
+    return false;
+  *inner = 1;
+  for (int d = (int)ax + 1; d < rank; d++)
+    *inner *= (size_t)dims[d];
+  *len = (size_t)dims[ax];
+  *lines = *len && *inner ? numel / *len : 0;
+  return true;
+}
 
 /* Line t of a [outer, len, inner] tensor: its cumulative sums (exclusive:
  * without the element itself; reverse: from the end), floats in double,

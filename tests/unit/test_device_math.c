@@ -2,7 +2,8 @@
  * run here on the CPU over every element and compared with the CPU
  * kernels' helpers or a direct computation: collective packing against
  * ccg__chunk_copy, broadcast offsets, reduction geometry and sums,
- * Gather's source elements, ScatterND's row offsets and combines. */
+ * Gather's source elements, ScatterND's row offsets and combines, Trilu's
+ * k read by the kernel, and CumSum's lines along an axis the kernel reads. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 
 #include "test_util.h"
 #include "exec/cpu/cpu.h"
+#include "exec/data_math.h"
 
 static uint32_t lcg(uint32_t *s) {
   *s = *s * 1664525u + 1013904223u;
@@ -206,6 +208,74 @@ static void scatter_row_and_combine(void **state) {
   assert_int_equal(oi, 2);
 }
 
+/* Trilu with k read from memory (k_dev, as the kernel does for a k fed at
+ * run time) keeps the same elements as with k known at launch, for k of
+ * either integer dtype. */
+static void trilu_k_read_by_kernel(void **state) {
+  (void)state;
+  for (int upper = 0; upper < 2; upper++)
+    for (int64_t k = -4; k <= 4; k++) {
+      ccg__remap known = {.kind = CCG__REMAP_TRILU,
+                          .rank = 3,
+                          .odims = {2, 3, 4},
+                          .idims = {2, 3, 4},
+                          .k = k,
+                          .upper = upper != 0};
+      ccg__remap read = known;
+      int32_t k32 = (int32_t)k;
+      read.k = 99; /* not used: the kernel reads kp */
+      read.k_dev = true;
+      read.kdt = (int)CCG_DTYPE_I32;
+      read.kp = &k32;
+      for (size_t j = 0; j < 24; j++) {
+        int64_t want = ccg__remap_src(&known, j);
+        assert_true(want == ccg__remap_src(&read, j));
+        size_t col = j % 4, row = (j / 4) % 3;
+        int64_t diff = (int64_t)col - (int64_t)row;
+        bool keep = upper ? diff >= k : diff <= k;
+        assert_true(want == (keep ? (int64_t)j : -1));
+      }
+    }
+}
+
+/* CumSum's lines along every axis (negative too) of a [2, 3, 4] tensor, and
+ * the refusal of an axis out of range; the sums along axis 1 against a
+ * direct loop. */
+static void cumsum_geom_by_axis(void **state) {
+  (void)state;
+  const int64_t dims[3] = {2, 3, 4};
+  const size_t want_len[3] = {2, 3, 4}, want_inner[3] = {12, 4, 1};
+  for (int64_t axis = -3; axis < 3; axis++) {
+    size_t lines = 0, len = 0, inner = 0;
+    assert_true(ccg__cumsum_geom(dims, 3, 24, axis, &lines, &len, &inner));
+    int ax = (int)(axis < 0 ? axis + 3 : axis);
+    assert_int_equal(len, want_len[ax]);
+    assert_int_equal(inner, want_inner[ax]);
+    assert_int_equal(lines, 24 / want_len[ax]);
+  }
+  size_t lines, len, inner;
+  assert_false(ccg__cumsum_geom(dims, 3, 24, 3, &lines, &len, &inner));
+  assert_false(ccg__cumsum_geom(dims, 3, 24, -4, &lines, &len, &inner));
+  const int64_t empty[2] = {0, 5};
+  assert_true(ccg__cumsum_geom(empty, 2, 0, 0, &lines, &len, &inner));
+  assert_int_equal(lines, 0);
+
+  float in[24], out[24];
+  for (int i = 0; i < 24; i++)
+    in[i] = (float)(i % 7) - 2.0f;
+  assert_true(ccg__cumsum_geom(dims, 3, 24, 1, &lines, &len, &inner));
+  for (size_t t = 0; t < lines; t++)
+    ccg__cumsum_line(CCG_DTYPE_F32, in, out, t, len, inner, false, false);
+  for (int a = 0; a < 2; a++)
+    for (int c = 0; c < 4; c++) {
+      float acc = 0.0f;
+      for (int b = 0; b < 3; b++) {
+        acc += in[a * 12 + b * 4 + c];
+        assert_true(out[a * 12 + b * 4 + c] == acc);
+      }
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pack_index_matches_chunk_copy),
@@ -213,6 +283,8 @@ int main(void) {
       cmocka_unit_test(reduce_elem_matches_direct),
       cmocka_unit_test(gather_src_matches_direct),
       cmocka_unit_test(scatter_row_and_combine),
+      cmocka_unit_test(trilu_k_read_by_kernel),
+      cmocka_unit_test(cumsum_geom_by_axis),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

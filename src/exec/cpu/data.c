@@ -104,9 +104,16 @@ ccg_status ccg__data_remap(ccg_exec *x, const ccg__xnode *n, bool host,
     m->kind = CCG__REMAP_TRILU;
     m->upper = n->p.i0 != 0;
     size_t cnt = 0;
-    if (n->n_in > 1 && n->in[1] != CCG_NONE)
-      CCG_CHECK(ccg__data_ints(x, n, 1, host, &m->k, 1, &cnt));
-    return CCG_STATUS_OK;
+    if (n->n_in < 2 || n->in[1] == CCG_NONE)
+      return CCG_STATUS_OK;
+    const ccg__xval *kv = ccg__in(x, n, 1);
+    if (!host && kv->kind != CCG__V_STATIC && kv->numel == 1) {
+      /* off the host the kernel reads k: the launcher sets m->kp */
+      m->k_dev = true;
+      m->kdt = (int)kv->dtype;
+      return CCG_STATUS_OK;
+    }
+    return ccg__data_ints(x, n, 1, host, &m->k, 1, &cnt);
   }
   case CCG_OP_TILE:
     m->kind = CCG__REMAP_TILE;
@@ -134,11 +141,7 @@ ccg_status ccg__data_cumsum_geom(ccg_exec *x, const ccg__xnode *n, bool host,
   int ax;
   CCG_CHECK(ccg__data_ints(x, n, 1, host, &axis, 1, &cnt));
   CCG_CHECK(ccg__xaxis(x, n, axis, a->rank, &ax));
-  *inner = 1;
-  for (int d = ax + 1; d < a->rank; d++)
-    *inner *= (size_t)a->dims[d];
-  *len = (size_t)a->dims[ax];
-  *lines = *len && *inner ? a->numel / *len : 0;
+  ccg__cumsum_geom(a->dims, a->rank, a->numel, ax, lines, len, inner);
   return CCG_STATUS_OK;
 }
 

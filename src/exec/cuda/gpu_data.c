@@ -1,11 +1,13 @@
 /* CUDA launches of the data family: Range, Trilu, CumSum, Flatten, Tile, Pad,
  * Size, CastLike, OneHot, Einsum, DepthToSpace, SpaceToDepth, EyeLike. Geometry
- * comes from cpu/data.c as on the CPU; parameter inputs that shape it (Trilu's
- * k, Pad's pads and axes, CumSum's axis) must be graph data here, since the
- * host cannot read the device's values while it enqueues (Pad's pads and
- * axes fed at run time serve too: they set the output's shape, so the
- * program run-time specialization compiles for them knows them). An Einsum that
- * is a (batched) matrix product goes to cuBLAS. */
+ * comes from cpu/data.c as on the CPU. Trilu's k and CumSum's axis may be
+ * fed or computed at run time: the kernel reads them from the device. Pad's
+ * pads and axes set the output's shape, so the host must know them: graph
+ * data, or values fed at run time that run-time specialization compiled a
+ * program for. An Einsum that is a (batched) matrix product goes to
+ * cuBLAS. */
+#include <string.h>
+
 #include "exec/cpu/cpu.h"
 #include "exec/cpu/data.h"
 #include "exec/cuda/gpu.h"
@@ -13,6 +15,12 @@
 
 static ccg_status launched(ccg_exec *x, const ccg__xnode *n, int err) {
   return err ? ccg__cuda_fail(x, n, err, "kernel launch") : CCG_STATUS_OK;
+}
+
+/* CumSum's axis is fed or computed at run time: the kernel reads it. */
+static bool axis_on_device(ccg_exec *x, const ccg__xnode *n) {
+  const ccg__xval *a = ccg__in(x, n, 1);
+  return a->kind != CCG__V_STATIC && a->numel == 1;
 }
 
 ccg_status ccg__gpu_check_data(ccg_exec *x, const ccg__xnode *n,
@@ -29,6 +37,8 @@ ccg_status ccg__gpu_check_data(ccg_exec *x, const ccg__xnode *n,
   case CCG_OP_SPACE_TO_DEPTH:
     return ccg__data_remap(x, n, false, &m);
   case CCG_OP_CUMSUM:
+    if (axis_on_device(x, n))
+      return CCG_STATUS_OK;
     return ccg__data_cumsum_geom(x, n, false, &lines, &len, &inner);
   case CCG_OP_EINSUM:
     return ccg__data_einsum_geom(x, n, &g);
@@ -41,6 +51,8 @@ static ccg_status run_remap(ccg_exec *x, const ccg__xnode *n) {
   const ccg__xval *o = ccg__out(x, n, 0);
   ccg__remap m;
   CCG_CHECK(ccg__data_remap(x, n, false, &m));
+  if (m.k_dev)
+    m.kp = ccg__din(x, n, 1);
   const ccg__xval *fv =
       n->op == CCG_OP_PAD && n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
   const void *fill = fv && fv->numel ? ccg__din(x, n, 2) : NULL;
@@ -50,16 +62,25 @@ static ccg_status run_remap(ccg_exec *x, const ccg__xnode *n) {
                                 o->numel));
 }
 
-static ccg_status run_cumsum(ccg_exec *x, const ccg__xnode *n) {
-  const ccg__xval *o = ccg__out(x, n, 0);
-  size_t lines, len, inner;
-  CCG_CHECK(ccg__data_cumsum_geom(x, n, false, &lines, &len, &inner));
-  if (!lines)
-    return CCG_STATUS_OK;
+static ccg_status run_cumsum(ccg_exec *x, const ccg__xnode *n, size_t s) {
+  const ccg__xval *a = ccg__in(x, n, 0), *o = ccg__out(x, n, 0);
+  ccg__cumsum_args c = {.rank = a->rank,
+                        .numel = a->numel,
+                        .exclusive = n->p.i0 != 0,
+                        .reverse = n->p.i1 != 0};
+  memcpy(c.dims, a->dims, sizeof c.dims);
+  if (axis_on_device(x, n)) {
+    c.axis_p = ccg__din(x, n, 1);
+    c.axis_dt = (int)ccg__in(x, n, 1)->dtype;
+  } else {
+    size_t lines, len, inner, cnt;
+    CCG_CHECK(ccg__data_cumsum_geom(x, n, false, &lines, &len, &inner));
+    CCG_CHECK(ccg__data_ints(x, n, 1, false, &c.axis, 1, &cnt));
+  }
+  ccg__kerr err = {x->gpu->kerr, (int)s};
   return launched(x, n,
                   ccg__cu_cumsum(x->gpu->cs, o->dtype, ccg__din(x, n, 0),
-                                 ccg__dout(x, n, 0), lines, len, inner,
-                                 n->p.i0 != 0, n->p.i1 != 0));
+                                 ccg__dout(x, n, 0), &c, err));
 }
 
 static ccg_status run_copy(ccg_exec *x, const ccg__xnode *n) {
@@ -145,7 +166,6 @@ static ccg_status run_einsum(ccg_exec *x, const ccg__xnode *n) {
 }
 
 ccg_status ccg__gpu_launch_data(ccg_exec *x, const ccg__xnode *n, size_t s) {
-  (void)s;
   const ccg__xval *o = ccg__out(x, n, 0);
   cudaStream_t cs = x->gpu->cs;
   if (!o->numel)
@@ -157,7 +177,7 @@ ccg_status ccg__gpu_launch_data(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                   ccg__din(x, n, 2), ccg__dout(x, n, 0),
                                   o->numel));
   case CCG_OP_CUMSUM:
-    return run_cumsum(x, n);
+    return run_cumsum(x, n, s);
   case CCG_OP_FLATTEN:
     return run_copy(x, n);
   case CCG_OP_SIZE: {

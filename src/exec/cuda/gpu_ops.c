@@ -94,20 +94,28 @@ ccg_status ccg__gpu_check(ccg_exec *x, const ccg__xnode *n, size_t *scratch) {
   case CCG_OP_ROTARY_EMBEDDING:
   case CCG_OP_ATTENTION:
     return ccg__gpu_check_norm(x, n, scratch);
-  case CCG_OP_DROPOUT:
-    /* inference mode is checked on the host: the CPU preparation read the
-     * graph's ratio and training_mode; values fed at run time live on the
-     * device here */
-    for (uint32_t i = 1; i < n->n_in; i++) {
-      const ccg__xval *v = ccg__in(x, n, i);
-      if (v && v->kind != CCG__V_STATIC)
-        return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
-                          "%s is computed or fed at run time; on the cuda "
-                          "device give it as an initializer or Constant "
-                          "(only inference mode runs)",
-                          i == 1 ? "ratio" : "training_mode");
-    }
+  case CCG_OP_DROPOUT: {
+    /* inference mode is checked on the host before each run (cuda_run),
+     * from the host copies of ratio and training_mode: graph data or graph
+     * inputs. A value computed on the device cannot be read there. Without
+     * training_mode (or with it false) the ratio is not used. */
+    const ccg__xval *t = n->n_in > 2 ? ccg__in(x, n, 2) : NULL;
+    const ccg__xval *r = n->n_in > 1 ? ccg__in(x, n, 1) : NULL;
+    if (t && t->kind == CCG__V_ARENA)
+      return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                        "training_mode is computed on the device; on the "
+                        "cuda device give it as an initializer, Constant or "
+                        "graph input (only inference mode runs)");
+    bool off = !t || (t->kind == CCG__V_STATIC && t->init &&
+                      *(const uint8_t *)t->init == 0);
+    if (!off && r && r->kind == CCG__V_ARENA)
+      return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
+                        "ratio is computed on the device and training_mode "
+                        "may be true; on the cuda device give it as an "
+                        "initializer, Constant or graph input (only "
+                        "inference mode runs)");
     return CCG_STATUS_OK;
+  }
   case CCG_OP_CONSTANT_OF_SHAPE: {
     size_t es = ccg_dtype_size(ccg__out(x, n, 0)->dtype);
     if (es > 8)
@@ -617,6 +625,11 @@ ccg_status ccg__gpu_kernel_error(ccg_exec *x, const ccg__xnode *n,
                       "rows",
                       detail, (long long)value,
                       (long long)ccg__in(x, n, 1)->dims[0]);
+  case CCG_OP_CUMSUM: /* the kernel kept the axis it read */
+    return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
+                      "axis %lld ('%s') is out of range for rank %d",
+                      (long long)value, ccg_value_name(x->g, n->in[1]),
+                      ccg__in(x, n, 0)->rank);
   case CCG_OP_SLICE:
     return ccg__xfail(x, n, CCG_STATUS_INVALID_ARG,
                       "bounds entry %llu (axes out of range, a zero step, or "

@@ -27,18 +27,33 @@ extern "C" int ccg__cu_range(cudaStream_t s, ccg_dtype dt, const void *start,
 }
 
 __global__ static void k_cumsum(ccg_dtype dt, const void *in, void *out,
-                                size_t lines, size_t len, size_t inner,
-                                bool exclusive, bool reverse) {
+                                ccg__cumsum_args a, ccg__kerr err) {
+  int64_t axis =
+      a.axis_p ? ccg__ld_i64((ccg_dtype)a.axis_dt, a.axis_p, 0) : a.axis;
+  size_t lines, len, inner;
+  if (!ccg__cumsum_geom(a.dims, a.rank, a.numel, axis, &lines, &len,
+                        &inner)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      ccg__kfail2(err, 0, (unsigned long long)axis);
+    return;
+  }
   CCG__GRID_LOOP(t, lines) {
-    ccg__cumsum_line(dt, in, out, t, len, inner, exclusive, reverse);
+    ccg__cumsum_line(dt, in, out, t, len, inner, a.exclusive, a.reverse);
   }
 }
 
 extern "C" int ccg__cu_cumsum(cudaStream_t s, ccg_dtype dt, const void *in,
-                              void *out, size_t lines, size_t len, size_t inner,
-                              bool exclusive, bool reverse) {
-  k_cumsum<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(
-      dt, in, out, lines, len, inner, exclusive, reverse);
+                              void *out, const ccg__cumsum_args *a,
+                              ccg__kerr err) {
+  /* an axis read on the device: as many threads as elements, the most
+   * lines any axis gives */
+  size_t lines = a->numel, len, inner;
+  if (!a->axis_p)
+    ccg__cumsum_geom(a->dims, a->rank, a->numel, a->axis, &lines, &len,
+                     &inner);
+  if (!lines)
+    return 0;
+  k_cumsum<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(dt, in, out, *a, err);
   return ccg__launched();
 }
 

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "exec/cuda/kernels.h"
 #include "exec/data_math.h"
 
 #ifdef __cplusplus
@@ -20,10 +21,20 @@ int ccg__cu_remap(cudaStream_t s, const ccg__remap *m, size_t es,
 /* Range: start and delta are device scalars of dtype dt. */
 int ccg__cu_range(cudaStream_t s, ccg_dtype dt, const void *start,
                   const void *delta, void *out, size_t n);
-/* CumSum over `lines` lines of a [outer, len, inner] tensor. */
+/* CumSum of a tensor along an axis known at launch or read by the kernel
+ * (fed or computed at run time); an axis out of range fails the step
+ * (err: detail 0, value the axis). */
+typedef struct ccg__cumsum_args {
+  int64_t dims[CCG_MAX_RANK];
+  int rank;
+  size_t numel;
+  int64_t axis;       /* when axis_p is NULL */
+  const void *axis_p; /* device: one element of dtype axis_dt, or NULL */
+  int axis_dt;
+  bool exclusive, reverse;
+} ccg__cumsum_args;
 int ccg__cu_cumsum(cudaStream_t s, ccg_dtype dt, const void *in, void *out,
-                   size_t lines, size_t len, size_t inner, bool exclusive,
-                   bool reverse);
+                   const ccg__cumsum_args *a, ccg__kerr err);
 /* OneHot: n output elements of es bytes over [outer, depth, inner]. */
 int ccg__cu_onehot(cudaStream_t s, ccg_dtype di, const void *idx, size_t es,
                    const void *values, void *out, size_t depth, size_t inner,
