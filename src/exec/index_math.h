@@ -221,44 +221,57 @@ static inline ccg__red_geom ccg__red_geom_make(int rank, const int64_t *dims,
   return g;
 }
 
-/* Output element j of a Reduce* op (exec/reduce_math.h): the reduced
- * elements in input order, floats in double, integers in int64 (the CPU's
- * arithmetic). */
-CCG_HD static inline void ccg__reduce_elem(ccg_op op, const ccg__red_geom *g,
-                                           ccg_dtype di, const void *a,
-                                           ccg_dtype dout, void *o, size_t j) {
-  int64_t base = ccg__strided_offset(g->nk, g->kd, g->ks, 0, j);
-  ccg__rd_kind kind = ccg__rd_kind_of(op);
-  if (ccg__math_of(di) == CCG__MATH_I64) {
-    int64_t acc = ccg__rd_init_i64(kind);
-    for (int64_t k = 0; k < g->count; k++)
-      acc = ccg__rd_step_i64(
-          kind, acc,
-          ccg__ld_i64(di, a,
-                      (size_t)ccg__strided_offset(g->nr, g->rd, g->rs, base,
-                                                  (size_t)k)));
-    ccg__st_i64(dout, o, j, ccg__rd_final_i64(kind, acc, g->count));
-    return;
-  }
-  double shift = 0.0;
-  if (ccg__rd_two_pass(kind)) {
-    shift = ccg__rd_init_f64(CCG__RD_MAX);
-    for (int64_t k = 0; k < g->count; k++)
-      shift = ccg__rd_step_f64(
-          CCG__RD_MAX, shift,
-          ccg__ld_f64(di, a,
-                      (size_t)ccg__strided_offset(g->nr, g->rd, g->rs, base,
-                                                  (size_t)k)),
-          0.0);
-  }
+/* Worker k0 of ks over the reduced elements k0, k0 + ks, ... of the output
+ * element whose first input element is at `base`: its accumulator from
+ * ccg__rd_init (floats in double, `shift` as in ccg__rd_step_f64; integers
+ * in int64). Parts join through ccg__rd_merge. */
+CCG_HD static inline double ccg__reduce_part_f64(ccg__rd_kind kind,
+                                                 const ccg__red_geom *g,
+                                                 ccg_dtype di, const void *a,
+                                                 int64_t base, double shift,
+                                                 int64_t k0, int64_t ks) {
   double acc = ccg__rd_init_f64(kind);
-  for (int64_t k = 0; k < g->count; k++)
+  for (int64_t k = k0; k < g->count; k += ks)
     acc =
         ccg__rd_step_f64(kind, acc,
                          ccg__ld_f64(di, a,
                                      (size_t)ccg__strided_offset(
                                          g->nr, g->rd, g->rs, base, (size_t)k)),
                          shift);
+  return acc;
+}
+
+CCG_HD static inline int64_t
+ccg__reduce_part_i64(ccg__rd_kind kind, const ccg__red_geom *g, ccg_dtype di,
+                     const void *a, int64_t base, int64_t k0, int64_t ks) {
+  int64_t acc = ccg__rd_init_i64(kind);
+  for (int64_t k = k0; k < g->count; k += ks)
+    acc = ccg__rd_step_i64(
+        kind, acc,
+        ccg__ld_i64(
+            di, a,
+            (size_t)ccg__strided_offset(g->nr, g->rd, g->rs, base, (size_t)k)));
+  return acc;
+}
+
+/* Output element j of a Reduce* op (exec/reduce_math.h): the reduced
+ * elements in input order, floats in double, integers in int64 (the CPU's
+ * arithmetic), by one worker. */
+CCG_HD static inline void ccg__reduce_elem(ccg_op op, const ccg__red_geom *g,
+                                           ccg_dtype di, const void *a,
+                                           ccg_dtype dout, void *o, size_t j) {
+  int64_t base = ccg__strided_offset(g->nk, g->kd, g->ks, 0, j);
+  ccg__rd_kind kind = ccg__rd_kind_of(op);
+  if (ccg__math_of(di) == CCG__MATH_I64) {
+    int64_t acc = ccg__reduce_part_i64(kind, g, di, a, base, 0, 1);
+    ccg__st_i64(dout, o, j, ccg__rd_final_i64(kind, acc, g->count));
+    return;
+  }
+  double shift =
+      ccg__rd_two_pass(kind)
+          ? ccg__reduce_part_f64(CCG__RD_MAX, g, di, a, base, 0.0, 0, 1)
+          : 0.0;
+  double acc = ccg__reduce_part_f64(kind, g, di, a, base, shift, 0, 1);
   ccg__st_f64(dout, o, j, ccg__rd_final_f64(kind, acc, g->count, shift));
 }
 

@@ -664,19 +664,47 @@ CCG_HD static inline void ccg__combine_elem(int red, ccg_dtype dt, void *o,
 
 /* ---- rows of Softmax and LayerNormalization ------------------------------
  * One line of `len` elements from `base` with `stride`; f32 math with sums
- * in double. Both backends call these, so they give the same bits. */
+ * in double. Each loop over a line is a *_part function for worker k0 of
+ * ks, taking elements k0, k0 + ks, ...: the CPU runs a line with one
+ * worker (0 of 1); the GPU splits long lines over a warp or a block and
+ * combines the parts in a fixed order (cuda/coop.cuh), so its sums differ
+ * from the CPU's only by the order of double additions. */
 
-/* The line's largest element (len >= 1), shifted out of the exponentials
- * of Softmax and LogSoftmax so that they do not overflow. */
-CCG_HD static inline float ccg__line_max(ccg_dtype di, const void *in,
-                                         size_t base, size_t len,
-                                         size_t stride) {
-  float mx = ccg__ld_f32(di, in, base);
-  for (size_t k = 1; k < len; k++) {
+/* The largest element of a worker's part (-inf for none), shifted out of
+ * the exponentials of Softmax and LogSoftmax so that they do not overflow.
+ * A NaN is passed over here; it reaches the sum of exponentials and makes
+ * the whole line NaN. */
+CCG_HD static inline float ccg__line_max_part(ccg_dtype di, const void *in,
+                                              size_t base, size_t len,
+                                              size_t stride, size_t k0,
+                                              size_t ks) {
+  float mx = -INFINITY;
+  for (size_t k = k0; k < len; k += ks) {
     float v = ccg__ld_f32(di, in, base + k * stride);
     mx = v > mx ? v : mx;
   }
   return mx;
+}
+
+/* Softmax's sum of exp(x - mx) over a worker's part. */
+CCG_HD static inline double ccg__softmax_sum_part(ccg_dtype di, const void *in,
+                                                  size_t base, size_t len,
+                                                  size_t stride, float mx,
+                                                  size_t k0, size_t ks) {
+  double sum = 0.0;
+  for (size_t k = k0; k < len; k += ks)
+    sum += expf(ccg__ld_f32(di, in, base + k * stride) - mx);
+  return sum;
+}
+
+CCG_HD static inline void
+ccg__softmax_store_part(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+                        size_t base, size_t len, size_t stride, float mx,
+                        float inv, size_t k0, size_t ks) {
+  for (size_t k = k0; k < len; k += ks) {
+    size_t j = base + k * stride;
+    ccg__st_f32(dout, out, j, expf(ccg__ld_f32(di, in, j) - mx) * inv);
+  }
 }
 
 CCG_HD static inline void ccg__softmax_line(ccg_dtype di, const void *in,
@@ -685,15 +713,52 @@ CCG_HD static inline void ccg__softmax_line(ccg_dtype di, const void *in,
                                             size_t stride) {
   if (len == 0)
     return;
-  float mx = ccg__line_max(di, in, base, len, stride);
+  float mx = ccg__line_max_part(di, in, base, len, stride, 0, 1);
+  float inv =
+      (float)(1.0 / ccg__softmax_sum_part(di, in, base, len, stride, mx, 0, 1));
+  ccg__softmax_store_part(di, in, dout, out, base, len, stride, mx, inv, 0, 1);
+}
+
+/* Sum of a worker's part of `len` contiguous elements from base, and of
+ * their squared distances from `mean`. */
+CCG_HD static inline double ccg__row_sum_part(ccg_dtype di, const void *in,
+                                              size_t base, size_t len,
+                                              size_t k0, size_t ks) {
   double sum = 0.0;
-  for (size_t k = 0; k < len; k++)
-    sum += expf(ccg__ld_f32(di, in, base + k * stride) - mx);
-  float inv = (float)(1.0 / sum);
-  for (size_t k = 0; k < len; k++) {
-    size_t j = base + k * stride;
-    ccg__st_f32(dout, out, j, expf(ccg__ld_f32(di, in, j) - mx) * inv);
+  for (size_t k = k0; k < len; k += ks)
+    sum += ccg__ld_f32(di, in, base + k);
+  return sum;
+}
+
+CCG_HD static inline double ccg__row_sqdev_part(ccg_dtype di, const void *in,
+                                                size_t base, size_t len,
+                                                double mean, size_t k0,
+                                                size_t ks) {
+  double var = 0.0;
+  for (size_t k = k0; k < len; k += ks) {
+    double d = ccg__ld_f32(di, in, base + k) - mean;
+    var += d * d;
   }
+  return var;
+}
+
+/* LayerNormalization's inverse standard deviation from the summed squared
+ * distances of `len` elements. */
+CCG_HD static inline float ccg__layer_norm_invstd(double sqdev, size_t len,
+                                                  float eps) {
+  double var = len ? sqdev / (double)len : 0.0;
+  return (float)(1.0 / sqrt(var + (double)eps));
+}
+
+CCG_HD static inline void
+ccg__layer_norm_store_part(ccg_dtype di, const void *in, ccg_dtype dout,
+                           void *out, size_t base, size_t len,
+                           const float *scale, const float *bias, float m,
+                           float invstd, size_t k0, size_t ks) {
+  for (size_t k = k0; k < len; k += ks)
+    ccg__st_f32(dout, out, base + k,
+                (ccg__ld_f32(di, in, base + k) - m) * invstd * scale[k] +
+                    bias[k]);
 }
 
 /* Normalizes row `row` (len contiguous elements) with scale and bias (len
@@ -704,21 +769,13 @@ ccg__layer_norm_line(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
                      const float *bias, float eps, float *mean_out,
                      float *invstd_out) {
   size_t base = row * len;
-  double sum = 0.0;
-  for (size_t k = 0; k < len; k++)
-    sum += ccg__ld_f32(di, in, base + k);
-  double mean = len ? sum / (double)len : 0.0, var = 0.0;
-  for (size_t k = 0; k < len; k++) {
-    double d = ccg__ld_f32(di, in, base + k) - mean;
-    var += d * d;
-  }
-  var = len ? var / (double)len : 0.0;
-  float invstd = (float)(1.0 / sqrt(var + (double)eps));
+  double sum = ccg__row_sum_part(di, in, base, len, 0, 1);
+  double mean = len ? sum / (double)len : 0.0;
+  float invstd = ccg__layer_norm_invstd(
+      ccg__row_sqdev_part(di, in, base, len, mean, 0, 1), len, eps);
   float m = (float)mean;
-  for (size_t k = 0; k < len; k++)
-    ccg__st_f32(dout, out, base + k,
-                (ccg__ld_f32(di, in, base + k) - m) * invstd * scale[k] +
-                    bias[k]);
+  ccg__layer_norm_store_part(di, in, dout, out, base, len, scale, bias, m,
+                             invstd, 0, 1);
   *mean_out = m;
   *invstd_out = invstd;
 }

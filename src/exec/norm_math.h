@@ -18,7 +18,7 @@ CCG_HD static inline void ccg__log_softmax_line(ccg_dtype di, const void *in,
                                                 size_t stride) {
   if (len == 0)
     return;
-  float mx = ccg__line_max(di, in, base, len, stride);
+  float mx = ccg__line_max_part(di, in, base, len, stride, 0, 1);
   double sum = 0.0;
   for (size_t k = 0; k < len; k++)
     sum += exp((double)(ccg__ld_f32(di, in, base + k * stride) - mx));
@@ -49,20 +49,41 @@ CCG_HD static inline void ccg__hardmax_line(ccg_dtype di, const void *in,
 
 /* ---- RMSNormalization: row `row` of `len` contiguous elements, scale
  * expanded to len f32 values. */
+/* A worker's part of the sum of squares of `len` contiguous elements. */
+CCG_HD static inline double ccg__row_sumsq_part(ccg_dtype di, const void *in,
+                                                size_t base, size_t len,
+                                                size_t k0, size_t ks) {
+  double sq = 0.0;
+  for (size_t k = k0; k < len; k += ks) {
+    double v = ccg__ld_f32(di, in, base + k);
+    sq += v * v;
+  }
+  return sq;
+}
+
+/* RMSNormalization's reciprocal root mean square from the sum of squares. */
+CCG_HD static inline float ccg__rms_norm_inv(double sq, size_t len, float eps) {
+  return (float)(1.0 / sqrt((len ? sq / (double)len : 0.0) + (double)eps));
+}
+
+CCG_HD static inline void ccg__rms_norm_store_part(ccg_dtype di, const void *in,
+                                                   ccg_dtype dout, void *out,
+                                                   size_t base, size_t len,
+                                                   const float *scale, float r,
+                                                   size_t k0, size_t ks) {
+  for (size_t k = k0; k < len; k += ks)
+    ccg__st_f32(dout, out, base + k,
+                ccg__ld_f32(di, in, base + k) * r * scale[k]);
+}
+
 CCG_HD static inline void ccg__rms_norm_line(ccg_dtype di, const void *in,
                                              ccg_dtype dout, void *out,
                                              size_t row, size_t len,
                                              const float *scale, float eps) {
   size_t base = row * len;
-  double sq = 0.0;
-  for (size_t k = 0; k < len; k++) {
-    double v = ccg__ld_f32(di, in, base + k);
-    sq += v * v;
-  }
-  float r = (float)(1.0 / sqrt((len ? sq / (double)len : 0.0) + (double)eps));
-  for (size_t k = 0; k < len; k++)
-    ccg__st_f32(dout, out, base + k,
-                ccg__ld_f32(di, in, base + k) * r * scale[k]);
+  float r =
+      ccg__rms_norm_inv(ccg__row_sumsq_part(di, in, base, len, 0, 1), len, eps);
+  ccg__rms_norm_store_part(di, in, dout, out, base, len, scale, r, 0, 1);
 }
 
 /* ---- BatchNormalization (inference): element i of [N, C, inner]; scale

@@ -1,8 +1,9 @@
 /* Private: the per-element arithmetic of the Reduce* ops, as static inline
  * functions for the host and, under nvcc, the device: an accumulator starts
  * at ccg__rd_init, takes each reduced element through ccg__rd_step (in
- * input order) and ends through ccg__rd_final. Both backends call these, so
- * the CPU tests check what the GPU computes. */
+ * input order) and ends through ccg__rd_final; the GPU splits long
+ * reductions into parts joined by ccg__rd_merge. Both backends call these,
+ * so the CPU tests check what the GPU computes. */
 #ifndef CCG_EXEC_REDUCE_MATH_H
 #define CCG_EXEC_REDUCE_MATH_H
 
@@ -108,6 +109,23 @@ CCG_HD static inline double ccg__rd_final_f64(ccg__rd_kind k, double acc,
   }
 }
 
+/* Two accumulators of parts of the same elements into one (a worker's
+ * part: index_math.h's ccg__reduce_part_*). A NaN wins Max and Min, as in
+ * ccg__rd_step_f64. */
+CCG_HD static inline double ccg__rd_merge_f64(ccg__rd_kind k, double a,
+                                              double b) {
+  switch (k) {
+  case CCG__RD_MAX:
+    return (b > a || b != b) ? b : a;
+  case CCG__RD_MIN:
+    return (b < a || b != b) ? b : a;
+  case CCG__RD_PROD:
+    return a * b;
+  default: /* every other kind sums its elements' terms */
+    return a + b;
+  }
+}
+
 /* Integers (Sum, Mean, Max, Min, Prod, L1, SumSquare) wrap in int64 as
  * two's complement, as numpy's int64 does. */
 CCG_HD static inline int64_t ccg__rd_init_i64(ccg__rd_kind k) {
@@ -139,6 +157,18 @@ CCG_HD static inline int64_t ccg__rd_step_i64(ccg__rd_kind k, int64_t acc,
     return (int64_t)(ua + uv * uv);
   default:
     return (int64_t)(ua + uv);
+  }
+}
+
+CCG_HD static inline int64_t ccg__rd_merge_i64(ccg__rd_kind k, int64_t a,
+                                               int64_t b) {
+  switch (k) {
+  case CCG__RD_MAX:
+  case CCG__RD_MIN:
+  case CCG__RD_PROD:
+    return ccg__rd_step_i64(k, a, b);
+  default: /* Sum, Mean, L1 and SumSquare add their parts */
+    return (int64_t)((uint64_t)a + (uint64_t)b);
   }
 }
 

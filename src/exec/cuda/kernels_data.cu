@@ -1,7 +1,8 @@
 /* Data movement on the device: strided copies (Transpose, Expand), Slice
  * with bounds read on the device, Gather with bounds checks, the packing of
- * collectives on non-leading axes, and reductions. Index math is
- * index_math.h, as on the CPU. */
+ * collectives on non-leading axes, and reductions (long ones split over
+ * threads, coop.cuh). Index math is index_math.h, as on the CPU. */
+#include "exec/cuda/coop.cuh"
 #include "exec/cuda/launch.cuh"
 #include "exec/data_math.h"
 
@@ -131,11 +132,115 @@ __global__ static void k_reduce(ccg_op op, ccg__red_geom g, ccg_dtype di,
   CCG__GRID_LOOP(j, n) { ccg__reduce_elem(op, &g, di, a, dout, o, j); }
 }
 
+/* A group of G threads per output element, each a part of its reduced
+ * elements (reduced elements neighbours in memory, or few outputs). */
+template <int G>
+__global__ static void k_reduce_coop(ccg_op op, ccg__red_geom g, ccg_dtype di,
+                                     const void *a, ccg_dtype dout, void *o,
+                                     size_t n) {
+  size_t j = ccg__coop_line<G>();
+  if (G == 32 && j >= n)
+    return;
+  int lane = ccg__coop_lane<G>();
+  int64_t base = ccg__strided_offset(g.nk, g.kd, g.ks, 0, j);
+  ccg__rd_kind kind = ccg__rd_kind_of(op);
+  if (ccg__math_of(di) == CCG__MATH_I64) {
+    long long acc = ccg__coop_join<G>(
+        (long long)ccg__reduce_part_i64(kind, &g, di, a, base, lane, G),
+        ccg__op_rd_i64{kind});
+    if (lane == 0)
+      ccg__st_i64(dout, o, j, ccg__rd_final_i64(kind, acc, g.count));
+    return;
+  }
+  double shift = 0.0;
+  if (ccg__rd_two_pass(kind))
+    shift = ccg__coop_join<G>(ccg__reduce_part_f64(CCG__RD_MAX, &g, di, a,
+                                                   base, 0.0, lane, G),
+                              ccg__op_rd_f64{CCG__RD_MAX});
+  double acc = ccg__coop_join<G>(
+      ccg__reduce_part_f64(kind, &g, di, a, base, shift, lane, G),
+      ccg__op_rd_f64{kind});
+  if (lane == 0)
+    ccg__st_f64(dout, o, j, ccg__rd_final_f64(kind, acc, g.count, shift));
+}
+
+/* Neighbouring outputs that are neighbours in memory (a column sum, such
+ * as a bias gradient): a thread per output along x, so loads coalesce, and
+ * its reduced elements split over COLS_SPLIT threads along y, joined in y
+ * order. */
+#define COLS_SPLIT 32
+__global__ static void k_reduce_cols(ccg_op op, ccg__red_geom g, ccg_dtype di,
+                                     const void *a, ccg_dtype dout, void *o,
+                                     size_t n) {
+  __shared__ double pf[COLS_SPLIT][32];
+  __shared__ long long pi[COLS_SPLIT][32];
+  size_t j = (size_t)blockIdx.x * 32 + threadIdx.x;
+  int y = (int)threadIdx.y, x = (int)threadIdx.x;
+  bool live = j < n;
+  int64_t base = live ? ccg__strided_offset(g.nk, g.kd, g.ks, 0, j) : 0;
+  ccg__rd_kind kind = ccg__rd_kind_of(op);
+  if (ccg__math_of(di) == CCG__MATH_I64) {
+    pi[y][x] =
+        live ? ccg__reduce_part_i64(kind, &g, di, a, base, y, COLS_SPLIT) : 0;
+    __syncthreads();
+    if (y == 0 && live) {
+      int64_t acc = pi[0][x];
+      for (int w = 1; w < COLS_SPLIT; w++)
+        acc = ccg__rd_merge_i64(kind, acc, pi[w][x]);
+      ccg__st_i64(dout, o, j, ccg__rd_final_i64(kind, acc, g.count));
+    }
+    return;
+  }
+  double shift = 0.0;
+  if (ccg__rd_two_pass(kind)) {
+    pf[y][x] = live ? ccg__reduce_part_f64(CCG__RD_MAX, &g, di, a, base, 0.0,
+                                           y, COLS_SPLIT)
+                    : 0.0;
+    __syncthreads();
+    shift = pf[0][x];
+    for (int w = 1; w < COLS_SPLIT; w++)
+      shift = ccg__rd_merge_f64(CCG__RD_MAX, shift, pf[w][x]);
+    __syncthreads();
+  }
+  pf[y][x] = live ? ccg__reduce_part_f64(kind, &g, di, a, base, shift, y,
+                                         COLS_SPLIT)
+                  : 0.0;
+  __syncthreads();
+  if (y == 0 && live) {
+    double acc = pf[0][x];
+    for (int w = 1; w < COLS_SPLIT; w++)
+      acc = ccg__rd_merge_f64(kind, acc, pf[w][x]);
+    ccg__st_f64(dout, o, j, ccg__rd_final_f64(kind, acc, g.count, shift));
+  }
+}
+
+/* Whether neighbouring outputs read neighbouring input elements: the
+ * innermost kept dim of more than one element has stride 1. */
+static bool outputs_contiguous(const ccg__red_geom *g) {
+  for (int d = g->nk - 1; d >= 0; d--)
+    if (g->kd[d] > 1)
+      return g->ks[d] == 1;
+  return false;
+}
+
 extern "C" int ccg__cu_reduce(cudaStream_t s, ccg_op op, ccg__red_geom g,
                               ccg_dtype di, const void *a, ccg_dtype dout,
                               void *o, size_t nout) {
-  k_reduce<<<ccg__blocks(nout), CCG__THREADS, 0, s>>>(op, g, di, a, dout, o,
-                                                      nout);
+  if (g.count < CCG__COOP_MIN_LEN) {
+    k_reduce<<<ccg__blocks(nout), CCG__THREADS, 0, s>>>(op, g, di, a, dout, o,
+                                                        nout);
+  } else if (outputs_contiguous(&g)) {
+    dim3 block(32, COLS_SPLIT);
+    k_reduce_cols<<<(unsigned)((nout + 31) / 32), block, 0, s>>>(
+        op, g, di, a, dout, o, nout);
+  } else if (ccg__coop_group(nout) == 32) {
+    k_reduce_coop<32><<<ccg__coop_blocks(nout, 32), CCG__THREADS, 0, s>>>(
+        op, g, di, a, dout, o, nout);
+  } else {
+    k_reduce_coop<CCG__THREADS>
+        <<<ccg__coop_blocks(nout, CCG__THREADS), CCG__THREADS, 0, s>>>(
+            op, g, di, a, dout, o, nout);
+  }
   return ccg__launched();
 }
 

@@ -1,6 +1,10 @@
 /* The norm family on the device: one thread per line (or row, element),
  * the functions of kernels_math.h and norm_math.h (f32 math, sums in
- * double), so each line's bits equal the CPU's. */
+ * double), so each line's bits equal the CPU's. Long lines of Softmax,
+ * LayerNormalization and RMSNormalization go to a warp or a block each
+ * (coop.cuh): the same arithmetic in parts, whose double sums are added in
+ * another order than the CPU's. */
+#include "exec/cuda/coop.cuh"
 #include "exec/cuda/kernels_norm.h"
 #include "exec/cuda/launch.cuh"
 
@@ -13,12 +17,38 @@ __global__ static void k_softmax(ccg_dtype di, const void *in, ccg_dtype dout,
   }
 }
 
+template <int G>
+__global__ static void k_softmax_coop(ccg_dtype di, const void *in,
+                                      ccg_dtype dout, void *out, size_t len,
+                                      size_t inner, size_t lines) {
+  size_t l = ccg__coop_line<G>();
+  if (G == 32 && l >= lines)
+    return;
+  int lane = ccg__coop_lane<G>();
+  size_t base = (l / inner) * len * inner + l % inner;
+  float mx = ccg__coop_join<G>(
+      ccg__line_max_part(di, in, base, len, inner, lane, G), ccg__op_max_f32());
+  double sum = ccg__coop_join<G>(
+      ccg__softmax_sum_part(di, in, base, len, inner, mx, lane, G),
+      ccg__op_add_f64());
+  ccg__softmax_store_part(di, in, dout, out, base, len, inner, mx,
+                          (float)(1.0 / sum), lane, G);
+}
+
 extern "C" int ccg__cu_softmax(cudaStream_t s, ccg_dtype di, const void *in,
                                ccg_dtype dout, void *out, size_t outer,
                                size_t len, size_t inner) {
   size_t lines = outer * inner;
-  k_softmax<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(di, in, dout, out, len,
-                                                        inner, lines);
+  if (len < CCG__COOP_MIN_LEN)
+    k_softmax<<<ccg__blocks(lines), CCG__THREADS, 0, s>>>(di, in, dout, out,
+                                                          len, inner, lines);
+  else if (ccg__coop_group(lines) == 32)
+    k_softmax_coop<32><<<ccg__coop_blocks(lines, 32), CCG__THREADS, 0, s>>>(
+        di, in, dout, out, len, inner, lines);
+  else
+    k_softmax_coop<CCG__THREADS>
+        <<<ccg__coop_blocks(lines, CCG__THREADS), CCG__THREADS, 0, s>>>(
+            di, in, dout, out, len, inner, lines);
   return ccg__launched();
 }
 
@@ -51,13 +81,49 @@ __global__ static void k_layer_norm(ccg_dtype di, const void *in,
   }
 }
 
+template <int G>
+__global__ static void
+k_layer_norm_coop(ccg_dtype di, const void *in, ccg_dtype dout, void *out,
+                  size_t rows, size_t len, const float *scale,
+                  const float *bias, float eps, ccg_dtype dm, void *mean,
+                  ccg_dtype dv, void *invstd) {
+  size_t r = ccg__coop_line<G>();
+  if (G == 32 && r >= rows)
+    return;
+  int lane = ccg__coop_lane<G>();
+  size_t base = r * len;
+  double sum = ccg__coop_join<G>(ccg__row_sum_part(di, in, base, len, lane, G),
+                                 ccg__op_add_f64());
+  double mu = sum / (double)len;
+  float is = ccg__layer_norm_invstd(
+      ccg__coop_join<G>(ccg__row_sqdev_part(di, in, base, len, mu, lane, G),
+                        ccg__op_add_f64()),
+      len, eps);
+  float m = (float)mu;
+  ccg__layer_norm_store_part(di, in, dout, out, base, len, scale, bias, m, is,
+                             lane, G);
+  if (lane == 0 && mean)
+    ccg__st_f32(dm, mean, r, m);
+  if (lane == 0 && invstd)
+    ccg__st_f32(dv, invstd, r, is);
+}
+
 extern "C" int ccg__cu_layer_norm(cudaStream_t s, ccg_dtype di, const void *in,
                                   ccg_dtype dout, void *out, size_t rows,
                                   size_t len, const float *scale,
                                   const float *bias, float eps, ccg_dtype dm,
                                   void *mean, ccg_dtype dv, void *invstd) {
-  k_layer_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(
-      di, in, dout, out, rows, len, scale, bias, eps, dm, mean, dv, invstd);
+  if (len < CCG__COOP_MIN_LEN)
+    k_layer_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(
+        di, in, dout, out, rows, len, scale, bias, eps, dm, mean, dv, invstd);
+  else if (ccg__coop_group(rows) == 32)
+    k_layer_norm_coop<32><<<ccg__coop_blocks(rows, 32), CCG__THREADS, 0, s>>>(
+        di, in, dout, out, rows, len, scale, bias, eps, dm, mean, dv, invstd);
+  else
+    k_layer_norm_coop<CCG__THREADS>
+        <<<ccg__coop_blocks(rows, CCG__THREADS), CCG__THREADS, 0, s>>>(
+            di, in, dout, out, rows, len, scale, bias, eps, dm, mean, dv,
+            invstd);
   return ccg__launched();
 }
 
@@ -93,11 +159,36 @@ __global__ static void k_rms_norm(ccg_dtype di, const void *in, ccg_dtype dout,
   }
 }
 
+template <int G>
+__global__ static void k_rms_norm_coop(ccg_dtype di, const void *in,
+                                       ccg_dtype dout, void *out, size_t rows,
+                                       size_t len, const float *scale,
+                                       float eps) {
+  size_t r = ccg__coop_line<G>();
+  if (G == 32 && r >= rows)
+    return;
+  int lane = ccg__coop_lane<G>();
+  size_t base = r * len;
+  float inv = ccg__rms_norm_inv(
+      ccg__coop_join<G>(ccg__row_sumsq_part(di, in, base, len, lane, G),
+                        ccg__op_add_f64()),
+      len, eps);
+  ccg__rms_norm_store_part(di, in, dout, out, base, len, scale, inv, lane, G);
+}
+
 extern "C" int ccg__cu_rms_norm(cudaStream_t s, ccg_dtype di, const void *in,
                                 ccg_dtype dout, void *out, size_t rows,
                                 size_t len, const float *scale, float eps) {
-  k_rms_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(di, in, dout, out, rows,
-                                                        len, scale, eps);
+  if (len < CCG__COOP_MIN_LEN)
+    k_rms_norm<<<ccg__blocks(rows), CCG__THREADS, 0, s>>>(di, in, dout, out,
+                                                          rows, len, scale, eps);
+  else if (ccg__coop_group(rows) == 32)
+    k_rms_norm_coop<32><<<ccg__coop_blocks(rows, 32), CCG__THREADS, 0, s>>>(
+        di, in, dout, out, rows, len, scale, eps);
+  else
+    k_rms_norm_coop<CCG__THREADS>
+        <<<ccg__coop_blocks(rows, CCG__THREADS), CCG__THREADS, 0, s>>>(
+            di, in, dout, out, rows, len, scale, eps);
   return ccg__launched();
 }
 
