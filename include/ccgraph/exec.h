@@ -184,11 +184,12 @@ CCG_API void ccg_exec_free(ccg_exec *x);
 /* Runs one step. `inputs` name graph inputs (every one must be given, with
  * the graph's dtype and rank and its numeric dims) or initializers
  * (replacing their data for this call, for per-rank weights). `outputs` name
- * any values; they are filled as ccg_exec_tensor says. Inputs whose shapes
- * (or shape-setting contents) no kept program was compiled for compile one
- * first (docs/exec.md); otherwise it allocates nothing. A failure is
- * recorded on x, names the node and op (or the input and dim), and makes
- * the other ranks of the communicator fail instead of waiting. */
+ * any values; they are filled as ccg_exec_tensor says. On a GPU only the
+ * outputs named come back to the host; the others cost no copy. Inputs
+ * whose shapes (or shape-setting contents) no kept program was compiled for
+ * compile one first (docs/exec.md); otherwise it allocates nothing. A failure
+ * is recorded on x, names the node and op (or the input and dim), and makes the
+ * other ranks of the communicator fail instead of waiting. */
 CCG_API ccg_status ccg_exec_run(ccg_exec *x, const ccg_exec_tensor *inputs,
                                 size_t n_inputs, ccg_exec_tensor *outputs,
                                 size_t n_outputs);

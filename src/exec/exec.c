@@ -481,6 +481,12 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
   x->stale = false;
+  for (size_t i = 0; i < n_outputs; i++) {
+    ccg_value_id id;
+    ccg__xval *v = find_named(x, outputs[i].name, &id);
+    if (v)
+      v->fetch = true;
+  }
   if (st == CCG_STATUS_OK) {
     x->first_run = !x->ran;
     st = x->backend->run(x);
@@ -489,6 +495,12 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
   }
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK && !x->stale; i++)
     st = fill_output(x, &outputs[i]);
+  for (size_t i = 0; i < n_outputs; i++) {
+    ccg_value_id id;
+    ccg__xval *v = find_named(x, outputs[i].name, &id);
+    if (v)
+      v->fetch = false;
+  }
   if (st != CCG_STATUS_OK)
     ccg__flight_report(x, st);
   if (st != CCG_STATUS_OK && x->comm)

@@ -30,6 +30,9 @@ typedef struct ccg__xval {
   const void *init; /* STATIC: the graph's data */
   int first, last;  /* producing and last consuming step */
   bool is_output;
+  /* an output that this run's caller reads: a device backend copies only
+   * these back to the host */
+  bool fetch;
 } ccg__xval;
 
 /* v viewed as [outer, len, inner] around axis ax: the product of the dims

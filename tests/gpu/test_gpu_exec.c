@@ -1,8 +1,9 @@
 /* The CUDA executor against the CPU executor (label gpu): a graph over
- * most op families in f32, f16 and bf16, its backward, CUDA Graph replay
- * with new inputs, TF32, a kernel failure named by node, and two GPUs
- * talking through the nccl communicator. Where no GPU can be used the
- * program prints why (the CUDA error text) and exits 77 (skipped). */
+ * most op families in f32, f16 and bf16, its backward, reductions, Softmax
+ * and normalizations over long lines (split over threads on the GPU),
+ * CUDA Graph replay with new inputs, TF32, a kernel failure named by node,
+ * and two GPUs talking through the nccl communicator. Where no GPU can be used
+ * the program prints why (the CUDA error text) and exits 77 (skipped). */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -158,7 +159,9 @@ static ccg_status run(ccg_graph *g, ccg_device dev, int graph_mode, int tf32,
   ccg_status st = ccg_exec_create(g, &o, &x);
   for (int s = 0; s < steps && st == CCG_STATUS_OK; s++) {
     d->x[0] = (float)s * 0.25f; /* a new input each step */
-    st = ccg_exec_run(x, in, 2, out, n_out);
+    /* only the last step reads its outputs: the earlier ones leave theirs
+     * on the device */
+    st = ccg_exec_run(x, in, 2, out, s == steps - 1 ? n_out : 0);
   }
   if (st != CCG_STATUS_OK)
     fprintf(stderr, "run: %s\n", x ? ccg_last_error(x) : ccg_last_error(g));
@@ -206,11 +209,15 @@ static void ops_match_cpu(ccg_dtype dt, double tol) {
 static void graph_replay(void) {
   ccg_graph *g = build(CCG_DTYPE_F32, true);
   CHECK(g, "no graph");
-  io eager, replay, tf;
+  io eager, replay, tf, cpu;
   init_io(&eager);
   init_io(&replay);
   init_io(&tf);
+  init_io(&cpu);
   CHECK(run(g, CCG_DEVICE_CUDA, 0, 0, 3, &eager, 4) == CCG_STATUS_OK, "eager");
+  /* the last step's outputs, not an earlier step's left in the mirror */
+  CHECK(run(g, CCG_DEVICE_CPU, 0, 0, 3, &cpu, 4) == CCG_STATUS_OK, "cpu");
+  CHECK(max_diff(&eager, &cpu, 4) <= 1e-5, "third step differs from the cpu");
   CHECK(run(g, CCG_DEVICE_CUDA, 1, 0, 3, &replay, 4) == CCG_STATUS_OK, "graph");
   CHECK(memcmp(eager.out, replay.out, sizeof eager.out) == 0,
         "replayed step differs from the eager one");
@@ -340,6 +347,184 @@ static void two_gpus(int n_gpus) {
   printf("two_gpus: all-reduce and all-gather over NCCL equal the sums\n");
 }
 
+/* ---- long lines ----------------------------------------------------------
+ * Every Reduce* kind, Softmax, LayerNormalization and RMSNormalization over
+ * lines long enough to be split over a warp or a block on the GPU (rows of
+ * "few" [4, 3000]: a block per line; rows of "many" [1500, 100]: a warp per
+ * line; columns of "many": a thread per column with its elements split),
+ * f32 and i64, with a NaN in one row; against the CPU within 1e-5 relative
+ * (the parts' double sums are added in another order). */
+enum { FEW_R = 4, FEW_L = 3000, MANY_R = 1500, MANY_L = 100, MAX_LONG = 64 };
+
+static const char *const reduce_ops[] = {
+    "ReduceSum",    "ReduceMean",     "ReduceMax", "ReduceMin",
+    "ReduceProd",   "ReduceL1",       "ReduceL2",  "ReduceSumSquare",
+    "ReduceLogSum", "ReduceLogSumExp"};
+
+static ccg_value_id add_long(ccg_graph *g, const char *op, ccg_value_id x,
+                             int64_t axis, ccg_status *st) {
+  ccg_attr a[2] = {CCG_ATTR_IS("axes", &axis, 1), CCG_ATTR_I("keepdims", 0)};
+  ccg_node_desc d = CCG_NODE_DESC_INIT;
+  d.op = op;
+  d.inputs = &x;
+  d.n_inputs = 1;
+  d.attrs = a;
+  d.n_attrs = 2;
+  ccg_node_id n = 0;
+  if (!*st)
+    *st = ccg_graph_add_node(g, &d, &n);
+  return *st ? CCG_NONE : ccg_node_output(g, n, 0);
+}
+
+static void long_lines_match_cpu(void) {
+  static float few[FEW_R * FEW_L], many[MANY_R * MANY_L];
+  static int64_t ifew[FEW_R * FEW_L], imany[MANY_R * MANY_L];
+  fill(few, FEW_R * FEW_L, 21);
+  fill(many, MANY_R * MANY_L, 22);
+  for (size_t i = 0; i < FEW_R * FEW_L; i++) {
+    few[i] = 1.0f + few[i] * 0.02f; /* near 1: products stay finite */
+    ifew[i] = (int64_t)(i * 2654435761u % 2001) - 1000;
+  }
+  for (size_t i = 0; i < MANY_R * MANY_L; i++) {
+    many[i] = 1.0f + many[i] * 0.02f;
+    imany[i] = (int64_t)(i * 40503u % 201) - 100;
+  }
+  few[2 * FEW_L + 1234] = NAN; /* row 2: NaN wins Max and Min */
+  ccg_graph *g = NULL;
+  CHECK(ccg_graph_new(NULL, &g) == CCG_STATUS_OK, "graph");
+  ccg_shape fs = ccg_shape_make(2, (int64_t[]){FEW_R, FEW_L});
+  ccg_shape ms = ccg_shape_make(2, (int64_t[]){MANY_R, MANY_L});
+  ccg_value_id xf, xm, xif, xim, ones_f, zeros_f, ones_m, zeros_m;
+  ccg_status st = ccg_graph_add_input(g, "few", CCG_DTYPE_F32, &fs, &xf);
+  st = st ? st : ccg_graph_add_input(g, "many", CCG_DTYPE_F32, &ms, &xm);
+  st = st ? st : ccg_graph_add_input(g, "ifew", CCG_DTYPE_I64, &fs, &xif);
+  st = st ? st : ccg_graph_add_input(g, "imany", CCG_DTYPE_I64, &ms, &xim);
+  static float sf[FEW_L], bf[FEW_L], sm[MANY_L], bm[MANY_L];
+  fill(sf, FEW_L, 23);
+  fill(bf, FEW_L, 24);
+  fill(sm, MANY_L, 25);
+  fill(bm, MANY_L, 26);
+  ccg_tensor t1 = {CCG_DTYPE_F32, 1, {FEW_L}, sf},
+             t2 = {CCG_DTYPE_F32, 1, {FEW_L}, bf},
+             t3 = {CCG_DTYPE_F32, 1, {MANY_L}, sm},
+             t4 = {CCG_DTYPE_F32, 1, {MANY_L}, bm};
+  st = st ? st : ccg_graph_add_initializer(g, "s_few", &t1, &ones_f);
+  st = st ? st : ccg_graph_add_initializer(g, "b_few", &t2, &zeros_f);
+  st = st ? st : ccg_graph_add_initializer(g, "s_many", &t3, &ones_m);
+  st = st ? st : ccg_graph_add_initializer(g, "b_many", &t4, &zeros_m);
+  ccg_value_id outs[MAX_LONG];
+  size_t n_out = 0;
+  for (size_t k = 0; k < sizeof reduce_ops / sizeof *reduce_ops; k++) {
+    outs[n_out++] = add_long(g, reduce_ops[k], xf, 1, &st);
+    outs[n_out++] = add_long(g, reduce_ops[k], xm, 1, &st);
+    outs[n_out++] = add_long(g, reduce_ops[k], xm, 0, &st);
+  }
+  const char *int_ops[] = {"ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1",
+                           "ReduceMean"};
+  for (size_t k = 0; k < 5; k++) {
+    outs[n_out++] = add_long(g, int_ops[k], xif, 1, &st);
+    outs[n_out++] = add_long(g, int_ops[k], xim, 1, &st);
+    outs[n_out++] = add_long(g, int_ops[k], xim, 0, &st);
+  }
+  size_t n_int_from = n_out - 15;
+  ccg_value_id v;
+  st = st ? st : ccg_softmax(g, xf, 1, &outs[n_out++]);
+  st = st ? st : ccg_softmax(g, xm, 1, &outs[n_out++]);
+  st = st ? st : ccg_softmax(g, xm, 0, &outs[n_out++]);
+  st = st ? st : ccg_layer_norm(g, xf, ones_f, zeros_f, -1, 1e-5f, &v);
+  outs[n_out++] = v;
+  st = st ? st : ccg_layer_norm(g, xm, ones_m, zeros_m, -1, 1e-5f, &v);
+  outs[n_out++] = v;
+  ccg_value_id rin[2][2] = {{xf, ones_f}, {xm, ones_m}};
+  for (int r = 0; r < 2 && !st; r++) {
+    ccg_node_desc d = CCG_NODE_DESC_INIT;
+    ccg_attr a = CCG_ATTR_I("axis", -1);
+    d.op = "RMSNormalization";
+    d.inputs = rin[r];
+    d.n_inputs = 2;
+    d.attrs = &a;
+    d.n_attrs = 1;
+    ccg_node_id n = 0;
+    st = ccg_graph_add_node(g, &d, &n);
+    outs[n_out++] = st ? CCG_NONE : ccg_node_output(g, n, 0);
+  }
+  for (size_t i = 0; i < n_out && !st; i++)
+    st = ccg_graph_add_output(g, outs[i]);
+  if (st) {
+    fprintf(stderr, "building the long-line graph: %s\n", ccg_last_error(g));
+    failures++;
+    ccg_graph_free(g);
+    return;
+  }
+  ccg_exec_tensor in[4] = {0};
+  const char *in_names[4] = {"few", "many", "ifew", "imany"};
+  const void *in_data[4] = {few, many, ifew, imany};
+  for (int i = 0; i < 4; i++) {
+    in[i].name = in_names[i];
+    in[i].tensor =
+        (ccg_tensor){i < 2 ? CCG_DTYPE_F32 : CCG_DTYPE_I64,
+                     2,
+                     {i % 2 ? MANY_R : FEW_R, i % 2 ? MANY_L : FEW_L},
+                     in_data[i]};
+  }
+  size_t numel[MAX_LONG], bytes = 0;
+  for (size_t i = 0; i < n_out; i++) {
+    const ccg_shape *s = ccg_value_shape(g, outs[i]);
+    numel[i] = 1;
+    for (int d = 0; d < s->rank; d++)
+      numel[i] *= (size_t)s->dims[d].size;
+    bytes += numel[i] * 8;
+  }
+  char *res[2] = {calloc(1, bytes), calloc(1, bytes)};
+  ccg_exec_tensor out[2][MAX_LONG];
+  memset(out, 0, sizeof out);
+  double worst = 0;
+  for (int dev = 0; dev < 2 && res[0] && res[1] && !st; dev++) {
+    size_t off = 0;
+    for (size_t i = 0; i < n_out; i++) {
+      out[dev][i].name = ccg_value_name(g, outs[i]);
+      out[dev][i].dst = res[dev] + off;
+      out[dev][i].dst_bytes = numel[i] * 8;
+      off += numel[i] * 8;
+    }
+    ccg_exec_options o = CCG_EXEC_OPTIONS_INIT;
+    o.device = dev ? CCG_DEVICE_CUDA : CCG_DEVICE_CPU;
+    ccg_exec *x = NULL;
+    st = ccg_exec_create(g, &o, &x);
+    st = st ? st : ccg_exec_run(x, in, 4, out[dev], n_out);
+    if (st)
+      fprintf(stderr, "long lines on the %s: %s\n", dev ? "gpu" : "cpu",
+              x ? ccg_last_error(x) : ccg_last_error(g));
+    ccg_exec_free(x);
+  }
+  for (size_t i = 0; i < n_out && !st; i++)
+    for (size_t j = 0; j < numel[i]; j++) {
+      bool ints = i >= n_int_from && i < n_int_from + 15;
+      double a = ints ? (double)((const int64_t *)out[0][i].dst)[j]
+                      : (double)((const float *)out[0][i].dst)[j];
+      double b = ints ? (double)((const int64_t *)out[1][i].dst)[j]
+                      : (double)((const float *)out[1][i].dst)[j];
+      if (a != a && b != b)
+        continue;
+      double rel = fabs(a - b) / (fabs(a) > 1 ? fabs(a) : 1);
+      worst = rel > worst || rel != rel ? rel : worst;
+      if (!(rel <= (ints ? 0.0 : 1e-5))) {
+        fprintf(stderr,
+                "long lines: output %zu ('%s') element %zu: cpu %.9g, "
+                "gpu %.9g\n",
+                i, out[0][i].name, j, a, b);
+        st = CCG_STATUS_INTERNAL;
+        break;
+      }
+    }
+  printf("long lines: %zu outputs, largest relative |gpu - cpu| %.3g\n", n_out,
+         worst);
+  free(res[0]);
+  free(res[1]);
+  ccg_graph_free(g);
+  CHECK(st == CCG_STATUS_OK, "long lines differ or failed");
+}
+
 int main(void) {
   ccg_graph *g = build(CCG_DTYPE_F32, false);
   if (!g)
@@ -357,6 +542,7 @@ int main(void) {
   ops_match_cpu(CCG_DTYPE_F32, 1e-5);
   ops_match_cpu(CCG_DTYPE_F16, 2e-2);
   ops_match_cpu(CCG_DTYPE_BF16, 1e-1);
+  long_lines_match_cpu();
   graph_replay();
   gather_out_of_range();
   int n = 0;

@@ -519,9 +519,9 @@ static ccg_status cuda_run(ccg_exec *x) {
   ccg__gpu *g = x->gpu;
   double t0 = now_s();
   CU(cudaSetDevice(g->dev), "cudaSetDevice");
-  /* an initializer replaced for this run may turn Dropout's training mode
-   * on: refused on the host, as the CPU does (ratio and training_mode are
-   * initializers or Constants here, gpu_ops.c) */
+  /* Dropout's training mode (an initializer replaced for this run, or a
+   * graph input) is refused on the host, as the CPU does: ratio and
+   * training_mode have host copies here (gpu_ops.c) */
   for (size_t s = 0; s < x->n_steps; s++)
     if (x->steps[s].op == CCG_OP_DROPOUT)
       CCG_CHECK(ccg__dropout_mode(x, &x->steps[s], true));
@@ -543,9 +543,11 @@ static ccg_status cuda_run(ccg_exec *x) {
     if (g->use_graph)
       g->graph_state = 1; /* the first run warms up; the next is captured */
   }
-  /* the outputs come back to the host mirror */
+  /* the outputs the caller reads come back to the host mirror (the others
+   * stay on the device: a training step's gradients the caller does not
+   * ask for cost no copy) */
   for (size_t i = 0; i < x->n_vals; i++)
-    if (g->out_ptr[i] && x->vals[i].nbytes)
+    if (g->out_ptr[i] && x->vals[i].fetch && x->vals[i].nbytes)
       CU(cudaMemcpyAsync(g->out_ptr[i], g->dptr[i], x->vals[i].nbytes,
                          cudaMemcpyDeviceToHost, g->cs),
          "copying the outputs out");
