@@ -2,7 +2,8 @@
 """Run the model zoo (tests/data/zoo) through ccgraph, on one rank and sharded.
 
 usage: run_zoo.py CCGRAPH [--zoo DIR] [--work DIR] [--only ARCH[/VARIANT]]
-                  [--jobs N] [--no-shard] [--print-expected]
+                  [--jobs N] [--no-shard] [--device cpu|cuda]
+                  [--print-expected]
                   [--write docs/models.md | --check docs/models.md]
 
 For every model of the zoo's MANIFEST.json: checks the sha256 of its files,
@@ -19,6 +20,12 @@ reason. Such a model counts as unsupported while it fails with that reason;
 it fails the test if it passes (remove its row) or fails otherwise. Any
 other failure fails the test. The last line is
 'zoo: N passed, M failed, K unsupported'.
+
+--device cuda runs the one-rank runs on the GPU (`ccgraph run --device
+cuda`), against the same torch outputs and gradients, without the sharded
+runs (their ranks are threads of one process, which the GPU device does not
+take) and without --write / --check (docs/models.md is the CPU's). Where no
+GPU can be used it prints why and exits 77 (skipped).
 
 --print-expected prints this run's failures as EXPECTED tables.
 --write FILE replaces the results table of docs/models.md (between its
@@ -205,10 +212,10 @@ def check_grad_error(worst, rel):
                       f"relative error {rel:.3g}")
 
 
-def run_model(ccgraph, zoo, m, work):
-    """One rank: returns the max abs diff of the outputs and, for a training
-    variant, the largest relative error of a parameter gradient (None
-    otherwise) and the path of the gradient model."""
+def run_model(ccgraph, zoo, m, work, device="cpu"):
+    """One rank on `device`: returns the max abs diff of the outputs and,
+    for a training variant, the largest relative error of a parameter
+    gradient (None otherwise) and the path of the gradient model."""
     d = os.path.join(work, m["arch"], m["variant"])
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -221,7 +228,8 @@ def run_model(ccgraph, zoo, m, work):
         tool([ccgraph, "grad", model, "--loss", m["loss"], "--wrt", wrt,
               "-o", gmodel], (zoo, d))
         model = gmodel
-    cmd = [ccgraph, "run", model, "--output-dir", os.path.join(d, "out")]
+    cmd = [ccgraph, "run", model, "--output-dir", os.path.join(d, "out"),
+           "--device", device]
     for n, f in m["inputs"].items():
         cmd += ["--input", f"{n}={os.path.join(zoo, f)}"]
     tool(cmd, (zoo, d))
@@ -640,7 +648,7 @@ def model_work(a, m):
     """One model's runs, on one rank and (when it passes) sharded: what the
     report loop reads, computed in a worker thread (the work is in ccgraph
     processes)."""
-    one = attempt(run_model, a.ccgraph, a.zoo, m, a.work)
+    one = attempt(run_model, a.ccgraph, a.zoo, m, a.work, a.device)
     shards = {}
     if one[1] is None and not a.no_shard:
         with open(sample_plan(m["arch"], CONFIGS[0])) as f:
@@ -650,6 +658,23 @@ def model_work(a, m):
                 shards[config[0]] = attempt(shard_model, a.ccgraph, a.zoo, m,
                                             a.work, config)
     return one, shards
+
+
+def gpu_refusal(a, m):
+    """Why the GPU cannot be used here (ccgraph's refusal of model m on
+    --device cuda), or None when it can."""
+    cmd = [a.ccgraph, "run", os.path.join(a.zoo, m["model"]), "--device",
+           "cuda"]
+    for n, f in m["inputs"].items():
+        cmd += ["--input", f"{n}={os.path.join(a.zoo, f)}"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=600)
+    text = p.stdout + p.stderr
+    if p.returncode == 3 and re.search(
+            r"device cuda.*(cudaGetDeviceCount|built without CUDA|"
+            r"cannot load|CUDA driver)", text):
+        return text.strip().splitlines()[-1]
+    return None
 
 
 def onnx_check(paths, jobs):
@@ -747,10 +772,18 @@ def main():
     ap.add_argument("--print-expected", action="store_true",
                     help="print an EXPECTED table of this run's failures "
                     "(to review and paste in when ccgraph changes)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                    help="where the one-rank runs run (cuda: no sharded "
+                    "runs; exit 77 where no GPU can be used)")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--write", metavar="DOC")
     g.add_argument("--check", metavar="DOC")
     a = ap.parse_args()
+    if a.device == "cuda":
+        if a.write or a.check:
+            ap.error("--write and --check describe the CPU's runs: not with "
+                     "--device cuda")
+        a.no_shard = True
     a.zoo, a.work = os.path.abspath(a.zoo), os.path.abspath(a.work)
     with open(os.path.join(a.zoo, "MANIFEST.json")) as f:
         manifest = json.load(f)
@@ -768,6 +801,11 @@ def main():
             if (not a.only or a.only in (m["arch"],
                                           f"{m['arch']}/{m['variant']}"))
             and "export_error" not in m]
+    if a.device == "cuda" and selected:
+        why = gpu_refusal(a, selected[0])
+        if why:
+            print(f"SKIP: the GPU cannot be used here: {why}")
+            return 77
     with concurrent.futures.ThreadPoolExecutor(max(1, a.jobs)) as pool:
         work = {id(m): pool.submit(model_work, a, m) for m in selected}
     done = fold_checker(a, {k: w.result() for k, w in work.items()})
