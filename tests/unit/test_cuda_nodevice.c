@@ -14,18 +14,7 @@
 #include <cmocka.h>
 
 #include "ccgraph/ccgraph.h"
-#ifdef CCG_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-static bool gpu_usable(void) {
-#ifdef CCG_HAVE_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
-}
+#include "cuda_probe.h"
 
 /* Relu of [-1, 2, -3, 4] on the device created from opts. */
 static void runs_relu(ccg_graph *g, ccg_value_id o,
@@ -63,7 +52,7 @@ static void cuda_device_as_found(void **state) {
   assert_int_equal(ccg_graph_add_output(g, o), CCG_STATUS_OK);
   ccg_exec_options opts = CCG_EXEC_OPTIONS_INIT;
   opts.device = CCG_DEVICE_CUDA;
-  if (gpu_usable()) {
+  if (ccg_test_gpu_usable()) {
     print_message("CUDA sees a GPU: the cuda device must compile and run\n");
     runs_relu(g, o, &opts);
   } else {

@@ -18,6 +18,7 @@
 
 #include "ccgraph/ccgraph.h"
 #include "net_util.h"
+#include "cuda_probe.h"
 #include "test_util.h"
 #ifdef CCG_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -164,16 +165,6 @@ static void world_of_one(void **state) {
   expect_empty(dir); /* a world of one writes no rendezvous file */
 }
 
-/* True where the nccl communicator can reach a GPU. */
-static bool gpu_usable(void) {
-#ifdef CCG_HAVE_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
-}
-
 typedef struct proc {
   ccg_nccl_options o;
   ccg_status st;
@@ -194,7 +185,7 @@ static void *run_proc(void *arg) {
  * out the timeout or stays behind. */
 static void two_ranks(void **state) {
   (void)state;
-  if (gpu_usable()) {
+  if (ccg_test_gpu_usable()) {
     print_message("skipped: a GPU is present, and two ranks of one process "
                   "cannot share it\n");
     return;
