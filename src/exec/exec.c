@@ -422,6 +422,20 @@ static ccg_status fill_output(ccg_exec *x, ccg_exec_tensor *t) {
   return CCG_STATUS_OK;
 }
 
+/* Marks (or clears) the outputs a run's caller names, for a backend that
+ * copies only those off its device. */
+static void mark_fetch(ccg_exec *x, const ccg_exec_tensor *outputs,
+                       size_t n_outputs, bool on) {
+  if (!x->backend->fetch_marked)
+    return;
+  for (size_t i = 0; i < n_outputs; i++) {
+    ccg_value_id id;
+    ccg__xval *v = find_named(x, outputs[i].name, &id);
+    if (v)
+      v->fetch = on;
+  }
+}
+
 /* Runs program p of root x (p may be x), the error on x. */
 static ccg_status run_on(ccg_exec *x, ccg_exec *p, const ccg_exec_tensor *in,
                          size_t n_in, ccg_exec_tensor *out, size_t n_out) {
@@ -481,12 +495,7 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
                       "input '%s' was not given",
                       ccg_value_name(x->g, (ccg_value_id)i));
   x->stale = false;
-  for (size_t i = 0; i < n_outputs; i++) {
-    ccg_value_id id;
-    ccg__xval *v = find_named(x, outputs[i].name, &id);
-    if (v)
-      v->fetch = true;
-  }
+  mark_fetch(x, outputs, n_outputs, true);
   if (st == CCG_STATUS_OK) {
     x->first_run = !x->ran;
     st = x->backend->run(x);
@@ -495,12 +504,7 @@ ccg_status ccg__exec_run_program(ccg_exec *x, const ccg_exec_tensor *inputs,
   }
   for (size_t i = 0; i < n_outputs && st == CCG_STATUS_OK && !x->stale; i++)
     st = fill_output(x, &outputs[i]);
-  for (size_t i = 0; i < n_outputs; i++) {
-    ccg_value_id id;
-    ccg__xval *v = find_named(x, outputs[i].name, &id);
-    if (v)
-      v->fetch = false;
-  }
+  mark_fetch(x, outputs, n_outputs, false);
   if (st != CCG_STATUS_OK)
     ccg__flight_report(x, st);
   if (st != CCG_STATUS_OK && x->comm)

@@ -30,8 +30,8 @@ typedef struct ccg__xval {
   const void *init; /* STATIC: the graph's data */
   int first, last;  /* producing and last consuming step */
   bool is_output;
-  /* an output that this run's caller reads: a device backend copies only
-   * these back to the host */
+  /* an output that this run's caller reads, marked for a backend with
+   * fetch_marked (the CUDA one copies only these back to the host) */
   bool fetch;
 } ccg__xval;
 
@@ -144,10 +144,15 @@ typedef struct ccg__backend_vt {
   /* after the memory plan: memory, streams or threads, uploads */
   ccg_status (*create)(ccg_exec *x);
   /* one step over the bound inputs (v->ptr: host data); at its end every
-   * graph output's v->ptr is its host data */
+   * graph output's v->ptr is its host data, or, with fetch_marked, every
+   * output marked fetch (the others are not copied off the device) */
   ccg_status (*run)(ccg_exec *x);
   /* releases what create made (also after a create that failed half-way) */
   void (*destroy)(ccg_exec *x);
+  /* run reads ccg__xval.fetch: the outputs this run's caller names are
+   * marked before it (a lookup per output, spared where nothing reads
+   * them) */
+  bool fetch_marked;
 } ccg__backend_vt;
 
 extern const ccg__backend_vt ccg__cpu_backend;

@@ -565,4 +565,5 @@ static ccg_status cuda_run(ccg_exec *x) {
 static void cuda_configure(ccg_exec *x) { x->overlap = x->comm != NULL; }
 
 const ccg__backend_vt ccg__cuda_backend = {
-    "cuda", cuda_probe, cuda_configure, cuda_create, cuda_run, cuda_destroy};
+    "cuda",       cuda_probe, cuda_configure, cuda_create, cuda_run,
+    cuda_destroy, true};

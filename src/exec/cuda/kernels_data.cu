@@ -169,7 +169,8 @@ __global__ static void k_reduce_coop(ccg_op op, ccg__red_geom g, ccg_dtype di,
  * its reduced elements split over COLS_SPLIT threads along y, joined in y
  * order. */
 #define COLS_SPLIT 32
-__global__ static void k_reduce_cols(ccg_op op, ccg__red_geom g, ccg_dtype di,
+__global__ static void __launch_bounds__(32 * COLS_SPLIT)
+k_reduce_cols(ccg_op op, ccg__red_geom g, ccg_dtype di,
                                      const void *a, ccg_dtype dout, void *o,
                                      size_t n) {
   __shared__ double pf[COLS_SPLIT][32];
