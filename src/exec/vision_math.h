@@ -263,6 +263,12 @@ typedef struct ccg__rsz {
   int64_t in[CCG_MAX_RANK], out[CCG_MAX_RANK];
   double scale[CCG_MAX_RANK], roi_lo[CCG_MAX_RANK], roi_hi[CCG_MAX_RANK];
   double cubic_a, extrapolation;
+  /* a roi fed or computed at run time, read where the kernel runs (host or
+   * device memory): 2 * roi_na entries of dtype roi_dt, the starts then the
+   * ends of the axes roi_axis; NULL: roi_lo and roi_hi */
+  const void *roi_p;
+  int roi_dt, roi_na;
+  int roi_axis[CCG_MAX_RANK];
 } ccg__rsz;
 
 /* Host: the value of a Resize string attribute (which: 0 mode, 1
@@ -304,6 +310,12 @@ CCG_HD static inline double ccg__rsz_coord(const ccg__rsz *r, int d,
     return (xf + 0.5) / s;
   case CCG__CTM_TF_CROP_AND_RESIZE: {
     double lo = r->roi_lo[d], hi = r->roi_hi[d];
+    for (int i = 0; r->roi_p && i < r->roi_na; i++)
+      if (r->roi_axis[i] == d) {
+        lo = ccg__ld_f64((ccg_dtype)r->roi_dt, r->roi_p, (size_t)i);
+        hi = ccg__ld_f64((ccg_dtype)r->roi_dt, r->roi_p,
+                         (size_t)(r->roi_na + i));
+      }
     return out > 1 ? lo * (in - 1) + xf * (hi - lo) * (in - 1) / (out - 1)
                    : 0.5 * (lo + hi) * (in - 1);
   }

@@ -374,18 +374,23 @@ const ccg__rsz *ccg__rsz_of(const ccg__xnode *n) {
   return (const ccg__rsz *)(const void *)n->p.list;
 }
 
+ccg__rsz ccg__rsz_with_roi(const ccg_exec *x, const ccg__xnode *n,
+                           const void *roi) {
+  ccg__rsz r = *ccg__rsz_of(n);
+  r.roi_p = roi;
+  r.roi_dt = (int)ccg__in(x, n, 1)->dtype;
+  r.roi_na = (int)n->p.i0;
+  for (int i = 0; i < r.roi_na; i++)
+    r.roi_axis[i] = (int)n->p.perm[i];
+  return r;
+}
+
 static ccg_status run_resize(ccg_exec *x, const ccg__xnode *n) {
   const ccg__rsz *r = ccg__rsz_of(n);
   const ccg__xval *xv = ccg__in(x, n, 0), *yv = ccg__out(x, n, 0);
   ccg__rsz with_roi;
   if (n->p.i0 > 0) { /* roi from this run's data */
-    const ccg__xval *roi = ccg__in(x, n, 1);
-    size_t na = (size_t)n->p.i0;
-    with_roi = *r;
-    for (size_t i = 0; i < na; i++) {
-      with_roi.roi_lo[n->p.perm[i]] = ccg__ld_f64(roi->dtype, roi->ptr, i);
-      with_roi.roi_hi[n->p.perm[i]] = ccg__ld_f64(roi->dtype, roi->ptr, na + i);
-    }
+    with_roi = ccg__rsz_with_roi(x, n, ccg__in(x, n, 1)->ptr);
     r = &with_roi;
   }
   for (size_t j = 0; j < yv->numel; j++)

@@ -11,5 +11,10 @@
 const ccg__win *ccg__win_of(const ccg__xnode *n);
 /* The same for a prepared Resize node. */
 const ccg__rsz *ccg__rsz_of(const ccg__xnode *n);
+/* Its geometry with the roi fed or computed at run time (n->p.i0 > 0)
+ * read from `roi` where the kernel runs: host memory on the CPU, device
+ * memory on the GPU. */
+ccg__rsz ccg__rsz_with_roi(const ccg_exec *x, const ccg__xnode *n,
+                           const void *roi);
 
 #endif

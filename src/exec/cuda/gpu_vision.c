@@ -20,12 +20,6 @@ static bool is_conv(ccg_op op) {
 ccg_status ccg__gpu_check_vision(ccg_exec *x, const ccg__xnode *n,
                                  size_t *scratch) {
   *scratch = 0;
-  if (n->op == CCG_OP_RESIZE && n->p.i0 > 0)
-    return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED,
-                      "input 'roi' ('%s') is fed or computed at run time; the "
-                      "launch needs its values on the host: give an "
-                      "initializer or Constant",
-                      ccg_value_name(x->g, n->in[1]));
   if (!is_conv(n->op))
     return CCG_STATUS_OK; /* pools, Resize: every dtype the CPU takes */
   ccg_dtype dt = ccg__out(x, n, 0)->dtype;
@@ -145,12 +139,15 @@ ccg_status ccg__gpu_launch_vision(ccg_exec *x, const ccg__xnode *n, size_t s) {
                                  ccg__in(x, n, 0)->dtype, ccg__din(x, n, 0),
                                  ccg__dout(x, n, 0), idx));
   }
-  case CCG_OP_RESIZE:
+  case CCG_OP_RESIZE: {
+    /* a roi fed or computed at run time is read by the kernel */
+    ccg__rsz r = n->p.i0 > 0 ? ccg__rsz_with_roi(x, n, ccg__din(x, n, 1))
+                             : *ccg__rsz_of(n);
     return launched(x, n,
-                    ccg__cu_resize(x->gpu->cs, ccg__rsz_of(n),
-                                   ccg__in(x, n, 0)->dtype, ccg__din(x, n, 0),
-                                   ccg__dout(x, n, 0),
+                    ccg__cu_resize(x->gpu->cs, &r, ccg__in(x, n, 0)->dtype,
+                                   ccg__din(x, n, 0), ccg__dout(x, n, 0),
                                    ccg__out(x, n, 0)->numel));
+  }
   default:
     return ccg__xfail(x, n, CCG_STATUS_UNSUPPORTED, "no CUDA kernel");
   }
