@@ -15,6 +15,8 @@
 
 #include "ccgraph/ccgraph.h"
 #include "cuda_probe.h"
+#include "test_util.h"
+#include "exec_test_util.h"
 
 /* Relu of [-1, 2, -3, 4] on the device created from opts. */
 static void runs_relu(ccg_graph *g, ccg_value_id o,
@@ -23,17 +25,8 @@ static void runs_relu(ccg_graph *g, ccg_value_id o,
   assert_int_equal(ccg_exec_create(g, opts, &x), CCG_STATUS_OK);
   const float in[4] = {-1.0f, 2.0f, -3.0f, 4.0f};
   float out[4] = {9.0f, 9.0f, 9.0f, 9.0f};
-  ccg_exec_tensor ti, to;
-  memset(&ti, 0, sizeof ti);
-  memset(&to, 0, sizeof to);
-  ti.name = "a";
-  ti.tensor.dtype = CCG_DTYPE_F32;
-  ti.tensor.rank = 1;
-  ti.tensor.dims[0] = 4;
-  ti.tensor.data = in;
-  to.name = ccg_value_name(g, o);
-  to.dst = out;
-  to.dst_bytes = sizeof out;
+  ccg_exec_tensor ti = XT_F32("a", in, 4);
+  ccg_exec_tensor to = xt_out(ccg_value_name(g, o), out, sizeof out);
   assert_int_equal(ccg_exec_run(x, &ti, 1, &to, 1), CCG_STATUS_OK);
   assert_true(out[0] == 0.0f && out[1] == 2.0f && out[2] == 0.0f &&
               out[3] == 4.0f);
