@@ -116,11 +116,9 @@ CCG_HD static inline double ccg__rd_merge_f64(ccg__rd_kind k, double a,
                                               double b) {
   switch (k) {
   case CCG__RD_MAX:
-    return (b > a || b != b) ? b : a;
   case CCG__RD_MIN:
-    return (b < a || b != b) ? b : a;
-  case CCG__RD_PROD:
-    return a * b;
+  case CCG__RD_PROD: /* a part's result joins like one more element */
+    return ccg__rd_step_f64(k, a, b, 0.0);
   default: /* every other kind sums its elements' terms */
     return a + b;
   }

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <math.h>
 #include <stdint.h>
 #include <cmocka.h>
 
@@ -208,6 +209,62 @@ static void scatter_row_and_combine(void **state) {
   assert_int_equal(oi, 2);
 }
 
+/* A reduction split into parts as the GPU splits long lines (worker w of
+ * W takes elements w, w + W, ...), the parts joined in worker order with
+ * ccg__rd_merge: every kind equals the one-worker result, exactly where
+ * the sums are exact (integers, halves; products within rounding), for
+ * floats and int64, and NaN for every kind where one element is NaN. */
+static void reduce_parts_merge(void **state) {
+  (void)state;
+  enum { N = 200, W = 32 };
+  const int64_t dims[1] = {N}, ost[1] = {0};
+  ccg__red_geom g = ccg__red_geom_make(1, dims, ost, N);
+  double af[N];
+  int64_t ai[N];
+  uint32_t seed = 5;
+  for (int i = 0; i < N; i++) {
+    ai[i] = (int64_t)(lcg(&seed) % 9) - 4;
+    af[i] = i % 7 == 3 ? 1.5 : (double)ai[i] * 0.5; /* exact in any order */
+    if (af[i] == 0.0)
+      af[i] = 1.0; /* Prod stays non-zero */
+  }
+  const ccg__rd_kind kinds[] = {
+      CCG__RD_SUM, CCG__RD_MEAN,       CCG__RD_MAX,
+      CCG__RD_MIN, CCG__RD_PROD,       CCG__RD_L1,
+      CCG__RD_L2,  CCG__RD_SUM_SQUARE, CCG__RD_LOG_SUM_EXP};
+  for (int nan = 0; nan < 2; nan++) {
+    af[77] = nan ? NAN : 2.0;
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+      ccg__rd_kind kind = kinds[k];
+      double one =
+          ccg__reduce_part_f64(kind, &g, CCG_DTYPE_F64, af, 0, 0.0, 0, 1);
+      double parts =
+          ccg__reduce_part_f64(kind, &g, CCG_DTYPE_F64, af, 0, 0.0, 0, W);
+      for (int w = 1; w < W; w++)
+        parts = ccg__rd_merge_f64(
+            kind, parts,
+            ccg__reduce_part_f64(kind, &g, CCG_DTYPE_F64, af, 0, 0.0, w, W));
+      if (nan) { /* every kind: NaN (it wins Max and Min) */
+        assert_true(one != one && parts != parts);
+        continue;
+      }
+      if (kind == CCG__RD_PROD || kind == CCG__RD_LOG_SUM_EXP)
+        assert_true(fabs(one - parts) <= 1e-12 * fabs(one));
+      else
+        assert_true(one == parts);
+      if (!ccg__rd_int_ok(kind))
+        continue; /* float only */
+      int64_t oi = ccg__reduce_part_i64(kind, &g, CCG_DTYPE_I64, ai, 0, 0, 1);
+      int64_t pi = ccg__reduce_part_i64(kind, &g, CCG_DTYPE_I64, ai, 0, 0, W);
+      for (int w = 1; w < W; w++)
+        pi = ccg__rd_merge_i64(
+            kind, pi,
+            ccg__reduce_part_i64(kind, &g, CCG_DTYPE_I64, ai, 0, w, W));
+      assert_true(oi == pi);
+    }
+  }
+}
+
 /* Trilu with k read from memory (k_dev, as the kernel does for a k fed at
  * run time) keeps the same elements as with k known at launch, for k of
  * either integer dtype. */
@@ -283,6 +340,7 @@ int main(void) {
       cmocka_unit_test(reduce_elem_matches_direct),
       cmocka_unit_test(gather_src_matches_direct),
       cmocka_unit_test(scatter_row_and_combine),
+      cmocka_unit_test(reduce_parts_merge),
       cmocka_unit_test(trilu_k_read_by_kernel),
       cmocka_unit_test(cumsum_geom_by_axis),
   };
