@@ -14,7 +14,11 @@
  * as an executor could hold a constant weight. Every product is checked
  * against oneDNN's (largest |difference| over the
  * largest |result|). Where the CPU has no AVX-512 it says so and stops.
- * usage: bench_gemm_own [--reps R] [--small] */
+ * --shape M,K,N[,T] (repeatable) measures those products instead (T: B
+ * transposed); --tile-n W cuts them into W-column tiles instead of the
+ * executor's 256 (128 where N < 512), W = N: one call per product.
+ * usage: bench_gemm_own [--reps R] [--small] [--shape M,K,N[,T]]...
+ *                       [--tile-n W] */
 #include <immintrin.h>
 #include <math.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -194,10 +198,16 @@ typedef struct buffers {
 
 enum { DNNL, OWN, OWN_PACKED };
 
+static int64_t tile_n; /* --tile-n; 0: the executor's */
+
+static int64_t tile_cols(const shape *s) {
+  return tile_n > 0 ? tile_n : s->n >= 512 ? 256 : 128;
+}
+
 /* The product as the executor tiles it: by oneDNN, by the candidate, or by
  * the candidate with B packed ahead (bu->pre, filled by pack_ahead). */
 static void tiled(const shape *s, const buffers *bu, int how) {
-  int64_t bm = 512, bn = s->n >= 512 ? 256 : 128;
+  int64_t bm = 512, bn = tile_cols(s);
   for (int64_t i0 = 0; i0 < s->m; i0 += bm)
     for (int64_t j0 = 0; j0 < s->n; j0 += bn) {
       int64_t m = s->m - i0 < bm ? s->m - i0 : bm;
@@ -220,7 +230,7 @@ static void tiled(const shape *s, const buffers *bu, int how) {
 
 /* B packed once for every tile column and KC block, untimed. */
 static void pack_ahead(const shape *s, buffers *bu) {
-  int64_t bn = s->n >= 512 ? 256 : 128;
+  int64_t bn = tile_cols(s);
   for (int64_t j0 = 0; j0 < s->n; j0 += bn) {
     int64_t n = s->n - j0 < bn ? s->n - j0 : bn;
     const float *b = s->tb ? bu->b + j0 * s->k : bu->b + j0;
@@ -245,13 +255,37 @@ static float *aligned_floats(size_t n) {
 int main(int argc, char **argv) {
   int reps = 9;
   bool small = false;
+  shape given[16];
+  size_t n_given = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+    long long m, k, n;
+    char t = 'N', end = 0;
+    if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--small") == 0)
+    } else if (strcmp(argv[i], "--small") == 0) {
       small = true;
-    else {
-      fprintf(stderr, "usage: bench_gemm_own [--reps R] [--small]\n");
+    } else if (strcmp(argv[i], "--tile-n") == 0 && i + 1 < argc) {
+      tile_n = atoll(argv[++i]);
+      if (tile_n < 1) {
+        fprintf(stderr, "bench_gemm_own: --tile-n must be >= 1\n");
+        return 1;
+      }
+    } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc &&
+               n_given < 16) {
+      int got = sscanf(argv[++i], "%lld,%lld,%lld,%c%c", &m, &k, &n, &t, &end);
+      if (got < 3 || got > 4 || m < 1 || k < 1 || n < 1 ||
+          (t != 'N' && t != 'T') || m * k > (1LL << 28) ||
+          k * n > (1LL << 28)) {
+        fprintf(stderr,
+                "bench_gemm_own: --shape '%s': give M,K,N or M,K,N,T "
+                "(positive, at most 2^28 elements an operand)\n",
+                argv[i]);
+        return 1;
+      }
+      given[n_given++] = (shape){m, k, n, t == 'T'};
+    } else {
+      fprintf(stderr, "usage: bench_gemm_own [--reps R] [--small] [--shape "
+                      "M,K,N[,T]]... [--tile-n W]\n");
       return 1;
     }
   }
@@ -275,8 +309,8 @@ int main(int argc, char **argv) {
                        {512, 1024, 4096, false},
                        {512, 64, 512, true}},
               tiny[] = {{37, 45, 70, false}, {20, 600, 33, true}};
-  const shape *shapes = small ? tiny : big;
-  size_t n_shapes = small ? 2 : 5;
+  const shape *shapes = n_given ? given : small ? tiny : big;
+  size_t n_shapes = n_given ? n_given : small ? 2 : 5;
   printf("f32 GEMM at 1 thread on the executor's tiles: own (AVX-512 14x32, "
          "KC %d) / oneDNN dnnl_sgemm, best of %d;\nown: B packed in each "
          "call, as oneDNN does; B ahead: B packed once before the timed "
@@ -290,7 +324,7 @@ int main(int argc, char **argv) {
     buffers bu;
     size_t mk = (size_t)(s->m * s->k), kn = (size_t)(s->k * s->n),
            mn = (size_t)(s->m * s->n);
-    int64_t bn = s->n >= 512 ? 256 : 128, nkb = (s->k + KC - 1) / KC;
+    int64_t bn = tile_cols(s), nkb = (s->k + KC - 1) / KC;
     bu.a = aligned_floats(mk);
     bu.b = aligned_floats(kn);
     bu.c_own = aligned_floats(mn);
