@@ -168,8 +168,9 @@ bool ccg__table_reserve(ccg_graph *g, void **items, size_t *cap, bool *bulk,
 void ccg__table_free(ccg_graph *g, void *items, size_t cap, bool bulk,
                      size_t elem);
 /* Room for `nodes` more nodes, `values` more values and `uses` more input
- * uses, so that a reader or a pass that knows the counts grows each table
- * once. */
+ * uses, in the tables and in the node and value name indexes, so that a
+ * reader or a pass that knows the counts grows each table once (an index
+ * grown by doubling is rehashed into new memory at every step). */
 ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                               size_t uses);
 /* Appends a value (name arena-owned and already checked; hash its

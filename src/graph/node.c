@@ -518,7 +518,11 @@ ccg_status ccg__graph_reserve(ccg_graph *g, size_t nodes, size_t values,
                           &g->values_bulk, g->n_values + values,
                           sizeof *g->values) ||
       !ccg__table_reserve(g, (void **)&g->uses, &g->cap_uses, &g->uses_bulk,
-                          g->n_uses + uses, sizeof *g->uses))
+                          g->n_uses + uses, sizeof *g->uses) ||
+      ccg__strmap_reserve(&g->node_names, g->node_names.count + nodes) !=
+          CCG_STATUS_OK ||
+      ccg__strmap_reserve(&g->value_names, g->value_names.count + values) !=
+          CCG_STATUS_OK)
     return ccg__graph_oom(g, "reserving room for nodes");
   return CCG_STATUS_OK;
 }

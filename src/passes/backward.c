@@ -531,11 +531,7 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
    * runs. */
   size_t more_nodes = 3 * b.nn, more_values = b.nv * 5 / 2;
   if (ccg__graph_reserve(g, more_nodes, more_values, g->n_uses * 5 / 2) !=
-          CCG_STATUS_OK ||
-      ccg__strmap_reserve(&g->node_names, g->node_names.count + more_nodes) !=
-          CCG_STATUS_OK ||
-      ccg__strmap_reserve(&g->value_names,
-                          g->value_names.count + more_values) != CCG_STATUS_OK)
+      CCG_STATUS_OK)
     ccg_clear_error(g);
   ccg_status st = ccg_graph_push_scope(g, "grad");
   if (st == CCG_STATUS_OK) {

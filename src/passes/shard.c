@@ -465,9 +465,7 @@ static ccg_status reserve(shard *sh) {
   nn += nn / 4;
   nv += nv / 4;
   nu += nu / 4;
-  if (ccg__graph_reserve(sh->s, nn, nv, nu) != CCG_STATUS_OK ||
-      ccg__strmap_reserve(&sh->s->node_names, nn) != CCG_STATUS_OK ||
-      ccg__strmap_reserve(&sh->s->value_names, nv) != CCG_STATUS_OK)
+  if (ccg__graph_reserve(sh->s, nn, nv, nu) != CCG_STATUS_OK)
     return sh_fail(sh, CCG_STATUS_OOM, "out of memory");
   return CCG_STATUS_OK;
 }
