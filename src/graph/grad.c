@@ -165,6 +165,14 @@ ccg_status ccg__grad_reduce_to(ccg_graph *g, ccg_value_id dy,
       axes[n++] = i;
   }
   ccg_value_id v = dy;
+  /* only the leading axes: one ReduceSum that drops them (keepdims 0),
+   * the same sums as keeping them and squeezing them after (a bias's
+   * gradient: a node less for each) */
+  if (n > 0 && n == (size_t)lead) {
+    CCG_CHECK(ccg_reduce_sum(g, v, axes, n, false, &v));
+    *out = v;
+    return CCG_STATUS_OK;
+  }
   if (n > 0)
     CCG_CHECK(ccg_reduce_sum(g, v, axes, n, true, &v));
   if (lead > 0) {
