@@ -82,9 +82,31 @@ static ccg_status swap_last(ccg_graph *g, ccg_value_id x, ccg_value_id *out) {
   return ccg_transpose(g, x, perm, (size_t)r, out);
 }
 
+/* dB for a 2-D B (a weight) under an A with batch dims (activations [B,
+ * S, K]): A and dY flattened to rows, [B*S, K] and [B*S, N], and one
+ * product A^T dY over all the rows, instead of a product of B's size per
+ * batch entry summed afterwards (a temporary batch times the weight's
+ * size). *done: false where this form does not apply. */
+static ccg_status grad_weight_rows(ccg_graph *g, ccg_value_id a, ccg_value_id b,
+                                   ccg_value_id dy, ccg_value_id *out,
+                                   bool *done) {
+  int r = ccg_value_shape(g, a)->rank;
+  *done = false;
+  if (r < 3 || ccg_value_shape(g, b)->rank != 2)
+    return CCG_STATUS_OK;
+  ccg_attr axis = CCG_ATTR_I("axis", r - 1);
+  ccg_value_id a2, dy2, t;
+  CCG_CHECK(ccg__build(g, CCG_OP_FLATTEN, &a, 1, &axis, 1, 1, &a2, NULL));
+  CCG_CHECK(ccg__build(g, CCG_OP_FLATTEN, &dy, 1, &axis, 1, 1, &dy2, NULL));
+  CCG_CHECK(swap_last(g, a2, &t));
+  CCG_CHECK(ccg_matmul(g, t, dy2, out));
+  *done = true;
+  return CCG_STATUS_OK;
+}
+
 /* dA = dY B^T and dB = A^T dY on the promoted operands, summed over the
  * batch dims each operand was broadcast along, then the promoted dims of
- * 1-D operands dropped again. */
+ * 1-D operands dropped again (dB of a weight: grad_weight_rows). */
 static ccg_status grad_matmul(ccg__grad *gx) {
   ccg_graph *g = gx->g;
   ccg_value_id a = gx->in[0], b = gx->in[1], dy = gx->gout[0];
@@ -107,6 +129,11 @@ static ccg_status grad_matmul(ccg__grad *gx) {
       CCG_CHECK(swap_last(g, b, &t));
       CCG_CHECK(ccg_matmul(g, dy, t, &d));
     } else {
+      bool done = false;
+      if (!a1 && !b1)
+        CCG_CHECK(grad_weight_rows(g, a, b, dy, &gx->gin[1], &done));
+      if (done)
+        continue;
       CCG_CHECK(swap_last(g, a, &t));
       CCG_CHECK(ccg_matmul(g, t, dy, &d));
     }

@@ -298,6 +298,11 @@ static const grad_case cases[] = {
      {S("a", 3, 2, 3, 4), S("b", 2, 4, 2)},
      b_matmul,
      true},
+    {"matmul_weight_rank4",
+     2,
+     {S("a", 4, 2, 2, 3, 4), S("b", 2, 4, 2)},
+     b_matmul,
+     true},
     {"matmul_broadcast",
      2,
      {S("a", 4, 2, 1, 2, 3), S("b", 3, 2, 3, 2)},
@@ -461,6 +466,37 @@ static void test_gather_symbolic_indices(void **state) {
   ccg_graph_free(g);
 }
 
+/* The gradient of a 2-D weight under activations with batch dims
+ * (symbolic here, as torch exports them) is one product over the rows,
+ * x flattened to [b*s, 3] transposed times dy flattened to [b*s, 2]: no
+ * per-batch products of the weight's size summed by a ReduceSum. */
+static void test_matmul_weight_grad_rows(void **state) {
+  (void)state;
+  ccg_graph *g = ccg_test_graph(NULL);
+  ccg_value_id x = ccg_test_input(g, "x", CCG_DTYPE_F32, "[b,s,3]");
+  const float wd[6] = {1, -1, 2, 0.5f, -2, 3};
+  ccg_tensor wt = {CCG_DTYPE_F32, 2, {3, 2}, wd};
+  ccg_value_id w, y, gw;
+  assert_ok(g, ccg_graph_add_initializer(g, "w", &wt, &w));
+  assert_ok(g, ccg_matmul(g, x, w, &y));
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = y;
+  assert_ok(g, ccg_backward(g, &o));
+  assert_ok(g, ccg_graph_find_value(g, "grad/w", &gw));
+  assert_string_equal(ccg_test_shape(g, gw), "[3,2]");
+  for (size_t n = 0; n < ccg_graph_num_nodes(g); n++)
+    assert_int_not_equal(ccg_node_op(g, (ccg_node_id)n), CCG_OP_REDUCE_SUM);
+  /* d sum(x w) / dw[k][j] = the sum of x[..., k] over every row */
+  const float xd[12] = {1, 2, 3, 4, 5, 6, -1, -2, -3, 0.5f, 0.25f, 2};
+  ccg_exec_tensor in = XT_F32("x", xd, 2, 2, 3);
+  float got[6];
+  const float want[6] = {4.5f, 4.5f, 5.25f, 5.25f, 8, 8};
+  ccg_exec_tensor out = xt_out("grad/w", got, sizeof got);
+  assert_ok(g, xt_run1(g, &in, 1, &out, 1));
+  xt_close(got, want, 6, 0, 0, "grad/w");
+  ccg_graph_free(g);
+}
+
 /* ScatterND's kernel, each reduction: rows 0 and 2 of [3,2] (row 0 twice
  * where repeats are defined, i.e. not for none). */
 static void test_scatter_nd_kernel(void **state) {
@@ -546,6 +582,7 @@ int main(void) {
       cmocka_unit_test(test_options_and_errors),
       cmocka_unit_test(test_every_op_has_a_rule),
       cmocka_unit_test(test_gather_symbolic_indices),
+      cmocka_unit_test(test_matmul_weight_grad_rows),
       cmocka_unit_test(test_scatter_nd_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
