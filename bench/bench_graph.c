@@ -1,7 +1,8 @@
-/* Graph construction throughput: builds a transformer-like chain of N nodes
- * (MatMul, Add, Gelu, Reshape through known shape values, collectives on a
- * dp x tp mesh) with symbolic dims, then times validation, topological
- * order and each dump. Prints a table and one JSON line.
+/* Graph construction throughput: builds the structure graph of
+ * structure_graph.h (blocks of MatMul, Add, Gelu, Reshape, Relu and
+ * collectives on a dp x tp mesh, symbolic dims; bench_onnx imports the same
+ * one) to N nodes, then times validation, topological order and each
+ * dump. Prints a table and one JSON line.
  *
  * Pass scaling: a GPT as torch.onnx.export writes it (gpt_model.h) at two
  * layer counts (default 96 and 384), and per pass the time at each and
@@ -33,6 +34,7 @@
 #include "bench_util.h"
 #include "ccgraph/ccgraph.h"
 #include "gpt_model.h"
+#include "structure_graph.h"
 #include "graph/internal.h"
 
 /* Process CPU time by default: the passes run on one thread, and on a
@@ -41,22 +43,6 @@
 static clockid_t bench_clock = CLOCK_PROCESS_CPUTIME_ID;
 
 static double now(void) { return bench_clock_s(bench_clock); }
-
-/* One block: 8 nodes plus 1 initializer. */
-static ccg_value_id block(ccg_graph *g, ccg_value_id x, ccg_value_id w,
-                          ccg_value_id b) {
-  static const int64_t shape[3] = {0, 0, 64};
-  ccg_value_id h;
-  CHECK(g, ccg_matmul(g, x, w, &h));
-  CHECK(g, ccg_add(g, h, b, &h));
-  CHECK(g, ccg_gelu(g, h, "tanh", &h));
-  CHECK(g, ccg_reshape_to(g, h, shape, 3, &h));
-  CHECK(g, ccg_reshape_to(g, h, (const int64_t[]){0, 0, 64}, 3, &h));
-  CHECK(g, ccg_all_reduce(g, h, "tp", CCG_REDUCE_SUM, &h));
-  CHECK(g, ccg_all_gather(g, h, "dp", 0, NULL, &h));
-  CHECK(g, ccg_reduce_scatter(g, h, "dp", 0, CCG_REDUCE_SUM, NULL, &h));
-  return h;
-}
 
 /* ---- pass scaling ------------------------------------------------------ */
 
@@ -449,34 +435,12 @@ int main(int argc, char **argv) {
     }
   }
   ccg_graph *g;
-  ccg_mesh m;
-  if (ccg_graph_new(NULL, &g) != CCG_STATUS_OK ||
-      ccg_mesh_parse("dp=2,tp=4", &m) != CCG_STATUS_OK)
+  if (ccg_graph_new(NULL, &g) != CCG_STATUS_OK)
     return 3;
-  CHECK(g, ccg_graph_set_mesh(g, &m));
-  ccg_shape xs = {3,
-                  {ccg_dim_sym("batch"), ccg_dim_sym("seq"), ccg_dim_num(64)}};
-  static float wdata[64 * 64], bdata[64];
-  ccg_tensor wt = {CCG_DTYPE_F32, 2, {64, 64}, wdata};
-  ccg_tensor bt = {CCG_DTYPE_F32, 1, {64}, bdata};
-  ccg_value_id x, w, b;
-  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
-  CHECK(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  CHECK(g, ccg_graph_add_initializer(g, "b", &bt, &b));
-
-  double t0 = now();
-  for (long k = 0; (long)ccg_graph_num_nodes(g) < target; k++) {
-    char scope[32];
-    snprintf(scope, sizeof scope, "layers.%ld", k);
-    CHECK(g, ccg_graph_push_scope(g, scope));
-    x = block(g, x, w, b);
-    ccg_graph_pop_scope(g);
-  }
-  CHECK(g, ccg_graph_add_output(g, x));
-  double t_build = now() - t0;
+  double t_build = structure_fill(g, target, bench_clock);
   size_t n = ccg_graph_num_nodes(g);
 
-  t0 = now();
+  double t0 = now();
   CHECK(g, ccg_graph_validate(g));
   double t_validate = now() - t0;
 

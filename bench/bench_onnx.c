@@ -33,6 +33,7 @@
 #define BENCH_NAME "bench_onnx"
 #include "bench_util.h"
 #include "ccgraph/ccgraph.h"
+#include "structure_graph.h"
 
 #define SIDE 1024 /* weights are [SIDE, SIDE] f32 */
 
@@ -182,46 +183,9 @@ static void remove_file(const char *dir, const char *name) {
 
 /* ---- structure --------------------------------------------------------- */
 
-/* One block: 8 nodes. */
-static ccg_value_id block(ccg_graph *g, ccg_value_id x, ccg_value_id w,
-                          ccg_value_id b) {
-  static const int64_t shape[3] = {0, 0, 64};
-  ccg_value_id h;
-  CHECK(g, ccg_matmul(g, x, w, &h));
-  CHECK(g, ccg_add(g, h, b, &h));
-  CHECK(g, ccg_gelu(g, h, "tanh", &h));
-  CHECK(g, ccg_reshape_to(g, h, shape, 3, &h));
-  CHECK(g, ccg_relu(g, h, &h));
-  CHECK(g, ccg_all_reduce(g, h, "tp", CCG_REDUCE_SUM, &h));
-  CHECK(g, ccg_all_gather(g, h, "dp", 0, NULL, &h));
-  CHECK(g, ccg_reduce_scatter(g, h, "dp", 0, CCG_REDUCE_SUM, NULL, &h));
-  return h;
-}
-
 static ccg_graph *structure_graph(long target, double *t_build) {
   ccg_graph *g = new_graph("structure");
-  ccg_mesh m;
-  CHECK(NULL, ccg_mesh_parse("dp=2,tp=4", &m));
-  CHECK(g, ccg_graph_set_mesh(g, &m));
-  ccg_shape xs = {3,
-                  {ccg_dim_sym("batch"), ccg_dim_sym("seq"), ccg_dim_num(64)}};
-  static float wdata[64 * 64], bdata[64];
-  ccg_tensor wt = {CCG_DTYPE_F32, 2, {64, 64}, wdata};
-  ccg_tensor bt = {CCG_DTYPE_F32, 1, {64}, bdata};
-  ccg_value_id x, w, b;
-  CHECK(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
-  CHECK(g, ccg_graph_add_initializer(g, "w", &wt, &w));
-  CHECK(g, ccg_graph_add_initializer(g, "b", &bt, &b));
-  double t0 = bench_now();
-  for (long k = 0; (long)ccg_graph_num_nodes(g) < target; k++) {
-    char scope[32];
-    snprintf(scope, sizeof scope, "layers.%ld", k);
-    CHECK(g, ccg_graph_push_scope(g, scope));
-    x = block(g, x, w, b);
-    ccg_graph_pop_scope(g);
-  }
-  CHECK(g, ccg_graph_add_output(g, x));
-  *t_build = bench_now() - t0;
+  *t_build = structure_fill(g, target, CLOCK_MONOTONIC);
   return g;
 }
 
