@@ -124,11 +124,14 @@ static ccg_status init_steps(ccg_exec *x) {
 
 static ccg_status init_memory(ccg_exec *x) {
   /* fused nodes change what each step reads and writes: before liveness;
-   * attention first, then the GEMM epilogues (a bias Add and activation
-   * after a MatMul), then the elementwise chains among what is left */
+   * attention first, then the Transposes a MatMul can read through, the
+   * GEMM epilogues (a bias Add and activation after a MatMul), then the
+   * elementwise chains among what is left */
   CCG_CHECK(ccg__fuse_attention(x));
-  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled())
+  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled()) {
+    ccg__fuse_transposes(x);
     ccg__fuse_epilogues(x);
+  }
   CCG_CHECK(ccg__fuse_plan(x));
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan

@@ -106,6 +106,10 @@ struct ccg__xnode {
   ccg_value_id epi_bias;
   ccg_op epi_act;
   bool epi_tanh;
+  /* CPU MatMul whose A (mm_ta) or B (mm_tb) a Transpose of the last two
+   * dims made, folded in at plan time (plan.c): in[0] / in[1] is then the
+   * Transpose's input, read transposed by the GEMM */
+  bool mm_ta, mm_tb;
 };
 
 typedef struct ccg__overlap ccg__overlap;
@@ -386,6 +390,11 @@ void ccg__count_uses(const ccg_exec *x, ccg__xuse *u);
  * into the GEMM's epilogue where the intermediates have no other use (CPU,
  * f32, a bias that is an input or initializer). Before the memory plan. */
 void ccg__fuse_epilogues(ccg_exec *x);
+/* plan.c: a Transpose of the last two dims read by a MatMul alone folded
+ * into it (mm_ta / mm_tb; the GEMM reads the Transpose's input transposed):
+ * the backward's dY B^T and A^T dY copy neither operand. CPU, f32. Before
+ * ccg__fuse_epilogues. */
+void ccg__fuse_transposes(ccg_exec *x);
 /* The one element of a constant (initializer or Constant) f32 value;
  * false for any other value. */
 bool ccg__const_scalar(const ccg_exec *x, ccg_value_id v, float *out);

@@ -427,6 +427,57 @@ static void empty_step(ccg__xnode *n) {
   n->n_in = n->n_out = 0;
 }
 
+/* The live Transpose step that made v (private to the step that reads it)
+ * when it swaps the last two of r >= 2 dims and nothing else, over an f32
+ * value; else NULL. */
+static ccg__xnode *swap_last_maker(ccg_exec *x, const ccg__xuse *u,
+                                   ccg_value_id v) {
+  int s, r = x->vals[v].rank;
+  if (!private_f32(x, v, u, &s) || x->vals[v].first < 0 || r < 2)
+    return NULL;
+  ccg__xnode *t = &x->steps[x->vals[v].first];
+  if (t->op != CCG_OP_TRANSPOSE || !t->run || t->fused || t->attn ||
+      t->n_in != 1 || t->n_out != 1 || t->out[0] != v ||
+      x->vals[t->in[0]].dtype != CCG_DTYPE_F32)
+    return NULL;
+  const ccg_attr *a = ccg_node_attr(x->g, t->id, "perm");
+  size_t np = a && a->type == CCG_ATTR_INTS ? a->n : 0;
+  if (np != (size_t)r && !(np == 0 && r == 2)) /* none: reversed */
+    return NULL;
+  for (int d = 0; d < r && np; d++)
+    if (a->ints[d] != (d < r - 2 ? d : d == r - 2 ? r - 1 : r - 2))
+      return NULL;
+  return t;
+}
+
+void ccg__fuse_transposes(ccg_exec *x) {
+  ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  if (!u)
+    return; /* no fusion: the same results, unfused */
+  ccg__count_uses(x, u);
+  for (size_t s = 0; s < x->n_steps; s++) {
+    ccg__xnode *n = &x->steps[s];
+    if (n->op != CCG_OP_MATMUL || !n->run || n->attn || n->fused ||
+        n->n_in != 2 || n->n_out != 1 || n->in[0] == n->in[1] ||
+        x->vals[n->out[0]].dtype != CCG_DTYPE_F32)
+      continue;
+    for (int i = 0; i < 2; i++) {
+      ccg__xnode *t = swap_last_maker(x, u, n->in[i]);
+      if (!t || x->vals[n->in[1 - i]].dtype != CCG_DTYPE_F32)
+        continue;
+      x->vals[n->in[i]].kind = CCG__V_UNUSED;
+      n->in[i] = t->in[0];
+      if (i == 0) {
+        n->mm_ta = true;
+        n->p.axis = false; /* A's rows are no longer one run per batch */
+      } else {
+        n->mm_tb = true;
+      }
+      empty_step(t);
+    }
+  }
+}
+
 void ccg__fuse_epilogues(ccg_exec *x) {
   ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
   if (!u)

@@ -355,6 +355,58 @@ static void gelu_epilogue(void **state) {
   free(bd);
 }
 
+/* ---- Transposes read by a MatMul ---------------------------------------- */
+
+/* y = a Transpose(w) + Transpose(c) d over batch dims [2,3], as a backward
+ * writes dY B^T and A^T dY: both Transposes fold into their MatMul, which
+ * reads w and c transposed (plan.c), so neither takes memory. c under
+ * perm (1,0,3,2) instead, which also swaps batch dims, stays a step; so
+ * does Transpose(w) where a second MatMul reads it too. */
+static void transposed_operands(void **state) {
+  (void)state;
+  float *ad = filled(2 * 3 * 5 * 4, 12, 1.0f), *wd = filled(6 * 4, 13, 1.0f);
+  float *cd = filled(2 * 3 * 4 * 5, 14, 1.0f);
+  float *dd = filled(2 * 3 * 4 * 6, 15, 1.0f);
+  static const int64_t swap[4] = {0, 1, 3, 2}, both[4] = {1, 0, 3, 2};
+  const size_t wt_bytes = 4 * 6 * 4, ct_bytes = 2 * 3 * 5 * 4 * 4;
+  for (int variant = 0; variant < 3; variant++) {
+    ccg_graph *g = ccg_test_graph(NULL);
+    ccg_value_id a = ccg_test_input(g, "a", CCG_DTYPE_F32, "[2,3,5,4]");
+    ccg_value_id w = ccg_test_input(g, "w", CCG_DTYPE_F32, "[6,4]");
+    ccg_value_id c = ccg_test_input(g, "c", CCG_DTYPE_F32,
+                                    variant == 1 ? "[3,2,4,5]" : "[2,3,4,5]");
+    ccg_value_id d = ccg_test_input(g, "d", CCG_DTYPE_F32, "[2,3,4,6]");
+    ccg_value_id wt, ct, y1, y2, y;
+    assert_ok(g, ccg_transpose(g, w, NULL, 0, &wt)); /* no perm: reversed */
+    assert_ok(g, ccg_matmul(g, a, wt, &y1));
+    assert_ok(g, ccg_transpose(g, c, variant == 1 ? both : swap, 4, &ct));
+    assert_ok(g, ccg_matmul(g, ct, d, &y2));
+    assert_ok(g, ccg_add(g, y1, y2, &y));
+    if (variant == 2) {
+      ccg_value_id y3;
+      assert_ok(g, ccg_matmul(g, a, wt, &y3));
+      assert_ok(g, ccg_add(g, y, y3, &y));
+    }
+    assert_ok(g, ccg_graph_add_output(g, y));
+    int64_t c_dims[4] = {variant == 1 ? 3 : 2, variant == 1 ? 2 : 3, 4, 5};
+    ccg_exec_tensor in[4] = {XT_F32("a", ad, 2, 3, 5, 4), XT_F32("w", wd, 6, 4),
+                             xt_in("c", CCG_DTYPE_F32, cd, 4, c_dims),
+                             XT_F32("d", dd, 2, 3, 4, 6)};
+    size_t nu, nf = check(g, in, 4, y, 2 * 3 * 5 * 6, &nu);
+    /* variant 2: its two Adds are one elementwise chain too, the first
+     * sum ([2,3,5,6]) no longer stored */
+    size_t folded = variant == 0   ? wt_bytes + ct_bytes
+                    : variant == 1 ? wt_bytes
+                                   : ct_bytes + 2 * 3 * 5 * 6 * 4;
+    assert_int_equal(nu - nf, folded);
+    ccg_graph_free(g);
+  }
+  free(ad);
+  free(wd);
+  free(cd);
+  free(dd);
+}
+
 /* ---- residual Add, then LayerNormalization ------------------------------ */
 
 /* s = x + r; y = LayerNorm(s) over the last dim (axis -1) or the last two
@@ -466,6 +518,7 @@ int main(void) {
       cmocka_unit_test(attention_layouts),
       cmocka_unit_test(attention_against_reference),
       cmocka_unit_test(gelu_epilogue),
+      cmocka_unit_test(transposed_operands),
       cmocka_unit_test(add_layer_norm),
       cmocka_unit_test(chains_on_threads),
   };

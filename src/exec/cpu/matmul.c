@@ -8,7 +8,9 @@
 /* Parameters (in n->p): i0 = M, i1 = K, i2 = N, i3 = batch count; list =
  * output batch dims (n_list of them); chunk / chunk2 = per batch dim, the
  * element stride of one A / B matrix (0 where broadcast); axis = 1 when the
- * whole batch folds into one sgemm (B has no batch, A contiguous). */
+ * whole batch folds into one sgemm (B has no batch, A contiguous). An
+ * operand a Transpose was folded into (mm_ta, mm_tb: plan.c) is read
+ * transposed, each batch entry's matrix stored [K, M] or [N, K]. */
 
 static const float *as_f32(const ccg__xval *v, float **scratch) {
   if (v->dtype == CCG_DTYPE_F32)
@@ -54,8 +56,10 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n) {
   g.m = n->p.axis ? batch * M : M;
   g.n = N;
   g.k = K;
-  g.lda = K;
-  g.ldb = N;
+  g.ta = n->mm_ta;
+  g.tb = n->mm_tb;
+  g.lda = n->mm_ta ? M : K;
+  g.ldb = n->mm_tb ? K : N;
   g.ldc = N;
   g.a = a;
   g.b = b;
