@@ -68,6 +68,13 @@ CCG_HD static inline double ccg__rd_init_f64(ccg__rd_kind k) {
   }
 }
 
+/* The kinds whose step below is acc + v (Sum, Mean and LogSum): a caller
+ * may take a row of such accumulators a vector at a time, the same
+ * additions in the same order. */
+CCG_HD static inline bool ccg__rd_step_adds(ccg__rd_kind k) {
+  return k == CCG__RD_SUM || k == CCG__RD_MEAN || k == CCG__RD_LOG_SUM;
+}
+
 /* One element v into acc; `shift` is LogSumExp's maximum (else unused). A
  * NaN wins Max and Min, as in numpy. */
 CCG_HD static inline double ccg__rd_step_f64(ccg__rd_kind k, double acc,

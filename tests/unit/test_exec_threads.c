@@ -200,6 +200,26 @@ static void ref_mean(float *const *in, float *want) {
   }
 }
 
+/* sum over the first axis of [300,257] (the columns) */
+static void ref_colsum(float *const *in, float *want) {
+  for (int j = 0; j < 257; j++) {
+    double acc = 0;
+    for (int i = 0; i < 300; i++)
+      acc += in[0][i * 257 + j];
+    want[j] = (float)acc;
+  }
+}
+
+/* sum over the last axis of [1,300,257] (the rows), kept */
+static void ref_rowsum(float *const *in, float *want) {
+  for (int i = 0; i < 300; i++) {
+    double acc = 0;
+    for (int j = 0; j < 257; j++)
+      acc += in[0][i * 257 + j];
+    want[i] = (float)acc;
+  }
+}
+
 /* max over the middle axis of [40,10,257] */
 static void ref_max(float *const *in, float *want) {
   for (int i = 0; i < 40; i++)
@@ -315,7 +335,9 @@ static void test_softmax_layernorm(void **state) {
   ccg_graph_free(g);
 }
 
-/* Reductions split by their kept leading dim. */
+/* Reductions split by their kept leading dim (past a leading dim of 1),
+ * or by blocks of their kept last dim when the first is reduced (a bias's
+ * gradient); f32 sums whose rows run in lanes, with a tail. */
 static void test_reduce(void **state) {
   (void)state;
   ccg_graph *g = new_graph();
@@ -333,6 +355,21 @@ static void test_reduce(void **state) {
   assert_ok(g, ccg_reduce_max(g, x, &ax, 1, false, &y));
   assert_ok(g, ccg_graph_add_output(g, y));
   same_at_any_threads(g, &(reference){ref_max, 0, 0});
+  ccg_graph_free(g);
+
+  g = new_graph();
+  int64_t first = 0, last = -1;
+  assert_ok(g, ccg_reduce_sum(g, in2(g, "x", 300, 257), &first, 1, false, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_colsum, 1e-5, 1e-6});
+  ccg_graph_free(g);
+
+  g = new_graph();
+  xs = (ccg_shape)CCG_SHAPE(1, 300, 257);
+  assert_ok(g, ccg_graph_add_input(g, "x", CCG_DTYPE_F32, &xs, &x));
+  assert_ok(g, ccg_reduce_sum(g, x, &last, 1, true, &y));
+  assert_ok(g, ccg_graph_add_output(g, y));
+  same_at_any_threads(g, &(reference){ref_rowsum, 1e-5, 1e-6});
   ccg_graph_free(g);
 }
 

@@ -1,35 +1,88 @@
 /* The Reduce* ops over any set of axes. Floats accumulate in double,
- * integers in int64, in input order (deterministic), through the per-element
- * arithmetic of exec/reduce_math.h that the CUDA kernel shares. */
+ * integers in int64, in input order, through the per-element arithmetic of
+ * exec/reduce_math.h that the CUDA kernel shares; f32 sums along a row go
+ * in eight lanes joined in a fixed order (sum_row_f32). The same bits at
+ * any thread count. */
 #include <string.h>
 
 #include "exec/cpu/cpu.h"
 #include "exec/reduce_math.h"
 
+/* Columns [c0, c1) of the last dim of row `base` of an f32 input added
+ * into the accumulators acc[0..) (the last dim kept: one accumulator per
+ * column), four at a time: the same double additions in the same order as
+ * ccg__rd_step_f64 makes them one by one (ccg__rd_step_adds). */
+typedef double rd_v4d __attribute__((vector_size(32)));
+typedef float rd_v4f __attribute__((vector_size(16)));
+static void add_row_f32(double *acc, const float *x, size_t c0, size_t c1) {
+  size_t i = c0;
+  for (; i + 4 <= c1; i += 4) {
+    rd_v4f v;
+    rd_v4d s;
+    memcpy(&v, x + i, sizeof v);
+    memcpy(&s, acc + i, sizeof s);
+    s += __builtin_convertvector(v, rd_v4d);
+    memcpy(acc + i, &s, sizeof s);
+  }
+  for (; i < c1; i++)
+    acc[i] += (double)x[i];
+}
+
+/* The sum of row x[0..n) of an f32 input in double, in eight lanes (lane
+ * i takes elements i, i + 8, ...) joined in a fixed order, then the tail:
+ * the same bits at any thread count, and not one long chain of dependent
+ * additions (a Softmax's backward sums rows of its whole width). */
+static double sum_row_f32(const float *x, size_t n) {
+  rd_v4d s0 = {0, 0, 0, 0}, s1 = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    rd_v4f v0, v1;
+    memcpy(&v0, x + i, sizeof v0);
+    memcpy(&v1, x + i + 4, sizeof v1);
+    s0 += __builtin_convertvector(v0, rd_v4d);
+    s1 += __builtin_convertvector(v1, rd_v4d);
+  }
+  s0 += s1;
+  double t = (s0[0] + s0[1]) + (s0[2] + s0[3]);
+  for (; i < n; i++)
+    t += (double)x[i];
+  return t;
+}
+
 /* One streaming pass over the input into acc (one slot per output
- * element): ost = per input dim, the output element stride (0 on reduced
- * dims). `shift` (per output) is LogSumExp's maximum, else NULL. */
-static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
-                        void *acc, const double *shift) {
+ * element), columns [c0, c1) of the last dim: ost = per input dim, the
+ * output element stride (0 on reduced dims). `shift` (per output) is
+ * LogSumExp's maximum, else NULL. */
+static void reduce_cols(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
+                        void *acc, const double *shift, size_t c0, size_t c1) {
   bool is_int = !ccg_dtype_is_float(a->dtype);
   double *accf = acc;
   int64_t *acci = acc;
   int r = a->rank;
   size_t inner = r ? (size_t)a->dims[r - 1] : 1;
   size_t is = r ? (size_t)ost[r - 1] : 0;
+  /* f32, a sum: the last dim kept (its output stride is then 1) or
+   * reduced (0) */
+  bool vec = a->dtype == CCG_DTYPE_F32 && ccg__rd_step_adds(k);
   int64_t idx[CCG_MAX_RANK] = {0};
   size_t off = 0;
   for (size_t base = 0; base < a->numel; base += inner) {
-    for (size_t i = 0; i < inner; i++) {
-      size_t j = off + i * is;
-      if (is_int) {
-        acci[j] = ccg__rd_step_i64(k, acci[j],
-                                   ccg__ld_i64(a->dtype, a->ptr, base + i));
-      } else {
-        double v = a->dtype == CCG_DTYPE_F32
-                       ? ((const float *)a->ptr)[base + i]
-                       : ccg__ld_f64(a->dtype, a->ptr, base + i);
-        accf[j] = ccg__rd_step_f64(k, accf[j], v, shift ? shift[j] : 0.0);
+    if (vec && is == 1) {
+      add_row_f32(accf + off, (const float *)a->ptr + base, c0, c1);
+    } else if (vec) {
+      accf[off] += sum_row_f32((const float *)a->ptr + base + c0, c1 - c0);
+    } else {
+      for (size_t i = c0; i < c1; i++) {
+        size_t j = off + i * is;
+        if (is_int) {
+          acci[j] = ccg__rd_step_i64(k, acci[j],
+                                     ccg__ld_i64(a->dtype, a->ptr, base + i));
+        } else {
+          double v = a->dtype == CCG_DTYPE_F32
+                         ? ((const float *)a->ptr)[base + i]
+                         : ccg__ld_f64(a->dtype, a->ptr, base + i);
+          accf[j] = ccg__rd_step_f64(k, accf[j], v, shift ? shift[j] : 0.0);
+        }
       }
     }
     for (int d = r - 2; d >= 0; d--) {
@@ -41,6 +94,12 @@ static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
       idx[d] = 0;
     }
   }
+}
+
+static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
+                        void *acc, const double *shift) {
+  size_t inner = a->rank ? (size_t)a->dims[a->rank - 1] : 1;
+  reduce_cols(a, ost, k, acc, shift, 0, inner);
 }
 
 /* A pass over slabs [begin, end) of dim 0 when dim 0 is kept: each slab
@@ -65,10 +124,47 @@ static void reduce_slabs(void *ctx, size_t begin, size_t end) {
               j->shift ? j->shift + out0 : NULL);
 }
 
-/* reduce_pass, split over the pool by dim 0 where that dim is kept. */
+/* Columns: a pass over column blocks [begin, end) of the last dim when it
+ * is kept and dim 0 is not (a bias's gradient): each block's accumulators
+ * take their elements in the same order as one pass. */
+#define COL_BLOCK 64
+typedef struct col_job {
+  const ccg__xval *a;
+  const int64_t *ost;
+  ccg__rd_kind k;
+  void *acc;
+  const double *shift;
+  size_t inner;
+} col_job;
+
+static void reduce_col_blocks(void *ctx, size_t begin, size_t end) {
+  const col_job *j = ctx;
+  size_t c1 = end * COL_BLOCK;
+  reduce_cols(j->a, j->ost, j->k, j->acc, j->shift, begin * COL_BLOCK,
+              c1 < j->inner ? c1 : j->inner);
+}
+
+/* reduce_pass, split over the pool by dim 0 where that dim is kept, else
+ * by blocks of the last dim's columns where that one is. */
 static void reduce_par(ccg_exec *x, const ccg__xval *a, const int64_t *ost,
                        ccg__rd_kind k, void *acc, const double *shift) {
-  if (a->rank == 0 || ost[0] == 0 || a->dims[0] < 2) {
+  int r = a->rank;
+  if (r >= 2 && a->dims[0] == 1) { /* [1, T, T]: split the next dim */
+    ccg__xval v = *a;
+    v.rank = r - 1;
+    memmove(v.dims, a->dims + 1, (size_t)(r - 1) * sizeof v.dims[0]);
+    reduce_par(x, &v, ost + 1, k, acc, shift);
+    return;
+  }
+  if (r >= 2 && ost[0] == 0 && ost[r - 1] == 1 &&
+      (size_t)a->dims[r - 1] >= 2 * COL_BLOCK) {
+    size_t inner = (size_t)a->dims[r - 1];
+    col_job j = {a, ost, k, acc, shift, inner};
+    ccg__parallel_for(x->pool, (inner + COL_BLOCK - 1) / COL_BLOCK, 1,
+                      (double)a->numel, reduce_col_blocks, &j);
+    return;
+  }
+  if (r == 0 || ost[0] == 0 || a->dims[0] < 2) {
     reduce_pass(a, ost, k, acc, shift);
     return;
   }
