@@ -427,6 +427,15 @@ static void empty_step(ccg__xnode *n) {
   n->n_in = n->n_out = 0;
 }
 
+/* Each value's readers (ccg__count_uses), in the arena; NULL without the
+ * memory. */
+static ccg__xuse *readers(ccg_exec *x) {
+  ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  if (u)
+    ccg__count_uses(x, u);
+  return u;
+}
+
 /* The live Transpose step that made v (private to the step that reads it)
  * when it swaps the last two of r >= 2 dims and nothing else, over an f32
  * value; else NULL. */
@@ -451,10 +460,9 @@ static ccg__xnode *swap_last_maker(ccg_exec *x, const ccg__xuse *u,
 }
 
 void ccg__fuse_transposes(ccg_exec *x) {
-  ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  ccg__xuse *u = readers(x);
   if (!u)
     return; /* no fusion: the same results, unfused */
-  ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     if (n->op != CCG_OP_MATMUL || !n->run || n->attn || n->fused ||
@@ -479,10 +487,9 @@ void ccg__fuse_transposes(ccg_exec *x) {
 }
 
 void ccg__fuse_epilogues(ccg_exec *x) {
-  ccg__xuse *u = ccg__arena_calloc(&x->arena, x->n_vals + 1, sizeof *u);
+  ccg__xuse *u = readers(x);
   if (!u)
     return; /* no fusion: the same results, unfused */
-  ccg__count_uses(x, u);
   for (size_t s = 0; s < x->n_steps; s++) {
     ccg__xnode *n = &x->steps[s];
     if ((n->op != CCG_OP_MATMUL && n->op != CCG_OP_GEMM) || !n->run ||

@@ -102,23 +102,27 @@ static void reduce_pass(const ccg__xval *a, const int64_t *ost, ccg__rd_kind k,
   reduce_cols(a, ost, k, acc, shift, 0, inner);
 }
 
-/* A pass over slabs [begin, end) of dim 0 when dim 0 is kept: each slab
- * feeds output elements of its own, in the same order as one pass. */
+/* A reduction split over the pool: by slabs of dim 0 or by blocks of the
+ * last dim's columns. */
 typedef struct rd_job {
   const ccg__xval *a;
   const int64_t *ost;
   ccg__rd_kind k;
   char *acc;
   const double *shift;
-  size_t slab; /* input elements per index of dim 0 */
+  size_t size; /* slabs: input elements per index of dim 0; columns: the
+                  last dim */
 } rd_job;
+
+/* A pass over slabs [begin, end) of dim 0 when dim 0 is kept: each slab
+ * feeds output elements of its own, in the same order as one pass. */
 
 static void reduce_slabs(void *ctx, size_t begin, size_t end) {
   const rd_job *j = ctx;
   ccg__xval v = *j->a;
   v.dims[0] = (int64_t)(end - begin);
-  v.numel = (end - begin) * j->slab;
-  v.ptr = (char *)j->a->ptr + begin * j->slab * ccg_dtype_size(v.dtype);
+  v.numel = (end - begin) * j->size;
+  v.ptr = (char *)j->a->ptr + begin * j->size * ccg_dtype_size(v.dtype);
   size_t out0 = begin * (size_t)j->ost[0];
   reduce_pass(&v, j->ost, j->k, j->acc + out0 * 8,
               j->shift ? j->shift + out0 : NULL);
@@ -128,20 +132,11 @@ static void reduce_slabs(void *ctx, size_t begin, size_t end) {
  * is kept and dim 0 is not (a bias's gradient): each block's accumulators
  * take their elements in the same order as one pass. */
 #define COL_BLOCK 64
-typedef struct col_job {
-  const ccg__xval *a;
-  const int64_t *ost;
-  ccg__rd_kind k;
-  void *acc;
-  const double *shift;
-  size_t inner;
-} col_job;
-
 static void reduce_col_blocks(void *ctx, size_t begin, size_t end) {
-  const col_job *j = ctx;
+  const rd_job *j = ctx;
   size_t c1 = end * COL_BLOCK;
   reduce_cols(j->a, j->ost, j->k, j->acc, j->shift, begin * COL_BLOCK,
-              c1 < j->inner ? c1 : j->inner);
+              c1 < j->size ? c1 : j->size);
 }
 
 /* reduce_pass, split over the pool by dim 0 where that dim is kept, else
@@ -159,7 +154,7 @@ static void reduce_par(ccg_exec *x, const ccg__xval *a, const int64_t *ost,
   if (r >= 2 && ost[0] == 0 && ost[r - 1] == 1 &&
       (size_t)a->dims[r - 1] >= 2 * COL_BLOCK) {
     size_t inner = (size_t)a->dims[r - 1];
-    col_job j = {a, ost, k, acc, shift, inner};
+    rd_job j = {a, ost, k, acc, shift, inner};
     ccg__parallel_for(x->pool, (inner + COL_BLOCK - 1) / COL_BLOCK, 1,
                       (double)a->numel, reduce_col_blocks, &j);
     return;
