@@ -281,6 +281,7 @@ bool ccg__op_inplace_ok(ccg_op op) {
   case CCG_OP_WHERE:
   case CCG_OP_DROPOUT:
   case CCG_OP_RESHAPE:
+  case CCG_OP_FLATTEN:
   case CCG_OP_SQUEEZE:
   case CCG_OP_UNSQUEEZE:
     return true;
