@@ -128,10 +128,10 @@ static ccg_status init_memory(ccg_exec *x) {
    * GEMM epilogues (a bias Add and activation after a MatMul), then the
    * elementwise chains among what is left */
   CCG_CHECK(ccg__fuse_attention(x));
-  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled()) {
+  if (ccg__exec_fuse_enabled())
     ccg__fuse_transposes(x);
+  if (x->device == CCG_DEVICE_CPU && ccg__exec_fuse_enabled())
     ccg__fuse_epilogues(x);
-  }
   CCG_CHECK(ccg__fuse_plan(x));
   /* the overlap marks say what each node waits for (the communication
    * thread on the CPU, the communication stream on a GPU), and the plan

@@ -112,6 +112,12 @@ struct ccg__xnode {
   bool mm_ta, mm_tb;
 };
 
+/* A step a plan-time fusion emptied (its work done by another step): no
+ * kernel, no inputs, no outputs. Backends skip it. */
+static inline bool ccg__step_empty(const ccg__xnode *n) {
+  return !n->run && n->n_in == 0 && n->n_out == 0;
+}
+
 typedef struct ccg__overlap ccg__overlap;
 typedef struct ccg__xdyn ccg__xdyn;
 
@@ -392,8 +398,8 @@ void ccg__count_uses(const ccg_exec *x, ccg__xuse *u);
 void ccg__fuse_epilogues(ccg_exec *x);
 /* plan.c: a Transpose of the last two dims read by a MatMul alone folded
  * into it (mm_ta / mm_tb; the GEMM reads the Transpose's input transposed):
- * the backward's dY B^T and A^T dY copy neither operand. CPU, f32. Before
- * ccg__fuse_epilogues. */
+ * the backward's dY B^T and A^T dY copy neither operand. CPU and CUDA,
+ * f32. Before ccg__fuse_epilogues. */
 void ccg__fuse_transposes(ccg_exec *x);
 /* The one element of a constant (initializer or Constant) f32 value;
  * false for any other value. */

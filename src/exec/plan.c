@@ -422,6 +422,7 @@ static bool fusable_act(const ccg__xnode *n) {
          n->n_in == 1 && n->n_out == 1 && n->run;
 }
 
+/* The step becomes ccg__step_empty. */
 static void empty_step(ccg__xnode *n) {
   n->run = NULL;
   n->n_in = n->n_out = 0;

@@ -174,6 +174,11 @@ static ccg_status plan_blocks(ccg_exec *x, size_t *statics, size_t *inputs,
   for (size_t s = 0; s < x->n_steps; s++) {
     const ccg__xnode *n = &x->steps[s];
     size_t need = 0;
+    if (ccg__step_empty(n)) {
+      g->steps[s].t_in = g->steps[s].t_out = SIZE_MAX;
+      g->steps[s].t_ptrs = g->steps[s].t_slice = SIZE_MAX;
+      continue;
+    }
     CCG_CHECK(ccg__gpu_check(x, n, &need));
     scratch = need > scratch ? need : scratch;
     if (ccg_op_is_collective(n->op))
@@ -397,7 +402,8 @@ static ccg_status enqueue_step(ccg_exec *x, bool capturing) {
           CU(cudaStreamWaitEvent(g->cs, g->steps[next].done, 0),
              "cudaStreamWaitEvent");
       }
-      CCG_CHECK(ccg__gpu_launch(x, n, s));
+      if (!ccg__step_empty(n))
+        CCG_CHECK(ccg__gpu_launch(x, n, s));
       continue;
     }
     ccg__gpu_step *gs = &g->steps[s];

@@ -266,7 +266,8 @@ static ccg_status run_matmul(ccg_exec *x, const ccg__xnode *n, size_t s) {
     cudaError_t e = cudaMemsetAsync(op, 0, o->nbytes, x->gpu->cs);
     return e ? ccg__cuda_fail(x, n, e, "cudaMemsetAsync") : CCG_STATUS_OK;
   }
-  gemm_args g = {false, false, M, N, K, 1.0, 0.0};
+  /* a Transpose folded in at plan time: that operand read transposed */
+  gemm_args g = {n->mm_ta, n->mm_tb, M, N, K, 1.0, 0.0};
   if (n->p.axis || batch == 1) {
     g.M = M * batch; /* folded: B is shared, A's matrices follow each other */
     return gemm(x, n, &g, ccg__din(x, n, 0), ccg__din(x, n, 1), op, 1, NULL);
