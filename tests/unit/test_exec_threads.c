@@ -200,24 +200,25 @@ static void ref_mean(float *const *in, float *want) {
   }
 }
 
+/* The sums of the [300,257] data in double: over its rows (one per
+ * column, cols) or along them (one per row). */
+static void ref_sum(const float *in, bool cols, float *want) {
+  for (int k = 0; k < (cols ? 257 : 300); k++) {
+    double acc = 0;
+    for (int m = 0; m < (cols ? 300 : 257); m++)
+      acc += in[cols ? m * 257 + k : k * 257 + m];
+    want[k] = (float)acc;
+  }
+}
+
 /* sum over the first axis of [300,257] (the columns) */
 static void ref_colsum(float *const *in, float *want) {
-  for (int j = 0; j < 257; j++) {
-    double acc = 0;
-    for (int i = 0; i < 300; i++)
-      acc += in[0][i * 257 + j];
-    want[j] = (float)acc;
-  }
+  ref_sum(in[0], true, want);
 }
 
 /* sum over the last axis of [1,300,257] (the rows), kept */
 static void ref_rowsum(float *const *in, float *want) {
-  for (int i = 0; i < 300; i++) {
-    double acc = 0;
-    for (int j = 0; j < 257; j++)
-      acc += in[0][i * 257 + j];
-    want[i] = (float)acc;
-  }
+  ref_sum(in[0], false, want);
 }
 
 /* max over the middle axis of [40,10,257] */
