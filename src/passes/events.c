@@ -413,6 +413,9 @@ static ccg_status load_ranks(ccg__program *p, ccg_graph *const *graphs,
       }
     }
     for (size_t i = 0; i < nc && bad > 0; i++) {
+      /* the calls' records a few places on are loaded meanwhile: on a
+       * large graph each would be a cache miss in turn */
+      ccg__nodes_prefetch(g, calls[gi], nc, i);
       for (int k = 0; k < nr && ranks[k] < bad; k++) {
         int r = ranks[k];
         bool skip;

@@ -214,32 +214,6 @@ static ccg_status check_node(pcheck *c, ccg_node_id n) {
   return CCG_STATUS_OK;
 }
 
-/* The three loads check_node makes in turn, started ahead: a node's input
- * and output lists (and attributes), its first input and output value
- * records, then their placements. Each reads what the one before loaded. */
-static void prefetch_lists(const ccg_graph *g, ccg_node_id n) {
-  const ccg__node *x = &g->nodes[n];
-  __builtin_prefetch(x->inputs);
-  __builtin_prefetch(x->outputs);
-  __builtin_prefetch(x->attrs);
-}
-
-static void prefetch_values(const ccg_graph *g, ccg_node_id n) {
-  const ccg__node *x = &g->nodes[n];
-  if (x->n_inputs && x->inputs[0] != CCG_NONE)
-    __builtin_prefetch(&g->values[x->inputs[0]]);
-  if (x->n_outputs && x->outputs[0] != CCG_NONE)
-    __builtin_prefetch(&g->values[x->outputs[0]]);
-}
-
-static void prefetch_placements(const ccg_graph *g, ccg_node_id n) {
-  const ccg__node *x = &g->nodes[n];
-  if (x->n_inputs && x->inputs[0] != CCG_NONE)
-    __builtin_prefetch(g->values[x->inputs[0]].placements);
-  if (x->n_outputs && x->outputs[0] != CCG_NONE)
-    __builtin_prefetch(g->values[x->outputs[0]].placements);
-}
-
 ccg_status ccg_verify_placements(ccg_graph *g, ccg_verify_report *report) {
   ccg_verify_report local;
   ccg_verify_report *r = report ? report : &local;
@@ -267,9 +241,7 @@ ccg_status ccg_verify_placements(ccg_graph *g, ccg_verify_report *report) {
       st = ccg__error(NULL, st, "%s", ccg_last_error(g));
   }
   /* The judged nodes first, in order, then each checked while the records
-   * of those a few places on are loaded: a node's lists, their first
-   * values, those values' placements, each a cache miss on a graph larger
-   * than the cache that the check would otherwise wait for in turn. */
+   * of those a few places on are loaded (ccg__nodes_prefetch). */
   ccg_node_id *judge = NULL;
   size_t nj = 0;
   if (st == CCG_STATUS_OK && !(judge = malloc((nn + 1) * sizeof *judge)))
@@ -281,12 +253,7 @@ ccg_status ccg_verify_placements(ccg_graph *g, ccg_verify_report *report) {
       judge[nj++] = id;
   }
   for (size_t k = 0; k < nj && st == CCG_STATUS_OK; k++) {
-    if (k + 12 < nj)
-      prefetch_lists(g, judge[k + 12]);
-    if (k + 8 < nj)
-      prefetch_values(g, judge[k + 8]);
-    if (k + 4 < nj)
-      prefetch_placements(g, judge[k + 4]);
+    ccg__nodes_prefetch(g, judge, nj, k);
     st = check_node(&c, judge[k]);
   }
   free(judge);
