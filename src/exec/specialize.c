@@ -424,7 +424,7 @@ static size_t plan_guard(const ccg_graph *s, ccg_node_id n, ccg_value_id out,
   size_t m = 0;
   for (uint32_t i = 0; i < node->n_inputs && m < MAX_EVAL; i++) {
     ccg_value_id u = node->inputs[i];
-    if (u == CCG_NONE || s->values[u].n_known >= 0)
+    if (u == CCG_NONE || ccg__vn_known(&s->values[u]) >= 0)
       continue;
     const ccg__value *v = &s->values[u];
     int64_t numel;

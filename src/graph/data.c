@@ -66,7 +66,7 @@ static bool range_count(int64_t s, int64_t l, int64_t d, int64_t *n) {
 static int float_bound(ccg__infer *ix, size_t i, double *num, ccg_dim *sym) {
   ccg_graph *g = ix->g;
   ccg_value_id v = ix->in[i];
-  const ccg_tensor *t = g->values[v].data;
+  const ccg_tensor *t = ccg__vdata(&g->values[v]);
   ccg_node_id p = ccg_value_producer(g, v);
   ccg_op op = p == CCG_NONE ? CCG_OP_COUNT : ccg_node_op(g, p);
   if (!t && op == CCG_OP_CONSTANT)
@@ -326,7 +326,7 @@ const ccg__op_def ccg__opdef_SIZE = {
 static void cast_like_float_const(ccg__infer *ix) {
   ccg_graph *g = ix->g;
   ccg_value_id v = ix->in[0];
-  const ccg_tensor *t = g->values[v].data;
+  const ccg_tensor *t = ccg__vdata(&g->values[v]);
   ccg_node_id p = ccg_value_producer(g, v);
   if (!t && p != CCG_NONE && ccg_node_op(g, p) == CCG_OP_CONSTANT)
     t = ccg_node_attr(g, p, "value")->t;

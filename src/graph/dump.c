@@ -314,7 +314,7 @@ static void text_dump(FILE *f, const ccg_graph *g, const ccg_node_id *order) {
   for (size_t i = 0; i < g->n_inits; i++) {
     fputs("init ", f);
     text_decl(f, g, g->inits[i]);
-    text_data(f, g->values[g->inits[i]].data);
+    text_data(f, ccg__vdata(&g->values[g->inits[i]]));
     fputc('\n', f);
   }
   for (size_t i = 0; i < g->n_nodes; i++)
@@ -549,7 +549,8 @@ static json_t *json_values(const ccg_graph *g, const ccg_value_id *ids,
     json_t *v = names_only ? jstr(x->name) : json_value(g, ids[i]);
     ok = jpush(a, v);
     if (ok && with_data)
-      ok = jset(v, "data", x->data ? json_data(x->data) : json_null());
+      ok = jset(v, "data",
+                ccg__vdata(x) ? json_data(ccg__vdata(x)) : json_null());
   }
   if (!ok)
     json_decref(a);

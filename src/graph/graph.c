@@ -397,7 +397,6 @@ ccg_status ccg__push_value(ccg_graph *g, const char *name, uint32_t hash,
   v->shape = shape;
   v->kind = kind;
   v->producer = CCG_NONE;
-  v->n_known = -1;
   v->first_use = v->last_use = CCG_NONE;
   *out = id;
   return CCG_STATUS_OK;
@@ -444,9 +443,24 @@ ccg_status ccg_graph_add_input(ccg_graph *g, const char *name, ccg_dtype dtype,
   return CCG_STATUS_OK;
 }
 
+/* A contents record with nothing in it (nothing known); NULL when out of
+ * memory. */
+static ccg__contents *new_contents(ccg_graph *g) {
+  ccg__contents *c = ccg__arena_calloc(&g->arena, 1, sizeof *c);
+  if (c)
+    c->n_known = -1;
+  return c;
+}
+
+ccg__contents *ccg__contents_of(ccg_graph *g, ccg__value *v) {
+  if (!v->c)
+    v->c = new_contents(g);
+  return v->c;
+}
+
 /* Small integer vectors and scalars get known contents (for shape math). */
 static void set_known_from_data(ccg_graph *g, ccg__value *v) {
-  const ccg_tensor *t = v->data;
+  const ccg_tensor *t = ccg__vdata(v);
   if (!t || (t->dtype != CCG_DTYPE_I64 && t->dtype != CCG_DTYPE_I32) ||
       t->rank > 1)
     return;
@@ -460,8 +474,8 @@ static void set_known_from_data(ccg_graph *g, ccg__value *v) {
     k[i] =
         ccg_dim_num(t->dtype == CCG_DTYPE_I64 ? ((const int64_t *)t->data)[i]
                                               : ((const int32_t *)t->data)[i]);
-  v->known = k;
-  v->n_known = (int)n;
+  v->c->known = k; /* v->c holds the data */
+  v->c->n_known = (int)n;
 }
 
 /* Copies a tensor (and its data) into the graph's arena. */
@@ -521,14 +535,16 @@ static ccg_status add_initializer(ccg_graph *g, const char *name,
   ccg_shape s = ccg_shape_make(t->rank, t->dims);
   const ccg_shape *is = ccg__shape_intern(g, &s);
   const char *nm = ccg__arena_strdup(&g->arena, name);
-  if (!is || !nm ||
+  ccg__contents *c = new_contents(g);
+  if (!is || !nm || !c ||
       !ccg__vec_reserve(&g->alloc, (void **)&g->inits, &g->cap_inits,
                         g->n_inits + 1, sizeof *g->inits))
     return ccg__graph_oom(g, "adding an initializer");
   ccg_value_id id;
   CCG_CHECK(
       ccg__push_value(g, nm, hash, t->dtype, is, CCG_VALUE_INITIALIZER, &id));
-  g->values[id].data = t;
+  c->data = t;
+  g->values[id].c = c;
   set_known_from_data(g, &g->values[id]);
   g->inits[g->n_inits++] = id;
   if (out)
@@ -676,14 +692,14 @@ ccg_node_id ccg_value_producer(const ccg_graph *g, ccg_value_id v) {
   return ccg__value_ok(g, v) ? g->values[v].producer : CCG_NONE;
 }
 const ccg_tensor *ccg_value_data(const ccg_graph *g, ccg_value_id v) {
-  return ccg__value_ok(g, v) ? g->values[v].data : NULL;
+  return ccg__value_ok(g, v) ? ccg__vdata(&g->values[v]) : NULL;
 }
 
 int ccg_value_known(const ccg_graph *g, ccg_value_id v, ccg_dim *elems) {
-  if (!ccg__value_ok(g, v) || g->values[v].n_known < 0)
+  if (!ccg__value_ok(g, v) || ccg__vn_known(&g->values[v]) < 0)
     return -1;
-  const ccg__value *x = &g->values[v];
+  const ccg__contents *c = g->values[v].c;
   if (elems)
-    memcpy(elems, x->known, (size_t)x->n_known * sizeof *elems);
-  return x->n_known;
+    memcpy(elems, c->known, (size_t)c->n_known * sizeof *elems);
+  return c->n_known;
 }

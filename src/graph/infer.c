@@ -59,8 +59,8 @@ int ccg__in_known(const ccg__infer *ix, size_t i, const ccg_dim **elems) {
   if (!ccg__in_has(ix, i))
     return -1;
   const ccg__value *v = &ix->g->values[ix->in[i]];
-  *elems = v->known;
-  return v->n_known;
+  *elems = v->c ? v->c->known : NULL;
+  return ccg__vn_known(v);
 }
 
 const char *ccg__shape_str(const ccg_shape *s, char *buf, size_t size) {

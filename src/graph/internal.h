@@ -11,31 +11,54 @@
 
 /* ---- storage ----------------------------------------------------------- */
 
-/* A value. Pointers first, then the 32-bit fields, so that the record has
- * no padding: every pass walks the value table, and at 384 layers it is
- * tens of thousands of records. */
+/* What is known of a value's contents, kept apart from its record: most
+ * values have none (ccg__value.c NULL), and the record stays one cache line
+ * (passes at 384 layers read tens of thousands of them, most once). Made
+ * on the first write (ccg__value_contents), in the arena; never freed
+ * apart from the graph, so a rollback that keeps the value keeps it. */
+typedef struct ccg__contents {
+  ccg_tensor *data;       /* initializers */
+  ccg_tensor **rank_data; /* per-rank data (rankdata.c); NULL entries and
+                             ranks past n_rank_data use `data` */
+  ccg_dim *known;         /* known elements (shape arithmetic) */
+  uint32_t n_rank_data;
+  int n_known; /* -1 = contents unknown */
+} ccg__contents;
+
+/* A value: 64 bytes, one cache line in the table (its size is asserted
+ * below). Pointers first, then the 32-bit fields, then the bytes. */
 typedef struct ccg__value {
   const char *name;
   /* Interned in the graph (ccg__shape_intern): values of one shape share
    * one copy, which is never written; a shape that changes is interned
    * anew. A whole ccg_shape, as ccg_value_shape hands it out. */
   const ccg_shape *shape;
-  ccg_tensor *data;       /* initializers */
-  ccg_tensor **rank_data; /* per-rank data (rankdata.c); NULL entries and
-                             ranks past n_rank_data use `data` */
-  ccg_dim *known;
   ccg_placement *placements; /* n_placements, in the arena; NULL = none */
-  ccg_dtype dtype;
-  ccg_value_kind kind;
+  ccg__contents *c;          /* NULL = no data, nothing known */
   ccg_node_id producer;
   uint32_t producer_slot;
-  uint32_t n_rank_data;
-  int n_known;                  /* -1 = contents unknown */
   int n_placements;             /* 0 = none */
   uint32_t first_use, last_use; /* into ccg_graph.uses; CCG_NONE = none */
   uint32_t n_uses;
+  uint8_t dtype;  /* a ccg_dtype */
+  uint8_t kind;   /* a ccg_value_kind */
   bool is_output; /* a graph output */
 } ccg__value;
+
+_Static_assert(sizeof(ccg__value) <= 64, "a value record is one cache line");
+_Static_assert(CCG_DTYPE_COUNT <= 256, "a dtype fits ccg__value.dtype");
+
+/* v's data (an initializer's), NULL where it has none. */
+static inline ccg_tensor *ccg__vdata(const ccg__value *v) {
+  return v->c ? v->c->data : NULL;
+}
+/* How many of v's elements are known (ccg__contents.known), -1: none. */
+static inline int ccg__vn_known(const ccg__value *v) {
+  return v->c ? v->c->n_known : -1;
+}
+/* v's contents record, made where it has none (no data, nothing known);
+ * NULL when out of memory, with no error set. */
+ccg__contents *ccg__contents_of(ccg_graph *g, ccg__value *v);
 
 /* One use of a value as a node input. A value's uses form a doubly linked
  * list in node order (prev/next are indexes into ccg_graph.uses), appended

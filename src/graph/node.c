@@ -240,7 +240,7 @@ typedef struct node_copy {
   const ccg_shape *const *oshapes;
   ccg_attr *attrs;
   ccg_value_id *in, *out;
-  ccg_dim **known;
+  ccg__contents **known; /* per output: what is known of it, or NULL */
 } node_copy;
 
 static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
@@ -266,7 +266,7 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
     return ccg__graph_oom(g, "adding a node");
   memset(p, 0, 2 * m * sizeof *p + m * sizeof *c->out);
   c->onames = (const char **)p;
-  c->known = (ccg_dim **)(p + m);
+  c->known = (ccg__contents **)(p + m);
   c->out = (ccg_value_id *)(p + 2 * m);
   c->in = c->out + m;
   if (ix->n_in) /* in may be NULL then */
@@ -278,10 +278,17 @@ static ccg_status copy_node(ccg_graph *g, const ccg__infer *ix,
     n = strlen(onames[i]) + 1;
     c->onames[i] = memcpy(s, onames[i], n);
     s += n;
-    if (ix->out_n_known[i] >= 0 &&
-        !(c->known[i] = ccg__arena_memdup(&g->arena, ix->out_known[i],
-                                          sizeof ix->out_known[i], 8)))
+    if (ix->out_n_known[i] < 0)
+      continue;
+    /* the record and its elements in one block */
+    ccg__contents *k = ccg__arena_alloc(
+        &g->arena, sizeof *k + sizeof ix->out_known[i], _Alignof(ccg_dim));
+    if (!k)
       return ccg__graph_oom(g, "adding a node");
+    *k = (ccg__contents){.known = (ccg_dim *)(k + 1),
+                         .n_known = ix->out_n_known[i]};
+    memcpy(k->known, ix->out_known[i], sizeof ix->out_known[i]);
+    c->known[i] = k;
   }
   if (g->n_nodes >= CCG_NONE - 1 || g->n_values + ix->n_out >= CCG_NONE - 1 ||
       !ccg__table_reserve(g, (void **)&g->nodes, &g->cap_nodes, &g->nodes_bulk,
@@ -409,10 +416,7 @@ static ccg_node_id commit_node(ccg_graph *g, const ccg__infer *ix,
     ccg__value *v = &g->values[vid];
     v->producer = nid;
     v->producer_slot = (uint32_t)i;
-    if (c->known[i]) {
-      v->known = c->known[i];
-      v->n_known = ix->out_n_known[i];
-    }
+    v->c = c->known[i];
     c->out[i] = vid;
   }
   ccg__node *node = &g->nodes[g->n_nodes++];

@@ -11,10 +11,12 @@ static int64_t world_size(const ccg_graph *g) {
 
 static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
                                 const ccg_tensor *t, bool copy_data) {
-  if (!ccg__value_ok(g, v) || g->values[v].kind != CCG_VALUE_INITIALIZER)
+  if (!ccg__value_ok(g, v) || g->values[v].kind != CCG_VALUE_INITIALIZER ||
+      !ccg__vdata(&g->values[v]))
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "rank data: value id %u is not an initializer", v);
   ccg__value *x = &g->values[v];
+  ccg__contents *k = x->c; /* an initializer's holds its data */
   int64_t world = world_size(g);
   if (rank < 0 || rank >= world)
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
@@ -25,7 +27,7 @@ static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
     return ccg__error(&g->ctx, CCG_STATUS_INVALID_ARG,
                       "initializer '%s': rank %lld data is NULL", x->name,
                       (long long)rank);
-  const ccg_tensor *c = x->data;
+  const ccg_tensor *c = k->data;
   if (t->dtype != c->dtype)
     return ccg__error(&g->ctx, CCG_STATUS_DTYPE,
                       "initializer '%s': rank %lld data is %s, the "
@@ -44,7 +46,7 @@ static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
                       "initializer %s",
                       x->name, (long long)rank, sa, sb);
   }
-  if ((uint64_t)rank >= x->n_rank_data) {
+  if ((uint64_t)rank >= k->n_rank_data) {
     /* One slot per rank of the mesh, allocated on first use. */
     ccg_tensor **slots =
         ccg__arena_calloc(&g->arena, (size_t)world, sizeof *slots);
@@ -52,10 +54,10 @@ static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
       return ccg__error(&g->ctx, CCG_STATUS_OOM,
                         "initializer '%s': out of memory for rank data",
                         x->name);
-    if (x->n_rank_data)
-      memcpy(slots, x->rank_data, x->n_rank_data * sizeof *slots);
-    x->rank_data = slots;
-    x->n_rank_data = (uint32_t)world;
+    if (k->n_rank_data)
+      memcpy(slots, k->rank_data, k->n_rank_data * sizeof *slots);
+    k->rank_data = slots;
+    k->n_rank_data = (uint32_t)world;
   }
   ccg_status st = CCG_STATUS_OK;
   ccg_tensor *copy = copy_data
@@ -69,7 +71,7 @@ static ccg_status set_rank_data(ccg_graph *g, ccg_value_id v, int64_t rank,
                                   x->name);
   if (!copy_data)
     *copy = *t;
-  x->rank_data[rank] = copy;
+  k->rank_data[rank] = copy;
   return CCG_STATUS_OK;
 }
 
@@ -88,8 +90,8 @@ ccg_status ccg__graph_set_rank_data_borrowed(ccg_graph *g, ccg_value_id v,
 bool ccg_value_has_rank_data(const ccg_graph *g, ccg_value_id v, int64_t rank) {
   if (!ccg__value_ok(g, v) || rank < 0)
     return false;
-  const ccg__value *x = &g->values[v];
-  return (uint64_t)rank < x->n_rank_data && x->rank_data[rank];
+  const ccg__contents *k = g->values[v].c;
+  return k && (uint64_t)rank < k->n_rank_data && k->rank_data[rank];
 }
 
 const ccg_tensor *ccg_value_rank_data(const ccg_graph *g, ccg_value_id v,
@@ -97,6 +99,6 @@ const ccg_tensor *ccg_value_rank_data(const ccg_graph *g, ccg_value_id v,
   if (!ccg__value_ok(g, v))
     return NULL;
   if (ccg_value_has_rank_data(g, v, rank))
-    return g->values[v].rank_data[rank];
-  return g->values[v].data;
+    return g->values[v].c->rank_data[rank];
+  return ccg__vdata(&g->values[v]);
 }

@@ -28,12 +28,13 @@ static ccg_status set_known(ccg_graph *dst, ccg_value_id id,
   if (o->n_known < 0 || o->n_known > CCG_MAX_RANK)
     return CCG_STATUS_OK;
   ccg_dim *k = ccg__arena_calloc(&dst->arena, CCG_MAX_RANK, sizeof *k);
-  if (!k)
+  ccg__contents *c = ccg__contents_of(dst, v);
+  if (!k || !c)
     return ccg__error(&dst->ctx, CCG_STATUS_OOM, "out of memory");
   for (int i = 0; i < o->n_known; i++)
     k[i] = ccg_dim_num(o->known[i]);
-  v->known = k;
-  v->n_known = o->n_known;
+  c->known = k;
+  c->n_known = o->n_known;
   return CCG_STATUS_OK;
 }
 
@@ -47,11 +48,12 @@ static ccg_status set_data(ccg_graph *dst, ccg_value_id id,
     return CCG_STATUS_OK;
   ccg_tensor *c = ccg__arena_calloc(&dst->arena, 1, sizeof *c);
   void *d = ccg__arena_calloc(&dst->arena, bytes + 1, 1);
-  if (!c || !d)
+  ccg__contents *k = ccg__contents_of(dst, &dst->values[id]);
+  if (!c || !d || !k)
     return ccg__error(&dst->ctx, CCG_STATUS_OOM, "out of memory");
   *c = *t;
   c->data = memcpy(d, t->data, bytes);
-  dst->values[id].data = c;
+  k->data = c;
   return CCG_STATUS_OK;
 }
 
@@ -93,9 +95,10 @@ static ccg_status copy_leaf(copier *c, ccg_value_id v) {
   ccg_value_id id;
   if (s->kind == CCG_VALUE_INITIALIZER) {
     /* the data stays src's (it outlives the copy); per-rank data too */
-    CCG_CHECK(ccg__graph_add_initializer_borrowed(dst, s->name, s->data, &id));
-    dst->values[id].rank_data = s->rank_data;
-    dst->values[id].n_rank_data = s->n_rank_data;
+    CCG_CHECK(
+        ccg__graph_add_initializer_borrowed(dst, s->name, ccg__vdata(s), &id));
+    dst->values[id].c->rank_data = s->c->rank_data;
+    dst->values[id].c->n_rank_data = s->c->n_rank_data;
   } else {
     const ccg__spec_value *o = override_of(c->sv, c->n_sv, v);
     const ccg_shape *shape = o && o->shape ? o->shape : s->shape;
@@ -148,7 +151,7 @@ static ccg_status copy_node(copier *c, ccg_node_id n) {
       CCG_CHECK(ccg_value_set_placements(dst, w, from->placements,
                                          from->n_placements));
     const ccg__spec_value *o = override_of(c->sv, c->n_sv, v);
-    if (o && dst->values[w].n_known < 0)
+    if (o && ccg__vn_known(&dst->values[w]) < 0)
       CCG_CHECK(set_known(dst, w, o));
     if (o)
       CCG_CHECK(set_dim(dst, w, o));

@@ -604,7 +604,7 @@ static void test_stable_bytes(void **state) {
   char *before = dump(a, CCG_DUMP_JSON);
   ccg_value_id big;
   assert_ok(a, ccg_graph_find_value(a, "big", &big));
-  ((float *)a->values[big].data->data)[31] += 1.0f;
+  ((float *)ccg__vdata(&a->values[big])->data)[31] += 1.0f;
   char *after = dump(a, CCG_DUMP_JSON);
   assert_string_not_equal(before, after);
   free(before);
