@@ -20,7 +20,7 @@ typedef struct unit {
   ccg_node_id node; /* the first node */
   bool instance;
   const ccg_tag *tag;
-  /* a node's own lists (borrowed), an instance's in memory it owns */
+  /* in bw.ids: a node's lists copied, an instance's made */
   const ccg_value_id *in, *out;
   size_t n_in, n_out;
   bool has_send, has_recv;
@@ -33,6 +33,12 @@ typedef struct bw {
   uint32_t *unit_of; /* per node */
   uint32_t *made_by; /* per value: its producer's unit, UINT32_MAX: none */
   unit *units;
+  /* every unit's inputs and then outputs, the units in graph order: the
+   * walks over the units (order, requires, useful, the gradients) read
+   * them in turn from one block, not from each node's lists wherever the
+   * arena put them (at 384 layers past the caches, each walk a miss per
+   * unit) */
+  ccg_value_id *ids;
   size_t *order; /* units, topological */
   bool *requires, *useful, *wrt;
   ccg_value_id *acc; /* accumulated gradient per forward value */
@@ -48,24 +54,25 @@ static bool is_float(const bw *b, ccg_value_id v) {
 
 /* ---- units -------------------------------------------------------------- */
 
-static void node_unit(bw *b, unit *u, ccg_node_id n) {
+/* in and out: room for the node's lists. */
+static void node_unit(bw *b, unit *u, ccg_node_id n, ccg_value_id *in,
+                      ccg_value_id *out) {
   const ccg__node *x = &b->g->nodes[n];
-  u->in = x->inputs;
+  memcpy(in, x->inputs, x->n_inputs * sizeof *in);
+  memcpy(out, x->outputs, x->n_outputs * sizeof *out);
+  u->in = in;
   u->n_in = x->n_inputs;
-  u->out = x->outputs;
+  u->out = out;
   u->n_out = x->n_outputs;
 }
 
 /* The unit's forward nodes are nodes[0..n) (graph order); ni and no are
- * their inputs and outputs together, room enough. */
+ * their inputs and outputs together, room enough in `in` and `out`. */
 static ccg_status instance_unit(bw *b, unit *u, const ccg_node_id *nodes,
-                                size_t n, size_t ni, size_t no) {
-  ccg_value_id *in = calloc(ni + 1, sizeof *in);
-  ccg_value_id *out = calloc(no + 1, sizeof *out);
+                                size_t n, ccg_value_id *in, size_t ni,
+                                ccg_value_id *out, size_t no) {
   u->in = in;
   u->out = out;
-  if (!in || !out)
-    return oom(b);
   u->n_in = ni;
   u->n_out = no;
   return ccg__mapping_instance_io_of(b->g, u->tag->instance, nodes, n, in,
@@ -131,23 +138,30 @@ static ccg_status make_units(bw *b) {
   }
   /* each unit's nodes, in graph order: room[3u + 2] becomes where its
    * run in `nodes` starts */
-  size_t at = 0;
+  size_t at = 0, n_ids = 0;
   for (size_t u = 0; u < b->nu; u++) {
     size_t c = room[3 * u + 2];
     room[3 * u + 2] = at;
     at += c;
+    n_ids += room[3 * u] + room[3 * u + 1];
+  }
+  if (!(b->ids = malloc((n_ids + 1) * sizeof *b->ids))) {
+    free(of_inst), free(room), free(nodes);
+    return oom(b);
   }
   for (size_t n = 0; n < b->nn; n++)
     nodes[room[3 * b->unit_of[n] + 2]++] = (ccg_node_id)n;
   ccg_status st = CCG_STATUS_OK;
+  ccg_value_id *ids = b->ids;
   for (size_t u = 0, start = 0; u < b->nu && st == CCG_STATUS_OK; u++) {
     unit *x = &b->units[u];
-    size_t end = room[3 * u + 2];
+    size_t end = room[3 * u + 2], ni = room[3 * u], no = room[3 * u + 1];
     if (x->instance)
-      st = instance_unit(b, x, nodes + start, end - start, room[3 * u],
-                         room[3 * u + 1]);
+      st = instance_unit(b, x, nodes + start, end - start, ids, ni, ids + ni,
+                         no);
     else
-      node_unit(b, x, x->node);
+      node_unit(b, x, x->node, ids, ids + ni);
+    ids += ni + no;
     start = end;
   }
   free(of_inst), free(room), free(nodes);
@@ -542,13 +556,7 @@ ccg_status ccg_backward(ccg_graph *g, const ccg_backward_options *o) {
   }
   if (st != CCG_STATUS_OK)
     ccg__rollback(g, &mark);
-  for (size_t u = 0; u < b.nu; u++) {
-    if (b.units[u].instance) {
-      free((void *)b.units[u].in);
-      free((void *)b.units[u].out);
-    }
-  }
-  free(b.units), free(b.unit_of), free(b.made_by), free(b.order);
+  free(b.units), free(b.ids), free(b.unit_of), free(b.made_by), free(b.order);
   free(b.requires), free(b.useful), free(b.wrt), free(b.acc);
   return st;
 }
