@@ -241,8 +241,13 @@ static inline bool ccg__node_ok(const ccg_graph *g, ccg_node_id n) {
 __attribute__((always_inline)) static inline void
 ccg__node_prefetch(const ccg_graph *g, ccg_node_id n, int stage) {
   const ccg__node *x = &g->nodes[n];
-  ccg_value_id in = x->n_inputs ? x->inputs[0] : CCG_NONE;
-  ccg_value_id out = x->n_outputs ? x->outputs[0] : CCG_NONE;
+  /* the lists' first entries, read at stages 1 and 2 (stage 0 loads the
+   * lists) */
+  ccg_value_id in = CCG_NONE, out = CCG_NONE;
+  if (stage > 0) {
+    in = x->n_inputs ? x->inputs[0] : CCG_NONE;
+    out = x->n_outputs ? x->outputs[0] : CCG_NONE;
+  }
   switch (stage) {
   case 0:
     __builtin_prefetch(x->inputs);
