@@ -14,7 +14,7 @@
 /* What is known of a value's contents, kept apart from its record: most
  * values have none (ccg__value.c NULL), and the record stays one cache line
  * (passes at 384 layers read tens of thousands of them, most once). Made
- * on the first write (ccg__value_contents), in the arena; never freed
+ * on the first write (ccg__contents_of), in the arena; never freed
  * apart from the graph, so a rollback that keeps the value keeps it. */
 typedef struct ccg__contents {
   ccg_tensor *data;       /* initializers */
