@@ -253,6 +253,13 @@ static void mark_requires(bw *b) {
   b->requires[v] = b->wrt[v];
   for (size_t k = 0; k < b->nu; k++) {
     const unit *u = &b->units[b->order[k]];
+    /* the value records of the outputs is_float reads, ahead (see
+     * prefetch_values) */
+    if (k + CCG__PREFETCH_MID < b->nu) {
+      const unit *y = &b->units[b->order[k + CCG__PREFETCH_MID]];
+      if (y->n_out && y->out[0] < b->nv)
+        __builtin_prefetch(&b->g->values[y->out[0]]);
+    }
     bool r = b->o->p2p && u->has_recv;
     for (size_t i = 0; !r && i < u->n_in; i++)
     r = u->in[i] != CCG_NONE && b->requires[u->in[i]];
@@ -507,11 +514,14 @@ static ccg_status slot_grads(bw *b, const unit *u, size_t n0) {
 }
 
 /* Units are differentiated in reverse order, and each reads its forward
- * values' records (shape, dtype) and its nodes' lists, which at 384 layers
- * the passes before have pushed out of the caches: the ones two units on
- * have their lists loaded, the next one its value records, while this one
- * runs. Always inlined: GCC drops a call of a function that only
- * prefetches where it does not inline it early. */
+ * values' records (shape, dtype), their contents' records (the known
+ * elements of shape tensors), their entries in acc, requires and useful,
+ * and its nodes' lists, which at 384 layers the passes before and the
+ * nodes this pass adds have pushed out of the caches. Three units on, a
+ * unit has its lists loaded; two on, its value records and their entries;
+ * the next one its contents' records, while this one runs. Always inlined:
+ * GCC drops a call of a function that only prefetches where it does not
+ * inline it early. */
 __attribute__((always_inline)) static inline void prefetch_lists(const bw *b,
                                                                  size_t k) {
   const unit *u = &b->units[b->order[k]];
@@ -526,13 +536,26 @@ __attribute__((always_inline)) static inline void prefetch_values(const bw *b,
   const ccg__value *vals = b->g->values;
   for (size_t i = 0; i < u->n_in && i < SMALL_UNIT; i++)
     if (u->in[i] < b->nv) {
-      __builtin_prefetch(&vals[u->in[i]].shape);
-      __builtin_prefetch(&vals[u->in[i]].dtype);
+      __builtin_prefetch(&vals[u->in[i]]);
+      __builtin_prefetch(&b->acc[u->in[i]]);
+      __builtin_prefetch(&b->requires[u->in[i]]);
+      __builtin_prefetch(&b->useful[u->in[i]]);
     }
   for (size_t i = 0; i < u->n_out && i < SMALL_UNIT; i++)
     if (u->out[i] < b->nv) {
-      __builtin_prefetch(&vals[u->out[i]].shape);
-      __builtin_prefetch(&vals[u->out[i]].dtype);
+      __builtin_prefetch(&vals[u->out[i]]);
+      __builtin_prefetch(&b->acc[u->out[i]]);
+    }
+}
+
+__attribute__((always_inline)) static inline void prefetch_contents(const bw *b,
+                                                                    size_t k) {
+  const unit *u = &b->units[b->order[k]];
+  const ccg__value *vals = b->g->values;
+  for (size_t i = 0; i < u->n_in && i < SMALL_UNIT; i++)
+    if (u->in[i] < b->nv && vals[u->in[i]].c) {
+      __builtin_prefetch(vals[u->in[i]].c);
+      __builtin_prefetch(&vals[u->in[i]].c->n_known);
     }
 }
 
@@ -558,10 +581,12 @@ static ccg_status run(bw *b) {
   mark_requires(b);
   mark_useful(b, seeds, ns);
   for (size_t k = b->nu; k-- > 0;) {
+    if (k >= 3)
+      prefetch_lists(b, k - 3);
     if (k >= 2)
-      prefetch_lists(b, k - 2);
+      prefetch_values(b, k - 2);
     if (k >= 1)
-      prefetch_values(b, k - 1);
+      prefetch_contents(b, k - 1);
     size_t n0 = ccg_graph_num_nodes(g);
     CCG_CHECK_GOTO(diff_unit(b, &b->units[b->order[k]]), st, out);
     CCG_CHECK_GOTO(slot_grads(b, &b->units[b->order[k]], n0), st, out);
