@@ -517,9 +517,11 @@ static ccg_status slot_grads(bw *b, const unit *u, size_t n0) {
  * values' records (shape, dtype), their contents' records (the known
  * elements of shape tensors), their entries in acc, requires and useful,
  * and its nodes' lists, which at 384 layers the passes before and the
- * nodes this pass adds have pushed out of the caches. Three units on, a
- * unit has its lists loaded; two on, its value records and their entries;
- * the next one its contents' records, while this one runs. Always inlined:
+ * nodes this pass adds have pushed out of the caches. Five units on, a
+ * unit has its lists loaded; four on, its value records and their entries
+ * (many units, those of shape arithmetic, take almost no time: two units
+ * ahead was too close); the next one its contents' records, while this
+ * one runs. Always inlined:
  * GCC drops a call of a function that only prefetches where it does not
  * inline it early. */
 __attribute__((always_inline)) static inline void prefetch_lists(const bw *b,
@@ -581,10 +583,10 @@ static ccg_status run(bw *b) {
   mark_requires(b);
   mark_useful(b, seeds, ns);
   for (size_t k = b->nu; k-- > 0;) {
-    if (k >= 3)
-      prefetch_lists(b, k - 3);
-    if (k >= 2)
-      prefetch_values(b, k - 2);
+    if (k >= 5)
+      prefetch_lists(b, k - 5);
+    if (k >= 4)
+      prefetch_values(b, k - 4);
     if (k >= 1)
       prefetch_contents(b, k - 1);
     size_t n0 = ccg_graph_num_nodes(g);
