@@ -521,9 +521,8 @@ static ccg_status slot_grads(bw *b, const unit *u, size_t n0) {
  * unit has its lists loaded; four on, its value records and their entries
  * (many units, those of shape arithmetic, take almost no time: two units
  * ahead was too close); the next one its contents' records, while this
- * one runs. Always inlined:
- * GCC drops a call of a function that only prefetches where it does not
- * inline it early. */
+ * one runs. Always inlined: GCC drops a call of a function that only
+ * prefetches where it does not inline it early. */
 __attribute__((always_inline)) static inline void prefetch_lists(const bw *b,
                                                                  size_t k) {
   const unit *u = &b->units[b->order[k]];
