@@ -365,6 +365,51 @@ static void test_finite_differences(void **state) {
                   NULL, cases[i].loose ? FD_LOOSE : FD_TIGHT);
 }
 
+/* Every wanted weight gets its grad/<name> (name_grads makes the names a
+ * few weights ahead, into a ring): 40 weights of 40 different shapes, the
+ * odd ones unused (their gradients are zeros), as graph outputs. */
+static void test_many_weights_named(void **state) {
+  (void)state;
+  enum { N = 40 };
+  ccg_graph *g = ccg_test_graph(NULL);
+  static float data[N];
+  ccg_value_id w[N], loss = CCG_NONE;
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "w%d", i);
+    ccg_tensor t = {CCG_DTYPE_F32, 1, {i + 1}, data};
+    assert_ok(g, ccg_graph_add_initializer(g, name, &t, &w[i]));
+    if (i % 2)
+      continue;
+    ccg_value_id sq, s;
+    assert_ok(g, ccg_mul(g, w[i], w[i], &sq));
+    assert_ok(g, ccg_reduce_sum(g, sq, NULL, 0, false, &s));
+    if (loss == CCG_NONE)
+      loss = s;
+    else
+      assert_ok(g, ccg_add(g, loss, s, &loss));
+  }
+  size_t outs = ccg_graph_num_outputs(g);
+  ccg_backward_options o = CCG_BACKWARD_OPTIONS_INIT;
+  o.loss = loss;
+  o.add_outputs = true;
+  assert_ok(g, ccg_backward(g, &o));
+  assert_ok(g, ccg_graph_validate(g));
+  assert_int_equal(ccg_graph_num_outputs(g), outs + N);
+  for (int i = 0; i < N; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "grad/w%d", i);
+    ccg_value_id v;
+    assert_ok(g, ccg_graph_find_value(g, name, &v));
+    assert_int_equal(ccg_node_op(g, ccg_value_producer(g, v)), CCG_OP_IDENTITY);
+    const ccg_shape *sh = ccg_value_shape(g, v);
+    assert_int_equal(sh->rank, 1);
+    assert_int_equal(sh->dims[0].size, i + 1);
+    assert_int_equal(ccg_graph_output(g, outs + (size_t)i), v);
+  }
+  ccg_graph_free(g);
+}
+
 /* Patterns choose what to differentiate; only what those gradients need
  * is built; integer values carry none; a value nothing depends on gets
  * zeros; failures name what is at fault and leave the graph unchanged. */
@@ -580,6 +625,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_finite_differences),
       cmocka_unit_test(test_options_and_errors),
+      cmocka_unit_test(test_many_weights_named),
       cmocka_unit_test(test_every_op_has_a_rule),
       cmocka_unit_test(test_gather_symbolic_indices),
       cmocka_unit_test(test_matmul_weight_grad_rows),
