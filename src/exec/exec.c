@@ -206,8 +206,10 @@ ccg_status ccg__exec_create(ccg_graph *g, const ccg_exec_options *opts,
                                     &threads));
     CCG_CHECK(ccg__pool_min_work(err, &min_work));
     /* a bad CCG_GEMM fails here once, before any rank compiles */
-    bool onednn;
-    CCG_CHECK(ccg__gemm_lib(err, &onednn));
+    ccg__gemm_lib_kind lib;
+    const ccg__vm *vm;
+    CCG_CHECK(ccg__vm_select(err, &vm));
+    CCG_CHECK(ccg__gemm_lib(err, vm->isa, &lib));
   }
   ccg__pool *pool = NULL;
   if (threads > 1 && !(pool = ccg__pool_new(o.allocator, threads, min_work)))
@@ -295,8 +297,11 @@ ccg_status ccg__exec_compile(ccg_graph *g, const ccg_exec_options *opts,
     backend->configure(x);
   ccg_status st;
   CCG_CHECK_GOTO(ccg__vm_select(&x->ctx, &x->vm), st, fail);
-  if (backend == &ccg__cpu_backend)
-    CCG_CHECK_GOTO(ccg__gemm_lib(&x->ctx, &x->gemm_onednn), st, fail);
+  if (backend == &ccg__cpu_backend) {
+    ccg__gemm_lib_kind lib;
+    CCG_CHECK_GOTO(ccg__gemm_lib(&x->ctx, x->vm->isa, &lib), st, fail);
+    x->gemm_lib = (int)lib;
+  }
   CCG_CHECK_GOTO(ccg__bind(x, &o), st, fail);
   CCG_CHECK_GOTO(init_values(x), st, fail);
   CCG_CHECK_GOTO(init_steps(x), st, fail);

@@ -222,7 +222,7 @@ struct ccg_exec {
   const struct ccg__vm *vm;
   /* f32 GEMMs on oneDNN, else on OpenBLAS (then loaded): chosen once when
    * the program is compiled (CCG_GEMM), not read again per product */
-  bool gemm_onednn;
+  int gemm_lib; /* ccg__gemm_lib_kind (cpu/cpu.h) */
   /* the program's first run is under way: oneDNN's freed packing blocks
    * go back to the system after each library call (cpu/gemm.c); `ran`:
    * one has been */

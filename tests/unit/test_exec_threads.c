@@ -654,6 +654,19 @@ static void test_bad_threads(void **state) {
   setenv("CCG_GEMM", "mkl", 1);
   assert_int_equal(ccg_exec_create(g, &o, &x), CCG_STATUS_INVALID_ARG);
   assert_non_null(strstr(ccg_last_error(g), "CCG_GEMM"));
+  /* ccgraph's own kernels below AVX2: refused, naming both settings */
+  const char *isa_was = getenv("CCG_CPU_ISA");
+  char *isa_keep = isa_was ? strdup(isa_was) : NULL;
+  setenv("CCG_GEMM", "ccgraph", 1);
+  setenv("CCG_CPU_ISA", "scalar", 1);
+  assert_int_equal(ccg_exec_create(g, &o, &x), CCG_STATUS_INVALID_ARG);
+  assert_non_null(strstr(ccg_last_error(g), "CCG_GEMM='ccgraph'"));
+  assert_non_null(strstr(ccg_last_error(g), "scalar"));
+  if (isa_keep)
+    setenv("CCG_CPU_ISA", isa_keep, 1);
+  else
+    unsetenv("CCG_CPU_ISA");
+  free(isa_keep);
   if (keep)
     setenv("CCG_GEMM", keep, 1);
   else

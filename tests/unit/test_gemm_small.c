@@ -255,8 +255,8 @@ static void test_auto_choice(void **state) {
 int main(void) {
   /* where the library is OpenBLAS it is loaded (as at executor create) */
   ccg_ctx *ctx = ccg_ctx_new();
-  bool onednn;
-  if (!ctx || ccg__gemm_lib(ctx, &onednn) != CCG_STATUS_OK) {
+  ccg__gemm_lib_kind lib;
+  if (!ctx || ccg__gemm_lib(ctx, CCG__ISA_SCALAR, &lib) != CCG_STATUS_OK) {
     ccg_ctx_free(ctx);
     return 1;
   }

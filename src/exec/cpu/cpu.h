@@ -136,9 +136,24 @@ typedef enum ccg__gemm_path {
 } ccg__gemm_path;
 void ccg__sgemm_path(struct ccg__pool *pool, const ccg__gemm *g,
                      ccg__gemm_path path);
-/* The library GEMMs use (CCG_GEMM, else oneDNN where built with it): a bad
- * CCG_GEMM is CCG_STATUS_INVALID_ARG naming it, on err. */
-ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn);
+/* What f32 GEMMs run on: ccgraph's own blocked kernels (gemm_blocked.c;
+ * where the CPU has AVX2 + FMA or wider), oneDNN's dnnl_sgemm, or
+ * OpenBLAS's cblas_sgemm. */
+typedef enum ccg__gemm_lib {
+  CCG__GEMM_LIB_BLOCKED,
+  CCG__GEMM_LIB_ONEDNN,
+  CCG__GEMM_LIB_OPENBLAS
+} ccg__gemm_lib_kind;
+/* What f32 GEMMs run on for the array math isa: CCG_GEMM (ccgraph, onednn
+ * or openblas), else ccgraph's own where isa is AVX2 or wider, else oneDNN
+ * where built with it, else OpenBLAS (then loaded). A bad CCG_GEMM, or
+ * ccgraph below AVX2, is CCG_STATUS_INVALID_ARG naming it, on err. */
+ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib);
+/* The tile m x n of g at a, b, c on ccgraph's own kernels for isa; false
+ * (nothing written) where isa is below AVX2 or the thread's packing buffer
+ * cannot be had. */
+bool ccg__sgemm_blocked(ccg__isa isa, const ccg__gemm *g, int64_t m, int64_t n,
+                        const float *a, const float *b, float *c);
 /* Unary op `op` (attributes p) on n f32 elements with the executor's
  * array math vm; o may be a. */
 void ccg__un_f32_block(const ccg__vm *vm, ccg_op op, ccg__unp p, const float *a,

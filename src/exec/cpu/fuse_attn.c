@@ -79,12 +79,23 @@ typedef struct amat {
 } amat;
 
 static amat operand_at(const aview *w, int r, const float *base, int64_t off,
-                       int64_t rows, int64_t cols, float **buf) {
+                       int64_t rows, int64_t cols, bool as_rows, float **buf) {
   amat m = {base + off, w->st[r - 2], w->st[r - 1]};
   if (!w->pack)
     return m;
   float *dst = *buf;
-  if (m.cs == 1 || cols == 1) {
+  if (as_rows && m.cs != 1 && cols != 1) {
+    /* transposed into rows, 16 columns at a time: the 16 source lines stay
+     * in cache while every row takes its 16 floats */
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      int64_t jn = cols - j0 < 16 ? cols - j0 : 16;
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = j0; j < j0 + jn; j++)
+          dst[i * cols + j] = m.a[i * m.rs + j * m.cs];
+    }
+    m.rs = cols;
+    m.cs = 1;
+  } else if (m.cs == 1 || cols == 1) {
     for (int64_t i = 0; i < rows; i++)
       memcpy(dst + i * cols, m.a + i * m.rs, (size_t)cols * sizeof *dst);
     m.rs = cols;
@@ -116,9 +127,13 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
   }
   const float *mask = f->mask.v != CCG_NONE ? x->vals[f->mask.v].ptr : NULL;
   float *buf = sc + line(f->rows * f->T);
-  amat q = operand_at(&f->q, r, x->vals[f->q.v].ptr, qo, f->S, f->D, &buf);
-  amat k = operand_at(&f->k, r, x->vals[f->k.v].ptr, ko, f->D, f->T, &buf);
-  amat v = operand_at(&f->v, r, x->vals[f->v.v].ptr, vo, f->T, f->Dv, &buf);
+  bool rows = x->gemm_lib == CCG__GEMM_LIB_BLOCKED;
+  amat q =
+      operand_at(&f->q, r, x->vals[f->q.v].ptr, qo, f->S, f->D, rows, &buf);
+  amat k =
+      operand_at(&f->k, r, x->vals[f->k.v].ptr, ko, f->D, f->T, rows, &buf);
+  amat v =
+      operand_at(&f->v, r, x->vals[f->v.v].ptr, vo, f->T, f->Dv, rows, &buf);
   float *o = (float *)x->vals[f->o.v].ptr + oo;
   for (int64_t r0 = 0; r0 < f->S; r0 += f->rows) {
     int64_t m = f->S - r0 < f->rows ? f->S - r0 : f->rows;
@@ -251,7 +266,11 @@ static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
     int64_t ld;
     if (gemm_side(val->dims[val->rank - 2], val->dims[val->rank - 1],
                   out->st[r - 2], out->st[r - 1], &tt, &ld)) {
-      out->pack = right && aliased(ld);
+      /* ccgraph's own GEMM reads a right operand whose rows are
+       * contiguous in place and packs a transposed one for every block
+       * of query rows: K is then packed once per entry, as rows */
+      out->pack = right &&
+                  (aliased(ld) || (tt && x->gemm_lib == CCG__GEMM_LIB_BLOCKED));
       out->v = t->in[0];
       *tr = t;
       return true;

@@ -1,12 +1,13 @@
 /* The one f32 GEMM entry point of the CPU kernels (MatMul, Gemm, Einsum's
- * matrix products, Conv's im2col products): the library call, its split
- * over the executor's pool, and the epilogue. The library is oneDNN's
- * dnnl_sgemm where the build has it (its JIT picks AVX-512 or AVX2 from the
- * CPU at run time; OpenBLAS follows the environment's OPENBLAS_CORETYPE,
- * which may hold it to AVX2), else OpenBLAS; CCG_GEMM=openblas|onednn
- * chooses (docs/performance.md, "GEMM and threads"). Every library call is
- * single-threaded: the threads are the pool's (OpenBLAS is set to one
- * thread for the whole process the first time it serves a GEMM here). */
+ * matrix products, Conv's im2col products): the product's split over the
+ * executor's pool into tiles, the call that makes each, and the epilogue.
+ * A tile runs on ccgraph's own blocked kernels (gemm_blocked.c) where the
+ * array math is AVX2 or wider, else on oneDNN's dnnl_sgemm where the build
+ * has it, else OpenBLAS; CCG_GEMM=ccgraph|onednn|openblas chooses
+ * (docs/performance.md, "GEMM and threads", "A GEMM of ccgraph's own").
+ * Every call is single-threaded: the threads are the pool's (OpenBLAS is
+ * set to one thread for the whole process the first time it serves a GEMM
+ * here). */
 #include <stdlib.h>
 #include <string.h>
 #if defined(__GLIBC__)
@@ -59,33 +60,70 @@ static tiling plan(int64_t M, int64_t N, int64_t K) {
 
 /* Which library f32 GEMMs run on; where it is OpenBLAS and err is given
  * (at create), it is loaded, or the error names why it cannot be. */
-ccg_status ccg__gemm_lib(ccg_ctx *err, bool *onednn) {
+ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib) {
   const char *env = getenv("CCG_GEMM");
-#ifdef CCG_HAVE_ONEDNN
-  *onednn = true;
-#else
-  *onednn = false;
+  bool own = isa >= CCG__ISA_AVX2;
+#if !defined(__x86_64__) || !defined(__GNUC__)
+  own = false; /* the kernels are x86's */
 #endif
-  if (env && *env && strcmp(env, "openblas") == 0)
-    *onednn = false;
 #ifdef CCG_HAVE_ONEDNN
-  else if (env && *env && strcmp(env, "onednn") != 0)
-    return ccg__error(err, CCG_STATUS_INVALID_ARG,
-                      "CCG_GEMM='%s': give openblas or onednn", env);
+  *lib = own ? CCG__GEMM_LIB_BLOCKED : CCG__GEMM_LIB_ONEDNN;
 #else
-  else if (env && *env)
+  *lib = own ? CCG__GEMM_LIB_BLOCKED : CCG__GEMM_LIB_OPENBLAS;
+#endif
+  if (env && *env && strcmp(env, "openblas") == 0) {
+    *lib = CCG__GEMM_LIB_OPENBLAS;
+  } else if (env && *env && strcmp(env, "ccgraph") == 0) {
+    if (!own)
+      return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                        "CCG_GEMM='ccgraph': its kernels need AVX2 and FMA "
+                        "on x86-64, and the array math here is %s",
+                        isa >= CCG__ISA_AVX2 ? "not x86's" : "scalar");
+    *lib = CCG__GEMM_LIB_BLOCKED;
+#ifdef CCG_HAVE_ONEDNN
+  } else if (env && *env && strcmp(env, "onednn") == 0) {
+    *lib = CCG__GEMM_LIB_ONEDNN;
+  } else if (env && *env) {
     return ccg__error(err, CCG_STATUS_INVALID_ARG,
-                      "CCG_GEMM='%s': this build has openblas only (oneDNN "
-                      "was off at configure time)",
+                      "CCG_GEMM='%s': give ccgraph, onednn or openblas", env);
+#else
+  } else if (env && *env) {
+    return ccg__error(err, CCG_STATUS_INVALID_ARG,
+                      "CCG_GEMM='%s': give ccgraph or openblas (oneDNN was "
+                      "off at configure time)",
                       env);
 #endif
-  return *onednn || !err ? CCG_STATUS_OK : ccg__blas_load(err);
+  }
+  return *lib != CCG__GEMM_LIB_OPENBLAS || !err ? CCG_STATUS_OK
+                                                : ccg__blas_load(err);
 }
 
-static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
-                 const float *a, const float *b, float *c) {
+/* C = alpha op(A) op(B) + beta C one element at a time: where ccgraph's
+ * kernels cannot have their packing buffer (out of memory), the product is
+ * still made, slowly, with no library to load in the middle of a run. */
+static void plain(const ccg__gemm *g, int64_t m, int64_t n, const float *a,
+                  const float *b, float *c) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < g->k; k++)
+        s += (g->ta ? a[k * g->lda + i] : a[i * g->lda + k]) *
+             (g->tb ? b[j * g->ldb + k] : b[k * g->ldb + j]);
+      float *o = c + i * g->ldc + j;
+      *o = g->beta != 0.0f ? g->alpha * s + g->beta * *o : g->alpha * s;
+    }
+}
+
+static void call(ccg__gemm_lib_kind lib, const ccg__gemm *g, int64_t m,
+                 int64_t n, const float *a, const float *b, float *c) {
+  if (lib == CCG__GEMM_LIB_BLOCKED) {
+    if (!ccg__sgemm_blocked(g->vm ? g->vm->isa : CCG__ISA_SCALAR, g, m, n, a, b,
+                            c))
+      plain(g, m, n, a, b, c);
+    return;
+  }
 #ifdef CCG_HAVE_ONEDNN
-  if (onednn) {
+  if (lib != CCG__GEMM_LIB_OPENBLAS) {
     /* this thread's OpenMP team is one: the pool's threads are the only
      * ones (an ICV of the thread, not of the process) */
     if (omp_get_max_threads() != 1)
@@ -95,7 +133,6 @@ static void call(bool onednn, const ccg__gemm *g, int64_t m, int64_t n,
     return;
   }
 #endif
-  (void)onednn;
   ccg__blas_fn.cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
                            g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n,
                            (int)g->k, g->alpha, a, (int)g->lda, b, (int)g->ldb,
@@ -302,7 +339,7 @@ static void release_freed(void) {
 typedef struct job {
   const ccg__gemm *g;
   tiling t;
-  bool onednn;
+  ccg__gemm_lib_kind lib;
   bool small; /* the small-product loop, not the library */
   bool trim;  /* release_freed after each library call */
 } job;
@@ -327,7 +364,7 @@ static void tile(void *vctx, size_t begin, size_t end) {
     if (g->k > 0 && j->small) {
       small(g, m, n, a, b, c);
     } else if (g->k > 0) {
-      call(j->onednn, g, m, n, a, b, c);
+      call(j->lib, g, m, n, a, b, c);
       if (j->trim)
         release_freed();
     } else if (g->beta == 0.0f) {
@@ -350,42 +387,45 @@ static void tile(void *vctx, size_t begin, size_t end) {
 }
 
 static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
-                  bool onednn, bool trim);
+                  ccg__gemm_lib_kind lib, bool trim);
 
 void ccg__sgemm(const ccg_exec *x, ccg__gemm *g) {
   g->vm = x->vm;
-  sgemm(x->pool, g, CCG__GEMM_AUTO, x->gemm_onednn, x->first_run);
+  sgemm(x->pool, g, CCG__GEMM_AUTO, (ccg__gemm_lib_kind)x->gemm_lib,
+        x->first_run);
 }
 
 void ccg__sgemm_path(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path) {
   ccg_ctx ctx; /* a library that cannot be loaded: the product is left */
   ccg__ctx_init(&ctx);
-  bool onednn;
-  if (ccg__gemm_lib(&ctx, &onednn) == CCG_STATUS_OK)
-    sgemm(pool, g, path, onednn, false);
+  ccg__gemm_lib_kind lib;
+  if (ccg__gemm_lib(&ctx, g->vm ? g->vm->isa : CCG__ISA_SCALAR, &lib) ==
+      CCG_STATUS_OK)
+    sgemm(pool, g, path, lib, false);
 }
 
 static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
-                  bool onednn, bool trim) {
+                  ccg__gemm_lib_kind lib, bool trim) {
   int64_t batch = g->batch > 0 ? g->batch : 1;
   if (g->m <= 0 || g->n <= 0)
     return;
-  job j = {g, plan(g->m, g->n, g->k), false, false, false};
+  job j = {g, plan(g->m, g->n, g->k), CCG__GEMM_LIB_ONEDNN, false, false};
   if (path == CCG__GEMM_AUTO)
     j.small = small_fits(g);
   else
     j.small =
         path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
-  j.onednn = onednn;
-  j.trim = trim && onednn;
+  j.lib = lib;
+  j.trim = trim && lib == CCG__GEMM_LIB_ONEDNN;
 #ifdef CCG_HAVE_ONEDNN
   /* the caller's thread gets its OpenMP setting back */
-  int omp_was = j.onednn ? omp_get_max_threads() : 1;
+  int omp_was = j.lib == CCG__GEMM_LIB_ONEDNN ? omp_get_max_threads() : 1;
 #endif
   /* OpenBLAS's thread count is the process's, not the call's: its own
    * threads would run under every tile of ours, so it stays one
    * (docs/exec.md, "Threads"), whoever else in the process set it. */
-  if (!j.onednn && ccg__blas_fn.openblas_get_num_threads() != 1)
+  if (j.lib == CCG__GEMM_LIB_OPENBLAS &&
+      ccg__blas_fn.openblas_get_num_threads() != 1)
     ccg__blas_fn.openblas_set_num_threads(1);
   size_t tiles = (size_t)(batch * j.t.nm * j.t.nn);
   double flops =

@@ -1,0 +1,567 @@
+/* ccgraph's own f32 GEMM for the executor's tiles (gemm.c): register-blocked
+ * micro-kernels chosen by the executor's instruction set (AVX-512F: strips
+ * of up to 14 rows by 32 columns, 28 accumulators; AVX2 + FMA: 6 rows by
+ * 16, 12 accumulators). B goes by blocks of KC rows and NC columns: packed
+ * into NR-column panels (zeros past n) in the calling thread's buffer, its
+ * source rows loaded ahead, or read in place where the tile has few rows.
+ * A is read in place, rows lda apart, or, transposed, an MR-wide run of a
+ * row of A^T per k; the rows split into strips as even as they go, a
+ * kernel instance for each strip height. Per C element the sum runs over k
+ * in order within a block, one fused multiply-add a step, and the blocks
+ * add in order; each tile is one call, so the bytes do not depend on the
+ * thread count (docs/performance.md, "A GEMM of ccgraph's own"). */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu/cpu.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define KC 512
+/* B's rows are read this many ahead while packing: rows lie a whole row of
+ * B apart, on pages of their own, where the hardware's prefetchers do not
+ * follow (packing a 512 x 256 block of a 1024 x 3072 B from memory took
+ * the product from 1.02 to 1.10 of oneDNN's time without it) */
+#define PF_ROWS 32
+
+/* A tile of at most this many rows reads B's full panels in place, rows
+ * ldb apart, rather than packing them, where the whole of B is at most
+ * IN_PLACE_MAX_B floats (4 MiB): with few strips to share it, packing
+ * costs more than the strided reads of a B that stays in cache from step
+ * to step (the h256 transformer block's step: 1.84-1.88 ms against
+ * 2.00-2.02 packing every panel), but not one streamed from memory (the
+ * 4096 x 4096 MLP at batch 64: 28.7 ms a step in place, 25.8 packed; all of
+ * the h1024 block's 512-row tiles in place: 66.4 ms against 65.0-65.2) */
+#define IN_PLACE_MAX_M 128
+#define IN_PLACE_MAX_B ((int64_t)1 << 20)
+/* Columns of B packed at a time: the executor's tiles are 128 to 511
+ * columns (gemm.c), so one block serves them; a wider product (a tiny one
+ * kept whole) goes by blocks, and the thread's buffer stays KC x NC
+ * floats, 1 MiB */
+#define NC 512
+
+/* The calling thread's packing buffer, grown as needed and freed when the
+ * thread ends. */
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static bool buf_key_ok;
+
+typedef struct pack_buf {
+  float *p;
+  size_t cap; /* floats */
+} pack_buf;
+
+static void buf_free(void *v) {
+  pack_buf *b = v;
+  if (b) {
+    free(b->p);
+    free(b);
+  }
+}
+
+static void buf_key_init(void) {
+  buf_key_ok = pthread_key_create(&buf_key, buf_free) == 0;
+}
+
+static float *thread_buf(size_t floats) {
+  pthread_once(&buf_once, buf_key_init);
+  if (!buf_key_ok)
+    return NULL;
+  pack_buf *b = pthread_getspecific(buf_key);
+  if (!b) {
+    b = calloc(1, sizeof *b);
+    if (!b || pthread_setspecific(buf_key, b) != 0) {
+      free(b);
+      return NULL;
+    }
+  }
+  if (b->cap < floats) {
+    float *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    if (!p)
+      return NULL;
+    free(b->p);
+    b->p = p;
+    b->cap = floats;
+  }
+  return b->p;
+}
+
+/* ---- AVX-512 ---------------------------------------------------------- */
+#define MR16 14
+#define NR16 32
+
+static inline __attribute__((target("avx512f"))) __mmask16 mask16(int64_t w) {
+  return w >= 16  ? (__mmask16)0xffff
+         : w <= 0 ? (__mmask16)0
+                  : (__mmask16)((1u << w) - 1);
+}
+
+/* r[j] becomes column j of the 16 x 16 block whose rows r held. */
+static inline __attribute__((target("avx512f"), always_inline)) void
+transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  /* u[4g + c]: rows 4g .. 4g + 3 of column 4L + c in each 128-bit lane L */
+  for (int g = 0; g < 4; g++) {
+    u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) {
+    t[c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 8; c++) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+  }
+}
+
+/* Rows k0 .. k0 + kc of op(B) as NR16-column panels of kc rows, zeros past
+ * n. */
+static __attribute__((target("avx512f"))) void pack_b16(bool tb, const float *b,
+                                                        int64_t ldb, int64_t k0,
+                                                        int64_t kc, int64_t n,
+                                                        float *bp) {
+  for (int64_t p = 0; p < n; p += NR16) {
+    int64_t w = n - p < NR16 ? n - p : NR16;
+    float *dst = bp + p / NR16 * kc * NR16;
+    if (!tb) {
+      __mmask16 m0 = mask16(w), m1 = mask16(w - 16);
+      for (int64_t kk = 0; kk < kc; kk++) {
+        const float *src = b + (k0 + kk) * ldb + p;
+        if (kk + PF_ROWS < kc) {
+          _mm_prefetch((const char *)(src + PF_ROWS * ldb), _MM_HINT_T0);
+          _mm_prefetch((const char *)(src + PF_ROWS * ldb + 16), _MM_HINT_T0);
+        }
+        _mm512_store_ps(dst + kk * NR16, _mm512_maskz_loadu_ps(m0, src));
+        _mm512_store_ps(dst + kk * NR16 + 16,
+                        _mm512_maskz_loadu_ps(m1, src + 16));
+      }
+      continue;
+    }
+    /* B^T's rows p .. p + 31 (w of them): 16 rows by 16 k at a time,
+     * transposed in registers */
+    for (int64_t h = 0; h < 2; h++)
+      for (int64_t kk = 0; kk < kc; kk += 16) {
+        __mmask16 mk = mask16(kc - kk);
+        __m512 r[16];
+        for (int64_t q = 0; q < 16; q++)
+          r[q] = 16 * h + q < w ? _mm512_maskz_loadu_ps(
+                                      mk, b + (p + 16 * h + q) * ldb + k0 + kk)
+                                : _mm512_setzero_ps();
+        transpose16(r);
+        int64_t cols = kc - kk < 16 ? kc - kk : 16;
+        for (int64_t j = 0; j < cols; j++)
+          _mm512_store_ps(dst + (kk + j) * NR16 + 16 * h, r[j]);
+      }
+  }
+}
+
+/* C's mr x nr corner: alpha * sum over kc, plus beta * C on the first block
+ * (C not read where beta is 0) or plus C on later ones. Row r of A at
+ * a + r * rs, its k-th element + k * ks; inlined with rs or ks constant. */
+__attribute__((target("avx512f,fma"), always_inline)) static inline void
+body16(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *bp,
+       int64_t bs, float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+       bool first) {
+  __m512 acc[MR16][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR16; r++)
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const float *a0 = a, *a7 = a + 7 * rs;
+  for (int64_t kk = 0; kk < kc; kk++) {
+    __m512 b0 = _mm512_loadu_ps(bp + kk * bs),
+           b1 = _mm512_loadu_ps(bp + kk * bs + 16);
+#define ROW(r, base, o)                                                        \
+  do {                                                                         \
+    __m512 av = _mm512_set1_ps(base[(o)*rs + kk * ks]);                        \
+    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);                            \
+    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);                            \
+  } while (0)
+    ROW(0, a0, 0);
+    ROW(1, a0, 1);
+    ROW(2, a0, 2);
+    ROW(3, a0, 3);
+    ROW(4, a0, 4);
+    ROW(5, a0, 5);
+    ROW(6, a0, 6);
+    ROW(7, a7, 0);
+    ROW(8, a7, 1);
+    ROW(9, a7, 2);
+    ROW(10, a7, 3);
+    ROW(11, a7, 4);
+    ROW(12, a7, 5);
+    ROW(13, a7, 6);
+#undef ROW
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR16; r++) {
+    float *cr = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(acc[r][0], va), x1 = _mm512_mul_ps(acc[r][1], va);
+    if (!first) {
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    } else if (beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+/* The last strip's r < MR16 rows, read in place as body16 reads them:
+ * one instance per r (R constant), for A's rows (rs = lda, ks = 1) and for
+ * A transposed (rs = 1, ks = lda). */
+__attribute__((target("avx512f,fma"), always_inline)) static inline void
+tail16(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
+       const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
+       float alpha, float beta, bool first) {
+  __m512 acc[MR16][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  for (int64_t kk = 0; kk < kc; kk++) {
+    __m512 b0 = _mm512_loadu_ps(bp + kk * bs),
+           b1 = _mm512_loadu_ps(bp + kk * bs + 16);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      __m512 av = _mm512_set1_ps(a[r * rs + kk * ks]);
+      acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++) {
+    float *cr = c + r * ldc;
+    __m512 x0 = _mm512_mul_ps(acc[r][0], va), x1 = _mm512_mul_ps(acc[r][1], va);
+    if (!first) {
+      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
+      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
+    } else if (beta != 0.0f) {
+      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
+      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
+    }
+    _mm512_mask_storeu_ps(cr, m0, x0);
+    _mm512_mask_storeu_ps(cr + 16, m1, x1);
+  }
+}
+
+typedef void (*tail_fn)(int64_t kc, const float *a, int64_t lda,
+                        const float *bp, int64_t bs, float *c, int64_t ldc,
+                        int64_t nr, float alpha, float beta, bool first);
+#define TAIL16(R)                                                              \
+  static __attribute__((target("avx512f,fma"))) void t16r_##R(                 \
+      int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
+      float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
+      bool first) {                                                            \
+    tail16(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);          \
+  }                                                                            \
+  static __attribute__((target("avx512f,fma"))) void t16c_##R(                 \
+      int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
+      float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
+      bool first) {                                                            \
+    tail16(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);          \
+  }
+TAIL16(1)
+TAIL16(2)
+TAIL16(3)
+TAIL16(4)
+TAIL16(5)
+TAIL16(6)
+TAIL16(7)
+TAIL16(8)
+TAIL16(9)
+TAIL16(10)
+TAIL16(11)
+TAIL16(12)
+TAIL16(13)
+static const tail_fn tails16[2][MR16] = {
+    {NULL, t16r_1, t16r_2, t16r_3, t16r_4, t16r_5, t16r_6, t16r_7, t16r_8,
+     t16r_9, t16r_10, t16r_11, t16r_12, t16r_13},
+    {NULL, t16c_1, t16c_2, t16c_3, t16c_4, t16c_5, t16c_6, t16c_7, t16c_8,
+     t16c_9, t16c_10, t16c_11, t16c_12, t16c_13}};
+
+static __attribute__((target("avx512f,fma"))) void
+k16_rows(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
+         float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+         bool first) {
+  body16(kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);
+}
+
+static __attribute__((target("avx512f,fma"))) void
+k16_cols(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
+         float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+         bool first) {
+  body16(kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);
+}
+
+/* ---- AVX2 ------------------------------------------------------------- */
+#define MR8 6
+#define NR8 16
+
+static inline __attribute__((target("avx2"))) __m256i mask8(int64_t w) {
+  const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                             0,  0,  0,  0,  0,  0,  0,  0};
+  w = w < 0 ? 0 : w > 8 ? 8 : w;
+  return _mm256_loadu_si256((const __m256i *)(lanes + 8 - w));
+}
+
+/* r[j] becomes column j of the 8 x 8 block whose rows r held. */
+static inline __attribute__((target("avx2"), always_inline)) void
+transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 2; g++) {
+    u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+    u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xee);
+    u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+    u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+static __attribute__((target("avx2"))) void pack_b8(bool tb, const float *b,
+                                                    int64_t ldb, int64_t k0,
+                                                    int64_t kc, int64_t n,
+                                                    float *bp) {
+  for (int64_t p = 0; p < n; p += NR8) {
+    int64_t w = n - p < NR8 ? n - p : NR8;
+    float *dst = bp + p / NR8 * kc * NR8;
+    if (!tb) {
+      __m256i m0 = mask8(w), m1 = mask8(w - 8);
+      for (int64_t kk = 0; kk < kc; kk++) {
+        const float *src = b + (k0 + kk) * ldb + p;
+        if (kk + PF_ROWS < kc)
+          _mm_prefetch((const char *)(src + PF_ROWS * ldb), _MM_HINT_T0);
+        _mm256_store_ps(dst + kk * NR8, _mm256_maskload_ps(src, m0));
+        _mm256_store_ps(dst + kk * NR8 + 8, _mm256_maskload_ps(src + 8, m1));
+      }
+      continue;
+    }
+    for (int64_t h = 0; h < 2; h++)
+      for (int64_t kk = 0; kk < kc; kk += 8) {
+        __m256i mk = mask8(kc - kk);
+        __m256 r[8];
+        for (int64_t q = 0; q < 8; q++)
+          r[q] =
+              8 * h + q < w
+                  ? _mm256_maskload_ps(b + (p + 8 * h + q) * ldb + k0 + kk, mk)
+                  : _mm256_setzero_ps();
+        transpose8(r);
+        int64_t cols = kc - kk < 8 ? kc - kk : 8;
+        for (int64_t j = 0; j < cols; j++)
+          _mm256_store_ps(dst + (kk + j) * NR8 + 8 * h, r[j]);
+      }
+  }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+body8(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *bp,
+      int64_t bs, float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+      bool first) {
+  __m256 acc[MR8][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR8; r++)
+    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kc; kk++) {
+    __m256 b0 = _mm256_loadu_ps(bp + kk * bs),
+           b1 = _mm256_loadu_ps(bp + kk * bs + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR8; r++) {
+      __m256 av = _mm256_broadcast_ss(a + r * rs + kk * ks);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  __m256i m0 = mask8(nr), m1 = mask8(nr - 8);
+#pragma GCC unroll 16
+  for (int r = 0; r < MR8; r++) {
+    float *cr = c + r * ldc;
+    __m256 x0 = _mm256_mul_ps(acc[r][0], va), x1 = _mm256_mul_ps(acc[r][1], va);
+    if (!first) {
+      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));
+      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));
+    } else if (beta != 0.0f) {
+      x0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr, m0), x0);
+      x1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8, m1), x1);
+    }
+    _mm256_maskstore_ps(cr, m0, x0);
+    _mm256_maskstore_ps(cr + 8, m1, x1);
+  }
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tail8(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
+      const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
+      float alpha, float beta, bool first) {
+  __m256 acc[MR8][2];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t kk = 0; kk < kc; kk++) {
+    __m256 b0 = _mm256_loadu_ps(bp + kk * bs),
+           b1 = _mm256_loadu_ps(bp + kk * bs + 8);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      __m256 av = _mm256_broadcast_ss(a + r * rs + kk * ks);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  __m256i m0 = mask8(nr), m1 = mask8(nr - 8);
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++) {
+    float *cr = c + r * ldc;
+    __m256 x0 = _mm256_mul_ps(acc[r][0], va), x1 = _mm256_mul_ps(acc[r][1], va);
+    if (!first) {
+      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));
+      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));
+    } else if (beta != 0.0f) {
+      x0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr, m0), x0);
+      x1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8, m1), x1);
+    }
+    _mm256_maskstore_ps(cr, m0, x0);
+    _mm256_maskstore_ps(cr + 8, m1, x1);
+  }
+}
+
+#define TAIL8(R)                                                               \
+  static __attribute__((target("avx2,fma"))) void t8r_##R(                     \
+      int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
+      float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
+      bool first) {                                                            \
+    tail8(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);           \
+  }                                                                            \
+  static __attribute__((target("avx2,fma"))) void t8c_##R(                     \
+      int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
+      float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
+      bool first) {                                                            \
+    tail8(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);           \
+  }
+TAIL8(1)
+TAIL8(2)
+TAIL8(3)
+TAIL8(4)
+TAIL8(5)
+static const tail_fn tails8[2][MR8] = {
+    {NULL, t8r_1, t8r_2, t8r_3, t8r_4, t8r_5},
+    {NULL, t8c_1, t8c_2, t8c_3, t8c_4, t8c_5}};
+
+static __attribute__((target("avx2,fma"))) void
+k8_rows(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
+        float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+        bool first) {
+  body8(kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);
+}
+
+static __attribute__((target("avx2,fma"))) void
+k8_cols(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
+        float *c, int64_t ldc, int64_t nr, float alpha, float beta,
+        bool first) {
+  body8(kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);
+}
+
+/* ---- the driver ------------------------------------------------------- */
+
+/* One kernel call: strip rows [i0, i0 + mr) of the block from k0 by the
+ * panel at bp (rows bs floats apart) into C's columns from p. */
+static void kernel(bool wide, const ccg__gemm *g, int64_t mr, int64_t kc,
+                   const float *as, const float *panel, int64_t bs, float *cs,
+                   int64_t nr, bool first) {
+  int64_t lda = g->lda, ldc = g->ldc;
+  tail_fn tail = mr == (wide ? MR16 : MR8) ? NULL
+                 : wide                    ? tails16[g->ta][mr]
+                                           : tails8[g->ta][mr];
+  if (tail)
+    tail(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+  else if (wide && g->ta)
+    k16_cols(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+  else if (wide)
+    k16_rows(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+  else if (g->ta)
+    k8_cols(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+  else
+    k8_rows(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+}
+
+/* Columns [0, n) of the tile, n <= NC, with bp's room for KC x NC. */
+static void columns(bool wide, const ccg__gemm *g, int64_t m, int64_t n,
+                    const float *a, const float *b, float *c, float *bp) {
+  int64_t MR = wide ? MR16 : MR8, NR = wide ? NR16 : NR8;
+  int64_t lda = g->lda, ldb = g->ldb, ldc = g->ldc;
+  bool in_place =
+      !g->tb && m <= IN_PLACE_MAX_M && g->k * g->n <= IN_PLACE_MAX_B;
+  /* strips as even as they go: 32 rows are 11 + 11 + 10, not 14 + 14 + 4,
+   * whose last strip would run at a fraction of the kernel's rate */
+  int64_t strips = (m + MR - 1) / MR, base = m / strips, extra = m % strips;
+  for (int64_t k0 = 0; k0 < g->k; k0 += KC) {
+    int64_t kc = g->k - k0 < KC ? g->k - k0 : KC;
+    bool first = k0 == 0;
+    /* in place: full panels read from B, the last partial one packed */
+    int64_t packed_from = in_place ? n / NR * NR : 0;
+    if (packed_from < n) {
+      const float *src = g->tb ? b + packed_from * ldb : b + packed_from;
+      if (wide)
+        pack_b16(g->tb, src, ldb, k0, kc, n - packed_from, bp);
+      else
+        pack_b8(g->tb, src, ldb, k0, kc, n - packed_from, bp);
+    }
+    for (int64_t st = 0, i0 = 0; st < strips; st++) {
+      int64_t mr = base + (st < extra);
+      const float *as = g->ta ? a + k0 * lda + i0 : a + i0 * lda + k0;
+      for (int64_t p = 0; p < n; p += NR) {
+        bool own = p >= packed_from;
+        kernel(wide, g, mr, kc, as,
+               own ? bp + (p - packed_from) / NR * kc * NR : b + k0 * ldb + p,
+               own ? NR : ldb, c + i0 * ldc + p, n - p < NR ? n - p : NR,
+               first);
+      }
+      i0 += mr;
+    }
+  }
+}
+
+bool ccg__sgemm_blocked(ccg__isa isa, const ccg__gemm *g, int64_t m, int64_t n,
+                        const float *a, const float *b, float *c) {
+  if (isa < CCG__ISA_AVX2)
+    return false;
+  float *bp = thread_buf((size_t)KC * NC);
+  if (!bp)
+    return false;
+  for (int64_t j0 = 0; j0 < n; j0 += NC)
+    columns(isa >= CCG__ISA_AVX512, g, m, n - j0 < NC ? n - j0 : NC, a,
+            g->tb ? b + j0 * g->ldb : b + j0, c + j0, bp);
+  return true;
+}
+
+#else
+
+bool ccg__sgemm_blocked(ccg__isa isa, const ccg__gemm *g, int64_t m, int64_t n,
+                        const float *a, const float *b, float *c) {
+  (void)isa, (void)g, (void)m, (void)n, (void)a, (void)b, (void)c;
+  return false;
+}
+
+#endif

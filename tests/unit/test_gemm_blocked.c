@@ -1,0 +1,179 @@
+/* ccgraph's own blocked f32 GEMM (src/exec/cpu/gemm_blocked.c) against a
+ * double-precision product, for each instruction set this CPU runs (AVX2,
+ * AVX-512): shapes across the strip (6, 14 rows), panel (16, 32 columns) and
+ * KC-block (512) edges, A and B transposed or not, padded leading
+ * dimensions, B's panels read in place (up to 128 rows) or packed (more
+ * rows, or B transposed), alpha and beta (C is not read where beta is 0: it
+ * holds NaN), and C's padding left as it was. Tolerance: (k + 2) * 2^-23 *
+ * (|alpha| sum over k of |a b| + |beta c|) + 1e-7, the bound of a float sum of
+ * k terms in order; a wrong element, row or panel is off by the terms' own
+ * size. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/cpu/cpu.h"
+#include "exec/cpu/vecmath.h"
+
+static float val(uint32_t *s) {
+  *s = *s * 1664525u + 1013904223u;
+  return (float)(*s >> 8) / (float)(1u << 24) * 2.0f - 1.0f;
+}
+
+typedef struct bcase {
+  int64_t m, n, k;
+  bool ta, tb;
+  int64_t pad;
+  float alpha, beta;
+} bcase;
+
+/* one case on isa; fails naming the first element out of tolerance */
+static void check(ccg__isa isa, const bcase *t) {
+  int64_t lda = (t->ta ? t->m : t->k) + t->pad;
+  int64_t ldb = (t->tb ? t->k : t->n) + t->pad;
+  int64_t ldc = t->n + t->pad;
+  size_t na = (size_t)((t->ta ? t->k : t->m) * lda),
+         nb = (size_t)((t->tb ? t->n : t->k) * ldb), nc = (size_t)(t->m * ldc);
+  float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b),
+        *c0 = malloc(nc * sizeof *c0), *c = malloc(nc * sizeof *c);
+  assert_true(a && b && c0 && c);
+  uint32_t s = (uint32_t)(t->m * 7919 + t->n * 131 + t->k);
+  for (size_t i = 0; i < na; i++)
+    a[i] = val(&s);
+  for (size_t i = 0; i < nb; i++)
+    b[i] = val(&s);
+  for (size_t i = 0; i < nc; i++)
+    c0[i] = t->beta != 0.0f ? val(&s) : NAN; /* never read where beta is 0 */
+  memcpy(c, c0, nc * sizeof *c);
+  ccg__gemm g = CCG__GEMM_INIT;
+  g.ta = t->ta;
+  g.tb = t->tb;
+  g.m = t->m;
+  g.n = t->n;
+  g.k = t->k;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  g.alpha = t->alpha;
+  g.beta = t->beta;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  assert_true(ccg__sgemm_blocked(isa, &g, t->m, t->n, a, b, c));
+  for (int64_t i = 0; i < t->m; i++) {
+    for (int64_t j = 0; j < t->n; j++) {
+      double sum = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < t->k; k++) {
+        double x = t->ta ? a[k * lda + i] : a[i * lda + k];
+        double y = t->tb ? b[j * ldb + k] : b[k * ldb + j];
+        sum += x * y;
+        mag += fabs(x * y);
+      }
+      double want = t->alpha * sum, cin = 0.0;
+      if (t->beta != 0.0f) {
+        cin = c0[i * ldc + j];
+        want += t->beta * cin;
+      }
+      double tol = (double)(t->k + 2) * 0x1p-23 *
+                       (fabs(t->alpha) * mag + fabs(t->beta * cin)) +
+                   1e-7;
+      double got = c[i * ldc + j];
+      if (!(fabs(got - want) <= tol))
+        fail_msg("isa %d, %lldx%lldx%lld ta %d tb %d pad %lld: C[%lld,%lld] "
+                 "%g, want %g (tolerance %g)",
+                 (int)isa, (long long)t->m, (long long)t->n, (long long)t->k,
+                 t->ta, t->tb, (long long)t->pad, (long long)i, (long long)j,
+                 got, want, tol);
+    }
+    for (int64_t j = t->n; j < ldc; j++)
+      assert_memory_equal(&c[i * ldc + j], &c0[i * ldc + j], sizeof(float));
+  }
+  free(a);
+  free(b);
+  free(c0);
+  free(c);
+}
+
+static const int64_t ms[] = {1, 5, 6, 7, 13, 14, 15, 29, 33};
+static const int64_t ns[] = {1, 8, 15, 16, 17, 31, 32, 33, 70};
+static const int64_t ks[] = {1, 7, 16, 17, 64, 513};
+
+/* every m x n x k of the lists, the transposes and scalars cycling through
+ * the combinations, on each instruction set the CPU runs */
+static void test_shapes(void **state) {
+  (void)state;
+  int ran = 0;
+  for (int isa = CCG__ISA_AVX2; isa < CCG__ISA_COUNT; isa++) {
+    if (!ccg__isa_supported((ccg__isa)isa))
+      continue;
+    ran++;
+    int v = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++)
+      for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
+        for (size_t q = 0; q < sizeof ks / sizeof *ks; q++, v++) {
+          static const float alphas[] = {1.0f, -1.5f, 0.5f};
+          static const float betas[] = {0.0f, 1.0f, 0.25f, 0.0f};
+          bcase t = {ms[i],        ns[j], ks[q],         (v & 1) != 0,
+                     (v & 2) != 0, v % 3, alphas[v % 3], betas[v % 4]};
+          check((ccg__isa)isa, &t);
+        }
+  }
+  if (!ran)
+    skip(); /* no AVX2: the library serves every product */
+}
+
+/* the transformer block's shapes as the executor tiles them, and K past
+ * two blocks */
+static void test_large(void **state) {
+  (void)state;
+  const bcase big[] = {
+      {64, 256, 1024, false, false, 0, 1.0f, 0.0f},
+      {32, 512, 64, false, true, 0, 1.0f, 0.0f},
+      {32, 64, 512, false, false, 0, 1.0f, 0.0f},
+      {40, 96, 1100, true, false, 3, 1.0f, 1.0f},
+      {30, 48, 1030, false, true, 1, 2.0f, 0.5f},
+      /* over 128 rows: B's panels packed, not read in place */
+      {200, 70, 600, false, false, 2, 1.0f, 0.0f},
+      {141, 33, 40, true, false, 0, -1.0f, 1.0f},
+      /* over 512 columns: B packed 512 columns at a time */
+      {20, 1100, 40, false, true, 1, 1.0f, 0.0f},
+      {150, 1030, 24, false, false, 0, 1.0f, 0.5f},
+  };
+  int ran = 0;
+  for (int isa = CCG__ISA_AVX2; isa < CCG__ISA_COUNT; isa++) {
+    if (!ccg__isa_supported((ccg__isa)isa))
+      continue;
+    ran++;
+    for (size_t i = 0; i < sizeof big / sizeof *big; i++)
+      check((ccg__isa)isa, &big[i]);
+  }
+  if (!ran)
+    skip();
+}
+
+/* below AVX2 nothing is written and the caller is told */
+static void test_scalar_declined(void **state) {
+  (void)state;
+  float a = 1.0f, b = 2.0f, c = 7.0f;
+  ccg__gemm g = CCG__GEMM_INIT;
+  g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 1;
+  g.a = &a;
+  g.b = &b;
+  g.c = &c;
+  assert_false(ccg__sgemm_blocked(CCG__ISA_SCALAR, &g, 1, 1, &a, &b, &c));
+  assert_true(c == 7.0f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shapes),
+      cmocka_unit_test(test_large),
+      cmocka_unit_test(test_scalar_declined),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
