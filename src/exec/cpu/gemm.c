@@ -15,8 +15,7 @@
 #endif
 
 #ifdef CCG_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+#include "exec/cpu/onednn.h"
 #endif
 
 #include "exec/cpu/blas.h"
@@ -94,8 +93,13 @@ ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib) {
                       env);
 #endif
   }
-  return *lib != CCG__GEMM_LIB_OPENBLAS || !err ? CCG_STATUS_OK
-                                                : ccg__blas_load(err);
+  if (!err)
+    return CCG_STATUS_OK;
+#ifdef CCG_HAVE_ONEDNN
+  if (*lib == CCG__GEMM_LIB_ONEDNN)
+    return ccg__onednn_load(err);
+#endif
+  return *lib == CCG__GEMM_LIB_OPENBLAS ? ccg__blas_load(err) : CCG_STATUS_OK;
 }
 
 /* C = alpha op(A) op(B) + beta C one element at a time: where ccgraph's
@@ -126,10 +130,11 @@ static void call(ccg__gemm_lib_kind lib, const ccg__gemm *g, int64_t m,
   if (lib != CCG__GEMM_LIB_OPENBLAS) {
     /* this thread's OpenMP team is one: the pool's threads are the only
      * ones (an ICV of the thread, not of the process) */
-    if (omp_get_max_threads() != 1)
-      omp_set_num_threads(1);
-    dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', m, n, g->k, g->alpha, a,
-               g->lda, b, g->ldb, g->beta, c, g->ldc);
+    if (ccg__onednn_fn.omp_get_max_threads() != 1)
+      ccg__onednn_fn.omp_set_num_threads(1);
+    ccg__onednn_fn.dnnl_sgemm(g->ta ? 'T' : 'N', g->tb ? 'T' : 'N', m, n, g->k,
+                              g->alpha, a, g->lda, b, g->ldb, g->beta, c,
+                              g->ldc);
     return;
   }
 #endif
@@ -419,7 +424,8 @@ static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
   j.trim = trim && lib == CCG__GEMM_LIB_ONEDNN;
 #ifdef CCG_HAVE_ONEDNN
   /* the caller's thread gets its OpenMP setting back */
-  int omp_was = j.lib == CCG__GEMM_LIB_ONEDNN ? omp_get_max_threads() : 1;
+  int omp_was =
+      j.lib == CCG__GEMM_LIB_ONEDNN ? ccg__onednn_fn.omp_get_max_threads() : 1;
 #endif
   /* OpenBLAS's thread count is the process's, not the call's: its own
    * threads would run under every tile of ours, so it stays one
@@ -433,6 +439,6 @@ static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
   ccg__parallel_for(pool, tiles, 1, flops / CCG__PAR_FLOPS_PER_WORK, tile, &j);
 #ifdef CCG_HAVE_ONEDNN
   if (omp_was != 1)
-    omp_set_num_threads(omp_was);
+    ccg__onednn_fn.omp_set_num_threads(omp_was);
 #endif
 }
