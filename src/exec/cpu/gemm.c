@@ -65,10 +65,15 @@ ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib) {
 #if !defined(__x86_64__) || !defined(__GNUC__)
   own = false; /* the kernels are x86's */
 #endif
+  /* the default: ccgraph's kernels where they keep oneDNN's speed, the
+   * AVX-512 ones (the AVX2 kernels took 1.2x oneDNN's AVX2 time:
+   * bench_gemm_own --isa avx2, docs/performance.md) */
 #ifdef CCG_HAVE_ONEDNN
-  *lib = own ? CCG__GEMM_LIB_BLOCKED : CCG__GEMM_LIB_ONEDNN;
+  *lib = own && isa >= CCG__ISA_AVX512 ? CCG__GEMM_LIB_BLOCKED
+                                       : CCG__GEMM_LIB_ONEDNN;
 #else
-  *lib = own ? CCG__GEMM_LIB_BLOCKED : CCG__GEMM_LIB_OPENBLAS;
+  *lib = own && isa >= CCG__ISA_AVX512 ? CCG__GEMM_LIB_BLOCKED
+                                       : CCG__GEMM_LIB_OPENBLAS;
 #endif
   if (env && *env && strcmp(env, "openblas") == 0) {
     *lib = CCG__GEMM_LIB_OPENBLAS;
@@ -341,6 +346,11 @@ static void release_freed(void) {
 #endif
 }
 
+/* Products of at most STREAM_MAX_M rows whose B has STREAM_MIN_B floats
+ * (16 MiB) or more: oneDNN's, where the build has it (sgemm) */
+#define STREAM_MAX_M 128
+#define STREAM_MIN_B ((int64_t)1 << 22)
+
 typedef struct job {
   const ccg__gemm *g;
   tiling t;
@@ -421,7 +431,21 @@ static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
     j.small =
         path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
   j.lib = lib;
-  j.trim = trim && lib == CCG__GEMM_LIB_ONEDNN;
+#ifdef CCG_HAVE_ONEDNN
+  /* A product of few rows streaming a large B from memory goes to oneDNN,
+   * loaded then if it was not (and the kernels keep it where it cannot
+   * be): its sgemm overlaps B's loads with the arithmetic, where the
+   * kernels pack B first (the 4096 x 4096 MLP at batch 64: 1.33x oneDNN's
+   * time; a single row, 1.7x; bench_gemm_own) */
+  if (lib == CCG__GEMM_LIB_BLOCKED && path == CCG__GEMM_AUTO &&
+      g->m <= STREAM_MAX_M && g->k * g->n >= STREAM_MIN_B) {
+    ccg_ctx quiet; /* a library that cannot be loaded is no error here */
+    ccg__ctx_init(&quiet);
+    if (ccg__onednn_load(&quiet) == CCG_STATUS_OK)
+      j.lib = CCG__GEMM_LIB_ONEDNN;
+  }
+#endif
+  j.trim = trim && j.lib == CCG__GEMM_LIB_ONEDNN;
 #ifdef CCG_HAVE_ONEDNN
   /* the caller's thread gets its OpenMP setting back */
   int omp_was =
