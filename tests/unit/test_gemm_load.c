@@ -1,6 +1,6 @@
 /* oneDNN and OpenBLAS are loaded when a GEMM is to run on them, not
  * before: a process whose MatMul runs on ccgraph's own kernels (the
- * default where the CPU has AVX-512) maps neither (its /proc/self/maps);
+ * default where the CPU has AVX2 and FMA) maps neither (its /proc/self/maps);
  * a product of few rows streaming a large B loads oneDNN there (where the
  * build has it); CCG_GEMM=onednn maps oneDNN at create (a build without it
  * refuses the name). The order of the tests matters: the first runs before
@@ -75,16 +75,17 @@ static ccg_status matmul(char *why, size_t size) {
   return matmul_of(N, N, N, why, size);
 }
 
-/* Whether ccgraph's own kernels are the default here: the CPU has
- * AVX-512F and nothing caps the array math. */
+/* Whether ccgraph's own kernels are the default here: the CPU has AVX2
+ * and FMA, and nothing caps the array math. */
 static bool own_default(void) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && !getenv("CCG_CPU_ISA"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      !getenv("CCG_CPU_ISA"))
     return true;
 #endif
-  print_message("no check of oneDNN: below AVX-512 (or with CCG_CPU_ISA "
-                "set) the default GEMM may be oneDNN's\n");
+  print_message("no check of oneDNN: below AVX2 (or with CCG_CPU_ISA set) "
+                "the default GEMM may be oneDNN's\n");
   return false;
 }
 

@@ -127,7 +127,7 @@ static void attn_entry(const ajob *j, int64_t e, float *sc) {
   }
   const float *mask = f->mask.v != CCG_NONE ? x->vals[f->mask.v].ptr : NULL;
   float *buf = sc + line(f->rows * f->T);
-  bool rows = x->gemm_lib == CCG__GEMM_LIB_BLOCKED;
+  bool rows = ccg__gemm_lib_own(x->gemm_lib);
   amat q =
       operand_at(&f->q, r, x->vals[f->q.v].ptr, qo, f->S, f->D, rows, &buf);
   amat k =
@@ -269,8 +269,8 @@ static bool operand(ccg_exec *x, const use *u, ccg_value_id v, int r,
       /* ccgraph's own GEMM reads a right operand whose rows are
        * contiguous in place and packs a transposed one for every block
        * of query rows: K is then packed once per entry, as rows */
-      out->pack = right &&
-                  (aliased(ld) || (tt && x->gemm_lib == CCG__GEMM_LIB_BLOCKED));
+      out->pack =
+          right && (aliased(ld) || (tt && ccg__gemm_lib_own(x->gemm_lib)));
       out->v = t->in[0];
       *tr = t;
       return true;

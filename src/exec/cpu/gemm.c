@@ -2,9 +2,12 @@
  * matrix products, Conv's im2col products): the product's split over the
  * executor's pool into tiles, the call that makes each, and the epilogue.
  * A tile runs on ccgraph's own blocked kernels (gemm_blocked.c) where the
- * array math is AVX2 or wider, else on oneDNN's dnnl_sgemm where the build
- * has it, else OpenBLAS; CCG_GEMM=ccgraph|onednn|openblas chooses
- * (docs/performance.md, "GEMM and threads", "A GEMM of ccgraph's own").
+ * array math is AVX2 or wider (but a product of few rows streaming a large
+ * B from memory on oneDNN, where the build has it), else on oneDNN's
+ * dnnl_sgemm where the build has it, else OpenBLAS; oneDNN and OpenBLAS
+ * are loaded when first needed. CCG_GEMM=ccgraph|onednn|openblas chooses
+ * one for every product (docs/performance.md, "GEMM and threads", "A GEMM
+ * of ccgraph's own").
  * Every call is single-threaded: the threads are the pool's (OpenBLAS is
  * set to one thread for the whole process the first time it serves a GEMM
  * here). */
@@ -65,15 +68,12 @@ ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib) {
 #if !defined(__x86_64__) || !defined(__GNUC__)
   own = false; /* the kernels are x86's */
 #endif
-  /* the default: ccgraph's kernels where they keep oneDNN's speed, the
-   * AVX-512 ones (the AVX2 kernels took 1.2x oneDNN's AVX2 time:
-   * bench_gemm_own --isa avx2, docs/performance.md) */
+  /* the default: ccgraph's kernels wherever they run (docs/performance.md,
+   * "A GEMM of ccgraph's own") */
 #ifdef CCG_HAVE_ONEDNN
-  *lib = own && isa >= CCG__ISA_AVX512 ? CCG__GEMM_LIB_BLOCKED
-                                       : CCG__GEMM_LIB_ONEDNN;
+  *lib = own ? CCG__GEMM_LIB_MIXED : CCG__GEMM_LIB_ONEDNN;
 #else
-  *lib = own && isa >= CCG__ISA_AVX512 ? CCG__GEMM_LIB_BLOCKED
-                                       : CCG__GEMM_LIB_OPENBLAS;
+  *lib = own ? CCG__GEMM_LIB_BLOCKED : CCG__GEMM_LIB_OPENBLAS;
 #endif
   if (env && *env && strcmp(env, "openblas") == 0) {
     *lib = CCG__GEMM_LIB_OPENBLAS;
@@ -125,7 +125,7 @@ static void plain(const ccg__gemm *g, int64_t m, int64_t n, const float *a,
 
 static void call(ccg__gemm_lib_kind lib, const ccg__gemm *g, int64_t m,
                  int64_t n, const float *a, const float *b, float *c) {
-  if (lib == CCG__GEMM_LIB_BLOCKED) {
+  if (ccg__gemm_lib_own(lib)) {
     if (!ccg__sgemm_blocked(g->vm ? g->vm->isa : CCG__ISA_SCALAR, g, m, n, a, b,
                             c))
       plain(g, m, n, a, b, c);
@@ -437,7 +437,7 @@ static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
    * be): its sgemm overlaps B's loads with the arithmetic, where the
    * kernels pack B first (the 4096 x 4096 MLP at batch 64: 1.33x oneDNN's
    * time; a single row, 1.7x; bench_gemm_own) */
-  if (lib == CCG__GEMM_LIB_BLOCKED && path == CCG__GEMM_AUTO &&
+  if (lib == CCG__GEMM_LIB_MIXED && path == CCG__GEMM_AUTO &&
       g->m <= STREAM_MAX_M && g->k * g->n >= STREAM_MIN_B) {
     ccg_ctx quiet; /* a library that cannot be loaded is no error here */
     ccg__ctx_init(&quiet);

@@ -166,68 +166,16 @@ static __attribute__((target("avx512f"))) void pack_b16(bool tb, const float *b,
   }
 }
 
-/* C's mr x nr corner: alpha * sum over kc, plus beta * C on the first block
- * (C not read where beta is 0) or plus C on later ones. Row r of A at
- * a + r * rs, its k-th element + k * ks; inlined with rs or ks constant. */
+/* A strip of R <= MR16 rows by the panel's NR16 columns: alpha times the
+ * sum over kc, plus beta * C on the first block (C not read where beta is
+ * 0) or plus C on later ones. Row r of A at a + r * rs, its k-th element
+ * + k * ks. One instance per R (constant, so that the accumulators stay in
+ * registers), for A's rows (rs = lda, ks = 1) and for A transposed (rs =
+ * 1, ks = lda). */
 __attribute__((target("avx512f,fma"), always_inline)) static inline void
-body16(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *bp,
-       int64_t bs, float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-       bool first) {
-  __m512 acc[MR16][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR16; r++)
-    acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  const float *a0 = a, *a7 = a + 7 * rs;
-  for (int64_t kk = 0; kk < kc; kk++) {
-    __m512 b0 = _mm512_loadu_ps(bp + kk * bs),
-           b1 = _mm512_loadu_ps(bp + kk * bs + 16);
-#define ROW(r, base, o)                                                        \
-  do {                                                                         \
-    __m512 av = _mm512_set1_ps(base[(o)*rs + kk * ks]);                        \
-    acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);                            \
-    acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);                            \
-  } while (0)
-    ROW(0, a0, 0);
-    ROW(1, a0, 1);
-    ROW(2, a0, 2);
-    ROW(3, a0, 3);
-    ROW(4, a0, 4);
-    ROW(5, a0, 5);
-    ROW(6, a0, 6);
-    ROW(7, a7, 0);
-    ROW(8, a7, 1);
-    ROW(9, a7, 2);
-    ROW(10, a7, 3);
-    ROW(11, a7, 4);
-    ROW(12, a7, 5);
-    ROW(13, a7, 6);
-#undef ROW
-  }
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  __mmask16 m0 = mask16(nr), m1 = mask16(nr - 16);
-#pragma GCC unroll 16
-  for (int r = 0; r < MR16; r++) {
-    float *cr = c + r * ldc;
-    __m512 x0 = _mm512_mul_ps(acc[r][0], va), x1 = _mm512_mul_ps(acc[r][1], va);
-    if (!first) {
-      x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cr));
-      x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cr + 16));
-    } else if (beta != 0.0f) {
-      x0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), x0);
-      x1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), x1);
-    }
-    _mm512_mask_storeu_ps(cr, m0, x0);
-    _mm512_mask_storeu_ps(cr + 16, m1, x1);
-  }
-}
-
-/* The last strip's r < MR16 rows, read in place as body16 reads them:
- * one instance per r (R constant), for A's rows (rs = lda, ks = 1) and for
- * A transposed (rs = 1, ks = lda). */
-__attribute__((target("avx512f,fma"), always_inline)) static inline void
-tail16(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
-       const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
-       float alpha, float beta, bool first) {
+strip16(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
+        const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
+        float alpha, float beta, bool first) {
   __m512 acc[MR16][2];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
@@ -260,58 +208,46 @@ tail16(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
   }
 }
 
-typedef void (*tail_fn)(int64_t kc, const float *a, int64_t lda,
-                        const float *bp, int64_t bs, float *c, int64_t ldc,
-                        int64_t nr, float alpha, float beta, bool first);
-#define TAIL16(R)                                                              \
-  static __attribute__((target("avx512f,fma"))) void t16r_##R(                 \
+typedef void (*strip_fn)(int64_t kc, const float *a, int64_t lda,
+                         const float *bp, int64_t bs, float *c, int64_t ldc,
+                         int64_t nr, float alpha, float beta, bool first);
+#define STRIP16(R)                                                             \
+  static __attribute__((target("avx512f,fma"))) void s16r_##R(                 \
       int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
       float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
       bool first) {                                                            \
-    tail16(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);          \
+    strip16(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);         \
   }                                                                            \
-  static __attribute__((target("avx512f,fma"))) void t16c_##R(                 \
+  static __attribute__((target("avx512f,fma"))) void s16c_##R(                 \
       int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
       float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
       bool first) {                                                            \
-    tail16(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);          \
+    strip16(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);         \
   }
-TAIL16(1)
-TAIL16(2)
-TAIL16(3)
-TAIL16(4)
-TAIL16(5)
-TAIL16(6)
-TAIL16(7)
-TAIL16(8)
-TAIL16(9)
-TAIL16(10)
-TAIL16(11)
-TAIL16(12)
-TAIL16(13)
-static const tail_fn tails16[2][MR16] = {
-    {NULL, t16r_1, t16r_2, t16r_3, t16r_4, t16r_5, t16r_6, t16r_7, t16r_8,
-     t16r_9, t16r_10, t16r_11, t16r_12, t16r_13},
-    {NULL, t16c_1, t16c_2, t16c_3, t16c_4, t16c_5, t16c_6, t16c_7, t16c_8,
-     t16c_9, t16c_10, t16c_11, t16c_12, t16c_13}};
-
-static __attribute__((target("avx512f,fma"))) void
-k16_rows(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
-         float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-         bool first) {
-  body16(kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);
-}
-
-static __attribute__((target("avx512f,fma"))) void
-k16_cols(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
-         float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-         bool first) {
-  body16(kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);
-}
+STRIP16(1)
+STRIP16(2)
+STRIP16(3)
+STRIP16(4)
+STRIP16(5)
+STRIP16(6)
+STRIP16(7)
+STRIP16(8)
+STRIP16(9)
+STRIP16(10)
+STRIP16(11)
+STRIP16(12)
+STRIP16(13)
+STRIP16(14)
+static const strip_fn strips16[2][MR16 + 1] = {
+    {NULL, s16r_1, s16r_2, s16r_3, s16r_4, s16r_5, s16r_6, s16r_7, s16r_8,
+     s16r_9, s16r_10, s16r_11, s16r_12, s16r_13, s16r_14},
+    {NULL, s16c_1, s16c_2, s16c_3, s16c_4, s16c_5, s16c_6, s16c_7, s16c_8,
+     s16c_9, s16c_10, s16c_11, s16c_12, s16c_13, s16c_14}};
 
 /* ---- AVX2 ------------------------------------------------------------- */
 #define MR8 6
-#define NR8 16
+#define NV8 2 /* vectors of 8 a row of the strip */
+#define NR8 (8 * NV8)
 
 static inline __attribute__((target("avx2"))) __m256i mask8(int64_t w) {
   const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
@@ -348,17 +284,22 @@ static __attribute__((target("avx2"))) void pack_b8(bool tb, const float *b,
     int64_t w = n - p < NR8 ? n - p : NR8;
     float *dst = bp + p / NR8 * kc * NR8;
     if (!tb) {
-      __m256i m0 = mask8(w), m1 = mask8(w - 8);
+      __m256i m[NV8];
+      for (int v = 0; v < NV8; v++)
+        m[v] = mask8(w - 8 * v);
       for (int64_t kk = 0; kk < kc; kk++) {
         const float *src = b + (k0 + kk) * ldb + p;
         if (kk + PF_ROWS < kc)
-          _mm_prefetch((const char *)(src + PF_ROWS * ldb), _MM_HINT_T0);
-        _mm256_store_ps(dst + kk * NR8, _mm256_maskload_ps(src, m0));
-        _mm256_store_ps(dst + kk * NR8 + 8, _mm256_maskload_ps(src + 8, m1));
+          for (int v = 0; v < NV8; v += 2)
+            _mm_prefetch((const char *)(src + PF_ROWS * ldb + 8 * v),
+                         _MM_HINT_T0);
+        for (int v = 0; v < NV8; v++)
+          _mm256_store_ps(dst + kk * NR8 + 8 * v,
+                          _mm256_maskload_ps(src + 8 * v, m[v]));
       }
       continue;
     }
-    for (int64_t h = 0; h < 2; h++)
+    for (int64_t h = 0; h < NV8; h++)
       for (int64_t kk = 0; kk < kc; kk += 8) {
         __m256i mk = mask8(kc - kk);
         __m256 r[8];
@@ -375,113 +316,73 @@ static __attribute__((target("avx2"))) void pack_b8(bool tb, const float *b,
   }
 }
 
+/* Strip rows 0 .. R - 1 by the panel's NR8 columns; R is constant in
+ * each instance (strip8(MR8, ...) is the full strip). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-body8(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *bp,
-      int64_t bs, float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-      bool first) {
-  __m256 acc[MR8][2];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR8; r++)
-    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t kk = 0; kk < kc; kk++) {
-    __m256 b0 = _mm256_loadu_ps(bp + kk * bs),
-           b1 = _mm256_loadu_ps(bp + kk * bs + 8);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR8; r++) {
-      __m256 av = _mm256_broadcast_ss(a + r * rs + kk * ks);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-  __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  __m256i m0 = mask8(nr), m1 = mask8(nr - 8);
-#pragma GCC unroll 16
-  for (int r = 0; r < MR8; r++) {
-    float *cr = c + r * ldc;
-    __m256 x0 = _mm256_mul_ps(acc[r][0], va), x1 = _mm256_mul_ps(acc[r][1], va);
-    if (!first) {
-      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));
-      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));
-    } else if (beta != 0.0f) {
-      x0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr, m0), x0);
-      x1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8, m1), x1);
-    }
-    _mm256_maskstore_ps(cr, m0, x0);
-    _mm256_maskstore_ps(cr + 8, m1, x1);
-  }
-}
-
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-tail8(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
-      const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
-      float alpha, float beta, bool first) {
-  __m256 acc[MR8][2];
+strip8(const int R, int64_t kc, const float *a, int64_t rs, int64_t ks,
+       const float *bp, int64_t bs, float *c, int64_t ldc, int64_t nr,
+       float alpha, float beta, bool first) {
+  __m256 acc[MR8][NV8];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
-    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int v = 0; v < NV8; v++)
+      acc[r][v] = _mm256_setzero_ps();
   for (int64_t kk = 0; kk < kc; kk++) {
-    __m256 b0 = _mm256_loadu_ps(bp + kk * bs),
-           b1 = _mm256_loadu_ps(bp + kk * bs + 8);
+    __m256 bv[NV8];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV8; v++)
+      bv[v] = _mm256_loadu_ps(bp + kk * bs + 8 * v);
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       __m256 av = _mm256_broadcast_ss(a + r * rs + kk * ks);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV8; v++)
+        acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
   __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
-  __m256i m0 = mask8(nr), m1 = mask8(nr - 8);
+  __m256i m[NV8];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV8; v++)
+    m[v] = mask8(nr - 8 * v);
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++) {
     float *cr = c + r * ldc;
-    __m256 x0 = _mm256_mul_ps(acc[r][0], va), x1 = _mm256_mul_ps(acc[r][1], va);
-    if (!first) {
-      x0 = _mm256_add_ps(x0, _mm256_maskload_ps(cr, m0));
-      x1 = _mm256_add_ps(x1, _mm256_maskload_ps(cr + 8, m1));
-    } else if (beta != 0.0f) {
-      x0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr, m0), x0);
-      x1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8, m1), x1);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV8; v++) {
+      __m256 x = _mm256_mul_ps(acc[r][v], va);
+      if (!first)
+        x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * v, m[v]));
+      else if (beta != 0.0f)
+        x = _mm256_fmadd_ps(vb, _mm256_maskload_ps(cr + 8 * v, m[v]), x);
+      _mm256_maskstore_ps(cr + 8 * v, m[v], x);
     }
-    _mm256_maskstore_ps(cr, m0, x0);
-    _mm256_maskstore_ps(cr + 8, m1, x1);
   }
 }
 
-#define TAIL8(R)                                                               \
-  static __attribute__((target("avx2,fma"))) void t8r_##R(                     \
+#define STRIP8(R)                                                              \
+  static __attribute__((target("avx2,fma"))) void s8r_##R(                     \
       int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
       float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
       bool first) {                                                            \
-    tail8(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);           \
+    strip8(R, kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);          \
   }                                                                            \
-  static __attribute__((target("avx2,fma"))) void t8c_##R(                     \
+  static __attribute__((target("avx2,fma"))) void s8c_##R(                     \
       int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,    \
       float *c, int64_t ldc, int64_t nr, float alpha, float beta,              \
       bool first) {                                                            \
-    tail8(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);           \
+    strip8(R, kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);          \
   }
-TAIL8(1)
-TAIL8(2)
-TAIL8(3)
-TAIL8(4)
-TAIL8(5)
-static const tail_fn tails8[2][MR8] = {
-    {NULL, t8r_1, t8r_2, t8r_3, t8r_4, t8r_5},
-    {NULL, t8c_1, t8c_2, t8c_3, t8c_4, t8c_5}};
-
-static __attribute__((target("avx2,fma"))) void
-k8_rows(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
-        float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-        bool first) {
-  body8(kc, a, lda, 1, bp, bs, c, ldc, nr, alpha, beta, first);
-}
-
-static __attribute__((target("avx2,fma"))) void
-k8_cols(int64_t kc, const float *a, int64_t lda, const float *bp, int64_t bs,
-        float *c, int64_t ldc, int64_t nr, float alpha, float beta,
-        bool first) {
-  body8(kc, a, 1, lda, bp, bs, c, ldc, nr, alpha, beta, first);
-}
+STRIP8(1)
+STRIP8(2)
+STRIP8(3)
+STRIP8(4)
+STRIP8(5)
+STRIP8(6)
+static const strip_fn strips8[2][MR8 + 1] = {
+    {NULL, s8r_1, s8r_2, s8r_3, s8r_4, s8r_5, s8r_6},
+    {NULL, s8c_1, s8c_2, s8c_3, s8c_4, s8c_5, s8c_6}};
 
 /* ---- the driver ------------------------------------------------------- */
 
@@ -491,19 +392,8 @@ static void kernel(bool wide, const ccg__gemm *g, int64_t mr, int64_t kc,
                    const float *as, const float *panel, int64_t bs, float *cs,
                    int64_t nr, bool first) {
   int64_t lda = g->lda, ldc = g->ldc;
-  tail_fn tail = mr == (wide ? MR16 : MR8) ? NULL
-                 : wide                    ? tails16[g->ta][mr]
-                                           : tails8[g->ta][mr];
-  if (tail)
-    tail(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
-  else if (wide && g->ta)
-    k16_cols(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
-  else if (wide)
-    k16_rows(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
-  else if (g->ta)
-    k8_cols(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
-  else
-    k8_rows(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
+  strip_fn f = wide ? strips16[g->ta][mr] : strips8[g->ta][mr];
+  f(kc, as, lda, panel, bs, cs, ldc, nr, g->alpha, g->beta, first);
 }
 
 /* Columns [0, n) of the tile, n <= NC, with bp's room for KC x NC. */
