@@ -156,8 +156,9 @@ typedef struct ccg_exec_options {
    * runs (a local communicator's size, else 1), at least 1. The environment
    * variable CCG_THREADS overrides it. Each executor owns its pool, joined
    * by ccg_exec_free. Results are the same bytes for any count. GEMM
-   * libraries run single-threaded under the pool: where OpenBLAS serves f32
-   * GEMMs (CCG_GEMM=openblas) it is set to one thread for the process. */
+   * kernels and libraries run single-threaded under the pool: where
+   * OpenBLAS serves f32 GEMMs (CCG_GEMM=openblas) it is set to one thread
+   * for the process. */
   int threads;
 } ccg_exec_options;
 #define CCG_EXEC_OPTIONS_INIT                                                  \
