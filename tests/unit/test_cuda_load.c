@@ -12,18 +12,6 @@
 
 #include "test_util.h"
 
-/* Whether a mapping of this process names `lib`. */
-static bool mapped(const char *lib) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  assert_non_null(f);
-  char line[4096];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f))
-    found = strstr(line, lib) != NULL;
-  fclose(f);
-  return found;
-}
-
 /* relu of a 4-vector, created on `device`; the status of create. */
 static ccg_status relu_on(ccg_device device, char *why, size_t size) {
   ccg_graph *g = NULL;
@@ -54,10 +42,10 @@ static void cpu_step_maps_no_cuda(void **state) {
   (void)state;
   char why[1024];
   assert_int_equal(relu_on(CCG_DEVICE_CPU, why, sizeof why), CCG_STATUS_OK);
-  assert_false(mapped("libcudart"));
-  assert_false(mapped("libccgraph_cuda"));
-  assert_false(mapped("libcublas"));
-  assert_false(mapped("libnccl"));
+  assert_false(ccg_test_mapped("libcudart"));
+  assert_false(ccg_test_mapped("libccgraph_cuda"));
+  assert_false(ccg_test_mapped("libcublas"));
+  assert_false(ccg_test_mapped("libnccl"));
 }
 
 static void cuda_device_loads_it(void **state) {
@@ -69,16 +57,16 @@ static void cuda_device_loads_it(void **state) {
   if (strstr(why, "the CUDA runtime: cannot load")) {
     /* no runtime installed: refused, naming it, with nothing mapped */
     assert_int_equal(st, CCG_STATUS_BACKEND);
-    assert_false(mapped("libccgraph_cuda"));
+    assert_false(ccg_test_mapped("libccgraph_cuda"));
     return;
   }
   assert_true(st == CCG_STATUS_OK || st == CCG_STATUS_BACKEND);
-  assert_true(mapped("libcudart"));
-  assert_true(mapped("libccgraph_cuda"));
+  assert_true(ccg_test_mapped("libcudart"));
+  assert_true(ccg_test_mapped("libccgraph_cuda"));
 #else
   assert_int_equal(st, CCG_STATUS_BACKEND);
   assert_non_null(strstr(why, "built without CUDA"));
-  assert_false(mapped("libcudart"));
+  assert_false(ccg_test_mapped("libcudart"));
 #endif
 }
 

@@ -14,18 +14,6 @@
 
 #include "test_util.h"
 
-/* Whether a mapping of this process names `lib`. */
-static bool mapped(const char *lib) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  assert_non_null(f);
-  char line[4096];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f))
-    found = strstr(line, lib) != NULL;
-  fclose(f);
-  return found;
-}
-
 enum { N = 64 }; /* above the small-product loop's size */
 
 /* A [m, k] times B [k, n] on the CPU, A all 1 and B(i, j) = j: every row
@@ -94,11 +82,11 @@ static void default_maps_no_library(void **state) {
   char why[1024];
   unsetenv("CCG_GEMM");
   assert_int_equal(matmul(why, sizeof why), CCG_STATUS_OK);
-  assert_false(mapped("libopenblas"));
+  assert_false(ccg_test_mapped("libopenblas"));
   if (!own_default())
     return;
-  assert_false(mapped("libdnnl"));
-  assert_false(mapped("libgomp"));
+  assert_false(ccg_test_mapped("libdnnl"));
+  assert_false(ccg_test_mapped("libgomp"));
 }
 
 /* one row by a 2048 x 2048 B (16 MiB): oneDNN's, loaded at run */
@@ -109,9 +97,9 @@ static void streaming_product_loads_onednn(void **state) {
   assert_int_equal(matmul_of(1, 2048, 2048, why, sizeof why), CCG_STATUS_OK);
 #ifdef CCG_HAVE_ONEDNN
   if (own_default())
-    assert_true(mapped("libdnnl"));
+    assert_true(ccg_test_mapped("libdnnl"));
 #else
-  assert_false(mapped("libdnnl"));
+  assert_false(ccg_test_mapped("libdnnl"));
 #endif
 }
 
@@ -123,11 +111,11 @@ static void onednn_asked_loads_it(void **state) {
   unsetenv("CCG_GEMM");
 #ifdef CCG_HAVE_ONEDNN
   assert_int_equal(st, CCG_STATUS_OK);
-  assert_true(mapped("libdnnl"));
+  assert_true(ccg_test_mapped("libdnnl"));
 #else
   assert_int_equal(st, CCG_STATUS_INVALID_ARG);
   assert_non_null(strstr(why, "CCG_GEMM='onednn'"));
-  assert_false(mapped("libdnnl"));
+  assert_false(ccg_test_mapped("libdnnl"));
 #endif
 }
 

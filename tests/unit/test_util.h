@@ -118,4 +118,19 @@ static inline void ccg_test_clear_launch_env(void) {
     unsetenv(vars[i]);
 }
 
+#ifdef assert_non_null /* cmocka's tests (the MPI ones run without it) */
+/* Whether a mapping of this process (/proc/self/maps) names `lib`: what
+ * a library loaded on first use has or has not brought in. */
+static inline bool ccg_test_mapped(const char *lib) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  assert_non_null(f);
+  char line[4096];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f))
+    found = strstr(line, lib) != NULL;
+  fclose(f);
+  return found;
+}
+#endif
+
 #endif

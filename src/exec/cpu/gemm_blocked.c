@@ -42,50 +42,41 @@
  * floats, 1 MiB */
 #define NC 512
 
-/* The calling thread's packing buffer, grown as needed and freed when the
- * thread ends. */
+/* The calling thread's packing buffer of KC x NC floats, made at its
+ * first product and freed when the thread ends. */
 static pthread_key_t buf_key;
 static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
 static bool buf_key_ok;
 
-typedef struct pack_buf {
-  float *p;
-  size_t cap; /* floats */
-} pack_buf;
-
-static void buf_free(void *v) {
-  pack_buf *b = v;
-  if (b) {
-    free(b->p);
-    free(b);
-  }
-}
-
 static void buf_key_init(void) {
-  buf_key_ok = pthread_key_create(&buf_key, buf_free) == 0;
+  buf_key_ok = pthread_key_create(&buf_key, free) == 0;
 }
 
-static float *thread_buf(size_t floats) {
+/* At exit, or where the library is unloaded: the key goes, so that no
+ * thread's end calls into unmapped code; this thread's buffer is freed
+ * (a live thread's would be left). */
+__attribute__((destructor)) static void buf_key_drop(void) {
+  if (!buf_key_ok)
+    return;
+  free(pthread_getspecific(buf_key));
+  pthread_key_delete(buf_key);
+  buf_key_ok = false;
+}
+
+/* NULL where the buffer cannot be had. */
+static float *thread_buf(void) {
   pthread_once(&buf_once, buf_key_init);
   if (!buf_key_ok)
     return NULL;
-  pack_buf *b = pthread_getspecific(buf_key);
+  float *b = pthread_getspecific(buf_key);
   if (!b) {
-    b = calloc(1, sizeof *b);
-    if (!b || pthread_setspecific(buf_key, b) != 0) {
+    b = aligned_alloc(64, (size_t)KC * NC * sizeof(float));
+    if (b && pthread_setspecific(buf_key, b) != 0) {
       free(b);
-      return NULL;
+      b = NULL;
     }
   }
-  if (b->cap < floats) {
-    float *p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    if (!p)
-      return NULL;
-    free(b->p);
-    b->p = p;
-    b->cap = floats;
-  }
-  return b->p;
+  return b;
 }
 
 /* ---- AVX-512 ---------------------------------------------------------- */
@@ -437,7 +428,7 @@ bool ccg__sgemm_blocked(ccg__isa isa, const ccg__gemm *g, int64_t m, int64_t n,
                         const float *a, const float *b, float *c) {
   if (isa < CCG__ISA_AVX2)
     return false;
-  float *bp = thread_buf((size_t)KC * NC);
+  float *bp = thread_buf();
   if (!bp)
     return false;
   for (int64_t j0 = 0; j0 < n; j0 += NC)
