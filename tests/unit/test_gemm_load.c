@@ -1,14 +1,17 @@
 /* oneDNN and OpenBLAS are loaded when a GEMM is to run on them, not
  * before: a process whose MatMul runs on ccgraph's own kernels (the
  * default where the CPU has AVX2 and FMA) maps neither (its /proc/self/maps);
- * a product of few rows streaming a large B loads oneDNN there (where the
- * build has it); CCG_GEMM=onednn maps oneDNN at create (a build without it
- * refuses the name). The order of the tests matters: the first runs before
- * anything asks for either library. */
+ * the products it leaves to oneDNN (few rows, or few rows streaming a large
+ * B) load oneDNN there where the build has it (each in a child process);
+ * CCG_GEMM=onednn maps oneDNN at create (a build without it refuses the name).
+ * The order of the tests matters: the first runs before anything asks for
+ * either library. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -89,18 +92,39 @@ static void default_maps_no_library(void **state) {
   assert_false(ccg_test_mapped("libgomp"));
 }
 
-/* one row by a 2048 x 2048 B (16 MiB): oneDNN's, loaded at run */
-static void streaming_product_loads_onednn(void **state) {
+/* In a child process (nothing loaded yet there): an m x k x n MatMul
+ * under the default; whether it mapped oneDNN. */
+static bool loads_onednn(int64_t m, int64_t k, int64_t n) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    char why[1024];
+    unsetenv("CCG_GEMM");
+    bool ok = matmul_of(m, k, n, why, sizeof why) == CCG_STATUS_OK;
+    _exit(!ok ? 2 : ccg_test_mapped("libdnnl") ? 0 : 1);
+  }
+  int status = 0;
+  assert_true(waitpid(pid, &status, 0) == pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 2);
+  return WEXITSTATUS(status) == 0;
+}
+
+/* The products the default leaves to oneDNN load it at run: 5 rows by a
+ * 2048 x 2048 B (16 MiB), and 2 rows by a small one; 64 rows by a small B
+ * and 8 rows (B not transposed) stay on the kernels. */
+static void products_left_to_onednn(void **state) {
   (void)state;
-  char why[1024];
-  unsetenv("CCG_GEMM");
-  assert_int_equal(matmul_of(1, 2048, 2048, why, sizeof why), CCG_STATUS_OK);
+  if (!own_default())
+    return;
 #ifdef CCG_HAVE_ONEDNN
-  if (own_default())
-    assert_true(ccg_test_mapped("libdnnl"));
+  assert_true(loads_onednn(5, 2048, 2048));
+  assert_true(loads_onednn(2, 256, 256));
 #else
-  assert_false(ccg_test_mapped("libdnnl"));
+  assert_false(loads_onednn(5, 2048, 2048));
+  assert_false(loads_onednn(2, 256, 256));
 #endif
+  assert_false(loads_onednn(64, 256, 256));
+  assert_false(loads_onednn(8, 256, 256));
 }
 
 static void onednn_asked_loads_it(void **state) {
@@ -122,7 +146,7 @@ static void onednn_asked_loads_it(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(default_maps_no_library),
-      cmocka_unit_test(streaming_product_loads_onednn),
+      cmocka_unit_test(products_left_to_onednn),
       cmocka_unit_test(onednn_asked_loads_it),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

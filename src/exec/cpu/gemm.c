@@ -346,10 +346,26 @@ static void release_freed(void) {
 #endif
 }
 
-/* Products of at most STREAM_MAX_M rows whose B has STREAM_MIN_B floats
- * (16 MiB) or more: oneDNN's, where the build has it (sgemm) */
+/* Products left to oneDNN under the default (MIXED), where the build has
+ * it: at most STREAM_MAX_M rows over a B of STREAM_MIN_B floats (16 MiB)
+ * or more, or at most FEW_ROWS rows (FEW_ROWS_T with B transposed). Such
+ * products are bound by B's journey from memory or cache: oneDNN's sgemm
+ * overlaps its loads with the arithmetic, where the kernels pack B first
+ * or read it a panel at a time (bench_gemm_own, own / oneDNN: the MLP at
+ * batch 64 1.3, one row of a 4096 x 4096 B 1.7; 1,1024,1024 1.5 (AVX2 5.1),
+ * 4,1024,1024 1.17, 8,1024,1024 0.97; with B transposed 1 row 5.1, 4 rows
+ * 2.4, 8 rows 2.0, 16 rows 0.75). */
+#ifdef CCG_HAVE_ONEDNN
 #define STREAM_MAX_M 128
 #define STREAM_MIN_B ((int64_t)1 << 22)
+#define FEW_ROWS 4
+#define FEW_ROWS_T 8
+
+static bool left_to_onednn(const ccg__gemm *g) {
+  return (g->m <= STREAM_MAX_M && g->k * g->n >= STREAM_MIN_B) ||
+         g->m <= (g->tb ? FEW_ROWS_T : FEW_ROWS);
+}
+#endif
 
 typedef struct job {
   const ccg__gemm *g;
@@ -432,13 +448,10 @@ static void sgemm(ccg__pool *pool, const ccg__gemm *g, ccg__gemm_path path,
         path == CCG__GEMM_SMALL && (!g->tb || g->k * j.t.bn <= SMALL_PACK);
   j.lib = lib;
 #ifdef CCG_HAVE_ONEDNN
-  /* A product of few rows streaming a large B from memory goes to oneDNN,
-   * loaded then if it was not (and the kernels keep it where it cannot
-   * be): its sgemm overlaps B's loads with the arithmetic, where the
-   * kernels pack B first (the 4096 x 4096 MLP at batch 64: 1.33x oneDNN's
-   * time; a single row, 1.7x; bench_gemm_own) */
-  if (lib == CCG__GEMM_LIB_MIXED && path == CCG__GEMM_AUTO &&
-      g->m <= STREAM_MAX_M && g->k * g->n >= STREAM_MIN_B) {
+  /* a product left to oneDNN is loaded then if it was not (and stays on
+   * the kernels where it cannot be) */
+  if (lib == CCG__GEMM_LIB_MIXED && path == CCG__GEMM_AUTO && !j.small &&
+      left_to_onednn(g)) {
     ccg_ctx quiet; /* a library that cannot be loaded is no error here */
     ccg__ctx_init(&quiet);
     if (ccg__onednn_load(&quiet) == CCG_STATUS_OK)
