@@ -9,9 +9,9 @@
  * kernel instance for each strip height. Per C element the sum runs over k
  * in order within a block, one fused multiply-add a step (in a strip of
  * fewer than 4 rows, in 2 to 4 interleaved partial sums added in order at
- * the end), and the blocks add
- * in order; each tile is one call, so the bytes do not depend on the
- * thread count (docs/performance.md, "ccgraph's own GEMM, adopted"). */
+ * the end), and the blocks add in order; each tile is one call, so the
+ * bytes do not depend on the thread count (docs/performance.md, "ccgraph's
+ * own GEMM, adopted"). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
