@@ -179,6 +179,12 @@ static void test_scalar_declined(void **state) {
   g.c = &c;
   assert_false(ccg__sgemm_blocked(CCG__ISA_SCALAR, &g, 1, 1, &a, &b, &c));
   assert_true(c == 7.0f);
+  /* and the default for scalar array math is a library */
+  if (!getenv("CCG_GEMM")) {
+    ccg__gemm_lib_kind lib;
+    assert_int_equal(ccg__gemm_lib(NULL, CCG__ISA_SCALAR, &lib), CCG_STATUS_OK);
+    assert_false(ccg__gemm_lib_own(lib));
+  }
 }
 
 int main(void) {
