@@ -220,9 +220,10 @@ struct ccg_exec {
   bool cuda_graph, tf32;
   /* the CPU kernels' array math (cpu/vecmath.h) */
   const struct ccg__vm *vm;
-  /* f32 GEMMs on oneDNN, else on OpenBLAS (then loaded): chosen once when
-   * the program is compiled (CCG_GEMM), not read again per product */
-  int gemm_lib; /* ccg__gemm_lib_kind (cpu/cpu.h) */
+  /* what f32 GEMMs run on (ccg__gemm_lib_kind, cpu/cpu.h): chosen once
+   * when the program is compiled (CCG_GEMM, the CPU), not read again per
+   * product */
+  int gemm_lib;
   /* the program's first run is under way: oneDNN's freed packing blocks
    * go back to the system after each library call (cpu/gemm.c); `ran`:
    * one has been */

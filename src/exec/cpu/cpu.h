@@ -141,8 +141,9 @@ void ccg__sgemm_path(struct ccg__pool *pool, const ccg__gemm *g,
  * OpenBLAS's cblas_sgemm. */
 typedef enum ccg__gemm_lib {
   CCG__GEMM_LIB_BLOCKED, /* every product (CCG_GEMM=ccgraph) */
-  /* the default: ccgraph's kernels, but a product of few rows streaming a
-   * large B from memory on oneDNN where the build has it (gemm.c) */
+  /* the default: ccgraph's kernels, but the products of very few rows, or
+   * of few rows streaming a large B, on oneDNN where the build has it
+   * (gemm.c, left_to_onednn) */
   CCG__GEMM_LIB_MIXED,
   CCG__GEMM_LIB_ONEDNN,
   CCG__GEMM_LIB_OPENBLAS
@@ -152,9 +153,10 @@ static inline bool ccg__gemm_lib_own(int lib) {
   return lib == CCG__GEMM_LIB_BLOCKED || lib == CCG__GEMM_LIB_MIXED;
 }
 /* What f32 GEMMs run on for the array math isa: CCG_GEMM (ccgraph, onednn
- * or openblas), else ccgraph's own where isa is AVX2 or wider (MIXED),
- * else oneDNN where built with it, else OpenBLAS (then loaded). A bad CCG_GEMM,
- * or ccgraph below AVX2, is CCG_STATUS_INVALID_ARG naming it, on err. */
+ * or openblas), else ccgraph's own where isa is AVX2 or wider (MIXED where
+ * the build has oneDNN), else oneDNN where built with it, else OpenBLAS.
+ * Where err is given, the library chosen is loaded. A bad CCG_GEMM, or
+ * ccgraph below AVX2, is CCG_STATUS_INVALID_ARG naming it, on err. */
 ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib);
 /* The tile m x n of g at a, b, c on ccgraph's own kernels for isa; false
  * (nothing written) where isa is below AVX2 or the thread's packing buffer

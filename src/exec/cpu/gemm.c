@@ -60,8 +60,9 @@ static tiling plan(int64_t M, int64_t N, int64_t K) {
   return t;
 }
 
-/* Which library f32 GEMMs run on; where it is OpenBLAS and err is given
- * (at create), it is loaded, or the error names why it cannot be. */
+/* Which library f32 GEMMs run on (cpu.h); where it is oneDNN or OpenBLAS
+ * and err is given (at create), it is loaded, or the error names why it
+ * cannot be. */
 ccg_status ccg__gemm_lib(ccg_ctx *err, ccg__isa isa, ccg__gemm_lib_kind *lib) {
   const char *env = getenv("CCG_GEMM");
   bool own = isa >= CCG__ISA_AVX2;
