@@ -168,6 +168,13 @@ static void test_large(void **state) {
     ran++;
     for (size_t i = 0; i < sizeof big / sizeof *big; i++)
       check((ccg__isa)isa, &big[i]);
+    /* an empty tile: done, nothing written */
+    float a = 1.0f, b = 2.0f, c = 7.0f;
+    ccg__gemm g = CCG__GEMM_INIT;
+    g.n = g.k = g.lda = g.ldb = g.ldc = 1;
+    assert_true(ccg__sgemm_blocked((ccg__isa)isa, &g, 0, 1, &a, &b, &c));
+    assert_true(ccg__sgemm_blocked((ccg__isa)isa, &g, 1, 0, &a, &b, &c));
+    assert_true(c == 7.0f);
   }
   if (!ran)
     no_kernels_here();

@@ -484,6 +484,8 @@ bool ccg__sgemm_blocked(ccg__isa isa, const ccg__gemm *g, int64_t m, int64_t n,
                         const float *a, const float *b, float *c) {
   if (isa < CCG__ISA_AVX2)
     return false;
+  if (m <= 0 || n <= 0) /* nothing to write (and no strips to split) */
+    return true;
   float *bp = thread_buf();
   if (!bp)
     return false;
