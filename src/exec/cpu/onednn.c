@@ -8,20 +8,20 @@ ccg__onednn_api ccg__onednn_fn;
 static ccg__dynlib dnnl_state = CCG__DYNLIB_INIT;
 
 static void load_dnnl(void) {
-  const char *so = CCG_DNNL_SONAME, *gomp = CCG_GOMP_SONAME;
-  void *h = ccg__dynlib_open(&dnnl_state, so, CCG_DNNL_LIBDIR);
-  if (!h)
-    return;
-#define CCG__LOAD(f)                                                           \
-  *(void **)&ccg__onednn_fn.f = ccg__dynlib_sym(&dnnl_state, h, so, #f);
-  CCG__DNNL_FNS(CCG__LOAD)
+  const char *dnnl = CCG_DNNL_SONAME, *gomp = CCG_GOMP_SONAME;
+  void *hd = ccg__dynlib_open(&dnnl_state, dnnl, CCG_DNNL_LIBDIR);
   /* oneDNN's own dependency: loaded with it, found again by soname */
-  void *g = ccg__dynlib_open(&dnnl_state, gomp, CCG_GOMP_LIBDIR);
-  if (!g)
+  void *hg = hd ? ccg__dynlib_open(&dnnl_state, gomp, CCG_GOMP_LIBDIR) : NULL;
+  if (!hd || !hg)
     return;
-  h = g;
-  so = gomp;
-  CCG__GOMP_FNS(CCG__LOAD)
+#define CCG__LOAD(h, so, f)                                                    \
+  *(void **)&ccg__onednn_fn.f = ccg__dynlib_sym(&dnnl_state, h, so, #f);
+#define CCG__LOAD_DNNL(f) CCG__LOAD(hd, dnnl, f)
+#define CCG__LOAD_GOMP(f) CCG__LOAD(hg, gomp, f)
+  CCG__DNNL_FNS(CCG__LOAD_DNNL)
+  CCG__GOMP_FNS(CCG__LOAD_GOMP)
+#undef CCG__LOAD_GOMP
+#undef CCG__LOAD_DNNL
 #undef CCG__LOAD
 }
 
